@@ -1,0 +1,108 @@
+// Child processes of the local runtime and the test bed: started with their output captured, stopped
+// gracefully (SIGTERM, then SIGKILL after a grace period), never left behind.
+import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { dirname } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+export type Log = (message: string) => void;
+
+/** Runs a command to completion; rejects with its last output lines when it fails. */
+export async function run(cmd: string, args: string[], opts: SpawnOptions & { log?: Log } = {}): Promise<void> {
+  const child = spawn(cmd, args, { ...opts, stdio: ['ignore', 'pipe', 'pipe'] });
+  const tail: string[] = [];
+  const keep = (chunk: Buffer) => {
+    for (const line of chunk.toString().split('\n')) {
+      if (!line.trim()) continue;
+      tail.push(line);
+      if (tail.length > 40) tail.shift();
+      opts.log?.(line);
+    }
+  };
+  child.stdout?.on('data', keep);
+  child.stderr?.on('data', keep);
+  const code = await new Promise<number | null>((resolve, reject) => {
+    child.on('error', (err) => reject(new Error(`${cmd} could not be started: ${err.message}`)));
+    child.on('exit', resolve);
+  });
+  if (code !== 0) throw new Error(`${cmd} ${args.join(' ')} exited with ${code}:\n${tail.join('\n')}`);
+}
+
+export async function stopProcess(child: ChildProcess, graceMs = 10_000): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+  await exited;
+  clearTimeout(timer);
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      srv.close(() => (typeof addr === 'object' && addr ? resolve(addr.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+export async function fingerprint(files: string[]): Promise<string> {
+  const h = createHash('sha256');
+  for (const f of files) h.update(f).update('\0').update(await readFile(f)).update('\0');
+  return h.digest('hex');
+}
+
+export async function exists(path: string): Promise<boolean> {
+  return stat(path).then(
+    () => true,
+    () => false,
+  );
+}
+
+/**
+ * Runs `build` unless `stampFile` already records `stamp`. A lock directory keeps two processes (the test
+ * setup and a local runtime, say) from building the same thing at once.
+ */
+export async function buildOnce(stampFile: string, stamp: string, build: () => Promise<void>, log: Log): Promise<void> {
+  const current = await readFile(stampFile, 'utf8').catch(() => '');
+  if (current === stamp) return;
+  await mkdir(dirname(stampFile), { recursive: true });
+  const lock = `${stampFile}.lock`;
+  for (let waited = 0; ; waited += 1) {
+    try {
+      await mkdir(lock);
+      await writeFile(`${lock}/pid`, String(process.pid));
+      break;
+    } catch {
+      // A build killed midway leaves its lock behind; a lock whose process is gone is free.
+      const holder = Number(await readFile(`${lock}/pid`, 'utf8').catch(() => '0'));
+      if (holder > 0 && !isAlive(holder)) {
+        await rm(lock, { recursive: true, force: true });
+        continue;
+      }
+      if (waited === 0) log(`waiting for another build (${lock})`);
+      if (waited > 3600) throw new Error(`${lock} is held for over an hour; remove it if no build is running`);
+      await sleep(1000);
+      if ((await readFile(stampFile, 'utf8').catch(() => '')) === stamp) return;
+    }
+  }
+  try {
+    await build();
+    await writeFile(stampFile, stamp);
+  } finally {
+    await rm(lock, { recursive: true, force: true });
+  }
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}

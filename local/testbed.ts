@@ -1,0 +1,49 @@
+// Brings up what Outrigger runs against on one machine: the local kube-apiserver (unless a real cluster is
+// given) with the project's RBAC installed, and DynamoDB Local with Outrigger's table. The test setup and the
+// local runtime both start here, so they run against the same thing.
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { applyManifests, connect } from '../shared/kube/index.ts';
+import { ensureTable, openState } from '../shared/state/index.ts';
+import { startTestCluster, type TestCluster } from './apiserver.ts';
+import { startDynamoDBLocal, type DynamoDBLocal } from './dynamodb.ts';
+import { projectRoot } from './paths.ts';
+import type { Log } from './process.ts';
+
+export const DEFAULT_TABLE = 'outrigger';
+
+export interface Testbed {
+  cluster: TestCluster | undefined;
+  dynamodb: DynamoDBLocal;
+  tableName: string;
+  stop(): Promise<void>;
+}
+
+/** The manifests every cluster Outrigger manages must have: its RBAC (and, as issues land, its CRDs). */
+export async function clusterManifests(): Promise<string> {
+  return readFile(join(projectRoot, 'cluster', 'rbac.yaml'), 'utf8');
+}
+
+export async function startTestbed(opts: { withCluster: boolean; log?: Log; tableName?: string }): Promise<Testbed> {
+  const log = opts.log ?? (() => {});
+  const tableName = opts.tableName ?? DEFAULT_TABLE;
+  // Both may need a first-time build or download; they do not depend on each other.
+  const [cluster, dynamodb] = await Promise.all([
+    opts.withCluster ? startTestCluster({ log }) : Promise.resolve(undefined),
+    startDynamoDBLocal({ log }),
+  ]);
+  const stop = async () => {
+    await Promise.allSettled([cluster?.stop(), dynamodb.stop()]);
+  };
+  try {
+    if (cluster) {
+      const admin = connect({ kind: 'kubeconfig', path: cluster.kubeconfigs.admin });
+      await applyManifests(admin, await clusterManifests());
+    }
+    await ensureTable(openState({ tableName, endpoint: dynamodb.endpoint }));
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return { cluster, dynamodb, tableName, stop };
+}

@@ -1,0 +1,132 @@
+// The event envelope: a CloudEvents 1.0 structured-mode JSON document carrying one watch event. It is the
+// contract between forwarders (ours, Knative's via the ingest function, the local runtime) and the handlers.
+// Validation is strict about what handlers rely on and names the first bad field; a bad envelope is never
+// half-processed, it is rejected whole (to the dead-letter queue, with this error as its reason).
+import { z } from 'zod';
+import type { KubeObject } from '../kube/resource.ts';
+
+export const EVENT_TYPE_PREFIX = 'dev.outrigger.watch.';
+export const WATCH_EVENT_TYPES = ['added', 'modified', 'deleted'] as const;
+export type WatchEventType = (typeof WATCH_EVENT_TYPES)[number];
+
+/** SQS's message size limit, and so the largest envelope a forwarder may send. */
+export const MAX_ENVELOPE_BYTES = 256 * 1024;
+
+/** A cluster id is part of every state key and message group: DNS-label-like, so it is safe everywhere. */
+export const clusterIdSchema = z
+  .string()
+  .regex(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/, 'must be a DNS label: lower-case letters, digits and -, at most 63');
+
+const objectSchema = z
+  .object({
+    apiVersion: z.string().min(1),
+    kind: z.string().min(1),
+    metadata: z
+      .object({
+        name: z.string().min(1),
+        namespace: z.string().min(1).optional(),
+        uid: z.string().min(1),
+        resourceVersion: z.string().min(1),
+      })
+      .loose(),
+  })
+  .loose();
+
+export const envelopeSchema = z
+  .object({
+    specversion: z.literal('1.0'),
+    id: z.string().min(1),
+    source: z.string().min(1),
+    type: z.enum(WATCH_EVENT_TYPES.map((t) => `${EVENT_TYPE_PREFIX}${t}`) as [string, ...string[]]),
+    time: z.iso.datetime({ offset: true }).optional(),
+    subject: z.string().optional(),
+    datacontenttype: z.literal('application/json').optional(),
+    /** CloudEvents extension attribute: the cluster the object lives in. */
+    cluster: clusterIdSchema,
+    data: z
+      .object({
+        object: objectSchema,
+        /** The object as the forwarder last saw it, on a modification, when it has it. */
+        oldObject: objectSchema.optional(),
+      })
+      .strict(),
+  })
+  .loose();
+
+export interface Envelope {
+  specversion: '1.0';
+  id: string;
+  source: string;
+  type: string;
+  time?: string | undefined;
+  subject?: string | undefined;
+  datacontenttype?: 'application/json' | undefined;
+  cluster: string;
+  data: { object: KubeObject; oldObject?: KubeObject | undefined };
+}
+
+export class EnvelopeError extends Error {
+  /** Dotted path of the first bad field, `(envelope)` when the whole document is wrong. */
+  readonly field: string;
+  constructor(field: string, problem: string) {
+    super(`invalid event envelope: ${field}: ${problem}`);
+    this.name = 'EnvelopeError';
+    this.field = field;
+  }
+}
+
+export function watchEventType(envelope: Pick<Envelope, 'type'>): WatchEventType {
+  return envelope.type.slice(EVENT_TYPE_PREFIX.length) as WatchEventType;
+}
+
+/** Parses and validates a message body. Throws EnvelopeError naming the first bad field. */
+export function parseEnvelope(body: string | unknown): Envelope {
+  let value: unknown = body;
+  if (typeof body === 'string') {
+    if (Buffer.byteLength(body, 'utf8') > MAX_ENVELOPE_BYTES) {
+      throw new EnvelopeError('(envelope)', `is ${Buffer.byteLength(body, 'utf8')} bytes, over the ${MAX_ENVELOPE_BYTES}-byte limit`);
+    }
+    try {
+      value = JSON.parse(body);
+    } catch (err) {
+      throw new EnvelopeError('(envelope)', `is not JSON (${(err as Error).message})`);
+    }
+  }
+  const result = envelopeSchema.safeParse(value);
+  if (!result.success) {
+    const issue = result.error.issues[0];
+    const field = issue && issue.path.length > 0 ? issue.path.map(String).join('.') : '(envelope)';
+    throw new EnvelopeError(field, issue?.message ?? 'is not a valid envelope');
+  }
+  return result.data as Envelope;
+}
+
+export interface NewEnvelope {
+  cluster: string;
+  type: WatchEventType;
+  object: KubeObject;
+  oldObject?: KubeObject | undefined;
+  source: string;
+  time?: Date;
+}
+
+/**
+ * Builds the envelope for a watch event. The id is derived from (cluster, uid, resourceVersion, type), so the
+ * same change seen twice (a relist, a restarted forwarder) has the same id and deduplicates downstream.
+ */
+export function makeEnvelope(e: NewEnvelope): Envelope {
+  const m = e.object.metadata;
+  const envelope: Envelope = {
+    specversion: '1.0',
+    id: `${e.cluster}/${m.uid ?? ''}/${m.resourceVersion ?? ''}/${e.type}`,
+    source: e.source,
+    type: `${EVENT_TYPE_PREFIX}${e.type}`,
+    time: (e.time ?? new Date()).toISOString(),
+    subject: `${e.object.apiVersion ?? ''}/${e.object.kind ?? ''}/${m.namespace ? `${m.namespace}/` : ''}${m.name ?? ''}`,
+    datacontenttype: 'application/json',
+    cluster: e.cluster,
+    data: { object: e.object, ...(e.oldObject ? { oldObject: e.oldObject } : {}) },
+  };
+  // Validate what we emit with the same schema consumers use, so a forwarder never sends what they reject.
+  return parseEnvelope(envelope);
+}

@@ -1,0 +1,276 @@
+// The one place where Outrigger talks HTTP to an apiserver. Everything is addressed by GVR; client-node
+// supplies kubeconfig parsing, TLS and credentials (its dispatcher), undici the transport.
+import { HttpMethod, RequestContext, type KubeConfig } from '@kubernetes/client-node';
+import pRetry, { AbortError } from 'p-retry';
+import { fetch, type Dispatcher } from 'undici';
+import { KubeError, kubeErrorFromFailure, kubeErrorFromResponse } from './errors.ts';
+import { resourcePath, type GVR, type KubeList, type KubeObject } from './resource.ts';
+
+export interface RetryOptions {
+  /** Attempts after the first, for transient failures only (429, 5xx, no answer). */
+  retries: number;
+  minDelayMs: number;
+  maxDelayMs: number;
+}
+
+export interface KubeClientOptions {
+  retry?: Partial<RetryOptions>;
+  /** Per-request timeout; watches are exempt. */
+  timeoutMs?: number;
+  /**
+   * A bearer token source that overrides the kubeconfig's user, for credentials that expire (EKS IAM tokens,
+   * a token rotated in Secrets Manager). Called before every request; it should cache.
+   */
+  bearerToken?: () => Promise<string>;
+  /** Field manager for server-side apply and for every write's managedFields. */
+  fieldManager?: string;
+}
+
+export interface ListOptions {
+  namespace?: string | undefined;
+  labelSelector?: string | undefined;
+  fieldSelector?: string | undefined;
+  limit?: number | undefined;
+  continue?: string | undefined;
+  resourceVersion?: string | undefined;
+}
+
+export type PatchType = 'merge' | 'json' | 'strategic' | 'apply';
+
+const patchContentType: Record<PatchType, string> = {
+  merge: 'application/merge-patch+json',
+  json: 'application/json-patch+json',
+  strategic: 'application/strategic-merge-patch+json',
+  apply: 'application/apply-patch+yaml',
+};
+
+export interface DeleteOptions {
+  /** Refuse to delete unless the object still has this uid (and resourceVersion, when given). */
+  preconditions?: { uid?: string; resourceVersion?: string };
+  propagationPolicy?: 'Foreground' | 'Background' | 'Orphan';
+}
+
+export interface WatchEvent<T extends KubeObject = KubeObject> {
+  type: 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR';
+  object: T;
+}
+
+/** Counts requests by verb, so benchmarks and tests can state what an operation cost. */
+export class RequestStats {
+  total = 0;
+  readonly byVerb: Record<string, number> = {};
+  count(verb: string): void {
+    this.total += 1;
+    this.byVerb[verb] = (this.byVerb[verb] ?? 0) + 1;
+  }
+  reset(): void {
+    this.total = 0;
+    for (const k of Object.keys(this.byVerb)) delete this.byVerb[k];
+  }
+}
+
+export const DEFAULT_FIELD_MANAGER = 'outrigger';
+
+export class KubeClient {
+  readonly stats = new RequestStats();
+  readonly fieldManager: string;
+  readonly server: string;
+  private readonly retry: RetryOptions;
+  private readonly timeoutMs: number;
+  private readonly kc: KubeConfig;
+  private readonly bearerToken: (() => Promise<string>) | undefined;
+
+  constructor(kc: KubeConfig, opts: KubeClientOptions = {}) {
+    const cluster = kc.getCurrentCluster();
+    if (!cluster) throw new Error('the kubeconfig has no current cluster (check current-context)');
+    this.kc = kc;
+    this.server = cluster.server.replace(/\/+$/, '');
+    this.retry = { retries: 4, minDelayMs: 100, maxDelayMs: 2_000, ...opts.retry };
+    this.timeoutMs = opts.timeoutMs ?? 30_000;
+    this.bearerToken = opts.bearerToken;
+    this.fieldManager = opts.fieldManager ?? DEFAULT_FIELD_MANAGER;
+  }
+
+  async get<T extends KubeObject = KubeObject>(r: GVR, name: string, namespace?: string): Promise<T> {
+    return this.request<T>('GET', resourcePath(r, { namespace, name }), { verb: 'get' });
+  }
+
+  async list<T extends KubeObject = KubeObject>(r: GVR, opts: ListOptions = {}): Promise<KubeList<T>> {
+    const { namespace, ...query } = opts;
+    return this.request<KubeList<T>>('GET', resourcePath(r, { namespace }), { verb: 'list', query });
+  }
+
+  /** Every page of a list, `limit` objects per request. */
+  async listAll<T extends KubeObject = KubeObject>(r: GVR, opts: ListOptions = {}): Promise<T[]> {
+    const items: T[] = [];
+    let cont: string | undefined;
+    do {
+      const page = await this.list<T>(r, { limit: 500, ...opts, continue: cont });
+      items.push(...page.items);
+      cont = page.metadata.continue || undefined;
+    } while (cont);
+    return items;
+  }
+
+  async create<T extends KubeObject = KubeObject>(r: GVR, obj: T, namespace?: string): Promise<T> {
+    return this.request<T>('POST', resourcePath(r, { namespace: namespace ?? obj.metadata.namespace }), {
+      verb: 'create',
+      body: obj,
+      query: { fieldManager: this.fieldManager },
+    });
+  }
+
+  /** PUT: fails with Conflict when `obj.metadata.resourceVersion` is stale, which is the point. */
+  async replace<T extends KubeObject = KubeObject>(r: GVR, obj: T, opts: { subresource?: string } = {}): Promise<T> {
+    const name = obj.metadata.name;
+    if (!name) throw new KubeError('Invalid', `replace ${r.resource}: the object has no metadata.name`);
+    return this.request<T>('PUT', resourcePath(r, { namespace: obj.metadata.namespace, name, subresource: opts.subresource }), {
+      verb: opts.subresource ? `update/${opts.subresource}` : 'update',
+      body: obj,
+      query: { fieldManager: this.fieldManager },
+    });
+  }
+
+  async patch<T extends KubeObject = KubeObject>(
+    r: GVR,
+    name: string,
+    namespace: string | undefined,
+    patch: unknown,
+    type: PatchType,
+    opts: { subresource?: string; force?: boolean } = {},
+  ): Promise<T> {
+    const query: Record<string, string | boolean> = { fieldManager: this.fieldManager };
+    if (type === 'apply' && opts.force) query.force = true;
+    return this.request<T>('PATCH', resourcePath(r, { namespace, name, subresource: opts.subresource }), {
+      verb: `patch/${type}`,
+      body: patch,
+      contentType: patchContentType[type],
+      query,
+    });
+  }
+
+  async delete(r: GVR, name: string, namespace?: string, opts: DeleteOptions = {}): Promise<void> {
+    const body: Record<string, unknown> = { apiVersion: 'v1', kind: 'DeleteOptions' };
+    if (opts.preconditions) body.preconditions = opts.preconditions;
+    if (opts.propagationPolicy) body.propagationPolicy = opts.propagationPolicy;
+    await this.request('DELETE', resourcePath(r, { namespace, name }), { verb: 'delete', body });
+  }
+
+  /** GET of an arbitrary path, for discovery (`/apis/apps/v1`, `/version`). */
+  async getPath<T>(path: string): Promise<T> {
+    return this.request<T>('GET', path, { verb: 'discovery' });
+  }
+
+  /**
+   * Streams watch events until the server closes the watch, `signal` aborts, or an error event arrives. A
+   * `410 Gone` (as HTTP status or as an ERROR event) is thrown as a KubeError of kind Gone: relist and retry.
+   */
+  async watch<T extends KubeObject = KubeObject>(
+    r: GVR,
+    opts: ListOptions & { allowWatchBookmarks?: boolean; timeoutSeconds?: number },
+    onEvent: (event: WatchEvent<T>) => void | Promise<void>,
+    signal?: AbortSignal,
+  ): Promise<void> {
+    const { namespace, ...rest } = opts;
+    const path = resourcePath(r, { namespace });
+    const what = `watch ${path}`;
+    this.stats.count('watch');
+    const query = { ...rest, watch: true };
+    let res;
+    try {
+      res = await this.send('GET', path, { query, ...(signal ? { signal } : {}) });
+    } catch (err) {
+      throw kubeErrorFromFailure(err, what);
+    }
+    if (!res.ok) throw kubeErrorFromResponse(res.status, await res.text(), what);
+    if (!res.body) return;
+    const decoder = new TextDecoder();
+    let buffered = '';
+    try {
+      for await (const chunk of res.body) {
+        buffered += decoder.decode(chunk as Uint8Array, { stream: true });
+        let nl;
+        while ((nl = buffered.indexOf('\n')) >= 0) {
+          const line = buffered.slice(0, nl).trim();
+          buffered = buffered.slice(nl + 1);
+          if (!line) continue;
+          const event = JSON.parse(line) as WatchEvent<T>;
+          if (event.type === 'ERROR') {
+            const status = event.object as unknown as { code?: number };
+            throw kubeErrorFromResponse(status.code ?? 500, line.length ? JSON.stringify(event.object) : '', what);
+          }
+          await onEvent(event);
+        }
+      }
+    } catch (err) {
+      if (signal?.aborted) return;
+      throw err instanceof KubeError ? err : kubeErrorFromFailure(err, what);
+    }
+  }
+
+  /**
+   * One API call with bounded retries for transient failures only. NotFound, Conflict, Invalid and the other
+   * definite answers are returned to the caller at once: they are facts about the cluster, not faults.
+   */
+  async request<T>(
+    method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE',
+    path: string,
+    opts: { verb: string; query?: Record<string, string | number | boolean | undefined>; body?: unknown; contentType?: string },
+  ): Promise<T> {
+    const what = `${method} ${path}`;
+    return pRetry(
+      async () => {
+        this.stats.count(opts.verb);
+        let res;
+        try {
+          res = await this.send(method, path, { ...opts, signal: AbortSignal.timeout(this.timeoutMs) });
+        } catch (err) {
+          throw kubeErrorFromFailure(err, what);
+        }
+        const text = await res.text().catch((err: unknown) => {
+          throw kubeErrorFromFailure(err, what);
+        });
+        if (!res.ok) {
+          const e = kubeErrorFromResponse(res.status, text, what);
+          throw e.transient ? e : new AbortError(e);
+        }
+        return (text ? JSON.parse(text) : undefined) as T;
+      },
+      {
+        retries: this.retry.retries,
+        minTimeout: this.retry.minDelayMs,
+        maxTimeout: this.retry.maxDelayMs,
+        factor: 2,
+        randomize: true,
+        shouldRetry: ({ error }) => error instanceof KubeError && error.transient,
+      },
+    );
+  }
+
+  private async send(
+    method: string,
+    path: string,
+    opts: { query?: Record<string, string | number | boolean | undefined>; body?: unknown; contentType?: string; signal?: AbortSignal },
+  ) {
+    const url = new URL(this.server + path);
+    for (const [k, v] of Object.entries(opts.query ?? {})) if (v !== undefined && v !== '') url.searchParams.set(k, String(v));
+    const ctx = new RequestContext(url.toString(), HttpMethod.GET);
+    await this.kc.applySecurityAuthentication(ctx);
+    const headers: Record<string, string> = {};
+    for (const [k, v] of Object.entries(ctx.getHeaders())) headers[k.toLowerCase()] = v;
+    headers.accept = 'application/json';
+    if (this.bearerToken) headers.authorization = `Bearer ${await this.bearerToken()}`;
+    let body: string | undefined;
+    if (opts.body !== undefined) {
+      headers['content-type'] = opts.contentType ?? 'application/json';
+      body = JSON.stringify(opts.body);
+    }
+    return fetch(url, {
+      method,
+      headers,
+      ...(body !== undefined ? { body } : {}),
+      ...(opts.signal ? { signal: opts.signal } : {}),
+      dispatcher: ctx.getDispatcher() as Dispatcher | undefined,
+    });
+  }
+}

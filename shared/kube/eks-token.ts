@@ -1,0 +1,70 @@
+// EKS authenticates an IAM identity from a bearer token that is a presigned STS GetCallerIdentity URL, bound
+// to one cluster through the signed `x-k8s-aws-id` header. With it an EKS cluster needs no static secret:
+// the Lambda's own role is the identity, mapped to Outrigger's RBAC through an EKS access entry.
+import { Hash } from '@smithy/hash-node';
+import { HttpRequest } from '@smithy/protocol-http';
+import { SignatureV4 } from '@smithy/signature-v4';
+import type { AwsCredentialIdentity, AwsCredentialIdentityProvider } from '@smithy/types';
+
+export const EKS_TOKEN_PREFIX = 'k8s-aws-v1.';
+const CLUSTER_ID_HEADER = 'x-k8s-aws-id';
+/** STS accepts the presigned URL for 60 seconds of signing time; EKS honours the token for 15 minutes. */
+const PRESIGN_SECONDS = 60;
+const REUSE_MS = 10 * 60 * 1000;
+
+export interface EksTokenOptions {
+  clusterName: string;
+  region: string;
+  credentials: AwsCredentialIdentity | AwsCredentialIdentityProvider;
+  /** For tests: the signing time. */
+  now?: () => Date;
+}
+
+export async function eksToken(opts: EksTokenOptions): Promise<string> {
+  const hostname = `sts.${opts.region}.amazonaws.com`;
+  const signer = new SignatureV4({
+    service: 'sts',
+    region: opts.region,
+    credentials: opts.credentials,
+    sha256: Hash.bind(null, 'sha256'),
+  });
+  const request = new HttpRequest({
+    method: 'GET',
+    protocol: 'https:',
+    hostname,
+    path: '/',
+    query: { Action: 'GetCallerIdentity', Version: '2011-06-15' },
+    headers: { host: hostname, [CLUSTER_ID_HEADER]: opts.clusterName },
+  });
+  const signed = await signer.presign(request, {
+    expiresIn: PRESIGN_SECONDS,
+    ...(opts.now ? { signingDate: opts.now() } : {}),
+  });
+  const query = Object.entries(signed.query ?? {})
+    .map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(String(v))}`)
+    .join('&');
+  const url = `https://${hostname}/?${query}`;
+  return EKS_TOKEN_PREFIX + Buffer.from(url, 'utf8').toString('base64url');
+}
+
+/** A token source for KubeClient's `bearerToken`: one token is reused for ten minutes, then renewed. */
+export function eksTokenSource(opts: EksTokenOptions): () => Promise<string> {
+  let cached: { token: string; at: number } | undefined;
+  let pending: Promise<string> | undefined;
+  return async () => {
+    const now = Date.now();
+    if (cached && now - cached.at < REUSE_MS) return cached.token;
+    pending ??= eksToken(opts).then(
+      (token) => {
+        cached = { token, at: now };
+        pending = undefined;
+        return token;
+      },
+      (err: unknown) => {
+        pending = undefined;
+        throw err;
+      },
+    );
+    return pending;
+  };
+}

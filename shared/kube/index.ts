@@ -1,0 +1,8 @@
+// Cluster access for Outrigger: the only module that talks to an apiserver.
+export { KubeClient, RequestStats, DEFAULT_FIELD_MANAGER, type KubeClientOptions, type ListOptions, type PatchType, type WatchEvent, type DeleteOptions } from './client.ts';
+export { connect, kubeConfigFromFile, type ClusterAccess } from './config.ts';
+export { KubeError, isKubeError, kubeErrorFromResponse, type KubeErrorKind } from './errors.ts';
+export { eksToken, eksTokenSource, EKS_TOKEN_PREFIX } from './eks-token.ts';
+export { getResourceList, resolveKind, forgetDiscovery, type APIResource, type APIResourceList, type ResolvedResource } from './discovery.ts';
+export { applyManifests, applyObject } from './apply.ts';
+export * from './resource.ts';

@@ -1,0 +1,176 @@
+// A lease with a fencing term. One holder at a time; a holder keeps it by renewing before it expires; anyone
+// may take it over once it has expired or been released, and each takeover increments the term. Writes a
+// leader makes are conditioned on (holder, term, unexpired) in the same transaction (see `fencedWrite`), so a
+// deposed leader that wakes up late cannot overwrite its successor's decisions.
+//
+// Expiry compares the caller's clock with the stored deadline: clocks must agree to well within the lease
+// duration. The term, not the clock, is what keeps a late write out.
+import {
+  ConditionalCheckFailedException,
+  GetItemCommand,
+  TransactWriteItemsCommand,
+  TransactionCanceledException,
+  UpdateItemCommand,
+  type AttributeValue,
+  type DynamoDBClient,
+  type TransactWriteItem,
+} from '@aws-sdk/client-dynamodb';
+import { LeaseLostError, VersionConflictError } from './errors.ts';
+import { itemKey } from './table.ts';
+
+export interface Lease {
+  cluster: string;
+  name: string;
+  holder: string;
+  term: number;
+  /** Epoch milliseconds. */
+  expiresAt: number;
+}
+
+export interface LeaseStoreOptions {
+  client: DynamoDBClient;
+  tableName: string;
+  now?: () => number;
+}
+
+const LEASE_KIND = 'lease';
+
+export class LeaseStore {
+  private readonly client: DynamoDBClient;
+  private readonly tableName: string;
+  private readonly now: () => number;
+
+  constructor(opts: LeaseStoreOptions) {
+    this.client = opts.client;
+    this.tableName = opts.tableName;
+    this.now = opts.now ?? Date.now;
+  }
+
+  private key(cluster: string, name: string) {
+    return itemKey({ cluster, kind: LEASE_KIND, name });
+  }
+
+  /**
+   * Takes the lease when it is free (never held, expired or released), with a new term; when `holder` already
+   * holds it, extends it at the same term. Returns undefined while someone else holds it.
+   */
+  async acquire(cluster: string, name: string, holder: string, ttlMs: number): Promise<Lease | undefined> {
+    if (ttlMs <= 0) throw new Error(`lease ${name}: ttlMs must be positive, got ${ttlMs}`);
+    const now = this.now();
+    try {
+      const out = await this.client.send(
+        new UpdateItemCommand({
+          TableName: this.tableName,
+          Key: this.key(cluster, name),
+          UpdateExpression: 'SET holder = :h, expiresAt = :exp, term = if_not_exists(term, :zero) + :one',
+          ConditionExpression: 'attribute_not_exists(term) OR expiresAt <= :now',
+          ExpressionAttributeValues: { ':h': s(holder), ':exp': n(now + ttlMs), ':zero': n(0), ':one': n(1), ':now': n(now) },
+          ReturnValues: 'ALL_NEW',
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+        }),
+      );
+      return toLease(cluster, name, out.Attributes);
+    } catch (err) {
+      if (!(err instanceof ConditionalCheckFailedException)) throw err;
+      const current = toLease(cluster, name, err.Item);
+      if (current.holder !== holder) return undefined;
+      return this.renew(current, ttlMs);
+    }
+  }
+
+  /** Extends a lease this holder still has at this term; undefined when it was lost (expired or taken over). */
+  async renew(lease: Lease, ttlMs: number): Promise<Lease | undefined> {
+    const now = this.now();
+    try {
+      const out = await this.client.send(
+        new UpdateItemCommand({
+          TableName: this.tableName,
+          Key: this.key(lease.cluster, lease.name),
+          UpdateExpression: 'SET expiresAt = :exp',
+          ConditionExpression: 'holder = :h AND term = :t AND expiresAt > :now',
+          ExpressionAttributeValues: { ':h': s(lease.holder), ':t': n(lease.term), ':exp': n(now + ttlMs), ':now': n(now) },
+          ReturnValues: 'ALL_NEW',
+        }),
+      );
+      return toLease(lease.cluster, lease.name, out.Attributes);
+    } catch (err) {
+      if (err instanceof ConditionalCheckFailedException) return undefined;
+      throw err;
+    }
+  }
+
+  /** Gives the lease up so that the next acquirer takes it at once (with the next term). */
+  async release(lease: Lease): Promise<boolean> {
+    try {
+      await this.client.send(
+        new UpdateItemCommand({
+          TableName: this.tableName,
+          Key: this.key(lease.cluster, lease.name),
+          UpdateExpression: 'SET expiresAt = :zero',
+          ConditionExpression: 'holder = :h AND term = :t',
+          ExpressionAttributeValues: { ':h': s(lease.holder), ':t': n(lease.term), ':zero': n(0) },
+        }),
+      );
+      return true;
+    } catch (err) {
+      if (err instanceof ConditionalCheckFailedException) return false;
+      throw err;
+    }
+  }
+
+  async get(cluster: string, name: string): Promise<Lease | undefined> {
+    const out = await this.client.send(
+      new GetItemCommand({ TableName: this.tableName, Key: this.key(cluster, name), ConsistentRead: true }),
+    );
+    return out.Item ? toLease(cluster, name, out.Item) : undefined;
+  }
+
+  /** The condition that proves `lease` is still held, for a transaction's first item. */
+  fence(lease: Lease): TransactWriteItem {
+    return {
+      ConditionCheck: {
+        TableName: this.tableName,
+        Key: this.key(lease.cluster, lease.name),
+        ConditionExpression: 'holder = :fh AND term = :ft AND expiresAt > :fnow',
+        ExpressionAttributeValues: { ':fh': s(lease.holder), ':ft': n(lease.term), ':fnow': n(this.now()) },
+      },
+    };
+  }
+
+  /**
+   * Writes `items` atomically if and only if `lease` is still held. A lost lease raises LeaseLostError; a
+   * failed condition on one of the items raises VersionConflictError naming it.
+   */
+  async fencedWrite(lease: Lease, items: Array<{ item: TransactWriteItem; describe: string; expected: number | 'absent' }>): Promise<void> {
+    try {
+      await this.client.send(new TransactWriteItemsCommand({ TransactItems: [this.fence(lease), ...items.map((i) => i.item)] }));
+    } catch (err) {
+      if (!(err instanceof TransactionCanceledException)) throw err;
+      const reasons = err.CancellationReasons ?? [];
+      if (reasons[0]?.Code === 'ConditionalCheckFailed') throw new LeaseLostError(lease.name, lease.term);
+      const failed = reasons.findIndex((r, i) => i > 0 && r.Code === 'ConditionalCheckFailed');
+      const item = items[failed - 1];
+      if (item) throw new VersionConflictError(item.describe, item.expected);
+      throw err;
+    }
+  }
+}
+
+function s(value: string): AttributeValue {
+  return { S: value };
+}
+
+function n(value: number): AttributeValue {
+  return { N: String(value) };
+}
+
+function toLease(cluster: string, name: string, item: Record<string, AttributeValue> | undefined): Lease {
+  if (!item) throw new Error(`lease ${name}: DynamoDB returned no item`);
+  return {
+    cluster,
+    name,
+    holder: item.holder?.S ?? '',
+    term: Number(item.term?.N ?? 0),
+    expiresAt: Number(item.expiresAt?.N ?? 0),
+  };
+}

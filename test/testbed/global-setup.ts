@@ -1,0 +1,26 @@
+// Jest global setup for integration tests: a real kube-apiserver (with etcd) and DynamoDB Local on
+// loopback, started once for the run. Workers find them through OUTRIGGER_TESTBED (a JSON file).
+import { writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startTestbed } from '../../local/testbed.ts';
+import type { TestbedInfo } from './index.ts';
+
+export default async function globalSetup(): Promise<void> {
+  const started = Date.now();
+  const bed = await startTestbed({ withCluster: true, log: (m) => process.stderr.write(`[testbed] ${m}\n`) });
+  const cluster = bed.cluster!;
+  const info: TestbedInfo = {
+    server: cluster.server,
+    kubeconfigs: cluster.kubeconfigs,
+    tokens: cluster.tokens,
+    caFile: cluster.caFile,
+    dynamodbEndpoint: bed.dynamodb.endpoint,
+    tableName: bed.tableName,
+  };
+  const file = join(tmpdir(), `outrigger-testbed-${process.pid}.json`);
+  await writeFile(file, JSON.stringify(info));
+  process.env.OUTRIGGER_TESTBED = file;
+  (globalThis as { __outriggerTestbed?: typeof bed }).__outriggerTestbed = bed;
+  process.stderr.write(`[testbed] kube-apiserver ${cluster.server} and DynamoDB Local ${bed.dynamodb.endpoint} ready in ${Date.now() - started} ms\n`);
+}

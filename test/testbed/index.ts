@@ -1,0 +1,45 @@
+// What integration tests use to reach the test bed. Tests act as the `outrigger` identity (the project's
+// own RBAC role) unless they are setting the scene, which the `admin` identity does.
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { connect, Resources, type KubeClient } from '../../shared/kube/index.ts';
+import { openState, type State } from '../../shared/state/index.ts';
+
+export interface TestbedInfo {
+  server: string;
+  kubeconfigs: { admin: string; outrigger: string };
+  tokens: { admin: string; outrigger: string };
+  caFile: string;
+  dynamodbEndpoint: string;
+  tableName: string;
+}
+
+export function testbed(): TestbedInfo {
+  const file = process.env.OUTRIGGER_TESTBED;
+  if (!file) throw new Error('OUTRIGGER_TESTBED is not set: run integration tests through jest (npm test)');
+  return JSON.parse(readFileSync(file, 'utf8')) as TestbedInfo;
+}
+
+export function adminClient(): KubeClient {
+  return connect({ kind: 'kubeconfig', path: testbed().kubeconfigs.admin });
+}
+
+export function outriggerClient(opts: Parameters<typeof connect>[1] = {}): KubeClient {
+  return connect({ kind: 'kubeconfig', path: testbed().kubeconfigs.outrigger }, opts);
+}
+
+export function testState(opts: { now?: () => number } = {}): State {
+  const bed = testbed();
+  return openState({ tableName: bed.tableName, endpoint: bed.dynamodbEndpoint, ...opts });
+}
+
+/** A fresh id, for namespaces and cluster ids, so tests sharing the bed never see each other's objects. */
+export function uniqueName(prefix: string): string {
+  return `${prefix}-${randomBytes(4).toString('hex')}`;
+}
+
+export async function createNamespace(prefix = 'test'): Promise<string> {
+  const name = uniqueName(prefix);
+  await adminClient().create(Resources.namespaces, { apiVersion: 'v1', kind: 'Namespace', metadata: { name } });
+  return name;
+}
