@@ -1,7 +1,7 @@
 // The local kube-apiserver (with etcd): the real one, built from the official Kubernetes Go modules by the Go
 // program in test/cluster, started on loopback with RBAC and two static identities (admin, outrigger).
 import { spawn } from 'node:child_process';
-import { mkdtemp, readFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { cacheDir, projectRoot } from './paths.ts';
@@ -82,5 +82,10 @@ export async function startTestCluster(opts: { dir?: string; log?: Log; port?: n
     });
   });
   const ready = JSON.parse(await readFile(join(dir, 'ready.json'), 'utf8')) as Omit<TestCluster, 'stop' | 'dir'>;
-  return { ...ready, dir, pid: child.pid ?? 0, stop: () => stopProcess(child) };
+  const stop = async () => {
+    await stopProcess(child);
+    // etcd's data and the credentials are throwaway unless the caller chose where they live.
+    if (!opts.dir) await rm(dir, { recursive: true, force: true });
+  };
+  return { ...ready, dir, pid: child.pid ?? 0, stop };
 }

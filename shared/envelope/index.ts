@@ -2,6 +2,7 @@
 // contract between forwarders (ours, Knative's via the ingest function, the local runtime) and the handlers.
 // Validation is strict about what handlers rely on and names the first bad field; a bad envelope is never
 // half-processed, it is rejected whole (to the dead-letter queue, with this error as its reason).
+import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import type { KubeObject } from '../kube/resource.ts';
 
@@ -129,4 +130,20 @@ export function makeEnvelope(e: NewEnvelope): Envelope {
   };
   // Validate what we emit with the same schema consumers use, so a forwarder never sends what they reject.
   return parseEnvelope(envelope);
+}
+
+/**
+ * The FIFO message group: per cluster, the object's owning controller (its ControllerRef), or the object
+ * itself when it has none. Events about one controller's objects stay in order; everything else runs in
+ * parallel, and one busy cluster has groups of its own.
+ */
+export function messageGroupId(envelope: Pick<Envelope, 'cluster' | 'data'>): string {
+  const meta = envelope.data.object.metadata;
+  const controller = meta.ownerReferences?.find((r) => r.controller === true);
+  return `${envelope.cluster}/${controller?.uid ?? meta.uid ?? ''}`;
+}
+
+/** SQS deduplication id (at most 128 characters): a digest of (cluster, uid, resourceVersion, type). */
+export function deduplicationId(envelope: Pick<Envelope, 'id'>): string {
+  return createHash('sha256').update(envelope.id).digest('hex');
 }

@@ -6,3 +6,4 @@ export { eksToken, eksTokenSource, EKS_TOKEN_PREFIX } from './eks-token.ts';
 export { getResourceList, resolveKind, forgetDiscovery, type APIResource, type APIResourceList, type ResolvedResource } from './discovery.ts';
 export { applyManifests, applyObject } from './apply.ts';
 export * from './resource.ts';
+export { runWatchSource, type SourceEvent, type SourceEventType, type WatchSourceOptions } from './source.ts';

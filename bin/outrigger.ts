@@ -1,0 +1,86 @@
+#!/usr/bin/env node
+// outrigger: the local runtime and, as later issues land, the history and rollback commands. Installed as
+// `kubectl-outrigger` too, so that `kubectl outrigger ...` works as a kubectl plugin.
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { kubectlBinary } from '../local/apiserver.ts';
+import { projectRoot } from '../local/paths.ts';
+import { startRuntime } from '../runtime/local.ts';
+
+const usage = `usage: outrigger <command> [options]
+
+commands:
+  run        run Outrigger locally: every function, in one process, against KUBECONFIG's cluster or,
+             when KUBECONFIG is unset, a local kube-apiserver it starts; DynamoDB Local for state
+             --kubeconfig PATH   the cluster to watch (default: $KUBECONFIG)
+             --context NAME      kubeconfig context
+             --cluster-id ID     the cluster's id in events and state keys (default: local)
+             --state-dir DIR     dead letters and runtime.json (default: .outrigger/)
+`;
+
+async function run(argv: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      kubeconfig: { type: 'string' },
+      context: { type: 'string' },
+      'cluster-id': { type: 'string', default: 'local' },
+      'state-dir': { type: 'string', default: join(projectRoot, '.outrigger') },
+    },
+    strict: true,
+  });
+  const kubeconfig = values.kubeconfig ?? (process.env.KUBECONFIG || undefined);
+  const log = (m: string) => process.stderr.write(`[outrigger] ${m}\n`);
+  log(kubeconfig ? `watching the cluster of ${kubeconfig}` : 'KUBECONFIG is not set: starting a local kube-apiserver');
+  const runtime = await startRuntime({
+    kubeconfig,
+    context: values.context,
+    clusterId: values['cluster-id'],
+    stateDir: values['state-dir'],
+    log,
+  });
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) {
+      log('stopping now');
+      process.exit(130);
+    }
+    stopping = true;
+    log(`${signal}: stopping (again to force)`);
+    runtime.stop().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        log(`stop failed: ${String(err)}`);
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGINT', () => stop('SIGINT'));
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  log(`ready: cluster ${runtime.clusterId} at ${runtime.server}, DynamoDB Local at ${runtime.dynamodbEndpoint}`);
+  if (!kubeconfig) log(`use the cluster with: ${kubectlBinary} --kubeconfig ${runtime.kubeconfig} get ns`);
+  log(`dead letters: ${runtime.deadLetterFile}; Ctrl-C stops everything`);
+  process.stdout.write(`${JSON.stringify({ ready: true, kubeconfig: runtime.kubeconfig, kubectl: kubectlBinary, server: runtime.server, dynamodb: runtime.dynamodbEndpoint })}\n`);
+}
+
+async function main(): Promise<void> {
+  const [command, ...rest] = process.argv.slice(2);
+  switch (command) {
+    case 'run':
+      return run(rest);
+    case undefined:
+    case 'help':
+    case '--help':
+    case '-h':
+      process.stdout.write(usage);
+      return;
+    default:
+      process.stderr.write(`outrigger: unknown command ${JSON.stringify(command)}\n${usage}`);
+      process.exit(2);
+  }
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`outrigger: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,23 @@
+// What Outrigger's functions are and what triggers them. The CDK stack and the local runtime both read this
+// list, so a function is declared once and runs the same way in AWS and on one machine.
+import type { Context } from 'aws-lambda';
+import type { GVR } from '../shared/kube/index.ts';
+
+// Handlers differ in event and result types; the registry only passes events through.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- each handler types its own event
+export type LambdaHandler = (event: any, context: Context) => Promise<unknown>;
+
+export interface FunctionSpec {
+  /** Also the Lambda function's construct id. */
+  name: string;
+  description: string;
+  /** The handler module, relative to the project root (esbuild's entry point). */
+  entry: string;
+  load: () => Promise<{ handler: LambdaHandler }>;
+  /** Watch events of these resources are queued for the function. */
+  events?: { resources: GVR[] };
+  /** Runs on a schedule, once per period. */
+  schedule?: { everyMinutes: number };
+  /** Seconds; the Lambda timeout and the local runtime's limit for one invocation. */
+  timeoutSeconds: number;
+}

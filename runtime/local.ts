@@ -1,0 +1,184 @@
+// The local runtime: all of Outrigger in one process. It watches a cluster (the one a kubeconfig names, or a
+// local kube-apiserver it starts), turns watch events into the same envelopes the forwarder sends, queues them
+// per function with SQS FIFO semantics, and invokes the same Lambda handlers the CDK stack deploys; scheduled
+// functions run on their schedules. State lives in DynamoDB Local.
+import { randomUUID } from 'node:crypto';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Context, SQSBatchResponse } from 'aws-lambda';
+import { functions as registry } from '../functions/index.ts';
+import type { FunctionSpec, LambdaHandler } from '../functions/spec.ts';
+import { startTestbed, type Testbed } from '../local/testbed.ts';
+import { Clusters, type ClusterConfig } from '../shared/clusters.ts';
+import { deduplicationId, makeEnvelope, messageGroupId } from '../shared/envelope/index.ts';
+import { runWatchSource, type KubeClient, connect, gvrString } from '../shared/kube/index.ts';
+import { FileDeadLetterSink } from '../shared/lambda/dead-letter.ts';
+import { setEnvironment } from '../shared/lambda/environment.ts';
+import { openState } from '../shared/state/index.ts';
+import { LocalQueue } from './queue.ts';
+
+export interface RuntimeOptions {
+  /** A real cluster's kubeconfig; without one the runtime starts the local kube-apiserver. */
+  kubeconfig?: string | undefined;
+  context?: string | undefined;
+  clusterId?: string;
+  stateDir: string;
+  functions?: FunctionSpec[];
+  log?: (message: string) => void;
+}
+
+export interface Runtime {
+  /** For the user's kubectl: the local apiserver's admin kubeconfig, or the one given. */
+  kubeconfig: string;
+  server: string;
+  clusterId: string;
+  dynamodbEndpoint: string;
+  tableName: string;
+  deadLetterFile: string;
+  queues: Map<string, LocalQueue>;
+  /** Runs a scheduled function now (as its schedule would). */
+  runScheduled(name: string): Promise<unknown>;
+  /** Resolves once every watch has listed and every queue is empty. */
+  settled(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
+  const log = opts.log ?? (() => {});
+  const clusterId = opts.clusterId ?? 'local';
+  const specs = opts.functions ?? registry;
+  await mkdir(opts.stateDir, { recursive: true });
+
+  const bed: Testbed = await startTestbed({ withCluster: !opts.kubeconfig, log });
+  const userKubeconfig = opts.kubeconfig ?? bed.cluster!.kubeconfigs.admin;
+  // On the local apiserver the handlers act as the `outrigger` identity, held to the project's RBAC role, as
+  // they are in a real deployment; on a real cluster they act as the kubeconfig's user.
+  const handlerKubeconfig = opts.kubeconfig ?? bed.cluster!.kubeconfigs.outrigger;
+  const clusterConfig: ClusterConfig = { id: clusterId, access: { kind: 'kubeconfig', path: handlerKubeconfig, ...(opts.context ? { context: opts.context } : {}) } };
+  const deadLetterFile = join(opts.stateDir, 'dead-letter.jsonl');
+  const deadLetter = new FileDeadLetterSink(deadLetterFile);
+  setEnvironment({
+    clusters: new Clusters([clusterConfig]),
+    state: openState({ tableName: bed.tableName, endpoint: bed.dynamodb.endpoint }),
+    deadLetter,
+  });
+  const source: KubeClient = connect(clusterConfig.access);
+
+  const abort = new AbortController();
+  const timers: NodeJS.Timeout[] = [];
+  const queues = new Map<string, LocalQueue>();
+  const watches: Array<Promise<void>> = [];
+  const synced: Array<Promise<void>> = [];
+  const handlers = new Map<string, { spec: FunctionSpec; handler: LambdaHandler }>();
+
+  for (const spec of specs) {
+    const { handler } = await spec.load();
+    handlers.set(spec.name, { spec, handler });
+    if (spec.events) {
+      const queue = new LocalQueue({
+        name: spec.name,
+        deliver: (event) => invoke(spec, handler, event) as Promise<SQSBatchResponse | void>,
+        deadLetter,
+        onError: (err) => log(`${spec.name}: ${String(err)}`),
+      });
+      queues.set(spec.name, queue);
+      for (const resource of spec.events.resources) {
+        let markSynced!: () => void;
+        synced.push(new Promise<void>((r) => (markSynced = r)));
+        watches.push(
+          runWatchSource({
+            client: source,
+            resource,
+            signal: abort.signal,
+            onSynced: () => markSynced(),
+            onError: (err) => log(`watch ${gvrString(resource)}: ${String(err)}; retrying`),
+            onEvent: async (e) => {
+              const envelope = makeEnvelope({ cluster: clusterId, type: e.type, object: e.object, oldObject: e.oldObject, source: `outrigger://${clusterId}/local-runtime` });
+              await queue.enqueue(JSON.stringify(envelope), messageGroupId(envelope), deduplicationId(envelope));
+            },
+          }),
+        );
+      }
+    }
+    if (spec.schedule) {
+      const tick = () => invokeScheduled(spec, handler).catch((err: unknown) => log(`${spec.name}: ${String(err)}`));
+      timers.push(setInterval(tick, spec.schedule.everyMinutes * 60_000));
+      void tick();
+    }
+  }
+
+  const runtime: Runtime = {
+    kubeconfig: userKubeconfig,
+    server: source.server,
+    clusterId,
+    dynamodbEndpoint: bed.dynamodb.endpoint,
+    tableName: bed.tableName,
+    deadLetterFile,
+    queues,
+    runScheduled: async (name) => {
+      const h = handlers.get(name);
+      if (!h?.spec.schedule) throw new Error(`${name} is not a scheduled function`);
+      return invokeScheduled(h.spec, h.handler);
+    },
+    settled: async () => {
+      await Promise.all(synced);
+      await Promise.all([...queues.values()].map((q) => q.idle()));
+    },
+    stop: async () => {
+      abort.abort();
+      for (const t of timers) clearInterval(t);
+      await Promise.allSettled(watches);
+      await Promise.allSettled([...queues.values()].map((q) => q.stop()));
+      setEnvironment(undefined);
+      await bed.stop();
+    },
+  };
+  await writeFile(
+    join(opts.stateDir, 'runtime.json'),
+    JSON.stringify({ kubeconfig: runtime.kubeconfig, server: runtime.server, dynamodb: runtime.dynamodbEndpoint, pid: process.pid }, null, 2),
+  );
+  return runtime;
+}
+
+async function invokeScheduled(spec: FunctionSpec, handler: LambdaHandler): Promise<unknown> {
+  const event = {
+    version: '0',
+    id: randomUUID(),
+    'detail-type': 'Scheduled Event',
+    source: 'aws.events',
+    account: '000000000000',
+    time: new Date().toISOString(),
+    region: 'local',
+    resources: [`arn:aws:events:local:000000000000:rule/outrigger-${spec.name}`],
+    detail: {},
+  };
+  return invoke(spec, handler, event);
+}
+
+/** Invokes a handler as Lambda would: with a context and the function's timeout. */
+async function invoke(spec: FunctionSpec, handler: LambdaHandler, event: unknown): Promise<unknown> {
+  const deadline = Date.now() + spec.timeoutSeconds * 1000;
+  const context: Context = {
+    callbackWaitsForEmptyEventLoop: false,
+    functionName: `outrigger-${spec.name}`,
+    functionVersion: '$LATEST',
+    invokedFunctionArn: `arn:aws:lambda:local:000000000000:function:outrigger-${spec.name}`,
+    memoryLimitInMB: '512',
+    awsRequestId: randomUUID(),
+    logGroupName: `/aws/lambda/outrigger-${spec.name}`,
+    logStreamName: 'local',
+    getRemainingTimeInMillis: () => Math.max(0, deadline - Date.now()),
+    done: () => {},
+    fail: () => {},
+    succeed: () => {},
+  };
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${spec.name} timed out after ${spec.timeoutSeconds} s`)), spec.timeoutSeconds * 1000);
+  });
+  try {
+    return await Promise.race([handler(event, context), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,119 @@
+// A level-triggered event source for one resource: list, then watch from the list's resourceVersion; on
+// 410 Gone or any break, list again and diff against what it had seen, so that a change made while it was
+// not watching (an object deleted, say) still produces an event. At least once: an event may repeat, never
+// go missing. Events are delivered one at a time and awaited, so a slow consumer slows the source instead of
+// growing a buffer.
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { KubeClient } from './client.ts';
+import { isKubeError } from './errors.ts';
+import { gvrString, type GVR, type KubeObject } from './resource.ts';
+
+export type SourceEventType = 'added' | 'modified' | 'deleted';
+
+export interface SourceEvent {
+  type: SourceEventType;
+  object: KubeObject;
+  /** What the source last saw of the object, for a modification. */
+  oldObject?: KubeObject | undefined;
+}
+
+export interface WatchSourceOptions {
+  client: KubeClient;
+  resource: GVR;
+  namespace?: string | undefined;
+  labelSelector?: string | undefined;
+  onEvent: (event: SourceEvent) => Promise<void>;
+  /** Called after every completed list (the initial one and each relist). */
+  onSynced?: () => void;
+  onError?: (err: unknown) => void;
+  signal: AbortSignal;
+  /** Server-side watch timeout; the source re-watches after it without relisting. */
+  watchTimeoutSeconds?: number;
+  maxBackoffMs?: number;
+}
+
+export async function runWatchSource(opts: WatchSourceOptions): Promise<void> {
+  const known = new Map<string, KubeObject>();
+  const maxBackoff = opts.maxBackoffMs ?? 30_000;
+  let backoff = 250;
+  while (!opts.signal.aborted) {
+    try {
+      const resourceVersion = await relist(opts, known);
+      opts.onSynced?.();
+      backoff = 250;
+      let rv = resourceVersion;
+      // Re-watch from the last seen resourceVersion while the server keeps closing watches normally.
+      while (!opts.signal.aborted) {
+        await opts.client.watch(
+          opts.resource,
+          {
+            namespace: opts.namespace,
+            labelSelector: opts.labelSelector,
+            resourceVersion: rv,
+            allowWatchBookmarks: true,
+            timeoutSeconds: opts.watchTimeoutSeconds ?? 300,
+          },
+          async (e) => {
+            rv = e.object.metadata.resourceVersion ?? rv;
+            if (e.type === 'BOOKMARK') return;
+            const uid = e.object.metadata.uid ?? '';
+            if (e.type === 'DELETED') {
+              known.delete(uid);
+              await opts.onEvent({ type: 'deleted', object: e.object });
+              return;
+            }
+            const old = known.get(uid);
+            known.set(uid, e.object);
+            await opts.onEvent(old ? { type: 'modified', object: e.object, oldObject: old } : { type: 'added', object: e.object });
+          },
+          opts.signal,
+        );
+      }
+    } catch (err) {
+      if (opts.signal.aborted) return;
+      if (isKubeError(err, 'Gone')) continue; // history compacted: relist at once
+      opts.onError?.(err);
+      await sleep(backoff, undefined, { signal: opts.signal }).catch(() => undefined);
+      backoff = Math.min(maxBackoff, backoff * 2);
+    }
+  }
+}
+
+async function relist(opts: WatchSourceOptions, known: Map<string, KubeObject>): Promise<string> {
+  const seen = new Set<string>();
+  let cont: string | undefined;
+  let resourceVersion = '';
+  do {
+    const page = await opts.client.list(opts.resource, {
+      namespace: opts.namespace,
+      labelSelector: opts.labelSelector,
+      limit: 500,
+      continue: cont,
+    });
+    resourceVersion = page.metadata.resourceVersion ?? resourceVersion;
+    cont = page.metadata.continue || undefined;
+    for (const item of page.items) {
+      // A list's items carry no apiVersion/kind; events do, so consumers see the same shape either way.
+      const obj = withTypeMeta(item, page.apiVersion, page.kind);
+      const uid = obj.metadata.uid ?? '';
+      seen.add(uid);
+      const old = known.get(uid);
+      known.set(uid, obj);
+      if (!old) await opts.onEvent({ type: 'added', object: obj });
+      else if (old.metadata.resourceVersion !== obj.metadata.resourceVersion) await opts.onEvent({ type: 'modified', object: obj, oldObject: old });
+    }
+  } while (cont);
+  for (const [uid, obj] of known) {
+    if (seen.has(uid)) continue;
+    known.delete(uid);
+    await opts.onEvent({ type: 'deleted', object: obj });
+  }
+  if (!resourceVersion) throw new Error(`list of ${gvrString(opts.resource)} returned no resourceVersion`);
+  return resourceVersion;
+}
+
+function withTypeMeta(item: KubeObject, apiVersion: string | undefined, listKind: string | undefined): KubeObject {
+  if (item.apiVersion && item.kind) return item;
+  const kind = listKind?.endsWith('List') ? listKind.slice(0, -'List'.length) : listKind;
+  return { apiVersion: item.apiVersion ?? apiVersion, kind: item.kind ?? kind, ...item };
+}

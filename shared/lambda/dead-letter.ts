@@ -1,0 +1,65 @@
+// Where a message goes when it can never be processed: with its reason, so that an operator can read why,
+// fix the cause and redrive it. A malformed event is sent here at once instead of failing its batch.
+import { appendFile } from 'node:fs/promises';
+import { SQSClient, SendMessageCommand } from '@aws-sdk/client-sqs';
+
+export interface DeadLetter {
+  body: string;
+  reason: string;
+  source: string;
+  at: string;
+}
+
+export interface DeadLetterSink {
+  send(letter: Omit<DeadLetter, 'at'>): Promise<void>;
+}
+
+/** An SQS dead-letter queue; the reason travels as a message attribute, the body unchanged for redrive. */
+export class SqsDeadLetterSink implements DeadLetterSink {
+  private readonly client: SQSClient;
+  private readonly queueUrl: string;
+  constructor(queueUrl: string, client = new SQSClient({})) {
+    this.queueUrl = queueUrl;
+    this.client = client;
+  }
+  async send(letter: Omit<DeadLetter, 'at'>): Promise<void> {
+    const fifo = this.queueUrl.endsWith('.fifo');
+    await this.client.send(
+      new SendMessageCommand({
+        QueueUrl: this.queueUrl,
+        MessageBody: letter.body,
+        MessageAttributes: {
+          reason: { DataType: 'String', StringValue: letter.reason.slice(0, 1000) },
+          source: { DataType: 'String', StringValue: letter.source },
+        },
+        // A FIFO dead-letter queue deduplicates by content (the stack enables it), so only the group is named.
+        ...(fifo ? { MessageGroupId: 'dead-letter' } : {}),
+      }),
+    );
+  }
+}
+
+/** The local runtime's dead-letter queue: one JSON line per letter. */
+export class FileDeadLetterSink implements DeadLetterSink {
+  private readonly path: string;
+  constructor(path: string) {
+    this.path = path;
+  }
+  async send(letter: Omit<DeadLetter, 'at'>): Promise<void> {
+    await appendFile(this.path, `${JSON.stringify({ ...letter, at: new Date().toISOString() })}\n`);
+  }
+}
+
+/** Keeps letters in memory; for tests and benchmarks. */
+export class MemoryDeadLetterSink implements DeadLetterSink {
+  readonly letters: DeadLetter[] = [];
+  async send(letter: Omit<DeadLetter, 'at'>): Promise<void> {
+    this.letters.push({ ...letter, at: new Date().toISOString() });
+  }
+}
+
+export function deadLetterSinkFromEnv(env: NodeJS.ProcessEnv = process.env): DeadLetterSink {
+  if (env.OUTRIGGER_DEAD_LETTER_QUEUE_URL) return new SqsDeadLetterSink(env.OUTRIGGER_DEAD_LETTER_QUEUE_URL);
+  if (env.OUTRIGGER_DEAD_LETTER_FILE) return new FileDeadLetterSink(env.OUTRIGGER_DEAD_LETTER_FILE);
+  throw new Error('no dead-letter destination: set OUTRIGGER_DEAD_LETTER_QUEUE_URL (AWS) or OUTRIGGER_DEAD_LETTER_FILE (local)');
+}

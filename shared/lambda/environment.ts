@@ -1,0 +1,37 @@
+// What a handler needs from the outside world, built once per process (a warm Lambda keeps it) from the
+// function's environment. In AWS the CDK stack sets these variables; the local runtime sets them itself.
+//   OUTRIGGER_CLUSTERS             JSON array of cluster configurations (ids and how to reach them; no secrets)
+//   OUTRIGGER_TABLE                the DynamoDB table
+//   OUTRIGGER_DYNAMODB_ENDPOINT    DynamoDB Local's URL (local runtime and tests only)
+//   OUTRIGGER_DEAD_LETTER_QUEUE_URL / OUTRIGGER_DEAD_LETTER_FILE   where malformed events go
+import { Clusters, parseClusters } from '../clusters.ts';
+import { openState, type State } from '../state/index.ts';
+import { deadLetterSinkFromEnv, type DeadLetterSink } from './dead-letter.ts';
+
+export interface Environment {
+  clusters: Clusters;
+  state: State;
+  deadLetter: DeadLetterSink;
+}
+
+let current: Environment | undefined;
+
+function required(env: NodeJS.ProcessEnv, name: string): string {
+  const value = env[name];
+  if (!value) throw new Error(`${name} is not set`);
+  return value;
+}
+
+export function environment(env: NodeJS.ProcessEnv = process.env): Environment {
+  current ??= {
+    clusters: new Clusters(parseClusters(required(env, 'OUTRIGGER_CLUSTERS'))),
+    state: openState({ tableName: required(env, 'OUTRIGGER_TABLE'), endpoint: env.OUTRIGGER_DYNAMODB_ENDPOINT, region: env.AWS_REGION }),
+    deadLetter: deadLetterSinkFromEnv(env),
+  };
+  return current;
+}
+
+/** Replaces the process's environment (the local runtime and tests run handlers in one process). */
+export function setEnvironment(next: Environment | undefined): void {
+  current = next;
+}

@@ -1,0 +1,107 @@
+// Leases and compare-and-set records against AWS's DynamoDB Local: conditional writes decide, not our code.
+import { LeaseLostError, VersionConflictError, type Lease } from '../../shared/state/index.ts';
+import { testState, uniqueName } from '../testbed/index.ts';
+
+describe('lease with a fencing term', () => {
+  test('10 concurrent acquirers give exactly one holder', async () => {
+    const state = testState();
+    const cluster = uniqueName('c');
+    const results = await Promise.all(
+      Array.from({ length: 10 }, (_, i) => state.leases.acquire(cluster, 'leader', `candidate-${i}`, 30_000)),
+    );
+    const holders = results.filter((l): l is Lease => l !== undefined);
+    expect(holders).toHaveLength(1);
+    expect(holders[0]!.term).toBe(1);
+    expect(await state.leases.get(cluster, 'leader')).toMatchObject({ holder: holders[0]!.holder, term: 1 });
+  });
+
+  test('the holder re-acquires at the same term; others are refused while it holds', async () => {
+    const state = testState();
+    const cluster = uniqueName('c');
+    const first = await state.leases.acquire(cluster, 'leader', 'a', 30_000);
+    expect(await state.leases.acquire(cluster, 'leader', 'b', 30_000)).toBeUndefined();
+    const again = await state.leases.acquire(cluster, 'leader', 'a', 30_000);
+    expect(again).toMatchObject({ holder: 'a', term: first!.term });
+  });
+
+  test("a deposed leader's write is rejected, and its successor's goes through", async () => {
+    let now = 1_000_000;
+    const state = testState({ now: () => now });
+    const cluster = uniqueName('c');
+    const key = { cluster, kind: 'record/decision', name: 'x' };
+    const old = (await state.leases.acquire(cluster, 'leader', 'old', 10_000))!;
+    await state.records.put(key, { by: 'old' }, 'absent', { fence: old });
+
+    now += 10_001; // the old leader stalls past its lease
+    const successor = (await state.leases.acquire(cluster, 'leader', 'new', 10_000))!;
+    expect(successor.term).toBe(old.term + 1);
+    await state.records.put(key, { by: 'new' }, 1, { fence: successor });
+
+    // The old leader wakes up and writes as if it still led: both with its stale view and with a fresh read.
+    await expect(state.records.put(key, { by: 'old' }, 1, { fence: old })).rejects.toBeInstanceOf(LeaseLostError);
+    await expect(state.records.put(key, { by: 'old' }, 2, { fence: old })).rejects.toBeInstanceOf(LeaseLostError);
+    expect(await state.leases.renew(old, 10_000)).toBeUndefined();
+    expect(await state.records.get(key)).toMatchObject({ value: { by: 'new' }, version: 2 });
+  });
+
+  test('a released lease is taken at once, with the next term', async () => {
+    const state = testState();
+    const cluster = uniqueName('c');
+    const a = (await state.leases.acquire(cluster, 'leader', 'a', 60_000))!;
+    expect(await state.leases.acquire(cluster, 'leader', 'b', 60_000)).toBeUndefined();
+    expect(await state.leases.release(a)).toBe(true);
+    const b = await state.leases.acquire(cluster, 'leader', 'b', 60_000);
+    expect(b).toMatchObject({ holder: 'b', term: a.term + 1 });
+    expect(await state.leases.release(a)).toBe(false);
+  });
+
+  test('an expired lease is taken over only after expiry', async () => {
+    let now = 5_000_000;
+    const state = testState({ now: () => now });
+    const cluster = uniqueName('c');
+    await state.leases.acquire(cluster, 'leader', 'a', 1_000);
+    now += 999;
+    expect(await state.leases.acquire(cluster, 'leader', 'b', 1_000)).toBeUndefined();
+    now += 1;
+    expect(await state.leases.acquire(cluster, 'leader', 'b', 1_000)).toMatchObject({ holder: 'b', term: 2 });
+  });
+});
+
+describe('compare-and-set records', () => {
+  test('a write at a stale version is rejected and changes nothing', async () => {
+    const state = testState();
+    const key = { cluster: uniqueName('c'), kind: 'record/test', name: 'r' };
+    await state.records.put(key, { n: 1 }, 'absent');
+    await expect(state.records.put(key, { n: 0 }, 'absent')).rejects.toBeInstanceOf(VersionConflictError);
+    await state.records.put(key, { n: 2 }, 1);
+    await expect(state.records.put(key, { n: 3 }, 1)).rejects.toBeInstanceOf(VersionConflictError);
+    expect(await state.records.get(key)).toMatchObject({ value: { n: 2 }, version: 2 });
+  });
+
+  test('concurrent increments lose no update when each retries on conflict', async () => {
+    const state = testState();
+    const key = { cluster: uniqueName('c'), kind: 'record/test', name: 'counter' };
+    await state.records.put(key, { n: 0 }, 'absent');
+    const increment = async () => {
+      for (;;) {
+        const cur = (await state.records.get<{ n: number }>(key))!;
+        try {
+          await state.records.put(key, { n: cur.value.n + 1 }, cur.version);
+          return;
+        } catch (err) {
+          if (!(err instanceof VersionConflictError)) throw err;
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: 10 }, increment));
+    expect(await state.records.get(key)).toMatchObject({ value: { n: 10 }, version: 11 });
+  });
+
+  test('records of different clusters never collide', async () => {
+    const state = testState();
+    const name = uniqueName('shared');
+    await state.records.put({ cluster: 'one', kind: 'record/test', name }, 'a', 'absent');
+    await state.records.put({ cluster: 'two', kind: 'record/test', name }, 'b', 'absent');
+    expect((await state.records.get({ cluster: 'one', kind: 'record/test', name }))?.value).toBe('a');
+  });
+});
