@@ -4,6 +4,7 @@ import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { cacheDir, projectRoot } from './paths.ts';
 import { buildOnce, fingerprint, run, stopProcess, type Log } from './process.ts';
 
@@ -17,14 +18,20 @@ export const kubectlBinary = join(cacheDir, 'bin', 'kubectl');
  * modules through the Go module proxy and compiles for several minutes; later builds reuse Go's caches.
  */
 export async function ensureTestClusterBinary(log: Log = () => {}): Promise<string> {
-  const stamp = await fingerprint(['go.mod', 'go.sum', 'main.go'].map((f) => join(sourceDir, f)));
+  // This file holds the build recipe (flags, version stamp), so a change here rebuilds too.
+  const stamp = await fingerprint([...['go.mod', 'go.sum', 'main.go'].map((f) => join(sourceDir, f)), fileURLToPath(import.meta.url)]);
   await buildOnce(
     `${testClusterBinary}.stamp`,
     stamp,
     async () => {
       log('building kube-apiserver and kubectl from the Kubernetes Go modules (first time: several minutes)');
       const started = Date.now();
-      await run('go', ['build', '-trimpath', '-ldflags=-s -w', '-o', testClusterBinary, '.'], {
+      // Release builds stamp the version; without it /version says v0.0.0-master and kubectl warns of skew.
+      const version = /^\s*k8s\.io\/kubernetes (v(\d+)\.(\d+)\.\d+)\s*$/m.exec(await readFile(join(sourceDir, 'go.mod'), 'utf8'));
+      if (!version) throw new Error('test/cluster/go.mod does not require k8s.io/kubernetes at a release');
+      const pkg = 'k8s.io/component-base/version';
+      const ldflags = ['-s', '-w', `-X ${pkg}.gitVersion=${version[1]}`, `-X ${pkg}.gitMajor=${version[2]}`, `-X ${pkg}.gitMinor=${version[3]}`, `-X ${pkg}.gitTreeState=clean`];
+      await run('go', ['build', '-trimpath', `-ldflags=${ldflags.join(' ')}`, '-o', testClusterBinary, '.'], {
         cwd: sourceDir,
         env: {
           ...process.env,
