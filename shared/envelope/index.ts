@@ -96,8 +96,10 @@ export function parseEnvelope(body: string | unknown): Envelope {
   const result = envelopeSchema.safeParse(value);
   if (!result.success) {
     const issue = result.error.issues[0];
-    const field = issue && issue.path.length > 0 ? issue.path.map(String).join('.') : '(envelope)';
-    throw new EnvelopeError(field, issue?.message ?? 'is not a valid envelope');
+    const path = issue ? issue.path.map(String) : [];
+    // An unknown key is reported at its parent; name the key itself.
+    if (issue?.code === 'unrecognized_keys' && issue.keys[0]) path.push(issue.keys[0]);
+    throw new EnvelopeError(path.length > 0 ? path.join('.') : '(envelope)', issue?.code === 'unrecognized_keys' ? 'is not a known field' : (issue?.message ?? 'is not a valid envelope'));
   }
   return result.data as Envelope;
 }
