@@ -1,7 +1,7 @@
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/', 'cdk.out/', '.cache/', 'test/cluster/'] },
+  { ignores: ['node_modules/', 'cdk.out/', '.cache/', 'test/cluster/', '.outrigger/'] },
   ...tseslint.configs.recommended,
   {
     rules: {

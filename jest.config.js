@@ -17,4 +17,5 @@ export default {
     },
   ],
   testTimeout: 60_000,
+  reporters: ['default', '<rootDir>/test/summary-reporter.js'],
 };

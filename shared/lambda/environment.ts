@@ -11,7 +11,8 @@ import { deadLetterSinkFromEnv, type DeadLetterSink } from './dead-letter.ts';
 export interface Environment {
   clusters: Clusters;
   state: State;
-  deadLetter: DeadLetterSink;
+  /** Resolved on first use: only event-driven functions have a dead-letter destination. */
+  readonly deadLetter: DeadLetterSink;
 }
 
 let current: Environment | undefined;
@@ -23,10 +24,14 @@ function required(env: NodeJS.ProcessEnv, name: string): string {
 }
 
 export function environment(env: NodeJS.ProcessEnv = process.env): Environment {
-  current ??= {
+  if (current) return current;
+  let deadLetter: DeadLetterSink | undefined;
+  current = {
     clusters: new Clusters(parseClusters(required(env, 'OUTRIGGER_CLUSTERS'))),
     state: openState({ tableName: required(env, 'OUTRIGGER_TABLE'), endpoint: env.OUTRIGGER_DYNAMODB_ENDPOINT, region: env.AWS_REGION }),
-    deadLetter: deadLetterSinkFromEnv(env),
+    get deadLetter() {
+      return (deadLetter ??= deadLetterSinkFromEnv(env));
+    },
   };
   return current;
 }

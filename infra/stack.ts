@@ -1,0 +1,97 @@
+// The Outrigger stack: the state table and every function in functions/index.ts, each with only the
+// permissions it uses. Queues, the forwarder's ingest path, alarms and the dashboard arrive with the
+// forwarder issue; each handler issue adds its function to the registry and its permissions here.
+import { Duration, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
+import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as events from 'aws-cdk-lib/aws-events';
+import * as targets from 'aws-cdk-lib/aws-events-targets';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
+import { NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
+import type { Construct } from 'constructs';
+import { join } from 'node:path';
+import { functions } from '../functions/index.ts';
+import type { FunctionSpec } from '../functions/spec.ts';
+import { projectRoot } from '../local/paths.ts';
+import { parseClusters, type ClusterConfig } from '../shared/clusters.ts';
+import { TABLE } from '../shared/state/table.ts';
+
+export const RUNTIME = lambda.Runtime.NODEJS_24_X;
+
+export interface OutriggerStackProps extends StackProps {
+  /** The clusters this deployment serves (no secrets: EKS clusters are reached with IAM tokens). */
+  clusters: ClusterConfig[];
+}
+
+/** DynamoDB actions each function's code performs on the table; nothing else is granted. */
+const tableActions: Record<string, string[]> = {
+  heartbeat: ['dynamodb:GetItem', 'dynamodb:PutItem'],
+};
+
+export class OutriggerStack extends Stack {
+  readonly table: dynamodb.TableV2;
+  readonly functions = new Map<string, NodejsFunction>();
+
+  constructor(scope: Construct, id: string, props: OutriggerStackProps) {
+    super(scope, id, props);
+    const clusters = parseClusters(JSON.stringify(props.clusters));
+    for (const c of clusters) {
+      if (c.access.kind !== 'eks') throw new Error(`cluster ${c.id}: a deployed stack reaches clusters through EKS IAM tokens, not ${c.access.kind}`);
+    }
+
+    this.table = new dynamodb.TableV2(this, 'State', {
+      partitionKey: { name: TABLE.partitionKey, type: dynamodb.AttributeType.STRING },
+      sortKey: { name: TABLE.sortKey, type: dynamodb.AttributeType.STRING },
+      timeToLiveAttribute: TABLE.timeToLiveAttribute,
+      billing: dynamodb.Billing.onDemand(),
+      pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+      removalPolicy: RemovalPolicy.RETAIN,
+    });
+
+    for (const spec of functions) this.addFunction(spec, clusters);
+  }
+
+  private addFunction(spec: FunctionSpec, clusters: ClusterConfig[]): void {
+    const fn = new NodejsFunction(this, fnId(spec.name), {
+      description: spec.description,
+      entry: join(projectRoot, spec.entry),
+      handler: 'handler',
+      runtime: RUNTIME,
+      architecture: lambda.Architecture.ARM_64,
+      memorySize: 512,
+      timeout: Duration.seconds(spec.timeoutSeconds),
+      projectRoot,
+      depsLockFilePath: join(projectRoot, 'package-lock.json'),
+      environment: {
+        OUTRIGGER_CLUSTERS: JSON.stringify(clusters),
+        OUTRIGGER_TABLE: this.table.tableName,
+        NODE_OPTIONS: '--enable-source-maps',
+      },
+      bundling: {
+        format: OutputFormat.ESM,
+        target: 'node24',
+        minify: true,
+        sourceMap: true,
+        mainFields: ['module', 'main'],
+        // Some dependencies are CommonJS and call require() for built-ins.
+        banner: "import { createRequire as __outriggerRequire } from 'node:module'; const require = __outriggerRequire(import.meta.url);",
+      },
+    });
+    const actions = tableActions[spec.name];
+    if (actions) {
+      fn.addToRolePolicy(new iam.PolicyStatement({ actions, resources: [this.table.tableArn] }));
+    }
+    if (spec.schedule) {
+      new events.Rule(this, `${fnId(spec.name)}Schedule`, {
+        description: `Runs ${spec.name} every ${spec.schedule.everyMinutes} minute(s)`,
+        schedule: events.Schedule.rate(Duration.minutes(spec.schedule.everyMinutes)),
+        targets: [new targets.LambdaFunction(fn, { retryAttempts: 0 })],
+      });
+    }
+    this.functions.set(spec.name, fn);
+  }
+}
+
+function fnId(name: string): string {
+  return name.replace(/(^|-)([a-z])/g, (_, __, c: string) => c.toUpperCase());
+}

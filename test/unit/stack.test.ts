@@ -1,0 +1,56 @@
+// The synthesized CloudFormation template, checked with CDK's assertions (bundling skipped: the bundle
+// itself is measured by bench/bundle).
+import { App } from 'aws-cdk-lib';
+import { Match, Template } from 'aws-cdk-lib/assertions';
+import { functions } from '../../functions/index.ts';
+import { OutriggerStack } from '../../infra/stack.ts';
+import type { ClusterConfig } from '../../shared/clusters.ts';
+
+const cluster: ClusterConfig = {
+  id: 'prod',
+  access: { kind: 'eks', server: 'https://x.gr7.eu-west-1.eks.amazonaws.com', caData: 'Q0E=', clusterName: 'prod', region: 'eu-west-1' },
+};
+
+function synth(clusters: ClusterConfig[] = [cluster]): Template {
+  const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+  return Template.fromStack(new OutriggerStack(app, 'Test', { clusters }));
+}
+
+describe('the Outrigger stack', () => {
+  const template = synth();
+
+  test('has the state table with the shared key schema, TTL and point-in-time recovery', () => {
+    template.hasResourceProperties('AWS::DynamoDB::GlobalTable', {
+      KeySchema: [
+        { AttributeName: 'pk', KeyType: 'HASH' },
+        { AttributeName: 'sk', KeyType: 'RANGE' },
+      ],
+      BillingMode: 'PAY_PER_REQUEST',
+      TimeToLiveSpecification: { AttributeName: 'ttl', Enabled: true },
+      Replicas: [Match.objectLike({ PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true } })],
+    });
+  });
+
+  test('runs every registered function on arm64 Node 24', () => {
+    const fns = template.findResources('AWS::Lambda::Function', { Properties: { Runtime: 'nodejs24.x' } });
+    expect(Object.keys(fns)).toHaveLength(functions.length);
+    for (const fn of Object.values(fns)) {
+      expect(fn.Properties.Architectures).toEqual(['arm64']);
+      expect(JSON.parse(fn.Properties.Environment.Variables.OUTRIGGER_CLUSTERS)).toEqual([cluster]);
+    }
+  });
+
+  test('schedules the heartbeat every minute', () => {
+    template.hasResourceProperties('AWS::Events::Rule', { ScheduleExpression: 'rate(1 minute)' });
+  });
+
+  test('grants the heartbeat only GetItem and PutItem on the table', () => {
+    const policies = template.findResources('AWS::IAM::Policy');
+    const statements = Object.values(policies).flatMap((p) => p.Properties.PolicyDocument.Statement as Array<{ Action: string | string[]; Resource: unknown }>);
+    expect(statements).toEqual([{ Action: ['dynamodb:GetItem', 'dynamodb:PutItem'], Effect: 'Allow', Resource: { 'Fn::GetAtt': [expect.stringMatching(/^State/), 'Arn'] } }]);
+  });
+
+  test('refuses clusters reached any way but EKS IAM tokens', () => {
+    expect(() => synth([{ id: 'x', access: { kind: 'kubeconfig', path: '/home/me/.kube/config' } }])).toThrow('a deployed stack reaches clusters through EKS IAM tokens');
+  });
+});
