@@ -2,7 +2,7 @@
 // supplies kubeconfig parsing, TLS and credentials (its dispatcher), undici the transport.
 import { HttpMethod, RequestContext, type KubeConfig } from '@kubernetes/client-node';
 import pRetry, { AbortError } from 'p-retry';
-import { fetch, type Dispatcher } from 'undici';
+import { fetch, type Dispatcher, type RequestInit } from 'undici';
 import { KubeError, kubeErrorFromFailure, kubeErrorFromResponse } from './errors.ts';
 import { resourcePath, type GVR, type KubeList, type KubeObject } from './resource.ts';
 
@@ -176,9 +176,10 @@ export class KubeClient {
     const what = `watch ${path}`;
     this.stats.count('watch');
     const query = { ...rest, watch: true };
+    const prepared = await this.prepare('GET', path, { query, ...(signal ? { signal } : {}) });
     let res;
     try {
-      res = await this.send('GET', path, { query, ...(signal ? { signal } : {}) });
+      res = await fetch(prepared.url, prepared.init);
     } catch (err) {
       throw kubeErrorFromFailure(err, what);
     }
@@ -221,9 +222,17 @@ export class KubeClient {
     return pRetry(
       async () => {
         this.stats.count(opts.verb);
+        // Credentials and TLS settings are prepared first: a failure there is a configuration problem,
+        // reported at once, not a missing answer worth retrying.
+        let prepared;
+        try {
+          prepared = await this.prepare(method, path, { ...opts, signal: AbortSignal.timeout(this.timeoutMs) });
+        } catch (err) {
+          throw new AbortError(err instanceof Error ? err : String(err));
+        }
         let res;
         try {
-          res = await this.send(method, path, { ...opts, signal: AbortSignal.timeout(this.timeoutMs) });
+          res = await fetch(prepared.url, prepared.init);
         } catch (err) {
           throw kubeErrorFromFailure(err, what);
         }
@@ -247,11 +256,11 @@ export class KubeClient {
     );
   }
 
-  private async send(
+  private async prepare(
     method: string,
     path: string,
     opts: { query?: Record<string, string | number | boolean | undefined>; body?: unknown; contentType?: string; signal?: AbortSignal },
-  ) {
+  ): Promise<{ url: URL; init: RequestInit }> {
     const url = new URL(this.server + path);
     for (const [k, v] of Object.entries(opts.query ?? {})) if (v !== undefined && v !== '') url.searchParams.set(k, String(v));
     const ctx = new RequestContext(url.toString(), HttpMethod.GET);
@@ -265,12 +274,15 @@ export class KubeClient {
       headers['content-type'] = opts.contentType ?? 'application/json';
       body = JSON.stringify(opts.body);
     }
-    return fetch(url, {
-      method,
-      headers,
-      ...(body !== undefined ? { body } : {}),
-      ...(opts.signal ? { signal: opts.signal } : {}),
-      dispatcher: ctx.getDispatcher() as Dispatcher | undefined,
-    });
+    return {
+      url,
+      init: {
+        method,
+        headers,
+        ...(body !== undefined ? { body } : {}),
+        ...(opts.signal ? { signal: opts.signal } : {}),
+        dispatcher: ctx.getDispatcher() as Dispatcher | undefined,
+      },
+    };
   }
 }

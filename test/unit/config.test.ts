@@ -35,3 +35,28 @@ describe('state keys', () => {
     expect(() => itemKey({ cluster: 'c', kind: '', name: 'x' })).toThrow('state key: kind is empty');
   });
 });
+
+describe('a configuration error', () => {
+  test('fails at once instead of being retried as if the apiserver had not answered', async () => {
+    const { writeFileSync, mkdtempSync } = await import('node:fs');
+    const { join } = await import('node:path');
+    const { tmpdir } = await import('node:os');
+    const path = join(mkdtempSync(join(tmpdir(), 'kc-')), 'config');
+    writeFileSync(
+      path,
+      JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'Config',
+        'current-context': 'c',
+        clusters: [{ name: 'c', cluster: { server: 'http://127.0.0.1:1' } }],
+        users: [{ name: 'u', user: { token: 't' } }],
+        contexts: [{ name: 'c', context: { cluster: 'c', user: 'u' } }],
+      }),
+    );
+    const kube = connect({ kind: 'kubeconfig', path }, { retry: { retries: 5, minDelayMs: 1000 } });
+    const started = Date.now();
+    await expect(kube.getPath('/version')).rejects.toThrow(/HTTP protocol is not allowed/);
+    expect(kube.stats.total).toBe(1);
+    expect(Date.now() - started).toBeLessThan(900);
+  });
+});
