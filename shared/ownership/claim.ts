@@ -1,0 +1,57 @@
+// Claiming, the pure part: given a parent, its selector and the candidate children, decide what the parent
+// owns, which orphans it adopts and which of its children it releases. Nothing here reads or writes; the
+// shell (claim-shell.ts) carries the plan out. The Three Laws:
+//  1. take ownership only of orphans that match (and, optionally, whose name fits the parent's family);
+//  2. never act on an object another controller owns;
+//  3. count only what it owns.
+// A parent that is being deleted adopts nothing and releases nothing.
+import type { KubeObject } from '../kube/resource.ts';
+import { controllerOf, isBeingDeleted, type ParentIdentity } from './controller-ref.ts';
+import { matches, type Selector } from './selector.ts';
+
+export interface ClaimOptions {
+  /** Adoption is allowed only for names this accepts (StatefulSet's `{parent}-{ordinal}` rule, say). */
+  nameGuard?: (name: string, parent: ParentIdentity) => boolean;
+}
+
+export interface ClaimPlan<T extends KubeObject = KubeObject> {
+  /** Children already controlled by the parent that still match: the parent's to count and act on. */
+  owned: T[];
+  /** Matching orphans to adopt. */
+  adopt: T[];
+  /** Children the parent controls that no longer match: to release (orphan). */
+  release: T[];
+  /** Everything else: owned by another controller, orphans that do not match, or left alone while deleting. */
+  ignored: T[];
+}
+
+export function planClaim<T extends KubeObject>(parent: ParentIdentity, selector: Selector, candidates: readonly T[], opts: ClaimOptions = {}): ClaimPlan<T> {
+  const plan: ClaimPlan<T> = { owned: [], adopt: [], release: [], ignored: [] };
+  const parentUid = parent.metadata.uid;
+  const deleting = isBeingDeleted(parent);
+  for (const child of candidates) {
+    const ref = controllerOf(child);
+    const fits = matches(selector, child.metadata.labels);
+    if (ref) {
+      if (ref.uid !== parentUid) plan.ignored.push(child);
+      else if (fits) plan.owned.push(child);
+      else if (deleting) plan.ignored.push(child);
+      else plan.release.push(child);
+      continue;
+    }
+    const adoptable =
+      !deleting &&
+      fits &&
+      !isBeingDeleted(child) &&
+      (!parent.metadata.namespace || parent.metadata.namespace === child.metadata.namespace) &&
+      (!opts.nameGuard || opts.nameGuard(child.metadata.name ?? '', parent));
+    (adoptable ? plan.adopt : plan.ignored).push(child);
+  }
+  return plan;
+}
+
+/** StatefulSet's family rule: `{parent name}-{ordinal}`. */
+export function ordinalNameGuard(name: string, parent: ParentIdentity): boolean {
+  const prefix = `${parent.metadata.name ?? ''}-`;
+  return name.startsWith(prefix) && /^(0|[1-9]\d*)$/.test(name.slice(prefix.length));
+}

@@ -1,0 +1,33 @@
+// ControllerRef: an ownerReference with controller: true. An object has at most one (the apiserver rejects a
+// second), and ownership is decided by uid alone: names are reused, uids never are.
+import type { KubeObject, OwnerReference } from '../kube/resource.ts';
+
+export interface ParentIdentity {
+  apiVersion: string;
+  kind: string;
+  metadata: { name?: string; namespace?: string; uid?: string; deletionTimestamp?: string };
+}
+
+export function controllerOf(obj: Pick<KubeObject, 'metadata'>): OwnerReference | undefined {
+  return obj.metadata.ownerReferences?.find((r) => r.controller === true);
+}
+
+export function isControlledBy(obj: Pick<KubeObject, 'metadata'>, owner: Pick<ParentIdentity, 'metadata'>): boolean {
+  const ref = controllerOf(obj);
+  return ref !== undefined && owner.metadata.uid !== undefined && ref.uid === owner.metadata.uid;
+}
+
+export function isOrphan(obj: Pick<KubeObject, 'metadata'>): boolean {
+  return controllerOf(obj) === undefined;
+}
+
+/** The ControllerRef a parent puts on what it creates or adopts. */
+export function newControllerRef(parent: ParentIdentity): OwnerReference {
+  const { name, uid } = parent.metadata;
+  if (!name || !uid) throw new Error(`a ControllerRef needs the parent's name and uid (got ${name ?? '?'} / ${uid ?? '?'})`);
+  return { apiVersion: parent.apiVersion, kind: parent.kind, name, uid, controller: true, blockOwnerDeletion: true };
+}
+
+export function isBeingDeleted(obj: { metadata: { deletionTimestamp?: string | undefined } }): boolean {
+  return Boolean(obj.metadata.deletionTimestamp);
+}

@@ -1,0 +1,103 @@
+// Turns route steps into sync keys, reading the cluster as little as possible: a ControllerRef is resolved by
+// kind and name and checked by uid (a parent recreated under the same name is a different parent); selector
+// steps list each candidate controller kind once per namespace per batch, and match selectors locally.
+import type { KubeClient } from '../kube/client.ts';
+import { isKubeError } from '../kube/errors.ts';
+import { parseApiVersion, type GVR, type KubeObject } from '../kube/resource.ts';
+import type { RouteStep, SyncKey } from './router.ts';
+import { compileSelector, matches, SelectorError, type LabelSelector } from './selector.ts';
+
+/** A kind of parent that owns children and reconciles on their events. */
+export interface ControllerKind {
+  resource: GVR;
+  kind: string;
+  namespaced: boolean;
+  /** The parent's selector over its children; a missing selector selects nothing. */
+  selectorOf: (parent: KubeObject) => LabelSelector | null | undefined;
+  /** Where its sync keys go (a queue, in AWS). */
+  target: string;
+}
+
+export interface RoutedKey {
+  key: SyncKey;
+  target: string;
+}
+
+/** One batch's worth of reads; build a new one per batch so nothing stale outlives it. */
+export class BatchResolver {
+  private readonly parents = new Map<string, Promise<KubeObject | undefined>>();
+  private readonly lists = new Map<string, Promise<KubeObject[]>>();
+  readonly stats = { gets: 0, lists: 0, invalidSelectors: 0 };
+  private readonly kube: KubeClient;
+  private readonly cluster: string;
+  private readonly controllers: readonly ControllerKind[];
+
+  constructor(kube: KubeClient, cluster: string, controllers: readonly ControllerKind[]) {
+    this.kube = kube;
+    this.cluster = cluster;
+    this.controllers = controllers;
+  }
+
+  async resolve(step: RouteStep): Promise<RoutedKey[]> {
+    return step.by === 'controllerRef' ? this.resolveRef(step) : this.resolveSelector(step);
+  }
+
+  private async resolveRef(step: Extract<RouteStep, { by: 'controllerRef' }>): Promise<RoutedKey[]> {
+    const { group } = parseApiVersion(step.ref.apiVersion);
+    const kind = this.controllers.find((c) => c.kind === step.ref.kind && c.resource.group === group);
+    if (!kind) return []; // owned by a controller Outrigger does not run: not ours to sync
+    const namespace = kind.namespaced ? step.namespace : undefined;
+    const id = `${group}/${kind.kind}/${namespace ?? ''}/${step.ref.name}`;
+    let parent = this.parents.get(id);
+    if (!parent) {
+      this.stats.gets += 1;
+      parent = this.kube.get(kind.resource, step.ref.name, namespace).catch((err: unknown) => {
+        if (isKubeError(err, 'NotFound')) return undefined;
+        throw err;
+      });
+      this.parents.set(id, parent);
+    }
+    const found = await parent;
+    if (!found || found.metadata.uid !== step.ref.uid) return [];
+    return [{ key: this.keyOf(kind, found), target: kind.target }];
+  }
+
+  private async resolveSelector(step: Extract<RouteStep, { by: 'selector' }>): Promise<RoutedKey[]> {
+    const out: RoutedKey[] = [];
+    for (const kind of this.controllers) {
+      const namespace = kind.namespaced ? step.namespace : undefined;
+      if (kind.namespaced && !namespace) continue; // a namespaced parent never owns a cluster-scoped child
+      const id = `${kind.resource.group}/${kind.kind}/${namespace ?? ''}`;
+      let list = this.lists.get(id);
+      if (!list) {
+        this.stats.lists += 1;
+        list = this.kube.listAll(kind.resource, { namespace });
+        this.lists.set(id, list);
+      }
+      for (const parent of await list) {
+        let selector;
+        try {
+          selector = compileSelector(kind.selectorOf(parent));
+        } catch (err) {
+          // A parent with an invalid selector selects nothing; its own sync reports the problem.
+          if (!(err instanceof SelectorError)) throw err;
+          this.stats.invalidSelectors += 1;
+          continue;
+        }
+        if (matches(selector, step.labels)) out.push({ key: this.keyOf(kind, parent), target: kind.target });
+      }
+    }
+    return out;
+  }
+
+  private keyOf(kind: ControllerKind, parent: KubeObject): SyncKey {
+    return {
+      cluster: this.cluster,
+      group: kind.resource.group,
+      kind: kind.kind,
+      namespace: parent.metadata.namespace,
+      name: parent.metadata.name ?? '',
+      uid: parent.metadata.uid ?? '',
+    };
+  }
+}

@@ -1,0 +1,64 @@
+// Which controllers must reconcile after a watch event: seed 002's "Watches" rules, as a pure function.
+//   object with a ControllerRef      -> its controller only (and, when the ref changed, the previous one too)
+//   update that removed the ref      -> the previous controller, and every controller whose selector matches
+//   orphan added                     -> every controller whose selector matches
+//   orphan deleted                   -> none
+//   orphan updated, labels changed   -> every controller whose selector matches (none if labels are unchanged)
+// An orphan that is being deleted is not offered to anyone: nobody may adopt it. When the previous state of
+// a modified orphan is unknown (a forwarder that does not send it), its labels count as changed: an extra
+// sync is harmless to a level-triggered controller, a missing one is not.
+import type { WatchEventType } from '../envelope/index.ts';
+import type { KubeObject, OwnerReference } from '../kube/resource.ts';
+import { controllerOf, isBeingDeleted } from './controller-ref.ts';
+
+export type RouteStep =
+  | { by: 'controllerRef'; ref: OwnerReference; namespace: string | undefined }
+  | { by: 'selector'; labels: Readonly<Record<string, string>>; namespace: string | undefined };
+
+export function routeEvent(type: WatchEventType, object: KubeObject, oldObject?: KubeObject): RouteStep[] {
+  const namespace = object.metadata.namespace;
+  const current = controllerOf(object);
+  const previous = oldObject ? controllerOf(oldObject) : undefined;
+  const byRef = (ref: OwnerReference): RouteStep => ({ by: 'controllerRef', ref, namespace });
+  const bySelector: RouteStep = { by: 'selector', labels: object.metadata.labels ?? {}, namespace };
+
+  if (type === 'deleted') return current ? [byRef(current)] : [];
+  if (type === 'added') {
+    if (current) return [byRef(current)];
+    return isBeingDeleted(object) ? [] : [bySelector];
+  }
+  // modified
+  if (current) return previous && previous.uid !== current.uid ? [byRef(current), byRef(previous)] : [byRef(current)];
+  const steps: RouteStep[] = previous ? [byRef(previous)] : [];
+  if (isBeingDeleted(object)) return steps;
+  if (previous || !oldObject || labelsChanged(oldObject, object)) steps.push(bySelector);
+  return steps;
+}
+
+function labelsChanged(a: KubeObject, b: KubeObject): boolean {
+  const la = a.metadata.labels ?? {};
+  const lb = b.metadata.labels ?? {};
+  const ka = Object.keys(la);
+  return ka.length !== Object.keys(lb).length || ka.some((k) => la[k] !== lb[k]);
+}
+
+/** What a controller handler is asked to reconcile: one parent, by identity. */
+export interface SyncKey {
+  cluster: string;
+  group: string;
+  kind: string;
+  namespace: string | undefined;
+  name: string;
+  uid: string;
+}
+
+export function syncKeyString(k: SyncKey): string {
+  return `${k.cluster}/${k.group}/${k.kind}/${k.namespace ?? ''}/${k.name}/${k.uid}`;
+}
+
+/** Drops repeated keys, keeping first-seen order. */
+export function dedupeKeys(keys: Iterable<SyncKey>): SyncKey[] {
+  const seen = new Map<string, SyncKey>();
+  for (const k of keys) if (!seen.has(syncKeyString(k))) seen.set(syncKeyString(k), k);
+  return [...seen.values()];
+}
