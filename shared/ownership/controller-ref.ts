@@ -3,8 +3,8 @@
 import type { KubeObject, OwnerReference } from '../kube/resource.ts';
 
 export interface ParentIdentity {
-  apiVersion: string;
-  kind: string;
+  apiVersion?: string | undefined;
+  kind?: string | undefined;
   metadata: { name?: string; namespace?: string; uid?: string; deletionTimestamp?: string };
 }
 
@@ -24,8 +24,11 @@ export function isOrphan(obj: Pick<KubeObject, 'metadata'>): boolean {
 /** The ControllerRef a parent puts on what it creates or adopts. */
 export function newControllerRef(parent: ParentIdentity): OwnerReference {
   const { name, uid } = parent.metadata;
-  if (!name || !uid) throw new Error(`a ControllerRef needs the parent's name and uid (got ${name ?? '?'} / ${uid ?? '?'})`);
-  return { apiVersion: parent.apiVersion, kind: parent.kind, name, uid, controller: true, blockOwnerDeletion: true };
+  const { apiVersion, kind } = parent;
+  if (!name || !uid || !apiVersion || !kind) {
+    throw new Error(`a ControllerRef needs the parent's apiVersion, kind, name and uid (got ${apiVersion ?? '?'} ${kind ?? '?'} ${name ?? '?'} / ${uid ?? '?'})`);
+  }
+  return { apiVersion, kind, name, uid, controller: true, blockOwnerDeletion: true };
 }
 
 export function isBeingDeleted(obj: { metadata: { deletionTimestamp?: string | undefined } }): boolean {
