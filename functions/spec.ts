@@ -14,8 +14,10 @@ export interface FunctionSpec {
   /** The handler module, relative to the project root (esbuild's entry point). */
   entry: string;
   load: () => Promise<{ handler: LambdaHandler }>;
-  /** Watch events of these resources are queued for the function. */
+  /** Watch events of these resources are queued for the function (as envelopes). */
   events?: { resources: GVR[] };
+  /** The router's sync requests for this target are queued for the function (Reconcile(key)). */
+  sync?: { target: string };
   /** Runs on a schedule, once per period. */
   schedule?: { everyMinutes: number };
   /** Seconds; the Lambda timeout and the local runtime's limit for one invocation. */

@@ -16,6 +16,7 @@ import { FileDeadLetterSink } from '../shared/lambda/dead-letter.ts';
 import { setEnvironment } from '../shared/lambda/environment.ts';
 import { openState } from '../shared/state/index.ts';
 import { LocalQueue } from './queue.ts';
+import { LocalSyncSink } from './sync-sink.ts';
 
 export interface RuntimeOptions {
   /** A real cluster's kubeconfig; without one the runtime starts the local kube-apiserver. */
@@ -57,16 +58,18 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   const clusterConfig: ClusterConfig = { id: clusterId, access: { kind: 'kubeconfig', path: handlerKubeconfig, ...(opts.context ? { context: opts.context } : {}) } };
   const deadLetterFile = join(opts.stateDir, 'dead-letter.jsonl');
   const deadLetter = new FileDeadLetterSink(deadLetterFile);
+  const queues = new Map<string, LocalQueue>();
+  const syncQueues = new Map<string, LocalQueue>();
   setEnvironment({
     clusters: new Clusters([clusterConfig]),
     state: openState({ tableName: bed.tableName, endpoint: bed.dynamodb.endpoint }),
     deadLetter,
+    syncSink: new LocalSyncSink(syncQueues),
   });
   const source: KubeClient = connect(clusterConfig.access);
 
   const abort = new AbortController();
   const timers: NodeJS.Timeout[] = [];
-  const queues = new Map<string, LocalQueue>();
   const watches: Array<Promise<void>> = [];
   const synced: Array<Promise<void>> = [];
   const handlers = new Map<string, { spec: FunctionSpec; handler: LambdaHandler }>();
@@ -74,7 +77,8 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   for (const spec of specs) {
     const { handler } = await spec.load();
     handlers.set(spec.name, { spec, handler });
-    if (spec.events) {
+    if (spec.events && spec.sync) throw new Error(`${spec.name}: a function consumes either watch events or sync requests, not both`);
+    const newQueue = () => {
       const queue = new LocalQueue({
         name: spec.name,
         deliver: (event) => invoke(spec, handler, event) as Promise<SQSBatchResponse | void>,
@@ -82,6 +86,10 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
         onError: (err) => log(`${spec.name}: ${String(err)}`),
       });
       queues.set(spec.name, queue);
+      return queue;
+    };
+    if (spec.events) {
+      const queue = newQueue();
       for (const resource of spec.events.resources) {
         let markSynced!: () => void;
         synced.push(new Promise<void>((r) => (markSynced = r)));
@@ -100,6 +108,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
         );
       }
     }
+    if (spec.sync) syncQueues.set(spec.sync.target, newQueue());
     if (spec.schedule) {
       const tick = () => invokeScheduled(spec, handler).catch((err: unknown) => log(`${spec.name}: ${String(err)}`));
       timers.push(setInterval(tick, spec.schedule.everyMinutes * 60_000));

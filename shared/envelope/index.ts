@@ -66,14 +66,36 @@ export interface Envelope {
   data: { object: KubeObject; oldObject?: KubeObject | undefined };
 }
 
-export class EnvelopeError extends Error {
-  /** Dotted path of the first bad field, `(envelope)` when the whole document is wrong. */
+/**
+ * A message that can never be processed as it is: it goes to the dead-letter queue with this error's
+ * message as the reason, instead of being retried.
+ */
+export class MalformedMessageError extends Error {
+  /** Dotted path of the first bad field, or a parenthesised word when the whole message is wrong. */
   readonly field: string;
-  constructor(field: string, problem: string) {
-    super(`invalid event envelope: ${field}: ${problem}`);
-    this.name = 'EnvelopeError';
+  constructor(what: string, field: string, problem: string) {
+    super(`invalid ${what}: ${field}: ${problem}`);
+    this.name = 'MalformedMessageError';
     this.field = field;
   }
+}
+
+export class EnvelopeError extends MalformedMessageError {
+  constructor(field: string, problem: string) {
+    super('event envelope', field, problem);
+    this.name = 'EnvelopeError';
+  }
+}
+
+/** The first problem zod found, as (field path, problem); an unknown key is named itself, not its parent. */
+export function firstIssue(error: z.ZodError, whole: string): [string, string] {
+  const issue = error.issues[0];
+  const path = issue ? issue.path.map(String) : [];
+  if (issue?.code === 'unrecognized_keys' && issue.keys[0]) {
+    path.push(issue.keys[0]);
+    return [path.join('.'), 'is not a known field'];
+  }
+  return [path.length > 0 ? path.join('.') : whole, issue?.message ?? 'is not valid'];
 }
 
 export function watchEventType(envelope: Pick<Envelope, 'type'>): WatchEventType {
@@ -94,13 +116,7 @@ export function parseEnvelope(body: string | unknown): Envelope {
     }
   }
   const result = envelopeSchema.safeParse(value);
-  if (!result.success) {
-    const issue = result.error.issues[0];
-    const path = issue ? issue.path.map(String) : [];
-    // An unknown key is reported at its parent; name the key itself.
-    if (issue?.code === 'unrecognized_keys' && issue.keys[0]) path.push(issue.keys[0]);
-    throw new EnvelopeError(path.length > 0 ? path.join('.') : '(envelope)', issue?.code === 'unrecognized_keys' ? 'is not a known field' : (issue?.message ?? 'is not a valid envelope'));
-  }
+  if (!result.success) throw new EnvelopeError(...firstIssue(result.error, '(envelope)'));
   return result.data as Envelope;
 }
 

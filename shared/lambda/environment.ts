@@ -4,15 +4,19 @@
 //   OUTRIGGER_TABLE                the DynamoDB table
 //   OUTRIGGER_DYNAMODB_ENDPOINT    DynamoDB Local's URL (local runtime and tests only)
 //   OUTRIGGER_DEAD_LETTER_QUEUE_URL / OUTRIGGER_DEAD_LETTER_FILE   where malformed events go
+//   OUTRIGGER_SYNC_QUEUES          JSON object: sync target -> SQS queue URL (the router's outputs)
 import { Clusters, parseClusters } from '../clusters.ts';
 import { openState, type State } from '../state/index.ts';
 import { deadLetterSinkFromEnv, type DeadLetterSink } from './dead-letter.ts';
+import { syncSinkFromEnv, type SyncSink } from './sync-sink.ts';
 
 export interface Environment {
   clusters: Clusters;
   state: State;
   /** Resolved on first use: only event-driven functions have a dead-letter destination. */
   readonly deadLetter: DeadLetterSink;
+  /** Resolved on first use: only the router sends sync requests. */
+  readonly syncSink: SyncSink;
 }
 
 let current: Environment | undefined;
@@ -26,11 +30,15 @@ function required(env: NodeJS.ProcessEnv, name: string): string {
 export function environment(env: NodeJS.ProcessEnv = process.env): Environment {
   if (current) return current;
   let deadLetter: DeadLetterSink | undefined;
+  let syncSink: SyncSink | undefined;
   current = {
     clusters: new Clusters(parseClusters(required(env, 'OUTRIGGER_CLUSTERS'))),
     state: openState({ tableName: required(env, 'OUTRIGGER_TABLE'), endpoint: env.OUTRIGGER_DYNAMODB_ENDPOINT, region: env.AWS_REGION }),
     get deadLetter() {
       return (deadLetter ??= deadLetterSinkFromEnv(env));
+    },
+    get syncSink() {
+      return (syncSink ??= syncSinkFromEnv(env));
     },
   };
   return current;

@@ -47,7 +47,7 @@ export interface SyncKey {
   cluster: string;
   group: string;
   kind: string;
-  namespace: string | undefined;
+  namespace?: string | undefined;
   name: string;
   uid: string;
 }

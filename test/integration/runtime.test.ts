@@ -10,7 +10,7 @@ import { projectRoot } from '../../local/paths.ts';
 import { startRuntime, type Runtime } from '../../runtime/local.ts';
 import type { Envelope } from '../../shared/envelope/index.ts';
 import { Resources, type KubeObject } from '../../shared/kube/index.ts';
-import { envelopeBatchHandler } from '../../shared/lambda/envelope-batch.ts';
+import { envelopeBatchHandler } from '../../shared/lambda/batch.ts';
 import { environment } from '../../shared/lambda/environment.ts';
 import { createNamespace, outriggerClient, testbed } from '../testbed/index.ts';
 

@@ -1,0 +1,16 @@
+// The controllers the router serves. Each names the sync target its keys go to (its handler's queue), the
+// parent kinds it reconciles (possibly read from the cluster, as from RevisionPolicies) and what must be
+// watched for it. Controller issues add their entries here; the router reads only this module, so its
+// bundle carries no controller code.
+import type { GVR, KubeClient } from '../shared/kube/index.ts';
+import type { ControllerKind } from '../shared/ownership/index.ts';
+
+export interface ControllerSource {
+  target: string;
+  /** The parent kinds, for one cluster. Called per batch; cache in the source where reading is costly. */
+  kinds: (cluster: string, kube: KubeClient) => Promise<ControllerKind[]>;
+  /** Resources whose events matter: the parents and the children they own or select. */
+  watches: GVR[];
+}
+
+export const controllerSources: ControllerSource[] = [];

@@ -1,0 +1,108 @@
+// The router: watch events in, sync keys out (controller-runtime's event handler between source and queue).
+// Per batch: each envelope is routed by seed 002's rules (and a parent's own events sync that parent),
+// resolved with one BatchResolver per cluster (at most one list per candidate kind and namespace), keys are
+// deduplicated per target and sent once. FIFO order is kept: after a record fails, the later records of its
+// message group fail too, and all are redelivered together.
+import type { SQSBatchResponse, SQSEvent } from 'aws-lambda';
+import type { Clusters } from '../../shared/clusters.ts';
+import { parseEnvelope, watchEventType, type Envelope } from '../../shared/envelope/index.ts';
+import { parseApiVersion } from '../../shared/kube/index.ts';
+import { parseOrDeadLetter, type Log } from '../../shared/lambda/batch.ts';
+import type { DeadLetterSink } from '../../shared/lambda/dead-letter.ts';
+import { makeSyncRequest } from '../../shared/lambda/sync-request.ts';
+import type { SyncSink } from '../../shared/lambda/sync-sink.ts';
+import { BatchResolver, routeEvent, syncKeyString, type ControllerKind, type RoutedKey, type SyncKey } from '../../shared/ownership/index.ts';
+import type { ControllerSource } from '../controllers.ts';
+
+export interface RouterDeps {
+  clusters: Clusters;
+  sources: readonly ControllerSource[];
+  sink: SyncSink;
+  deadLetter: () => DeadLetterSink;
+  log?: Log;
+}
+
+export interface RouteStats {
+  records: number;
+  deadLettered: number;
+  failed: number;
+  keys: number;
+  gets: number;
+  lists: number;
+}
+
+/** The keys one envelope leads to. */
+export async function routeEnvelope(envelope: Envelope, resolver: BatchResolver, kinds: readonly ControllerKind[]): Promise<RoutedKey[]> {
+  const object = envelope.data.object;
+  const routed = (await Promise.all(routeEvent(watchEventType(envelope), object, envelope.data.oldObject).map((s) => resolver.resolve(s)))).flat();
+  // A parent's own change syncs that parent.
+  const { group } = parseApiVersion(object.apiVersion ?? '');
+  const self = kinds.find((k) => k.kind === object.kind && k.resource.group === group);
+  if (self) {
+    const key: SyncKey = { cluster: envelope.cluster, group, kind: self.kind, namespace: object.metadata.namespace, name: object.metadata.name ?? '', uid: object.metadata.uid ?? '' };
+    routed.push({ key, target: self.target });
+  }
+  return routed;
+}
+
+export async function routeBatch(event: SQSEvent, deps: RouterDeps): Promise<SQSBatchResponse & { stats: RouteStats }> {
+  const stats: RouteStats = { records: event.Records.length, deadLettered: 0, failed: 0, keys: 0, gets: 0, lists: 0 };
+  const failures: string[] = [];
+  const failedGroups = new Set<string>();
+  const handled: string[] = [];
+  const resolvers = new Map<string, { resolver: BatchResolver; kinds: ControllerKind[] }>();
+  const outbox = new Map<string, Map<string, { key: SyncKey; causes: string[] }>>();
+
+  for (const record of event.Records) {
+    const group = record.attributes.MessageGroupId ?? record.messageId;
+    if (failedGroups.has(group)) {
+      failures.push(record.messageId);
+      continue;
+    }
+    const envelope = await parseOrDeadLetter(record, parseEnvelope, { deadLetter: deps.deadLetter, source: 'router', ...(deps.log ? { log: deps.log } : {}) });
+    if (!envelope) {
+      stats.deadLettered += 1;
+      continue;
+    }
+    try {
+      let entry = resolvers.get(envelope.cluster);
+      if (!entry) {
+        const kube = deps.clusters.client(envelope.cluster);
+        const kinds = (await Promise.all(deps.sources.map((s) => s.kinds(envelope.cluster, kube)))).flat();
+        entry = { resolver: new BatchResolver(kube, envelope.cluster, kinds), kinds };
+        resolvers.set(envelope.cluster, entry);
+      }
+      for (const { key, target } of await routeEnvelope(envelope, entry.resolver, entry.kinds)) {
+        let byKey = outbox.get(target);
+        if (!byKey) outbox.set(target, (byKey = new Map()));
+        const id = syncKeyString(key);
+        const pending = byKey.get(id);
+        if (pending) pending.causes.push(envelope.id);
+        else byKey.set(id, { key, causes: [envelope.id] });
+      }
+      handled.push(record.messageId);
+    } catch (err) {
+      deps.log?.('error', 'routing failed; the event will be retried', { id: envelope.id, error: String(err) });
+      failures.push(record.messageId);
+      failedGroups.add(group);
+    }
+  }
+
+  try {
+    for (const [target, byKey] of outbox) {
+      const requests = [...byKey.values()].map((p) => makeSyncRequest(p.key, p.causes));
+      stats.keys += requests.length;
+      await deps.sink.send(target, requests);
+    }
+  } catch (err) {
+    // Nothing is lost: every routed record is redelivered and routed again (sync requests are idempotent).
+    deps.log?.('error', 'sending sync requests failed; the batch will be retried', { error: String(err) });
+    failures.push(...handled);
+  }
+  for (const { resolver } of resolvers.values()) {
+    stats.gets += resolver.stats.gets;
+    stats.lists += resolver.stats.lists;
+  }
+  stats.failed = failures.length;
+  return { batchItemFailures: failures.map((itemIdentifier) => ({ itemIdentifier })), stats };
+}

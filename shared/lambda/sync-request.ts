@@ -1,0 +1,53 @@
+// The router's output and every controller handler's input: "reconcile this parent". A key, not a state:
+// the handler reads the parent and everything else it needs from the cluster (level-triggered).
+import { z } from 'zod';
+import { MalformedMessageError, clusterIdSchema, firstIssue } from '../envelope/index.ts';
+import type { SyncKey } from '../ownership/router.ts';
+
+export const syncRequestSchema = z
+  .object({
+    type: z.literal('dev.outrigger.sync'),
+    key: z
+      .object({
+        cluster: clusterIdSchema,
+        group: z.string(),
+        kind: z.string().min(1),
+        namespace: z.string().min(1).optional(),
+        name: z.string().min(1),
+        uid: z.string().min(1),
+      })
+      .strict(),
+    /** The envelope ids that caused it, for tracing; at most a few. */
+    causes: z.array(z.string()).max(10),
+  })
+  .strict();
+
+export type SyncRequest = z.infer<typeof syncRequestSchema>;
+
+export class SyncRequestError extends MalformedMessageError {
+  constructor(field: string, problem: string) {
+    super('sync request', field, problem);
+    this.name = 'SyncRequestError';
+  }
+}
+
+export function makeSyncRequest(key: SyncKey, causes: string[]): SyncRequest {
+  return { type: 'dev.outrigger.sync', key: { ...key, namespace: key.namespace || undefined }, causes: causes.slice(0, 10) };
+}
+
+export function parseSyncRequest(body: string): SyncRequest {
+  let value: unknown;
+  try {
+    value = JSON.parse(body);
+  } catch (err) {
+    throw new SyncRequestError('(message)', `is not JSON (${(err as Error).message})`);
+  }
+  const result = syncRequestSchema.safeParse(value);
+  if (!result.success) throw new SyncRequestError(...firstIssue(result.error, '(message)'));
+  return result.data;
+}
+
+/** FIFO group: one parent's syncs are never processed concurrently. */
+export function syncGroupId(key: SyncKey): string {
+  return `${key.cluster}/${key.uid}`;
+}

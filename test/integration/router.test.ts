@@ -1,0 +1,150 @@
+// The router against the real apiserver: batches with malformed and failing records, deduplication, and the
+// whole path in the local runtime (watch, envelope, router, sync queue, controller handler).
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { SQSEvent, SQSRecord } from 'aws-lambda';
+import type { ControllerSource } from '../../functions/controllers.ts';
+import { routeBatch } from '../../functions/router/route.ts';
+import { createRouterHandler } from '../../functions/router/handler.ts';
+import type { FunctionSpec } from '../../functions/spec.ts';
+import { startRuntime, type Runtime } from '../../runtime/local.ts';
+import { Clusters } from '../../shared/clusters.ts';
+import { makeEnvelope, messageGroupId, type Envelope } from '../../shared/envelope/index.ts';
+import { Resources, gvr, type KubeObject } from '../../shared/kube/index.ts';
+import { syncBatchHandler } from '../../shared/lambda/batch.ts';
+import { MemoryDeadLetterSink } from '../../shared/lambda/dead-letter.ts';
+import { environment } from '../../shared/lambda/environment.ts';
+import type { SyncRequest } from '../../shared/lambda/sync-request.ts';
+import type { SyncSink } from '../../shared/lambda/sync-sink.ts';
+import { newControllerRef, type LabelSelector } from '../../shared/ownership/index.ts';
+import { adminClient, createNamespace, outriggerClient, testbed } from '../testbed/index.ts';
+
+const statefulSets = gvr('apps', 'v1', 'statefulsets');
+
+const source: ControllerSource = {
+  target: 'test-controller',
+  kinds: async () => [{ resource: statefulSets, kind: 'StatefulSet', namespaced: true, selectorOf: (p) => (p.spec as { selector?: LabelSelector }).selector, target: 'test-controller' }],
+  watches: [statefulSets, Resources.controllerRevisions],
+};
+
+async function createStatefulSet(namespace: string, name: string, labels: Record<string, string>): Promise<KubeObject> {
+  return adminClient().create(statefulSets, {
+    apiVersion: 'apps/v1',
+    kind: 'StatefulSet',
+    metadata: { name, namespace },
+    spec: { serviceName: name, replicas: 0, selector: { matchLabels: labels }, template: { metadata: { labels }, spec: { containers: [{ name: 'c', image: 'registry.example/app:1' }] } } },
+  });
+}
+
+function record(body: string, groupId: string, id: string): SQSRecord {
+  return {
+    messageId: id,
+    receiptHandle: id,
+    body,
+    attributes: { ApproximateReceiveCount: '1', SentTimestamp: '0', SenderId: 't', ApproximateFirstReceiveTimestamp: '0', MessageGroupId: groupId },
+    messageAttributes: {},
+    md5OfBody: '',
+    eventSource: 'aws:sqs',
+    eventSourceARN: 'arn:aws:sqs:local:0:router.fifo',
+    awsRegion: 'local',
+  };
+}
+
+class MemorySyncSink implements SyncSink {
+  readonly sent: Array<{ target: string; request: SyncRequest }> = [];
+  async send(target: string, requests: SyncRequest[]): Promise<void> {
+    for (const request of requests) this.sent.push({ target, request });
+  }
+}
+
+describe('routeBatch', () => {
+  test('dead-letters malformed records, fails a broken group in order, and sends each key once', async () => {
+    const ns = await createNamespace('router');
+    const labels = { app: 'r' };
+    const sts = await createStatefulSet(ns, 'web', labels);
+    const child = (name: string, owned: boolean): KubeObject => ({
+      apiVersion: 'apps/v1',
+      kind: 'ControllerRevision',
+      metadata: { name, namespace: ns, uid: `uid-${name}`, resourceVersion: '1', labels, ...(owned ? { ownerReferences: [newControllerRef(sts)] } : {}) },
+    });
+    const env = (cluster: string, obj: KubeObject): Envelope => makeEnvelope({ cluster, type: 'added', object: obj, source: 'test' });
+    const orphan = env('it', child('a', false));
+    const owned = env('it', child('b', true));
+    const unknownCluster1 = env('elsewhere', child('c', false));
+    const unknownCluster2 = env('elsewhere', { ...child('c', false), metadata: { ...child('c', false).metadata, resourceVersion: '2' } });
+    const event: SQSEvent = {
+      Records: [
+        record(JSON.stringify(orphan), messageGroupId(orphan), 'm1'),
+        record('{"specversion":"1.0"}', 'g-bad', 'm2'),
+        record(JSON.stringify(unknownCluster1), messageGroupId(unknownCluster1), 'm3'),
+        record(JSON.stringify(owned), messageGroupId(owned), 'm4'),
+        record(JSON.stringify(unknownCluster2), messageGroupId(unknownCluster2), 'm5'),
+      ],
+    };
+    const sink = new MemorySyncSink();
+    const deadLetter = new MemoryDeadLetterSink();
+    const clusters = new Clusters([{ id: 'it', access: { kind: 'kubeconfig', path: testbed().kubeconfigs.outrigger } }]);
+    const out = await routeBatch(event, { clusters, sources: [source], sink, deadLetter: () => deadLetter });
+
+    expect(out.batchItemFailures).toEqual([{ itemIdentifier: 'm3' }, { itemIdentifier: 'm5' }]);
+    expect(deadLetter.letters).toEqual([expect.objectContaining({ source: 'router', reason: expect.stringMatching(/^invalid event envelope: id: /) })]);
+    // Both good events lead to the one StatefulSet: one sync request, with both causes.
+    expect(sink.sent).toEqual([
+      { target: 'test-controller', request: { type: 'dev.outrigger.sync', key: { cluster: 'it', group: 'apps', kind: 'StatefulSet', namespace: ns, name: 'web', uid: sts.metadata.uid }, causes: [orphan.id, owned.id] } },
+    ]);
+    expect(out.stats).toMatchObject({ records: 5, deadLettered: 1, failed: 2, keys: 1, gets: 1, lists: 1 });
+  });
+});
+
+describe('the router in the local runtime', () => {
+  let runtime: Runtime;
+  const synced: SyncRequest[] = [];
+  const specs: FunctionSpec[] = [
+    { name: 'router', description: 'router', entry: 'functions/router/handler.ts', timeoutSeconds: 30, events: { resources: source.watches }, load: async () => ({ handler: createRouterHandler([source]) }) },
+    {
+      name: 'test-controller',
+      description: 'records sync requests',
+      entry: 'test/integration/router.test.ts',
+      timeoutSeconds: 30,
+      sync: { target: 'test-controller' },
+      load: async () => ({
+        handler: syncBatchHandler({
+          source: 'test-controller',
+          deadLetter: () => environment().deadLetter,
+          process: async (request) => {
+            synced.push(request);
+          },
+        }),
+      }),
+    },
+  ];
+
+  beforeAll(async () => {
+    runtime = await startRuntime({ kubeconfig: testbed().kubeconfigs.outrigger, clusterId: 'rt', stateDir: await mkdtemp(join(tmpdir(), 'outrigger-router-')), functions: specs });
+    await runtime.settled();
+  }, 120_000);
+  afterAll(async () => {
+    await runtime?.stop();
+  });
+
+  test('parent changes, matching orphans and owned children all reach the parent’s handler as sync requests', async () => {
+    const ns = await createNamespace('e2e');
+    const labels = { app: 'e2e' };
+    const sts = await createStatefulSet(ns, 'db', labels);
+    const kube = outriggerClient();
+    await kube.create(Resources.controllerRevisions, { apiVersion: 'apps/v1', kind: 'ControllerRevision', metadata: { name: 'orphan', namespace: ns, labels }, data: {}, revision: 1 });
+    await kube.create(Resources.controllerRevisions, { apiVersion: 'apps/v1', kind: 'ControllerRevision', metadata: { name: 'owned', namespace: ns, labels: { other: 'x' }, ownerReferences: [newControllerRef(sts)] }, data: {}, revision: 1 });
+    await kube.create(Resources.controllerRevisions, { apiVersion: 'apps/v1', kind: 'ControllerRevision', metadata: { name: 'stranger', namespace: ns, labels: { app: 'other' } }, data: {}, revision: 1 });
+    const deadline = Date.now() + 20_000;
+    const mine = () => synced.filter((r) => r.key.namespace === ns);
+    // Three events for the parent (its own creation, the orphan, the owned child): at least one sync, all for it.
+    while (mine().length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    await runtime.settled();
+    expect(mine().length).toBeGreaterThan(0);
+    expect(new Set(mine().map((r) => `${r.key.kind}/${r.key.name}/${r.key.uid}`))).toEqual(new Set([`StatefulSet/db/${sts.metadata.uid}`]));
+    const causes = mine().flatMap((r) => r.causes);
+    expect(causes.some((c) => c.includes(sts.metadata.uid!))).toBe(true);
+    expect(causes.filter((c) => !c.includes(sts.metadata.uid!))).toHaveLength(2); // orphan + owned, not the stranger
+  });
+});
