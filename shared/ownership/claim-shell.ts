@@ -4,6 +4,7 @@
 // write a compare-and-set, so a concurrent change (another controller adopting first, a label edit) answers
 // Conflict and the child is re-read and re-decided. Merge patches work for custom resources too, which
 // strategic merge patches do not.
+import pLimit from 'p-limit';
 import type { KubeClient } from '../kube/client.ts';
 import { isKubeError } from '../kube/errors.ts';
 import type { GVR, KubeObject } from '../kube/resource.ts';
@@ -31,6 +32,8 @@ export interface ClaimResult<T extends KubeObject> {
 }
 
 const MAX_ATTEMPTS = 3;
+/** Patches in flight at once per claim: enough to overlap round trips, few enough not to flood the apiserver. */
+export const CLAIM_CONCURRENCY = 16;
 
 export async function claim<T extends KubeObject>(
   ctx: ClaimContext,
@@ -51,9 +54,10 @@ export async function claim<T extends KubeObject>(
   }
 
   const ref = newControllerRef(parent);
+  const limit = pLimit(CLAIM_CONCURRENCY);
   const outcomes = await Promise.all([
-    ...plan.adopt.map(async (child) => ({ child, op: 'adopt' as const, out: await settle(ctx, parent, selector, child, 'adopt', opts, ref) })),
-    ...plan.release.map(async (child) => ({ child, op: 'release' as const, out: await settle(ctx, parent, selector, child, 'release', opts, ref) })),
+    ...plan.adopt.map((child) => limit(async () => ({ child, op: 'adopt' as const, out: await settle(ctx, parent, selector, child, 'adopt', opts, ref) }))),
+    ...plan.release.map((child) => limit(async () => ({ child, op: 'release' as const, out: await settle(ctx, parent, selector, child, 'release', opts, ref) }))),
   ]);
   for (const { child, op, out } of outcomes) {
     if (out.state === 'owned') {
