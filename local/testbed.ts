@@ -1,7 +1,7 @@
 // Brings up what Outrigger runs against on one machine: the local kube-apiserver (unless a real cluster is
 // given) with the project's RBAC installed, and DynamoDB Local with Outrigger's table. The test setup and the
 // local runtime both start here, so they run against the same thing.
-import { readFile } from 'node:fs/promises';
+import { readFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { applyManifests, connect } from '../shared/kube/index.ts';
 import { ensureTable, openState } from '../shared/state/index.ts';
@@ -19,9 +19,12 @@ export interface Testbed {
   stop(): Promise<void>;
 }
 
-/** The manifests every cluster Outrigger manages must have: its RBAC (and, as issues land, its CRDs). */
+/** The manifests every cluster Outrigger manages must have: its CRDs, then its RBAC. */
 export async function clusterManifests(): Promise<string> {
-  return readFile(join(projectRoot, 'cluster', 'rbac.yaml'), 'utf8');
+  const crdDir = join(projectRoot, 'cluster', 'crds');
+  const crds = (await readdir(crdDir)).filter((f) => f.endsWith('.yaml')).sort();
+  const docs = await Promise.all([...crds.map((f) => join(crdDir, f)), join(projectRoot, 'cluster', 'rbac.yaml')].map((f) => readFile(f, 'utf8')));
+  return docs.join('\n---\n');
 }
 
 export async function startTestbed(opts: { withCluster: boolean; log?: Log; tableName?: string }): Promise<Testbed> {

@@ -1,0 +1,124 @@
+// A revision's data: the parent's target object state (the fields its generated objects are made from),
+// stored as a patch that replaces each path, the shape kubectl's rollout undo applies to DaemonSets and
+// StatefulSets: {"spec":{"template":{..., "$patch":"replace"}}}. Nothing else of the parent (replicas,
+// strategy, status) is in it, so scaling is never a revision.
+//
+// Equality is semantic: both sides are normalised so that what does not change meaning (key order, a null,
+// an empty map or list against an absent field, the `$patch` directive, `creationTimestamp: null`) cannot
+// make two equal states differ. Upstream shipped that bug twice (kubernetes #134773, lws #797).
+
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+export type JsonObject = { [key: string]: Json };
+
+export class PathError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'PathError';
+  }
+}
+
+const PATH = /^[A-Za-z_$][A-Za-z0-9_$-]*(\.[A-Za-z_$][A-Za-z0-9_$-]*)*$/;
+
+export function parsePath(path: string): string[] {
+  if (!PATH.test(path)) throw new PathError(`field path ${JSON.stringify(path)} is not a dotted path such as spec.template`);
+  const parts = path.split('.');
+  if (parts[0] === 'metadata' || parts[0] === 'status' || parts[0] === 'apiVersion' || parts[0] === 'kind') {
+    throw new PathError(`field path ${JSON.stringify(path)} is not target state: it must be under spec or another field of the object's specification`);
+  }
+  return parts;
+}
+
+function get(obj: Json | undefined, parts: string[]): Json | undefined {
+  let cur = obj;
+  for (const p of parts) {
+    if (cur === null || typeof cur !== 'object' || Array.isArray(cur)) return undefined;
+    cur = (cur as JsonObject)[p];
+  }
+  return cur;
+}
+
+/** The revision data for `parent`: each path's value, replacing what is there when applied as a patch. */
+export function targetState(parent: JsonObject, paths: readonly string[]): JsonObject {
+  const data: JsonObject = {};
+  for (const path of paths) {
+    const parts = parsePath(path);
+    const value = get(parent, parts);
+    let cur = data;
+    for (const p of parts.slice(0, -1)) {
+      const next = cur[p];
+      if (next === undefined || next === null || typeof next !== 'object' || Array.isArray(next)) cur[p] = {};
+      cur = cur[p] as JsonObject;
+    }
+    const leaf = parts[parts.length - 1]!;
+    if (value !== null && typeof value === 'object' && !Array.isArray(value)) cur[leaf] = { ...value, $patch: 'replace' };
+    else cur[leaf] = value === undefined ? null : value;
+  }
+  return data;
+}
+
+/** Removes what carries no meaning, recursively; returns undefined for "nothing". */
+export function normalize(value: Json | undefined): Json | undefined {
+  if (value === null || value === undefined) return undefined;
+  if (Array.isArray(value)) {
+    const items = value.map((v) => normalize(v) ?? null);
+    return items.length === 0 ? undefined : items;
+  }
+  if (typeof value === 'object') {
+    const out: JsonObject = {};
+    for (const key of Object.keys(value).sort()) {
+      if (key === '$patch') continue;
+      const v = normalize(value[key]);
+      if (v === undefined) continue;
+      out[key] = v;
+    }
+    return Object.keys(out).length === 0 ? undefined : out;
+  }
+  return value;
+}
+
+/** Deterministic JSON of the normalised value: keys sorted, meaningless fields gone. */
+export function canonicalJson(value: Json | undefined): string {
+  return JSON.stringify(normalize(value) ?? null);
+}
+
+export function semanticallyEqual(a: Json | undefined, b: Json | undefined): boolean {
+  return canonicalJson(a) === canonicalJson(b);
+}
+
+// 32-bit FNV-1a.
+function fnv1a32(text: string): number {
+  let h = 0x811c9dc5;
+  for (const byte of Buffer.from(text, 'utf8')) {
+    h ^= byte;
+    h = Math.imul(h, 0x01000193) >>> 0;
+  }
+  return h >>> 0;
+}
+
+// Vowel-free, so no name spells a word; the same alphabet apimachinery uses for generated names.
+const ALPHABET = 'bcdfghjklmnpqrstvwxz2456789';
+
+/** The revision hash: FNV-1a over the canonical data and the collision count, in the vowel-free alphabet. */
+export function revisionHash(data: Json, collisionCount: number): string {
+  const decimal = String(fnv1a32(`${canonicalJson(data)}\n${collisionCount}`));
+  let out = '';
+  for (const ch of decimal) out += ALPHABET[ch.charCodeAt(0) % ALPHABET.length];
+  return out;
+}
+
+/**
+ * `<parent>-<hash>`, with the parent part cut so that the name is a valid DNS subdomain and also fits in a
+ * label value (63 characters): generated objects carry the revision name in a label (upstream's StatefulSet
+ * pods cannot be created for set names over 52 characters, kubernetes #64023).
+ */
+export function revisionName(parentName: string, hash: string): string {
+  const room = 63 - 1 - hash.length;
+  const prefix = parentName.slice(0, room).replace(/[-.]+$/, '');
+  return `${prefix}-${hash}`;
+}
+
+/** A label value naming the parent (names can be longer than a label value allows). */
+export function parentLabelValue(parentName: string): string {
+  if (parentName.length <= 63) return parentName;
+  return `${parentName.slice(0, 52).replace(/[-.]+$/, '')}-${revisionHash(parentName, 0)}`.slice(0, 63);
+}

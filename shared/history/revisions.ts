@@ -1,0 +1,61 @@
+// Pure history decisions over a parent's owned ControllerRevisions: order, the outcome of a sync
+// (unchanged, rollback, new revision), which revisions are live, and what truncation may delete.
+import type { KubeObject } from '../kube/resource.ts';
+import { semanticallyEqual, type Json } from './data.ts';
+
+export interface ControllerRevision extends KubeObject {
+  data?: Json;
+  revision: number;
+}
+
+/** Oldest first: by revision number, then creation time, then name. */
+export function sortRevisions<T extends ControllerRevision>(revisions: readonly T[]): T[] {
+  return [...revisions].sort(
+    (a, b) =>
+      a.revision - b.revision ||
+      (a.metadata.creationTimestamp ?? '').localeCompare(b.metadata.creationTimestamp ?? '') ||
+      (a.metadata.name ?? '').localeCompare(b.metadata.name ?? ''),
+  );
+}
+
+export function maxRevision(revisions: readonly ControllerRevision[]): number {
+  return revisions.reduce((m, r) => Math.max(m, r.revision), 0);
+}
+
+export type Outcome<T extends ControllerRevision> =
+  | { kind: 'unchanged'; revision: T }
+  | { kind: 'rollback'; revision: T; number: number }
+  | { kind: 'create'; number: number };
+
+/**
+ * Seed 000: equal to the latest revision, nothing to do; equal to an older one, a rollback (reuse it with the
+ * next number, its data untouched); equal to none, a new revision with the next number.
+ */
+export function decide<T extends ControllerRevision>(candidate: Json, owned: readonly T[]): Outcome<T> {
+  const sorted = sortRevisions(owned);
+  const latest = sorted[sorted.length - 1];
+  const next = maxRevision(sorted) + 1;
+  if (latest && semanticallyEqual(latest.data, candidate)) return { kind: 'unchanged', revision: latest };
+  for (let i = sorted.length - 2; i >= 0; i -= 1) {
+    if (semanticallyEqual(sorted[i]!.data, candidate)) return { kind: 'rollback', revision: sorted[i]!, number: next };
+  }
+  return { kind: 'create', number: next };
+}
+
+/**
+ * Truncation (seed 000, History Maintenance): delete the oldest revisions that are not live until at most
+ * `limit` non-live revisions remain. `live` holds revision names (and hashes) that generated objects or the
+ * parent's status name; the latest revision (the parent's target state) is always kept.
+ */
+export function truncationPlan<T extends ControllerRevision>(owned: readonly T[], live: ReadonlySet<string>, limit: number): T[] {
+  const sorted = sortRevisions(owned);
+  const latest = sorted[sorted.length - 1];
+  const isLive = (r: T) => r === latest || live.has(r.metadata.name ?? '') || live.has(r.metadata.labels?.[HASH_LABEL] ?? '\0');
+  const dead = sorted.filter((r) => !isLive(r));
+  return dead.slice(0, Math.max(0, dead.length - Math.max(0, limit)));
+}
+
+/** On each revision: its hash, always the suffix of its name (upstream leaves it stale after a collision). */
+export const HASH_LABEL = 'controller.kubernetes.io/hash';
+/** On each revision: the parent's name, to select a parent's history. */
+export const PARENT_LABEL = 'outrigger.dev/parent';
