@@ -4,13 +4,14 @@
 // bundle carries no controller code.
 import type { GVR, KubeClient } from '../shared/kube/index.ts';
 import type { ControllerKind } from '../shared/ownership/index.ts';
+import { historySource } from './history/policies.ts';
 
 export interface ControllerSource {
   target: string;
   /** The parent kinds, for one cluster. Called per batch; cache in the source where reading is costly. */
   kinds: (cluster: string, kube: KubeClient) => Promise<ControllerKind[]>;
-  /** Resources whose events matter: the parents and the children they own or select. */
-  watches: GVR[];
+  /** Resources whose events matter: the parents and the children they own or select (may change with policies). */
+  watches: (cluster: string, kube: KubeClient) => Promise<GVR[]>;
 }
 
-export const controllerSources: ControllerSource[] = [];
+export const controllerSources: ControllerSource[] = [historySource];

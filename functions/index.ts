@@ -1,8 +1,6 @@
-import { gvrString } from '../shared/kube/index.ts';
+import { gvrString, type GVR } from '../shared/kube/index.ts';
 import { controllerSources } from './controllers.ts';
 import type { FunctionSpec } from './spec.ts';
-
-const watched = new Map(controllerSources.flatMap((s) => s.watches).map((r) => [gvrString(r), r]));
 
 export const functions: FunctionSpec[] = [
   {
@@ -18,7 +16,28 @@ export const functions: FunctionSpec[] = [
     description: 'Turns watch events into sync requests for the controllers that must reconcile (ControllerRef rules)',
     entry: 'functions/router/handler.ts',
     load: () => import('./router/handler.ts'),
-    events: { resources: [...watched.values()] },
+    events: {
+      resources: async (cluster, kube) => {
+        const all = (await Promise.all(controllerSources.map((s) => s.watches(cluster, kube)))).flat();
+        return [...new Map<string, GVR>(all.map((r) => [gvrString(r), r])).values()];
+      },
+    },
+    timeoutSeconds: 60,
+  },
+  {
+    name: 'history',
+    description: 'Controller history: keeps every revision of a RevisionPolicy target as a ControllerRevision, recognises rollbacks',
+    entry: 'functions/history/handler.ts',
+    load: () => import('./history/handler.ts'),
+    sync: { target: 'history' },
+    timeoutSeconds: 60,
+  },
+  {
+    name: 'truncate',
+    description: 'Controller history: deletes the oldest non-live revisions beyond the history limit',
+    entry: 'functions/truncate/handler.ts',
+    load: () => import('./truncate/handler.ts'),
+    sync: { target: 'truncate' },
     timeoutSeconds: 60,
   },
 ];

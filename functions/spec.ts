@@ -1,7 +1,7 @@
 // What Outrigger's functions are and what triggers them. The CDK stack and the local runtime both read this
 // list, so a function is declared once and runs the same way in AWS and on one machine.
 import type { Context } from 'aws-lambda';
-import type { GVR } from '../shared/kube/index.ts';
+import type { GVR, KubeClient } from '../shared/kube/index.ts';
 
 // Handlers differ in event and result types; the registry only passes events through.
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- each handler types its own event
@@ -14,8 +14,8 @@ export interface FunctionSpec {
   /** The handler module, relative to the project root (esbuild's entry point). */
   entry: string;
   load: () => Promise<{ handler: LambdaHandler }>;
-  /** Watch events of these resources are queued for the function (as envelopes). */
-  events?: { resources: GVR[] };
+  /** Watch events of these resources are queued for the function (as envelopes); re-read as policies change. */
+  events?: { resources: (cluster: string, kube: KubeClient) => Promise<GVR[]> };
   /** The router's sync requests for this target are queued for the function (Reconcile(key)). */
   sync?: { target: string };
   /** Runs on a schedule, once per period. */

@@ -24,8 +24,12 @@ export interface OutriggerStackProps extends StackProps {
 }
 
 /** DynamoDB actions each function's code performs on the table; nothing else is granted. */
+// Leases are UpdateItem; fenced writes are TransactWriteItems, authorised per item (ConditionCheckItem, PutItem).
+const historyActions = ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:ConditionCheckItem'];
 const tableActions: Record<string, string[]> = {
   heartbeat: ['dynamodb:GetItem', 'dynamodb:PutItem'],
+  history: historyActions,
+  truncate: ['dynamodb:GetItem', 'dynamodb:UpdateItem'],
 };
 
 export class OutriggerStack extends Stack {

@@ -18,6 +18,9 @@ import { openState } from '../shared/state/index.ts';
 import { LocalQueue } from './queue.ts';
 import { LocalSyncSink } from './sync-sink.ts';
 
+/** How often the runtime re-reads what it should watch (new policies, new target kinds). */
+const WATCH_REFRESH_MS = 2_000;
+
 export interface RuntimeOptions {
   /** A real cluster's kubeconfig; without one the runtime starts the local kube-apiserver. */
   kubeconfig?: string | undefined;
@@ -73,6 +76,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   const watches: Array<Promise<void>> = [];
   const synced: Array<Promise<void>> = [];
   const handlers = new Map<string, { spec: FunctionSpec; handler: LambdaHandler }>();
+  const watching = new Set<string>();
 
   for (const spec of specs) {
     const { handler } = await spec.load();
@@ -90,23 +94,32 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     };
     if (spec.events) {
       const queue = newQueue();
-      for (const resource of spec.events.resources) {
-        let markSynced!: () => void;
-        synced.push(new Promise<void>((r) => (markSynced = r)));
-        watches.push(
-          runWatchSource({
-            client: source,
-            resource,
-            signal: abort.signal,
-            onSynced: () => markSynced(),
-            onError: (err) => log(`watch ${gvrString(resource)}: ${String(err)}; retrying`),
-            onEvent: async (e) => {
-              const envelope = makeEnvelope({ cluster: clusterId, type: e.type, object: e.object, oldObject: e.oldObject, source: `outrigger://${clusterId}/local-runtime` });
-              await queue.enqueue(JSON.stringify(envelope), messageGroupId(envelope), deduplicationId(envelope));
-            },
-          }),
-        );
-      }
+      const resources = spec.events.resources;
+      // What to watch depends on the policies installed; new resources are picked up without a restart.
+      const refreshWatches = async () => {
+        for (const resource of await resources(clusterId, source)) {
+          const id = gvrString(resource);
+          if (watching.has(id)) continue;
+          watching.add(id);
+          let markSynced!: () => void;
+          synced.push(new Promise<void>((r) => (markSynced = r)));
+          watches.push(
+            runWatchSource({
+              client: source,
+              resource,
+              signal: abort.signal,
+              onSynced: () => markSynced(),
+              onError: (err) => log(`watch ${id}: ${String(err)}; retrying`),
+              onEvent: async (e) => {
+                const envelope = makeEnvelope({ cluster: clusterId, type: e.type, object: e.object, oldObject: e.oldObject, source: `outrigger://${clusterId}/local-runtime` });
+                await queue.enqueue(JSON.stringify(envelope), messageGroupId(envelope), deduplicationId(envelope));
+              },
+            }),
+          );
+        }
+      };
+      await refreshWatches();
+      timers.push(setInterval(() => void refreshWatches().catch((err: unknown) => log(`${spec.name}: refreshing watches: ${String(err)}`)), WATCH_REFRESH_MS));
     }
     if (spec.sync) syncQueues.set(spec.sync.target, newQueue());
     if (spec.schedule) {

@@ -76,9 +76,11 @@ export async function routeBatch(event: SQSEvent, deps: RouterDeps): Promise<SQS
         let byKey = outbox.get(target);
         if (!byKey) outbox.set(target, (byKey = new Map()));
         const id = syncKeyString(key);
+        // `<kind>/<envelope id>`: handlers tell a parent's own change from a child's by it.
+        const cause = `${envelope.data.object.kind ?? ''}/${envelope.id}`;
         const pending = byKey.get(id);
-        if (pending) pending.causes.push(envelope.id);
-        else byKey.set(id, { key, causes: [envelope.id] });
+        if (pending) pending.causes.push(cause);
+        else byKey.set(id, { key, causes: [cause] });
       }
       handled.push(record.messageId);
     } catch (err) {

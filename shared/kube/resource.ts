@@ -92,6 +92,8 @@ export function objectKey(obj: { metadata: Pick<ObjectMeta, 'namespace' | 'name'
 // Well-known resources used across Outrigger.
 export const Resources = {
   namespaces: gvr('', 'v1', 'namespaces'),
+  pods: gvr('', 'v1', 'pods'),
+  serviceAccounts: gvr('', 'v1', 'serviceaccounts'),
   controllerRevisions: gvr('apps', 'v1', 'controllerrevisions'),
   customResourceDefinitions: gvr('apiextensions.k8s.io', 'v1', 'customresourcedefinitions'),
   clusterRoles: gvr('rbac.authorization.k8s.io', 'v1', 'clusterroles'),

@@ -25,7 +25,7 @@ const statefulSets = gvr('apps', 'v1', 'statefulsets');
 const source: ControllerSource = {
   target: 'test-controller',
   kinds: async () => [{ resource: statefulSets, kind: 'StatefulSet', namespaced: true, selectorOf: (p) => (p.spec as { selector?: LabelSelector }).selector, target: 'test-controller' }],
-  watches: [statefulSets, Resources.controllerRevisions],
+  watches: async () => [statefulSets, Resources.controllerRevisions],
 };
 
 async function createStatefulSet(namespace: string, name: string, labels: Record<string, string>): Promise<KubeObject> {
@@ -91,7 +91,7 @@ describe('routeBatch', () => {
     expect(deadLetter.letters).toEqual([expect.objectContaining({ source: 'router', reason: expect.stringMatching(/^invalid event envelope: id: /) })]);
     // Both good events lead to the one StatefulSet: one sync request, with both causes.
     expect(sink.sent).toEqual([
-      { target: 'test-controller', request: { type: 'dev.outrigger.sync', key: { cluster: 'it', group: 'apps', kind: 'StatefulSet', namespace: ns, name: 'web', uid: sts.metadata.uid }, causes: [orphan.id, owned.id] } },
+      { target: 'test-controller', request: { type: 'dev.outrigger.sync', key: { cluster: 'it', group: 'apps', kind: 'StatefulSet', namespace: ns, name: 'web', uid: sts.metadata.uid }, causes: [`ControllerRevision/${orphan.id}`, `ControllerRevision/${owned.id}`] } },
     ]);
     expect(out.stats).toMatchObject({ records: 5, deadLettered: 1, failed: 2, keys: 1, gets: 1, lists: 1 });
   });

@@ -67,7 +67,7 @@ describe('the local runtime event path', () => {
     description: 'test function: records envelopes; fails on demand',
     entry: 'test/integration/runtime.test.ts',
     timeoutSeconds: 10,
-    events: { resources: [Resources.controllerRevisions] },
+    events: { resources: async () => [Resources.controllerRevisions] },
     load: async () => ({
       handler: envelopeBatchHandler({
         source: 'recorder',

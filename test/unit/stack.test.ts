@@ -44,10 +44,17 @@ describe('the Outrigger stack', () => {
     template.hasResourceProperties('AWS::Events::Rule', { ScheduleExpression: 'rate(1 minute)' });
   });
 
-  test('grants the heartbeat only GetItem and PutItem on the table', () => {
+  test('grants each function only the table actions its code performs, on the table alone', () => {
     const policies = template.findResources('AWS::IAM::Policy');
-    const statements = Object.values(policies).flatMap((p) => p.Properties.PolicyDocument.Statement as Array<{ Action: string | string[]; Resource: unknown }>);
-    expect(statements).toEqual([{ Action: ['dynamodb:GetItem', 'dynamodb:PutItem'], Effect: 'Allow', Resource: { 'Fn::GetAtt': [expect.stringMatching(/^State/), 'Arn'] } }]);
+    const byFunction = Object.fromEntries(
+      Object.entries(policies).map(([id, p]) => [id.replace(/ServiceRoleDefaultPolicy.*$/, ''), p.Properties.PolicyDocument.Statement as Array<{ Action: string | string[]; Resource: unknown }>]),
+    );
+    const onTable = (actions: string[]) => [{ Action: actions, Effect: 'Allow', Resource: { 'Fn::GetAtt': [expect.stringMatching(/^State/), 'Arn'] } }];
+    expect(byFunction).toEqual({
+      Heartbeat: onTable(['dynamodb:GetItem', 'dynamodb:PutItem']),
+      History: onTable(['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:ConditionCheckItem']),
+      Truncate: onTable(['dynamodb:GetItem', 'dynamodb:UpdateItem']),
+    });
   });
 
   test('refuses clusters reached any way but EKS IAM tokens', () => {

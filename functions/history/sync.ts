@@ -1,0 +1,184 @@
+// Controller history for one parent (seed 000): Reconcile(key) for the history controller.
+//  1. Read the parent; compute its target object state (the candidate revision data).
+//  2. Fast path: when only the parent itself changed since the last sync and its target state is the one
+//     recorded in DynamoDB for it, nothing can have changed: one apiserver read, no write.
+//  3. Otherwise, holding the parent's lease (so overlapping invocations for one parent run one at a time and
+//     revision numbers strictly increase in creation order): list its revisions by label, claim them (adopt
+//     matching orphans, release strays) through the ownership library, and decide:
+//     equal to the latest -> nothing; equal to an older one -> rollback (that revision gets the next number,
+//     its data untouched); otherwise -> a new revision with the next number.
+//  4. After a new revision or a rollback, ask the truncation handler to trim the history.
+import { createHash } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { KubeClient } from '../../shared/kube/index.ts';
+import { Resources, isKubeError, resolveKind, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
+import { canonicalJson, parentLabelValue, revisionHash, revisionName, semanticallyEqual, targetState, type Json, type JsonObject } from '../../shared/history/data.ts';
+import type { RevisionPolicy } from '../../shared/history/policy.ts';
+import { HASH_LABEL, PARENT_LABEL, decide, type ControllerRevision } from '../../shared/history/revisions.ts';
+import { claim, compileSelector, isControlledBy, newControllerRef, type SyncKey } from '../../shared/ownership/index.ts';
+import type { Lease, State } from '../../shared/state/index.ts';
+import { VersionConflictError } from '../../shared/state/index.ts';
+
+export const MAX_COLLISIONS = 10;
+const LEASE_TTL_MS = 30_000;
+const LEASE_WAIT_MS = 20_000;
+const CHANGE_CAUSE = 'kubernetes.io/change-cause';
+
+export interface HistoryDeps {
+  kube: KubeClient;
+  state: State;
+  /** Identifies this invocation as a lease holder. */
+  holder: string;
+}
+
+export type SyncOutcome =
+  | { outcome: 'skipped'; reason: string }
+  | { outcome: 'cached' | 'unchanged'; revision: string; number: number }
+  | { outcome: 'created' | 'rollback'; revision: string; number: number; truncate: true };
+
+/** What DynamoDB remembers per parent: the digest of the target state its latest revision holds. */
+interface HistoryRecord {
+  digest: string;
+  revision: string;
+  number: number;
+}
+
+export const historyRecordKey = (cluster: string, parentUid: string) => ({ cluster, kind: 'history', name: parentUid });
+
+export async function resolveTarget(kube: KubeClient, policy: RevisionPolicy): Promise<ResolvedResource> {
+  const target = await resolveKind(kube, policy.spec.target.apiVersion, policy.spec.target.kind);
+  if (!target.namespaced) throw new Error(`RevisionPolicy ${policy.name}: ${target.kind} is cluster-scoped; ControllerRevisions are namespaced, so it cannot have a history`);
+  return target;
+}
+
+/**
+ * A cause is `<kind>/<envelope id>` and an envelope id ends in the event type. Only events of the parent
+ * itself (not of its revisions, not deletions of what it generated) allow the fast path.
+ */
+export function onlyParentChanged(causes: readonly string[], parentUid: string): boolean {
+  return causes.length > 0 && causes.every((c) => c.includes(`/${parentUid}/`) && !c.startsWith('ControllerRevision/'));
+}
+
+export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key: SyncKey, causes: readonly string[]): Promise<SyncOutcome> {
+  const target = await resolveTarget(deps.kube, policy);
+  let parent: KubeObject;
+  try {
+    parent = await deps.kube.get(target, key.name, key.namespace);
+  } catch (err) {
+    if (isKubeError(err, 'NotFound')) return { outcome: 'skipped', reason: 'the parent no longer exists (its revisions are garbage-collected with it)' };
+    throw err;
+  }
+  if (parent.metadata.uid !== key.uid) return { outcome: 'skipped', reason: `the parent was replaced (uid ${parent.metadata.uid})` };
+  if (parent.metadata.deletionTimestamp) return { outcome: 'skipped', reason: 'the parent is being deleted' };
+
+  const candidate = targetState(parent as unknown as JsonObject, policy.spec.targetState);
+  const digest = createHash('sha256').update(canonicalJson(candidate)).digest('hex');
+  const recordKey = historyRecordKey(key.cluster, key.uid);
+  const record = await deps.state.records.get<HistoryRecord>(recordKey);
+  if (record && record.value.digest === digest && onlyParentChanged(causes, key.uid)) {
+    return { outcome: 'cached', revision: record.value.revision, number: record.value.number };
+  }
+
+  const lease = await acquireParentLease(deps, key);
+  try {
+    const result = await syncLocked(deps, target, parent, candidate);
+    if (!record || record.value.digest !== digest || record.value.revision !== result.revision || record.value.number !== result.number) {
+      await deps.state.records.put(recordKey, { digest, revision: result.revision, number: result.number }, record?.version ?? 'absent', { fence: lease }).catch((err: unknown) => {
+        // Only a cache: a concurrent writer's record is as good as ours.
+        if (!(err instanceof VersionConflictError)) throw err;
+      });
+    }
+    return result;
+  } finally {
+    await deps.state.leases.release(lease);
+  }
+}
+
+async function acquireParentLease(deps: HistoryDeps, key: SyncKey): Promise<Lease> {
+  const deadline = Date.now() + LEASE_WAIT_MS;
+  for (let attempt = 0; ; attempt += 1) {
+    const lease = await deps.state.leases.acquire(key.cluster, `history/${key.uid}`, deps.holder, LEASE_TTL_MS);
+    if (lease) return lease;
+    if (Date.now() > deadline) throw new Error(`another sync of ${key.kind} ${key.namespace}/${key.name} held its lease for over ${LEASE_WAIT_MS / 1000} s; retrying later`);
+    await sleep(Math.min(500, 20 * 2 ** Math.min(attempt, 5)) * (0.5 + Math.random()));
+  }
+}
+
+async function syncLocked(deps: HistoryDeps, target: ResolvedResource, parent: KubeObject, candidate: JsonObject): Promise<Exclude<SyncOutcome, { outcome: 'skipped' | 'cached' }>> {
+  const namespace = parent.metadata.namespace!;
+  const parentLabel = parentLabelValue(parent.metadata.name ?? '');
+  const listed = await deps.kube.list<ControllerRevision>(Resources.controllerRevisions, { namespace, labelSelector: `${PARENT_LABEL}=${parentLabel}` });
+  const claimed = await claim(
+    { kube: deps.kube, parentResource: target, childResource: Resources.controllerRevisions },
+    parent,
+    compileSelector({ matchLabels: { [PARENT_LABEL]: parentLabel } }),
+    listed.items,
+  );
+  if (claimed.parentGone) throw new Error(`not syncing history: ${claimed.parentGone}`);
+  const owned = claimed.owned as ControllerRevision[];
+  const outcome = decide(candidate, owned);
+  switch (outcome.kind) {
+    case 'unchanged':
+      return { outcome: 'unchanged', revision: outcome.revision.metadata.name!, number: outcome.revision.revision };
+    case 'rollback': {
+      // Only the number changes; the apiserver would refuse a change to data, and we never send one.
+      const r = outcome.revision;
+      await deps.kube.patch(Resources.controllerRevisions, r.metadata.name!, namespace, { metadata: { uid: r.metadata.uid, resourceVersion: r.metadata.resourceVersion }, revision: outcome.number }, 'merge');
+      return { outcome: 'rollback', revision: r.metadata.name!, number: outcome.number, truncate: true };
+    }
+    case 'create': {
+      const created = await createRevision(deps.kube, target, parent, candidate, outcome.number);
+      return { outcome: 'created', revision: created.metadata.name!, number: created.revision, truncate: true };
+    }
+  }
+}
+
+/** Labels that let `kubectl rollout history` find the revision: the parent's selector's matchLabels. */
+function selectorLabels(parent: KubeObject): Record<string, string> {
+  const selector = (parent.spec as { selector?: { matchLabels?: Record<string, string> } } | undefined)?.selector;
+  return { ...(selector?.matchLabels ?? {}) };
+}
+
+/**
+ * Creates the revision named `<parent>-<hash(data, count)>`, starting at collision count 0. On
+ * AlreadyExists the existing revision is read: if it holds the same target state and is the parent's (an
+ * earlier attempt whose answer was lost), it is the one; otherwise the next count is tried, at most
+ * MAX_COLLISIONS times. The hash label always matches the name.
+ */
+export async function createRevision(kube: KubeClient, target: ResolvedResource, parent: KubeObject, data: JsonObject, number: number): Promise<ControllerRevision> {
+  const namespace = parent.metadata.namespace!;
+  const cause = parent.metadata.annotations?.[CHANGE_CAUSE];
+  // `count` moves on only after a real collision; `attempts` bounds the loop whatever happens meanwhile.
+  for (let count = 0, attempts = 0; count < MAX_COLLISIONS && attempts < 2 * MAX_COLLISIONS; attempts += 1) {
+    const hash = revisionHash(data, count);
+    const name = revisionName(parent.metadata.name ?? '', hash);
+    const revision: ControllerRevision = {
+      apiVersion: 'apps/v1',
+      kind: 'ControllerRevision',
+      metadata: {
+        name,
+        namespace,
+        labels: { ...selectorLabels(parent), [PARENT_LABEL]: parentLabelValue(parent.metadata.name ?? ''), [HASH_LABEL]: hash },
+        ...(cause ? { annotations: { [CHANGE_CAUSE]: cause } } : {}),
+        ownerReferences: [newControllerRef(parent)],
+      },
+      data: data as Json,
+      revision: number,
+    };
+    try {
+      return await kube.create(Resources.controllerRevisions, revision);
+    } catch (err) {
+      if (!isKubeError(err, 'AlreadyExists')) throw err;
+    }
+    let existing: ControllerRevision;
+    try {
+      existing = await kube.get<ControllerRevision>(Resources.controllerRevisions, name, namespace);
+    } catch (err) {
+      if (isKubeError(err, 'NotFound')) continue; // deleted in between: the same name is free again
+      throw err;
+    }
+    if (semanticallyEqual(existing.data, data) && isControlledBy(existing, parent)) return existing;
+    count += 1;
+  }
+  throw new Error(`${target.kind} ${namespace}/${parent.metadata.name}: ${MAX_COLLISIONS} revision names in a row were taken by other data; not creating a revision`);
+}

@@ -1,0 +1,98 @@
+// Truncation (seed 000, History Maintenance), run after a new revision or a rollback and when generated
+// objects are deleted. It deletes the oldest non-live revisions the parent owns until at most the limit
+// remain. Never deleted: the latest revision (the parent's target state), any revision a generated object is
+// labelled with or the parent's status names (current and update revision), and anything the parent does not
+// own. Deletes carry the revision's uid and resourceVersion as preconditions, so a revision that changed
+// meanwhile (renumbered by a rollback, say) is left for the next run to decide on.
+import { Resources, isKubeError, resolveKind, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
+import { parentLabelValue } from '../../shared/history/data.ts';
+import { historyLimit, type RevisionPolicy } from '../../shared/history/policy.ts';
+import { PARENT_LABEL, truncationPlan, type ControllerRevision } from '../../shared/history/revisions.ts';
+import { compileSelector, isControlledBy, selectorString, type LabelSelector, type SyncKey } from '../../shared/ownership/index.ts';
+import type { State } from '../../shared/state/index.ts';
+import { resolveTarget } from './sync.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+export interface TruncateResult {
+  deleted: string[];
+  kept: number;
+  live: string[];
+  skipped?: string;
+}
+
+function at(obj: unknown, path: string): unknown {
+  let cur = obj;
+  for (const p of path.split('.')) {
+    if (cur === null || typeof cur !== 'object') return undefined;
+    cur = (cur as Record<string, unknown>)[p];
+  }
+  return cur;
+}
+
+/** Names (or hashes) of the revisions in use: by generated objects' labels and by the parent's status. */
+export async function liveRevisions(kube: KubeClient, policy: RevisionPolicy, parent: KubeObject): Promise<Set<string>> {
+  const live = new Set<string>();
+  for (const path of policy.spec.statusRevisionPaths) {
+    const v = at(parent, path);
+    if (typeof v === 'string' && v) live.add(v);
+  }
+  const generated = policy.spec.generated;
+  if (generated) {
+    const selector = compileSelector(at(parent, generated.selectorPath) as LabelSelector | undefined);
+    const labelSelector = selectorString(selector);
+    if (labelSelector !== undefined) {
+      const resource = await resolveKind(kube, generated.apiVersion, generated.kind);
+      const objects = await kube.listAll(resource, { namespace: parent.metadata.namespace, labelSelector });
+      for (const o of objects) {
+        const v = o.metadata.labels?.[generated.revisionLabel];
+        if (v) live.add(v);
+      }
+    }
+  }
+  return live;
+}
+
+export async function truncateHistory(deps: { kube: KubeClient; state: State; holder: string }, policy: RevisionPolicy, key: SyncKey): Promise<TruncateResult> {
+  const target = await resolveTarget(deps.kube, policy);
+  let parent: KubeObject;
+  try {
+    parent = await deps.kube.get(target, key.name, key.namespace);
+  } catch (err) {
+    if (isKubeError(err, 'NotFound')) return { deleted: [], kept: 0, live: [], skipped: 'the parent no longer exists' };
+    throw err;
+  }
+  if (parent.metadata.uid !== key.uid) return { deleted: [], kept: 0, live: [], skipped: 'the parent was replaced' };
+  if (parent.metadata.deletionTimestamp) return { deleted: [], kept: 0, live: [], skipped: 'the parent is being deleted' };
+
+  // The same lease as the history sync: a rollback must not reuse a revision this run is deleting.
+  const deadline = Date.now() + 20_000;
+  let lease = await deps.state.leases.acquire(key.cluster, `history/${key.uid}`, deps.holder, 30_000);
+  while (!lease) {
+    if (Date.now() > deadline) throw new Error(`the history lease of ${key.namespace}/${key.name} stayed taken; retrying later`);
+    await sleep(50 + Math.random() * 100);
+    lease = await deps.state.leases.acquire(key.cluster, `history/${key.uid}`, deps.holder, 30_000);
+  }
+  try {
+    const listed = await deps.kube.list<ControllerRevision>(Resources.controllerRevisions, {
+      namespace: parent.metadata.namespace,
+      labelSelector: `${PARENT_LABEL}=${parentLabelValue(parent.metadata.name ?? '')}`,
+    });
+    const owned = listed.items.filter((r) => isControlledBy(r, parent));
+    const live = await liveRevisions(deps.kube, policy, parent);
+    const doomed = truncationPlan(owned, live, historyLimit(policy, parent));
+    const deleted: string[] = [];
+    for (const r of doomed) {
+      try {
+        await deps.kube.delete(Resources.controllerRevisions, r.metadata.name!, r.metadata.namespace, {
+          preconditions: { uid: r.metadata.uid!, resourceVersion: r.metadata.resourceVersion! },
+        });
+        deleted.push(r.metadata.name!);
+      } catch (err) {
+        if (!isKubeError(err, 'NotFound') && !isKubeError(err, 'Conflict')) throw err;
+      }
+    }
+    return { deleted, kept: owned.length - deleted.length, live: [...live] };
+  } finally {
+    await deps.state.leases.release(lease);
+  }
+}

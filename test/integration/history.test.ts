@@ -1,0 +1,302 @@
+// Controller history against the real apiserver (as the outrigger identity) and DynamoDB Local.
+import { forgetPolicies, listPolicies, policyFor, revisionPolicies } from '../../functions/history/policies.ts';
+import { reportPolicy } from '../../functions/history/report.ts';
+import { syncHistory, type SyncOutcome } from '../../functions/history/sync.ts';
+import { truncateHistory } from '../../functions/history/truncate.ts';
+import { revisionHash, revisionName, semanticallyEqual, type JsonObject } from '../../shared/history/data.ts';
+import type { RevisionPolicy } from '../../shared/history/policy.ts';
+import { HASH_LABEL, PARENT_LABEL, sortRevisions, type ControllerRevision } from '../../shared/history/revisions.ts';
+import { Resources, applyManifests, connect, gvr, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
+import { controllerOf, newControllerRef, type SyncKey } from '../../shared/ownership/index.ts';
+import { startFaultProxy } from '../testbed/fault-proxy.ts';
+import { adminClient, createNamespace, outriggerClient, testState, testbed, uniqueName } from '../testbed/index.ts';
+
+const statefulSets = gvr('apps', 'v1', 'statefulsets');
+const POLICY = `
+apiVersion: outrigger.dev/v1alpha1
+kind: RevisionPolicy
+metadata: { name: statefulsets }
+spec:
+  target: { apiVersion: apps/v1, kind: StatefulSet }
+  targetState: [spec.template]
+  revisionHistoryLimit: 10
+  generated: { apiVersion: v1, kind: Pod }
+  statusRevisionPaths: [status.currentRevision, status.updateRevision]
+`;
+
+let policy: RevisionPolicy;
+const kube = outriggerClient();
+const state = testState();
+
+beforeAll(async () => {
+  await applyManifests(adminClient(), POLICY);
+  forgetPolicies();
+  policy = policyFor(await listPolicies(kube, 'it'), 'apps', 'StatefulSet')!;
+  expect(policy).toBeDefined();
+});
+
+function template(image: string, extra: Record<string, unknown> = {}) {
+  return { metadata: { labels: { app: 'web' } }, spec: { containers: [{ name: 'c', image, ...extra }] } };
+}
+
+async function createSts(ns: string, name = 'web', image = 'registry.example/app:1', annotations: Record<string, string> = {}): Promise<KubeObject> {
+  return adminClient().create(statefulSets, {
+    apiVersion: 'apps/v1',
+    kind: 'StatefulSet',
+    metadata: { name, namespace: ns, annotations },
+    spec: { serviceName: name, replicas: 1, selector: { matchLabels: { app: 'web' } }, template: template(image) },
+  });
+}
+
+async function setImage(ns: string, name: string, image: string): Promise<KubeObject> {
+  return adminClient().patch(statefulSets, name, ns, { spec: { template: template(image) } }, 'merge');
+}
+
+function keyOf(obj: KubeObject, cluster = 'it'): SyncKey {
+  return { cluster, group: 'apps', kind: 'StatefulSet', namespace: obj.metadata.namespace, name: obj.metadata.name!, uid: obj.metadata.uid! };
+}
+
+const parentCause = (obj: KubeObject) => [`StatefulSet/it/${obj.metadata.uid}/${obj.metadata.resourceVersion}/modified`];
+const childCause = ['ControllerRevision/it/some-revision/1/added'];
+
+async function sync(obj: KubeObject, causes = childCause, client: KubeClient = kube): Promise<SyncOutcome> {
+  return syncHistory({ kube: client, state, holder: uniqueName('h') }, policy, keyOf(obj), causes);
+}
+
+async function history(ns: string, name = 'web'): Promise<ControllerRevision[]> {
+  const list = await kube.list<ControllerRevision>(Resources.controllerRevisions, { namespace: ns, labelSelector: `${PARENT_LABEL}=${name}` });
+  return sortRevisions(list.items);
+}
+
+const summary = (revs: ControllerRevision[]) => revs.map((r) => `${r.revision}:${(r.data as { spec: { template: { spec: { containers: Array<{ image: string }> } } } }).spec.template.spec.containers[0]!.image}`);
+
+describe('revision creation', () => {
+  test('the first sync records revision 1: data replaces each path, named <parent>-<hash>, owned, selectable', async () => {
+    const ns = await createNamespace('hist');
+    const sts = await createSts(ns, 'web', 'registry.example/app:1', { 'kubernetes.io/change-cause': 'first deploy' });
+    const out = await sync(sts);
+    expect(out).toMatchObject({ outcome: 'created', number: 1 });
+    const [rev] = await history(ns);
+    const data = rev!.data as { spec: { template: Record<string, unknown> } };
+    expect(data.spec.template.$patch).toBe('replace');
+    expect(Object.keys(data)).toEqual(['spec']);
+    expect(Object.keys(data.spec)).toEqual(['template']);
+    const hash = rev!.metadata.labels![HASH_LABEL]!;
+    expect(rev!.metadata.name).toBe(`web-${hash}`);
+    expect(rev!.metadata.name).toBe(revisionName('web', revisionHash(rev!.data!, 0)));
+    expect(rev!.metadata.labels).toMatchObject({ app: 'web', [PARENT_LABEL]: 'web' });
+    expect(rev!.metadata.annotations?.['kubernetes.io/change-cause']).toBe('first deploy');
+    expect(controllerOf(rev!)).toEqual({ ...newControllerRef(sts), blockOwnerDeletion: true, controller: true });
+  });
+
+  test('an unchanged target state costs one apiserver read and no write; scaling is not a revision', async () => {
+    const ns = await createNamespace('hist');
+    await createSts(ns);
+    let sts = await kube.get(statefulSets, 'web', ns);
+    await sync(sts);
+    sts = await adminClient().patch(statefulSets, 'web', ns, { spec: { replicas: 5 } }, 'merge');
+    // A warm Lambda has resolved the target kind once already (discovery is cached per client).
+    const counted = outriggerClient();
+    await sync(sts, parentCause(sts), counted);
+    counted.stats.reset();
+    expect(await sync(sts, parentCause(sts), counted)).toMatchObject({ outcome: 'cached', number: 1 });
+    expect(counted.stats.byVerb).toEqual({ get: 1 });
+    const full = outriggerClient();
+    expect(await sync(sts, childCause, full)).toMatchObject({ outcome: 'unchanged', number: 1 });
+    expect(Object.keys(full.stats.byVerb).filter((v) => !['get', 'list', 'discovery'].includes(v))).toEqual([]);
+    expect(await history(ns)).toHaveLength(1);
+  });
+
+  test('a change makes revision 2; going back is a rollback: revision 1 gets number 3, its data untouched', async () => {
+    const ns = await createNamespace('hist');
+    let sts = await createSts(ns);
+    await sync(sts);
+    const [first] = await history(ns);
+    sts = await setImage(ns, 'web', 'registry.example/app:2');
+    expect(await sync(sts, parentCause(sts))).toMatchObject({ outcome: 'created', number: 2 });
+    sts = await setImage(ns, 'web', 'registry.example/app:1');
+    expect(await sync(sts, parentCause(sts))).toMatchObject({ outcome: 'rollback', number: 3, revision: first!.metadata.name });
+    const revs = await history(ns);
+    expect(summary(revs)).toEqual(['2:registry.example/app:2', '3:registry.example/app:1']);
+    const again = revs.find((r) => r.metadata.name === first!.metadata.name)!;
+    expect(again.data).toEqual(first!.data);
+    expect(again.metadata.uid).toBe(first!.metadata.uid);
+  });
+
+  test('a serialization-only difference (creationTimestamp: null, key order, empty maps) is not a revision (kubernetes #134773, lws #797)', async () => {
+    const ns = await createNamespace('hist');
+    const sts = await createSts(ns);
+    const live = (sts.spec as { template: JsonObject }).template;
+    // What an older controller stored: the same template with `creationTimestamp: null`, an empty map and
+    // its keys in another order.
+    const old: JsonObject = { spec: { template: { $patch: 'replace', spec: (live as { spec: JsonObject }).spec, metadata: { creationTimestamp: null, annotations: {}, labels: { app: 'web' } } } } };
+    expect(semanticallyEqual(old, { spec: { template: { ...live, $patch: 'replace' } } })).toBe(true);
+    await kube.create<ControllerRevision>(Resources.controllerRevisions, {
+      apiVersion: 'apps/v1',
+      kind: 'ControllerRevision',
+      metadata: { name: 'web-oldctrl', namespace: ns, labels: { [PARENT_LABEL]: 'web' }, ownerReferences: [newControllerRef(sts)] },
+      data: old,
+      revision: 1,
+    });
+    expect(await sync(sts)).toMatchObject({ outcome: 'unchanged', revision: 'web-oldctrl', number: 1 });
+    expect((await history(ns)).map((r) => r.metadata.name)).toEqual(['web-oldctrl']);
+  });
+
+  test('an orphan revision carrying the parent label is adopted, not duplicated (upgrade path)', async () => {
+    const ns = await createNamespace('hist');
+    const sts = await createSts(ns);
+    await sync(sts);
+    const [rev] = await history(ns);
+    await kube.patch(Resources.controllerRevisions, rev!.metadata.name!, ns, { metadata: { ownerReferences: null } }, 'merge');
+    await state.records.delete({ cluster: 'it', kind: 'history', name: sts.metadata.uid! }, 1).catch(() => undefined);
+    expect(await sync(sts)).toMatchObject({ outcome: 'unchanged', number: 1 });
+    const [adopted] = await history(ns);
+    expect(controllerOf(adopted!)?.uid).toBe(sts.metadata.uid);
+  });
+
+  test('a name collision moves to the next count, and the hash label matches the new name', async () => {
+    const ns = await createNamespace('hist');
+    const sts = await createSts(ns);
+    const data = { spec: { template: { ...((sts.spec as { template: JsonObject }).template), $patch: 'replace' } } };
+    // Someone else's revision already has the name this data hashes to at count 0.
+    await adminClient().create(Resources.controllerRevisions, { apiVersion: 'apps/v1', kind: 'ControllerRevision', metadata: { name: revisionName('web', revisionHash(data, 0)), namespace: ns }, data: { other: true }, revision: 1 });
+    const out = await sync(sts);
+    expect(out).toMatchObject({ outcome: 'created', revision: revisionName('web', revisionHash(data, 1)) });
+    const [mine] = (await history(ns)).filter((r) => controllerOf(r)?.uid === sts.metadata.uid);
+    expect(mine!.metadata.name!.endsWith(`-${mine!.metadata.labels![HASH_LABEL]}`)).toBe(true);
+  });
+});
+
+describe('reliability', () => {
+  test('ten concurrent invocations for one parent make one revision; numbers strictly increase', async () => {
+    const ns = await createNamespace('conc');
+    let sts = await createSts(ns);
+    for (const image of ['a:1', 'a:2', 'a:3']) {
+      sts = await setImage(ns, 'web', `registry.example/${image}`);
+      const outs = await Promise.all(Array.from({ length: 10 }, () => sync(sts)));
+      expect(outs.filter((o) => o.outcome === 'created')).toHaveLength(1);
+    }
+    expect(summary(await history(ns))).toEqual(['1:registry.example/a:1', '2:registry.example/a:2', '3:registry.example/a:3']);
+  }, 60_000);
+
+  test('events delivered three times and out of order give the history of one clean run', async () => {
+    const ns = await createNamespace('dup');
+    let sts = await createSts(ns, 'web', 'registry.example/b:1');
+    const deliveries: Array<() => Promise<SyncOutcome>> = [];
+    for (const image of ['b:2', 'b:3', 'b:1']) {
+      sts = await setImage(ns, 'web', `registry.example/${image}`);
+      // Each change is delivered three times; a stale event (for an older resourceVersion) arrives late.
+      const snapshot = sts;
+      for (let i = 0; i < 3; i += 1) deliveries.push(() => sync(snapshot));
+      await sync(snapshot);
+    }
+    for (const d of deliveries.reverse()) await d();
+    // One clean run: b:1 was never synced before the first change, so b:2 is revision 1 and b:1 a new revision 3.
+    expect(summary(await history(ns))).toEqual(['1:registry.example/b:2', '2:registry.example/b:3', '3:registry.example/b:1']);
+  }, 60_000);
+
+  test('through a proxy that fails about 20% of requests, the history equals a clean run', async () => {
+    const bed = testbed();
+    const proxy = await startFaultProxy({ target: bed.server, caFile: bed.caFile, token: bed.tokens.outrigger, faultRate: 0.2, hangMs: 500, seed: 11 });
+    try {
+      const flaky = connect({ kind: 'kubeconfig', path: proxy.kubeconfig }, { timeoutMs: 300, retry: { retries: 8, minDelayMs: 5, maxDelayMs: 50 } });
+      const ns = await createNamespace('flaky');
+      let sts = await createSts(ns, 'web', 'registry.example/c:1');
+      const run = async (s: KubeObject) => {
+        // A failed sync is redelivered, as SQS would.
+        for (let attempt = 0; ; attempt += 1) {
+          try {
+            return await sync(s, childCause, flaky);
+          } catch (err) {
+            if (attempt > 5) throw err;
+          }
+        }
+      };
+      await run(sts);
+      for (const image of ['c:2', 'c:3', 'c:1', 'c:4']) {
+        sts = await setImage(ns, 'web', `registry.example/${image}`);
+        await run(sts);
+        await run(sts);
+      }
+      expect(summary(await history(ns))).toEqual(['2:registry.example/c:2', '3:registry.example/c:3', '4:registry.example/c:1', '5:registry.example/c:4']);
+      expect(proxy.stats.injected['429'] + proxy.stats.injected['500'] + proxy.stats.injected.timeout).toBeGreaterThan(0);
+    } finally {
+      await proxy.close();
+    }
+  }, 90_000);
+});
+
+describe('truncation', () => {
+  test('keeps at most the limit of non-live revisions, oldest deleted first, never a live one', async () => {
+    const ns = await createNamespace('trunc');
+    await adminClient().create(Resources.serviceAccounts, { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'default', namespace: ns } });
+    let sts = await createSts(ns, 'web', 'registry.example/t:1');
+    await adminClient().patch(statefulSets, 'web', ns, { metadata: { annotations: { 'outrigger.dev/revision-history-limit': '2' } } }, 'merge');
+    await sync(sts);
+    const [rev1] = await history(ns);
+    // A pod still runs revision 1: it is live.
+    await adminClient().create(Resources.pods, {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'web-0', namespace: ns, labels: { app: 'web', 'controller-revision-hash': rev1!.metadata.name! } },
+      spec: { containers: [{ name: 'c', image: 'registry.example/t:1' }] },
+    });
+    for (const image of ['t:2', 't:3', 't:4', 't:5', 't:6']) {
+      sts = await setImage(ns, 'web', `registry.example/${image}`);
+      await sync(sts);
+    }
+    const before = await history(ns);
+    expect(before).toHaveLength(6);
+    const result = await truncateHistory({ kube, state, holder: 'test' }, policy, keyOf(sts));
+    const after = await history(ns);
+    // Live: revision 1 (the pod) and 6 (the latest); non-live kept: the newest two of 2..5.
+    expect(summary(after)).toEqual(['1:registry.example/t:1', '4:registry.example/t:4', '5:registry.example/t:5', '6:registry.example/t:6']);
+    expect(result.deleted).toHaveLength(2);
+    // Idempotent: a second run deletes nothing.
+    expect((await truncateHistory({ kube, state, holder: 'test' }, policy, keyOf(sts))).deleted).toEqual([]);
+  }, 60_000);
+
+  test('never deletes a revision another controller owns', async () => {
+    const ns = await createNamespace('trunc');
+    const sts = await createSts(ns);
+    await adminClient().patch(statefulSets, 'web', ns, { metadata: { annotations: { 'outrigger.dev/revision-history-limit': '0' } } }, 'merge');
+    const other = await createSts(ns, 'other');
+    const foreign = await kube.create<ControllerRevision>(Resources.controllerRevisions, {
+      apiVersion: 'apps/v1',
+      kind: 'ControllerRevision',
+      metadata: { name: 'foreign', namespace: ns, labels: { [PARENT_LABEL]: 'web' }, ownerReferences: [newControllerRef(other)] },
+      data: {},
+      revision: 0,
+    });
+    await sync(sts);
+    await truncateHistory({ kube, state, holder: 'test' }, policy, keyOf(sts));
+    expect((await kube.get(Resources.controllerRevisions, 'foreign', ns)).metadata.uid).toBe(foreign.metadata.uid);
+  });
+});
+
+describe('policies', () => {
+  test.each([
+    ['a bad path', { target: { apiVersion: 'apps/v1', kind: 'DaemonSet' }, targetState: ['spec..template'] }, /targetState/],
+    ['a limit below 0', { target: { apiVersion: 'apps/v1', kind: 'DaemonSet' }, targetState: ['spec.template'], revisionHistoryLimit: -1 }, /revisionHistoryLimit/],
+    ['state under metadata', { target: { apiVersion: 'apps/v1', kind: 'DaemonSet' }, targetState: ['metadata.labels'] }, /cannot be under metadata or status/],
+    ['revisionKey mode without its settings', { target: { apiVersion: 'apps/v1', kind: 'DaemonSet' }, targetState: ['spec.template'], mode: 'revisionKey' }, /needs spec.revisionKey/],
+  ])('the CRD schema rejects %s', async (_, spec, message) => {
+    const err = await adminClient()
+      .create(revisionPolicies, { apiVersion: 'outrigger.dev/v1alpha1', kind: 'RevisionPolicy', metadata: { name: uniqueName('bad') }, spec })
+      .catch((e: unknown) => e);
+    expect(err).toMatchObject({ kind: 'Invalid', message });
+  });
+
+  test('an unknown kind is reported on the policy, and never causes a write', async () => {
+    const name = uniqueName('unknown');
+    await adminClient().create(revisionPolicies, { apiVersion: 'outrigger.dev/v1alpha1', kind: 'RevisionPolicy', metadata: { name }, spec: { target: { apiVersion: 'example.com/v1', kind: 'Widget' }, targetState: ['spec.template'] } });
+    const counted = outriggerClient();
+    const report = await reportPolicy(counted, 'it', name);
+    expect(report).toEqual({ ready: false, message: expect.stringMatching(/the cluster does not serve example.com\/v1/) });
+    const obj = await kube.get(revisionPolicies, name);
+    expect((obj.status as { conditions: unknown[] }).conditions).toEqual([expect.objectContaining({ type: 'Ready', status: 'False', reason: 'UnknownKind' })]);
+    expect(Object.keys(counted.stats.byVerb).filter((v) => v !== 'get' && v !== 'discovery' && v !== 'patch/merge')).toEqual([]);
+    expect(counted.stats.byVerb['patch/merge']).toBe(1); // the status condition, nothing else
+    await adminClient().delete(revisionPolicies, name);
+  });
+});
