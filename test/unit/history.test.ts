@@ -1,0 +1,142 @@
+import fc from 'fast-check';
+import { canonicalJson, parsePath, revisionHash, revisionName, semanticallyEqual, targetState, type Json } from '../../shared/history/data.ts';
+import { parsePolicy } from '../../shared/history/policy.ts';
+import { HASH_LABEL, decide, sortRevisions, truncationPlan, type ControllerRevision } from '../../shared/history/revisions.ts';
+
+const rev = (name: string, revision: number, image: string, created = '2026-01-01T00:00:00Z'): ControllerRevision => ({
+  apiVersion: 'apps/v1',
+  kind: 'ControllerRevision',
+  metadata: { name, creationTimestamp: created, labels: { [HASH_LABEL]: name.split('-').pop()! } },
+  data: { spec: { template: { spec: { image } } } },
+  revision,
+});
+
+describe('target state', () => {
+  test('is a replace patch of each path, and nothing else', () => {
+    const sts = { spec: { replicas: 3, template: { metadata: { labels: { a: 'b' } } }, volumeClaimTemplates: [{ metadata: { name: 'd' } }] }, status: { replicas: 3 } };
+    expect(targetState(sts, ['spec.template', 'spec.volumeClaimTemplates'])).toEqual({
+      spec: { template: { metadata: { labels: { a: 'b' } }, $patch: 'replace' }, volumeClaimTemplates: [{ metadata: { name: 'd' } }] },
+    });
+    expect(targetState({ spec: { replicas: 1 } }, ['spec.template'])).toEqual({ spec: { template: null } });
+  });
+
+  test('paths must be dotted and outside metadata and status', () => {
+    expect(() => parsePath('spec..template')).toThrow('is not a dotted path');
+    expect(() => parsePath('status.replicas')).toThrow('is not target state');
+    expect(parsePath('spec.template')).toEqual(['spec', 'template']);
+  });
+
+  test('scaling never changes it', () => {
+    fc.assert(
+      fc.property(fc.nat(), fc.nat(), (a, b) => {
+        const t = { spec: { containers: [{ image: 'x' }] } };
+        expect(semanticallyEqual(targetState({ spec: { replicas: a, template: t } }, ['spec.template']), targetState({ spec: { replicas: b, template: t } }, ['spec.template']))).toBe(true);
+      }),
+    );
+  });
+});
+
+describe('semantic equality', () => {
+  const json: fc.Arbitrary<Json> = fc.letrec((tie) => ({
+    value: fc.oneof({ depthSize: 'small' }, fc.string(), fc.integer(), fc.boolean(), fc.array(tie('value'), { maxLength: 3 }), fc.dictionary(fc.string({ minLength: 1, maxLength: 4 }), tie('value'), { maxKeys: 4 })),
+  })).value as fc.Arbitrary<Json>;
+
+  test('ignores key order, nulls, empty maps and lists, and $patch', () => {
+    expect(semanticallyEqual({ a: 1, b: { c: null, d: {}, e: [] }, $patch: 'replace' }, { b: {}, a: 1 })).toBe(true);
+    expect(semanticallyEqual({ metadata: { creationTimestamp: null, labels: { x: 'y' } } }, { metadata: { labels: { x: 'y' } } })).toBe(true);
+    expect(semanticallyEqual({ a: 1 }, { a: 2 })).toBe(false);
+    expect(semanticallyEqual({ a: [1, 2] }, { a: [2, 1] })).toBe(false);
+    expect(semanticallyEqual({ a: false }, {})).toBe(false);
+  });
+
+  test('is an equivalence, and canonical JSON does not depend on key order', () => {
+    fc.assert(
+      fc.property(json, json, (a, b) => {
+        expect(semanticallyEqual(a, a)).toBe(true);
+        expect(semanticallyEqual(a, b)).toBe(semanticallyEqual(b, a));
+        const reversed = JSON.parse(JSON.stringify(a, (_k, v: unknown) => (v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).reverse()) : v))) as Json;
+        expect(canonicalJson(reversed)).toBe(canonicalJson(a));
+      }),
+    );
+  });
+});
+
+describe('names and hashes', () => {
+  test('the hash is vowel-free, depends on the collision count, and the name fits a label value', () => {
+    fc.assert(
+      fc.property(fc.string({ minLength: 1, maxLength: 300 }).map((s) => s.replace(/[^a-z0-9-]/g, 'a')), fc.nat({ max: 9 }), (parent, count) => {
+        const hash = revisionHash({ spec: parent }, count);
+        expect(hash).toMatch(/^[bcdfghjklmnpqrstvwxz2456789]{1,10}$/);
+        const name = revisionName(parent, hash);
+        expect(name.length).toBeLessThanOrEqual(63);
+        expect(name.endsWith(`-${hash}`)).toBe(true);
+        expect(name).not.toMatch(/[-.]-/);
+      }),
+    );
+    expect(revisionHash({ a: 1 }, 0)).not.toBe(revisionHash({ a: 1 }, 1));
+    expect(revisionHash({ b: 1, a: 2 }, 0)).toBe(revisionHash({ a: 2, b: 1 }, 0));
+  });
+});
+
+describe('history decisions', () => {
+  const history = fc.uniqueArray(fc.tuple(fc.integer({ min: 0, max: 50 }), fc.constantFrom('a', 'b', 'c', 'd', 'e')), { selector: (t) => t[0], maxLength: 8 }).map((ts) => ts.map(([n, img], i) => rev(`p-${i}x${n}`, n, img, `2026-01-0${(i % 9) + 1}T00:00:00Z`)));
+
+  test('ordering is by number, then creation time, then name', () => {
+    const sorted = sortRevisions([rev('p-b', 2, 'x', '2026-01-01T00:00:00Z'), rev('p-a', 2, 'x', '2026-01-01T00:00:00Z'), rev('p-c', 1, 'x', '2026-01-05T00:00:00Z'), rev('p-d', 2, 'x', '2025-12-31T00:00:00Z')]);
+    expect(sorted.map((r) => r.metadata.name)).toEqual(['p-c', 'p-d', 'p-a', 'p-b']);
+    fc.assert(
+      fc.property(history, (h) => {
+        const s = sortRevisions(h);
+        for (let i = 1; i < s.length; i += 1) expect(s[i - 1]!.revision).toBeLessThanOrEqual(s[i]!.revision);
+        expect(sortRevisions([...h].reverse())).toEqual(s);
+      }),
+    );
+  });
+
+  test('re-running a sync after carrying out its decision changes nothing (idempotent)', () => {
+    fc.assert(
+      fc.property(history, fc.constantFrom('a', 'b', 'c', 'f'), (h, image) => {
+        const candidate = { spec: { template: { spec: { image } } } };
+        const first = decide(candidate, h);
+        let after = h;
+        if (first.kind === 'create') after = [...h, rev('p-new', first.number, image)];
+        if (first.kind === 'rollback') after = h.map((r) => (r === first.revision ? { ...r, revision: first.number } : r));
+        expect(decide(candidate, after).kind).toBe('unchanged');
+        if (first.kind !== 'unchanged') expect(first.number).toBeGreaterThan(Math.max(0, ...h.map((r) => r.revision)));
+      }),
+    );
+  });
+
+  test('truncation never removes a live revision or the latest, and keeps at most the limit of the rest', () => {
+    fc.assert(
+      fc.property(history, fc.subarray(['a', 'b', 'c', 'd', 'e']), fc.nat({ max: 5 }), (h, liveImages, limit) => {
+        const live = new Set(h.filter((r) => liveImages.includes((r.data as { spec: { template: { spec: { image: string } } } }).spec.template.spec.image)).map((r) => r.metadata.name!));
+        const doomed = truncationPlan(h, live, limit);
+        const latest = sortRevisions(h).at(-1);
+        for (const r of doomed) {
+          expect(live.has(r.metadata.name!)).toBe(false);
+          expect(r).not.toBe(latest);
+        }
+        const remainingDead = h.filter((r) => !doomed.includes(r) && !live.has(r.metadata.name!) && r !== latest);
+        expect(remainingDead.length).toBeLessThanOrEqual(limit);
+        // Oldest first: nothing deleted is newer than something dead that is kept.
+        for (const d of doomed) for (const k of remainingDead) expect(sortRevisions([d, k])[0]).toBe(d);
+      }),
+    );
+  });
+});
+
+describe('policy parsing (the handler side of validation)', () => {
+  test.each([
+    [{ target: { apiVersion: 'apps/v1', kind: 'X' }, targetState: [] }, 'RevisionPolicy p: spec.targetState: names no field path'],
+    [{ target: { apiVersion: 'apps/v1', kind: 'X' }, targetState: ['status.x'] }, 'RevisionPolicy p: spec.targetState.0: field path "status.x" is not target state'],
+    [{ target: { apiVersion: 'apps/v1', kind: 'X' }, targetState: ['spec.t'], revisionHistoryLimit: -2 }, 'RevisionPolicy p: spec.revisionHistoryLimit: must be 0 or more'],
+    [{ targetState: ['spec.t'] }, 'RevisionPolicy p: spec.target: Invalid input'],
+  ])('rejects %j', (spec, message) => {
+    expect(() => parsePolicy({ metadata: { name: 'p' }, spec })).toThrow(message);
+  });
+
+  test('fills in the defaults', () => {
+    expect(parsePolicy({ metadata: { name: 'p' }, spec: { target: { apiVersion: 'apps/v1', kind: 'X' }, targetState: ['spec.t'] } }).spec).toMatchObject({ revisionHistoryLimit: 10, mode: 'snapshot', statusRevisionPaths: [] });
+  });
+});
