@@ -5,7 +5,9 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { kubectlBinary } from '../local/apiserver.ts';
 import { projectRoot } from '../local/paths.ts';
+import { historyCommand, rollbackCommand } from '../cli/history.ts';
 import { startRuntime } from '../runtime/local.ts';
+import { connect } from '../shared/kube/index.ts';
 
 const usage = `usage: outrigger <command> [options]
 
@@ -16,7 +18,46 @@ commands:
              --context NAME      kubeconfig context
              --cluster-id ID     the cluster's id in events and state keys (default: local)
              --state-dir DIR     dead letters and runtime.json (default: .outrigger/)
+  history    outrigger history <kind>/<name> [--revision N]: the object's revisions; with --revision,
+             one revision and its diff against the one before
+  rollback   outrigger rollback <kind>/<name> --to-revision N: put revision N's target state back
+
+common options: -n/--namespace NS, --kubeconfig PATH, --context NAME
 `;
+
+const common = {
+  namespace: { type: 'string', short: 'n' },
+  kubeconfig: { type: 'string' },
+  context: { type: 'string' },
+} as const;
+
+function client(values: { kubeconfig?: string | undefined; context?: string | undefined }) {
+  return connect({ kind: 'kubeconfig', path: values.kubeconfig ?? (process.env.KUBECONFIG || undefined), context: values.context });
+}
+
+function namespaceOf(values: { namespace?: string | undefined }, kube: ReturnType<typeof client>): string {
+  return values.namespace ?? kube.defaultNamespace ?? 'default';
+}
+
+async function history(argv: string[]): Promise<void> {
+  const { values, positionals } = parseArgs({ args: argv, options: { ...common, revision: { type: 'string' } }, allowPositionals: true, strict: true });
+  if (positionals.length !== 1) throw new Error('usage: outrigger history <kind>/<name> [--revision N]');
+  const revision = values.revision === undefined ? undefined : positiveInt(values.revision, '--revision');
+  const kube = client(values);
+  process.stdout.write(await historyCommand(kube, positionals[0]!, namespaceOf(values, kube), revision));
+}
+
+async function rollback(argv: string[]): Promise<void> {
+  const { values, positionals } = parseArgs({ args: argv, options: { ...common, 'to-revision': { type: 'string' } }, allowPositionals: true, strict: true });
+  if (positionals.length !== 1 || values['to-revision'] === undefined) throw new Error('usage: outrigger rollback <kind>/<name> --to-revision N');
+  const kube = client(values);
+  process.stdout.write(await rollbackCommand(kube, positionals[0]!, namespaceOf(values, kube), positiveInt(values['to-revision'], '--to-revision')));
+}
+
+function positiveInt(value: string, flag: string): number {
+  if (!/^\d+$/.test(value)) throw new Error(`${flag} takes a revision number, got ${JSON.stringify(value)}`);
+  return Number(value);
+}
 
 async function run(argv: string[]): Promise<void> {
   const { values } = parseArgs({
@@ -68,6 +109,10 @@ async function main(): Promise<void> {
   switch (command) {
     case 'run':
       return run(rest);
+    case 'history':
+      return history(rest);
+    case 'rollback':
+      return rollback(rest);
     case undefined:
     case 'help':
     case '--help':

@@ -75,6 +75,8 @@ export class KubeClient {
   readonly stats = new RequestStats();
   readonly fieldManager: string;
   readonly server: string;
+  /** The kubeconfig context's namespace, for commands that take an optional one (as kubectl does). */
+  readonly defaultNamespace: string | undefined;
   private readonly retry: RetryOptions;
   private readonly timeoutMs: number;
   private readonly kc: KubeConfig;
@@ -85,6 +87,7 @@ export class KubeClient {
     if (!cluster) throw new Error('the kubeconfig has no current cluster (check current-context)');
     this.kc = kc;
     this.server = cluster.server.replace(/\/+$/, '');
+    this.defaultNamespace = kc.getContextObject(kc.getCurrentContext())?.namespace;
     this.retry = { retries: 4, minDelayMs: 100, maxDelayMs: 2_000, ...opts.retry };
     this.timeoutMs = opts.timeoutMs ?? 30_000;
     this.bearerToken = opts.bearerToken;

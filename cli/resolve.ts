@@ -1,0 +1,28 @@
+// `kind/name` as kubectl takes it (statefulset/web, sts/web, statefulsets.apps/web, StatefulSet/web),
+// resolved through discovery to a resource, so custom resources work like built-ins.
+import { getResourceList, type KubeClient, type ResolvedResource } from '../shared/kube/index.ts';
+
+interface GroupList {
+  groups: Array<{ name: string; preferredVersion: { version: string } }>;
+}
+
+export async function resolveResourceArg(kube: KubeClient, arg: string): Promise<{ resource: ResolvedResource; name: string }> {
+  const slash = arg.indexOf('/');
+  if (slash <= 0 || slash === arg.length - 1) throw new Error(`expected <kind>/<name>, such as statefulset/web; got ${JSON.stringify(arg)}`);
+  const kindPart = arg.slice(0, slash).toLowerCase();
+  const name = arg.slice(slash + 1);
+  const dot = kindPart.indexOf('.');
+  const wanted = dot < 0 ? kindPart : kindPart.slice(0, dot);
+  const group = dot < 0 ? undefined : kindPart.slice(dot + 1);
+  const versions: Array<{ group: string; version: string }> = [{ group: '', version: 'v1' }];
+  for (const g of (await kube.getPath<GroupList>('/apis')).groups) versions.push({ group: g.name, version: g.preferredVersion.version });
+  for (const gv of versions) {
+    if (group !== undefined && gv.group !== group) continue;
+    const list = await getResourceList(kube, gv.group, gv.version);
+    const found = list.resources.find(
+      (r) => !r.name.includes('/') && (r.name === wanted || r.singularName === wanted || r.kind.toLowerCase() === wanted || (r.shortNames ?? []).includes(wanted)),
+    );
+    if (found) return { resource: { group: gv.group, version: gv.version, resource: found.name, kind: found.kind, namespaced: found.namespaced }, name };
+  }
+  throw new Error(`the cluster serves no resource called ${JSON.stringify(kindPart)}`);
+}

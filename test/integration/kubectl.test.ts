@@ -1,0 +1,99 @@
+// kubectl interoperability with the project's own kubectl (1.35.4, built with the test cluster): the stock
+// `kubectl rollout history` and `kubectl rollout undo --to-revision` work on Outrigger's revisions of a
+// StatefulSet and a DaemonSet, Outrigger recognises each undo as a rollback, and `kubectl outrigger` works
+// as a plugin.
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { forgetPolicies, listPolicies, policyFor } from '../../functions/history/policies.ts';
+import { syncHistory } from '../../functions/history/sync.ts';
+import { kubectlBinary } from '../../local/apiserver.ts';
+import { projectRoot } from '../../local/paths.ts';
+import { applyManifests, gvr, type KubeObject } from '../../shared/kube/index.ts';
+import { adminClient, createNamespace, outriggerClient, testState, testbed } from '../testbed/index.ts';
+
+const run = promisify(execFile);
+const statefulSets = gvr('apps', 'v1', 'statefulsets');
+const daemonSets = gvr('apps', 'v1', 'daemonsets');
+const POLICIES = `
+apiVersion: outrigger.dev/v1alpha1
+kind: RevisionPolicy
+metadata: { name: statefulsets }
+spec:
+  target: { apiVersion: apps/v1, kind: StatefulSet }
+  targetState: [spec.template]
+  generated: { apiVersion: v1, kind: Pod }
+  statusRevisionPaths: [status.currentRevision, status.updateRevision]
+---
+apiVersion: outrigger.dev/v1alpha1
+kind: RevisionPolicy
+metadata: { name: daemonsets }
+spec:
+  target: { apiVersion: apps/v1, kind: DaemonSet }
+  targetState: [spec.template]
+  generated: { apiVersion: v1, kind: Pod }
+`;
+
+const kube = outriggerClient();
+const state = testState();
+
+async function kubectl(...args: string[]): Promise<string> {
+  // KUBECONFIG, not --kubeconfig: kubectl takes no flags before a plugin's name.
+  const env = { ...process.env, KUBECONFIG: testbed().kubeconfigs.admin, PATH: `${join(projectRoot, 'bin')}:${process.env.PATH ?? ''}` };
+  const { stdout } = await run(kubectlBinary, args, { env });
+  return stdout;
+}
+
+async function syncOf(kind: 'StatefulSet' | 'DaemonSet', obj: KubeObject) {
+  const policy = policyFor(await listPolicies(kube, 'it'), 'apps', kind)!;
+  return syncHistory({ kube, state, holder: 'kubectl-test' }, policy, { cluster: 'it', group: 'apps', kind, namespace: obj.metadata.namespace, name: obj.metadata.name!, uid: obj.metadata.uid! }, ['ControllerRevision/x']);
+}
+
+const spec = (image: string, extra: Record<string, unknown> = {}) => ({
+  selector: { matchLabels: { app: 'web' } },
+  template: { metadata: { labels: { app: 'web' } }, spec: { containers: [{ name: 'c', image }] } },
+  ...extra,
+});
+
+beforeAll(async () => {
+  await applyManifests(adminClient(), POLICIES);
+  forgetPolicies();
+});
+
+test.each([
+  ['StatefulSet', 'statefulset', statefulSets, { serviceName: 'web', replicas: 0 }],
+  ['DaemonSet', 'daemonset', daemonSets, {}],
+] as const)('kubectl rollout history and undo work on %s revisions, and the undo is seen as a rollback', async (kind, arg, resource, extra) => {
+  const ns = await createNamespace('kubectl');
+  const admin = adminClient();
+  let obj = await admin.create(resource, { apiVersion: 'apps/v1', kind, metadata: { name: 'web', namespace: ns }, spec: spec('registry.example/app:1', extra) });
+  await syncOf(kind, obj);
+  for (const image of ['registry.example/app:2', 'registry.example/app:3']) {
+    obj = await admin.patch(resource, 'web', ns, { spec: { template: { spec: { containers: [{ name: 'c', image }] } } } }, 'strategic');
+    await syncOf(kind, obj);
+  }
+
+  const listed = await kubectl('rollout', 'history', `${arg}/web`, '-n', ns);
+  expect(listed).toMatch(/REVISION\s+CHANGE-CAUSE/);
+  expect(listed.split('\n').filter((l) => /^\d+\s/.test(l)).map((l) => l.split(/\s+/)[0])).toEqual(['1', '2', '3']);
+  expect(await kubectl('rollout', 'history', `${arg}/web`, '-n', ns, '--revision', '1')).toContain('registry.example/app:1');
+
+  expect(await kubectl('rollout', 'undo', `${arg}/web`, '-n', ns, '--to-revision', '1')).toMatch(/rolled back/);
+  obj = await admin.get(resource, 'web', ns);
+  expect(JSON.stringify(obj.spec)).toContain('registry.example/app:1');
+  expect(await syncOf(kind, obj)).toMatchObject({ outcome: 'rollback', number: 4 });
+  const after = await kubectl('rollout', 'history', `${arg}/web`, '-n', ns);
+  expect(after.split('\n').filter((l) => /^\d+\s/.test(l)).map((l) => l.split(/\s+/)[0])).toEqual(['2', '3', '4']);
+
+  // The same through the plugin: history, one revision with its diff, and a rollback.
+  const table = await kubectl('outrigger', 'history', `${arg}/web`, '-n', ns);
+  expect(table).toMatch(/REVISION\s+NAME\s+CREATED\s+CHANGE-CAUSE/);
+  expect(table.split('\n').filter((l) => /^\d+\s/.test(l)).map((l) => l.split(/\s+/)[0])).toEqual(['2', '3', '4']);
+  const shown = await kubectl('outrigger', 'history', `${arg}/web`, '-n', ns, '--revision', '3');
+  expect(shown).toMatch(/^-\s+- image: registry\.example\/app:2$/m);
+  expect(shown).toMatch(/^\+\s+- image: registry\.example\/app:3$/m);
+  expect(await kubectl('outrigger', 'rollback', `${arg}/web`, '-n', ns, '--to-revision', '2')).toMatch(/rolled back to revision 2/);
+  obj = await admin.get(resource, 'web', ns);
+  expect(JSON.stringify(obj.spec)).toContain('registry.example/app:2');
+  expect(await syncOf(kind, obj)).toMatchObject({ outcome: 'rollback', number: 5 });
+}, 60_000);
