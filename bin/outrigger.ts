@@ -17,6 +17,7 @@ commands:
              --kubeconfig PATH   the cluster to watch (default: $KUBECONFIG)
              --context NAME      kubeconfig context
              --cluster-id ID     the cluster's id in events and state keys (default: local)
+             --namespace NS      watch namespaced resources in NS only
              --state-dir DIR     dead letters and runtime.json (default: .outrigger/)
   history    outrigger history <kind>/<name> [--revision N]: the object's revisions; with --revision,
              one revision and its diff against the one before
@@ -66,6 +67,7 @@ async function run(argv: string[]): Promise<void> {
       kubeconfig: { type: 'string' },
       context: { type: 'string' },
       'cluster-id': { type: 'string', default: 'local' },
+      namespace: { type: 'string' },
       'state-dir': { type: 'string', default: join(projectRoot, '.outrigger') },
     },
     strict: true,
@@ -77,6 +79,7 @@ async function run(argv: string[]): Promise<void> {
     kubeconfig,
     context: values.context,
     clusterId: values['cluster-id'],
+    namespace: values.namespace,
     stateDir: values['state-dir'],
     log,
   });

@@ -11,7 +11,7 @@ import type { FunctionSpec, LambdaHandler } from '../functions/spec.ts';
 import { startTestbed, type Testbed } from '../local/testbed.ts';
 import { Clusters, type ClusterConfig } from '../shared/clusters.ts';
 import { deduplicationId, makeEnvelope, messageGroupId } from '../shared/envelope/index.ts';
-import { runWatchSource, type KubeClient, connect, gvrString } from '../shared/kube/index.ts';
+import { connect, getResourceList, gvrString, runWatchSource, type KubeClient } from '../shared/kube/index.ts';
 import { FileDeadLetterSink } from '../shared/lambda/dead-letter.ts';
 import { setEnvironment } from '../shared/lambda/environment.ts';
 import { openState } from '../shared/state/index.ts';
@@ -26,6 +26,8 @@ export interface RuntimeOptions {
   kubeconfig?: string | undefined;
   context?: string | undefined;
   clusterId?: string;
+  /** Watch namespaced resources in this namespace only (cluster-scoped ones, such as policies, everywhere). */
+  namespace?: string | undefined;
   stateDir: string;
   functions?: FunctionSpec[];
   log?: (message: string) => void;
@@ -78,22 +80,26 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   const handlers = new Map<string, { spec: FunctionSpec; handler: LambdaHandler }>();
   const watching = new Set<string>();
 
+  // Every function and its queue exists before the first event or tick, so no handler sends to a queue
+  // that is not there yet.
   for (const spec of specs) {
     const { handler } = await spec.load();
     handlers.set(spec.name, { spec, handler });
     if (spec.events && spec.sync) throw new Error(`${spec.name}: a function consumes either watch events or sync requests, not both`);
-    const newQueue = () => {
-      const queue = new LocalQueue({
-        name: spec.name,
-        deliver: (event) => invoke(spec, handler, event) as Promise<SQSBatchResponse | void>,
-        deadLetter,
-        onError: (err) => log(`${spec.name}: ${String(err)}`),
-      });
-      queues.set(spec.name, queue);
-      return queue;
-    };
+    if (!spec.events && !spec.sync) continue;
+    const queue = new LocalQueue({
+      name: spec.name,
+      deliver: (event) => invoke(spec, handler, event) as Promise<SQSBatchResponse | void>,
+      deadLetter,
+      onError: (err) => log(`${spec.name}: ${String(err)}`),
+    });
+    queues.set(spec.name, queue);
+    if (spec.sync) syncQueues.set(spec.sync.target, queue);
+  }
+
+  for (const { spec, handler } of handlers.values()) {
     if (spec.events) {
-      const queue = newQueue();
+      const queue = queues.get(spec.name)!;
       const resources = spec.events.resources;
       // What to watch depends on the policies installed; new resources are picked up without a restart.
       const refreshWatches = async () => {
@@ -101,12 +107,16 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
           const id = gvrString(resource);
           if (watching.has(id)) continue;
           watching.add(id);
+          const namespaced = opts.namespace
+            ? (await getResourceList(source, resource.group, resource.version)).resources.find((r) => r.name === resource.resource)?.namespaced
+            : false;
           let markSynced!: () => void;
           synced.push(new Promise<void>((r) => (markSynced = r)));
           watches.push(
             runWatchSource({
               client: source,
               resource,
+              namespace: namespaced ? opts.namespace : undefined,
               signal: abort.signal,
               onSynced: () => markSynced(),
               onError: (err) => log(`watch ${id}: ${String(err)}; retrying`),
@@ -121,7 +131,6 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
       await refreshWatches();
       timers.push(setInterval(() => void refreshWatches().catch((err: unknown) => log(`${spec.name}: refreshing watches: ${String(err)}`)), WATCH_REFRESH_MS));
     }
-    if (spec.sync) syncQueues.set(spec.sync.target, newQueue());
     if (spec.schedule) {
       const tick = () => invokeScheduled(spec, handler).catch((err: unknown) => log(`${spec.name}: ${String(err)}`));
       timers.push(setInterval(tick, spec.schedule.everyMinutes * 60_000));

@@ -97,3 +97,54 @@ test.each([
   expect(JSON.stringify(obj.spec)).toContain('registry.example/app:2');
   expect(await syncOf(kind, obj)).toMatchObject({ outcome: 'rollback', number: 5 });
 }, 60_000);
+
+describe('the history controller in the local runtime (watch, router, history, truncate)', () => {
+  test('a change to a StatefulSet becomes a revision, a rollback renumbers, truncation trims, with no call by the test', async () => {
+    const { mkdtemp } = await import('node:fs/promises');
+    const { tmpdir } = await import('node:os');
+    const { startRuntime } = await import('../../runtime/local.ts');
+    const { functions } = await import('../../functions/index.ts');
+    const ns = await createNamespace('e2e-history');
+    const admin = adminClient();
+    const runtime = await startRuntime({
+      kubeconfig: testbed().kubeconfigs.outrigger,
+      clusterId: 'e2e',
+      namespace: ns,
+      stateDir: await mkdtemp(join(tmpdir(), 'outrigger-e2e-')),
+      functions: functions.filter((f) => f.name !== 'heartbeat'),
+    });
+    try {
+      const revisions = async () =>
+        (await kube.list(gvr('apps', 'v1', 'controllerrevisions'), { namespace: ns })).items
+          .map((r) => `${(r as unknown as { revision: number }).revision}:${JSON.stringify(r.data).match(/app:(\d)/)?.[1]}`)
+          .sort();
+      const eventually = async (expected: string[]) => {
+        const deadline = Date.now() + 20_000;
+        for (;;) {
+          const got = await revisions();
+          if (JSON.stringify(got) === JSON.stringify(expected) || Date.now() > deadline) return got;
+          await new Promise((r) => setTimeout(r, 100));
+        }
+      };
+      await admin.create(statefulSets, {
+        apiVersion: 'apps/v1',
+        kind: 'StatefulSet',
+        metadata: { name: 'web', namespace: ns, annotations: { 'outrigger.dev/revision-history-limit': '1' } },
+        spec: spec('registry.example/app:1', { serviceName: 'web', replicas: 0 }),
+      });
+      expect(await eventually(['1:1'])).toEqual(['1:1']);
+      for (const n of [2, 3]) {
+        await admin.patch(statefulSets, 'web', ns, { spec: { template: { spec: { containers: [{ name: 'c', image: `registry.example/app:${n}` }] } } } }, 'strategic');
+        await runtime.settled();
+      }
+      // Limit 1: the latest (3) and one older non-live revision (2) remain.
+      expect(await eventually(['2:2', '3:3'])).toEqual(['2:2', '3:3']);
+      await admin.patch(statefulSets, 'web', ns, { spec: { replicas: 3 } }, 'merge');
+      await admin.patch(statefulSets, 'web', ns, { spec: { template: { spec: { containers: [{ name: 'c', image: 'registry.example/app:2' }] } } } }, 'strategic');
+      // A rollback to 2: it becomes number 4; 3 is kept as the one non-live revision; scaling made nothing.
+      expect(await eventually(['3:3', '4:2'])).toEqual(['3:3', '4:2']);
+    } finally {
+      await runtime.stop();
+    }
+  }, 90_000);
+});
