@@ -17,7 +17,6 @@ import type { RevisionPolicy } from '../../shared/history/policy.ts';
 import { HASH_LABEL, PARENT_LABEL, decide, type ControllerRevision } from '../../shared/history/revisions.ts';
 import { claim, compileSelector, isControlledBy, newControllerRef, type SyncKey } from '../../shared/ownership/index.ts';
 import type { Lease, State } from '../../shared/state/index.ts';
-import { VersionConflictError } from '../../shared/state/index.ts';
 
 export const MAX_COLLISIONS = 10;
 const LEASE_TTL_MS = 30_000;
@@ -74,23 +73,22 @@ export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key
   const candidate = targetState(parent as unknown as JsonObject, policy.spec.targetState);
   const digest = createHash('sha256').update(canonicalJson(candidate)).digest('hex');
   const recordKey = historyRecordKey(key.cluster, key.uid);
-  const record = await deps.state.records.get<HistoryRecord>(recordKey);
-  if (record && record.value.digest === digest && onlyParentChanged(causes, key.uid)) {
+  // Only a parent-only event can take the fast path, so only then is the record worth reading.
+  const record = onlyParentChanged(causes, key.uid) ? await deps.state.records.get<HistoryRecord>(recordKey) : undefined;
+  if (record && record.value.digest === digest) {
     return { outcome: 'cached', revision: record.value.revision, number: record.value.number };
   }
 
   const lease = await acquireParentLease(deps, key);
+  let result: Awaited<ReturnType<typeof syncLocked>> | undefined;
   try {
-    const result = await syncLocked(deps, target, parent, candidate);
-    if (!record || record.value.digest !== digest || record.value.revision !== result.revision || record.value.number !== result.number) {
-      await deps.state.records.put(recordKey, { digest, revision: result.revision, number: result.number }, record?.version ?? 'absent', { fence: lease }).catch((err: unknown) => {
-        // Only a cache: a concurrent writer's record is as good as ours.
-        if (!(err instanceof VersionConflictError)) throw err;
-      });
-    }
+    result = await syncLocked(deps, target, parent, candidate);
     return result;
   } finally {
-    await deps.state.leases.release(lease);
+    // The record is a cache of what the sync found (no compare-and-set needed), written with the lease's
+    // release in one transaction, and only while the lease is still held.
+    const write = result ? [deps.state.records.putWrite<HistoryRecord>(recordKey, { digest, revision: result.revision, number: result.number }, 'any').item] : [];
+    await deps.state.leases.release(lease, write);
   }
 }
 
@@ -100,7 +98,8 @@ async function acquireParentLease(deps: HistoryDeps, key: SyncKey): Promise<Leas
     const lease = await deps.state.leases.acquire(key.cluster, `history/${key.uid}`, deps.holder, LEASE_TTL_MS);
     if (lease) return lease;
     if (Date.now() > deadline) throw new Error(`another sync of ${key.kind} ${key.namespace}/${key.name} held its lease for over ${LEASE_WAIT_MS / 1000} s; retrying later`);
-    await sleep(Math.min(500, 20 * 2 ** Math.min(attempt, 5)) * (0.5 + Math.random()));
+    // Holders finish in milliseconds (a sync or a truncation), so poll briskly with a little jitter.
+    await sleep(Math.min(50, 2 * 2 ** Math.min(attempt, 5)) * (0.5 + Math.random()));
   }
 }
 

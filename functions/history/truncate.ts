@@ -69,7 +69,7 @@ export async function truncateHistory(deps: { kube: KubeClient; state: State; ho
   let lease = await deps.state.leases.acquire(key.cluster, `history/${key.uid}`, deps.holder, 30_000);
   while (!lease) {
     if (Date.now() > deadline) throw new Error(`the history lease of ${key.namespace}/${key.name} stayed taken; retrying later`);
-    await sleep(50 + Math.random() * 100);
+    await sleep(5 + Math.random() * 20);
     lease = await deps.state.leases.acquire(key.cluster, `history/${key.uid}`, deps.holder, 30_000);
   }
   try {

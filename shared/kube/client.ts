@@ -81,6 +81,11 @@ export class KubeClient {
   private readonly timeoutMs: number;
   private readonly kc: KubeConfig;
   private readonly bearerToken: (() => Promise<string>) | undefined;
+  /**
+   * client-node builds a new undici Agent (a new TLS connection) for every request; one per client keeps its
+   * connections alive. Headers (credentials) are still computed per request, so rotating tokens work.
+   */
+  private dispatcher: Dispatcher | undefined;
 
   constructor(kc: KubeConfig, opts: KubeClientOptions = {}) {
     const cluster = kc.getCurrentCluster();
@@ -284,7 +289,7 @@ export class KubeClient {
         headers,
         ...(body !== undefined ? { body } : {}),
         ...(opts.signal ? { signal: opts.signal } : {}),
-        dispatcher: ctx.getDispatcher() as Dispatcher | undefined,
+        dispatcher: (this.dispatcher ??= ctx.getDispatcher() as Dispatcher | undefined),
       },
     };
   }

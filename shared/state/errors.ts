@@ -13,8 +13,8 @@ export class LeaseLostError extends Error {
 /** A compare-and-set found a different version than expected: re-read and decide again. */
 export class VersionConflictError extends Error {
   readonly record: string;
-  readonly expected: number | 'absent';
-  constructor(record: string, expected: number | 'absent') {
+  readonly expected: number | 'absent' | 'any';
+  constructor(record: string, expected: number | 'absent' | 'any') {
     super(`record ${record} is not at version ${expected}; it was changed concurrently`);
     this.name = 'VersionConflictError';
     this.record = record;

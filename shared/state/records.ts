@@ -20,7 +20,8 @@ export interface VersionedRecord<T> {
   version: number;
 }
 
-export type Expected = number | 'absent';
+/** The version a write expects: a number, `absent` for a new record, or `any` for a cache that needs no check. */
+export type Expected = number | 'absent' | 'any';
 
 export interface RecordStoreOptions {
   client: DynamoDBClient;
@@ -90,15 +91,17 @@ export class RecordStore {
     };
     if (ttlSeconds !== undefined) item[TABLE.timeToLiveAttribute] = { N: String(Math.floor(Date.now() / 1000) + ttlSeconds) };
     const condition =
-      expected === 'absent'
-        ? { ConditionExpression: `attribute_not_exists(${TABLE.partitionKey})` }
-        : { ConditionExpression: 'version = :v', ExpressionAttributeValues: { ':v': { N: String(expected) } } };
+      expected === 'any'
+        ? {}
+        : expected === 'absent'
+          ? { ConditionExpression: `attribute_not_exists(${TABLE.partitionKey})` }
+          : { ConditionExpression: 'version = :v', ExpressionAttributeValues: { ':v': { N: String(expected) } } };
     return { item: { Put: { TableName: this.tableName, Item: item, ...condition } }, describe: describeKey(key), expected };
   }
 }
 
 function nextVersion(expected: Expected): number {
-  return expected === 'absent' ? 1 : expected + 1;
+  return typeof expected === 'number' ? expected + 1 : 1;
 }
 
 function describeKey(key: StateKey): string {

@@ -1,0 +1,129 @@
+// bench/history: controller history against the local kube-apiserver and DynamoDB Local. Prints its figures
+// as the last line, in JSON.
+//   - events/s and apiserver requests per event, for unchanged and for changed target state;
+//   - p50/p99 from a StatefulSet update to its revision being visible, through the whole local runtime
+//     (watch, router, history);
+//   - truncating a history of 1,000 revisions.
+//   npm run bench:history [-- --unchanged 500 --changed 100 --latency 50 --truncate 1000]
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { parseArgs } from 'node:util';
+import { functions } from '../functions/index.ts';
+import { forgetPolicies, listPolicies, policyFor } from '../functions/history/policies.ts';
+import { syncHistory } from '../functions/history/sync.ts';
+import { truncateHistory } from '../functions/history/truncate.ts';
+import { startTestbed } from '../local/testbed.ts';
+import { startRuntime } from '../runtime/local.ts';
+import { PARENT_LABEL } from '../shared/history/revisions.ts';
+import { Resources, applyManifests, connect, gvr, runWatchSource, type KubeObject } from '../shared/kube/index.ts';
+import { newControllerRef, type SyncKey } from '../shared/ownership/index.ts';
+import { openState } from '../shared/state/index.ts';
+
+const { values } = parseArgs({ options: { unchanged: { type: 'string', default: '500' }, changed: { type: 'string', default: '100' }, latency: { type: 'string', default: '50' }, truncate: { type: 'string', default: '1000' } } });
+const statefulSets = gvr('apps', 'v1', 'statefulsets');
+const log = (m: string) => process.stderr.write(`[bench] ${m}\n`);
+const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))] ?? 0;
+const round = (x: number, d = 1) => Number(x.toFixed(d));
+
+const bed = await startTestbed({ withCluster: true, log });
+try {
+  const admin = connect({ kind: 'kubeconfig', path: bed.cluster!.kubeconfigs.admin });
+  const kube = connect({ kind: 'kubeconfig', path: bed.cluster!.kubeconfigs.outrigger });
+  const state = openState({ tableName: bed.tableName, endpoint: bed.dynamodb.endpoint });
+  await applyManifests(admin, 'apiVersion: outrigger.dev/v1alpha1\nkind: RevisionPolicy\nmetadata: {name: statefulsets}\nspec: {target: {apiVersion: apps/v1, kind: StatefulSet}, targetState: [spec.template], revisionHistoryLimit: 10, generated: {apiVersion: v1, kind: Pod}}\n');
+  forgetPolicies();
+  const policy = policyFor(await listPolicies(kube, 'bench'), 'apps', 'StatefulSet')!;
+  const makeSts = async (ns: string, name: string) => {
+    await admin.create(Resources.namespaces, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } }).catch(() => undefined);
+    return admin.create<KubeObject>(statefulSets, {
+      apiVersion: 'apps/v1',
+      kind: 'StatefulSet',
+      metadata: { name, namespace: ns },
+      spec: { serviceName: name, replicas: 0, selector: { matchLabels: { app: name } }, template: { metadata: { labels: { app: name } }, spec: { containers: [{ name: 'c', image: 'registry.example/app:0' }] } } },
+    });
+  };
+  const setImage = (ns: string, name: string, image: string) => admin.patch(statefulSets, name, ns, { spec: { template: { spec: { containers: [{ name: 'c', image }] } } } }, 'strategic');
+  const keyOf = (o: KubeObject): SyncKey => ({ cluster: 'bench', group: 'apps', kind: 'StatefulSet', namespace: o.metadata.namespace, name: o.metadata.name!, uid: o.metadata.uid! });
+  const deps = { kube, state, holder: 'bench' };
+
+  // Unchanged target state (a parent-only event, e.g. scaling): the cached path.
+  let sts = await makeSts('bench-unchanged', 'web');
+  await syncHistory(deps, policy, keyOf(sts), ['ControllerRevision/x']);
+  const unchangedN = Number(values.unchanged);
+  kube.stats.reset();
+  let t0 = performance.now();
+  for (let i = 0; i < unchangedN; i += 1) await syncHistory(deps, policy, keyOf(sts), [`StatefulSet/bench/${sts.metadata.uid}/${i}/modified`]);
+  const unchangedSeconds = (performance.now() - t0) / 1000;
+  const unchangedRequests = { ...kube.stats.byVerb };
+  const unchangedPerEvent = kube.stats.total / unchangedN;
+
+  // Changed target state: each event makes one revision.
+  sts = await makeSts('bench-changed', 'web');
+  const changedN = Number(values.changed);
+  let syncMs = 0;
+  let changedRequests = 0;
+  const changedVerbs: Record<string, number> = {};
+  for (let i = 1; i <= changedN; i += 1) {
+    const p = await setImage('bench-changed', 'web', `registry.example/app:${i}`);
+    kube.stats.reset();
+    const s = performance.now();
+    await syncHistory(deps, policy, keyOf(p), [`StatefulSet/bench/${p.metadata.uid}/${p.metadata.resourceVersion}/modified`]);
+    syncMs += performance.now() - s;
+    changedRequests += kube.stats.total;
+    for (const [k, v] of Object.entries(kube.stats.byVerb)) changedVerbs[k] = (changedVerbs[k] ?? 0) + v;
+  }
+  const changedPerEvent = Object.fromEntries(Object.entries(changedVerbs).map(([k, v]) => [k, round(v / changedN, 2)]));
+  void changedRequests;
+
+  // Update-to-revision latency through the whole local runtime.
+  const latencyN = Number(values.latency);
+  const runtime = await startRuntime({ kubeconfig: bed.cluster!.kubeconfigs.outrigger, clusterId: 'bench', namespace: 'bench-latency', stateDir: await mkdtemp(join(tmpdir(), 'bench-history-')), functions: functions.filter((f) => f.name !== 'heartbeat') });
+  const latencies: number[] = [];
+  try {
+    await makeSts('bench-latency', 'web');
+    await runtime.settled();
+    const seen = new Map<string, number>();
+    const abort = new AbortController();
+    const watching = runWatchSource({ client: kube, resource: Resources.controllerRevisions, namespace: 'bench-latency', signal: abort.signal, onEvent: async (e) => { const m = JSON.stringify(e.object.data).match(/lat:(\d+)/); if (m && !seen.has(m[1]!)) seen.set(m[1]!, performance.now()); } });
+    for (let i = 1; i <= latencyN; i += 1) {
+      const start = performance.now();
+      await setImage('bench-latency', 'web', `registry.example/lat:${i}`);
+      while (!seen.has(String(i))) await new Promise((r) => setImmediate(r));
+      latencies.push(seen.get(String(i))! - start);
+    }
+    abort.abort();
+    await watching;
+  } finally {
+    await runtime.stop();
+  }
+
+  // Truncation of a history of N revisions down to the limit.
+  const truncateN = Number(values.truncate);
+  const big = await makeSts('bench-truncate', 'web');
+  for (let i = 0; i < truncateN; i += 50) {
+    await Promise.all(
+      Array.from({ length: Math.min(50, truncateN - i) }, (_, j) =>
+        kube.create<KubeObject>(Resources.controllerRevisions, { apiVersion: 'apps/v1', kind: 'ControllerRevision', metadata: { name: `web-r${i + j}`, namespace: 'bench-truncate', labels: { [PARENT_LABEL]: 'web' }, ownerReferences: [newControllerRef(big)] }, data: { n: i + j }, revision: i + j + 1 }),
+      ),
+    );
+  }
+  kube.stats.reset();
+  t0 = performance.now();
+  const truncated = await truncateHistory(deps, policy, keyOf(big));
+  const truncateSeconds = (performance.now() - t0) / 1000;
+
+  console.log(
+    JSON.stringify({
+      bench: 'history',
+      unchanged: { events: unchangedN, eventsPerSec: Math.round(unchangedN / unchangedSeconds), apiserverRequestsPerEvent: round(unchangedPerEvent, 3), requests: unchangedRequests },
+      changed: { events: changedN, eventsPerSec: Math.round(changedN / (syncMs / 1000)), apiserverRequestsPerEvent: changedPerEvent },
+      updateToRevisionMs: { samples: latencies.length, p50: round(pct(latencies, 50)), p99: round(pct(latencies, 99)), max: round(Math.max(...latencies)) },
+      truncation: { revisions: truncateN, deleted: truncated.deleted.length, kept: truncated.kept, seconds: round(truncateSeconds, 2), requests: kube.stats.total },
+      targets: { unchangedReadsPerEvent: 1, unchangedWritesPerEvent: 0, updateToRevisionP99Ms: 100 },
+    }),
+  );
+} finally {
+  await bed.stop();
+}
