@@ -29,9 +29,10 @@ export const handler = middy(
       if (!policy) return;
       const result = await syncHistory({ kube, state: env.state, holder }, policy, key, causes);
       logger.info('history synced', { parent: `${key.namespace}/${key.name}`, ...result });
-      // Truncate after a new revision or a rollback, and when something the parent generated was deleted.
+      // Truncate after a new revision or a rollback, when something the parent generated was deleted, and in
+      // revisionKey mode always (a rollout that completed shows only in the parent's status).
       const generatedDeleted = causes.some((c) => c.endsWith('/deleted') && !c.startsWith('ControllerRevision/') && !c.includes(`/${key.uid}/`));
-      if ('truncate' in result || generatedDeleted) await env.syncSink.send('truncate', [makeSyncRequest(key, causes)]);
+      if ('truncate' in result || generatedDeleted || policy.spec.mode === 'revisionKey') await env.syncSink.send('truncate', [makeSyncRequest(key, causes)]);
     },
   }),
 ).use(injectLambdaContext(logger));

@@ -15,7 +15,7 @@ import { Resources, isKubeError, resolveKind, type KubeObject, type ResolvedReso
 import { canonicalJson, parentLabelValue, revisionHash, revisionName, semanticallyEqual, targetState, type Json, type JsonObject } from '../../shared/history/data.ts';
 import type { RevisionPolicy } from '../../shared/history/policy.ts';
 import { HASH_LABEL, PARENT_LABEL, decide, type ControllerRevision } from '../../shared/history/revisions.ts';
-import { claim, compileSelector, isControlledBy, newControllerRef, type SyncKey } from '../../shared/ownership/index.ts';
+import { claim, compileSelector, isControlledBy, newControllerRef, selectorString, type LabelSelector, type SyncKey } from '../../shared/ownership/index.ts';
 import type { Lease, State } from '../../shared/state/index.ts';
 
 export const MAX_COLLISIONS = 10;
@@ -74,7 +74,7 @@ export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key
   const digest = createHash('sha256').update(canonicalJson(candidate)).digest('hex');
   const recordKey = historyRecordKey(key.cluster, key.uid);
   // Only a parent-only event can take the fast path, so only then is the record worth reading.
-  const record = onlyParentChanged(causes, key.uid) ? await deps.state.records.get<HistoryRecord>(recordKey) : undefined;
+  const record = policy.spec.mode === 'snapshot' && onlyParentChanged(causes, key.uid) ? await deps.state.records.get<HistoryRecord>(recordKey) : undefined;
   if (record && record.value.digest === digest) {
     return { outcome: 'cached', revision: record.value.revision, number: record.value.number };
   }
@@ -82,7 +82,7 @@ export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key
   const lease = await acquireParentLease(deps, key);
   let result: Awaited<ReturnType<typeof syncLocked>> | undefined;
   try {
-    result = await syncLocked(deps, target, parent, candidate);
+    result = await syncLocked(deps, policy, target, parent, candidate);
     return result;
   } finally {
     // The record is a cache of what the sync found (no compare-and-set needed), written with the lease's
@@ -103,7 +103,7 @@ async function acquireParentLease(deps: HistoryDeps, key: SyncKey): Promise<Leas
   }
 }
 
-async function syncLocked(deps: HistoryDeps, target: ResolvedResource, parent: KubeObject, candidate: JsonObject): Promise<Exclude<SyncOutcome, { outcome: 'skipped' | 'cached' }>> {
+async function syncLocked(deps: HistoryDeps, policy: RevisionPolicy, target: ResolvedResource, parent: KubeObject, candidate: JsonObject): Promise<Exclude<SyncOutcome, { outcome: 'skipped' | 'cached' }>> {
   const namespace = parent.metadata.namespace!;
   const parentLabel = parentLabelValue(parent.metadata.name ?? '');
   const listed = await deps.kube.list<ControllerRevision>(Resources.controllerRevisions, { namespace, labelSelector: `${PARENT_LABEL}=${parentLabel}` });
@@ -115,6 +115,7 @@ async function syncLocked(deps: HistoryDeps, target: ResolvedResource, parent: K
   );
   if (claimed.parentGone) throw new Error(`not syncing history: ${claimed.parentGone}`);
   const owned = claimed.owned as ControllerRevision[];
+  if (policy.spec.mode === 'revisionKey') return syncRevisionKey(deps, policy, target, parent, candidate, owned);
   const outcome = decide(candidate, owned);
   switch (outcome.kind) {
     case 'unchanged':
@@ -144,7 +145,14 @@ function selectorLabels(parent: KubeObject): Record<string, string> {
  * earlier attempt whose answer was lost), it is the one; otherwise the next count is tried, at most
  * MAX_COLLISIONS times. The hash label always matches the name.
  */
-export async function createRevision(kube: KubeClient, target: ResolvedResource, parent: KubeObject, data: JsonObject, number: number): Promise<ControllerRevision> {
+export async function createRevision(
+  kube: KubeClient,
+  target: ResolvedResource,
+  parent: KubeObject,
+  data: JsonObject,
+  number: number,
+  extraLabels: Record<string, string> = {},
+): Promise<ControllerRevision> {
   const namespace = parent.metadata.namespace!;
   const cause = parent.metadata.annotations?.[CHANGE_CAUSE];
   // `count` moves on only after a real collision; `attempts` bounds the loop whatever happens meanwhile.
@@ -157,7 +165,7 @@ export async function createRevision(kube: KubeClient, target: ResolvedResource,
       metadata: {
         name,
         namespace,
-        labels: { ...selectorLabels(parent), [PARENT_LABEL]: parentLabelValue(parent.metadata.name ?? ''), [HASH_LABEL]: hash },
+        labels: { ...selectorLabels(parent), ...extraLabels, [PARENT_LABEL]: parentLabelValue(parent.metadata.name ?? ''), [HASH_LABEL]: hash },
         ...(cause ? { annotations: { [CHANGE_CAUSE]: cause } } : {}),
         ownerReferences: [newControllerRef(parent)],
       },
@@ -180,4 +188,73 @@ export async function createRevision(kube: KubeClient, target: ResolvedResource,
     count += 1;
   }
   throw new Error(`${target.kind} ${namespace}/${parent.metadata.name}: ${MAX_COLLISIONS} revision names in a row were taken by other data; not creating a revision`);
+}
+
+/**
+ * Seed 001 (KEP-238): the revision key is a label on a generated object (LWS keeps it on its leader
+ * StatefulSet), and each revision carries the key it belongs to.
+ *  Case 1, upgrade: the generated object has a key no revision has: record the current state under that key,
+ *    so the key does not change and nothing rolls.
+ *  Case 2, new object: no key yet: record the state under its hash as the key.
+ *  Case 3, update: compare with the revision of the current key, semantically; only a different state makes a
+ *    new revision, keyed by its hash (the parent's own controller then rolls the generated objects to it).
+ */
+async function syncRevisionKey(
+  deps: HistoryDeps,
+  policy: RevisionPolicy,
+  target: ResolvedResource,
+  parent: KubeObject,
+  candidate: JsonObject,
+  owned: ControllerRevision[],
+): Promise<Exclude<SyncOutcome, { outcome: 'skipped' | 'cached' }>> {
+  const label = policy.spec.revisionKey!.label;
+  const current = await currentRevisionKey(deps.kube, policy, parent);
+  const sorted = [...owned].sort((a, b) => a.revision - b.revision);
+  const next = (sorted.at(-1)?.revision ?? 0) + 1;
+  const ofKey = (k: string) => sorted.filter((r) => r.metadata.labels?.[label] === k).at(-1);
+  const done = (r: ControllerRevision) => ({ outcome: 'unchanged' as const, revision: r.metadata.name!, number: r.revision });
+  const create = async (key: string) => {
+    const r = await createRevision(deps.kube, target, parent, candidate, next, { [label]: key });
+    return { outcome: 'created' as const, revision: r.metadata.name!, number: r.revision, truncate: true as const };
+  };
+  if (current) {
+    const existing = ofKey(current);
+    if (!existing) return create(current); // case 1
+    if (semanticallyEqual(existing.data, candidate)) return done(existing);
+  }
+  // Cases 2 and 3: the state may already have its revision (a rollout in progress, a redelivery).
+  const same = sorted.filter((r) => semanticallyEqual(r.data, candidate)).at(-1);
+  if (same) return done(same);
+  return create(revisionHash(candidate, 0));
+}
+
+/** The key on the generated object: the one named like the parent, or else the first by name. */
+export async function currentRevisionKey(kube: KubeClient, policy: RevisionPolicy, parent: KubeObject): Promise<string | undefined> {
+  const generated = policy.spec.generated;
+  const label = policy.spec.revisionKey?.label;
+  if (!generated || !label) return undefined;
+  const selector = compileSelector(fieldAt(parent, generated.selectorPath) as LabelSelector | undefined);
+  const labelSelector = selectorString(selector);
+  if (labelSelector === undefined) return undefined;
+  const resource = await resolveKind(kube, generated.apiVersion, generated.kind);
+  const objects = (await kube.listAll(resource, { namespace: parent.metadata.namespace, labelSelector })).filter((o) => o.metadata.labels?.[label]);
+  objects.sort((a, b) => (a.metadata.name === parent.metadata.name ? -1 : b.metadata.name === parent.metadata.name ? 1 : (a.metadata.name ?? '').localeCompare(b.metadata.name ?? '')));
+  return objects[0]?.metadata.labels?.[label];
+}
+
+/** Looks a revision up by its key, as KEP-238's pod controller does. */
+export async function revisionForKey(kube: KubeClient, policy: RevisionPolicy, parent: KubeObject, key: string): Promise<ControllerRevision | undefined> {
+  const label = policy.spec.revisionKey?.label;
+  if (!label) throw new Error(`RevisionPolicy ${policy.name} is not in revisionKey mode`);
+  const listed = await kube.list<ControllerRevision>(Resources.controllerRevisions, { namespace: parent.metadata.namespace, labelSelector: `${PARENT_LABEL}=${parentLabelValue(parent.metadata.name ?? '')},${label}=${key}` });
+  return listed.items.filter((r) => isControlledBy(r, parent)).sort((a, b) => a.revision - b.revision).at(-1);
+}
+
+export function fieldAt(obj: unknown, path: string): unknown {
+  let cur = obj;
+  for (const p of path.split('.')) {
+    if (cur === null || typeof cur !== 'object') return undefined;
+    cur = (cur as Record<string, unknown>)[p];
+  }
+  return cur;
 }

@@ -10,7 +10,7 @@ import { historyLimit, type RevisionPolicy } from '../../shared/history/policy.t
 import { PARENT_LABEL, truncationPlan, type ControllerRevision } from '../../shared/history/revisions.ts';
 import { compileSelector, isControlledBy, selectorString, type LabelSelector, type SyncKey } from '../../shared/ownership/index.ts';
 import type { State } from '../../shared/state/index.ts';
-import { resolveTarget } from './sync.ts';
+import { currentRevisionKey, fieldAt, resolveTarget } from './sync.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface TruncateResult {
@@ -20,25 +20,17 @@ export interface TruncateResult {
   skipped?: string;
 }
 
-function at(obj: unknown, path: string): unknown {
-  let cur = obj;
-  for (const p of path.split('.')) {
-    if (cur === null || typeof cur !== 'object') return undefined;
-    cur = (cur as Record<string, unknown>)[p];
-  }
-  return cur;
-}
 
 /** Names (or hashes) of the revisions in use: by generated objects' labels and by the parent's status. */
 export async function liveRevisions(kube: KubeClient, policy: RevisionPolicy, parent: KubeObject): Promise<Set<string>> {
   const live = new Set<string>();
   for (const path of policy.spec.statusRevisionPaths) {
-    const v = at(parent, path);
+    const v = fieldAt(parent, path);
     if (typeof v === 'string' && v) live.add(v);
   }
   const generated = policy.spec.generated;
   if (generated) {
-    const selector = compileSelector(at(parent, generated.selectorPath) as LabelSelector | undefined);
+    const selector = compileSelector(fieldAt(parent, generated.selectorPath) as LabelSelector | undefined);
     const labelSelector = selectorString(selector);
     if (labelSelector !== undefined) {
       const resource = await resolveKind(kube, generated.apiVersion, generated.kind);
@@ -79,7 +71,7 @@ export async function truncateHistory(deps: { kube: KubeClient; state: State; ho
     });
     const owned = listed.items.filter((r) => isControlledBy(r, parent));
     const live = await liveRevisions(deps.kube, policy, parent);
-    const doomed = truncationPlan(owned, live, historyLimit(policy, parent));
+    const doomed = policy.spec.mode === 'revisionKey' ? await revisionKeyPlan(deps.kube, policy, parent, owned) : truncationPlan(owned, live, historyLimit(policy, parent));
     const deleted: string[] = [];
     for (const r of doomed) {
       try {
@@ -95,4 +87,18 @@ export async function truncateHistory(deps: { kube: KubeClient; state: State; ho
   } finally {
     await deps.state.leases.release(lease);
   }
+}
+
+/**
+ * Seed 001: once the rollout is done (the policy's condition is True on the parent), every revision but the
+ * current key's is deleted; the latest revision (the parent's target state) is kept whatever its key.
+ */
+async function revisionKeyPlan(kube: KubeClient, policy: RevisionPolicy, parent: KubeObject, owned: ControllerRevision[]): Promise<ControllerRevision[]> {
+  const { label, rolloutCompleteCondition } = policy.spec.revisionKey!;
+  const conditions = (fieldAt(parent, 'status.conditions') as Array<{ type?: string; status?: string }> | undefined) ?? [];
+  if (!conditions.some((c) => c.type === rolloutCompleteCondition && c.status === 'True')) return [];
+  const current = await currentRevisionKey(kube, policy, parent);
+  if (!current) return [];
+  const latest = [...owned].sort((a, b) => a.revision - b.revision).at(-1);
+  return owned.filter((r) => r !== latest && r.metadata.labels?.[label] !== current);
 }
