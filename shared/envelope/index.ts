@@ -102,22 +102,29 @@ export function watchEventType(envelope: Pick<Envelope, 'type'>): WatchEventType
   return envelope.type.slice(EVENT_TYPE_PREFIX.length) as WatchEventType;
 }
 
-/** Parses and validates a message body. Throws EnvelopeError naming the first bad field. */
-export function parseEnvelope(body: string | unknown): Envelope {
+/**
+ * Parses a JSON message body (or an already parsed value) and validates it with `schema`; a message too
+ * large, not JSON or not valid throws the error `malformed` makes, naming the first bad field.
+ */
+export function parseMessage<T>(body: unknown, schema: z.ZodType<T>, malformed: (field: string, problem: string) => MalformedMessageError, whole: string): T {
   let value: unknown = body;
   if (typeof body === 'string') {
-    if (Buffer.byteLength(body, 'utf8') > MAX_ENVELOPE_BYTES) {
-      throw new EnvelopeError('(envelope)', `is ${Buffer.byteLength(body, 'utf8')} bytes, over the ${MAX_ENVELOPE_BYTES}-byte limit`);
-    }
+    const bytes = Buffer.byteLength(body, 'utf8');
+    if (bytes > MAX_ENVELOPE_BYTES) throw malformed(whole, `is ${bytes} bytes, over the ${MAX_ENVELOPE_BYTES}-byte limit`);
     try {
       value = JSON.parse(body);
     } catch (err) {
-      throw new EnvelopeError('(envelope)', `is not JSON (${(err as Error).message})`);
+      throw malformed(whole, `is not JSON (${(err as Error).message})`);
     }
   }
-  const result = envelopeSchema.safeParse(value);
-  if (!result.success) throw new EnvelopeError(...firstIssue(result.error, '(envelope)'));
-  return result.data as Envelope;
+  const result = schema.safeParse(value);
+  if (!result.success) throw malformed(...firstIssue(result.error, whole));
+  return result.data;
+}
+
+/** Parses and validates a message body. Throws EnvelopeError naming the first bad field. */
+export function parseEnvelope(body: string | unknown): Envelope {
+  return parseMessage(body, envelopeSchema, (field, problem) => new EnvelopeError(field, problem), '(envelope)') as Envelope;
 }
 
 export interface NewEnvelope {

@@ -1,7 +1,7 @@
 // The router's output and every controller handler's input: "reconcile this parent". A key, not a state:
 // the handler reads the parent and everything else it needs from the cluster (level-triggered).
 import { z } from 'zod';
-import { MalformedMessageError, clusterIdSchema, firstIssue } from '../envelope/index.ts';
+import { MalformedMessageError, clusterIdSchema, parseMessage } from '../envelope/index.ts';
 import type { SyncKey } from '../ownership/router.ts';
 
 export const syncRequestSchema = z
@@ -36,15 +36,7 @@ export function makeSyncRequest(key: SyncKey, causes: string[]): SyncRequest {
 }
 
 export function parseSyncRequest(body: string): SyncRequest {
-  let value: unknown;
-  try {
-    value = JSON.parse(body);
-  } catch (err) {
-    throw new SyncRequestError('(message)', `is not JSON (${(err as Error).message})`);
-  }
-  const result = syncRequestSchema.safeParse(value);
-  if (!result.success) throw new SyncRequestError(...firstIssue(result.error, '(message)'));
-  return result.data;
+  return parseMessage(body, syncRequestSchema, (field, problem) => new SyncRequestError(field, problem), '(message)');
 }
 
 /** FIFO group: one parent's syncs are never processed concurrently. */

@@ -9,27 +9,17 @@ import { HASH_LABEL, PARENT_LABEL, sortRevisions, type ControllerRevision } from
 import { Resources, applyManifests, connect, gvr, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
 import { controllerOf, newControllerRef, type SyncKey } from '../../shared/ownership/index.ts';
 import { startFaultProxy } from '../testbed/fault-proxy.ts';
+import { STATEFULSET_POLICY } from '../testbed/policies.ts';
 import { adminClient, createNamespace, outriggerClient, testState, testbed, uniqueName } from '../testbed/index.ts';
 
 const statefulSets = gvr('apps', 'v1', 'statefulsets');
-const POLICY = `
-apiVersion: outrigger.dev/v1alpha1
-kind: RevisionPolicy
-metadata: { name: statefulsets }
-spec:
-  target: { apiVersion: apps/v1, kind: StatefulSet }
-  targetState: [spec.template]
-  revisionHistoryLimit: 10
-  generated: { apiVersion: v1, kind: Pod }
-  statusRevisionPaths: [status.currentRevision, status.updateRevision]
-`;
 
 let policy: RevisionPolicy;
 const kube = outriggerClient();
 const state = testState();
 
 beforeAll(async () => {
-  await applyManifests(adminClient(), POLICY);
+  await applyManifests(adminClient(), STATEFULSET_POLICY);
   forgetPolicies();
   policy = policyFor(await listPolicies(kube, 'it'), 'apps', 'StatefulSet')!;
   expect(policy).toBeDefined();

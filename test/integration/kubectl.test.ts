@@ -11,28 +11,11 @@ import { kubectlBinary } from '../../local/apiserver.ts';
 import { projectRoot } from '../../local/paths.ts';
 import { applyManifests, gvr, type KubeObject } from '../../shared/kube/index.ts';
 import { adminClient, createNamespace, outriggerClient, testState, testbed } from '../testbed/index.ts';
+import { DAEMONSET_POLICY, STATEFULSET_POLICY } from '../testbed/policies.ts';
 
 const run = promisify(execFile);
 const statefulSets = gvr('apps', 'v1', 'statefulsets');
 const daemonSets = gvr('apps', 'v1', 'daemonsets');
-const POLICIES = `
-apiVersion: outrigger.dev/v1alpha1
-kind: RevisionPolicy
-metadata: { name: statefulsets }
-spec:
-  target: { apiVersion: apps/v1, kind: StatefulSet }
-  targetState: [spec.template]
-  generated: { apiVersion: v1, kind: Pod }
-  statusRevisionPaths: [status.currentRevision, status.updateRevision]
----
-apiVersion: outrigger.dev/v1alpha1
-kind: RevisionPolicy
-metadata: { name: daemonsets }
-spec:
-  target: { apiVersion: apps/v1, kind: DaemonSet }
-  targetState: [spec.template]
-  generated: { apiVersion: v1, kind: Pod }
-`;
 
 const kube = outriggerClient();
 const state = testState();
@@ -56,7 +39,7 @@ const spec = (image: string, extra: Record<string, unknown> = {}) => ({
 });
 
 beforeAll(async () => {
-  await applyManifests(adminClient(), POLICIES);
+  await applyManifests(adminClient(), `${STATEFULSET_POLICY}\n---\n${DAEMONSET_POLICY}`);
   forgetPolicies();
 });
 

@@ -77,3 +77,15 @@ describe('the CloudEvents envelope', () => {
     expect(deduplicationId(owned)).not.toBe(deduplicationId(valid()));
   });
 });
+
+describe('sync requests', () => {
+  test('round-trip, and a malformed one names its bad field', async () => {
+    const { makeSyncRequest, parseSyncRequest } = await import('../../shared/lambda/sync-request.ts');
+    const key = { cluster: 'c1', group: 'apps', kind: 'StatefulSet', namespace: 'ns', name: 'web', uid: 'u' };
+    const request = makeSyncRequest(key, ['StatefulSet/c1/u/1/added']);
+    expect(parseSyncRequest(JSON.stringify(request))).toEqual(request);
+    expect(() => parseSyncRequest(JSON.stringify({ ...request, key: { ...key, uid: '' } }))).toThrow('invalid sync request: key.uid: ');
+    expect(() => parseSyncRequest(JSON.stringify({ ...request, extra: 1 }))).toThrow('invalid sync request: extra: is not a known field');
+    expect(() => parseSyncRequest('nope')).toThrow(/^invalid sync request: \(message\): is not JSON/);
+  });
+});
