@@ -16,7 +16,7 @@ import { syncHistory } from '../functions/history/sync.ts';
 import { truncateHistory } from '../functions/history/truncate.ts';
 import { startTestbed } from '../local/testbed.ts';
 import { startRuntime } from '../runtime/local.ts';
-import { PARENT_LABEL } from '../shared/history/revisions.ts';
+import { parentLabels } from '../shared/history/data.ts';
 import { Resources, applyManifests, connect, gvr, runWatchSource, type KubeObject } from '../shared/kube/index.ts';
 import { newControllerRef, type SyncKey } from '../shared/ownership/index.ts';
 import { openState } from '../shared/state/index.ts';
@@ -107,7 +107,7 @@ try {
   for (let i = 0; i < truncateN; i += 50) {
     await Promise.all(
       Array.from({ length: Math.min(50, truncateN - i) }, (_, j) =>
-        kube.create<KubeObject>(Resources.controllerRevisions, { apiVersion: 'apps/v1', kind: 'ControllerRevision', metadata: { name: `web-r${i + j}`, namespace: 'bench-truncate', labels: { [PARENT_LABEL]: 'web' }, ownerReferences: [newControllerRef(big)] }, data: { n: i + j }, revision: i + j + 1 }),
+        kube.create<KubeObject>(Resources.controllerRevisions, { apiVersion: 'apps/v1', kind: 'ControllerRevision', metadata: { name: `web-r${i + j}`, namespace: 'bench-truncate', labels: parentLabels(big), ownerReferences: [newControllerRef(big)] }, data: { n: i + j }, revision: i + j + 1 }),
       ),
     );
   }

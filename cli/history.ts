@@ -5,15 +5,15 @@ import { dump } from 'js-yaml';
 import { createTwoFilesPatch } from 'diff';
 import type { KubeClient, KubeObject } from '../shared/kube/index.ts';
 import { Resources } from '../shared/kube/index.ts';
-import { parentLabelValue, type Json } from '../shared/history/data.ts';
-import { PARENT_LABEL, sortRevisions, type ControllerRevision } from '../shared/history/revisions.ts';
+import { labelSelectorString, parentLabels, type Json } from '../shared/history/data.ts';
+import { sortRevisions, type ControllerRevision } from '../shared/history/revisions.ts';
 import { isControlledBy } from '../shared/ownership/index.ts';
 import { resolveResourceArg } from './resolve.ts';
 
 export async function ownedHistory(kube: KubeClient, arg: string, namespace: string): Promise<{ parent: KubeObject; revisions: ControllerRevision[]; kind: string }> {
   const { resource, name } = await resolveResourceArg(kube, arg);
   const parent = await kube.get(resource, name, resource.namespaced ? namespace : undefined);
-  const listed = await kube.list<ControllerRevision>(Resources.controllerRevisions, { namespace: parent.metadata.namespace, labelSelector: `${PARENT_LABEL}=${parentLabelValue(name)}` });
+  const listed = await kube.list<ControllerRevision>(Resources.controllerRevisions, { namespace: parent.metadata.namespace, labelSelector: labelSelectorString(parentLabels(parent)) });
   return { parent, revisions: sortRevisions(listed.items.filter((r) => isControlledBy(r, parent))), kind: resource.kind };
 }
 

@@ -1,10 +1,9 @@
 // The RevisionPolicies of a cluster, read at most every few seconds per warm process, and what they mean to
 // the router: each valid policy makes its target kind a controller kind whose children (revisions, and the
 // objects it generates) route to the history handler.
-import { Resources, gvr, parseApiVersion, resolveKind, type GVR, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
-import { parentLabelValue } from '../../shared/history/data.ts';
+import { Resources, apiVersionOf, gvr, parseApiVersion, resolveKind, type GVR, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
+import { parentLabels } from '../../shared/history/data.ts';
 import { PolicyError, parsePolicy, POLICY_GROUP, type RevisionPolicy } from '../../shared/history/policy.ts';
-import { PARENT_LABEL } from '../../shared/history/revisions.ts';
 import type { ControllerKind } from '../../shared/ownership/index.ts';
 import type { ControllerSource } from '../controllers.ts';
 
@@ -61,8 +60,9 @@ async function targetKinds(kube: KubeClient, cluster: string): Promise<Controlle
       resource: r,
       kind: r.kind,
       namespaced: r.namespaced,
-      // The parent "selects" its own revisions by the parent label; generated objects reach it by ControllerRef.
-      selectorOf: (parent: KubeObject) => ({ matchLabels: { [PARENT_LABEL]: parentLabelValue(parent.metadata.name ?? '') } }),
+      // The parent "selects" its own revisions by the parent labels; generated objects reach it by ControllerRef.
+      // Listed items carry no apiVersion or kind, so they come from the kind resolved here.
+      selectorOf: (parent: KubeObject) => ({ matchLabels: parentLabels({ ...parent, apiVersion: apiVersionOf(r), kind: r.kind }) }),
       target: 'history',
     });
   }

@@ -12,14 +12,17 @@ import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { KubeClient } from '../../shared/kube/index.ts';
 import { Resources, isKubeError, resolveKind, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
-import { canonicalJson, parentLabelValue, revisionHash, revisionName, semanticallyEqual, targetState, type Json, type JsonObject } from '../../shared/history/data.ts';
+import { canonicalJson, labelSelectorString, parentLabels, revisionHash, revisionName, semanticallyEqual, targetState, type Json, type JsonObject } from '../../shared/history/data.ts';
 import type { RevisionPolicy } from '../../shared/history/policy.ts';
-import { HASH_LABEL, PARENT_LABEL, decide, type ControllerRevision } from '../../shared/history/revisions.ts';
+import { HASH_LABEL, decide, type ControllerRevision } from '../../shared/history/revisions.ts';
 import { claim, compileSelector, isControlledBy, newControllerRef, selectorString, type LabelSelector, type SyncKey } from '../../shared/ownership/index.ts';
 import type { Lease, State } from '../../shared/state/index.ts';
 
 export const MAX_COLLISIONS = 10;
-const LEASE_TTL_MS = 30_000;
+// Longer than the function timeout (60 s) with room to spare: a holder never outlives its lease unnoticed.
+const LEASE_TTL_MS = 90_000;
+/** A write is made only while the lease has at least this long left. */
+const LEASE_MARGIN_MS = 15_000;
 const LEASE_WAIT_MS = 20_000;
 const CHANGE_CAUSE = 'kubernetes.io/change-cause';
 
@@ -58,20 +61,28 @@ export function onlyParentChanged(causes: readonly string[], parentUid: string):
   return causes.length > 0 && causes.every((c) => c.includes(`/${parentUid}/`) && !c.startsWith('ControllerRevision/'));
 }
 
-export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key: SyncKey, causes: readonly string[]): Promise<SyncOutcome> {
-  const target = await resolveTarget(deps.kube, policy);
+type ParentRead = { parent: KubeObject; skipped?: undefined } | { parent?: undefined; skipped: { outcome: 'skipped'; reason: string } };
+
+async function readParent(deps: HistoryDeps, target: ResolvedResource, key: SyncKey): Promise<ParentRead> {
   let parent: KubeObject;
   try {
     parent = await deps.kube.get(target, key.name, key.namespace);
   } catch (err) {
-    if (isKubeError(err, 'NotFound')) return { outcome: 'skipped', reason: 'the parent no longer exists (its revisions are garbage-collected with it)' };
+    if (isKubeError(err, 'NotFound')) return { skipped: { outcome: 'skipped', reason: 'the parent no longer exists (its revisions are garbage-collected with it)' } };
     throw err;
   }
-  if (parent.metadata.uid !== key.uid) return { outcome: 'skipped', reason: `the parent was replaced (uid ${parent.metadata.uid})` };
-  if (parent.metadata.deletionTimestamp) return { outcome: 'skipped', reason: 'the parent is being deleted' };
+  if (parent.metadata.uid !== key.uid) return { skipped: { outcome: 'skipped', reason: `the parent was replaced (uid ${parent.metadata.uid})` } };
+  if (parent.metadata.deletionTimestamp) return { skipped: { outcome: 'skipped', reason: 'the parent is being deleted' } };
+  return { parent };
+}
 
-  const candidate = targetState(parent as unknown as JsonObject, policy.spec.targetState);
-  const digest = createHash('sha256').update(canonicalJson(candidate)).digest('hex');
+const digestOf = (candidate: JsonObject) => createHash('sha256').update(canonicalJson(candidate)).digest('hex');
+
+export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key: SyncKey, causes: readonly string[]): Promise<SyncOutcome> {
+  const target = await resolveTarget(deps.kube, policy);
+  const first = await readParent(deps, target, key);
+  if (first.skipped) return first.skipped;
+  const digest = digestOf(targetState(first.parent as unknown as JsonObject, policy.spec.targetState));
   const recordKey = historyRecordKey(key.cluster, key.uid);
   // Only a parent-only event can take the fast path, so only then is the record worth reading.
   const record = policy.spec.mode === 'snapshot' && onlyParentChanged(causes, key.uid) ? await deps.state.records.get<HistoryRecord>(recordKey) : undefined;
@@ -81,13 +92,24 @@ export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key
 
   const lease = await acquireParentLease(deps, key);
   let result: Awaited<ReturnType<typeof syncLocked>> | undefined;
+  let heldDigest = digest;
   try {
-    result = await syncLocked(deps, policy, target, parent, candidate);
+    // Read again under the lease: a sync that waited for it must decide on the state as it is now, not as it
+    // was before another sync ran (which could otherwise make a stale state look like a rollback).
+    const read = await readParent(deps, target, key);
+    if (read.skipped) return read.skipped;
+    const parent = read.parent;
+    const candidate = targetState(parent as unknown as JsonObject, policy.spec.targetState);
+    heldDigest = digestOf(candidate);
+    const guard = () => {
+      if (!deps.state.leases.stillHeld(lease, LEASE_MARGIN_MS)) throw new Error(`the history lease of ${key.namespace}/${key.name} is about to expire; not writing, the sync will be retried`);
+    };
+    result = await syncLocked(deps, policy, target, parent, candidate, guard);
     return result;
   } finally {
     // The record is a cache of what the sync found (no compare-and-set needed), written with the lease's
     // release in one transaction, and only while the lease is still held.
-    const write = result ? [deps.state.records.putWrite<HistoryRecord>(recordKey, { digest, revision: result.revision, number: result.number }, 'any').item] : [];
+    const write = result ? [deps.state.records.putWrite<HistoryRecord>(recordKey, { digest: heldDigest, revision: result.revision, number: result.number }, 'any').item] : [];
     await deps.state.leases.release(lease, write);
   }
 }
@@ -103,19 +125,19 @@ async function acquireParentLease(deps: HistoryDeps, key: SyncKey): Promise<Leas
   }
 }
 
-async function syncLocked(deps: HistoryDeps, policy: RevisionPolicy, target: ResolvedResource, parent: KubeObject, candidate: JsonObject): Promise<Exclude<SyncOutcome, { outcome: 'skipped' | 'cached' }>> {
+async function syncLocked(deps: HistoryDeps, policy: RevisionPolicy, target: ResolvedResource, parent: KubeObject, candidate: JsonObject, guard: () => void): Promise<Exclude<SyncOutcome, { outcome: 'skipped' | 'cached' }>> {
   const namespace = parent.metadata.namespace!;
-  const parentLabel = parentLabelValue(parent.metadata.name ?? '');
-  const listed = await deps.kube.list<ControllerRevision>(Resources.controllerRevisions, { namespace, labelSelector: `${PARENT_LABEL}=${parentLabel}` });
+  const labels = parentLabels(parent);
+  const listed = await deps.kube.list<ControllerRevision>(Resources.controllerRevisions, { namespace, labelSelector: labelSelectorString(labels) });
   const claimed = await claim(
     { kube: deps.kube, parentResource: target, childResource: Resources.controllerRevisions },
     parent,
-    compileSelector({ matchLabels: { [PARENT_LABEL]: parentLabel } }),
+    compileSelector({ matchLabels: labels }),
     listed.items,
   );
   if (claimed.parentGone) throw new Error(`not syncing history: ${claimed.parentGone}`);
   const owned = claimed.owned as ControllerRevision[];
-  if (policy.spec.mode === 'revisionKey') return syncRevisionKey(deps, policy, target, parent, candidate, owned);
+  if (policy.spec.mode === 'revisionKey') return syncRevisionKey(deps, policy, target, parent, candidate, owned, guard);
   const outcome = decide(candidate, owned);
   switch (outcome.kind) {
     case 'unchanged':
@@ -123,11 +145,12 @@ async function syncLocked(deps: HistoryDeps, policy: RevisionPolicy, target: Res
     case 'rollback': {
       // Only the number changes; the apiserver would refuse a change to data, and we never send one.
       const r = outcome.revision;
+      guard();
       await deps.kube.patch(Resources.controllerRevisions, r.metadata.name!, namespace, { metadata: { uid: r.metadata.uid, resourceVersion: r.metadata.resourceVersion }, revision: outcome.number }, 'merge');
       return { outcome: 'rollback', revision: r.metadata.name!, number: outcome.number, truncate: true };
     }
     case 'create': {
-      const created = await createRevision(deps.kube, target, parent, candidate, outcome.number);
+      const created = await createRevision(deps.kube, target, parent, candidate, outcome.number, {}, guard);
       return { outcome: 'created', revision: created.metadata.name!, number: created.revision, truncate: true };
     }
   }
@@ -152,6 +175,7 @@ export async function createRevision(
   data: JsonObject,
   number: number,
   extraLabels: Record<string, string> = {},
+  guard: () => void = () => {},
 ): Promise<ControllerRevision> {
   const namespace = parent.metadata.namespace!;
   const cause = parent.metadata.annotations?.[CHANGE_CAUSE];
@@ -165,13 +189,14 @@ export async function createRevision(
       metadata: {
         name,
         namespace,
-        labels: { ...selectorLabels(parent), ...extraLabels, [PARENT_LABEL]: parentLabelValue(parent.metadata.name ?? ''), [HASH_LABEL]: hash },
+        labels: { ...selectorLabels(parent), ...extraLabels, ...parentLabels(parent), [HASH_LABEL]: hash },
         ...(cause ? { annotations: { [CHANGE_CAUSE]: cause } } : {}),
         ownerReferences: [newControllerRef(parent)],
       },
       data: data as Json,
       revision: number,
     };
+    guard();
     try {
       return await kube.create(Resources.controllerRevisions, revision);
     } catch (err) {
@@ -184,7 +209,20 @@ export async function createRevision(
       if (isKubeError(err, 'NotFound')) continue; // deleted in between: the same name is free again
       throw err;
     }
-    if (semanticallyEqual(existing.data, data) && isControlledBy(existing, parent)) return existing;
+    if (semanticallyEqual(existing.data, data) && isControlledBy(existing, parent)) {
+      // Ours, with this data: an earlier attempt whose answer was lost, or a revision this sync's list did not
+      // select. Make it what this sync would have created (its labels, the number; never its data).
+      const missing = Object.entries(revision.metadata.labels ?? {}).some(([k, v]) => existing.metadata.labels?.[k] !== v);
+      if (!missing && existing.revision >= number) return existing;
+      guard();
+      return kube.patch<ControllerRevision>(
+        Resources.controllerRevisions,
+        name,
+        namespace,
+        { metadata: { uid: existing.metadata.uid, resourceVersion: existing.metadata.resourceVersion, labels: revision.metadata.labels }, revision: Math.max(existing.revision, number) },
+        'merge',
+      );
+    }
     count += 1;
   }
   throw new Error(`${target.kind} ${namespace}/${parent.metadata.name}: ${MAX_COLLISIONS} revision names in a row were taken by other data; not creating a revision`);
@@ -206,6 +244,7 @@ async function syncRevisionKey(
   parent: KubeObject,
   candidate: JsonObject,
   owned: ControllerRevision[],
+  guard: () => void,
 ): Promise<Exclude<SyncOutcome, { outcome: 'skipped' | 'cached' }>> {
   const label = policy.spec.revisionKey!.label;
   const current = await currentRevisionKey(deps.kube, policy, parent);
@@ -214,7 +253,7 @@ async function syncRevisionKey(
   const ofKey = (k: string) => sorted.filter((r) => r.metadata.labels?.[label] === k).at(-1);
   const done = (r: ControllerRevision) => ({ outcome: 'unchanged' as const, revision: r.metadata.name!, number: r.revision });
   const create = async (key: string) => {
-    const r = await createRevision(deps.kube, target, parent, candidate, next, { [label]: key });
+    const r = await createRevision(deps.kube, target, parent, candidate, next, { [label]: key }, guard);
     return { outcome: 'created' as const, revision: r.metadata.name!, number: r.revision, truncate: true as const };
   };
   if (current) {
@@ -246,7 +285,7 @@ export async function currentRevisionKey(kube: KubeClient, policy: RevisionPolic
 export async function revisionForKey(kube: KubeClient, policy: RevisionPolicy, parent: KubeObject, key: string): Promise<ControllerRevision | undefined> {
   const label = policy.spec.revisionKey?.label;
   if (!label) throw new Error(`RevisionPolicy ${policy.name} is not in revisionKey mode`);
-  const listed = await kube.list<ControllerRevision>(Resources.controllerRevisions, { namespace: parent.metadata.namespace, labelSelector: `${PARENT_LABEL}=${parentLabelValue(parent.metadata.name ?? '')},${label}=${key}` });
+  const listed = await kube.list<ControllerRevision>(Resources.controllerRevisions, { namespace: parent.metadata.namespace, labelSelector: `${labelSelectorString(parentLabels(parent))},${label}=${key}` });
   return listed.items.filter((r) => isControlledBy(r, parent)).sort((a, b) => a.revision - b.revision).at(-1);
 }
 

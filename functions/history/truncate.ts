@@ -5,9 +5,9 @@
 // own. Deletes carry the revision's uid and resourceVersion as preconditions, so a revision that changed
 // meanwhile (renumbered by a rollback, say) is left for the next run to decide on.
 import { Resources, isKubeError, resolveKind, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
-import { parentLabelValue } from '../../shared/history/data.ts';
+import { labelSelectorString, parentLabels } from '../../shared/history/data.ts';
 import { historyLimit, type RevisionPolicy } from '../../shared/history/policy.ts';
-import { PARENT_LABEL, truncationPlan, type ControllerRevision } from '../../shared/history/revisions.ts';
+import { HASH_LABEL, truncationPlan, type ControllerRevision } from '../../shared/history/revisions.ts';
 import { compileSelector, isControlledBy, selectorString, type LabelSelector, type SyncKey } from '../../shared/ownership/index.ts';
 import type { State } from '../../shared/state/index.ts';
 import { currentRevisionKey, fieldAt, resolveTarget } from './sync.ts';
@@ -21,8 +21,12 @@ export interface TruncateResult {
 }
 
 
-/** Names (or hashes) of the revisions in use: by generated objects' labels and by the parent's status. */
-export async function liveRevisions(kube: KubeClient, policy: RevisionPolicy, parent: KubeObject): Promise<Set<string>> {
+/**
+ * Names, hashes and revision keys of the revisions in use: by generated objects' labels (the revision label,
+ * and in revisionKey mode the key label) and by the parent's status. Undefined when the generated objects
+ * cannot be found (no readable selector): then nothing can be known to be dead, and nothing is deleted.
+ */
+export async function liveRevisions(kube: KubeClient, policy: RevisionPolicy, parent: KubeObject): Promise<Set<string> | undefined> {
   const live = new Set<string>();
   for (const path of policy.spec.statusRevisionPaths) {
     const v = fieldAt(parent, path);
@@ -30,13 +34,14 @@ export async function liveRevisions(kube: KubeClient, policy: RevisionPolicy, pa
   }
   const generated = policy.spec.generated;
   if (generated) {
-    const selector = compileSelector(fieldAt(parent, generated.selectorPath) as LabelSelector | undefined);
-    const labelSelector = selectorString(selector);
-    if (labelSelector !== undefined) {
-      const resource = await resolveKind(kube, generated.apiVersion, generated.kind);
-      const objects = await kube.listAll(resource, { namespace: parent.metadata.namespace, labelSelector });
-      for (const o of objects) {
-        const v = o.metadata.labels?.[generated.revisionLabel];
+    const labelSelector = selectorString(compileSelector(fieldAt(parent, generated.selectorPath) as LabelSelector | undefined));
+    if (labelSelector === undefined) return undefined;
+    const resource = await resolveKind(kube, generated.apiVersion, generated.kind);
+    const objects = await kube.listAll(resource, { namespace: parent.metadata.namespace, labelSelector });
+    const labels = [generated.revisionLabel, ...(policy.spec.revisionKey ? [policy.spec.revisionKey.label] : [])];
+    for (const o of objects) {
+      for (const l of labels) {
+        const v = o.metadata.labels?.[l];
         if (v) live.add(v);
       }
     }
@@ -67,11 +72,12 @@ export async function truncateHistory(deps: { kube: KubeClient; state: State; ho
   try {
     const listed = await deps.kube.list<ControllerRevision>(Resources.controllerRevisions, {
       namespace: parent.metadata.namespace,
-      labelSelector: `${PARENT_LABEL}=${parentLabelValue(parent.metadata.name ?? '')}`,
+      labelSelector: labelSelectorString(parentLabels(parent)),
     });
     const owned = listed.items.filter((r) => isControlledBy(r, parent));
     const live = await liveRevisions(deps.kube, policy, parent);
-    const doomed = policy.spec.mode === 'revisionKey' ? await revisionKeyPlan(deps.kube, policy, parent, owned) : truncationPlan(owned, live, historyLimit(policy, parent));
+    if (!live) return { deleted: [], kept: owned.length, live: [], skipped: `the parent has no readable selector at ${policy.spec.generated?.selectorPath}, so live revisions cannot be known` };
+    const doomed = policy.spec.mode === 'revisionKey' ? await revisionKeyPlan(deps.kube, policy, parent, owned, live) : truncationPlan(owned, live, historyLimit(policy, parent));
     const deleted: string[] = [];
     for (const r of doomed) {
       try {
@@ -93,12 +99,13 @@ export async function truncateHistory(deps: { kube: KubeClient; state: State; ho
  * Seed 001: once the rollout is done (the policy's condition is True on the parent), every revision but the
  * current key's is deleted; the latest revision (the parent's target state) is kept whatever its key.
  */
-async function revisionKeyPlan(kube: KubeClient, policy: RevisionPolicy, parent: KubeObject, owned: ControllerRevision[]): Promise<ControllerRevision[]> {
+async function revisionKeyPlan(kube: KubeClient, policy: RevisionPolicy, parent: KubeObject, owned: ControllerRevision[], live: ReadonlySet<string>): Promise<ControllerRevision[]> {
   const { label, rolloutCompleteCondition } = policy.spec.revisionKey!;
   const conditions = (fieldAt(parent, 'status.conditions') as Array<{ type?: string; status?: string }> | undefined) ?? [];
   if (!conditions.some((c) => c.type === rolloutCompleteCondition && c.status === 'True')) return [];
   const current = await currentRevisionKey(kube, policy, parent);
   if (!current) return [];
   const latest = [...owned].sort((a, b) => a.revision - b.revision).at(-1);
-  return owned.filter((r) => r !== latest && r.metadata.labels?.[label] !== current);
+  const isLive = (r: ControllerRevision) => [r.metadata.name, r.metadata.labels?.[HASH_LABEL], r.metadata.labels?.[label]].some((v) => v !== undefined && live.has(v));
+  return owned.filter((r) => r !== latest && r.metadata.labels?.[label] !== current && !isLive(r));
 }

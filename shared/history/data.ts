@@ -122,3 +122,16 @@ export function parentLabelValue(parentName: string): string {
   if (parentName.length <= 63) return parentName;
   return `${parentName.slice(0, 52).replace(/[-.]+$/, '')}-${revisionHash(parentName, 0)}`.slice(0, 63);
 }
+
+/** The labels that select one parent's revisions: its name and its kind (with group). */
+export function parentLabels(parent: { kind?: string | undefined; apiVersion?: string | undefined; metadata: { name?: string | undefined } }): Record<string, string> {
+  const group = (parent.apiVersion ?? '').includes('/') ? (parent.apiVersion ?? '').split('/')[0]! : 'core';
+  return {
+    'outrigger.dev/parent': parentLabelValue(parent.metadata.name ?? ''),
+    'outrigger.dev/parent-kind': parentLabelValue(`${(parent.kind ?? '').toLowerCase()}.${group}`),
+  };
+}
+
+export function labelSelectorString(labels: Record<string, string>): string {
+  return Object.entries(labels).map(([k, v]) => `${k}=${v}`).join(',');
+}

@@ -59,3 +59,5 @@ export function truncationPlan<T extends ControllerRevision>(owned: readonly T[]
 export const HASH_LABEL = 'controller.kubernetes.io/hash';
 /** On each revision: the parent's name, to select a parent's history. */
 export const PARENT_LABEL = 'outrigger.dev/parent';
+/** On each revision: the parent's kind and group, so that a DaemonSet never adopts a StatefulSet's history. */
+export const PARENT_KIND_LABEL = 'outrigger.dev/parent-kind';

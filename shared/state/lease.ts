@@ -10,6 +10,7 @@ import {
   GetItemCommand,
   TransactWriteItemsCommand,
   TransactionCanceledException,
+  TransactionConflictException,
   UpdateItemCommand,
   type AttributeValue,
   type DynamoDBClient,
@@ -71,6 +72,8 @@ export class LeaseStore {
       );
       return toLease(cluster, name, out.Attributes);
     } catch (err) {
+      // Another writer's transaction on the item (a release, say) is in flight: the lease is busy.
+      if (err instanceof TransactionConflictException) return undefined;
       if (!(err instanceof ConditionalCheckFailedException)) throw err;
       const current = toLease(cluster, name, err.Item);
       if (current.holder !== holder) return undefined;
@@ -112,15 +115,26 @@ export class LeaseStore {
       ConditionExpression: 'holder = :h AND term = :t',
       ExpressionAttributeValues: { ':h': s(lease.holder), ':t': n(lease.term), ':zero': n(0) },
     };
-    try {
-      if (alsoWrite.length === 0) await this.client.send(new UpdateItemCommand(update));
-      else await this.client.send(new TransactWriteItemsCommand({ TransactItems: [{ Update: update }, ...alsoWrite] }));
-      return true;
-    } catch (err) {
-      if (err instanceof ConditionalCheckFailedException) return false;
-      if (err instanceof TransactionCanceledException && err.CancellationReasons?.[0]?.Code === 'ConditionalCheckFailed') return false;
-      throw err;
+    // A concurrent acquirer's conditional update can conflict with the transaction; retry a few times.
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        if (alsoWrite.length === 0) await this.client.send(new UpdateItemCommand(update));
+        else await this.client.send(new TransactWriteItemsCommand({ TransactItems: [{ Update: update }, ...alsoWrite] }));
+        return true;
+      } catch (err) {
+        if (err instanceof ConditionalCheckFailedException) return false;
+        const reasons = err instanceof TransactionCanceledException ? (err.CancellationReasons ?? []) : [];
+        if (reasons[0]?.Code === 'ConditionalCheckFailed') return false;
+        const conflict = err instanceof TransactionConflictException || reasons.some((r) => r.Code === 'TransactionConflict');
+        if (!conflict || attempt >= 5) throw err;
+        await new Promise((r) => setTimeout(r, 5 * attempt));
+      }
     }
+  }
+
+  /** True while `lease` has at least `marginMs` left by this process's clock: check before acting as holder. */
+  stillHeld(lease: Lease, marginMs: number): boolean {
+    return lease.expiresAt - marginMs > this.now();
   }
 
   async get(cluster: string, name: string): Promise<Lease | undefined> {

@@ -3,13 +3,13 @@ import { forgetPolicies, listPolicies, policyFor, revisionPolicies } from '../..
 import { reportPolicy } from '../../functions/history/report.ts';
 import { syncHistory, type SyncOutcome } from '../../functions/history/sync.ts';
 import { truncateHistory } from '../../functions/history/truncate.ts';
-import { revisionHash, revisionName, semanticallyEqual, type JsonObject } from '../../shared/history/data.ts';
+import { parentLabels, revisionHash, revisionName, semanticallyEqual, type JsonObject } from '../../shared/history/data.ts';
 import type { RevisionPolicy } from '../../shared/history/policy.ts';
 import { HASH_LABEL, PARENT_LABEL, sortRevisions, type ControllerRevision } from '../../shared/history/revisions.ts';
 import { Resources, applyManifests, connect, gvr, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
 import { controllerOf, newControllerRef, type SyncKey } from '../../shared/ownership/index.ts';
 import { startFaultProxy } from '../testbed/fault-proxy.ts';
-import { STATEFULSET_POLICY } from '../testbed/policies.ts';
+import { DAEMONSET_POLICY, STATEFULSET_POLICY } from '../testbed/policies.ts';
 import { adminClient, createNamespace, outriggerClient, testState, testbed, uniqueName } from '../testbed/index.ts';
 
 const statefulSets = gvr('apps', 'v1', 'statefulsets');
@@ -124,7 +124,7 @@ describe('revision creation', () => {
     await kube.create<ControllerRevision>(Resources.controllerRevisions, {
       apiVersion: 'apps/v1',
       kind: 'ControllerRevision',
-      metadata: { name: 'web-oldctrl', namespace: ns, labels: { [PARENT_LABEL]: 'web' }, ownerReferences: [newControllerRef(sts)] },
+      metadata: { name: 'web-oldctrl', namespace: ns, labels: parentLabels(sts), ownerReferences: [newControllerRef(sts)] },
       data: old,
       revision: 1,
     });
@@ -154,6 +154,54 @@ describe('revision creation', () => {
     expect(out).toMatchObject({ outcome: 'created', revision: revisionName('web', revisionHash(data, 1)) });
     const [mine] = (await history(ns)).filter((r) => controllerOf(r)?.uid === sts.metadata.uid);
     expect(mine!.metadata.name!.endsWith(`-${mine!.metadata.labels![HASH_LABEL]}`)).toBe(true);
+  });
+});
+
+describe('review findings', () => {
+  test('a revision of this data that the list did not select is reused with its labels and the next number', async () => {
+    const ns = await createNamespace('hist');
+    let sts = await createSts(ns);
+    await sync(sts);
+    sts = await setImage(ns, 'web', 'registry.example/app:2');
+    const data = { spec: { template: { ...((sts.spec as { template: JsonObject }).template), $patch: 'replace' } } };
+    // Ours and with this data, but without the parent labels (so no list selects it) and an old number.
+    await kube.create<ControllerRevision>(Resources.controllerRevisions, {
+      apiVersion: 'apps/v1',
+      kind: 'ControllerRevision',
+      metadata: { name: revisionName('web', revisionHash(data, 0)), namespace: ns, ownerReferences: [newControllerRef(sts)] },
+      data,
+      revision: 0,
+    });
+    expect(await sync(sts)).toMatchObject({ outcome: 'created', number: 2 });
+    expect(summary(await history(ns))).toEqual(['1:registry.example/app:1', '2:registry.example/app:2']);
+  });
+
+  test("a DaemonSet never adopts the orphaned history of a StatefulSet of the same name", async () => {
+    const ns = await createNamespace('hist');
+    const sts = await createSts(ns);
+    await sync(sts);
+    const [rev] = await history(ns);
+    await kube.patch(Resources.controllerRevisions, rev!.metadata.name!, ns, { metadata: { ownerReferences: null } }, 'merge');
+    await adminClient().create(gvr('apps', 'v1', 'daemonsets'), { apiVersion: 'apps/v1', kind: 'DaemonSet', metadata: { name: 'web', namespace: ns }, spec: { selector: { matchLabels: { app: 'web' } }, template: template('registry.example/ds:1') } });
+    await applyManifests(adminClient(), DAEMONSET_POLICY);
+    forgetPolicies();
+    const dsPolicy = policyFor(await listPolicies(kube, 'it'), 'apps', 'DaemonSet')!;
+    const ds = await kube.get(gvr('apps', 'v1', 'daemonsets'), 'web', ns);
+    await syncHistory({ kube, state, holder: 'ds' }, dsPolicy, { ...keyOf(ds), kind: 'DaemonSet' }, childCause);
+    expect(controllerOf(await kube.get(Resources.controllerRevisions, rev!.metadata.name!, ns))).toBeUndefined();
+  });
+
+  test('truncation deletes nothing when the generated objects cannot be found (no readable selector)', async () => {
+    const ns = await createNamespace('hist');
+    let sts = await createSts(ns);
+    for (const image of ['s:2', 's:3', 's:4']) {
+      sts = await setImage(ns, 'web', `registry.example/${image}`);
+      await sync(sts);
+    }
+    const blind: RevisionPolicy = { ...policy, spec: { ...policy.spec, revisionHistoryLimit: 0, generated: { ...policy.spec.generated!, selectorPath: 'spec.noSuchSelector' } } };
+    const result = await truncateHistory({ kube, state, holder: 'test' }, blind, keyOf(sts));
+    expect(result.deleted).toEqual([]);
+    expect(result.skipped).toMatch(/no readable selector/);
   });
 });
 
@@ -254,7 +302,7 @@ describe('truncation', () => {
     const foreign = await kube.create<ControllerRevision>(Resources.controllerRevisions, {
       apiVersion: 'apps/v1',
       kind: 'ControllerRevision',
-      metadata: { name: 'foreign', namespace: ns, labels: { [PARENT_LABEL]: 'web' }, ownerReferences: [newControllerRef(other)] },
+      metadata: { name: 'foreign', namespace: ns, labels: parentLabels(sts), ownerReferences: [newControllerRef(other)] },
       data: {},
       revision: 0,
     });
