@@ -61,25 +61,44 @@ export async function truncateHistory(deps: { kube: KubeClient; state: State; ho
   if (parent.metadata.uid !== key.uid) return { deleted: [], kept: 0, live: [], skipped: 'the parent was replaced' };
   if (parent.metadata.deletionTimestamp) return { deleted: [], kept: 0, live: [], skipped: 'the parent is being deleted' };
 
-  // The same lease as the history sync: a rollback must not reuse a revision this run is deleting.
-  const deadline = Date.now() + 20_000;
-  let lease = await deps.state.leases.acquire(key.cluster, `history/${key.uid}`, deps.holder, 30_000);
-  while (!lease) {
-    if (Date.now() > deadline) throw new Error(`the history lease of ${key.namespace}/${key.name} stayed taken; retrying later`);
-    await sleep(5 + Math.random() * 20);
-    lease = await deps.state.leases.acquire(key.cluster, `history/${key.uid}`, deps.holder, 30_000);
-  }
-  try {
+  const plan = async () => {
     const listed = await deps.kube.list<ControllerRevision>(Resources.controllerRevisions, {
       namespace: parent.metadata.namespace,
       labelSelector: labelSelectorString(parentLabels(parent)),
     });
     const owned = listed.items.filter((r) => isControlledBy(r, parent));
     const live = await liveRevisions(deps.kube, policy, parent);
-    if (!live) return { deleted: [], kept: owned.length, live: [], skipped: `the parent has no readable selector at ${policy.spec.generated?.selectorPath}, so live revisions cannot be known` };
+    if (!live) return { owned, live, doomed: [] as ControllerRevision[] };
     const doomed = policy.spec.mode === 'revisionKey' ? await revisionKeyPlan(deps.kube, policy, parent, owned, live) : truncationPlan(owned, live, historyLimit(policy, parent));
+    return { owned, live, doomed };
+  };
+  const skippedNoSelector = (owned: number): TruncateResult => ({
+    deleted: [],
+    kept: owned,
+    live: [],
+    skipped: `the parent has no readable selector at ${policy.spec.generated?.selectorPath}, so live revisions cannot be known`,
+  });
+
+  // Reads need no lease: most runs find nothing to delete and never hold up a history sync.
+  const first = await plan();
+  if (!first.live) return skippedNoSelector(first.owned.length);
+  if (first.doomed.length === 0) return { deleted: [], kept: first.owned.length, live: [...first.live] };
+
+  // Deleting: under the same lease as the history sync (a rollback must not reuse a revision being deleted),
+  // deciding again on what is there now.
+  const deadline = Date.now() + 20_000;
+  let lease = await deps.state.leases.acquire(key.cluster, `history/${key.uid}`, deps.holder, 90_000);
+  while (!lease) {
+    if (Date.now() > deadline) throw new Error(`the history lease of ${key.namespace}/${key.name} stayed taken; retrying later`);
+    await sleep(5 + Math.random() * 20);
+    lease = await deps.state.leases.acquire(key.cluster, `history/${key.uid}`, deps.holder, 90_000);
+  }
+  try {
+    const { owned, live, doomed } = await plan();
+    if (!live) return skippedNoSelector(owned.length);
     const deleted: string[] = [];
     for (const r of doomed) {
+      if (!deps.state.leases.stillHeld(lease, 15_000)) throw new Error(`the history lease of ${key.namespace}/${key.name} is about to expire; stopping truncation`);
       try {
         await deps.kube.delete(Resources.controllerRevisions, r.metadata.name!, r.metadata.namespace, {
           preconditions: { uid: r.metadata.uid!, resourceVersion: r.metadata.resourceVersion! },
