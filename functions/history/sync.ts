@@ -22,7 +22,7 @@ export const MAX_COLLISIONS = 10;
 // Longer than the function timeout (60 s) with room to spare: a holder never outlives its lease unnoticed.
 const LEASE_TTL_MS = 90_000;
 /** A write is made only while the lease has at least this long left. */
-const LEASE_MARGIN_MS = 15_000;
+export const LEASE_MARGIN_MS = 15_000;
 const LEASE_WAIT_MS = 20_000;
 const CHANGE_CAUSE = 'kubernetes.io/change-cause';
 
@@ -114,7 +114,8 @@ export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key
   }
 }
 
-async function acquireParentLease(deps: HistoryDeps, key: SyncKey): Promise<Lease> {
+/** The parent's history lease, shared by the sync and truncation; waits briefly while another holds it. */
+export async function acquireParentLease(deps: HistoryDeps, key: SyncKey): Promise<Lease> {
   const deadline = Date.now() + LEASE_WAIT_MS;
   for (let attempt = 0; ; attempt += 1) {
     const lease = await deps.state.leases.acquire(key.cluster, `history/${key.uid}`, deps.holder, LEASE_TTL_MS);

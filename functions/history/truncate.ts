@@ -10,8 +10,7 @@ import { historyLimit, type RevisionPolicy } from '../../shared/history/policy.t
 import { HASH_LABEL, truncationPlan, type ControllerRevision } from '../../shared/history/revisions.ts';
 import { compileSelector, isControlledBy, selectorString, type LabelSelector, type SyncKey } from '../../shared/ownership/index.ts';
 import type { State } from '../../shared/state/index.ts';
-import { currentRevisionKey, fieldAt, resolveTarget } from './sync.ts';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { LEASE_MARGIN_MS, acquireParentLease, currentRevisionKey, fieldAt, resolveTarget } from './sync.ts';
 
 export interface TruncateResult {
   deleted: string[];
@@ -86,19 +85,13 @@ export async function truncateHistory(deps: { kube: KubeClient; state: State; ho
 
   // Deleting: under the same lease as the history sync (a rollback must not reuse a revision being deleted),
   // deciding again on what is there now.
-  const deadline = Date.now() + 20_000;
-  let lease = await deps.state.leases.acquire(key.cluster, `history/${key.uid}`, deps.holder, 90_000);
-  while (!lease) {
-    if (Date.now() > deadline) throw new Error(`the history lease of ${key.namespace}/${key.name} stayed taken; retrying later`);
-    await sleep(5 + Math.random() * 20);
-    lease = await deps.state.leases.acquire(key.cluster, `history/${key.uid}`, deps.holder, 90_000);
-  }
+  const lease = await acquireParentLease(deps, key);
   try {
     const { owned, live, doomed } = await plan();
     if (!live) return skippedNoSelector(owned.length);
     const deleted: string[] = [];
     for (const r of doomed) {
-      if (!deps.state.leases.stillHeld(lease, 15_000)) throw new Error(`the history lease of ${key.namespace}/${key.name} is about to expire; stopping truncation`);
+      if (!deps.state.leases.stillHeld(lease, LEASE_MARGIN_MS)) throw new Error(`the history lease of ${key.namespace}/${key.name} is about to expire; stopping truncation`);
       try {
         await deps.kube.delete(Resources.controllerRevisions, r.metadata.name!, r.metadata.namespace, {
           preconditions: { uid: r.metadata.uid!, resourceVersion: r.metadata.resourceVersion! },
