@@ -85,10 +85,6 @@ export function gvrString(r: GVR): string {
   return r.group === '' ? `${r.resource}.${r.version}` : `${r.resource}.${r.version}.${r.group}`;
 }
 
-export function objectKey(obj: { metadata: Pick<ObjectMeta, 'namespace' | 'name'> }): string {
-  return obj.metadata.namespace ? `${obj.metadata.namespace}/${obj.metadata.name ?? ''}` : (obj.metadata.name ?? '');
-}
-
 // Well-known resources used across Outrigger.
 export const Resources = {
   namespaces: gvr('', 'v1', 'namespaces'),
@@ -96,6 +92,4 @@ export const Resources = {
   serviceAccounts: gvr('', 'v1', 'serviceaccounts'),
   controllerRevisions: gvr('apps', 'v1', 'controllerrevisions'),
   customResourceDefinitions: gvr('apiextensions.k8s.io', 'v1', 'customresourcedefinitions'),
-  clusterRoles: gvr('rbac.authorization.k8s.io', 'v1', 'clusterroles'),
-  clusterRoleBindings: gvr('rbac.authorization.k8s.io', 'v1', 'clusterrolebindings'),
 } as const;

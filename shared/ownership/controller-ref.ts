@@ -17,10 +17,6 @@ export function isControlledBy(obj: Pick<KubeObject, 'metadata'>, owner: Pick<Pa
   return ref !== undefined && owner.metadata.uid !== undefined && ref.uid === owner.metadata.uid;
 }
 
-export function isOrphan(obj: Pick<KubeObject, 'metadata'>): boolean {
-  return controllerOf(obj) === undefined;
-}
-
 /** The ControllerRef a parent puts on what it creates or adopts. */
 export function newControllerRef(parent: ParentIdentity): OwnerReference {
   const { name, uid } = parent.metadata;

@@ -4,15 +4,13 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { connect, Resources, type KubeClient } from '../../shared/kube/index.ts';
 import { openState, type State } from '../../shared/state/index.ts';
+import type { TestCluster } from '../../local/apiserver.ts';
 
-export interface TestbedInfo {
-  server: string;
-  kubeconfigs: { admin: string; outrigger: string };
-  tokens: { admin: string; outrigger: string };
-  caFile: string;
+/** What the global setup hands to the test workers: the cluster's addresses and credentials, and DynamoDB Local's. */
+export type TestbedInfo = Pick<TestCluster, 'server' | 'kubeconfigs' | 'tokens' | 'caFile'> & {
   dynamodbEndpoint: string;
   tableName: string;
-}
+};
 
 export function testbed(): TestbedInfo {
   const file = process.env.OUTRIGGER_TESTBED;
