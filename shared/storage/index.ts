@@ -1,0 +1,4 @@
+// Automated storage version migration (seed 004): the API shapes and the trigger's pure decisions.
+export * from './api.ts';
+export * from './trigger.ts';
+export { storageVersionHash } from './hash.ts';

@@ -1,0 +1,267 @@
+import fc from 'fast-check';
+import { conditionsFor, decide, isStale, migrationName, phaseOf, report, storageStateName, storageVersionHash, UNKNOWN, type StorageState } from '../../shared/storage/index.ts';
+import { minute, PERIOD, Sim } from './storage-sim.ts';
+
+describe('storage version hash and names', () => {
+  test('matches the apiserver for built-ins and CRDs', () => {
+    expect(storageVersionHash('apps', 'v1', 'Deployment')).toBe('8aSe+NMegvE=');
+    expect(storageVersionHash('', 'v1', 'Pod')).toBe('xPOwRZ+Yhw8=');
+    expect(storageVersionHash('example.com', 'v2', 'Widget')).toBe('zRcoV5EeA3s=');
+  });
+
+  test('StorageState names are <resource>.<group>, just <resource> for core', () => {
+    expect(storageStateName({ group: 'apps', resource: 'deployments' })).toBe('deployments.apps');
+    expect(storageStateName({ group: '', resource: 'pods' })).toBe('pods');
+  });
+
+  test('migration names are fixed by state, hash and persisted list, and stay valid names', () => {
+    const state = { metadata: { name: 'x', uid: 'u' }, spec: { resource: { group: 'g'.repeat(250), resource: 'widgets' } } };
+    const a = migrationName(state, 'h1', 1);
+    expect(a).toBe(migrationName(state, 'h1', 1));
+    expect(a).not.toBe(migrationName(state, 'h1', 2));
+    expect(a.length).toBeLessThanOrEqual(253);
+  });
+});
+
+describe('reporter step', () => {
+  const now = minute(10);
+  test('a new state persists Unknown and the reporter entry', () => {
+    expect(report(undefined, { reporter: 'a', hash: 'h1', now })).toEqual({
+      status: { currentStorageVersionHashes: [{ reporterID: 'a', currentStorageVersionHash: 'h1', lastHeartbeatTime: '2026-01-01T00:10:00Z' }], persistedStorageVersionHashes: [UNKNOWN] },
+      change: 'created',
+    });
+  });
+
+  test('the same hash is a heartbeat; a new one is appended; Unknown absorbs it', () => {
+    const s1 = { currentStorageVersionHashes: [{ reporterID: 'a', currentStorageVersionHash: 'h1', lastHeartbeatTime: '2026-01-01T00:00:00Z' }], persistedStorageVersionHashes: ['h1'] };
+    expect(report(s1, { reporter: 'a', hash: 'h1', now }).change).toBe('heartbeat');
+    const changed = report(s1, { reporter: 'a', hash: 'h2', now });
+    expect(changed.change).toBe('hash');
+    expect(changed.status.persistedStorageVersionHashes).toEqual(['h1', 'h2']);
+    expect(report({ ...s1, persistedStorageVersionHashes: [UNKNOWN] }, { reporter: 'a', hash: 'h2', now }).status.persistedStorageVersionHashes).toEqual([UNKNOWN]);
+  });
+
+  test('entries silent for three periods are removed, younger ones kept', () => {
+    const entry = (id: string, at: Date) => ({ reporterID: id, currentStorageVersionHash: 'h1', lastHeartbeatTime: at.toISOString() });
+    const s = { currentStorageVersionHashes: [entry('old', minute(0)), entry('b', minute(15))], persistedStorageVersionHashes: ['h1'] };
+    const out = report(s, { reporter: 'a', hash: 'h1', now: minute(31) });
+    expect(out.status.currentStorageVersionHashes?.map((e) => e.reporterID)).toEqual(['a', 'b']);
+    expect(out.change).toBe('hash');
+  });
+
+  test('a state is stale when no reporter heartbeated within one period', () => {
+    const s = { currentStorageVersionHashes: [{ reporterID: 'a', currentStorageVersionHash: 'h', lastHeartbeatTime: minute(0).toISOString() }] };
+    expect(isStale(s, minute(10))).toBe(false);
+    expect(isStale(s, minute(11))).toBe(true);
+    expect(isStale(undefined, minute(0))).toBe(true);
+  });
+});
+
+describe('migration conditions', () => {
+  test('Running, Succeeded and Failed are exclusive; other types are kept', () => {
+    const c = conditionsFor([{ type: 'Custom', status: 'True' }, { type: 'Running', status: 'True' }], 'Succeeded', minute(1), 'Done');
+    expect(c.map((x) => x.type)).toEqual(['Custom', 'Succeeded']);
+    expect(phaseOf({ status: { conditions: c } })).toBe('Succeeded');
+    expect(phaseOf({})).toBe('Pending');
+  });
+});
+
+describe("seed 004's case walkthrough, minute by minute, three reporters", () => {
+  test('every row matches: CurrentSV, PersistedSV and the leader action', () => {
+    const reporters = ['apiserver-1', 'apiserver-2', 'apiserver-3'];
+    const sim = new Sim(reporters, { hash: 'v1', at: minute(0) });
+    const sv: Record<string, string> = { 'apiserver-1': 'v1', 'apiserver-2': 'v1', 'apiserver-3': 'v1' };
+    const admin: Record<number, [string, string]> = { 3: ['apiserver-1', 'v2'], 12: ['apiserver-2', 'v2'], 18: ['apiserver-3', 'v2'], 22: ['apiserver-3', 'v1'], 34: ['apiserver-3', 'v2'] };
+    // The seed's table: minute → apiserver storage versions, CurrentSV, PersistedSV, what the leader did.
+    const rows: Record<number, { sv: string[]; current: string[]; persisted: string[]; leader: string[] }> = {
+      0: { sv: ['v1', 'v1', 'v1'], current: ['v1', 'v1', 'v1'], persisted: ['v1'], leader: [] },
+      3: { sv: ['v2', 'v1', 'v1'], current: ['v1', 'v1', 'v1'], persisted: ['v1'], leader: [] },
+      10: { sv: ['v2', 'v1', 'v1'], current: ['v2', 'v1', 'v1'], persisted: ['v1', 'v2'], leader: [] },
+      12: { sv: ['v2', 'v2', 'v1'], current: ['v2', 'v1', 'v1'], persisted: ['v1', 'v2'], leader: [] },
+      18: { sv: ['v2', 'v2', 'v2'], current: ['v2', 'v1', 'v1'], persisted: ['v1', 'v2'], leader: [] },
+      20: { sv: ['v2', 'v2', 'v2'], current: ['v2', 'v2', 'v2'], persisted: ['v1', 'v2'], leader: ['create'] },
+      22: { sv: ['v2', 'v2', 'v1'], current: ['v2', 'v2', 'v2'], persisted: ['v1', 'v2'], leader: [] },
+      30: { sv: ['v2', 'v2', 'v1'], current: ['v2', 'v2', 'v1'], persisted: ['v1', 'v2'], leader: ['cancel'] },
+      34: { sv: ['v2', 'v2', 'v2'], current: ['v2', 'v2', 'v1'], persisted: ['v1', 'v2'], leader: [] },
+      40: { sv: ['v2', 'v2', 'v2'], current: ['v2', 'v2', 'v2'], persisted: ['v1', 'v2'], leader: ['create'] },
+      45: { sv: ['v2', 'v2', 'v2'], current: ['v2', 'v2', 'v2'], persisted: ['v2'], leader: ['narrow'] },
+    };
+    for (let m = 1; m <= 45; m += 1) {
+      const now = minute(m);
+      const done = sim.actions.length;
+      const change = admin[m];
+      if (change) sv[change[0]] = change[1];
+      // Each reporter's invocation polls its own apiserver, then leads if it gets the lease.
+      if (m % 10 === 0) {
+        for (const r of reporters) {
+          sim.poll(r, sv[r]!, now);
+          sim.lead(now);
+        }
+      }
+      // The migrator finishes the migration started at minute 40; its event reaches the leader.
+      if (m === 45) {
+        sim.complete(now);
+        sim.lead(now);
+      }
+      const row = rows[m];
+      if (!row) {
+        expect(sim.actions.slice(done).filter((a) => a.action !== 'none')).toEqual([]);
+        continue;
+      }
+      expect({ m, sv: reporters.map((r) => sv[r]), current: sim.current(), persisted: sim.persisted(), leader: sim.actions.slice(done).map((a) => a.action).filter((a) => a !== 'none') }).toEqual({ m, ...row });
+    }
+    // The migration created at 20 was cancelled at 30; the one at 40 is the one that completed.
+    expect(sim.migrations).toHaveLength(1);
+    expect(sim.migrations[0]).toMatchObject({ hash: 'v2', phase: 'Succeeded' });
+  });
+
+  test('one reporter (the non-HA seed): create on first sight, heartbeat on the same hash, relaunch on a change', () => {
+    const sim = new Sim(['only']);
+    sim.poll('only', 'v1', minute(0));
+    expect(sim.persisted()).toEqual([UNKNOWN]);
+    expect(sim.lead(minute(0))).toMatchObject({ action: 'create', hash: 'v1', persisted: [UNKNOWN] });
+    sim.poll('only', 'v2', minute(10));
+    expect(sim.persisted()).toEqual([UNKNOWN]);
+    const d = sim.lead(minute(10));
+    expect(d).toMatchObject({ action: 'create', hash: 'v2' });
+    expect(d.action === 'create' && d.cancel.map((m) => m.name)).toEqual(['m1']);
+    sim.complete(minute(12));
+    expect(sim.lead(minute(12))).toMatchObject({ action: 'narrow', hash: 'v2' });
+    sim.poll('only', 'v2', minute(20));
+    expect(sim.lead(minute(20))).toMatchObject({ action: 'none', reason: 'migrated' });
+    sim.poll('only', 'v3', minute(30));
+    expect(sim.persisted()).toEqual(['v2', 'v3']);
+    expect(sim.lead(minute(30))).toMatchObject({ action: 'create', hash: 'v3', persisted: ['v2', 'v3'] });
+  });
+
+  test('a failed migration is retried one period later, not before', () => {
+    const sim = new Sim(['only']);
+    sim.poll('only', 'v1', minute(0));
+    sim.lead(minute(0));
+    sim.complete(minute(1), 'Failed');
+    expect(sim.lead(minute(5))).toMatchObject({ action: 'none' });
+    sim.poll('only', 'v1', minute(11));
+    expect(sim.lead(minute(12))).toMatchObject({ action: 'create' });
+  });
+
+  test('a success is not used after a version came and went: the epoch moved (a timeline the property test found)', () => {
+    const sim = new Sim(['a', 'b', 'c'], { hash: 'v1', at: minute(0) });
+    for (const r of ['a', 'b', 'c']) {
+      sim.poll(r, 'v2', minute(1));
+      sim.lead(minute(1));
+    }
+    sim.complete(minute(2));
+    // apiserver a goes back to v1 (persisted already lists it: nothing appended), writes, and comes back.
+    sim.poll('a', 'v1', minute(3));
+    expect(sim.lead(minute(3))).toMatchObject({ action: 'none' });
+    sim.poll('a', 'v2', minute(4));
+    expect(sim.lead(minute(4))).toMatchObject({ action: 'create', hash: 'v2' });
+    expect(sim.persisted()).toEqual(['v1', 'v2']);
+  });
+
+  test('a configured reporter that never reported blocks migrations; migrations made by others are never cancelled', () => {
+    const sim = new Sim(['a', 'b']);
+    sim.poll('a', 'v1', minute(0));
+    sim.migrations.push({ name: 'users', uid: 'u', owned: false, phase: 'Running' });
+    expect(sim.lead(minute(0))).toMatchObject({ action: 'none', reason: 'waiting for reporters b' });
+    sim.poll('b', 'v2', minute(1));
+    expect(sim.lead(minute(1))).toMatchObject({ action: 'none' });
+    expect(sim.migrations.map((m) => m.name)).toEqual(['users']);
+  });
+});
+
+describe('property: persisted hashes cover every encoding in storage', () => {
+  // Random HA timelines in rounds: apiserver upgrades and rollbacks, writes through any apiserver, polls with
+  // partial discovery, duplicated polls, leader passes skipped (a crashed leader) or repeated, reporters that
+  // stop polling and restart, and a migrator that rewrites objects one by one through any apiserver. An
+  // apiserver changes version only after its reporter reported the previous one (the seed's assumption).
+  const R = ['a', 'b', 'c'];
+  const reporterStep = fc.record({
+    change: fc.oneof({ arbitrary: fc.constant(null), weight: 3 }, { arbitrary: fc.constantFrom('v1', 'v2', 'v2', 'v3'), weight: 1 }),
+    poll: fc.constantFrom('yes', 'yes', 'yes', 'no', 'partial', 'twice'),
+    lead: fc.boolean(),
+    write: fc.option(fc.nat(2), { freq: 2 }),
+  });
+  const round = fc.record({
+    reporters: fc.tuple(reporterStep, reporterStep, reporterStep),
+    order: fc.shuffledSubarray(R, { minLength: 3, maxLength: 3 }),
+    migrate: fc.array(fc.constantFrom(...R), { maxLength: 5 }),
+    lead: fc.boolean(),
+    restart: fc.boolean(),
+    minutes: fc.oneof({ arbitrary: fc.integer({ min: 0, max: 9 }), weight: 4 }, { arbitrary: fc.integer({ min: 10, max: 40 }), weight: 1 }),
+  });
+
+  test('unless Unknown is persisted, every stored encoding is persisted or not yet reported', () => {
+    fc.assert(
+      fc.property(fc.array(round, { minLength: 5, maxLength: 40 }), (rounds) => {
+        let now = 0;
+        const sim = new Sim(R, { hash: 'v1', at: minute(0) });
+        const served: Record<string, string> = { a: 'v1', b: 'v1', c: 'v1' };
+        const reported: Record<string, boolean> = { a: true, b: true, c: true };
+        const objects = ['v1', 'v1', 'v1'];
+        const progress = new Map<string, number>();
+        let stateUid = 1;
+        const safe = () => {
+          const persisted = sim.persisted();
+          return persisted.includes(UNKNOWN) || objects.every((e) => persisted.includes(e) || R.some((r) => served[r] === e && !reported[r]));
+        };
+        for (const rd of rounds) {
+          const at = minute(now);
+          for (const r of rd.order) {
+            const s = rd.reporters[R.indexOf(r)]!;
+            // An apiserver changes version only after its reporter reported the previous one.
+            if (s.change && reported[r] && served[r] !== s.change) {
+              served[r] = s.change;
+              reported[r] = false;
+            }
+            if (s.write !== null) objects[s.write] = served[r]!;
+            for (let i = 0; i < (s.poll === 'twice' ? 2 : s.poll === 'no' ? 0 : 1); i += 1) {
+              if (s.poll !== 'partial') {
+                sim.poll(r, served[r]!, at);
+                reported[r] = true;
+              }
+              if (s.lead) sim.lead(at);
+            }
+            if (!safe()) return false;
+          }
+          for (const via of rd.migrate) {
+            const m = sim.migrations.find((x) => x.phase === 'Pending' || x.phase === 'Running');
+            if (!m) break;
+            m.phase = 'Running';
+            const i = progress.get(m.uid) ?? 0;
+            if (i < objects.length) {
+              objects[i] = served[via]!;
+              progress.set(m.uid, i + 1);
+            }
+            else Object.assign(m, { phase: 'Succeeded', phaseTime: at.toISOString() });
+          }
+          if (rd.lead) sim.lead(at);
+          // A reporter starting after an outage recreates a stale state (seed: "Unknown"); its migrations go with it.
+          if (rd.restart && isStale(sim.state.status, at, PERIOD)) {
+            stateUid += 1;
+            sim.state = { ...sim.state, metadata: { ...sim.state.metadata, uid: `uid-${stateUid}` }, status: {} };
+            sim.migrations = [];
+          }
+          if (!safe()) return false;
+          now += rd.minutes;
+        }
+        return true;
+      }),
+      { numRuns: 3000 },
+    );
+  });
+
+  test('a duplicated leader pass decides nothing new', () => {
+    fc.assert(
+      fc.property(fc.array(fc.tuple(fc.constantFrom('a', 'b'), fc.constantFrom('v1', 'v2'), fc.integer({ min: 0, max: 30 })), { maxLength: 20 }), (polls) => {
+        const sim = new Sim(['a', 'b']);
+        for (const [r, v, m] of polls) sim.poll(r, v, minute(m));
+        const at = minute(30);
+        sim.lead(at);
+        const state: StorageState = sim.state;
+        const again = decide({ state, reporters: ['a', 'b'], migrations: sim.migrations, epoch: sim.epoch, now: at, periodMs: PERIOD });
+        return again.action === 'none';
+      }),
+    );
+  });
+});
