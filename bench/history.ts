@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
-import { functions } from '../functions/index.ts';
+import { functions, STORAGE_FUNCTIONS } from '../functions/index.ts';
 import { forgetPolicies, listPolicies, policyFor } from '../functions/history/policies.ts';
 import { syncHistory } from '../functions/history/sync.ts';
 import { truncateHistory } from '../functions/history/truncate.ts';
@@ -80,7 +80,7 @@ try {
 
   // Update-to-revision latency through the whole local runtime.
   const latencyN = Number(values.latency);
-  const runtime = await startRuntime({ kubeconfig: bed.cluster!.kubeconfigs.outrigger, clusterId: 'bench', namespace: 'bench-latency', stateDir: await mkdtemp(join(tmpdir(), 'bench-history-')), functions: functions.filter((f) => f.name !== 'heartbeat') });
+  const runtime = await startRuntime({ kubeconfig: bed.cluster!.kubeconfigs.outrigger, clusterId: 'bench', namespace: 'bench-latency', stateDir: await mkdtemp(join(tmpdir(), 'bench-history-')), functions: functions.filter((f) => f.name !== 'heartbeat' && !STORAGE_FUNCTIONS.includes(f.name)) });
   const latencies: number[] = [];
   try {
     await makeSts('bench-latency', 'web');

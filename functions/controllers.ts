@@ -5,6 +5,7 @@
 import type { GVR, KubeClient } from '../shared/kube/index.ts';
 import type { ControllerKind } from '../shared/ownership/index.ts';
 import { historySource } from './history/policies.ts';
+import { storageSource } from './storage/source.ts';
 
 export interface ControllerSource {
   target: string;
@@ -14,4 +15,4 @@ export interface ControllerSource {
   watches: (cluster: string, kube: KubeClient) => Promise<GVR[]>;
 }
 
-export const controllerSources: ControllerSource[] = [historySource];
+export const controllerSources: ControllerSource[] = [historySource, storageSource];

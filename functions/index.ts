@@ -40,4 +40,31 @@ export const functions: FunctionSpec[] = [
     sync: { target: 'truncate' },
     timeoutSeconds: 60,
   },
+  {
+    name: 'storage-poll',
+    description: 'Storage migration: reads each reporter\'s discovery, records storage version hashes in StorageStates, leads migrations',
+    entry: 'functions/storage-poll/handler.ts',
+    load: () => import('./storage-poll/handler.ts'),
+    schedule: { everyMinutes: 10, perReporter: true },
+    timeoutSeconds: 300,
+  },
+  {
+    name: 'storage',
+    description: 'Storage migration: reacts to StorageVersionMigration changes (narrows persisted hashes, hands work to the migrator)',
+    entry: 'functions/storage/handler.ts',
+    load: () => import('./storage/handler.ts'),
+    sync: { target: 'storage' },
+    timeoutSeconds: 120,
+  },
+  {
+    name: 'migrator',
+    description: 'Storage migration: rewrites every object of a StorageVersionMigration in chunks, resuming from its continue token',
+    entry: 'functions/migrator/handler.ts',
+    load: () => import('./migrator/handler.ts'),
+    sync: { target: 'migrator' },
+    timeoutSeconds: 900,
+  },
 ];
+
+/** The functions of the storage migration feature, which act on every resource of a cluster. */
+export const STORAGE_FUNCTIONS = ['storage-poll', 'storage', 'migrator'];

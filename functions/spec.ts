@@ -18,8 +18,8 @@ export interface FunctionSpec {
   events?: { resources: (cluster: string, kube: KubeClient) => Promise<GVR[]> };
   /** The router's sync requests for this target are queued for the function (Reconcile(key)). */
   sync?: { target: string };
-  /** Runs on a schedule, once per period. */
-  schedule?: { everyMinutes: number };
+  /** Runs on a schedule, once per period (per cluster and reporter with `perReporter`, the storage poll). */
+  schedule?: { everyMinutes: number; perReporter?: boolean };
   /** Seconds; the Lambda timeout and the local runtime's limit for one invocation. */
   timeoutSeconds: number;
 }

@@ -30,6 +30,12 @@ const tableActions: Record<string, string[]> = {
   heartbeat: ['dynamodb:GetItem', 'dynamodb:PutItem'],
   history: historyActions,
   truncate: ['dynamodb:GetItem', 'dynamodb:UpdateItem'],
+  // Storage: epochs (UpdateItem ADD, GetItem), the leader lease (UpdateItem) and its fenced decision log
+  // (PutItem in a transaction with a ConditionCheckItem on the lease).
+  'storage-poll': ['dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:PutItem', 'dynamodb:ConditionCheckItem'],
+  storage: ['dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:PutItem', 'dynamodb:ConditionCheckItem'],
+  // The migrator: its per-migration lease only.
+  migrator: ['dynamodb:UpdateItem'],
 };
 
 export class OutriggerStack extends Stack {
@@ -89,7 +95,14 @@ export class OutriggerStack extends Stack {
       new events.Rule(this, `${fnId(spec.name)}Schedule`, {
         description: `Runs ${spec.name} every ${spec.schedule.everyMinutes} minute(s)`,
         schedule: events.Schedule.rate(Duration.minutes(spec.schedule.everyMinutes)),
-        targets: [new targets.LambdaFunction(fn, { retryAttempts: 0 })],
+        // A per-reporter function gets one target per (cluster, reporter): one invocation each per period.
+        targets: spec.schedule.perReporter
+          ? clusters.flatMap((c) =>
+              (c.storage?.reporters ?? [{ id: 'apiserver' }]).map(
+                (r) => new targets.LambdaFunction(fn, { retryAttempts: 0, event: events.RuleTargetInput.fromObject({ cluster: c.id, reporter: r.id }) }),
+              ),
+            )
+          : [new targets.LambdaFunction(fn, { retryAttempts: 0 })],
       });
     }
     this.functions.set(spec.name, fn);

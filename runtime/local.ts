@@ -30,6 +30,8 @@ export interface RuntimeOptions {
   namespace?: string | undefined;
   stateDir: string;
   functions?: FunctionSpec[];
+  /** Limit the storage poll to these API groups ("" is core). */
+  storageGroups?: string[] | undefined;
   log?: (message: string) => void;
 }
 
@@ -60,7 +62,12 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   // On the local apiserver the handlers act as the `outrigger` identity, held to the project's RBAC role, as
   // they are in a real deployment; on a real cluster they act as the kubeconfig's user.
   const handlerKubeconfig = opts.kubeconfig ?? bed.cluster!.kubeconfigs.outrigger;
-  const clusterConfig: ClusterConfig = { id: clusterId, access: { kind: 'kubeconfig', path: handlerKubeconfig, ...(opts.context ? { context: opts.context } : {}) } };
+  const clusterConfig: ClusterConfig = {
+    id: clusterId,
+    access: { kind: 'kubeconfig', path: handlerKubeconfig, ...(opts.context ? { context: opts.context } : {}) },
+    // Storage migration acts on every resource of the cluster: on only when its functions run here.
+    storage: { enabled: specs.some((f) => f.name === 'storage-poll'), migrations: 'outrigger', ...(opts.storageGroups ? { groups: opts.storageGroups } : {}) },
+  };
   const deadLetterFile = join(opts.stateDir, 'dead-letter.jsonl');
   const deadLetter = new FileDeadLetterSink(deadLetterFile);
   const queues = new Map<string, LocalQueue>();

@@ -17,7 +17,25 @@ const accessSchema = z.discriminatedUnion('kind', [
     .strict(),
 ]);
 
-export const clusterConfigSchema = z.object({ id: clusterIdSchema, access: accessSchema }).strict();
+// Storage version migration (seed 004). A reporter is one apiserver endpoint whose discovery the poll reads:
+// one in a plain cluster (the access's own server), one per apiserver in an HA control plane, so that a
+// rolling upgrade shows as disagreeing reporters. `groups` limits the poll to some API groups ("" is core).
+const storageSchema = z
+  .object({
+    /** Off: no StorageStates, migrations or polls for this cluster. */
+    enabled: z.boolean().default(true),
+    reporters: z
+      .array(z.object({ id: z.string().regex(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/, 'must be a lowercase DNS name').max(253), server: z.url().optional() }).strict())
+      .min(1)
+      .refine((rs) => new Set(rs.map((r) => r.id)).size === rs.length, 'reporter ids must be unique')
+      .optional(),
+    migrations: z.enum(['outrigger', 'in-tree']).default('outrigger'),
+    groups: z.array(z.string()).optional(),
+  })
+  .strict();
+export type StorageConfig = z.infer<typeof storageSchema>;
+
+export const clusterConfigSchema = z.object({ id: clusterIdSchema, access: accessSchema, storage: storageSchema.optional() }).strict();
 export type ClusterConfig = z.infer<typeof clusterConfigSchema>;
 
 /** Parses OUTRIGGER_CLUSTERS (a JSON array). Errors name the cluster entry and field. */
@@ -54,6 +72,24 @@ export class Clusters {
 
   ids(): string[] {
     return [...this.configs.keys()];
+  }
+
+  config(id: string): ClusterConfig {
+    const config = this.configs.get(id);
+    if (!config) throw new Error(`unknown cluster ${JSON.stringify(id)}: this deployment serves ${this.ids().join(', ') || 'none'}`);
+    return config;
+  }
+
+  /** The storage poll's reporters: the configured apiserver endpoints, or the cluster's own server as `apiserver`. */
+  reporters(id: string): Array<{ id: string; client: KubeClient }> {
+    const configured = this.config(id).storage?.reporters;
+    if (!configured) return [{ id: 'apiserver', client: this.client(id) }];
+    return configured.map((r) => {
+      const key = `${id}\u0000${r.id}`;
+      let client = this.clients.get(key);
+      if (!client) this.clients.set(key, (client = r.server ? connect(this.config(id).access as ClusterAccess, { ...this.options, server: r.server }) : this.client(id)));
+      return { id: r.id, client };
+    });
   }
 
   client(id: string): KubeClient {

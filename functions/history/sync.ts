@@ -9,7 +9,6 @@
 //     its data untouched); otherwise -> a new revision with the next number.
 //  4. After a new revision or a rollback, ask the truncation handler to trim the history.
 import { createHash } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { KubeClient } from '../../shared/kube/index.ts';
 import { Resources, isKubeError, resolveKind, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
 import { canonicalJson, labelSelectorString, parentLabels, revisionHash, revisionName, semanticallyEqual, targetState, type Json, type JsonObject } from '../../shared/history/data.ts';
@@ -116,14 +115,10 @@ export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key
 
 /** The parent's history lease, shared by the sync and truncation; waits briefly while another holds it. */
 export async function acquireParentLease(deps: HistoryDeps, key: SyncKey): Promise<Lease> {
-  const deadline = Date.now() + LEASE_WAIT_MS;
-  for (let attempt = 0; ; attempt += 1) {
-    const lease = await deps.state.leases.acquire(key.cluster, `history/${key.uid}`, deps.holder, LEASE_TTL_MS);
-    if (lease) return lease;
-    if (Date.now() > deadline) throw new Error(`another sync of ${key.kind} ${key.namespace}/${key.name} held its lease for over ${LEASE_WAIT_MS / 1000} s; retrying later`);
-    // Holders finish in milliseconds (a sync or a truncation), so poll briskly with a little jitter.
-    await sleep(Math.min(50, 2 * 2 ** Math.min(attempt, 5)) * (0.5 + Math.random()));
-  }
+  // Holders finish in milliseconds (a sync or a truncation), so the wait polls briskly.
+  const lease = await deps.state.leases.acquireWithin(key.cluster, `history/${key.uid}`, deps.holder, LEASE_TTL_MS, LEASE_WAIT_MS);
+  if (!lease) throw new Error(`another sync of ${key.kind} ${key.namespace}/${key.name} held its lease for over ${LEASE_WAIT_MS / 1000} s; retrying later`);
+  return lease;
 }
 
 async function syncLocked(deps: HistoryDeps, policy: RevisionPolicy, target: ResolvedResource, parent: KubeObject, candidate: JsonObject, guard: () => void): Promise<Exclude<SyncOutcome, { outcome: 'skipped' | 'cached' }>> {

@@ -24,6 +24,8 @@ export interface KubeClientOptions {
   bearerToken?: () => Promise<string>;
   /** Field manager for server-side apply and for every write's managedFields. */
   fieldManager?: string;
+  /** Another endpoint of the same cluster (one apiserver of several), with the same credentials and CA. */
+  server?: string;
 }
 
 export interface ListOptions {
@@ -91,7 +93,7 @@ export class KubeClient {
     const cluster = kc.getCurrentCluster();
     if (!cluster) throw new Error('the kubeconfig has no current cluster (check current-context)');
     this.kc = kc;
-    this.server = cluster.server.replace(/\/+$/, '');
+    this.server = (opts.server ?? cluster.server).replace(/\/+$/, '');
     this.defaultNamespace = kc.getContextObject(kc.getCurrentContext())?.namespace;
     this.retry = { retries: 4, minDelayMs: 100, maxDelayMs: 2_000, ...opts.retry };
     this.timeoutMs = opts.timeoutMs ?? 30_000;

@@ -81,6 +81,17 @@ export class LeaseStore {
     }
   }
 
+  /** `acquire`, polling briskly (with jitter) for up to `waitMs` while another holder has it. */
+  async acquireWithin(cluster: string, name: string, holder: string, ttlMs: number, waitMs: number): Promise<Lease | undefined> {
+    // Waiting is real time, even under a simulated lease clock.
+    const deadline = Date.now() + waitMs;
+    for (let attempt = 0; ; attempt += 1) {
+      const lease = await this.acquire(cluster, name, holder, ttlMs);
+      if (lease || Date.now() > deadline) return lease;
+      await new Promise((r) => setTimeout(r, Math.min(50, 2 * 2 ** Math.min(attempt, 5)) * (0.5 + Math.random())));
+    }
+  }
+
   /** Extends a lease this holder still has at this term; undefined when it was lost (expired or taken over). */
   async renew(lease: Lease, ttlMs: number): Promise<Lease | undefined> {
     const now = this.now();

@@ -6,6 +6,7 @@ import {
   DeleteItemCommand,
   GetItemCommand,
   PutItemCommand,
+  UpdateItemCommand,
   type AttributeValue,
   type DynamoDBClient,
   type TransactWriteItem,
@@ -80,6 +81,30 @@ export class RecordStore {
       if (err instanceof ConditionalCheckFailedException) throw new VersionConflictError(describe, expected);
       throw err;
     }
+  }
+
+  /**
+   * Adds one to a counter record and returns the new count: an atomic update, so concurrent writers never lose
+   * an increment (for epochs: "something changed since you last looked").
+   */
+  async increment(key: StateKey): Promise<number> {
+    const out = await this.client.send(
+      new UpdateItemCommand({
+        TableName: this.tableName,
+        Key: itemKey(key),
+        UpdateExpression: 'ADD #c :one',
+        ExpressionAttributeNames: { '#c': 'counter' },
+        ExpressionAttributeValues: { ':one': { N: '1' } },
+        ReturnValues: 'UPDATED_NEW',
+      }),
+    );
+    return Number(out.Attributes?.counter?.N ?? 0);
+  }
+
+  /** A counter's value; 0 when it was never incremented. */
+  async counter(key: StateKey): Promise<number> {
+    const out = await this.client.send(new GetItemCommand({ TableName: this.tableName, Key: itemKey(key), ConsistentRead: true, ProjectionExpression: '#c', ExpressionAttributeNames: { '#c': 'counter' } }));
+    return Number(out.Item?.counter?.N ?? 0);
   }
 
   /** The conditional put as a transaction item, for callers that write several records at once. */

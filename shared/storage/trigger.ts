@@ -46,10 +46,14 @@ export function report(status: StorageStateStatus | undefined, obs: Observation,
   return { status: { currentStorageVersionHashes: entries, persistedStorageVersionHashes: persisted }, change: changed ? 'hash' : 'heartbeat' };
 }
 
-/** No reporter has heartbeated within one period: what is persisted may have missed changes (seed: recreate with Unknown). */
+/**
+ * No reporter has heartbeated for over a period: what is persisted may have missed changes (seed: recreate
+ * with Unknown). Half a period of grace, because scheduled invocations drift by seconds and a state reset on
+ * every poll would re-migrate everything.
+ */
 export function isStale(status: StorageStateStatus | undefined, now: Date, periodMs = DEFAULT_PERIOD_MS): boolean {
   const newest = Math.max(...(status?.currentStorageVersionHashes ?? []).map(heartbeatMs), -Infinity);
-  return newest < now.getTime() - periodMs;
+  return newest < now.getTime() - periodMs * 1.5;
 }
 
 /** What the leader needs to know of a migration of the resource. */

@@ -86,7 +86,7 @@ describe('the history controller in the local runtime (watch, router, history, t
     const { mkdtemp } = await import('node:fs/promises');
     const { tmpdir } = await import('node:os');
     const { startRuntime } = await import('../../runtime/local.ts');
-    const { functions } = await import('../../functions/index.ts');
+    const { functions, STORAGE_FUNCTIONS } = await import('../../functions/index.ts');
     const ns = await createNamespace('e2e-history');
     const admin = adminClient();
     const runtime = await startRuntime({
@@ -94,7 +94,7 @@ describe('the history controller in the local runtime (watch, router, history, t
       clusterId: 'e2e',
       namespace: ns,
       stateDir: await mkdtemp(join(tmpdir(), 'outrigger-e2e-')),
-      functions: functions.filter((f) => f.name !== 'heartbeat'),
+      functions: functions.filter((f) => f.name !== 'heartbeat' && !STORAGE_FUNCTIONS.includes(f.name)),
     });
     try {
       const revisions = async () =>

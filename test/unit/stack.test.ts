@@ -44,6 +44,17 @@ describe('the Outrigger stack', () => {
     template.hasResourceProperties('AWS::Events::Rule', { ScheduleExpression: 'rate(1 minute)' });
   });
 
+  test('polls storage every 10 minutes, one invocation per cluster and reporter', () => {
+    const ha = synth([{ ...cluster, storage: { enabled: true, migrations: 'outrigger', reporters: [{ id: 'apiserver-a' }, { id: 'apiserver-b' }] } }]);
+    const rules = Object.values(ha.findResources('AWS::Events::Rule', { Properties: { ScheduleExpression: 'rate(10 minutes)' } }));
+    expect(rules).toHaveLength(1);
+    const inputs = (rules[0]!.Properties.Targets as Array<{ Input: string }>).map((t) => JSON.parse(t.Input) as unknown);
+    expect(inputs).toEqual([
+      { cluster: 'prod', reporter: 'apiserver-a' },
+      { cluster: 'prod', reporter: 'apiserver-b' },
+    ]);
+  });
+
   test('grants each function only the table actions its code performs, on the table alone', () => {
     const policies = template.findResources('AWS::IAM::Policy');
     const byFunction = Object.fromEntries(
@@ -54,6 +65,9 @@ describe('the Outrigger stack', () => {
       Heartbeat: onTable(['dynamodb:GetItem', 'dynamodb:PutItem']),
       History: onTable(['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:ConditionCheckItem']),
       Truncate: onTable(['dynamodb:GetItem', 'dynamodb:UpdateItem']),
+      StoragePoll: onTable(['dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:PutItem', 'dynamodb:ConditionCheckItem']),
+      Storage: onTable(['dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:PutItem', 'dynamodb:ConditionCheckItem']),
+      Migrator: [{ ...onTable([])[0]!, Action: 'dynamodb:UpdateItem' }],
     });
   });
 

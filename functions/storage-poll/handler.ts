@@ -1,0 +1,33 @@
+import { randomUUID } from 'node:crypto';
+import middy from '@middy/core';
+import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
+import { environment } from '../../shared/lambda/environment.ts';
+import { functionLogger } from '../../shared/lambda/logger.ts';
+import { storageContext } from '../storage/environment.ts';
+import { pollReporter } from '../storage/poll.ts';
+
+const logger = functionLogger('storage-poll');
+const holder = `storage-poll-${randomUUID()}`;
+
+/** In AWS each (cluster, reporter) has its own schedule target with this input; without one, every reporter polls. */
+interface PollEvent {
+  cluster?: string;
+  reporter?: string;
+}
+
+export const handler = middy(async (event: PollEvent) => {
+  const env = environment();
+  const clusters = (event.cluster ? [event.cluster] : env.clusters.ids()).filter((id) => env.clusters.config(id).storage?.enabled !== false);
+  const results = await Promise.all(
+    clusters.flatMap((cluster) => {
+      const ctx = storageContext(env, cluster, holder, (m, f) => logger.info(m, { cluster, ...f }));
+      const groups = env.clusters.config(cluster).storage?.groups;
+      return env.clusters
+        .reporters(cluster)
+        .filter((r) => !event.reporter || r.id === event.reporter)
+        .map(async (r) => ({ cluster, ...(await pollReporter(ctx, r, { groups })) }));
+    }),
+  );
+  for (const r of results) logger.info('storage poll', { ...r });
+  return results;
+}).use(injectLambdaContext(logger));

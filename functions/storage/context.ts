@@ -1,0 +1,64 @@
+// What the storage functions share: where the StorageStates and migrations live, how a migration becomes the
+// leader's MigrationView, and the per-cluster context the poll, the leader and the migrator run in.
+import { gvr, type KubeClient } from '../../shared/kube/index.ts';
+import { controllerOf } from '../../shared/ownership/index.ts';
+import type { State } from '../../shared/state/index.ts';
+import {
+  HASH_ANNOTATION,
+  IN_TREE_GROUP,
+  IN_TREE_VERSION,
+  MIGRATION_GROUP,
+  MIGRATION_VERSION,
+  phaseOf,
+  phaseTime,
+  storageStateName,
+  type MigrationView,
+  type StorageState,
+  type StorageVersionMigration,
+} from '../../shared/storage/index.ts';
+
+export const storageStates = gvr(MIGRATION_GROUP, MIGRATION_VERSION, 'storagestates');
+export const migrations = gvr(MIGRATION_GROUP, MIGRATION_VERSION, 'storageversionmigrations');
+export const inTreeMigrations = gvr(IN_TREE_GROUP, IN_TREE_VERSION, 'storageversionmigrations');
+export const EPOCH_ANNOTATION = 'outrigger.dev/storage-epoch';
+
+export interface StorageContext {
+  cluster: string;
+  /** The cluster's client for reads and writes (the poll's discovery goes to each reporter's own endpoint). */
+  kube: KubeClient;
+  state: State;
+  /** This process's identity for leases. */
+  holder: string;
+  /** The configured reporter ids: each must report before the leader starts a migration. */
+  reporters: readonly string[];
+  /** Who runs migrations: Outrigger's migrator (migration.k8s.io) or the cluster's own (storagemigration.k8s.io). */
+  mode: 'outrigger' | 'in-tree';
+  periodMs: number;
+  now: () => Date;
+  log?: (message: string, fields?: Record<string, unknown>) => void;
+}
+
+export const migrationResource = (ctx: Pick<StorageContext, 'mode'>) => (ctx.mode === 'in-tree' ? inTreeMigrations : migrations);
+
+/** DynamoDB keys: the per-resource epoch (bumped on every hash change) and the leader's decision log. */
+export const epochKey = (cluster: string, stateName: string) => ({ cluster, kind: 'storage-epoch', name: stateName });
+export const decisionKey = (cluster: string, stateName: string) => ({ cluster, kind: 'storage-decision', name: stateName });
+export const LEADER_LEASE = 'storage-leader';
+
+export function stateNameOfMigration(m: StorageVersionMigration): string {
+  return storageStateName({ group: m.spec.resource.group ?? '', resource: m.spec.resource.resource });
+}
+
+export function viewOf(m: StorageVersionMigration, state: StorageState): MigrationView {
+  const phase = phaseOf(m);
+  const epoch = Number(m.metadata.annotations?.[EPOCH_ANNOTATION]);
+  return {
+    name: m.metadata.name ?? '',
+    uid: m.metadata.uid ?? '',
+    owned: controllerOf(m)?.uid === state.metadata.uid,
+    hash: m.metadata.annotations?.[HASH_ANNOTATION],
+    epoch: Number.isInteger(epoch) ? epoch : undefined,
+    phase,
+    phaseTime: phaseTime(m, phase),
+  };
+}

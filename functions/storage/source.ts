@@ -1,0 +1,19 @@
+// What the router does for storage migration: a StorageVersionMigration's changes go to the storage handler
+// (a parent with no children: its own events sync it). Which API the migrations live in is per cluster.
+import { environment } from '../../shared/lambda/environment.ts';
+import type { ControllerKind } from '../../shared/ownership/index.ts';
+import type { ControllerSource } from '../controllers.ts';
+import { migrationResource } from './context.ts';
+
+function kinds(cluster: string): ControllerKind[] {
+  const storage = environment().clusters.config(cluster).storage;
+  if (storage?.enabled === false) return [];
+  const resource = migrationResource({ mode: storage?.migrations ?? 'outrigger' });
+  return [{ resource, kind: 'StorageVersionMigration', namespaced: false, selectorOf: () => null, target: 'storage' }];
+}
+
+export const storageSource: ControllerSource = {
+  target: 'storage',
+  kinds: async (cluster) => kinds(cluster),
+  watches: async (cluster) => kinds(cluster).map((k) => k.resource),
+};
