@@ -1,5 +1,5 @@
 // The local kube-apiserver (with etcd): the real one, built from the official Kubernetes Go modules by the Go
-// program in test/cluster, started on loopback with RBAC and two static identities (admin, outrigger).
+// program in test/cluster, started on loopback with RBAC and three static identities (admin, outrigger, migrator).
 import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -53,9 +53,12 @@ export async function ensureTestClusterBinary(log: Log = () => {}): Promise<stri
 
 export interface TestCluster {
   server: string;
-  /** kubeconfig paths by identity: `admin` (system:masters) and `outrigger` (bound to cluster/rbac). */
-  kubeconfigs: { admin: string; outrigger: string };
-  tokens: { admin: string; outrigger: string };
+  /**
+   * kubeconfig paths by identity: `admin` (system:masters), `outrigger` (the controllers' role in
+   * cluster/rbac) and `migrator` (the storage migrator's role there, which may rewrite any object).
+   */
+  kubeconfigs: { admin: string; outrigger: string; migrator: string };
+  tokens: { admin: string; outrigger: string; migrator: string };
   caFile: string;
   dir: string;
   pid: number;

@@ -66,7 +66,12 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     id: clusterId,
     access: { kind: 'kubeconfig', path: handlerKubeconfig, ...(opts.context ? { context: opts.context } : {}) },
     // Storage migration acts on every resource of the cluster: on only when its functions run here.
-    storage: { enabled: specs.some((f) => f.name === 'storage-poll'), migrations: 'outrigger', ...(opts.storageGroups ? { groups: opts.storageGroups } : {}) },
+    storage: {
+      enabled: specs.some((f) => f.name === 'storage-poll'),
+      migrations: 'outrigger',
+      ...(opts.storageGroups ? { groups: opts.storageGroups } : {}),
+      ...(opts.kubeconfig ? {} : { migratorAccess: { kind: 'kubeconfig' as const, path: bed.cluster!.kubeconfigs.migrator } }),
+    },
   };
   const deadLetterFile = join(opts.stateDir, 'dead-letter.jsonl');
   const deadLetter = new FileDeadLetterSink(deadLetterFile);

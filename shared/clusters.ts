@@ -30,6 +30,8 @@ const storageSchema = z
       .refine((rs) => new Set(rs.map((r) => r.id)).size === rs.length, 'reporter ids must be unique')
       .optional(),
     migrations: z.enum(['outrigger', 'in-tree']).default('outrigger'),
+    /** The migrator's own access, where it differs (the local runtime's migrator identity); in AWS its IAM role decides. */
+    migratorAccess: accessSchema.optional(),
     groups: z.array(z.string()).optional(),
   })
   .strict();
@@ -90,6 +92,16 @@ export class Clusters {
       if (!client) this.clients.set(key, (client = r.server ? connect(this.config(id).access as ClusterAccess, { ...this.options, server: r.server }) : this.client(id)));
       return { id: r.id, client };
     });
+  }
+
+  /** The client the migrator rewrites objects with. */
+  migratorClient(id: string): KubeClient {
+    const access = this.config(id).storage?.migratorAccess;
+    if (!access) return this.client(id);
+    const key = `${id}\u0000migrator`;
+    let client = this.clients.get(key);
+    if (!client) this.clients.set(key, (client = connect(access as ClusterAccess, this.options)));
+    return client;
   }
 
   client(id: string): KubeClient {

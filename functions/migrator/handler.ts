@@ -21,7 +21,7 @@ export const handler = middy(async (event: SQSEvent, context: Context) =>
     process: async ({ key, causes }) => {
       const env = environment();
       const result = await runMigration(
-        { cluster: key.cluster, kube: env.clusters.client(key.cluster), state: env.state, holder, now: () => new Date(), log: (m, f) => logger.info(m, f ?? {}) },
+        { cluster: key.cluster, kube: env.clusters.migratorClient(key.cluster), state: env.state, holder, now: () => new Date(), log: (m, f) => logger.info(m, f ?? {}) },
         key.name,
         { shouldPause: () => context.getRemainingTimeInMillis() < RESERVE_MS },
       );

@@ -3,6 +3,7 @@
 // action is first written to the resource's decision record in DynamoDB fenced on the lease (a deposed
 // leader's write fails with LeaseLostError and it stops), and each Kubernetes write is a compare-and-set
 // (uid preconditions on deletes, resourceVersion on the status) or a create with a fixed name.
+import { randomUUID } from 'node:crypto';
 import pLimit from 'p-limit';
 import { isKubeError, parseApiVersion } from '../../shared/kube/index.ts';
 import { newControllerRef } from '../../shared/ownership/index.ts';
@@ -38,7 +39,8 @@ export interface LeadResult {
 
 export async function lead(ctx: StorageContext, opts: { stateNames?: readonly string[] } = {}): Promise<LeadResult> {
   const result: LeadResult = { leader: false, states: 0, created: [], cancelled: [], narrowed: [], epochReads: 0 };
-  const lease = await ctx.state.leases.acquireWithin(ctx.cluster, LEADER_LEASE, ctx.holder, LEASE_TTL_MS, LEASE_WAIT_MS);
+  // One holder per step: reporters polled concurrently in one process must not share (and release) one lease.
+  const lease = await ctx.state.leases.acquireWithin(ctx.cluster, LEADER_LEASE, `${ctx.holder}/${randomUUID()}`, LEASE_TTL_MS, LEASE_WAIT_MS);
   if (!lease) return result;
   result.leader = true;
   result.term = lease.term;

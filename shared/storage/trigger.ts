@@ -52,8 +52,10 @@ export function report(status: StorageStateStatus | undefined, obs: Observation,
  * every poll would re-migrate everything.
  */
 export function isStale(status: StorageStateStatus | undefined, now: Date, periodMs = DEFAULT_PERIOD_MS): boolean {
-  const newest = Math.max(...(status?.currentStorageVersionHashes ?? []).map(heartbeatMs), -Infinity);
-  return newest < now.getTime() - periodMs * 1.5;
+  // A state nobody reported into yet (just created by another reporter) is not stale: its first report sets Unknown.
+  const entries = status?.currentStorageVersionHashes ?? [];
+  if (entries.length === 0) return false;
+  return Math.max(...entries.map(heartbeatMs)) < now.getTime() - periodMs * 1.5;
 }
 
 /** What the leader needs to know of a migration of the resource. */

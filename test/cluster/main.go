@@ -75,6 +75,7 @@ type identity struct{ name, uid, groups string }
 var identities = []identity{
 	{name: "admin", uid: "outrigger-test-admin", groups: "system:masters"},
 	{name: "outrigger", uid: "outrigger-test-controller", groups: "outrigger:controllers"},
+	{name: "migrator", uid: "outrigger-test-migrator", groups: "outrigger:controllers,outrigger:migrators"},
 }
 
 type readyInfo struct {
@@ -159,7 +160,9 @@ func serve(args []string) error {
 		"--enable-priority-and-fairness=false",
 		"--profiling=false",
 		// Lets per-cluster tests exercise the in-tree storage version migration API (issue: storage migration).
+		// Serving it also takes the (beta, off by default) feature gate.
 		"--runtime-config=storagemigration.k8s.io/v1beta1=true",
+		"--feature-gates=StorageVersionMigrator=true",
 	}
 	if !*verbose {
 		flags = append(flags, "--v=0", "--logging-format=text")

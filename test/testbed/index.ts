@@ -41,3 +41,8 @@ export async function createNamespace(prefix = 'test'): Promise<string> {
   await adminClient().create(Resources.namespaces, { apiVersion: 'v1', kind: 'Namespace', metadata: { name } });
   return name;
 }
+
+/** The storage migrator's identity: the controllers' role and the migrator's (list and update on everything). */
+export function migratorClient(): KubeClient {
+  return connect({ kind: 'kubeconfig', path: testbed().kubeconfigs.migrator });
+}

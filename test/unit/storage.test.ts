@@ -53,7 +53,7 @@ describe('reporter step', () => {
     const s = { currentStorageVersionHashes: [{ reporterID: 'a', currentStorageVersionHash: 'h', lastHeartbeatTime: minute(0).toISOString() }] };
     expect(isStale(s, minute(15))).toBe(false);
     expect(isStale(s, minute(16))).toBe(true);
-    expect(isStale(undefined, minute(0))).toBe(true);
+    expect(isStale(undefined, minute(0))).toBe(false);
   });
 });
 
