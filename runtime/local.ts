@@ -30,6 +30,8 @@ export interface RuntimeOptions {
   namespace?: string | undefined;
   stateDir: string;
   functions?: FunctionSpec[];
+  /** The storage migrator's own kubeconfig (on the local apiserver: its `migrator` identity). */
+  migratorKubeconfig?: string | undefined;
   /** Limit the storage poll to these API groups ("" is core). */
   storageGroups?: string[] | undefined;
   log?: (message: string) => void;
@@ -70,7 +72,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
       enabled: specs.some((f) => f.name === 'storage-poll'),
       migrations: 'outrigger',
       ...(opts.storageGroups ? { groups: opts.storageGroups } : {}),
-      ...(opts.kubeconfig ? {} : { migratorAccess: { kind: 'kubeconfig' as const, path: bed.cluster!.kubeconfigs.migrator } }),
+      ...(opts.migratorKubeconfig || !opts.kubeconfig ? { migratorAccess: { kind: 'kubeconfig' as const, path: opts.migratorKubeconfig ?? bed.cluster!.kubeconfigs.migrator } } : {}),
     },
   };
   const deadLetterFile = join(opts.stateDir, 'dead-letter.jsonl');

@@ -29,6 +29,9 @@ export const handler = middy(
         throw err;
       });
       if (!svm || svm.metadata.uid !== key.uid) return;
+      // A cluster limited to some API groups leaves the others' migrations alone.
+      const groups = env.clusters.config(key.cluster).storage?.groups;
+      if (groups && !groups.includes(svm.spec.resource.group ?? '')) return;
       const result = await lead(ctx, { stateNames: [stateNameOfMigration(svm)] });
       logger.info('storage leader step', { migration: key.name, ...result });
       if (ctx.mode === 'outrigger' && !isTerminal(phaseOf(svm))) await env.syncSink.send('migrator', [makeSyncRequest(key, causes)]);
