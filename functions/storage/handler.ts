@@ -1,14 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import middy from '@middy/core';
 import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
-import { isKubeError } from '../../shared/kube/index.ts';
 import { syncBatchHandler } from '../../shared/lambda/batch.ts';
 import { environment } from '../../shared/lambda/environment.ts';
 import { functionLogger } from '../../shared/lambda/logger.ts';
 import { makeSyncRequest } from '../../shared/lambda/sync-request.ts';
 import { isTerminal, phaseOf, type StorageVersionMigration } from '../../shared/storage/index.ts';
 import { migrationResource, stateNameOfMigration } from './context.ts';
-import { storageContext as storageStateContext } from './environment.ts';
+import { storageContext } from './environment.ts';
 import { lead } from './leader.ts';
 
 const logger = functionLogger('storage');
@@ -23,11 +22,8 @@ export const handler = middy(
     log: (level, message, fields) => logger[level](message, fields ?? {}),
     process: async ({ key, causes }) => {
       const env = environment();
-      const ctx = storageStateContext(env, key.cluster, holder, (m, f) => logger.info(m, f ?? {}));
-      const svm = await ctx.kube.get<StorageVersionMigration>(migrationResource(ctx), key.name).catch((err: unknown) => {
-        if (isKubeError(err, 'NotFound')) return undefined;
-        throw err;
-      });
+      const ctx = storageContext(env, key.cluster, holder, (m, f) => logger.info(m, f ?? {}));
+      const svm = await ctx.kube.find<StorageVersionMigration>(migrationResource(ctx), key.name);
       if (!svm || svm.metadata.uid !== key.uid) return;
       // A cluster limited to some API groups leaves the others' migrations alone.
       const groups = env.clusters.config(key.cluster).storage?.groups;

@@ -41,10 +41,7 @@ interface CRD extends KubeObject {
 /** Runs (or resumes) one migration until it finishes or `shouldPause` says the invocation is nearly out of time. */
 export async function runMigration(ctx: MigratorContext, name: string, opts: { shouldPause?: () => boolean; chunk?: number } = {}): Promise<MigrateResult> {
   const result: MigrateResult = { migration: name, outcome: 'gone', chunks: 0, rewritten: 0, conflicts: 0, notFound: 0 };
-  let svm = await ctx.kube.get<StorageVersionMigration>(migrations, name).catch((err: unknown) => {
-    if (isKubeError(err, 'NotFound')) return undefined;
-    throw err;
-  });
+  let svm = await ctx.kube.find<StorageVersionMigration>(migrations, name);
   if (!svm) return result;
   if (isTerminal(phaseOf(svm))) return { ...result, outcome: 'finished-before' };
   const lease = await ctx.state.leases.acquire(ctx.cluster, `migration/${name}`, ctx.holder, LEASE_TTL_MS);
@@ -113,10 +110,7 @@ export async function runMigration(ctx: MigratorContext, name: string, opts: { s
 }
 
 async function getCrd(kube: KubeClient, name: string): Promise<CRD | undefined> {
-  return kube.get<CRD>(Resources.customResourceDefinitions, name).catch((err: unknown) => {
-    if (isKubeError(err, 'NotFound')) return undefined;
-    throw err;
-  });
+  return kube.find<CRD>(Resources.customResourceDefinitions, name);
 }
 
 /** storedVersions := [storage version], only if the storage version is the one the run started with. */

@@ -71,10 +71,7 @@ async function reportResource(ctx: StorageContext, reporter: string, r: StorageV
       if (!(isKubeError(err, 'Conflict') || isKubeError(err, 'AlreadyExists') || isKubeError(err, 'NotFound')) || attempt >= CAS_ATTEMPTS) throw err;
       // Another reporter wrote first (or the state was recreated): read it again and redo the step.
       result.conflicts += 1;
-      current = await ctx.kube.get<StorageState>(storageStates, name).catch((e: unknown) => {
-        if (isKubeError(e, 'NotFound')) return undefined;
-        throw e;
-      });
+      current = await ctx.kube.find<StorageState>(storageStates, name);
     }
   }
 }

@@ -105,6 +105,16 @@ export class KubeClient {
     return this.request<T>('GET', resourcePath(r, { namespace, name }), { verb: 'get' });
   }
 
+  /** `get`, with "not there" as undefined rather than an error. */
+  async find<T extends KubeObject = KubeObject>(r: GVR, name: string, namespace?: string): Promise<T | undefined> {
+    try {
+      return await this.get<T>(r, name, namespace);
+    } catch (err) {
+      if (err instanceof KubeError && err.kind === 'NotFound') return undefined;
+      throw err;
+    }
+  }
+
   async list<T extends KubeObject = KubeObject>(r: GVR, opts: ListOptions = {}): Promise<KubeList<T>> {
     const { namespace, ...query } = opts;
     return this.request<KubeList<T>>('GET', resourcePath(r, { namespace }), { verb: 'list', query });

@@ -2,7 +2,6 @@
 // kind and name and checked by uid (a parent recreated under the same name is a different parent); selector
 // steps list each candidate controller kind once per namespace per batch, and match selectors locally.
 import type { KubeClient } from '../kube/client.ts';
-import { isKubeError } from '../kube/errors.ts';
 import { parseApiVersion, type GVR, type KubeObject } from '../kube/resource.ts';
 import type { RouteStep, SyncKey } from './router.ts';
 import { compileSelector, matches, SelectorError, type LabelSelector } from './selector.ts';
@@ -51,10 +50,7 @@ export class BatchResolver {
     let parent = this.parents.get(id);
     if (!parent) {
       this.stats.gets += 1;
-      parent = this.kube.get(kind.resource, step.ref.name, namespace).catch((err: unknown) => {
-        if (isKubeError(err, 'NotFound')) return undefined;
-        throw err;
-      });
+      parent = this.kube.find(kind.resource, step.ref.name, namespace);
       this.parents.set(id, parent);
     }
     const found = await parent;
