@@ -11,9 +11,11 @@ import { LeaseLostError, type Lease } from '../../shared/state/index.ts';
 import {
   decide,
   HASH_ANNOTATION,
+  isMigrated,
+  isTerminal,
   migrationName,
   PERSISTED_ANNOTATION,
-  UNKNOWN,
+  phaseOf,
   type Decision,
   type MigrationView,
   type StorageState,
@@ -74,12 +76,9 @@ export async function lead(ctx: StorageContext, opts: { stateNames?: readonly st
 
 async function leadOne(ctx: StorageContext, lease: Lease, listed: StorageState, migrations: StorageVersionMigration[], result: LeadResult): Promise<void> {
   let state = listed;
-  const status = state.status ?? {};
-  const hashes = new Set((status.currentStorageVersionHashes ?? []).map((e) => e.currentStorageVersionHash));
-  const persisted = status.persistedStorageVersionHashes ?? [UNKNOWN];
-  const settled = hashes.size === 1 && persisted.length === 1 && hashes.has(persisted[0]!);
   let epoch = Number.NaN;
-  if (!settled || migrations.some((m) => viewOf(m, state).phase === 'Pending' || viewOf(m, state).phase === 'Running')) {
+  // Only a state with something to migrate, or a migration in flight, needs its epoch (a DynamoDB read).
+  if (!isMigrated(state.status) || migrations.some((m) => !isTerminal(phaseOf(m)))) {
     // The epoch is read before the state, so a hash change racing with this step carries a newer epoch.
     epoch = await ctx.state.records.counter(epochKey(ctx.cluster, state.metadata.name ?? ''));
     result.epochReads += 1;

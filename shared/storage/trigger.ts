@@ -89,11 +89,23 @@ export type Decision =
   | { action: 'create'; reason: string; hash: string; epoch: number; persisted: string[]; cancel: MigrationView[] }
   | { action: 'narrow'; reason: string; hash: string; migration: MigrationView; cancel?: never };
 
+/** The persisted hashes, with an empty or missing list read as Unknown (the seed's default). */
+export function persistedOf(status: StorageStateStatus | undefined): string[] {
+  return status?.persistedStorageVersionHashes?.length ? status.persistedStorageVersionHashes : [UNKNOWN];
+}
+
+/** Reporters agree and persisted is exactly their hash: nothing to migrate (the leader's cheap check). */
+export function isMigrated(status: StorageStateStatus | undefined): boolean {
+  const hashes = new Set((status?.currentStorageVersionHashes ?? []).map((e) => e.currentStorageVersionHash));
+  const persisted = persistedOf(status);
+  return hashes.size === 1 && persisted.length === 1 && hashes.has(persisted[0]!);
+}
+
 /** The leader's one step for one StorageState (seed 004, "Extending the work flow of the triggering controller"). */
 export function decide(input: DecideInput): Decision {
   const periodMs = input.periodMs ?? DEFAULT_PERIOD_MS;
   const status = input.state.status ?? {};
-  const persisted = status.persistedStorageVersionHashes?.length ? status.persistedStorageVersionHashes : [UNKNOWN];
+  const persisted = persistedOf(status);
   const entries = status.currentStorageVersionHashes ?? [];
   const hashes = new Set(entries.map((e) => e.currentStorageVersionHash));
   const ours = input.migrations.filter((m) => m.owned);
