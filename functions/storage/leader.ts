@@ -5,7 +5,7 @@
 // (uid preconditions on deletes, resourceVersion on the status) or a create with a fixed name.
 import { randomUUID } from 'node:crypto';
 import pLimit from 'p-limit';
-import { isKubeError, parseApiVersion } from '../../shared/kube/index.ts';
+import { apiVersionOf, isKubeError, parseApiVersion } from '../../shared/kube/index.ts';
 import { newControllerRef } from '../../shared/ownership/index.ts';
 import { LeaseLostError, type Lease } from '../../shared/state/index.ts';
 import {
@@ -115,7 +115,7 @@ async function act(ctx: StorageContext, lease: Lease, state: StorageState, d: Ex
     const r = migrationResource(ctx);
     const spec = ctx.mode === 'in-tree' ? { resource } : { resource: { ...resource, version: await servedVersion(ctx, resource.group) } };
     try {
-      await ctx.kube.create(r, { apiVersion: `${r.group}/${r.version}`, kind: 'StorageVersionMigration', metadata: meta, spec });
+      await ctx.kube.create(r, { apiVersion: apiVersionOf(r), kind: 'StorageVersionMigration', metadata: meta, spec });
       result.created.push(mname);
     } catch (err) {
       // The same decision made before (a duplicated pass): the migration it names is already there.

@@ -5,7 +5,7 @@
 // For a CRD, success also narrows status.storedVersions to the storage version, when that did not change
 // during the run (the upstream migrator never did this).
 import pLimit from 'p-limit';
-import { isKubeError, Resources, gvr, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
+import { apiVersionOf, isKubeError, Resources, gvr, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
 import type { State } from '../../shared/state/index.ts';
 import { conditionsFor, CRD_STORAGE_VERSION_ANNOTATION, isTerminal, phaseOf, type StorageVersionMigration } from '../../shared/storage/index.ts';
 import { migrations } from './context.ts';
@@ -75,13 +75,12 @@ export async function runMigration(ctx: MigratorContext, name: string, opts: { s
         return await finish(ctx, svm, result, 'Failed', 'ListFailed', err instanceof Error ? err.message : String(err));
       }
       const kind = (page.kind ?? '').replace(/List$/, '');
-      const apiVersion = group ? `${group}/${version}` : version;
       const failures: string[] = [];
       await Promise.all(
         page.items.map((item) =>
           limit(async () => {
             try {
-              await ctx.kube.replace(target, { ...item, apiVersion, kind });
+              await ctx.kube.replace(target, { ...item, apiVersion: apiVersionOf(target), kind });
               result.rewritten += 1;
             } catch (err) {
               if (isKubeError(err, 'Conflict')) result.conflicts += 1;

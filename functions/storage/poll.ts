@@ -4,7 +4,7 @@
 // A hash change increments the resource's epoch in DynamoDB before the status is written, so a migration made
 // before it can never narrow persisted. Then the leader step runs (see leader.ts).
 import pLimit from 'p-limit';
-import { discoverStorageVersions, isKubeError, type KubeClient, type StorageVersionEntry } from '../../shared/kube/index.ts';
+import { apiVersionOf, discoverStorageVersions, isKubeError, type KubeClient, type StorageVersionEntry } from '../../shared/kube/index.ts';
 import { isStale, report, storageStateName, type StorageState } from '../../shared/storage/index.ts';
 import { epochKey, storageStates, type StorageContext } from './context.ts';
 import { lead, type LeadResult } from './leader.ts';
@@ -54,7 +54,7 @@ async function reportResource(ctx: StorageContext, reporter: string, r: StorageV
       if (!current) {
         // POST drops status (a status subresource); the status is written next, as a compare-and-set.
         current = await ctx.kube.create<StorageState>(storageStates, {
-          apiVersion: storageStates.group + '/' + storageStates.version,
+          apiVersion: apiVersionOf(storageStates),
           kind: 'StorageState',
           metadata: { name },
           spec: { resource: { group: r.group, resource: r.resource } },
