@@ -84,33 +84,28 @@ export class Clusters {
 
   /** The storage poll's reporters: the configured apiserver endpoints, or the cluster's own server as `apiserver`. */
   reporters(id: string): Array<{ id: string; client: KubeClient }> {
-    const configured = this.config(id).storage?.reporters;
+    const config = this.config(id);
+    const configured = config.storage?.reporters;
     if (!configured) return [{ id: 'apiserver', client: this.client(id) }];
     return configured.map((r) => {
-      const key = `${id}\u0000${r.id}`;
-      let client = this.clients.get(key);
-      if (!client) this.clients.set(key, (client = r.server ? connect(this.config(id).access as ClusterAccess, { ...this.options, server: r.server }) : this.client(id)));
-      return { id: r.id, client };
+      const server = r.server;
+      return { id: r.id, client: server ? this.cached(`${id}\u0000reporter\u0000${r.id}`, () => connect(config.access as ClusterAccess, { ...this.options, server })) : this.client(id) };
     });
   }
 
   /** The client the migrator rewrites objects with. */
   migratorClient(id: string): KubeClient {
     const access = this.config(id).storage?.migratorAccess;
-    if (!access) return this.client(id);
-    const key = `${id}\u0000migrator`;
-    let client = this.clients.get(key);
-    if (!client) this.clients.set(key, (client = connect(access as ClusterAccess, this.options)));
-    return client;
+    return access ? this.cached(`${id}\u0000migrator`, () => connect(access as ClusterAccess, this.options)) : this.client(id);
   }
 
   client(id: string): KubeClient {
-    let client = this.clients.get(id);
-    if (client) return client;
-    const config = this.configs.get(id);
-    if (!config) throw new Error(`unknown cluster ${JSON.stringify(id)}: this deployment serves ${this.ids().join(', ') || 'none'}`);
-    client = connect(config.access as ClusterAccess, this.options);
-    this.clients.set(id, client);
+    return this.cached(id, () => connect(this.config(id).access as ClusterAccess, this.options));
+  }
+
+  private cached(key: string, make: () => KubeClient): KubeClient {
+    let client = this.clients.get(key);
+    if (!client) this.clients.set(key, (client = make()));
     return client;
   }
 }
