@@ -9,13 +9,13 @@ import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import pLimit from 'p-limit';
-import { storageStates, type StorageContext } from '../functions/storage/context.ts';
+import { migrations, storageStates, type StorageContext } from '../functions/storage/context.ts';
 import { runMigration } from '../functions/storage/migrator.ts';
 import { pollReporter, type PollResult } from '../functions/storage/poll.ts';
 import { startTestbed } from '../local/testbed.ts';
 import { Resources, connect, getResourceList, gvr, type KubeClient, type KubeObject } from '../shared/kube/index.ts';
 import { openState } from '../shared/state/index.ts';
-import { DEFAULT_PERIOD_MS, type StorageState } from '../shared/storage/index.ts';
+import { conditionsFor, DEFAULT_PERIOD_MS, type StorageState, type StorageVersionMigration } from '../shared/storage/index.ts';
 
 const { values } = parseArgs({ options: { resources: { type: 'string', default: '1000' }, objects: { type: 'string', default: '2000' } } });
 const RESOURCES = Number(values.resources);
@@ -63,20 +63,43 @@ try {
     for (const c of [ctx.kube, ...clients.map((c) => c.client)]) c.stats.reset();
     for (const k of Object.keys(dynamo)) delete dynamo[k];
     const start = performance.now();
-    const results: PollResult[] = await Promise.all(clients.map((r) => pollReporter(ctx, r, { groups })));
+    const perPollMs: number[] = [];
+    const results: PollResult[] = await Promise.all(
+      clients.map(async (r) => {
+        const t = performance.now();
+        const out = await pollReporter(ctx, r, { groups });
+        perPollMs.push(Math.round(performance.now() - t));
+        return out;
+      }),
+    );
     const ms = performance.now() - start;
     const requests = [ctx.kube, ...clients.map((c) => c.client)].reduce((n, c: KubeClient) => n + c.stats.total, 0);
     const writes = [ctx.kube, ...clients.map((c) => c.client)].reduce((n, c) => n + Object.entries(c.stats.byVerb).filter(([v]) => !['get', 'list'].includes(v)).reduce((a, [, x]) => a + x, 0), 0);
     const dynamoCalls = Object.values(dynamo).reduce((a, b) => a + b, 0);
-    return { ms: Math.round(ms), requests, writes, dynamoCalls, dynamo: { ...dynamo }, resources: results[0]?.resources ?? 0, created: results.reduce((n, r) => n + r.created, 0), migrationsCreated: results.reduce((n, r) => n + (r.leader?.created.length ?? 0), 0) };
+    return { ms: Math.round(ms), maxPollMs: Math.max(...perPollMs), conflicts: results.reduce((n, r) => n + r.conflicts, 0), requests, writes, dynamoCalls, dynamo: { ...dynamo }, resources: results[0]?.resources ?? 0, created: results.reduce((n, r) => n + r.created, 0), migrationsCreated: results.reduce((n, r) => n + (r.leader?.created.length ?? 0), 0) };
   };
   const first = await round3();
   log(`first sight: ${JSON.stringify(first)}`);
-  // What a completed migration leaves behind, set directly (running 1,000 empty migrations measures nothing).
+  // What a completed migration leaves behind, set directly (running 1,000 empty migrations measures nothing):
+  // the migration Succeeded, persisted narrowed to the current hash.
   const states = (await admin.listAll<StorageState>(storageStates)).filter((s) => groups.includes(s.spec.resource.group));
+  const made = await admin.listAll<StorageVersionMigration>(migrations);
+  const done = new Date();
+  await Promise.all(made.map((m) => limit(() => admin.patch(migrations, m.metadata.name!, undefined, { status: { conditions: conditionsFor(m.status?.conditions, 'Succeeded', done, 'Bench') } }, 'merge', { subresource: 'status' }))));
   await Promise.all(states.map((s) => limit(() => admin.patch(storageStates, s.metadata.name!, undefined, { status: { persistedStorageVersionHashes: [s.status!.currentStorageVersionHashes![0]!.currentStorageVersionHash] } }, 'merge', { subresource: 'status' }))));
   const steady = await round3();
   log(`steady: ${JSON.stringify(steady)}`);
+  // Reporters whose schedules do not coincide: one poll alone, the others' heartbeats already in.
+  for (const c of clients) c.client.stats.reset();
+  ctx.kube.stats.reset();
+  const a0 = performance.now();
+  const cpu0 = process.cpuUsage();
+  const alone = await pollReporter(ctx, clients[0]!, { groups });
+  const aloneMs = Math.round(performance.now() - a0);
+  const cpu = process.cpuUsage(cpu0);
+  const aloneCpuMs = Math.round((cpu.user + cpu.system) / 1000);
+  const aloneRequests = [ctx.kube, clients[0]!.client].reduce((n, c) => n + c.stats.total, 0);
+  log(`one poll alone: ${aloneMs} ms (${aloneCpuMs} ms of it on this process's CPU), ${aloneRequests} requests, ${alone.heartbeats} heartbeats`);
 
   // The migrator's rate: one resource with OBJECTS objects, rewritten by the migrator identity.
   const mgroup = `m-${run}.bench.test`;
@@ -103,7 +126,8 @@ try {
       resources: steady.resources,
       reporters: reporters.length,
       firstPoll: { ms: first.ms, apiserverRequests: first.requests, apiserverWrites: first.writes, dynamodbCalls: first.dynamoCalls, statesCreated: first.created, migrationsCreated: first.migrationsCreated },
-      steadyPoll: { ms: steady.ms, apiserverRequests: steady.requests, apiserverWrites: steady.writes, dynamodbCalls: steady.dynamoCalls, dynamodb: steady.dynamo },
+      steadyPoll: { ms: steady.ms, maxPollMs: steady.maxPollMs, conflicts: steady.conflicts, apiserverRequests: steady.requests, apiserverWrites: steady.writes, dynamodbCalls: steady.dynamoCalls, dynamodb: steady.dynamo },
+      steadyPollAlone: { ms: aloneMs, clientCpuMs: aloneCpuMs, apiserverRequests: aloneRequests },
       migration: { objects: OBJECTS, outcome: migrated.outcome, rewritten: migrated.rewritten, seconds: round(mSeconds, 2), objectsPerSecond: Math.round(migrated.rewritten / mSeconds) },
     }),
   );

@@ -1,11 +1,13 @@
 // One reporter's poll (seed 004, every 10 minutes): read the reporter's discovery, and for every resource with
 // a storage version hash write this reporter's entry into its StorageState (created when missing, recreated
 // with Unknown when nobody heartbeated for a period), each write a compare-and-set on the resourceVersion.
+// Except the steady-state write, a heartbeat: a JSON patch whose test operations pin what decisions read (see
+// heartbeatPatch), so reporters heartbeating into one state at once do not conflict with each other.
 // A hash change increments the resource's epoch in DynamoDB before the status is written, so a migration made
 // before it can never narrow persisted. Then the leader step runs (see leader.ts).
 import pLimit from 'p-limit';
 import { apiVersionOf, discoverStorageVersions, isKubeError, type KubeClient, type StorageVersionEntry } from '../../shared/kube/index.ts';
-import { isStale, report, storageStateName, type StorageState } from '../../shared/storage/index.ts';
+import { heartbeatPatch, isStale, report, storageStateName, type StorageState } from '../../shared/storage/index.ts';
 import { epochKey, storageStates, type StorageContext } from './context.ts';
 import { lead, type LeadResult } from './leader.ts';
 
@@ -61,6 +63,11 @@ async function reportResource(ctx: StorageContext, reporter: string, r: StorageV
         });
       }
       const next = report(current.status, { reporter, hash: r.storageVersionHash, now }, ctx.periodMs);
+      if (next.change === 'heartbeat' && attempt === 1) {
+        await ctx.kube.patch(storageStates, name, undefined, heartbeatPatch(current, { reporter, hash: r.storageVersionHash, now }), 'json', { subresource: 'status' });
+        result.heartbeats += 1;
+        return;
+      }
       if (next.change !== 'heartbeat') await ctx.state.records.increment(epochKey(ctx.cluster, name));
       await ctx.kube.patch(storageStates, name, undefined, { metadata: { resourceVersion: current.metadata.resourceVersion }, status: next.status }, 'merge', { subresource: 'status' });
       if (next.change === 'created') result.created += 1;
@@ -68,10 +75,13 @@ async function reportResource(ctx: StorageContext, reporter: string, r: StorageV
       else result.heartbeats += 1;
       return;
     } catch (err) {
-      if (!(isKubeError(err, 'Conflict') || isKubeError(err, 'AlreadyExists') || isKubeError(err, 'NotFound')) || attempt >= CAS_ATTEMPTS) throw err;
+      // A failed test operation answers 422; the retry is a plain compare-and-set, where a real 422 shows again.
+      const raced = isKubeError(err, 'Conflict') || isKubeError(err, 'AlreadyExists') || isKubeError(err, 'NotFound') || (attempt === 1 && isKubeError(err, 'Invalid'));
+      if (!raced || attempt >= CAS_ATTEMPTS) throw err;
       // Another reporter wrote first (or the state was recreated): read it again and redo the step.
       result.conflicts += 1;
       current = await ctx.kube.find<StorageState>(storageStates, name);
     }
   }
 }
+

@@ -47,6 +47,26 @@ export function report(status: StorageStateStatus | undefined, obs: Observation,
 }
 
 /**
+ * A heartbeat as a JSON patch (RFC 6902) for the status subresource: its test operations pin everything a
+ * decision reads (the state's uid, this reporter's entry and hash at its index, the persisted list), so it
+ * applies only where `report` would change nothing but this heartbeat, and other reporters' heartbeats, which
+ * touch other entries, do not make it fail. Only for a state where `report` answered 'heartbeat'.
+ */
+export function heartbeatPatch(state: Pick<StorageState, 'metadata' | 'status'>, obs: Observation): object[] {
+  const entries = state.status?.currentStorageVersionHashes ?? [];
+  const i = entries.findIndex((e) => e.reporterID === obs.reporter);
+  if (i < 0 || entries[i]!.currentStorageVersionHash !== obs.hash) throw new Error(`heartbeatPatch: reporter ${obs.reporter} has no entry with hash ${obs.hash}`);
+  const at = `/status/currentStorageVersionHashes/${i}`;
+  return [
+    { op: 'test', path: '/metadata/uid', value: state.metadata.uid },
+    { op: 'test', path: `${at}/reporterID`, value: obs.reporter },
+    { op: 'test', path: `${at}/currentStorageVersionHash`, value: obs.hash },
+    { op: 'test', path: '/status/persistedStorageVersionHashes', value: state.status?.persistedStorageVersionHashes ?? [] },
+    { op: 'replace', path: `${at}/lastHeartbeatTime`, value: rfc3339(obs.now) },
+  ];
+}
+
+/**
  * No reporter has heartbeated for over a period: what is persisted may have missed changes (seed: recreate
  * with Unknown). Half a period of grace, because scheduled invocations drift by seconds and a state reset on
  * every poll would re-migrate everything.

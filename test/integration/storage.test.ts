@@ -8,7 +8,7 @@ import { runMigration } from '../../functions/storage/migrator.ts';
 import { pollReporter } from '../../functions/storage/poll.ts';
 import { Resources, getResourceList, gvr, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
 import { LeaseLostError } from '../../shared/state/index.ts';
-import { DEFAULT_PERIOD_MS, storageVersionHash, UNKNOWN, type StorageState, type StorageVersionMigration } from '../../shared/storage/index.ts';
+import { DEFAULT_PERIOD_MS, heartbeatPatch, storageVersionHash, UNKNOWN, type StorageState, type StorageVersionMigration } from '../../shared/storage/index.ts';
 import { adminClient, createNamespace, migratorClient, outriggerClient, testState, uniqueName } from '../testbed/index.ts';
 
 
@@ -114,8 +114,30 @@ describe('storage version migration', () => {
     const steady = await pollReporter(ctx, reporter, { groups: [group] });
     expect(steady).toMatchObject({ heartbeats: 1, created: 0, changed: 0 });
     expect(steady.leader).toMatchObject({ created: [], cancelled: [], narrowed: [], epochReads: 0 });
-    expect(Object.keys(ctx.kube.stats.byVerb).filter((v) => !['list', 'get'].includes(v))).toEqual(['patch/merge']);
-    expect(ctx.kube.stats.byVerb['patch/merge']).toBe(1);
+    expect(Object.keys(ctx.kube.stats.byVerb).filter((v) => !['list', 'get'].includes(v))).toEqual(['patch/json']);
+    expect(ctx.kube.stats.byVerb['patch/json']).toBe(1);
+  });
+
+  test('heartbeats: reporters heartbeating at once do not conflict; a heartbeat on a stale view falls back to a compare-and-set', async () => {
+    const group = `${uniqueName('sv')}.storage.test`;
+    const crd = await widgetCrd(group);
+    const reporters = ['apiserver-a', 'apiserver-b', 'apiserver-c'];
+    const ctx = context({ reporters });
+    const clients = reporters.map((id) => ({ id, client: outriggerClient() }));
+    for (const r of clients) await pollReporter(ctx, r, { groups: [group], lead: false });
+    const t = new Date(Date.now() + 60_000);
+    const results = await Promise.all(clients.map((r) => pollReporter({ ...ctx, now: () => t }, r, { groups: [group], lead: false })));
+    expect(results.map((r) => [r.heartbeats, r.conflicts])).toEqual([[1, 0], [1, 0], [1, 0]]);
+    const state = await stateOf(ctx.kube, crd.name);
+    expect(state.status?.currentStorageVersionHashes?.map((e) => e.lastHeartbeatTime)).toEqual(reporters.map(() => t.toISOString().slice(0, 19) + 'Z'));
+
+    // A heartbeat whose test operations no longer hold (the persisted list changed since the view was read)
+    // is refused by the apiserver as a whole; the reporter rereads and writes through the compare-and-set path.
+    const h1 = storageVersionHash(group, 'v1', 'Widget');
+    await ctx.kube.patch(storageStates, crd.name, undefined, { status: { persistedStorageVersionHashes: [h1] } }, 'merge', { subresource: 'status' });
+    const stale = { ...state, metadata: { ...state.metadata } };
+    await expect(ctx.kube.patch(storageStates, crd.name, undefined, heartbeatPatch(stale, { reporter: 'apiserver-a', hash: h1, now: t }), 'json', { subresource: 'status' })).rejects.toMatchObject({ kind: 'Invalid' });
+    expect((await stateOf(ctx.kube, crd.name)).status?.persistedStorageVersionHashes).toEqual([h1]);
   });
 
   test('an outage longer than a period resets the state to Unknown', async () => {

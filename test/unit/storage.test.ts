@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { conditionsFor, decide, isStale, migrationName, phaseOf, report, storageStateName, storageVersionHash, UNKNOWN, type StorageState } from '../../shared/storage/index.ts';
+import { conditionsFor, decide, heartbeatPatch, isStale, migrationName, phaseOf, report, storageStateName, storageVersionHash, UNKNOWN, type StorageState } from '../../shared/storage/index.ts';
 import { minute, PERIOD, Sim } from './storage-sim.ts';
 
 describe('storage version hash and names', () => {
@@ -39,6 +39,21 @@ describe('reporter step', () => {
     expect(changed.change).toBe('hash');
     expect(changed.status.persistedStorageVersionHashes).toEqual(['h1', 'h2']);
     expect(report({ ...s1, persistedStorageVersionHashes: [UNKNOWN] }, { reporter: 'a', hash: 'h2', now }).status.persistedStorageVersionHashes).toEqual([UNKNOWN]);
+  });
+
+  test('a heartbeat patch pins the uid, this entry and its hash at its index, and the persisted list; it writes only the time', () => {
+    const entry = (id: string) => ({ reporterID: id, currentStorageVersionHash: 'h1', lastHeartbeatTime: '2026-01-01T00:00:00Z' });
+    const state = { metadata: { uid: 'u1' }, status: { currentStorageVersionHashes: [entry('a'), entry('b')], persistedStorageVersionHashes: ['h1'] } };
+    expect(heartbeatPatch(state, { reporter: 'b', hash: 'h1', now })).toEqual([
+      { op: 'test', path: '/metadata/uid', value: 'u1' },
+      { op: 'test', path: '/status/currentStorageVersionHashes/1/reporterID', value: 'b' },
+      { op: 'test', path: '/status/currentStorageVersionHashes/1/currentStorageVersionHash', value: 'h1' },
+      { op: 'test', path: '/status/persistedStorageVersionHashes', value: ['h1'] },
+      { op: 'replace', path: '/status/currentStorageVersionHashes/1/lastHeartbeatTime', value: '2026-01-01T00:10:00Z' },
+    ]);
+    // Only for what report() calls a heartbeat: a new hash or a missing entry is a compare-and-set write.
+    expect(() => heartbeatPatch(state, { reporter: 'b', hash: 'h2', now })).toThrow(/no entry with hash h2/);
+    expect(() => heartbeatPatch(state, { reporter: 'c', hash: 'h1', now })).toThrow(/reporter c/);
   });
 
   test('entries silent for three periods are removed, younger ones kept', () => {
