@@ -5,6 +5,7 @@
 import type { GVR, KubeClient } from '../shared/kube/index.ts';
 import type { ControllerKind } from '../shared/ownership/index.ts';
 import { historySource } from './history/policies.ts';
+import { mapSource } from './map/controllers.ts';
 import { storageSource } from './storage/source.ts';
 
 export interface ControllerSource {
@@ -15,4 +16,4 @@ export interface ControllerSource {
   watches: (cluster: string, kube: KubeClient) => Promise<GVR[]>;
 }
 
-export const controllerSources: ControllerSource[] = [historySource, storageSource];
+export const controllerSources: ControllerSource[] = [historySource, storageSource, mapSource];

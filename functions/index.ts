@@ -64,6 +64,22 @@ export const functions: FunctionSpec[] = [
     sync: { target: 'migrator' },
     timeoutSeconds: 900,
   },
+  {
+    name: 'map',
+    description: 'MapController: for every matching input, calls the map hook and reconciles its outputs; tombstones; status',
+    entry: 'functions/map/handler.ts',
+    load: () => import('./map/handler.ts'),
+    sync: { target: 'map' },
+    timeoutSeconds: 300,
+  },
+  {
+    name: 'map-resync',
+    description: 'MapController: queues a sync of every parent once per resyncPeriodSeconds, without events',
+    entry: 'functions/map-resync/handler.ts',
+    load: () => import('./map-resync/handler.ts'),
+    schedule: { everyMinutes: 1 },
+    timeoutSeconds: 60,
+  },
 ];
 
 /** The functions of the storage migration feature, which act on every resource of a cluster. */

@@ -5,6 +5,7 @@ import { Resources, apiVersionOf, gvr, parseApiVersion, resolveKind, type GVR, t
 import { parentLabels } from '../../shared/history/data.ts';
 import { PolicyError, parsePolicy, POLICY_GROUP, type RevisionPolicy } from '../../shared/history/policy.ts';
 import type { ControllerKind } from '../../shared/ownership/index.ts';
+import { clusterCache } from '../cluster-cache.ts';
 import type { ControllerSource } from '../controllers.ts';
 
 export const revisionPolicies = gvr(POLICY_GROUP, 'v1alpha1', 'revisionpolicies');
@@ -15,14 +16,12 @@ export interface PolicySet {
   invalid: Array<{ name: string; error: string }>;
 }
 
-const cache = new Map<string, { at: number; set: Promise<PolicySet> }>();
+const cache = clusterCache<PolicySet>(TTL_MS);
 
 export async function listPolicies(kube: KubeClient, cluster: string): Promise<PolicySet> {
-  const hit = cache.get(cluster);
-  if (hit && Date.now() - hit.at < TTL_MS) return hit.set;
-  const set = kube.listAll(revisionPolicies).then((objs) => {
+  return cache.get(cluster, async () => {
     const out: PolicySet = { valid: [], invalid: [] };
-    for (const o of objs) {
+    for (const o of await kube.listAll(revisionPolicies)) {
       try {
         out.valid.push(parsePolicy(o));
       } catch (err) {
@@ -34,14 +33,10 @@ export async function listPolicies(kube: KubeClient, cluster: string): Promise<P
     out.valid.sort((a, b) => a.name.localeCompare(b.name));
     return out;
   });
-  cache.set(cluster, { at: Date.now(), set });
-  set.catch(() => cache.delete(cluster));
-  return set;
 }
 
 export function forgetPolicies(cluster?: string): void {
-  if (cluster) cache.delete(cluster);
-  else cache.clear();
+  cache.forget(cluster);
 }
 
 export function policyFor(set: PolicySet, group: string, kind: string): RevisionPolicy | undefined {

@@ -11,7 +11,7 @@ import { parseOrDeadLetter, type Log } from '../../shared/lambda/batch.ts';
 import type { DeadLetterSink } from '../../shared/lambda/dead-letter.ts';
 import { makeSyncRequest } from '../../shared/lambda/sync-request.ts';
 import type { SyncSink } from '../../shared/lambda/sync-sink.ts';
-import { BatchResolver, routeEvent, syncKeyString, type ControllerKind, type RoutedKey, type SyncKey } from '../../shared/ownership/index.ts';
+import { BatchResolver, inputSteps, routeEvent, syncKeyString, type ControllerKind, type RoutedKey, type SyncKey } from '../../shared/ownership/index.ts';
 import type { ControllerSource } from '../controllers.ts';
 
 export interface RouterDeps {
@@ -34,11 +34,13 @@ export interface RouteStats {
 /** The keys one envelope leads to. */
 export async function routeEnvelope(envelope: Envelope, resolver: BatchResolver, kinds: readonly ControllerKind[]): Promise<RoutedKey[]> {
   const object = envelope.data.object;
-  const routed = (await Promise.all(routeEvent(watchEventType(envelope), object, envelope.data.oldObject).map((s) => resolver.resolve(s)))).flat();
-  // A parent's own change syncs that parent.
   const { group } = parseApiVersion(object.apiVersion ?? '');
+  const steps = routeEvent(watchEventType(envelope), object, envelope.data.oldObject);
+  if (kinds.some((k) => k.inputs?.kinds.some((i) => i.group === group && i.kind === object.kind))) steps.push(...inputSteps(object, envelope.data.oldObject));
+  const routed = (await Promise.all(steps.map((s) => resolver.resolve(s)))).flat();
+  // A parent's own change syncs that parent (unless its kind says this change needs none).
   const self = kinds.find((k) => k.kind === object.kind && k.resource.group === group);
-  if (self) {
+  if (self && (self.ownChangeSyncs?.(object) ?? true)) {
     const key: SyncKey = { cluster: envelope.cluster, group, kind: self.kind, namespace: object.metadata.namespace, name: object.metadata.name ?? '', uid: object.metadata.uid ?? '' };
     routed.push({ key, target: self.target });
   }

@@ -33,6 +33,19 @@ const cache = new WeakMap<KubeClient, Map<string, Promise<APIResourceList>>>();
 
 /** Finds the resource serving `kind` in `apiVersion`; cached per client, since it does not change under us. */
 export async function resolveKind(client: KubeClient, apiVersion: string, kind: string): Promise<ResolvedResource> {
+  const found = (await cachedResourceList(client, apiVersion)).resources.find((r) => r.kind === kind && !r.name.includes('/'));
+  if (!found) throw new Error(`the cluster serves no kind ${kind} in ${apiVersion}`);
+  return { ...parseApiVersion(apiVersion), resource: found.name, kind, namespaced: found.namespaced };
+}
+
+/** Finds the kind served as `resource` (plural) in `apiVersion`, with the same cache. */
+export async function resolveResource(client: KubeClient, apiVersion: string, resource: string): Promise<ResolvedResource> {
+  const found = (await cachedResourceList(client, apiVersion)).resources.find((r) => r.name === resource);
+  if (!found) throw new Error(`the cluster serves no resource ${resource} in ${apiVersion}`);
+  return { ...parseApiVersion(apiVersion), resource, kind: found.kind, namespaced: found.namespaced };
+}
+
+async function cachedResourceList(client: KubeClient, apiVersion: string): Promise<APIResourceList> {
   const { group, version } = parseApiVersion(apiVersion);
   let lists = cache.get(client);
   if (!lists) cache.set(client, (lists = new Map()));
@@ -42,16 +55,12 @@ export async function resolveKind(client: KubeClient, apiVersion: string, kind: 
     lists.set(apiVersion, list);
     list.catch(() => lists.delete(apiVersion));
   }
-  let resources: APIResourceList;
   try {
-    resources = await list;
+    return await list;
   } catch (err) {
     if (isKubeError(err, 'NotFound')) throw new Error(`the cluster does not serve ${apiVersion}`, { cause: err });
     throw err;
   }
-  const found = resources.resources.find((r) => r.kind === kind && !r.name.includes('/'));
-  if (!found) throw new Error(`the cluster serves no kind ${kind} in ${apiVersion}`);
-  return { group, version, resource: found.name, kind, namespaced: found.namespaced };
 }
 
 /** Forgets what discovery said, after installing CRDs for example. */

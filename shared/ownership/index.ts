@@ -3,5 +3,5 @@ export { controllerOf, isControlledBy, isBeingDeleted, newControllerRef, type Pa
 export { compileSelector, matches, selectorString, SelectorError, type LabelSelector, type LabelSelectorRequirement, type Selector, type Labels } from './selector.ts';
 export { planClaim, ordinalNameGuard, type ClaimOptions, type ClaimPlan } from './claim.ts';
 export { claim, type ClaimContext, type ClaimResult } from './claim-shell.ts';
-export { routeEvent, dedupeKeys, syncKeyString, type RouteStep, type SyncKey } from './router.ts';
+export { routeEvent, inputSteps, dedupeKeys, syncKeyString, type RouteStep, type SyncKey } from './router.ts';
 export { BatchResolver, type ControllerKind, type RoutedKey } from './resolver.ts';

@@ -15,6 +15,10 @@ export interface ControllerKind {
   selectorOf: (parent: KubeObject) => LabelSelector | null | undefined;
   /** Where its sync keys go (a queue, in AWS). */
   target: string;
+  /** Kinds it reads without owning (MapController inputs), and the parent's selector over them (empty: all). */
+  inputs?: { kinds: ReadonlyArray<{ group: string; kind: string }>; selectorOf: (parent: KubeObject) => LabelSelector | null | undefined };
+  /** Whether a change to the parent itself needs a sync (default: every change does). */
+  ownChangeSyncs?: (parent: KubeObject) => boolean;
 }
 
 export interface RoutedKey {
@@ -38,7 +42,9 @@ export class BatchResolver {
   }
 
   async resolve(step: RouteStep): Promise<RoutedKey[]> {
-    return step.by === 'controllerRef' ? this.resolveRef(step) : this.resolveSelector(step);
+    if (step.by === 'controllerRef') return this.resolveRef(step);
+    if (step.by === 'input') return this.resolveInput(step);
+    return this.resolveSelector(step);
   }
 
   private async resolveRef(step: Extract<RouteStep, { by: 'controllerRef' }>): Promise<RoutedKey[]> {
@@ -61,27 +67,43 @@ export class BatchResolver {
   private async resolveSelector(step: Extract<RouteStep, { by: 'selector' }>): Promise<RoutedKey[]> {
     const out: RoutedKey[] = [];
     for (const kind of this.controllers) {
-      const namespace = kind.namespaced ? step.namespace : undefined;
-      if (kind.namespaced && !namespace) continue; // a namespaced parent never owns a cluster-scoped child
-      const id = `${kind.resource.group}/${kind.kind}/${namespace ?? ''}`;
-      let list = this.lists.get(id);
-      if (!list) {
-        this.stats.lists += 1;
-        list = this.kube.listAll(kind.resource, { namespace });
-        this.lists.set(id, list);
+      if (kind.namespaced && !step.namespace) continue; // a namespaced parent never owns a cluster-scoped child
+      out.push(...(await this.matchingParents(kind, step.namespace, kind.selectorOf, step.labels)));
+    }
+    return out;
+  }
+
+  private async resolveInput(step: Extract<RouteStep, { by: 'input' }>): Promise<RoutedKey[]> {
+    const out: RoutedKey[] = [];
+    for (const kind of this.controllers) {
+      if (!kind.inputs?.kinds.some((k) => k.group === step.group && k.kind === step.kind)) continue;
+      // A cluster-scoped input may be read by parents in any namespace.
+      out.push(...(await this.matchingParents(kind, step.namespace, (p) => kind.inputs!.selectorOf(p) ?? {}, step.labels)));
+    }
+    return out;
+  }
+
+  private async matchingParents(kind: ControllerKind, objectNamespace: string | undefined, selectorOf: ControllerKind['selectorOf'], labels: Readonly<Record<string, string>>): Promise<RoutedKey[]> {
+    const namespace = kind.namespaced ? objectNamespace : undefined;
+    const id = `${kind.resource.group}/${kind.kind}/${namespace ?? ''}`;
+    let list = this.lists.get(id);
+    if (!list) {
+      this.stats.lists += 1;
+      list = this.kube.listAll(kind.resource, { namespace });
+      this.lists.set(id, list);
+    }
+    const out: RoutedKey[] = [];
+    for (const parent of await list) {
+      let selector;
+      try {
+        selector = compileSelector(selectorOf(parent));
+      } catch (err) {
+        // A parent with an invalid selector selects nothing; its own sync reports the problem.
+        if (!(err instanceof SelectorError)) throw err;
+        this.stats.invalidSelectors += 1;
+        continue;
       }
-      for (const parent of await list) {
-        let selector;
-        try {
-          selector = compileSelector(kind.selectorOf(parent));
-        } catch (err) {
-          // A parent with an invalid selector selects nothing; its own sync reports the problem.
-          if (!(err instanceof SelectorError)) throw err;
-          this.stats.invalidSelectors += 1;
-          continue;
-        }
-        if (matches(selector, step.labels)) out.push({ key: this.keyOf(kind, parent), target: kind.target });
-      }
+      if (matches(selector, labels)) out.push({ key: this.keyOf(kind, parent), target: kind.target });
     }
     return out;
   }

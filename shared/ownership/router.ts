@@ -8,12 +8,13 @@
 // a modified orphan is unknown (a forwarder that does not send it), its labels count as changed: an extra
 // sync is harmless to a level-triggered controller, a missing one is not.
 import type { WatchEventType } from '../envelope/index.ts';
-import type { KubeObject, OwnerReference } from '../kube/resource.ts';
+import { parseApiVersion, type KubeObject, type OwnerReference } from '../kube/resource.ts';
 import { controllerOf, isBeingDeleted } from './controller-ref.ts';
 
 export type RouteStep =
   | { by: 'controllerRef'; ref: OwnerReference; namespace: string | undefined }
-  | { by: 'selector'; labels: Readonly<Record<string, string>>; namespace: string | undefined };
+  | { by: 'selector'; labels: Readonly<Record<string, string>>; namespace: string | undefined }
+  | { by: 'input'; group: string; kind: string; labels: Readonly<Record<string, string>>; namespace: string | undefined };
 
 export function routeEvent(type: WatchEventType, object: KubeObject, oldObject?: KubeObject): RouteStep[] {
   const namespace = object.metadata.namespace;
@@ -33,6 +34,17 @@ export function routeEvent(type: WatchEventType, object: KubeObject, oldObject?:
   if (isBeingDeleted(object)) return steps;
   if (previous || !oldObject || labelsChanged(oldObject, object)) steps.push(bySelector);
   return steps;
+}
+
+/**
+ * MapController inputs are read, not owned: any change to an object of an input kind, whoever controls it,
+ * reaches the parents whose input selector matches its labels, before and after the change (an input that
+ * stops matching must reach the parent too, whose outputs for it are now detached).
+ */
+export function inputSteps(object: KubeObject, oldObject?: KubeObject): RouteStep[] {
+  const { group } = parseApiVersion(object.apiVersion ?? '');
+  const step = (o: KubeObject): RouteStep => ({ by: 'input', group, kind: object.kind ?? '', labels: o.metadata.labels ?? {}, namespace: object.metadata.namespace });
+  return oldObject && labelsChanged(oldObject, object) ? [step(object), step(oldObject)] : [step(object)];
 }
 
 function labelsChanged(a: KubeObject, b: KubeObject): boolean {

@@ -1,0 +1,39 @@
+import middy from '@middy/core';
+import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
+import { environment } from '../../shared/lambda/environment.ts';
+import { functionLogger } from '../../shared/lambda/logger.ts';
+import { makeSyncRequest } from '../../shared/lambda/sync-request.ts';
+import { resyncDue } from '../../shared/map/plan.ts';
+import { listMapControllers, MAP_TARGET, resourceOf } from '../map/controllers.ts';
+
+const logger = functionLogger('map-resync');
+/** The schedule's period (functions/index.ts): each tick queues the parents whose resync falls in it. */
+export const RESYNC_TICK_MS = 60_000;
+
+/**
+ * Resyncs without events (seed 003's resyncPeriodSeconds): a one-minute schedule, rather than a delayed
+ * message per parent: sync queues are FIFO, which take no per-message delay, and a schedule costs one list
+ * per parent kind per minute whatever the number of parents, with nothing stored per parent.
+ */
+export const handler = middy(async (event: { cluster?: string }) => {
+  const env = environment();
+  const now = new Date();
+  let queued = 0;
+  for (const cluster of event.cluster ? [event.cluster] : env.clusters.ids()) {
+    const kube = env.clusters.client(cluster);
+    for (const mc of (await listMapControllers(kube, cluster)).valid) {
+      const period = mc.spec.resyncPeriodSeconds;
+      if (!period) continue;
+      const requests = [];
+      for (const p of await kube.listAll(resourceOf(mc.parent))) {
+        const index = resyncDue(p.metadata.uid ?? '', period, now, RESYNC_TICK_MS);
+        if (index === undefined) continue;
+        requests.push(makeSyncRequest({ cluster, group: mc.parent.group, kind: mc.parent.kind, namespace: p.metadata.namespace, name: p.metadata.name ?? '', uid: p.metadata.uid ?? '' }, [`resync/${period}/${index}`]));
+      }
+      await env.syncSink.send(MAP_TARGET, requests);
+      queued += requests.length;
+    }
+  }
+  logger.info('map resync', { queued });
+  return { queued };
+}).use(injectLambdaContext(logger));

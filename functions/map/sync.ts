@@ -1,0 +1,225 @@
+// One MapController sync pass for one parent (seed 003): list the inputs and the parent's outputs, call the map
+// hook once per input (in parallel, bounded), reconcile each input's outputs, hand detached outputs to the
+// tombstone hook, and write the aggregated status. A failed hook call or a bad answer changes nothing for its
+// input and is reported in the parent's status; the other inputs go on. A parent being deleted gets its status
+// only. Writes: create (never takes over an existing object), server-side apply with Outrigger's field manager
+// (`outrigger`), conditional on the resourceVersion that was read, delete with a uid precondition.
+import pLimit from 'p-limit';
+import { HookError, type HookCaller } from '../../shared/hooks/index.ts';
+import { apiVersionOf, isKubeError, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
+import { HookResponseError, PARENT_LABEL, parseHookResponse } from '../../shared/map/api.ts';
+import {
+  aggregate,
+  detachedToDelete,
+  diffOutputs,
+  identityOf,
+  inputSelector,
+  mapKeyOf,
+  OutputError,
+  outputMap,
+  outputsByKey,
+  prepareOutputs,
+  selectInputs,
+  setCondition,
+  statusChanged,
+  type KindInfo,
+  type MapStatus,
+} from '../../shared/map/plan.ts';
+import { isBeingDeleted, SelectorError, selectorString } from '../../shared/ownership/index.ts';
+import type { SyncKey } from '../../shared/ownership/index.ts';
+import { resourceOf, type ResolvedMapController } from './controllers.ts';
+
+export const MAP_CONCURRENCY = 32;
+/** How many per-input problems the status condition names (the log has them all). */
+const MESSAGE_PROBLEMS = 3;
+
+export interface MapContext {
+  kube: KubeClient;
+  hooks: HookCaller;
+  concurrency?: number;
+  now?: () => Date;
+  log?: (level: 'info' | 'warn', message: string, fields?: Record<string, unknown>) => void;
+}
+
+export interface Problem {
+  mapKey: string;
+  /** The input (kind namespace/name), or "detached" for a tombstone group. */
+  what: string;
+  reason: string;
+  message: string;
+}
+
+export interface MapSyncResult {
+  skipped?: string;
+  inputs: number;
+  hookCalls: number;
+  created: number;
+  updated: number;
+  deleted: number;
+  unchanged: number;
+  detachedKept: number;
+  problems: Problem[];
+  statusWritten: boolean;
+}
+
+export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: SyncKey): Promise<MapSyncResult> {
+  const result: MapSyncResult = { inputs: 0, hookCalls: 0, created: 0, updated: 0, deleted: 0, unchanged: 0, detachedKept: 0, problems: [], statusWritten: false };
+  const found = await ctx.kube.find(resourceOf(mc.parent), key.name, mc.parent.namespaced ? key.namespace : undefined);
+  if (!found || found.metadata.uid !== key.uid) return { ...result, skipped: 'parent gone' };
+  // Listed and fetched objects carry no apiVersion or kind in some clients; hooks and ControllerRefs need both.
+  const parent: KubeObject = { ...found, apiVersion: apiVersionOf(mc.parent), kind: mc.parent.kind };
+  const namespace = parent.metadata.namespace;
+  const now = ctx.now ?? (() => new Date());
+
+  let selector;
+  try {
+    selector = inputSelector(parent);
+  } catch (err) {
+    if (!(err instanceof SelectorError)) throw err;
+    result.problems.push({ mapKey: '', what: 'spec.selector', reason: 'InvalidSelector', message: err.message });
+    await writeStatus(ctx, mc, parent, undefined, undefined, result, now());
+    return result;
+  }
+
+  // Inputs: objects of every input resource matching the selector, in the parent's namespace (cluster-wide for
+  // a cluster-scoped parent or input resource). Outputs: the parent's, found by its label, judged by ControllerRef.
+  const labelSelector = selectorString(selector);
+  const [inputLists, outputLists] = await Promise.all([
+    Promise.all(mc.inputs.map(async (k) => typed(k, await ctx.kube.listAll(resourceOf(k), { namespace: k.namespaced ? namespace : undefined, labelSelector })))),
+    Promise.all(mc.outputs.map(async (k) => typed(k, await ctx.kube.listAll(resourceOf(k), { namespace: k.namespaced ? namespace : undefined, labelSelector: `${PARENT_LABEL}=${parent.metadata.uid ?? ''}` })))),
+  ]);
+  const inputs = inputLists.map((list) => selectInputs(parent, selector, list));
+  result.inputs = inputs.reduce((n, l) => n + l.length, 0);
+  const observed = outputsByKey(parent, outputLists.flat());
+  const final = new Map<string, KubeObject>(outputLists.flat().filter((o) => o.metadata.labels?.[PARENT_LABEL] === parent.metadata.uid).map((o) => [identityOf(o), o]));
+
+  if (!isBeingDeleted(parent)) {
+    const limit = pLimit(ctx.concurrency ?? MAP_CONCURRENCY);
+    const liveKeys = new Set<string>();
+    // Which map key each output identity belongs to, so two inputs never fight over one output.
+    const claimed = new Map<string, string>();
+    for (const [k, objs] of observed) for (const o of objs) claimed.set(identityOf(o), k);
+    const tasks: Array<Promise<void>> = [];
+    for (const input of inputs.flat()) {
+      const mapKey = mapKeyOf(input);
+      liveKeys.add(mapKey);
+      const what = `${input.kind ?? ''} ${input.metadata.namespace ? `${input.metadata.namespace}/` : ''}${input.metadata.name ?? ''}`;
+      tasks.push(
+        limit(async () => {
+          const mine = observed.get(mapKey) ?? [];
+          try {
+            result.hookCalls += 1;
+            const answer = parseHookResponse(await ctx.hooks.call(mc.spec.hooks.map, { controller: mc.object, parent, mapKey, input, outputs: outputMap(mine) }));
+            const desired = prepareOutputs(answer, { parent, mapKey, outputKinds: mc.outputs });
+            for (const d of desired) {
+              const owner = claimed.get(identityOf(d));
+              if (owner !== undefined && owner !== mapKey) throw new OutputError(`output ${d.kind ?? ''} ${d.metadata.name ?? ''} already belongs to map key ${owner}`);
+              claimed.set(identityOf(d), mapKey);
+            }
+            await apply(ctx, mc, diffOutputs(mine, desired), final, result);
+          } catch (err) {
+            result.problems.push(problemOf(err, mapKey, what));
+          }
+        }),
+      );
+    }
+    // Detached outputs: their input is gone (or no longer matches). Only the tombstone hook may keep them.
+    for (const [mapKey, objs] of observed) {
+      if (liveKeys.has(mapKey)) continue;
+      tasks.push(
+        limit(async () => {
+          try {
+            let doomed = objs;
+            if (mc.spec.hooks.tombstone) {
+              result.hookCalls += 1;
+              const keep = parseHookResponse(await ctx.hooks.call(mc.spec.hooks.tombstone, { controller: mc.object, parent, mapKey, outputs: outputMap(objs) }));
+              doomed = detachedToDelete(objs, keep);
+              result.detachedKept += objs.length - doomed.length;
+            }
+            await apply(ctx, mc, { create: [], update: [], delete: doomed, unchanged: [] }, final, result);
+          } catch (err) {
+            result.problems.push(problemOf(err, mapKey, 'detached outputs'));
+          }
+        }),
+      );
+    }
+    await Promise.all(tasks);
+  }
+
+  for (const p of result.problems) ctx.log?.('warn', 'map sync problem; nothing was deleted for it', { parent: `${namespace ?? ''}/${parent.metadata.name ?? ''}`, ...p });
+  const inputTotals = new Map<KindInfo, number>(mc.inputs.map((k, i) => [k, inputs[i]!.length]));
+  const outputsNow = new Map<KindInfo, KubeObject[]>(mc.outputs.map((k) => [k, [...final.values()].filter((o) => o.kind === k.kind && o.apiVersion === apiVersionOf(k))]));
+  await writeStatus(ctx, mc, parent, inputTotals, outputsNow, result, now());
+  return result;
+}
+
+/** Listed items carry no apiVersion or kind: they come from the resource they were listed from. */
+function typed(k: KindInfo, objects: KubeObject[]): KubeObject[] {
+  return objects.map((o) => ({ ...o, apiVersion: apiVersionOf(k), kind: k.kind }));
+}
+
+async function apply(ctx: MapContext, mc: ResolvedMapController, changes: ReturnType<typeof diffOutputs>, final: Map<string, KubeObject>, result: MapSyncResult): Promise<void> {
+  const kindOf = (o: KubeObject) => mc.outputs.find((k) => k.kind === o.kind && apiVersionOf(k) === o.apiVersion)!;
+  for (const d of changes.create) {
+    try {
+      const made = await ctx.kube.create(resourceOf(kindOf(d)), d);
+      final.set(identityOf(d), { ...made, apiVersion: d.apiVersion, kind: d.kind });
+      result.created += 1;
+    } catch (err) {
+      // Someone else's object by that name: never taken over.
+      if (isKubeError(err, 'AlreadyExists')) throw new OutputError(`output ${d.kind ?? ''} ${d.metadata.name ?? ''} exists and is not this parent's; it is left alone`);
+      throw err;
+    }
+  }
+  for (const { desired, observed } of changes.update) {
+    // Conditional on what was read: an output whose owner changed since is not written.
+    const body = { ...desired, metadata: { ...desired.metadata, resourceVersion: observed.metadata.resourceVersion } };
+    const k = kindOf(desired);
+    const written = await ctx.kube.patch(resourceOf(k), desired.metadata.name ?? '', k.namespaced ? desired.metadata.namespace : undefined, body, 'apply', { force: true });
+    final.set(identityOf(desired), { ...written, apiVersion: desired.apiVersion, kind: desired.kind });
+    result.updated += 1;
+  }
+  result.unchanged += changes.unchanged.length;
+  for (const o of changes.delete) {
+    const k = kindOf(o);
+    try {
+      await ctx.kube.delete(resourceOf(k), o.metadata.name ?? '', k.namespaced ? o.metadata.namespace : undefined, { preconditions: { uid: o.metadata.uid! } });
+    } catch (err) {
+      if (!isKubeError(err, 'NotFound') && !isKubeError(err, 'Conflict')) throw err;
+    }
+    final.delete(identityOf(o));
+    result.deleted += 1;
+  }
+}
+
+function problemOf(err: unknown, mapKey: string, what: string): Problem {
+  if (err instanceof HookError) return { mapKey, what, reason: `Hook${err.reason}`, message: err.message };
+  if (err instanceof HookResponseError) return { mapKey, what, reason: 'HookMalformedAnswer', message: err.message };
+  if (err instanceof OutputError) return { mapKey, what, reason: 'InvalidOutput', message: err.message };
+  if (isKubeError(err)) return { mapKey, what, reason: 'WriteFailed', message: (err as Error).message };
+  throw err;
+}
+
+async function writeStatus(
+  ctx: MapContext,
+  mc: ResolvedMapController,
+  parent: KubeObject,
+  inputs: ReadonlyMap<KindInfo, number> | undefined,
+  outputs: ReadonlyMap<KindInfo, KubeObject[]> | undefined,
+  result: MapSyncResult,
+  now: Date,
+): Promise<void> {
+  const current = parent.status as Partial<MapStatus> | undefined;
+  const counts = inputs && outputs ? aggregate(inputs, outputs) : { inputs: current?.inputs ?? {}, outputs: current?.outputs ?? {} };
+  const first = result.problems.slice(0, MESSAGE_PROBLEMS).map((p) => `${p.what}: ${p.message}`);
+  const more = result.problems.length > MESSAGE_PROBLEMS ? `; and ${result.problems.length - MESSAGE_PROBLEMS} more` : '';
+  const synced = result.problems.length
+    ? { type: 'Synced', status: 'False' as const, reason: result.problems[0]!.reason, message: `${result.problems.length} problem(s), nothing deleted for them: ${first.join('; ')}${more}` }
+    : isBeingDeleted(parent)
+      ? { type: 'Synced', status: 'False' as const, reason: 'Deleting', message: 'the parent is being deleted: status only' }
+      : { type: 'Synced', status: 'True' as const, reason: 'Synced', message: `${result.inputs} input(s) mapped` };
+  const next: MapStatus = { observedGeneration: parent.metadata.generation, ...counts, conditions: setCondition(current?.conditions, synced, now) };
+  if (!statusChanged(current, next)) return;
+  await ctx.kube.patch(resourceOf(mc.parent), parent.metadata.name ?? '', mc.parent.namespaced ? parent.metadata.namespace : undefined, { status: next }, 'merge', { subresource: 'status' });
+  result.statusWritten = true;
+}

@@ -1,0 +1,110 @@
+// MapController (seed 003) as the handlers read it: the controller's spec, the hook contracts, and the tags
+// Outrigger puts on outputs. Pure: parsing and types, no I/O. The CRD schema rejects most bad specs at the
+// apiserver; the parser repeats those checks, so a bad MapController is reported and never causes a write.
+import { z } from 'zod';
+import { firstIssue } from '../envelope/index.ts';
+import type { KubeObject } from '../kube/resource.ts';
+
+export const MAP_GROUP = 'metacontroller.k8s.io';
+export const MAP_VERSION = 'v1alpha1';
+
+/** The map key of the input an output was made for (opaque to hooks: the input's uid). */
+export const MAP_KEY_LABEL = 'map.outrigger.dev/key';
+/** The parent's uid, so one labelled list finds a parent's outputs; ownership is still judged by ControllerRef. */
+export const PARENT_LABEL = 'map.outrigger.dev/parent';
+/** A hash of what was last applied, so a pass with nothing changed writes nothing (instead of a last-applied copy). */
+export const APPLIED_ANNOTATION = 'map.outrigger.dev/applied';
+
+export const DEFAULT_HOOK_TIMEOUT_SECONDS = 10;
+export const DEFAULT_HOOK_RETRIES = 2;
+
+const resourceRule = z.object({ apiVersion: z.string().min(1), resource: z.string().min(1) });
+
+const hookSchema = z
+  .object({
+    webhook: z.object({ url: z.url({ protocol: /^https?$/, error: 'must be an http or https URL' }) }).optional(),
+    lambda: z.object({ functionName: z.string().min(1), qualifier: z.string().min(1).optional() }).optional(),
+    timeoutSeconds: z.number().positive().max(900).default(DEFAULT_HOOK_TIMEOUT_SECONDS),
+    /** Retries of a call that failed for a reason worth retrying (no answer, 429, 5xx). */
+    retries: z.number().int().min(0).max(5).default(DEFAULT_HOOK_RETRIES),
+  })
+  .refine((h) => (h.webhook ? 1 : 0) + (h.lambda ? 1 : 0) === 1, { message: 'needs exactly one of webhook or lambda' });
+
+export type Hook = z.infer<typeof hookSchema>;
+
+const specSchema = z.object({
+  parentResource: resourceRule,
+  inputResources: z.array(resourceRule).min(1, 'names no input resource'),
+  outputResources: z.array(resourceRule).min(1, 'names no output resource'),
+  resyncPeriodSeconds: z.number().int().min(1).optional(),
+  hooks: z.object({ map: hookSchema, tombstone: hookSchema.optional() }),
+});
+
+export type MapControllerSpec = z.infer<typeof specSchema>;
+export type ResourceRule = z.infer<typeof resourceRule>;
+
+export interface MapController {
+  name: string;
+  uid: string;
+  generation: number;
+  spec: MapControllerSpec;
+  /** The object as stored: hooks receive it whole. */
+  object: KubeObject;
+}
+
+export class MapControllerError extends Error {
+  constructor(controller: string, message: string) {
+    super(`MapController ${controller}: ${message}`);
+    this.name = 'MapControllerError';
+  }
+}
+
+export function parseMapController(obj: KubeObject): MapController {
+  const name = obj.metadata.name ?? '(unnamed)';
+  const result = specSchema.safeParse(obj.spec);
+  if (!result.success) {
+    const [field, problem] = firstIssue(result.error, 'spec');
+    throw new MapControllerError(name, `spec.${field}: ${problem}`);
+  }
+  return { name, uid: obj.metadata.uid ?? '', generation: obj.metadata.generation ?? 0, spec: result.data, object: obj };
+}
+
+/** Outputs as hooks receive them: `<Kind>.<apiVersion>` -> `<namespace>/<name>` (or `<name>`) -> object. */
+export type OutputMap = Record<string, Record<string, KubeObject>>;
+
+export interface MapHookRequest {
+  controller: KubeObject;
+  parent: KubeObject;
+  mapKey: string;
+  input: KubeObject;
+  outputs: OutputMap;
+}
+
+export type TombstoneHookRequest = Omit<MapHookRequest, 'input'>;
+
+/** What a hook answers: `{outputs: [...]}` (for the tombstone hook, the detached outputs to keep). */
+const hookResponseSchema = z.object({
+  outputs: z.array(
+    z.looseObject({
+      apiVersion: z.string().min(1),
+      kind: z.string().min(1),
+      metadata: z.looseObject({ name: z.string().min(1), namespace: z.string().min(1).optional() }),
+    }),
+  ),
+});
+
+export class HookResponseError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'HookResponseError';
+  }
+}
+
+export function parseHookResponse(value: unknown): KubeObject[] {
+  const result = hookResponseSchema.safeParse(value);
+  if (!result.success) {
+    const [field, problem] = firstIssue(result.error, '(answer)');
+    throw new HookResponseError(`the answer's ${field} ${problem}`);
+  }
+  return result.data.outputs as KubeObject[];
+}

@@ -1,0 +1,224 @@
+// One MapController sync pass (seed 003), the decisions only: which objects are inputs, which outputs belong to
+// which map key, whether a hook's answer may be applied, what to create, update and delete, and the parent's
+// aggregated status. The shell (functions/map) lists, calls hooks and writes.
+import { createHash } from 'node:crypto';
+import { parseApiVersion, type KubeObject } from '../kube/resource.ts';
+import { canonicalJson, revisionHash, type Json } from '../history/data.ts';
+import { compileSelector, controllerOf, matches, newControllerRef, type LabelSelector, type Selector } from '../ownership/index.ts';
+import { APPLIED_ANNOTATION, MAP_KEY_LABEL, PARENT_LABEL, type OutputMap } from './api.ts';
+
+/** A resource as the pass knows it: its kind (hooks name outputs by kind) and scope. */
+export interface KindInfo {
+  group: string;
+  version: string;
+  resource: string;
+  kind: string;
+  namespaced: boolean;
+}
+
+/** The parent's duck-typed `spec.selector`; missing or empty selects every input in scope (the seed). */
+export function inputSelector(parent: KubeObject): Selector {
+  const raw = (parent.spec as { selector?: LabelSelector | null } | undefined)?.selector;
+  return compileSelector(raw ?? {});
+}
+
+/** Inputs: the matching candidates, except those this parent controls (an output listed as an input: no recursion). */
+export function selectInputs(parent: KubeObject, selector: Selector, candidates: readonly KubeObject[]): KubeObject[] {
+  return candidates.filter((c) => controllerOf(c)?.uid !== parent.metadata.uid && matches(selector, c.metadata.labels));
+}
+
+/** The map key of an input: its uid, so a recreated input is a new input and the old one's outputs are detached. */
+export function mapKeyOf(input: KubeObject): string {
+  const uid = input.metadata.uid;
+  if (!uid) throw new Error(`input ${input.metadata.namespace ?? ''}/${input.metadata.name ?? ''} has no uid`);
+  return uid;
+}
+
+/** `<group>/<Kind>/<namespace>/<name>`: one object, whatever version it was read or written in. */
+export function identityOf(o: KubeObject): string {
+  return `${parseApiVersion(o.apiVersion ?? '').group}/${o.kind ?? ''}/${o.metadata.namespace ?? ''}/${o.metadata.name ?? ''}`;
+}
+
+/** The parent's outputs, by map key. Objects controlled by anyone else are not outputs, whatever their labels. */
+export function outputsByKey(parent: KubeObject, objects: readonly KubeObject[]): Map<string, KubeObject[]> {
+  const out = new Map<string, KubeObject[]>();
+  for (const o of objects) {
+    if (controllerOf(o)?.uid !== parent.metadata.uid) continue;
+    const key = o.metadata.labels?.[MAP_KEY_LABEL];
+    if (!key) continue; // owned, but not made by a map pass: counted in status, never changed
+    out.set(key, [...(out.get(key) ?? []), o]);
+  }
+  return out;
+}
+
+/** The hook's `outputs` argument: `<Kind>.<apiVersion>` -> `<namespace>/<name>` (or `<name>`) -> object. */
+export function outputMap(objects: readonly KubeObject[]): OutputMap {
+  const out: OutputMap = {};
+  for (const o of objects) {
+    const type = `${o.kind ?? ''}.${o.apiVersion ?? ''}`;
+    const name = o.metadata.namespace ? `${o.metadata.namespace}/${o.metadata.name ?? ''}` : (o.metadata.name ?? '');
+    (out[type] ??= {})[name] = o;
+  }
+  return out;
+}
+
+export class OutputError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'OutputError';
+  }
+}
+
+/**
+ * A hook's desired outputs made ready to write: each of a listed output kind, in the parent's namespace (a
+ * namespaced parent owns nothing elsewhere), named once, with the parent's ControllerRef, the map key and
+ * parent labels and the hash of what is applied. Throws OutputError, naming the output, for anything else.
+ */
+export function prepareOutputs(desired: readonly KubeObject[], ctx: { parent: KubeObject; mapKey: string; outputKinds: readonly KindInfo[] }): KubeObject[] {
+  const parentNs = ctx.parent.metadata.namespace;
+  const seen = new Set<string>();
+  return desired.map((d) => {
+    const what = `output ${d.kind ?? '?'} ${d.metadata.namespace ? `${d.metadata.namespace}/` : ''}${d.metadata.name ?? '?'}`;
+    const { group, version } = parseApiVersion(d.apiVersion ?? '');
+    const kind = ctx.outputKinds.find((k) => k.group === group && k.kind === d.kind);
+    if (!kind) throw new OutputError(`${what}: ${d.apiVersion ?? ''} ${d.kind ?? ''} is not one of the controller's outputResources`);
+    if (kind.version !== version) throw new OutputError(`${what}: written as ${d.apiVersion ?? ''}, but outputResources names ${group ? `${group}/` : ''}${kind.version}`);
+    let namespace = d.metadata.namespace;
+    if (!kind.namespaced && namespace) throw new OutputError(`${what}: ${d.kind ?? ''} is cluster-scoped and takes no namespace`);
+    if (kind.namespaced && parentNs) {
+      if (namespace && namespace !== parentNs) throw new OutputError(`${what}: is in namespace ${namespace}, but a parent in ${parentNs} may own outputs in ${parentNs} only`);
+      namespace = parentNs;
+    }
+    if (kind.namespaced && !namespace) throw new OutputError(`${what}: a namespaced output of a cluster-scoped parent needs a namespace`);
+    const ours = d.metadata.ownerReferences?.find((r) => r.controller === true && r.uid !== ctx.parent.metadata.uid);
+    if (ours) throw new OutputError(`${what}: names another controller (${ours.kind} ${ours.name}); outputs are owned by the parent`);
+    const { uid: _uid, resourceVersion: _rv, generation: _g, creationTimestamp: _c, managedFields: _m, deletionTimestamp: _d, selfLink: _s, ...meta } = d.metadata;
+    const { status: _status, ...body } = d;
+    const object: KubeObject = {
+      ...body,
+      metadata: {
+        ...meta,
+        ...(namespace ? { namespace } : {}),
+        labels: { ...meta.labels, [MAP_KEY_LABEL]: ctx.mapKey, [PARENT_LABEL]: ctx.parent.metadata.uid ?? '' },
+        ownerReferences: [...(meta.ownerReferences ?? []).filter((r) => r.controller !== true), newControllerRef(ctx.parent)],
+      },
+    };
+    const id = identityOf(object);
+    if (seen.has(id)) throw new OutputError(`${what}: answered twice`);
+    seen.add(id);
+    object.metadata.annotations = { ...meta.annotations, [APPLIED_ANNOTATION]: revisionHash(object as unknown as Json, 0) };
+    return object;
+  });
+}
+
+export interface OutputChanges {
+  create: KubeObject[];
+  update: Array<{ desired: KubeObject; observed: KubeObject }>;
+  delete: KubeObject[];
+  unchanged: KubeObject[];
+}
+
+/**
+ * What makes the observed outputs of one map key the desired ones. An output is rewritten when what was
+ * applied changed (its hash) or when someone changed a field it sets (drift); fields the apiserver or others
+ * added are not a difference.
+ */
+export function diffOutputs(observed: readonly KubeObject[], desired: readonly KubeObject[]): OutputChanges {
+  const byId = new Map(observed.map((o) => [identityOf(o), o]));
+  const changes: OutputChanges = { create: [], update: [], delete: [], unchanged: [] };
+  const wanted = new Set<string>();
+  for (const d of desired) {
+    const id = identityOf(d);
+    wanted.add(id);
+    const o = byId.get(id);
+    if (!o) changes.create.push(d);
+    else if (o.metadata.annotations?.[APPLIED_ANNOTATION] !== d.metadata.annotations?.[APPLIED_ANNOTATION] || !contains(o as unknown as Json, d as unknown as Json)) changes.update.push({ desired: d, observed: o });
+    else changes.unchanged.push(o);
+  }
+  for (const o of observed) if (!wanted.has(identityOf(o))) changes.delete.push(o);
+  return changes;
+}
+
+/** Every field of `expected` is in `actual` with the same value (lists item by item, same length). */
+export function contains(actual: Json | undefined, expected: Json | undefined): boolean {
+  if (expected === null || typeof expected !== 'object') return canonicalJson(actual) === canonicalJson(expected);
+  if (Array.isArray(expected)) return Array.isArray(actual) && actual.length === expected.length && expected.every((e, i) => contains(actual[i], e));
+  if (actual === null || typeof actual !== 'object' || Array.isArray(actual)) return canonicalJson(expected) === canonicalJson(undefined);
+  return Object.entries(expected).every(([k, v]) => contains(actual[k], v));
+}
+
+/**
+ * The tombstone hook's answer: which detached outputs to keep. Answering an object that is not one of them
+ * is an error (it would otherwise be silently ignored, or mistaken for a request to create it).
+ */
+export function detachedToDelete(detached: readonly KubeObject[], keep: readonly KubeObject[]): KubeObject[] {
+  const ids = new Set(detached.map(identityOf));
+  for (const k of keep) if (!ids.has(identityOf(k))) throw new OutputError(`the tombstone hook answered ${k.kind ?? '?'} ${k.metadata.name ?? '?'}, which is not one of the detached outputs`);
+  const kept = new Set(keep.map(identityOf));
+  return detached.filter((d) => !kept.has(identityOf(d)));
+}
+
+export interface MapStatus {
+  observedGeneration?: number | undefined;
+  inputs: Record<string, { total: number }>;
+  outputs: Record<string, Record<string, number>>;
+  conditions: Condition[];
+}
+
+export interface Condition {
+  type: string;
+  status: 'True' | 'False' | 'Unknown';
+  reason: string;
+  message: string;
+  lastTransitionTime: string;
+  observedGeneration?: number | undefined;
+}
+
+/** Per input resource its total; per output resource its total and, per condition type, how many have it True. */
+export function aggregate(inputs: ReadonlyMap<KindInfo, number>, outputs: ReadonlyMap<KindInfo, readonly KubeObject[]>): Pick<MapStatus, 'inputs' | 'outputs'> {
+  const status: Pick<MapStatus, 'inputs' | 'outputs'> = { inputs: {}, outputs: {} };
+  for (const [kind, total] of inputs) status.inputs[kind.resource] = { total };
+  for (const [kind, objects] of outputs) {
+    const counts: Record<string, number> = { total: objects.length };
+    for (const o of objects) {
+      const conditions = (o.status as { conditions?: Array<{ type?: unknown; status?: unknown }> } | undefined)?.conditions;
+      if (!Array.isArray(conditions)) continue;
+      for (const c of conditions) {
+        if (typeof c.type !== 'string' || !c.type || c.type === 'total') continue;
+        const name = c.type[0]!.toLowerCase() + c.type.slice(1);
+        counts[name] ??= 0;
+        if (c.status === 'True') counts[name] += 1;
+      }
+    }
+    status.outputs[kind.resource] = counts;
+  }
+  return status;
+}
+
+/** The condition list with `next` set, keeping its transition time when its status did not change. */
+export function setCondition(current: readonly Condition[] | undefined, next: Omit<Condition, 'lastTransitionTime'>, now: Date): Condition[] {
+  const before = current?.find((c) => c.type === next.type);
+  const lastTransitionTime = before && before.status === next.status ? before.lastTransitionTime : `${now.toISOString().slice(0, 19)}Z`;
+  return [...(current ?? []).filter((c) => c.type !== next.type), { ...next, lastTransitionTime }];
+}
+
+/** The status fields the pass owns, compared as the apiserver stores them. */
+export function statusChanged(current: Partial<MapStatus> | undefined, next: MapStatus): boolean {
+  const pick = (s: Partial<MapStatus> | undefined) => ({ observedGeneration: s?.observedGeneration, inputs: s?.inputs, outputs: s?.outputs, conditions: s?.conditions }) as unknown as Json;
+  return canonicalJson(pick(current)) !== canonicalJson(pick(next));
+}
+
+/**
+ * Whether a scheduled tick (every `tickMs`) resyncs a parent: once per resync period, at a phase fixed by the
+ * parent's uid so a thousand parents with one period do not all resync in the same tick. Periods shorter than
+ * the tick resync every tick. Stateless: nothing is stored per parent. Returns the period's index (a
+ * deduplication cause) or undefined.
+ */
+export function resyncDue(uid: string, periodSeconds: number, now: Date, tickMs: number): number | undefined {
+  const period = periodSeconds * 1000;
+  const t = now.getTime();
+  if (period <= tickMs) return Math.floor(t / tickMs);
+  const phase = createHash('sha256').update(uid).digest().readUInt32BE(0) % period;
+  const index = Math.floor((t - phase) / period);
+  return index !== Math.floor((t - tickMs - phase) / period) ? index : undefined;
+}
