@@ -1,7 +1,7 @@
 // The Outrigger stack: the state table and every function in functions/index.ts, each with only the
 // permissions it uses. Queues, the forwarder's ingest path, alarms and the dashboard arrive with the
 // forwarder issue; each handler issue adds its function to the registry and its permissions here.
-import { Duration, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
+import { ArnFormat, Duration, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as events from 'aws-cdk-lib/aws-events';
 import * as targets from 'aws-cdk-lib/aws-events-targets';
@@ -21,7 +21,14 @@ export const RUNTIME = lambda.Runtime.NODEJS_24_X;
 export interface OutriggerStackProps extends StackProps {
   /** The clusters this deployment serves (no secrets: EKS clusters are reached with IAM tokens). */
   clusters: ClusterConfig[];
+  /** Lambda functions (names, in this account and region) that MapControllers name as hooks: the map function may invoke these only. */
+  mapHookFunctions?: string[];
+  /** Also deploy the SnapshotSchedule example's hooks (examples/snapshot-schedule), under the names its MapController uses. */
+  examples?: boolean;
 }
+
+/** The example hooks: function name -> export of examples/snapshot-schedule/hooks.ts. */
+export const EXAMPLE_HOOKS: Record<string, string> = { 'outrigger-snapshot-schedule-map': 'map', 'outrigger-snapshot-schedule-tombstone': 'tombstone' };
 
 /** DynamoDB actions each function's code performs on the table; nothing else is granted. */
 // Leases are UpdateItem; fenced writes are TransactWriteItems, authorised per item (ConditionCheckItem, PutItem).
@@ -59,32 +66,32 @@ export class OutriggerStack extends Stack {
     });
 
     for (const spec of functions) this.addFunction(spec, clusters);
+
+    const hooks = [...(props.mapHookFunctions ?? [])];
+    if (props.examples) {
+      for (const [functionName, handler] of Object.entries(EXAMPLE_HOOKS)) {
+        new NodejsFunction(this, fnId(functionName), { ...bundled(join(projectRoot, 'examples/snapshot-schedule/hooks.ts')), functionName, handler, description: `SnapshotSchedule example: the ${handler} hook`, timeout: Duration.seconds(10), memorySize: 256 });
+        hooks.push(functionName);
+      }
+    }
+    if (hooks.length) {
+      // A hook may be called through an alias or version (hooks.<x>.lambda.qualifier).
+      const arns = hooks.flatMap((name) => [this.formatArn({ service: 'lambda', resource: 'function', resourceName: name, arnFormat: ArnFormat.COLON_RESOURCE_NAME }), this.formatArn({ service: 'lambda', resource: 'function', resourceName: `${name}:*`, arnFormat: ArnFormat.COLON_RESOURCE_NAME })]);
+      this.functions.get('map')!.addToRolePolicy(new iam.PolicyStatement({ actions: ['lambda:InvokeFunction'], resources: arns }));
+    }
   }
 
   private addFunction(spec: FunctionSpec, clusters: ClusterConfig[]): void {
     const fn = new NodejsFunction(this, fnId(spec.name), {
+      ...bundled(join(projectRoot, spec.entry)),
       description: spec.description,
-      entry: join(projectRoot, spec.entry),
       handler: 'handler',
-      runtime: RUNTIME,
-      architecture: lambda.Architecture.ARM_64,
       memorySize: 512,
       timeout: Duration.seconds(spec.timeoutSeconds),
-      projectRoot,
-      depsLockFilePath: join(projectRoot, 'package-lock.json'),
       environment: {
         OUTRIGGER_CLUSTERS: JSON.stringify(clusters),
         OUTRIGGER_TABLE: this.table.tableName,
         NODE_OPTIONS: '--enable-source-maps',
-      },
-      bundling: {
-        format: OutputFormat.ESM,
-        target: 'node24',
-        minify: true,
-        sourceMap: true,
-        mainFields: ['module', 'main'],
-        // Some dependencies are CommonJS and call require() for built-ins.
-        banner: "import { createRequire as __outriggerRequire } from 'node:module'; const require = __outriggerRequire(import.meta.url);",
       },
     });
     const actions = tableActions[spec.name];
@@ -107,6 +114,26 @@ export class OutriggerStack extends Stack {
     }
     this.functions.set(spec.name, fn);
   }
+}
+
+/** How every function of the project is built and run: one esbuild bundle per entry, ESM, arm64, Node 24. */
+function bundled(entry: string) {
+  return {
+    entry,
+    runtime: RUNTIME,
+    architecture: lambda.Architecture.ARM_64,
+    projectRoot,
+    depsLockFilePath: join(projectRoot, 'package-lock.json'),
+    bundling: {
+      format: OutputFormat.ESM,
+      target: 'node24',
+      minify: true,
+      sourceMap: true,
+      mainFields: ['module', 'main'],
+      // Some dependencies are CommonJS and call require() for built-ins.
+      banner: "import { createRequire as __outriggerRequire } from 'node:module'; const require = __outriggerRequire(import.meta.url);",
+    },
+  };
 }
 
 function fnId(name: string): string {

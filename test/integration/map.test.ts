@@ -249,7 +249,7 @@ spec:
     expect(logged.some((f) => f.reason === reason)).toBe(true);
   }, 30_000);
 
-  test("never touches an object another controller owns, nor one nobody owns, even with the map labels; a deleted parent's GC is the cluster's", async () => {
+  test("never touches an object another controller owns, nor one nobody owns, even with the map labels", async () => {
     const parent = await setup();
     const ctx = context(outriggerClient());
     // `one-copy` already exists and is nobody's: the map pass must not take it over.

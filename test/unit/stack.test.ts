@@ -3,7 +3,7 @@
 import { App } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import { functions } from '../../functions/index.ts';
-import { OutriggerStack } from '../../infra/stack.ts';
+import { OutriggerStack, type OutriggerStackProps } from '../../infra/stack.ts';
 import type { ClusterConfig } from '../../shared/clusters.ts';
 
 const cluster: ClusterConfig = {
@@ -11,9 +11,9 @@ const cluster: ClusterConfig = {
   access: { kind: 'eks', server: 'https://x.gr7.eu-west-1.eks.amazonaws.com', caData: 'Q0E=', clusterName: 'prod', region: 'eu-west-1' },
 };
 
-function synth(clusters: ClusterConfig[] = [cluster]): Template {
+function synth(clusters: ClusterConfig[] = [cluster], extra: Partial<OutriggerStackProps> = {}): Template {
   const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
-  return Template.fromStack(new OutriggerStack(app, 'Test', { clusters }));
+  return Template.fromStack(new OutriggerStack(app, 'Test', { clusters, ...extra }));
 }
 
 describe('the Outrigger stack', () => {
@@ -69,6 +69,18 @@ describe('the Outrigger stack', () => {
       Storage: onTable(['dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:PutItem', 'dynamodb:ConditionCheckItem']),
       Migrator: [{ ...onTable([])[0]!, Action: 'dynamodb:UpdateItem' }],
     });
+  });
+
+  test('lets the map function invoke the named hook functions (and their versions) only; the example hooks deploy on request', () => {
+    const t = synth([cluster], { mapHookFunctions: ['my-map-hook'], examples: true, env: { account: '111122223333', region: 'eu-west-1' } });
+    const invoke = Object.entries(t.findResources('AWS::IAM::Policy')).flatMap(([id, p]) =>
+      (p.Properties.PolicyDocument.Statement as Array<{ Action: unknown; Resource: unknown }>).filter((st) => st.Action === 'lambda:InvokeFunction').map((st) => [id.replace(/ServiceRoleDefaultPolicy.*$/, ''), st.Resource]),
+    );
+    const arn = (name: string) => ({ 'Fn::Join': ['', ['arn:', { Ref: 'AWS::Partition' }, `:lambda:eu-west-1:111122223333:function:${name}`]] });
+    expect(invoke).toEqual([['Map', ['my-map-hook', 'my-map-hook:*', 'outrigger-snapshot-schedule-map', 'outrigger-snapshot-schedule-map:*', 'outrigger-snapshot-schedule-tombstone', 'outrigger-snapshot-schedule-tombstone:*'].map(arn)]]);
+    t.hasResourceProperties('AWS::Lambda::Function', { FunctionName: 'outrigger-snapshot-schedule-map', Handler: 'index.map' });
+    // Without hooks named, no function may invoke any.
+    expect(JSON.stringify(template.findResources('AWS::IAM::Policy'))).not.toContain('lambda:InvokeFunction');
   });
 
   test('refuses clusters reached any way but EKS IAM tokens', () => {

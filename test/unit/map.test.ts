@@ -1,0 +1,165 @@
+import fc from 'fast-check';
+import { keepSnapshots, mapSnapshots, parseDuration } from '../../examples/snapshot-schedule/hooks.ts';
+import type { KubeObject } from '../../shared/kube/index.ts';
+import { APPLIED_ANNOTATION, MAP_KEY_LABEL, MapControllerError, PARENT_LABEL, parseHookResponse, parseMapController } from '../../shared/map/api.ts';
+import { aggregate, contains, detachedToDelete, diffOutputs, inputSelector, outputMap, outputsByKey, prepareOutputs, resyncDue, selectInputs, setCondition, statusChanged, type KindInfo } from '../../shared/map/plan.ts';
+
+const parent: KubeObject = { apiVersion: 'snapshot.outrigger.dev/v1', kind: 'SnapshotSchedule', metadata: { name: 's', namespace: 'ns', uid: 'p-uid', generation: 1 }, spec: { selector: { matchLabels: { app: 'a' } } } };
+const configMaps: KindInfo = { group: '', version: 'v1', resource: 'configmaps', kind: 'ConfigMap', namespaced: true };
+const namespaces: KindInfo = { group: '', version: 'v1', resource: 'namespaces', kind: 'Namespace', namespaced: false };
+const cm = (name: string, over: Partial<KubeObject['metadata']> = {}, data: Record<string, string> = {}): KubeObject => ({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, ...over }, data });
+const ref = { apiVersion: 'snapshot.outrigger.dev/v1', kind: 'SnapshotSchedule', name: 's', uid: 'p-uid', controller: true, blockOwnerDeletion: true };
+
+describe('MapController spec', () => {
+  const mc = (spec: unknown) => parseMapController({ apiVersion: 'metacontroller.k8s.io/v1alpha1', kind: 'MapController', metadata: { name: 'm', uid: 'u' }, spec } as KubeObject);
+  const valid = { parentResource: { apiVersion: 'v1', resource: 'x' }, inputResources: [{ apiVersion: 'v1', resource: 'y' }], outputResources: [{ apiVersion: 'v1', resource: 'z' }], hooks: { map: { webhook: { url: 'http://h/map' } } } };
+  test('defaults the hook timeout (10 s) and retries (2)', () => {
+    expect(mc(valid).spec.hooks.map).toEqual({ webhook: { url: 'http://h/map' }, timeoutSeconds: 10, retries: 2 });
+  });
+  test.each([
+    [{ ...valid, inputResources: [] }, /spec.inputResources: names no input resource/],
+    [{ ...valid, hooks: { map: {} } }, /spec.hooks.map: needs exactly one of webhook or lambda/],
+    [{ ...valid, hooks: { map: { webhook: { url: 'http://h' }, lambda: { functionName: 'f' } } } }, /exactly one of webhook or lambda/],
+    [{ ...valid, hooks: { map: { webhook: { url: 'ftp://h' } } } }, /spec.hooks.map.webhook.url: must be an http or https URL/],
+  ])('a bad spec names its field: %#', (spec, message) => {
+    expect(() => mc(spec)).toThrow(MapControllerError);
+    expect(() => mc(spec)).toThrow(message);
+  });
+  test('hook answers: outputs with apiVersion, kind and name, or an error naming the field', () => {
+    expect(parseHookResponse({ outputs: [cm('a')] })).toEqual([cm('a')]);
+    expect(() => parseHookResponse({ outputs: [{ kind: 'ConfigMap', metadata: { name: 'a' } }] })).toThrow(/outputs.0.apiVersion/);
+    expect(() => parseHookResponse({})).toThrow(/outputs/);
+  });
+});
+
+describe('a sync pass, decided', () => {
+  test('inputs: the selector (empty: everything), minus what this parent controls', () => {
+    const inputs = [cm('a', { labels: { app: 'a' }, uid: '1' }), cm('b', { labels: { app: 'b' }, uid: '2' }), cm('c', { labels: { app: 'a' }, uid: '3', ownerReferences: [ref] })];
+    expect(selectInputs(parent, inputSelector(parent), inputs).map((i) => i.metadata.name)).toEqual(['a']);
+    const all = { ...parent, spec: {} };
+    expect(selectInputs(all, inputSelector(all), inputs).map((i) => i.metadata.name)).toEqual(['a', 'b']);
+  });
+
+  test('outputs are grouped by map key; objects controlled by another are never outputs', () => {
+    const mine = cm('x', { uid: 'x', labels: { [MAP_KEY_LABEL]: 'k1' }, ownerReferences: [ref] });
+    const theirs = cm('y', { uid: 'y', labels: { [MAP_KEY_LABEL]: 'k1' }, ownerReferences: [{ ...ref, uid: 'other' }] });
+    expect([...outputsByKey(parent, [mine, theirs])]).toEqual([['k1', [mine]]]);
+    expect(outputMap([mine, { ...mine, metadata: { ...mine.metadata, namespace: 'ns' } }])).toEqual({ 'ConfigMap.v1': { x: mine, 'ns/x': { ...mine, metadata: { ...mine.metadata, namespace: 'ns' } } } });
+  });
+
+  test('prepared outputs carry the ControllerRef, map key, parent label and applied hash; status and system fields are dropped', () => {
+    const [out] = prepareOutputs([{ ...cm('x', { uid: 'stale', resourceVersion: '9' }), status: { x: 1 } }], { parent, mapKey: 'k1', outputKinds: [configMaps] });
+    expect(out!.metadata).toMatchObject({ name: 'x', namespace: 'ns', labels: { [MAP_KEY_LABEL]: 'k1', [PARENT_LABEL]: 'p-uid' }, ownerReferences: [ref] });
+    expect(out!.metadata.annotations?.[APPLIED_ANNOTATION]).toMatch(/^[a-z0-9]+$/);
+    expect(out!.metadata.uid).toBeUndefined();
+    expect(out!.status).toBeUndefined();
+  });
+
+  test.each([
+    [[cm('x', { namespace: 'other' })], /is in namespace other, but a parent in ns may own outputs in ns only/],
+    [[{ ...cm('x'), kind: 'Secret' }], /v1 Secret is not one of the controller's outputResources/],
+    [[{ ...cm('x'), apiVersion: 'v2' }], /written as v2, but outputResources names v1/],
+    [[cm('x'), cm('x')], /answered twice/],
+    [[cm('x', { ownerReferences: [{ ...ref, uid: 'someone' }] })], /names another controller/],
+    [[{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'n', namespace: 'ns' } }], /cluster-scoped and takes no namespace/],
+  ])('a bad answer is refused with the output named: %#', (desired, message) => {
+    expect(() => prepareOutputs(desired as KubeObject[], { parent, mapKey: 'k', outputKinds: [configMaps, namespaces] })).toThrow(message);
+  });
+
+  test('diff: create what is missing, delete what is no longer answered, rewrite on a new hash or drift, leave the rest', () => {
+    const desired = prepareOutputs([cm('a', {}, { v: '1' }), cm('b', {}, { v: '1' }), cm('c', {}, { v: '1' })], { parent, mapKey: 'k', outputKinds: [configMaps] });
+    // As stored: the server adds fields (uid, resourceVersion, a default) that are no difference.
+    const stored = (o: KubeObject): KubeObject => ({ ...o, metadata: { ...o.metadata, uid: `u-${o.metadata.name}`, resourceVersion: '5', managedFields: [] }, immutable: false });
+    const drifted = { ...stored(desired[1]!), data: { v: 'edited' } };
+    const gone = stored(prepareOutputs([cm('d')], { parent, mapKey: 'k', outputKinds: [configMaps] })[0]!);
+    const changes = diffOutputs([stored(desired[0]!), drifted, gone], desired);
+    expect(changes.unchanged.map((o) => o.metadata.name)).toEqual(['a']);
+    expect(changes.update.map((u) => u.observed.metadata.name)).toEqual(['b']);
+    expect(changes.create.map((o) => o.metadata.name)).toEqual(['c']);
+    expect(changes.delete.map((o) => o.metadata.name)).toEqual(['d']);
+  });
+
+  test('property: once applied, the same answer is no change (a resync writes nothing), whatever the server adds', () => {
+    const json = fc.dictionary(fc.string({ minLength: 1, maxLength: 5 }), fc.oneof(fc.string(), fc.integer(), fc.boolean()), { maxKeys: 4 });
+    fc.assert(
+      fc.property(fc.uniqueArray(fc.stringMatching(/^[a-z]{1,8}$/), { minLength: 1, maxLength: 6 }), json, json, (names, data, extra) => {
+        const desired = prepareOutputs(names.map((n) => ({ ...cm(n), spec: data })), { parent, mapKey: 'k', outputKinds: [configMaps] });
+        const stored = desired.map((d) => ({ ...d, metadata: { ...d.metadata, uid: 'u', resourceVersion: '1' }, status: extra, serverDefault: extra }));
+        const changes = diffOutputs(stored, prepareOutputs(names.map((n) => ({ ...cm(n), spec: data })), { parent, mapKey: 'k', outputKinds: [configMaps] }));
+        return changes.create.length === 0 && changes.update.length === 0 && changes.delete.length === 0 && changes.unchanged.length === names.length;
+      }),
+    );
+  });
+
+  test('contains: fields the expected value sets must match; lists item by item', () => {
+    expect(contains({ a: 1, b: { c: [1, { d: 2, e: 3 }] } }, { b: { c: [1, { d: 2 }] } })).toBe(true);
+    expect(contains({ a: [1, 2] }, { a: [1] })).toBe(false);
+    expect(contains({ a: {} }, { a: { b: null } })).toBe(true);
+    expect(contains({}, { a: 'x' })).toBe(false);
+  });
+
+  test('tombstones: keep only what the hook answers, and only from the detached group', () => {
+    const detached = [cm('a', { namespace: 'ns' }), cm('b', { namespace: 'ns' })];
+    expect(detachedToDelete(detached, [cm('a', { namespace: 'ns' })]).map((o) => o.metadata.name)).toEqual(['b']);
+    expect(detachedToDelete(detached, []).length).toBe(2);
+    expect(() => detachedToDelete(detached, [cm('z', { namespace: 'ns' })])).toThrow(/not one of the detached outputs/);
+  });
+
+  test('status: totals per input and output resource, and per condition type how many are True', () => {
+    const withCondition = (type: string, status: string) => ({ ...cm('x'), status: { conditions: [{ type, status }] } });
+    const status = aggregate(new Map([[configMaps, 3]]), new Map([[configMaps, [withCondition('Ready', 'True'), withCondition('Ready', 'False'), cm('y')]]]));
+    expect(status).toEqual({ inputs: { configmaps: { total: 3 } }, outputs: { configmaps: { total: 3, ready: 1 } } });
+  });
+
+  test('a condition keeps its transition time while its status holds, so an unchanged pass writes no status', () => {
+    const t0 = new Date('2026-01-01T00:00:00Z');
+    const first = setCondition(undefined, { type: 'Synced', status: 'True', reason: 'Synced', message: '2 input(s) mapped' }, t0);
+    const again = setCondition(first, { type: 'Synced', status: 'True', reason: 'Synced', message: '2 input(s) mapped' }, new Date('2026-01-01T01:00:00Z'));
+    expect(again).toEqual(first);
+    const status = { observedGeneration: 1, inputs: {}, outputs: {}, conditions: first };
+    expect(statusChanged(status, { ...status, conditions: again })).toBe(false);
+    expect(statusChanged(status, { ...status, observedGeneration: 2 })).toBe(true);
+  });
+
+  test('property: a resync tick queues each parent exactly once per period (every tick when the period is shorter)', () => {
+    fc.assert(
+      fc.property(fc.uuid(), fc.integer({ min: 61, max: 7_200 }), fc.integer({ min: 0, max: 10_000_000 }), (uid, period, start) => {
+        const tick = 60_000;
+        const t0 = Math.floor(start / tick) * tick * 1_000;
+        let due = 0;
+        const ticks = Math.ceil((period * 1000 * 5) / tick);
+        for (let i = 1; i <= ticks; i += 1) if (resyncDue(uid, period, new Date(t0 + i * tick), tick) !== undefined) due += 1;
+        const periods = (ticks * tick) / (period * 1000);
+        return due >= Math.floor(periods) && due <= Math.ceil(periods);
+      }),
+      { numRuns: 300 },
+    );
+    expect(resyncDue('u', 5, new Date(0), 60_000)).toBe(0);
+  });
+});
+
+describe('the SnapshotSchedule hooks', () => {
+  const schedule = { ...parent, spec: { snapshotInterval: '6h', snapshotTTL: '1d' } };
+  const pvc: KubeObject = { apiVersion: 'v1', kind: 'PersistentVolumeClaim', metadata: { name: 'data', namespace: 'ns', uid: 'pvc' } };
+  const h = 3_600_000;
+  test('one snapshot per interval, named by PVC and interval start; expired ones are no longer answered', () => {
+    const first = mapSnapshots({ controller: parent, parent: schedule, mapKey: 'pvc', input: pvc, outputs: {} }, 7 * h).outputs;
+    expect(first.map((o) => o.metadata.name)).toEqual([`data-${(6 * h) / 1000}`]);
+    const later = mapSnapshots({ controller: parent, parent: schedule, mapKey: 'pvc', input: pvc, outputs: outputMap(first) }, 13 * h).outputs;
+    expect(later.map((o) => o.metadata.name)).toEqual([`data-${(6 * h) / 1000}`, `data-${(12 * h) / 1000}`]);
+    const muchLater = mapSnapshots({ controller: parent, parent: schedule, mapKey: 'pvc', input: pvc, outputs: outputMap(later) }, 31 * h).outputs;
+    expect(muchLater.map((o) => o.metadata.name)).toEqual([`data-${(12 * h) / 1000}`, `data-${(30 * h) / 1000}`]);
+    // Answered again in the same interval: the same objects, so nothing is written.
+    expect(mapSnapshots({ controller: parent, parent: schedule, mapKey: 'pvc', input: pvc, outputs: outputMap(later) }, 14 * h).outputs).toEqual(later);
+  });
+  test('a gone PVC keeps its snapshots until their TTL', () => {
+    const snaps = mapSnapshots({ controller: parent, parent: schedule, mapKey: 'pvc', input: pvc, outputs: {} }, 7 * h).outputs;
+    expect(keepSnapshots({ controller: parent, parent: schedule, mapKey: 'pvc', outputs: outputMap(snaps) }, 20 * h).outputs).toEqual(snaps);
+    expect(keepSnapshots({ controller: parent, parent: schedule, mapKey: 'pvc', outputs: outputMap(snaps) }, 31 * h).outputs).toEqual([]);
+  });
+  test('durations', () => {
+    expect(parseDuration('10d')).toBe(864_000_000);
+    expect(() => parseDuration('6 hours')).toThrow(/not a duration: "6 hours"/);
+    expect(() => parseDuration('0s')).toThrow(/not a duration/);
+  });
+});
