@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import type { Context, SQSBatchResponse } from 'aws-lambda';
 import { functions as registry } from '../functions/index.ts';
 import type { FunctionSpec, LambdaHandler } from '../functions/spec.ts';
+import { exampleHooks, startLambdaEndpoint, type LocalFunction } from '../local/lambda-endpoint.ts';
 import { startTestbed, type Testbed } from '../local/testbed.ts';
 import { Clusters, type ClusterConfig } from '../shared/clusters.ts';
 import { deduplicationId, makeEnvelope, messageGroupId } from '../shared/envelope/index.ts';
@@ -34,6 +35,11 @@ export interface RuntimeOptions {
   migratorKubeconfig?: string | undefined;
   /** Limit the storage poll to these API groups ("" is core). */
   storageGroups?: string[] | undefined;
+  /**
+   * MapController hooks written as Lambda handlers, by function name, served on a local Lambda Invoke endpoint
+   * (default: the SnapshotSchedule example's). Webhook hooks need nothing here.
+   */
+  hooks?: ReadonlyMap<string, LocalFunction> | undefined;
   log?: (message: string) => void;
 }
 
@@ -45,6 +51,8 @@ export interface Runtime {
   dynamodbEndpoint: string;
   tableName: string;
   deadLetterFile: string;
+  /** Where Lambda hooks are invoked, when the map function runs here. */
+  lambdaEndpoint: string | undefined;
   queues: Map<string, LocalQueue>;
   /** Runs a scheduled function now (as its schedule would). */
   runScheduled(name: string): Promise<unknown>;
@@ -86,6 +94,9 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     syncSink: new LocalSyncSink(syncQueues),
   });
   const source: KubeClient = connect(clusterConfig.access);
+  // The map function invokes Lambda hooks through the real Lambda client, pointed at a local endpoint.
+  const lambda = specs.some((f) => f.name === 'map') ? await startLambdaEndpoint(opts.hooks ?? (await exampleHooks())) : undefined;
+  if (lambda) process.env.OUTRIGGER_LAMBDA_ENDPOINT = lambda.url;
 
   const abort = new AbortController();
   const timers: NodeJS.Timeout[] = [];
@@ -159,6 +170,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     dynamodbEndpoint: bed.dynamodb.endpoint,
     tableName: bed.tableName,
     deadLetterFile,
+    lambdaEndpoint: lambda?.url,
     queues,
     runScheduled: async (name) => {
       const h = handlers.get(name);
@@ -175,6 +187,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
       await Promise.allSettled(watches);
       await Promise.allSettled([...queues.values()].map((q) => q.stop()));
       setEnvironment(undefined);
+      await lambda?.stop();
       await bed.stop();
     },
   };

@@ -311,3 +311,61 @@ spec:
     expect(await route('modified', { ...synced, metadata: { ...synced.metadata, generation: (synced.metadata.generation ?? 1) + 1 } })).toEqual([`map:${parent.metadata.name}`]);
   });
 });
+
+describe('MapController through the local runtime', () => {
+  test('watch → router → map handler → Lambda hooks: snapshots appear for matching PVCs, follow label changes and survive a deleted PVC; the status write does not loop', async () => {
+    const { mkdtemp } = await import('node:fs/promises');
+    const { tmpdir } = await import('node:os');
+    const { join } = await import('node:path');
+    const { startRuntime } = await import('../../runtime/local.ts');
+    const { functions } = await import('../../functions/index.ts');
+    const { testbed } = await import('../testbed/index.ts');
+    const admin = adminClient();
+    await applyManifests(admin, await readFile(new URL('../../examples/snapshot-schedule/controller.yaml', import.meta.url), 'utf8'));
+    const ns = await createNamespace('map-rt');
+    const runtime = await startRuntime({
+      kubeconfig: testbed().kubeconfigs.outrigger,
+      clusterId: uniqueName('map-rt'),
+      namespace: ns,
+      stateDir: await mkdtemp(join(tmpdir(), 'outrigger-map-')),
+      functions: functions.filter((f) => ['router', 'map', 'map-resync'].includes(f.name)),
+    });
+    try {
+      const snapsOf = async (pvc: string) => (await admin.listAll(snapshots, { namespace: ns })).filter((s) => (s.spec as { source: { persistentVolumeClaimName: string } }).source.persistentVolumeClaimName === pvc);
+      const until = async (check: () => Promise<boolean>) => {
+        const deadline = Date.now() + 30_000;
+        while (!(await check())) {
+          if (Date.now() > deadline) throw new Error('timed out waiting');
+          await new Promise((r) => setTimeout(r, 100));
+        }
+      };
+      const claim = (name: string, labels: Record<string, string>) =>
+        admin.create(pvcs, { apiVersion: 'v1', kind: 'PersistentVolumeClaim', metadata: { name, namespace: ns, labels }, spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } } } as KubeObject);
+      await admin.create(schedules, { apiVersion: 'snapshot.outrigger.dev/v1', kind: 'SnapshotSchedule', metadata: { name: 'nightly', namespace: ns }, spec: { snapshotInterval: '1h', snapshotTTL: '1d', selector: { matchLabels: { app: 'db' } } } } as KubeObject);
+      await claim('db-0', { app: 'db' });
+      await claim('web-0', { app: 'web' });
+      await until(async () => (await snapsOf('db-0')).length === 1);
+      // A PVC relabelled into the selector is picked up by its own event.
+      await admin.patch(pvcs, 'web-0', ns, { metadata: { labels: { app: 'db' } } }, 'merge');
+      await until(async () => (await snapsOf('web-0')).length === 1);
+      // db-0 goes; the tombstone hook keeps its snapshot (its TTL is a day).
+      await admin.delete(pvcs, 'db-0', ns);
+      await admin.patch(pvcs, 'db-0', ns, { metadata: { finalizers: null } }, 'merge');
+      await until(async () => ((await admin.get(schedules, 'nightly', ns)).status as { inputs?: { persistentvolumeclaims?: { total: number } } } | undefined)?.inputs?.persistentvolumeclaims?.total === 1);
+      await runtime.settled();
+      expect(await snapsOf('db-0')).toHaveLength(1);
+      // Settled means settled: the parent's own status writes do not start new passes.
+      const map = runtime.queues.get('map')!;
+      const delivered = map.stats.delivered;
+      await new Promise((r) => setTimeout(r, 1_500));
+      await runtime.settled();
+      expect(map.stats.delivered).toBe(delivered);
+      // The one-minute resync queues the parent without any event (resyncPeriodSeconds 60).
+      await runtime.runScheduled('map-resync');
+      await runtime.settled();
+      expect(map.stats.delivered).toBeGreaterThan(delivered);
+    } finally {
+      await runtime.stop();
+    }
+  }, 120_000);
+});
