@@ -29,7 +29,10 @@ import { isBeingDeleted, SelectorError, selectorString } from '../../shared/owne
 import type { SyncKey } from '../../shared/ownership/index.ts';
 import { resourceOf, type ResolvedMapController } from './controllers.ts';
 
+/** Hook calls in flight per pass (a Lambda hook scales out; a webhook should take this many at once). */
 export const MAP_CONCURRENCY = 32;
+/** Output writes in flight per pass. */
+const WRITE_CONCURRENCY = 16;
 /** How many per-input problems the status condition names (the log has them all). */
 const MESSAGE_PROBLEMS = 3;
 
@@ -94,7 +97,10 @@ export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: S
   const final = new Map<string, KubeObject>(outputLists.flat().filter((o) => o.metadata.labels?.[PARENT_LABEL] === parent.metadata.uid).map((o) => [identityOf(o), o]));
 
   if (!isBeingDeleted(parent)) {
-    const limit = pLimit(ctx.concurrency ?? MAP_CONCURRENCY);
+    // Hook calls and apiserver writes are bounded apart: a hook slot is not held while its outputs are written,
+    // so a pass takes as long as the slower of the two, not their sum.
+    const hookLimit = pLimit(ctx.concurrency ?? MAP_CONCURRENCY);
+    const writeLimit = pLimit(WRITE_CONCURRENCY);
     const liveKeys = new Set<string>();
     // Which map key each output identity belongs to, so two inputs never fight over one output.
     const claimed = new Map<string, string>();
@@ -105,42 +111,53 @@ export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: S
       liveKeys.add(mapKey);
       const what = `${input.kind ?? ''} ${input.metadata.namespace ? `${input.metadata.namespace}/` : ''}${input.metadata.name ?? ''}`;
       tasks.push(
-        limit(async () => {
+        (async () => {
           const mine = observed.get(mapKey) ?? [];
           try {
-            result.hookCalls += 1;
-            const answer = parseHookResponse(await ctx.hooks.call(mc.spec.hooks.map, { controller: mc.object, parent, mapKey, input, outputs: outputMap(mine) }));
+            const answer = parseHookResponse(
+              await hookLimit(() => {
+                result.hookCalls += 1;
+                return ctx.hooks.call(mc.spec.hooks.map, { controller: mc.object, parent, mapKey, input, outputs: outputMap(mine) });
+              }),
+            );
             const desired = prepareOutputs(answer, { parent, mapKey, outputKinds: mc.outputs });
             for (const d of desired) {
               const owner = claimed.get(identityOf(d));
               if (owner !== undefined && owner !== mapKey) throw new OutputError(`output ${d.kind ?? ''} ${d.metadata.name ?? ''} already belongs to map key ${owner}`);
               claimed.set(identityOf(d), mapKey);
             }
-            await apply(ctx, mc, diffOutputs(mine, desired), final, result);
+            const changes = diffOutputs(mine, desired);
+            if (changes.create.length || changes.update.length || changes.delete.length) await writeLimit(() => apply(ctx, mc, changes, final, result));
+            else result.unchanged += changes.unchanged.length;
           } catch (err) {
             result.problems.push(problemOf(err, mapKey, what));
           }
-        }),
+        })(),
       );
     }
     // Detached outputs: their input is gone (or no longer matches). Only the tombstone hook may keep them.
     for (const [mapKey, objs] of observed) {
       if (liveKeys.has(mapKey)) continue;
       tasks.push(
-        limit(async () => {
+        (async () => {
           try {
             let doomed = objs;
-            if (mc.spec.hooks.tombstone) {
-              result.hookCalls += 1;
-              const keep = parseHookResponse(await ctx.hooks.call(mc.spec.hooks.tombstone, { controller: mc.object, parent, mapKey, outputs: outputMap(objs) }));
+            const tombstone = mc.spec.hooks.tombstone;
+            if (tombstone) {
+              const keep = parseHookResponse(
+                await hookLimit(() => {
+                  result.hookCalls += 1;
+                  return ctx.hooks.call(tombstone, { controller: mc.object, parent, mapKey, outputs: outputMap(objs) });
+                }),
+              );
               doomed = detachedToDelete(objs, keep);
               result.detachedKept += objs.length - doomed.length;
             }
-            await apply(ctx, mc, { create: [], update: [], delete: doomed, unchanged: [] }, final, result);
+            if (doomed.length) await writeLimit(() => apply(ctx, mc, { create: [], update: [], delete: doomed, unchanged: [] }, final, result));
           } catch (err) {
             result.problems.push(problemOf(err, mapKey, 'detached outputs'));
           }
-        }),
+        })(),
       );
     }
     await Promise.all(tasks);

@@ -1,0 +1,129 @@
+// bench/map: one MapController parent with N inputs (ConfigMaps), against the local kube-apiserver, acting as the
+// `outrigger` identity. The map hook is an HTTP webhook in this process that waits a fixed latency and answers one
+// output per input. Prints its figures as the last line, in JSON:
+//   - first sync (every output created) and a resync with nothing changed: wall time, apiserver requests and
+//     writes, hook calls;
+//   - the bound the first sync should stay near: hook latency × inputs / concurrency.
+//   npm run bench:map [-- --inputs 1000 --latency-ms 20 --concurrency 32]
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { performance } from 'node:perf_hooks';
+import { parseArgs } from 'node:util';
+import pLimit from 'p-limit';
+import { forgetMapControllers, listMapControllers, mapControllerFor } from '../functions/map/controllers.ts';
+import { syncMap, type MapSyncResult } from '../functions/map/sync.ts';
+import { startTestbed } from '../local/testbed.ts';
+import { Hooks } from '../shared/hooks/index.ts';
+import { applyManifests, connect, forgetDiscovery, gvr, type KubeClient, type KubeObject } from '../shared/kube/index.ts';
+
+const { values } = parseArgs({ options: { inputs: { type: 'string', default: '1000' }, 'latency-ms': { type: 'string', default: '20' }, concurrency: { type: 'string', default: '32' } } });
+const INPUTS = Number(values.inputs);
+const LATENCY_MS = Number(values['latency-ms']);
+const CONCURRENCY = Number(values.concurrency);
+const log = (m: string) => process.stderr.write(`[bench] ${m}\n`);
+
+const configMaps = gvr('', 'v1', 'configmaps');
+const parents = gvr('bench.outrigger.test', 'v1', 'fanouts');
+
+const hook = createServer((req, res) => {
+  const chunks: Buffer[] = [];
+  req.on('data', (c: Buffer) => chunks.push(c));
+  req.on('end', () => {
+    const { input } = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { input: KubeObject };
+    setTimeout(() => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ outputs: [{ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `${input.metadata.name}-out`, labels: { role: 'output' } }, data: { from: input.metadata.name } }] }));
+    }, LATENCY_MS);
+  });
+});
+await new Promise<void>((r) => hook.listen(0, '127.0.0.1', r));
+const hookUrl = `http://127.0.0.1:${(hook.address() as AddressInfo).port}/map`;
+
+const bed = await startTestbed({ withCluster: true, log });
+try {
+  const admin = connect({ kind: 'kubeconfig', path: bed.cluster!.kubeconfigs.admin });
+  await applyManifests(admin, manifests(hookUrl));
+  const ns = `bench-map-${Date.now().toString(36)}`;
+  await admin.create(gvr('', 'v1', 'namespaces'), { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
+  const limit = pLimit(16);
+  await Promise.all(Array.from({ length: INPUTS }, (_, i) => limit(() => admin.create(configMaps, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `in-${i}`, namespace: ns, labels: { role: 'input' } }, data: { i: String(i) } } as KubeObject))));
+  const parent = await admin.create(parents, { apiVersion: 'bench.outrigger.test/v1', kind: 'Fanout', metadata: { name: 'fanout', namespace: ns }, spec: { selector: { matchLabels: { role: 'input' } } } } as KubeObject);
+  log(`${INPUTS} inputs created`);
+
+  const kube: KubeClient = connect({ kind: 'kubeconfig', path: bed.cluster!.kubeconfigs.outrigger });
+  let mc;
+  for (;;) {
+    forgetMapControllers();
+    forgetDiscovery(kube);
+    mc = mapControllerFor(await listMapControllers(kube, 'bench'), 'bench.outrigger.test', 'Fanout');
+    if (mc) break;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  const key = { cluster: 'bench', group: 'bench.outrigger.test', kind: 'Fanout', namespace: ns, name: 'fanout', uid: parent.metadata.uid ?? '' };
+  const pass = async () => {
+    const hooks = new Hooks();
+    kube.stats.reset();
+    const t0 = performance.now();
+    const result: MapSyncResult = await syncMap({ kube, hooks, concurrency: CONCURRENCY }, mc, key);
+    const ms = Math.round(performance.now() - t0);
+    const writes = Object.entries(kube.stats.byVerb).filter(([v]) => !['get', 'list'].includes(v)).reduce((n, [, x]) => n + x, 0);
+    if (result.problems.length) throw new Error(`problems: ${JSON.stringify(result.problems.slice(0, 3))}`);
+    return { ms, apiserverRequests: kube.stats.total, apiserverWrites: writes, hookCalls: hooks.stats.calls, created: result.created, updated: result.updated, unchanged: result.unchanged };
+  };
+  const first = await pass();
+  log(`first sync: ${JSON.stringify(first)}`);
+  const resync = await pass();
+  log(`resync: ${JSON.stringify(resync)}`);
+  const boundMs = Math.round((LATENCY_MS * INPUTS) / CONCURRENCY);
+  console.log(JSON.stringify({ bench: 'map', inputs: INPUTS, hookLatencyMs: LATENCY_MS, concurrency: CONCURRENCY, hookBoundMs: boundMs, firstSync: first, resync }));
+} finally {
+  hook.close();
+  await bed.stop();
+}
+
+function manifests(url: string): string {
+  return `
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: { name: fanouts.bench.outrigger.test }
+spec:
+  group: bench.outrigger.test
+  scope: Namespaced
+  names: { kind: Fanout, plural: fanouts, singular: fanout }
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      subresources: { status: {} }
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec: { type: object, x-kubernetes-preserve-unknown-fields: true }
+            status: { type: object, x-kubernetes-preserve-unknown-fields: true }
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: { name: outrigger-map-bench }
+rules:
+  - { apiGroups: ["bench.outrigger.test"], resources: ["fanouts"], verbs: ["get", "list", "watch"] }
+  - { apiGroups: ["bench.outrigger.test"], resources: ["fanouts/status"], verbs: ["patch"] }
+  - { apiGroups: [""], resources: ["configmaps"], verbs: ["list", "watch", "create", "patch", "delete"] }
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: { name: outrigger-map-bench }
+roleRef: { apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: outrigger-map-bench }
+subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: Group, name: "outrigger:controllers" }]
+---
+apiVersion: metacontroller.k8s.io/v1alpha1
+kind: MapController
+metadata: { name: fanout-controller }
+spec:
+  parentResource: { apiVersion: bench.outrigger.test/v1, resource: fanouts }
+  inputResources: [{ apiVersion: v1, resource: configmaps }]
+  outputResources: [{ apiVersion: v1, resource: configmaps }]
+  hooks:
+    map: { webhook: { url: "${url}" } }
+`;
+}
