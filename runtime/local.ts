@@ -91,7 +91,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     clusters: new Clusters([clusterConfig]),
     state: openState({ tableName: bed.tableName, endpoint: bed.dynamodb.endpoint }),
     deadLetter,
-    syncSink: new LocalSyncSink(syncQueues),
+    syncSink: new LocalSyncSink(syncQueues, log),
   });
   const source: KubeClient = connect(clusterConfig.access);
   // The map function invokes Lambda hooks through the real Lambda client, pointed at a local endpoint.

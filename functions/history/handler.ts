@@ -1,38 +1,25 @@
 import { randomUUID } from 'node:crypto';
-import middy from '@middy/core';
-import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
-import { syncBatchHandler } from '../../shared/lambda/batch.ts';
-import { environment } from '../../shared/lambda/environment.ts';
-import { functionLogger } from '../../shared/lambda/logger.ts';
+import { syncFunction } from '../../shared/lambda/sync-function.ts';
 import { makeSyncRequest } from '../../shared/lambda/sync-request.ts';
 import { listPolicies, policyFor } from './policies.ts';
 import { reportPolicy } from './report.ts';
 import { syncHistory } from './sync.ts';
 
-const logger = functionLogger('history');
 const holder = `history-${randomUUID()}`;
 
-export const handler = middy(
-  syncBatchHandler({
-    source: 'history',
-    deadLetter: () => environment().deadLetter,
-    log: (level, message, fields) => logger[level](message, fields ?? {}),
-    process: async ({ key, causes }) => {
-      const env = environment();
-      const kube = env.clusters.client(key.cluster);
-      if (key.kind === 'RevisionPolicy' && key.group === 'outrigger.dev') {
-        const r = await reportPolicy(kube, key.cluster, key.name);
-        logger.info('policy checked', { policy: key.name, ...r });
-        return;
-      }
-      const policy = policyFor(await listPolicies(kube, key.cluster), key.group, key.kind);
-      if (!policy) return;
-      const result = await syncHistory({ kube, state: env.state, holder }, policy, key, causes);
-      logger.info('history synced', { parent: `${key.namespace}/${key.name}`, ...result });
-      // Truncate after a new revision or a rollback, when something the parent generated was deleted, and in
-      // revisionKey mode always (a rollout that completed shows only in the parent's status).
-      const generatedDeleted = causes.some((c) => c.endsWith('/deleted') && !c.startsWith('ControllerRevision/') && !c.includes(`/${key.uid}/`));
-      if ('truncate' in result || generatedDeleted || policy.spec.mode === 'revisionKey') await env.syncSink.send('truncate', [makeSyncRequest(key, causes)]);
-    },
-  }),
-).use(injectLambdaContext(logger));
+export const handler = syncFunction('history', async ({ key, causes }, { env, logger }) => {
+  const kube = env.clusters.client(key.cluster);
+  if (key.kind === 'RevisionPolicy' && key.group === 'outrigger.dev') {
+    const r = await reportPolicy(kube, key.cluster, key.name);
+    logger.info('policy checked', { policy: key.name, ...r });
+    return;
+  }
+  const policy = policyFor(await listPolicies(kube, key.cluster), key.group, key.kind);
+  if (!policy) return;
+  const result = await syncHistory({ kube, state: env.state, holder }, policy, key, causes);
+  logger.info('history synced', { parent: `${key.namespace}/${key.name}`, ...result });
+  // Truncate after a new revision or a rollback, when something the parent generated was deleted, and in
+  // revisionKey mode always (a rollout that completed shows only in the parent's status).
+  const generatedDeleted = causes.some((c) => c.endsWith('/deleted') && !c.startsWith('ControllerRevision/') && !c.includes(`/${key.uid}/`));
+  if ('truncate' in result || generatedDeleted || policy.spec.mode === 'revisionKey') await env.syncSink.send('truncate', [makeSyncRequest(key, causes)]);
+});

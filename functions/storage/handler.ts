@@ -1,36 +1,23 @@
 import { randomUUID } from 'node:crypto';
-import middy from '@middy/core';
-import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
-import { syncBatchHandler } from '../../shared/lambda/batch.ts';
-import { environment } from '../../shared/lambda/environment.ts';
-import { functionLogger } from '../../shared/lambda/logger.ts';
+import { syncFunction } from '../../shared/lambda/sync-function.ts';
 import { makeSyncRequest } from '../../shared/lambda/sync-request.ts';
 import { isTerminal, phaseOf, type StorageVersionMigration } from '../../shared/storage/index.ts';
 import { migrationResource, stateNameOfMigration } from './context.ts';
 import { storageContext } from './environment.ts';
 import { lead } from './leader.ts';
 
-const logger = functionLogger('storage');
 const holder = `storage-${randomUUID()}`;
 
 // A migration changed: the leader looks at its StorageState at once (a success narrows persisted without
 // waiting for the next poll), and a migration still to run goes to Outrigger's migrator.
-export const handler = middy(
-  syncBatchHandler({
-    source: 'storage',
-    deadLetter: () => environment().deadLetter,
-    log: (level, message, fields) => logger[level](message, fields ?? {}),
-    process: async ({ key, causes }) => {
-      const env = environment();
-      const ctx = storageContext(env, key.cluster, holder, (m, f) => logger.info(m, f ?? {}));
-      const svm = await ctx.kube.find<StorageVersionMigration>(migrationResource(ctx), key.name);
-      if (!svm || svm.metadata.uid !== key.uid) return;
-      // A cluster limited to some API groups leaves the others' migrations alone.
-      const groups = env.clusters.config(key.cluster).storage?.groups;
-      if (groups && !groups.includes(svm.spec.resource.group ?? '')) return;
-      const result = await lead(ctx, { stateNames: [stateNameOfMigration(svm)] });
-      logger.info('storage leader step', { migration: key.name, ...result });
-      if (ctx.mode === 'outrigger' && !isTerminal(phaseOf(svm))) await env.syncSink.send('migrator', [makeSyncRequest(key, causes)]);
-    },
-  }),
-).use(injectLambdaContext(logger));
+export const handler = syncFunction('storage', async ({ key, causes }, { env, logger }) => {
+  const ctx = storageContext(env, key.cluster, holder, (m, f) => logger.info(m, f ?? {}));
+  const svm = await ctx.kube.find<StorageVersionMigration>(migrationResource(ctx), key.name);
+  if (!svm || svm.metadata.uid !== key.uid) return;
+  // A cluster limited to some API groups leaves the others' migrations alone.
+  const groups = env.clusters.config(key.cluster).storage?.groups;
+  if (groups && !groups.includes(svm.spec.resource.group ?? '')) return;
+  const result = await lead(ctx, { stateNames: [stateNameOfMigration(svm)] });
+  logger.info('storage leader step', { migration: key.name, ...result });
+  if (ctx.mode === 'outrigger' && !isTerminal(phaseOf(svm))) await env.syncSink.send('migrator', [makeSyncRequest(key, causes)]);
+});
