@@ -43,6 +43,8 @@ const tableActions: Record<string, string[]> = {
   storage: ['dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:PutItem', 'dynamodb:ConditionCheckItem'],
   // The migrator: its per-migration lease only.
   migrator: ['dynamodb:UpdateItem'],
+  // MapController: when each parent's last clean pass started.
+  map: ['dynamodb:GetItem', 'dynamodb:PutItem'],
 };
 
 export class OutriggerStack extends Stack {

@@ -15,6 +15,8 @@ export interface SyncTools {
   logger: Logger;
   /** The invocation's Lambda context (remaining time). */
   context: Context;
+  /** When the request was queued (SQS SentTimestamp, ms). */
+  sentAt: number;
 }
 
 export function syncFunction(name: string, process: (request: SyncRequest, tools: SyncTools) => Promise<void>) {
@@ -24,7 +26,7 @@ export function syncFunction(name: string, process: (request: SyncRequest, tools
       source: name,
       deadLetter: () => environment().deadLetter,
       log: (level, message, fields) => logger[level](message, fields ?? {}),
-      process: (request) => process(request, { env: environment(), logger, context }),
+      process: (request, record) => process(request, { env: environment(), logger, context, sentAt: Number(record.attributes.SentTimestamp) }),
     })(event),
   ).use(injectLambdaContext(logger));
 }

@@ -74,11 +74,15 @@ describe('MapController: SnapshotSchedule, the seed example, with Lambda hooks',
     await pvc('data-a', 'my-app');
     await pvc('data-b', 'my-app');
     await pvc('other', 'other-app');
-    // Interval 3 s and TTL 7 s: an interval boundary falls in every wait below.
-    const parent = await admin.create(schedules, { apiVersion: 'snapshot.outrigger.dev/v1', kind: 'SnapshotSchedule', metadata: { name: 'my-app-snapshots', namespace: ns }, spec: { snapshotInterval: '3s', snapshotTTL: '7s', selector: { matchLabels: { app: 'my-app' } } } } as KubeObject);
+    // Interval 4 s and TTL 6 s, the clock aligned to just after an interval starts (T0), so the steps below fall
+    // in known intervals: first and second pass in [T0, T0+4), the next ones in [T0+4, T0+8), the last at T0+10.
+    const parent = await admin.create(schedules, { apiVersion: 'snapshot.outrigger.dev/v1', kind: 'SnapshotSchedule', metadata: { name: 'my-app-snapshots', namespace: ns }, spec: { snapshotInterval: '4s', snapshotTTL: '6s', selector: { matchLabels: { app: 'my-app' } } } } as KubeObject);
     const ctx = context(kube);
     const list = async () => (await admin.listAll(snapshots, { namespace: ns })).map((s) => s.metadata.name!).sort();
 
+    const sleepUntil = (t: number) => new Promise((r) => setTimeout(r, Math.max(0, t - Date.now())));
+    const t0 = Math.ceil(Date.now() / 4_000) * 4_000;
+    await sleepUntil(t0 + 100);
     const first = await syncMap(ctx, mc, keyOf(parent));
     expect(first).toMatchObject({ inputs: 2, hookCalls: 2, created: 2, problems: [] });
     const made = await admin.listAll(snapshots, { namespace: ns });
@@ -92,7 +96,7 @@ describe('MapController: SnapshotSchedule, the seed example, with Lambda hooks',
     expect(writes(kube)).toBe(0);
 
     // The next interval: one more snapshot per PVC.
-    await new Promise((r) => setTimeout(r, 3_100));
+    await sleepUntil(t0 + 4_100);
     expect(await syncMap(ctx, mc, keyOf(parent))).toMatchObject({ created: 2, deleted: 0 });
     expect(await list()).toHaveLength(4);
 
@@ -113,10 +117,11 @@ describe('MapController: SnapshotSchedule, the seed example, with Lambda hooks',
     expect(detached).toMatchObject({ inputs: 1, detachedKept: 2, problems: [] });
     expect((await list()).filter((n) => n.startsWith('data-a-'))).toEqual(aSnaps.sort());
     // Past the TTL they are deleted; data-b's expired ones are dropped by the map hook.
-    await new Promise((r) => setTimeout(r, 7_100));
+    await sleepUntil(t0 + 10_100);
     const expired = await syncMap(ctx, mc, keyOf(parent));
     expect(expired.problems).toEqual([]);
     expect((await list()).filter((n) => n.startsWith('data-a-'))).toEqual([]);
+    expect((await list()).filter((n) => n.startsWith('data-b-'))).toEqual([`data-b-${(t0 + 8_000) / 1000}`]);
     expect(lambda.invocations.get('outrigger-snapshot-schedule-tombstone')).toBeGreaterThanOrEqual(2);
   }, 60_000);
 });

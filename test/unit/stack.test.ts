@@ -68,6 +68,7 @@ describe('the Outrigger stack', () => {
       StoragePoll: onTable(['dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:PutItem', 'dynamodb:ConditionCheckItem']),
       Storage: onTable(['dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:PutItem', 'dynamodb:ConditionCheckItem']),
       Migrator: [{ ...onTable([])[0]!, Action: 'dynamodb:UpdateItem' }],
+      Map: onTable(['dynamodb:GetItem', 'dynamodb:PutItem']),
     });
   });
 
