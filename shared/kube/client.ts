@@ -2,7 +2,7 @@
 // supplies kubeconfig parsing, TLS and credentials (its dispatcher), undici the transport.
 import { HttpMethod, RequestContext, type KubeConfig } from '@kubernetes/client-node';
 import pRetry, { AbortError } from 'p-retry';
-import { fetch, type Dispatcher, type RequestInit } from 'undici';
+import { fetch, getGlobalDispatcher, type Dispatcher, type RequestInit } from 'undici';
 import { KubeError, kubeErrorFromFailure, kubeErrorFromResponse } from './errors.ts';
 import { resourcePath, type GVR, type KubeList, type KubeObject } from './resource.ts';
 
@@ -250,17 +250,28 @@ export class KubeClient {
         } catch (err) {
           throw new AbortError(err instanceof Error ? err : String(err));
         }
-        let res;
+        let status: number;
+        let text: string;
         try {
-          res = await fetch(prepared.url, prepared.init);
+          // undici's request(), not fetch(): the same connection pool, a fraction of fetch's per-call CPU,
+          // which is most of a poll's client time (1,000 writes per poll).
+          const { init, url } = prepared;
+          const dispatcher = init.dispatcher ?? getGlobalDispatcher();
+          const res = await dispatcher.request({
+            origin: url.origin,
+            path: `${url.pathname}${url.search}`,
+            method: method,
+            headers: init.headers as Record<string, string>,
+            body: init.body as string | undefined,
+            signal: init.signal ?? undefined,
+          });
+          status = res.statusCode;
+          text = await res.body.text();
         } catch (err) {
           throw kubeErrorFromFailure(err, what);
         }
-        const text = await res.text().catch((err: unknown) => {
-          throw kubeErrorFromFailure(err, what);
-        });
-        if (!res.ok) {
-          const e = kubeErrorFromResponse(res.status, text, what);
+        if (status < 200 || status > 299) {
+          const e = kubeErrorFromResponse(status, text, what);
           throw e.transient ? e : new AbortError(e);
         }
         return (text ? JSON.parse(text) : undefined) as T;
