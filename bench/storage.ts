@@ -99,7 +99,7 @@ try {
   const cpu = process.cpuUsage(cpu0);
   const aloneCpuMs = Math.round((cpu.user + cpu.system) / 1000);
   const aloneRequests = [ctx.kube, clients[0]!.client].reduce((n, c) => n + c.stats.total, 0);
-  log(`one poll alone: ${aloneMs} ms (${aloneCpuMs} ms of it on this process's CPU), ${aloneRequests} requests, ${alone.heartbeats} heartbeats`);
+  log(`one poll alone: ${aloneMs} ms (reporting ${alone.reportMs} ms, leader step ${alone.leaderMs} ms; ${aloneCpuMs} ms on this process's CPU), ${aloneRequests} requests, ${alone.heartbeats} heartbeats`);
 
   // The migrator's rate: one resource with OBJECTS objects, rewritten by the migrator identity.
   const mgroup = `m-${run}.bench.test`;
@@ -127,7 +127,7 @@ try {
       reporters: reporters.length,
       firstPoll: { ms: first.ms, apiserverRequests: first.requests, apiserverWrites: first.writes, dynamodbCalls: first.dynamoCalls, statesCreated: first.created, migrationsCreated: first.migrationsCreated },
       steadyPoll: { ms: steady.ms, maxPollMs: steady.maxPollMs, conflicts: steady.conflicts, apiserverRequests: steady.requests, apiserverWrites: steady.writes, dynamodbCalls: steady.dynamoCalls, dynamodb: steady.dynamo },
-      steadyPollAlone: { ms: aloneMs, clientCpuMs: aloneCpuMs, apiserverRequests: aloneRequests },
+      steadyPollAlone: { ms: aloneMs, reportMs: alone.reportMs, leaderMs: alone.leaderMs, clientCpuMs: aloneCpuMs, apiserverRequests: aloneRequests },
       migration: { objects: OBJECTS, outcome: migrated.outcome, rewritten: migrated.rewritten, seconds: round(mSeconds, 2), objectsPerSecond: Math.round(migrated.rewritten / mSeconds) },
     }),
   );

@@ -21,6 +21,9 @@ export interface PollResult {
   conflicts: number;
   failedGroups: Array<{ group: string; error: string }>;
   leader?: LeadResult | undefined;
+  /** Wall time of the reporting part and of the leader step. */
+  reportMs?: number;
+  leaderMs?: number;
 }
 
 const WRITE_CONCURRENCY = 16;
@@ -32,13 +35,19 @@ export async function pollReporter(
   opts: { groups?: readonly string[] | undefined; lead?: boolean } = {},
 ): Promise<PollResult> {
   const now = ctx.now();
+  const started = Date.now();
   const discovery = await discoverStorageVersions(reporter.client, { groups: opts.groups });
   const existing = new Map((await ctx.kube.listAll<StorageState>(storageStates)).map((s) => [s.metadata.name ?? '', s]));
   const result: PollResult = { reporter: reporter.id, resources: discovery.resources.length, created: 0, changed: 0, heartbeats: 0, reset: 0, conflicts: 0, failedGroups: discovery.failed };
   for (const f of discovery.failed) ctx.log?.('discovery failed for a group; its resources keep their last heartbeat', { reporter: reporter.id, ...f });
   const limit = pLimit(WRITE_CONCURRENCY);
   await Promise.all(discovery.resources.map((r) => limit(() => reportResource(ctx, reporter.id, r, existing.get(storageStateName(r)), now, result))));
-  if (opts.lead !== false) result.leader = await lead(ctx, { stateNames: discovery.resources.map((r) => storageStateName(r)) });
+  result.reportMs = Date.now() - started;
+  if (opts.lead !== false) {
+    const leading = Date.now();
+    result.leader = await lead(ctx, { stateNames: discovery.resources.map((r) => storageStateName(r)) });
+    result.leaderMs = Date.now() - leading;
+  }
   return result;
 }
 
