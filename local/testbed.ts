@@ -7,6 +7,7 @@ import { applyManifests, connect } from '../shared/kube/index.ts';
 import { ensureTable, openState } from '../shared/state/index.ts';
 import { startTestCluster, type TestCluster } from './apiserver.ts';
 import { startDynamoDBLocal, type DynamoDBLocal } from './dynamodb.ts';
+import { startElasticMQ, type ElasticMQ } from './elasticmq.ts';
 import { projectRoot } from './paths.ts';
 import type { Log } from './process.ts';
 
@@ -15,6 +16,8 @@ export const DEFAULT_TABLE = 'outrigger';
 export interface Testbed {
   cluster: TestCluster | undefined;
   dynamodb: DynamoDBLocal;
+  /** An SQS-compatible server, when asked for (`withQueues`). */
+  sqs: ElasticMQ | undefined;
   tableName: string;
   stop(): Promise<void>;
 }
@@ -27,16 +30,17 @@ export async function clusterManifests(): Promise<string> {
   return docs.join('\n---\n');
 }
 
-export async function startTestbed(opts: { withCluster: boolean; log?: Log; tableName?: string }): Promise<Testbed> {
+export async function startTestbed(opts: { withCluster: boolean; withQueues?: boolean; log?: Log; tableName?: string }): Promise<Testbed> {
   const log = opts.log ?? (() => {});
   const tableName = opts.tableName ?? DEFAULT_TABLE;
   // Both may need a first-time build or download; they do not depend on each other.
-  const [cluster, dynamodb] = await Promise.all([
+  const [cluster, dynamodb, sqs] = await Promise.all([
     opts.withCluster ? startTestCluster({ log }) : Promise.resolve(undefined),
     startDynamoDBLocal({ log }),
+    opts.withQueues ? startElasticMQ({ log }) : Promise.resolve(undefined),
   ]);
   const stop = async () => {
-    await Promise.allSettled([cluster?.stop(), dynamodb.stop()]);
+    await Promise.allSettled([cluster?.stop(), dynamodb.stop(), sqs?.stop()]);
   };
   try {
     if (cluster) {
@@ -48,5 +52,5 @@ export async function startTestbed(opts: { withCluster: boolean; log?: Log; tabl
     await stop();
     throw err;
   }
-  return { cluster, dynamodb, tableName, stop };
+  return { cluster, dynamodb, sqs, tableName, stop };
 }

@@ -8,7 +8,7 @@ import type { TestbedInfo } from './index.ts';
 
 export default async function globalSetup(): Promise<void> {
   const started = Date.now();
-  const bed = await startTestbed({ withCluster: true, log: (m) => process.stderr.write(`[testbed] ${m}\n`) });
+  const bed = await startTestbed({ withCluster: true, withQueues: true, log: (m) => process.stderr.write(`[testbed] ${m}\n`) });
   const cluster = bed.cluster!;
   const info: TestbedInfo = {
     server: cluster.server,
@@ -16,11 +16,12 @@ export default async function globalSetup(): Promise<void> {
     tokens: cluster.tokens,
     caFile: cluster.caFile,
     dynamodbEndpoint: bed.dynamodb.endpoint,
+    sqsEndpoint: bed.sqs!.endpoint,
     tableName: bed.tableName,
   };
   const file = join(tmpdir(), `outrigger-testbed-${process.pid}.json`);
   await writeFile(file, JSON.stringify(info));
   process.env.OUTRIGGER_TESTBED = file;
   (globalThis as { __outriggerTestbed?: typeof bed }).__outriggerTestbed = bed;
-  process.stderr.write(`[testbed] kube-apiserver ${cluster.server} and DynamoDB Local ${bed.dynamodb.endpoint} ready in ${Date.now() - started} ms\n`);
+  process.stderr.write(`[testbed] kube-apiserver ${cluster.server} DynamoDB Local ${bed.dynamodb.endpoint} and ElasticMQ ${bed.sqs!.endpoint} ready in ${Date.now() - started} ms\n`);
 }

@@ -5,10 +5,14 @@ import { readFileSync } from 'node:fs';
 import { connect, Resources, type KubeClient } from '../../shared/kube/index.ts';
 import { openState, type State } from '../../shared/state/index.ts';
 import type { TestCluster } from '../../local/apiserver.ts';
+import { CreateQueueCommand, type SQSClient } from '@aws-sdk/client-sqs';
+import { localSqsClient } from '../../local/elasticmq.ts';
 
 /** What the global setup hands to the test workers: the cluster's addresses and credentials, and DynamoDB Local's. */
 export type TestbedInfo = Pick<TestCluster, 'server' | 'kubeconfigs' | 'tokens' | 'caFile'> & {
   dynamodbEndpoint: string;
+  /** ElasticMQ: an SQS-compatible server on loopback. */
+  sqsEndpoint: string;
   tableName: string;
 };
 
@@ -45,4 +49,11 @@ export async function createNamespace(prefix = 'test'): Promise<string> {
 /** The storage migrator's identity: the controllers' role and the migrator's (list and update on everything). */
 export function migratorClient(): KubeClient {
   return connect({ kind: 'kubeconfig', path: testbed().kubeconfigs.migrator });
+}
+
+/** An SQS client for the test bed's ElasticMQ, and a fresh FIFO queue (with its URL) for one test. */
+export async function testQueue(prefix: string): Promise<{ sqs: SQSClient; url: string }> {
+  const sqs = localSqsClient(testbed().sqsEndpoint);
+  const out = await sqs.send(new CreateQueueCommand({ QueueName: `${uniqueName(prefix)}.fifo`, Attributes: { FifoQueue: 'true' } }));
+  return { sqs, url: out.QueueUrl! };
 }
