@@ -3,7 +3,7 @@
 import pLimit from 'p-limit';
 import type { KubeClient } from './client.ts';
 import { isKubeError } from './errors.ts';
-import { groupVersionPath, parseApiVersion, type GVR } from './resource.ts';
+import { apiVersionOf, groupVersionPath, parseApiVersion, type GVR } from './resource.ts';
 
 export interface APIResource {
   name: string;
@@ -61,6 +61,11 @@ async function cachedResourceList(client: KubeClient, apiVersion: string): Promi
     if (isKubeError(err, 'NotFound')) throw new Error(`the cluster does not serve ${apiVersion}`, { cause: err });
     throw err;
   }
+}
+
+/** Whether the resource is namespaced (a watch limited to one namespace must not name one for the others). */
+export async function isNamespaced(client: KubeClient, r: GVR): Promise<boolean> {
+  return (await cachedResourceList(client, apiVersionOf(r))).resources.find((x) => x.name === r.resource)?.namespaced ?? false;
 }
 
 /** Forgets what discovery said, after installing CRDs for example. */

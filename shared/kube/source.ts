@@ -30,10 +30,15 @@ export interface WatchSourceOptions {
   /** Server-side watch timeout; the source re-watches after it without relisting. */
   watchTimeoutSeconds?: number;
   maxBackoffMs?: number;
+  /**
+   * What the consumer already has, by uid, to diff the first list against (a restarted forwarder's last
+   * acknowledged state): objects unchanged since produce no event, objects gone since produce a deletion.
+   */
+  known?: ReadonlyMap<string, KubeObject>;
 }
 
 export async function runWatchSource(opts: WatchSourceOptions): Promise<void> {
-  const known = new Map<string, KubeObject>();
+  const known = new Map<string, KubeObject>(opts.known ?? []);
   const maxBackoff = opts.maxBackoffMs ?? 30_000;
   let backoff = 250;
   while (!opts.signal.aborted) {

@@ -1,0 +1,306 @@
+// The in-cluster forwarder: watches what the installed controllers need (re-read as policies and
+// MapControllers change, no restart), turns each watch event into Outrigger's CloudEvents envelope and sends
+// it to the SQS FIFO events queue in batches, grouped per owning controller, deduplicated per (uid,
+// resourceVersion, type).
+//
+// At least once: an envelope leaves the buffer only when SQS has accepted it, and what SQS accepted is
+// checkpointed (a compact index, per uid, every second) to a state file. A restarted forwarder diffs its first
+// list against that index, so a change or deletion made while it was down, or sent but not acknowledged, is
+// sent again. (An object acknowledged less than a second before a kill, then deleted while the forwarder was
+// down, is the one change that can go unsent; an object created and deleted while it was down leaves nothing.)
+// Memory is bounded: when `maxBuffered` envelopes wait, the watch callbacks wait, and the watch streams
+// stop being read (HTTP flow control holds the rest at the apiserver).
+import { readFile, rename, writeFile } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { SendMessageBatchCommand, SendMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
+import { deduplicationId, makeEnvelope, MAX_ENVELOPE_BYTES, messageGroupId, type Envelope } from '../shared/envelope/index.ts';
+import { gvrString, isNamespaced, runWatchSource, type GVR, type KubeClient, type KubeObject, type SourceEvent } from '../shared/kube/index.ts';
+
+export interface ForwarderOptions {
+  cluster: string;
+  kube: KubeClient;
+  sqs: SQSClient;
+  queueUrl: string;
+  /** Where an event too large for SQS even when trimmed goes, with its reason. */
+  deadLetterQueueUrl?: string | undefined;
+  /** What to watch; called again every `refreshMs` (new policies add resources). */
+  resources: () => Promise<GVR[]>;
+  /** Watch namespaced resources in this namespace only. */
+  namespace?: string | undefined;
+  stateFile?: string | undefined;
+  refreshMs?: number;
+  maxBuffered?: number;
+  checkpointMs?: number;
+  log?: (message: string, fields?: Record<string, unknown>) => void;
+}
+
+interface Pending {
+  body: string;
+  group: string;
+  dedup: string;
+  bytes: number;
+  uid: string;
+  gvr: string;
+  type: string;
+  skeleton: KubeObject;
+}
+
+export interface ForwarderStats {
+  events: number;
+  sent: number;
+  batches: number;
+  sendFailures: number;
+  deadLettered: number;
+  trimmed: number;
+  buffered: number;
+  maxBuffered: number;
+  watches: number;
+  synced: number;
+}
+
+const BATCH_ENTRIES = 10;
+/** SQS's limit for one batch, all entries together. */
+const BATCH_BYTES = 256 * 1024;
+
+export class Forwarder {
+  readonly stats: ForwarderStats = { events: 0, sent: 0, batches: 0, sendFailures: 0, deadLettered: 0, trimmed: 0, buffered: 0, maxBuffered: 0, watches: 0, synced: 0 };
+  lastSendError: string | undefined;
+  private readonly opts: ForwarderOptions;
+  private readonly buffer: Pending[] = [];
+  private readonly waiters: Array<() => void> = [];
+  private wakeSender: (() => void) | undefined;
+  private readonly abort = new AbortController();
+  private readonly watching = new Map<string, Promise<void>>();
+  private readonly syncedOnce = new Set<string>();
+  /** What SQS has accepted, per resource, per uid: the checkpoint. */
+  private readonly acked = new Map<string, Map<string, KubeObject>>();
+  private sender: Promise<void> | undefined;
+  private dirty = false;
+  private timers: NodeJS.Timeout[] = [];
+
+  constructor(opts: ForwarderOptions) {
+    this.opts = opts;
+  }
+
+  async start(): Promise<void> {
+    if (this.opts.stateFile) await this.loadCheckpoint(this.opts.stateFile);
+    this.sender = this.sendLoop();
+    await this.refresh();
+    this.timers.push(setInterval(() => void this.refresh().catch((err: unknown) => this.log('refreshing watches failed', { error: String(err) })), this.opts.refreshMs ?? 10_000));
+    if (this.opts.stateFile) this.timers.push(setInterval(() => void this.checkpoint().catch((err: unknown) => this.log('checkpoint failed', { error: String(err) })), this.opts.checkpointMs ?? 1_000));
+  }
+
+  /** Every watch has listed once, and the queue takes what is sent. */
+  healthy(): boolean {
+    return this.syncedOnce.size === this.watching.size && this.watching.size > 0 && this.lastSendError === undefined;
+  }
+
+  /** Waits until nothing is buffered (tests, and a graceful stop). */
+  async drained(): Promise<void> {
+    while (this.buffer.length > 0 || this.inFlight) await sleep(20);
+  }
+
+  async stop(opts: { flush?: boolean } = {}): Promise<void> {
+    for (const t of this.timers) clearInterval(t);
+    if (opts.flush) await this.drained();
+    this.abort.abort();
+    this.wakeSender?.();
+    for (const w of this.waiters.splice(0)) w();
+    await Promise.allSettled([...this.watching.values(), this.sender]);
+    if (this.opts.stateFile) await this.checkpoint();
+  }
+
+  private inFlight = false;
+
+  private log(message: string, fields?: Record<string, unknown>): void {
+    this.opts.log?.(message, fields);
+  }
+
+  private async refresh(): Promise<void> {
+    for (const resource of await this.opts.resources()) {
+      const id = gvrString(resource);
+      if (this.watching.has(id)) continue;
+      this.stats.watches += 1;
+      const acked = this.acked.get(id) ?? new Map<string, KubeObject>();
+      this.acked.set(id, acked);
+      const namespace = this.opts.namespace && (await isNamespaced(this.opts.kube, resource)) ? this.opts.namespace : undefined;
+      this.watching.set(
+        id,
+        runWatchSource({
+          client: this.opts.kube,
+          resource,
+          namespace,
+          signal: this.abort.signal,
+          known: acked,
+          onSynced: () => {
+            if (!this.syncedOnce.has(id)) this.stats.synced += 1;
+            this.syncedOnce.add(id);
+          },
+          onError: (err) => this.log('watch failed; retrying with backoff', { resource: id, error: String(err) }),
+          onEvent: (e) => this.enqueue(id, e),
+        }),
+      );
+    }
+  }
+
+  private async enqueue(gvr: string, e: SourceEvent): Promise<void> {
+    this.stats.events += 1;
+    const limit = this.opts.maxBuffered ?? 1_000;
+    while (this.buffer.length >= limit && !this.abort.signal.aborted) await new Promise<void>((r) => this.waiters.push(r));
+    if (this.abort.signal.aborted) return;
+    const pending = await this.toPending(gvr, e);
+    if (!pending) return;
+    this.buffer.push(pending);
+    this.stats.buffered = this.buffer.length;
+    this.stats.maxBuffered = Math.max(this.stats.maxBuffered, this.buffer.length);
+    this.wakeSender?.();
+  }
+
+  /** The envelope, trimmed to SQS's limit (managed fields, then the old object, carry nothing consumers need). */
+  private async toPending(gvr: string, e: SourceEvent): Promise<Pending | undefined> {
+    const source = `outrigger://${this.opts.cluster}/forwarder`;
+    let envelope: Envelope = makeEnvelope({ cluster: this.opts.cluster, type: e.type, object: e.object, oldObject: e.oldObject, source });
+    let body = JSON.stringify(envelope);
+    if (Buffer.byteLength(body) > MAX_ENVELOPE_BYTES) {
+      this.stats.trimmed += 1;
+      const trim = (o: KubeObject | undefined) => (o ? { ...o, metadata: { ...o.metadata, managedFields: undefined } } : undefined);
+      envelope = makeEnvelope({ cluster: this.opts.cluster, type: e.type, object: trim(e.object)!, oldObject: trim(e.oldObject), source });
+      body = JSON.stringify(envelope);
+      if (Buffer.byteLength(body) > MAX_ENVELOPE_BYTES) {
+        envelope = makeEnvelope({ cluster: this.opts.cluster, type: e.type, object: trim(e.object)!, source });
+        body = JSON.stringify(envelope);
+      }
+    }
+    const skeleton = skeletonOf(e.object);
+    if (Buffer.byteLength(body) > MAX_ENVELOPE_BYTES) {
+      await this.deadLetter(body.slice(0, 200_000), `event for ${envelope.subject ?? '?'} is ${Buffer.byteLength(body)} bytes even without managed fields and the old object, over SQS's ${MAX_ENVELOPE_BYTES}`);
+      return undefined;
+    }
+    return { body, group: messageGroupId(envelope), dedup: deduplicationId(envelope), bytes: Buffer.byteLength(body), uid: e.object.metadata.uid ?? '', gvr, type: e.type, skeleton };
+  }
+
+  private async deadLetter(body: string, reason: string): Promise<void> {
+    this.stats.deadLettered += 1;
+    this.log('event dead-lettered', { reason });
+    if (!this.opts.deadLetterQueueUrl) return;
+    const fifo = this.opts.deadLetterQueueUrl.endsWith('.fifo');
+    await this.opts.sqs.send(
+      new SendMessageCommand({
+        QueueUrl: this.opts.deadLetterQueueUrl,
+        MessageBody: body,
+        MessageAttributes: { reason: { DataType: 'String', StringValue: reason.slice(0, 1000) }, source: { DataType: 'String', StringValue: 'forwarder' } },
+        ...(fifo ? { MessageGroupId: 'dead-letter' } : {}),
+      }),
+    );
+  }
+
+  private async sendLoop(): Promise<void> {
+    let backoff = 200;
+    while (!this.abort.signal.aborted || this.buffer.length > 0) {
+      if (this.buffer.length === 0) {
+        if (this.abort.signal.aborted) return;
+        await new Promise<void>((r) => (this.wakeSender = r));
+        this.wakeSender = undefined;
+        continue;
+      }
+      const batch: Pending[] = [];
+      let bytes = 0;
+      for (const p of this.buffer) {
+        if (batch.length === BATCH_ENTRIES || bytes + p.bytes > BATCH_BYTES) break;
+        batch.push(p);
+        bytes += p.bytes;
+      }
+      this.inFlight = true;
+      try {
+        const out = await this.opts.sqs.send(
+          new SendMessageBatchCommand({
+            QueueUrl: this.opts.queueUrl,
+            Entries: batch.map((p, i) => ({ Id: String(i), MessageBody: p.body, MessageGroupId: p.group, MessageDeduplicationId: p.dedup })),
+          }),
+        );
+        const failed = new Set((out.Failed ?? []).map((f) => Number(f.Id)));
+        this.stats.batches += 1;
+        // Accepted entries leave the buffer; failed ones stay at its head and go again.
+        const keep = batch.filter((_, i) => failed.has(i));
+        for (const [i, p] of batch.entries()) if (!failed.has(i)) this.acknowledge(p);
+        this.buffer.splice(0, batch.length, ...keep);
+        this.stats.sent += batch.length - keep.length;
+        if (keep.length) {
+          this.stats.sendFailures += keep.length;
+          this.lastSendError = (out.Failed ?? []).map((f) => `${f.Code ?? ''}: ${f.Message ?? ''}`).join('; ');
+          await sleep(backoff);
+          backoff = Math.min(backoff * 2, 30_000);
+        } else {
+          this.lastSendError = undefined;
+          backoff = 200;
+        }
+      } catch (err) {
+        this.stats.sendFailures += batch.length;
+        this.lastSendError = String(err);
+        this.log('sending to SQS failed; retrying with backoff', { error: String(err), backoffMs: backoff });
+        await sleep(backoff);
+        backoff = Math.min(backoff * 2, 30_000);
+      } finally {
+        this.inFlight = false;
+      }
+      this.stats.buffered = this.buffer.length;
+      const limit = this.opts.maxBuffered ?? 1_000;
+      while (this.buffer.length < limit && this.waiters.length) this.waiters.shift()!();
+    }
+  }
+
+  private acknowledge(p: Pending): void {
+    const acked = this.acked.get(p.gvr);
+    if (!acked) return;
+    this.dirty = true;
+    if (p.type === 'deleted') acked.delete(p.uid);
+    else if (!isOlder(p.skeleton, acked.get(p.uid))) acked.set(p.uid, p.skeleton);
+  }
+
+  private async checkpoint(): Promise<void> {
+    const file = this.opts.stateFile;
+    if (!file || !this.dirty) return;
+    this.dirty = false;
+    const data = Object.fromEntries([...this.acked].map(([gvr, byUid]) => [gvr, [...byUid.values()]]));
+    // Written aside and renamed: a kill mid-write leaves the previous checkpoint whole.
+    await writeFile(`${file}.tmp`, JSON.stringify({ cluster: this.opts.cluster, resources: data }));
+    await rename(`${file}.tmp`, file);
+  }
+
+  private async loadCheckpoint(file: string): Promise<void> {
+    const text = await readFile(file, 'utf8').catch(() => undefined);
+    if (!text) return;
+    try {
+      const parsed = JSON.parse(text) as { cluster?: string; resources?: Record<string, KubeObject[]> };
+      if (parsed.cluster !== this.opts.cluster) return; // another cluster's checkpoint is no use here
+      for (const [gvr, objects] of Object.entries(parsed.resources ?? {})) this.acked.set(gvr, new Map(objects.map((o) => [o.metadata.uid ?? '', o])));
+      this.log('checkpoint loaded', { resources: this.acked.size, objects: [...this.acked.values()].reduce((n, m) => n + m.size, 0) });
+    } catch (err) {
+      this.log('checkpoint unreadable; every object will be sent again', { error: String(err) });
+    }
+  }
+}
+
+/** What the checkpoint keeps of an object: what routing reads of an old or deleted object, and its version. */
+function skeletonOf(o: KubeObject): KubeObject {
+  const m = o.metadata;
+  return {
+    apiVersion: o.apiVersion,
+    kind: o.kind,
+    metadata: {
+      name: m.name,
+      ...(m.namespace ? { namespace: m.namespace } : {}),
+      uid: m.uid,
+      resourceVersion: m.resourceVersion,
+      ...(m.labels ? { labels: m.labels } : {}),
+      ...(m.ownerReferences ? { ownerReferences: m.ownerReferences } : {}),
+    },
+  };
+}
+
+/** resourceVersions are opaque, but etcd's are integers: an ack that arrives after a newer one is ignored. */
+function isOlder(next: KubeObject, current: KubeObject | undefined): boolean {
+  const a = next.metadata.resourceVersion ?? '';
+  const b = current?.metadata.resourceVersion ?? '';
+  return /^\d+$/.test(a) && /^\d+$/.test(b) && BigInt(a) < BigInt(b);
+}

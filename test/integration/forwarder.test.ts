@@ -1,0 +1,155 @@
+// The forwarder against the real apiserver and a real SQS-compatible server (ElasticMQ), acting as the
+// `outrigger` identity: envelopes, groups and dedup ids; a kill -9 and restart mid-stream loses no change
+// (deletions included, through the checkpoint); a burst of 10,000 changes is delivered with a bounded buffer.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { DeleteMessageBatchCommand, ReceiveMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
+import pLimit from 'p-limit';
+import { Forwarder } from '../../forwarder/forwarder.ts';
+import { metricsText } from '../../forwarder/metrics.ts';
+import { projectRoot } from '../../local/paths.ts';
+import { parseEnvelope, type Envelope } from '../../shared/envelope/index.ts';
+import { Resources, type KubeObject } from '../../shared/kube/index.ts';
+import { adminClient, createNamespace, outriggerClient, testbed, testQueue } from '../testbed/index.ts';
+
+const revision = (namespace: string, name: string, owner?: string): KubeObject => ({
+  apiVersion: 'apps/v1',
+  kind: 'ControllerRevision',
+  metadata: { name, namespace, ...(owner ? { ownerReferences: [{ apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'web', uid: owner, controller: true }] } : {}) },
+  data: {},
+  revision: 1,
+});
+
+/** Receives (and deletes) whatever the queue has, until `done` holds or the time runs out. */
+async function drain(sqs: SQSClient, url: string, into: Array<{ envelope: Envelope; group: string; dedup: string }>, done: () => boolean, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!done()) {
+    if (Date.now() > deadline) throw new Error(`queue not drained in time (${into.length} messages received)`);
+    const out = await sqs.send(new ReceiveMessageCommand({ QueueUrl: url, MaxNumberOfMessages: 10, WaitTimeSeconds: 1, MessageSystemAttributeNames: ['MessageGroupId', 'MessageDeduplicationId'] }));
+    const messages = out.Messages ?? [];
+    for (const m of messages) into.push({ envelope: parseEnvelope(m.Body ?? ''), group: m.Attributes?.MessageGroupId ?? '', dedup: m.Attributes?.MessageDeduplicationId ?? '' });
+    if (messages.length) await sqs.send(new DeleteMessageBatchCommand({ QueueUrl: url, Entries: messages.map((m, i) => ({ Id: String(i), ReceiptHandle: m.ReceiptHandle! })) }));
+  }
+}
+
+describe('the forwarder', () => {
+  test('sends each change as a valid envelope, grouped by owning controller, deduplicated by uid, version and type', async () => {
+    const ns = await createNamespace('fwd');
+    const { sqs, url } = await testQueue('fwd');
+    const fwd = new Forwarder({ cluster: 'it', kube: outriggerClient(), sqs, queueUrl: url, namespace: ns, resources: async () => [Resources.controllerRevisions] });
+    await fwd.start();
+    try {
+      const kube = outriggerClient();
+      const owned = await kube.create(Resources.controllerRevisions, revision(ns, 'owned', '00000000-0000-0000-0000-0000000000aa'));
+      const loose = await kube.create(Resources.controllerRevisions, revision(ns, 'loose'));
+      await kube.patch(Resources.controllerRevisions, 'loose', ns, { metadata: { labels: { a: 'b' } } }, 'merge');
+      await kube.delete(Resources.controllerRevisions, 'owned', ns);
+      const got: Array<{ envelope: Envelope; group: string; dedup: string }> = [];
+      await drain(sqs, url, got, () => got.length >= 4);
+      expect(got.map((g) => `${g.envelope.type.split('.').pop()}:${g.envelope.data.object.metadata.name}`)).toEqual(expect.arrayContaining(['added:owned', 'added:loose', 'modified:loose', 'deleted:owned']));
+      expect(got.find((g) => g.envelope.data.object.metadata.name === 'owned')!.group).toBe('it/00000000-0000-0000-0000-0000000000aa');
+      expect(got.find((g) => g.envelope.data.object.metadata.name === 'loose')!.group).toBe(`it/${loose.metadata.uid}`);
+      expect(got.find((g) => g.envelope.type.endsWith('modified'))!.envelope.data.oldObject?.metadata.name).toBe('loose');
+      expect(new Set(got.map((g) => g.dedup)).size).toBe(got.length);
+      expect(owned.metadata.uid).toBeTruthy();
+      expect(fwd.healthy()).toBe(true);
+      expect(metricsText(fwd.stats)).toMatch(/outrigger_forwarder_sent_total 4\n/);
+    } finally {
+      await fwd.stop();
+    }
+  });
+
+  test('killed (SIGKILL) and restarted mid-stream, it loses no change: creations, updates and deletions made while it was down arrive', async () => {
+    const ns = await createNamespace('fwd-kill');
+    const { sqs, url } = await testQueue('fwd-kill');
+    const state = join(await mkdtemp(join(tmpdir(), 'outrigger-fwd-')), 'checkpoint.json');
+    const start = (): ChildProcess => {
+      const child = spawn(process.execPath, ['forwarder/main.ts'], {
+        cwd: projectRoot,
+        env: {
+          ...process.env,
+          KUBECONFIG: testbed().kubeconfigs.outrigger,
+          OUTRIGGER_CLUSTER_ID: 'it',
+          OUTRIGGER_EVENT_QUEUE_URL: url,
+          OUTRIGGER_SQS_ENDPOINT: testbed().sqsEndpoint,
+          OUTRIGGER_NAMESPACE: ns,
+          OUTRIGGER_FORWARDER_STATE: state,
+          PORT: '0',
+        },
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
+      child.stderr?.on('data', (b: Buffer) => (childLog = (childLog + b.toString()).slice(-20_000)));
+      return child;
+    };
+    const kube = outriggerClient();
+    const got: Array<{ envelope: Envelope; group: string; dedup: string }> = [];
+    let childLog = '';
+    let child = start();
+    try {
+      for (let i = 0; i < 60; i += 1) await kube.create(Resources.controllerRevisions, revision(ns, `r${i}`));
+      // Sent and checkpointed (every second), then more, perhaps only buffered: kill -9.
+      await new Promise((r) => setTimeout(r, 2_500));
+      for (let i = 60; i < 65; i += 1) await kube.create(Resources.controllerRevisions, revision(ns, `r${i}`));
+      if (child.exitCode !== null) throw new Error(`the forwarder exited by itself (${child.exitCode}):\n${childLog}`);
+      const exited = new Promise((r) => child.once('exit', r));
+      child.kill('SIGKILL');
+      await exited;
+      // While it is down: more objects, changes to earlier ones, and deletions.
+      for (let i = 65; i < 90; i += 1) await kube.create(Resources.controllerRevisions, revision(ns, `r${i}`));
+      for (let i = 0; i < 10; i += 1) await kube.patch(Resources.controllerRevisions, `r${i}`, ns, { metadata: { labels: { changed: 'yes' } } }, 'merge');
+      for (let i = 10; i < 20; i += 1) await kube.delete(Resources.controllerRevisions, `r${i}`, ns);
+      child = start();
+      for (let i = 90; i < 100; i += 1) await kube.create(Resources.controllerRevisions, revision(ns, `r${i}`));
+
+      const final = new Map((await kube.listAll(Resources.controllerRevisions, { namespace: ns })).map((o) => [o.metadata.uid!, o.metadata.resourceVersion!]));
+      const latest = new Map<string, { rv: bigint; type: string }>();
+      const deletedNames = () => new Set(got.filter((g) => g.envelope.type.endsWith('deleted')).map((g) => g.envelope.data.object.metadata.name));
+      await drain(sqs, url, got, () => {
+        for (const g of got) {
+          const uid = g.envelope.data.object.metadata.uid ?? '';
+          const rv = BigInt(g.envelope.data.object.metadata.resourceVersion ?? '0');
+          const seen = latest.get(uid);
+          if (!seen || seen.rv <= rv) latest.set(uid, { rv, type: g.envelope.type });
+        }
+        const current = [...final].every(([uid, rv]) => latest.get(uid)?.rv === BigInt(rv));
+        const gone = Array.from({ length: 10 }, (_, i) => `r${i + 10}`).every((n) => deletedNames().has(n));
+        return current && gone;
+      }, 60_000).catch((err: unknown) => {
+        throw new Error(`${String(err)}; forwarder log:\n${childLog}`);
+      });
+      expect(final.size).toBe(90);
+    } finally {
+      child.kill('SIGKILL');
+    }
+  }, 120_000);
+
+  test('a burst of 10,000 changes is delivered, every one, while the buffer never holds more than its bound', async () => {
+    const ns = await createNamespace('fwd-burst');
+    const { sqs, url } = await testQueue('fwd-burst');
+    const fwd = new Forwarder({ cluster: 'it', kube: outriggerClient(), sqs, queueUrl: url, namespace: ns, resources: async () => [Resources.controllerRevisions], maxBuffered: 200 });
+    await fwd.start();
+    const got: Array<{ envelope: Envelope; group: string; dedup: string }> = [];
+    const uids = new Set<string>();
+    try {
+      const admin = adminClient();
+      const limit = pLimit(32);
+      const receiving = Promise.all(
+        Array.from({ length: 4 }, () =>
+          drain(sqs, url, got, () => {
+            for (const g of got.splice(0)) uids.add(g.envelope.data.object.metadata.uid ?? '');
+            return uids.size >= 10_000;
+          }, 240_000),
+        ),
+      );
+      await Promise.all(Array.from({ length: 10_000 }, (_, i) => limit(() => admin.create(Resources.controllerRevisions, revision(ns, `b${i}`)))));
+      await receiving;
+      expect(uids.size).toBe(10_000);
+      expect(fwd.stats.maxBuffered).toBeLessThanOrEqual(200);
+      expect(fwd.stats.sent).toBeGreaterThanOrEqual(10_000);
+    } finally {
+      await fwd.stop();
+    }
+  }, 300_000);
+});
