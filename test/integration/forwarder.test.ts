@@ -2,7 +2,7 @@
 // `outrigger` identity: envelopes, groups and dedup ids; a kill -9 and restart mid-stream loses no change
 // (deletions included, through the checkpoint); a burst of 10,000 changes is delivered with a bounded buffer.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp } from 'node:fs/promises';
+import { mkdtemp, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DeleteMessageBatchCommand, ReceiveMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
@@ -11,7 +11,7 @@ import { Forwarder } from '../../forwarder/forwarder.ts';
 import { metricsText } from '../../forwarder/metrics.ts';
 import { projectRoot } from '../../local/paths.ts';
 import { parseEnvelope, type Envelope } from '../../shared/envelope/index.ts';
-import { Resources, type KubeObject } from '../../shared/kube/index.ts';
+import { applyManifests, connect, Resources, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
 import { adminClient, createNamespace, outriggerClient, testbed, testQueue } from '../testbed/index.ts';
 
 const revision = (namespace: string, name: string, owner?: string): KubeObject => ({
@@ -34,7 +34,37 @@ async function drain(sqs: SQSClient, url: string, into: Array<{ envelope: Envelo
   }
 }
 
+/** A client acting as the forwarder's ServiceAccount from cluster/forwarder/forwarder.yaml (a TokenRequest token). */
+async function forwarderIdentity(): Promise<KubeClient> {
+  const admin = adminClient();
+  await applyManifests(admin, await readFile(join(projectRoot, 'cluster', 'forwarder', 'forwarder.yaml'), 'utf8'));
+  const { status } = await admin.request<{ status: { token: string } }>('POST', '/api/v1/namespaces/outrigger-system/serviceaccounts/outrigger-forwarder/token', {
+    verb: 'create',
+    body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 3600 } },
+  });
+  const token = status.token;
+  const bed = testbed();
+  return connect({ kind: 'token', server: bed.server, caData: (await readFile(bed.caFile)).toString('base64'), token });
+}
+
 describe('the forwarder', () => {
+  test("runs under its own manifest's RBAC (read-only): it watches what the router needs and may not write", async () => {
+    const kube = await forwarderIdentity();
+    const ns = await createNamespace('fwd-rbac');
+    const { sqs, url } = await testQueue('fwd-rbac');
+    const fwd = new Forwarder({ cluster: 'it', kube, sqs, queueUrl: url, namespace: ns, resources: async () => [Resources.controllerRevisions, Resources.pods] });
+    await fwd.start();
+    try {
+      await outriggerClient().create(Resources.controllerRevisions, revision(ns, 'seen'));
+      const got: Array<{ envelope: Envelope; group: string; dedup: string }> = [];
+      await drain(sqs, url, got, () => got.some((g) => g.envelope.data.object.metadata.name === 'seen'));
+      expect(fwd.healthy()).toBe(true);
+      await expect(kube.create(Resources.controllerRevisions, revision(ns, 'forbidden'))).rejects.toMatchObject({ kind: 'Forbidden' });
+    } finally {
+      await fwd.stop();
+    }
+  });
+
   test('sends each change as a valid envelope, grouped by owning controller, deduplicated by uid, version and type', async () => {
     const ns = await createNamespace('fwd');
     const { sqs, url } = await testQueue('fwd');
