@@ -16,13 +16,58 @@ import { SendMessageBatchCommand, SendMessageCommand, type SQSClient } from '@aw
 import { deduplicationId, makeEnvelope, MAX_ENVELOPE_BYTES, messageGroupId, type Envelope } from '../shared/envelope/index.ts';
 import { gvrString, isNamespaced, runWatchSource, type GVR, type KubeClient, type KubeObject, type SourceEvent } from '../shared/kube/index.ts';
 
+/** One envelope for the events queue. */
+export interface QueueEntry {
+  body: string;
+  group: string;
+  dedup: string;
+}
+
+/** Where envelopes go: the SQS FIFO events queue, or the local runtime's queue in front of the router. */
+export interface EnvelopeSink {
+  /** Sends up to 10 entries; answers the indexes of those not taken (to be sent again). */
+  sendBatch(entries: readonly QueueEntry[]): Promise<number[]>;
+  /** An event that can never be sent (too large), with its reason. */
+  deadLetter(body: string, reason: string): Promise<void>;
+}
+
+export class SqsEnvelopeSink implements EnvelopeSink {
+  lastError: string | undefined;
+  private readonly sqs: SQSClient;
+  private readonly queueUrl: string;
+  private readonly deadLetterQueueUrl: string | undefined;
+  constructor(sqs: SQSClient, queueUrl: string, deadLetterQueueUrl?: string) {
+    this.sqs = sqs;
+    this.queueUrl = queueUrl;
+    this.deadLetterQueueUrl = deadLetterQueueUrl;
+  }
+  async sendBatch(entries: readonly QueueEntry[]): Promise<number[]> {
+    const out = await this.sqs.send(
+      new SendMessageBatchCommand({ QueueUrl: this.queueUrl, Entries: entries.map((e, i) => ({ Id: String(i), MessageBody: e.body, MessageGroupId: e.group, MessageDeduplicationId: e.dedup })) }),
+    );
+    this.lastError = out.Failed?.length ? out.Failed.map((f) => `${f.Code ?? ''}: ${f.Message ?? ''}`).join('; ') : undefined;
+    return (out.Failed ?? []).map((f) => Number(f.Id));
+  }
+  async deadLetter(body: string, reason: string): Promise<void> {
+    if (!this.deadLetterQueueUrl) return;
+    const fifo = this.deadLetterQueueUrl.endsWith('.fifo');
+    await this.sqs.send(
+      new SendMessageCommand({
+        QueueUrl: this.deadLetterQueueUrl,
+        MessageBody: body,
+        MessageAttributes: { reason: { DataType: 'String', StringValue: reason.slice(0, 1000) }, source: { DataType: 'String', StringValue: 'forwarder' } },
+        ...(fifo ? { MessageGroupId: 'dead-letter' } : {}),
+      }),
+    );
+  }
+}
+
 export interface ForwarderOptions {
   cluster: string;
   kube: KubeClient;
-  sqs: SQSClient;
-  queueUrl: string;
-  /** Where an event too large for SQS even when trimmed goes, with its reason. */
-  deadLetterQueueUrl?: string | undefined;
+  sink: EnvelopeSink;
+  /** The envelopes' `source` attribute. */
+  source?: string;
   /** What to watch; called again every `refreshMs` (new policies add resources). */
   resources: () => Promise<GVR[]>;
   /** Watch namespaced resources in this namespace only. */
@@ -88,6 +133,11 @@ export class Forwarder {
     await this.refresh();
     this.timers.push(setInterval(() => void this.refresh().catch((err: unknown) => this.log('refreshing watches failed', { error: String(err) })), this.opts.refreshMs ?? 10_000));
     if (this.opts.stateFile) this.timers.push(setInterval(() => void this.checkpoint().catch((err: unknown) => this.log('checkpoint failed', { error: String(err) })), this.opts.checkpointMs ?? 1_000));
+  }
+
+  /** Resolves once every resource watched now has listed once. */
+  async synced(): Promise<void> {
+    while (this.syncedOnce.size < this.watching.size) await sleep(20);
   }
 
   /** Every watch has listed once, and the queue takes what is sent. */
@@ -158,7 +208,7 @@ export class Forwarder {
 
   /** The envelope, trimmed to SQS's limit (managed fields, then the old object, carry nothing consumers need). */
   private async toPending(gvr: string, e: SourceEvent): Promise<Pending | undefined> {
-    const source = `outrigger://${this.opts.cluster}/forwarder`;
+    const source = this.opts.source ?? `outrigger://${this.opts.cluster}/forwarder`;
     let envelope: Envelope = makeEnvelope({ cluster: this.opts.cluster, type: e.type, object: e.object, oldObject: e.oldObject, source });
     let body = JSON.stringify(envelope);
     if (Buffer.byteLength(body) > MAX_ENVELOPE_BYTES) {
@@ -182,16 +232,7 @@ export class Forwarder {
   private async deadLetter(body: string, reason: string): Promise<void> {
     this.stats.deadLettered += 1;
     this.log('event dead-lettered', { reason });
-    if (!this.opts.deadLetterQueueUrl) return;
-    const fifo = this.opts.deadLetterQueueUrl.endsWith('.fifo');
-    await this.opts.sqs.send(
-      new SendMessageCommand({
-        QueueUrl: this.opts.deadLetterQueueUrl,
-        MessageBody: body,
-        MessageAttributes: { reason: { DataType: 'String', StringValue: reason.slice(0, 1000) }, source: { DataType: 'String', StringValue: 'forwarder' } },
-        ...(fifo ? { MessageGroupId: 'dead-letter' } : {}),
-      }),
-    );
+    await this.opts.sink.deadLetter(body, reason);
   }
 
   private async sendLoop(): Promise<void> {
@@ -212,13 +253,7 @@ export class Forwarder {
       }
       this.inFlight = true;
       try {
-        const out = await this.opts.sqs.send(
-          new SendMessageBatchCommand({
-            QueueUrl: this.opts.queueUrl,
-            Entries: batch.map((p, i) => ({ Id: String(i), MessageBody: p.body, MessageGroupId: p.group, MessageDeduplicationId: p.dedup })),
-          }),
-        );
-        const failed = new Set((out.Failed ?? []).map((f) => Number(f.Id)));
+        const failed = new Set(await this.opts.sink.sendBatch(batch));
         this.stats.batches += 1;
         // Accepted entries leave the buffer; failed ones stay at its head and go again.
         const keep = batch.filter((_, i) => failed.has(i));
@@ -227,7 +262,7 @@ export class Forwarder {
         this.stats.sent += batch.length - keep.length;
         if (keep.length) {
           this.stats.sendFailures += keep.length;
-          this.lastSendError = (out.Failed ?? []).map((f) => `${f.Code ?? ''}: ${f.Message ?? ''}`).join('; ');
+          this.lastSendError = `${keep.length} of ${batch.length} not taken`;
           await sleep(backoff);
           backoff = Math.min(backoff * 2, 30_000);
         } else {

@@ -17,7 +17,7 @@ import { functions } from '../functions/index.ts';
 import { Clusters, parseClusters } from '../shared/clusters.ts';
 import { connect } from '../shared/kube/index.ts';
 import { setEnvironment } from '../shared/lambda/environment.ts';
-import { Forwarder } from './forwarder.ts';
+import { Forwarder, SqsEnvelopeSink } from './forwarder.ts';
 import { metricsText } from './metrics.ts';
 
 function required(name: string): string {
@@ -60,9 +60,7 @@ const routerEvents = router.events;
 const forwarder = new Forwarder({
   cluster,
   kube,
-  sqs,
-  queueUrl,
-  deadLetterQueueUrl: process.env.OUTRIGGER_DEAD_LETTER_QUEUE_URL,
+  sink: new SqsEnvelopeSink(sqs, queueUrl, process.env.OUTRIGGER_DEAD_LETTER_QUEUE_URL),
   resources: () => routerEvents.resources(cluster, kube),
   namespace: process.env.OUTRIGGER_NAMESPACE || undefined,
   stateFile: process.env.OUTRIGGER_FORWARDER_STATE || undefined,

@@ -1,22 +1,23 @@
-// The local runtime: all of Outrigger in one process. It watches a cluster (the one a kubeconfig names, or a
-// local kube-apiserver it starts), turns watch events into the same envelopes the forwarder sends, queues them
-// per function with SQS FIFO semantics, and invokes the same Lambda handlers the CDK stack deploys; scheduled
-// functions run on their schedules. State lives in DynamoDB Local.
+// The local runtime: all of Outrigger in one process. The forwarder (the same code that runs in a cluster)
+// watches a cluster (the one a kubeconfig names, or a local kube-apiserver it starts) and sends envelopes to a
+// local queue with SQS FIFO semantics in place of SQS; queues feed the same Lambda handlers the CDK stack
+// deploys; scheduled functions run on their schedules. State lives in DynamoDB Local.
 import { randomUUID } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Context, SQSBatchResponse } from 'aws-lambda';
+import type { SQSBatchResponse } from 'aws-lambda';
+import { Forwarder } from '../forwarder/forwarder.ts';
 import { functions as registry } from '../functions/index.ts';
 import type { FunctionSpec, LambdaHandler } from '../functions/spec.ts';
 import { exampleHooks, startLambdaEndpoint, type LocalFunction } from '../local/lambda-endpoint.ts';
 import { startTestbed, type Testbed } from '../local/testbed.ts';
 import { Clusters, type ClusterConfig } from '../shared/clusters.ts';
-import { deduplicationId, makeEnvelope, messageGroupId } from '../shared/envelope/index.ts';
-import { connect, getResourceList, gvrString, runWatchSource, type KubeClient } from '../shared/kube/index.ts';
+import { connect, type KubeClient } from '../shared/kube/index.ts';
 import { FileDeadLetterSink } from '../shared/lambda/dead-letter.ts';
 import { setEnvironment } from '../shared/lambda/environment.ts';
 import { openState } from '../shared/state/index.ts';
-import { LocalQueue } from './queue.ts';
+import { invokeAsLambda } from './lambda-context.ts';
+import { LocalQueue, LocalQueueSink } from './queue.ts';
 import { LocalSyncSink } from './sync-sink.ts';
 
 /** How often the runtime re-reads what it should watch (new policies, new target kinds). */
@@ -98,12 +99,9 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   const lambda = specs.some((f) => f.name === 'map') ? await startLambdaEndpoint(opts.hooks ?? (await exampleHooks())) : undefined;
   if (lambda) process.env.OUTRIGGER_LAMBDA_ENDPOINT = lambda.url;
 
-  const abort = new AbortController();
   const timers: NodeJS.Timeout[] = [];
-  const watches: Array<Promise<void>> = [];
-  const synced: Array<Promise<void>> = [];
+  const forwarders: Forwarder[] = [];
   const handlers = new Map<string, { spec: FunctionSpec; handler: LambdaHandler }>();
-  const watching = new Set<string>();
 
   // Every function and its queue exists before the first event or tick, so no handler sends to a queue
   // that is not there yet.
@@ -114,7 +112,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     if (!spec.events && !spec.sync) continue;
     const queue = new LocalQueue({
       name: spec.name,
-      deliver: (event) => invoke(spec, handler, event) as Promise<SQSBatchResponse | void>,
+      deliver: (event) => invokeAsLambda(spec, handler, event) as Promise<SQSBatchResponse | void>,
       deadLetter,
       onError: (err) => log(`${spec.name}: ${String(err)}`),
     });
@@ -126,35 +124,20 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     if (spec.events) {
       const queue = queues.get(spec.name)!;
       const resources = spec.events.resources;
-      // What to watch depends on the policies installed; new resources are picked up without a restart.
-      const refreshWatches = async () => {
-        for (const resource of await resources(clusterId, source)) {
-          const id = gvrString(resource);
-          if (watching.has(id)) continue;
-          watching.add(id);
-          const namespaced = opts.namespace
-            ? (await getResourceList(source, resource.group, resource.version)).resources.find((r) => r.name === resource.resource)?.namespaced
-            : false;
-          let markSynced!: () => void;
-          synced.push(new Promise<void>((r) => (markSynced = r)));
-          watches.push(
-            runWatchSource({
-              client: source,
-              resource,
-              namespace: namespaced ? opts.namespace : undefined,
-              signal: abort.signal,
-              onSynced: () => markSynced(),
-              onError: (err) => log(`watch ${id}: ${String(err)}; retrying`),
-              onEvent: async (e) => {
-                const envelope = makeEnvelope({ cluster: clusterId, type: e.type, object: e.object, oldObject: e.oldObject, source: `outrigger://${clusterId}/local-runtime` });
-                await queue.enqueue(JSON.stringify(envelope), messageGroupId(envelope), deduplicationId(envelope));
-              },
-            }),
-          );
-        }
-      };
-      await refreshWatches();
-      timers.push(setInterval(() => void refreshWatches().catch((err: unknown) => log(`${spec.name}: refreshing watches: ${String(err)}`)), WATCH_REFRESH_MS));
+      // The forwarder itself, as it runs in a cluster, with the local queue in place of SQS: what to watch
+      // depends on the policies installed, and new resources are picked up without a restart.
+      const forwarder = new Forwarder({
+        cluster: clusterId,
+        kube: source,
+        sink: new LocalQueueSink(queue, deadLetter),
+        source: `outrigger://${clusterId}/local-runtime`,
+        resources: () => resources(clusterId, source),
+        namespace: opts.namespace,
+        refreshMs: WATCH_REFRESH_MS,
+        log: (m, f) => log(`${spec.name} forwarder: ${m}${f ? ` ${JSON.stringify(f)}` : ''}`),
+      });
+      await forwarder.start();
+      forwarders.push(forwarder);
     }
     if (spec.schedule) {
       const tick = () => invokeScheduled(spec, handler).catch((err: unknown) => log(`${spec.name}: ${String(err)}`));
@@ -178,13 +161,13 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
       return invokeScheduled(h.spec, h.handler);
     },
     settled: async () => {
-      await Promise.all(synced);
+      await Promise.all(forwarders.map((f) => f.synced()));
+      await Promise.all(forwarders.map((f) => f.drained()));
       await Promise.all([...queues.values()].map((q) => q.idle()));
     },
     stop: async () => {
-      abort.abort();
       for (const t of timers) clearInterval(t);
-      await Promise.allSettled(watches);
+      await Promise.allSettled(forwarders.map((f) => f.stop()));
       await Promise.allSettled([...queues.values()].map((q) => q.stop()));
       setEnvironment(undefined);
       await lambda?.stop();
@@ -210,33 +193,5 @@ async function invokeScheduled(spec: FunctionSpec, handler: LambdaHandler): Prom
     resources: [`arn:aws:events:local:000000000000:rule/outrigger-${spec.name}`],
     detail: {},
   };
-  return invoke(spec, handler, event);
-}
-
-/** Invokes a handler as Lambda would: with a context and the function's timeout. */
-async function invoke(spec: FunctionSpec, handler: LambdaHandler, event: unknown): Promise<unknown> {
-  const deadline = Date.now() + spec.timeoutSeconds * 1000;
-  const context: Context = {
-    callbackWaitsForEmptyEventLoop: false,
-    functionName: `outrigger-${spec.name}`,
-    functionVersion: '$LATEST',
-    invokedFunctionArn: `arn:aws:lambda:local:000000000000:function:outrigger-${spec.name}`,
-    memoryLimitInMB: '512',
-    awsRequestId: randomUUID(),
-    logGroupName: `/aws/lambda/outrigger-${spec.name}`,
-    logStreamName: 'local',
-    getRemainingTimeInMillis: () => Math.max(0, deadline - Date.now()),
-    done: () => {},
-    fail: () => {},
-    succeed: () => {},
-  };
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${spec.name} timed out after ${spec.timeoutSeconds} s`)), spec.timeoutSeconds * 1000);
-  });
-  try {
-    return await Promise.race([handler(event, context), timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
+  return invokeAsLambda(spec, handler, event);
 }

@@ -4,6 +4,7 @@
 // bounded: `enqueue` waits while the queue is full, which slows the watch source instead of growing memory.
 import { randomUUID } from 'node:crypto';
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
+import type { EnvelopeSink, QueueEntry } from '../forwarder/forwarder.ts';
 import type { DeadLetterSink } from '../shared/lambda/dead-letter.ts';
 
 interface Message {
@@ -178,5 +179,22 @@ export class LocalQueue {
       eventSourceARN: `arn:aws:sqs:local:000000000000:${this.name}.fifo`,
       awsRegion: 'local',
     };
+  }
+}
+
+/** The forwarder's destination in the local runtime: this queue in place of the SQS events queue. */
+export class LocalQueueSink implements EnvelopeSink {
+  private readonly queue: LocalQueue;
+  private readonly deadLetters: DeadLetterSink;
+  constructor(queue: LocalQueue, deadLetters: DeadLetterSink) {
+    this.queue = queue;
+    this.deadLetters = deadLetters;
+  }
+  async sendBatch(entries: readonly QueueEntry[]): Promise<number[]> {
+    for (const e of entries) await this.queue.enqueue(e.body, e.group, e.dedup);
+    return [];
+  }
+  async deadLetter(body: string, reason: string): Promise<void> {
+    await this.deadLetters.send({ body, reason, source: 'forwarder' });
   }
 }

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DeleteMessageBatchCommand, ReceiveMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import pLimit from 'p-limit';
-import { Forwarder } from '../../forwarder/forwarder.ts';
+import { Forwarder, SqsEnvelopeSink } from '../../forwarder/forwarder.ts';
 import { metricsText } from '../../forwarder/metrics.ts';
 import { projectRoot } from '../../local/paths.ts';
 import { parseEnvelope, type Envelope } from '../../shared/envelope/index.ts';
@@ -52,7 +52,7 @@ describe('the forwarder', () => {
     const kube = await forwarderIdentity();
     const ns = await createNamespace('fwd-rbac');
     const { sqs, url } = await testQueue('fwd-rbac');
-    const fwd = new Forwarder({ cluster: 'it', kube, sqs, queueUrl: url, namespace: ns, resources: async () => [Resources.controllerRevisions, Resources.pods] });
+    const fwd = new Forwarder({ cluster: 'it', kube, sink: new SqsEnvelopeSink(sqs, url), namespace: ns, resources: async () => [Resources.controllerRevisions, Resources.pods] });
     await fwd.start();
     try {
       await outriggerClient().create(Resources.controllerRevisions, revision(ns, 'seen'));
@@ -68,7 +68,7 @@ describe('the forwarder', () => {
   test('sends each change as a valid envelope, grouped by owning controller, deduplicated by uid, version and type', async () => {
     const ns = await createNamespace('fwd');
     const { sqs, url } = await testQueue('fwd');
-    const fwd = new Forwarder({ cluster: 'it', kube: outriggerClient(), sqs, queueUrl: url, namespace: ns, resources: async () => [Resources.controllerRevisions] });
+    const fwd = new Forwarder({ cluster: 'it', kube: outriggerClient(), sink: new SqsEnvelopeSink(sqs, url), namespace: ns, resources: async () => [Resources.controllerRevisions] });
     await fwd.start();
     try {
       const kube = outriggerClient();
@@ -158,7 +158,7 @@ describe('the forwarder', () => {
   test('a burst of 10,000 changes is delivered, every one, while the buffer never holds more than its bound', async () => {
     const ns = await createNamespace('fwd-burst');
     const { sqs, url } = await testQueue('fwd-burst');
-    const fwd = new Forwarder({ cluster: 'it', kube: outriggerClient(), sqs, queueUrl: url, namespace: ns, resources: async () => [Resources.controllerRevisions], maxBuffered: 200 });
+    const fwd = new Forwarder({ cluster: 'it', kube: outriggerClient(), sink: new SqsEnvelopeSink(sqs, url), namespace: ns, resources: async () => [Resources.controllerRevisions], maxBuffered: 200 });
     await fwd.start();
     const got: Array<{ envelope: Envelope; group: string; dedup: string }> = [];
     const uids = new Set<string>();
