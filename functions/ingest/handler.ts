@@ -1,0 +1,114 @@
+// The ingest function, behind an IAM-authenticated Function URL: watch events over HTTPS, from senders that
+// cannot write to SQS themselves (Knative's ApiServerSource, through a signing proxy). A request is queued
+// whole or not at all: refused input is answered 4xx and dead-lettered with its reason before anything is
+// queued; a queue failure is answered 503, and a retry within SQS's five-minute deduplication window does not
+// queue twice what went through (deduplication ids derive from the events).
+//   OUTRIGGER_CLUSTERS               the clusters served (ids only are read here)
+//   OUTRIGGER_EVENT_QUEUE_URL        the events queue (FIFO), the router's input
+//   OUTRIGGER_DEAD_LETTER_QUEUE_URL  its dead-letter queue, where refused requests go
+import middy from '@middy/core';
+import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
+import { SQSClient, SendMessageBatchCommand } from '@aws-sdk/client-sqs';
+import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
+import { parseClusters } from '../../shared/clusters.ts';
+import { MAX_ENVELOPE_BYTES, deduplicationId, messageGroupId, type Envelope } from '../../shared/envelope/index.ts';
+import { planIngest } from '../../shared/ingest/index.ts';
+import { SqsDeadLetterSink, type DeadLetterSink } from '../../shared/lambda/dead-letter.ts';
+import { functionLogger } from '../../shared/lambda/logger.ts';
+
+export interface EventQueue {
+  send(envelopes: Envelope[]): Promise<void>;
+}
+
+/** The events queue: batches of at most 10 messages and one SQS message's worth of bytes. */
+export class SqsEventQueue implements EventQueue {
+  private readonly url: string;
+  private readonly client: SQSClient;
+  constructor(url: string, client = new SQSClient({})) {
+    this.url = url;
+    this.client = client;
+  }
+
+  async send(envelopes: Envelope[]): Promise<void> {
+    let batch: Envelope[] = [];
+    let bytes = 0;
+    for (const e of envelopes) {
+      const size = Buffer.byteLength(JSON.stringify(e), 'utf8');
+      if (batch.length === 10 || (batch.length > 0 && bytes + size > MAX_ENVELOPE_BYTES)) {
+        await this.sendBatch(batch);
+        batch = [];
+        bytes = 0;
+      }
+      batch.push(e);
+      bytes += size;
+    }
+    if (batch.length > 0) await this.sendBatch(batch);
+  }
+
+  private async sendBatch(batch: Envelope[]): Promise<void> {
+    const out = await this.client.send(
+      new SendMessageBatchCommand({
+        QueueUrl: this.url,
+        Entries: batch.map((e, i) => ({ Id: String(i), MessageBody: JSON.stringify(e), MessageGroupId: messageGroupId(e), MessageDeduplicationId: deduplicationId(e) })),
+      }),
+    );
+    if (out.Failed?.length) throw new Error(`SQS refused ${out.Failed.length} event(s): ${out.Failed.map((f) => `${f.Code}: ${f.Message ?? ''}`).join('; ')}`);
+  }
+}
+
+export interface IngestDeps {
+  clusters: ReadonlySet<string>;
+  events: EventQueue;
+  deadLetter: DeadLetterSink;
+}
+
+function required(env: NodeJS.ProcessEnv, name: string): string {
+  const value = env[name];
+  if (!value) throw new Error(`${name} is not set`);
+  return value;
+}
+
+export function ingestDepsFromEnv(env: NodeJS.ProcessEnv = process.env): IngestDeps {
+  const sqs = new SQSClient({});
+  return {
+    clusters: new Set(parseClusters(required(env, 'OUTRIGGER_CLUSTERS')).map((c) => c.id)),
+    events: new SqsEventQueue(required(env, 'OUTRIGGER_EVENT_QUEUE_URL'), sqs),
+    deadLetter: new SqsDeadLetterSink(required(env, 'OUTRIGGER_DEAD_LETTER_QUEUE_URL'), sqs),
+  };
+}
+
+const logger = functionLogger('ingest');
+
+function respond(statusCode: number, body: Record<string, unknown>): APIGatewayProxyStructuredResultV2 {
+  return { statusCode, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) };
+}
+
+/** `deps` is resolved on the first request (a warm Lambda keeps it), so loading the module needs no environment. */
+export function createIngestHandler(deps: () => IngestDeps) {
+  let resolved: IngestDeps | undefined;
+  return middy(async (event: APIGatewayProxyEventV2): Promise<APIGatewayProxyStructuredResultV2> => {
+    const { clusters, events, deadLetter } = (resolved ??= deps());
+    const body = event.body === undefined ? '' : event.isBase64Encoded ? Buffer.from(event.body, 'base64').toString('utf8') : event.body;
+    const plan = planIngest({ method: event.requestContext.http.method, headers: event.headers, query: event.queryStringParameters ?? {}, body }, clusters);
+    if (!plan.ok) {
+      try {
+        for (const letter of plan.deadLetters) await deadLetter.send({ ...letter, source: 'ingest' });
+      } catch (err) {
+        logger.error('a refused request could not be dead-lettered', { problem: plan.problem, error: String(err) });
+        return respond(503, { error: `${plan.problem}; and it could not be recorded in the dead-letter queue, retry` });
+      }
+      logger.warn('request refused', { status: plan.status, problem: plan.problem, deadLettered: plan.deadLetters.length });
+      return respond(plan.status, { error: plan.problem, deadLettered: plan.deadLetters.length });
+    }
+    try {
+      await events.send(plan.envelopes);
+    } catch (err) {
+      logger.error('queueing failed', { error: String(err), events: plan.envelopes.length });
+      return respond(503, { error: 'the events queue did not take every event; retry the request (events it took are deduplicated for five minutes)' });
+    }
+    logger.info('queued', plan.counts);
+    return respond(202, plan.counts);
+  }).use(injectLambdaContext(logger));
+}
+
+export const handler = createIngestHandler(() => ingestDepsFromEnv());
