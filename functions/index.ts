@@ -22,6 +22,7 @@ export const functions: FunctionSpec[] = [
         return [...new Map<string, GVR>(all.map((r) => [gvrString(r), r])).values()];
       },
     },
+    sends: 'all',
     timeoutSeconds: 60,
   },
   {
@@ -30,6 +31,7 @@ export const functions: FunctionSpec[] = [
     entry: 'functions/history/handler.ts',
     load: () => import('./history/handler.ts'),
     sync: { target: 'history' },
+    sends: ['truncate'],
     timeoutSeconds: 60,
   },
   {
@@ -54,6 +56,7 @@ export const functions: FunctionSpec[] = [
     entry: 'functions/storage/handler.ts',
     load: () => import('./storage/handler.ts'),
     sync: { target: 'storage' },
+    sends: ['migrator'],
     timeoutSeconds: 120,
   },
   {
@@ -62,6 +65,7 @@ export const functions: FunctionSpec[] = [
     entry: 'functions/migrator/handler.ts',
     load: () => import('./migrator/handler.ts'),
     sync: { target: 'migrator' },
+    sends: ['migrator'],
     timeoutSeconds: 900,
   },
   {
@@ -70,6 +74,7 @@ export const functions: FunctionSpec[] = [
     entry: 'functions/map/handler.ts',
     load: () => import('./map/handler.ts'),
     sync: { target: 'map' },
+    sends: ['map'],
     timeoutSeconds: 300,
   },
   {
@@ -78,7 +83,16 @@ export const functions: FunctionSpec[] = [
     entry: 'functions/map-resync/handler.ts',
     load: () => import('./map-resync/handler.ts'),
     schedule: { everyMinutes: 1 },
+    sends: ['map'],
     timeoutSeconds: 60,
+  },
+  {
+    name: 'ingest',
+    description: 'Takes watch events over HTTPS (our envelopes, Knative ApiServerSource events) and queues them for the router',
+    entry: 'functions/ingest/handler.ts',
+    load: () => import('./ingest/handler.ts'),
+    functionUrl: true,
+    timeoutSeconds: 30,
   },
 ];
 
