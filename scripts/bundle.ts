@@ -1,0 +1,89 @@
+// A function's Lambda bundle, built outside CDK for the tools that run or measure the deployed code itself
+// (`npm run invoke`, `npm run bench:bundle`). What Lambda runs is what CDK's NodejsFunction makes of
+// infra/stack.ts's `bundled()`; these options restate that esbuild command and MUST be kept equal to it: a
+// change to `bundled()` (or to the CDK defaults it relies on) is a change here too. test/unit/invoke.test.ts
+// builds every function both ways and compares the bytes.
+import { stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { build, type BuildOptions, type Metafile } from 'esbuild';
+import type { FunctionSpec } from '../functions/spec.ts';
+import { projectRoot } from '../local/paths.ts';
+
+/** infra/stack.ts `bundled().bundling.banner`: some dependencies are CommonJS and call require() for built-ins. */
+export const BANNER = "import { createRequire as __outriggerRequire } from 'node:module'; const require = __outriggerRequire(import.meta.url);";
+
+/**
+ * NodejsFunction's default externals for a Node 18+ runtime: Lambda provides the AWS SDK v3. (`@smithy/*` joins
+ * them only under the `@aws-cdk/aws-lambda-nodejs:sdkV3ExcludeSmithyPackages` flag, which cdk.json leaves off.)
+ */
+export const EXTERNALS = ['@aws-sdk/*'];
+
+/** The file NodejsFunction names an ESM bundle; Lambda loads `index.handler` from it. */
+export const BUNDLE_FILE = 'index.mjs';
+
+/** The esbuild options CDK's command line amounts to, for one entry (relative to the project root). */
+export function lambdaBuildOptions(entry: string, outDir: string): BuildOptions {
+  return {
+    absWorkingDir: projectRoot,
+    entryPoints: [join(projectRoot, entry)],
+    outfile: join(outDir, BUNDLE_FILE),
+    bundle: true,
+    platform: 'node',
+    // bundling: { format: ESM, target: 'node24', minify: true, sourceMap: true, mainFields: ['module', 'main'], banner }
+    format: 'esm',
+    target: 'node24',
+    minify: true,
+    sourcemap: true,
+    mainFields: ['module', 'main'],
+    banner: { js: BANNER },
+    external: EXTERNALS,
+    logLevel: 'warning',
+  };
+}
+
+export interface Bundle {
+  /** The bundle's absolute path (its source map is next to it). */
+  file: string;
+  bytes: number;
+  /** Which inputs make up the output, for saying what dominates a large bundle. */
+  metafile: Metafile;
+}
+
+/**
+ * Where `npm run invoke` keeps a function's bundle (and what it leaves behind: dead letters, would-be sends).
+ * Always inside the project, whatever OUTRIGGER_CACHE_DIR says: the bundle imports the AWS SDK (external, as
+ * Lambda provides it) and finds it in the project's node_modules only from there.
+ */
+export function invokeDir(name: string): string {
+  return join(projectRoot, '.cache', 'invoke', name);
+}
+
+/** Bundles one registered function as the stack does, into outDir/index.mjs. */
+export async function bundleFunction(spec: Pick<FunctionSpec, 'name' | 'entry'>, outDir: string = invokeDir(spec.name)): Promise<Bundle> {
+  const result = await build({ ...lambdaBuildOptions(spec.entry, outDir), metafile: true });
+  const file = join(outDir, BUNDLE_FILE);
+  return { file, bytes: (await stat(file)).size, metafile: result.metafile };
+}
+
+/** The inputs that contribute most to a bundle, grouped by package (or by top-level project directory). */
+export function largestInputs(metafile: Metafile, top = 5): Array<{ module: string; bytes: number }> {
+  const byModule = new Map<string, number>();
+  for (const output of Object.values(metafile.outputs)) {
+    for (const [path, { bytesInOutput }] of Object.entries(output.inputs)) {
+      const module = moduleOf(path);
+      byModule.set(module, (byModule.get(module) ?? 0) + bytesInOutput);
+    }
+  }
+  return [...byModule]
+    .map(([module, bytes]) => ({ module, bytes }))
+    .sort((a, b) => b.bytes - a.bytes)
+    .slice(0, top);
+}
+
+function moduleOf(path: string): string {
+  const parts = path.split('/');
+  const at = parts.lastIndexOf('node_modules');
+  if (at < 0) return parts.length > 1 ? `${parts[0]}/` : path;
+  const name = parts[at + 1] ?? path;
+  return name.startsWith('@') ? `${name}/${parts[at + 2] ?? ''}` : name;
+}
