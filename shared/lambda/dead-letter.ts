@@ -1,7 +1,8 @@
 // Where a message goes when it can never be processed: with its reason, so that an operator can read why,
 // fix the cause and redrive it. A malformed event is sent here at once instead of failing its batch.
 import { appendFile } from 'node:fs/promises';
-import { SQSClient, SendMessageCommand } from '@aws-sdk/client-sqs';
+import type { SQSClient } from '@aws-sdk/client-sqs';
+import { sqsClient } from './sqs.ts';
 
 export interface DeadLetter {
   body: string;
@@ -16,15 +17,16 @@ export interface DeadLetterSink {
 
 /** An SQS dead-letter queue; the reason travels as a message attribute, the body unchanged for redrive. */
 export class SqsDeadLetterSink implements DeadLetterSink {
-  private readonly client: SQSClient;
+  private readonly client: SQSClient | undefined;
   private readonly queueUrl: string;
-  constructor(queueUrl: string, client = new SQSClient({})) {
+  constructor(queueUrl: string, client?: SQSClient) {
     this.queueUrl = queueUrl;
     this.client = client;
   }
   async send(letter: Omit<DeadLetter, 'at'>): Promise<void> {
     const fifo = this.queueUrl.endsWith('.fifo');
-    await this.client.send(
+    const { SendMessageCommand } = await import('@aws-sdk/client-sqs');
+    await (this.client ?? (await sqsClient())).send(
       new SendMessageCommand({
         QueueUrl: this.queueUrl,
         MessageBody: letter.body,

@@ -1,8 +1,9 @@
 // Where the router sends sync requests: one queue per target (a controller handler). In AWS, SQS FIFO
 // queues named by OUTRIGGER_SYNC_QUEUES (a JSON object: target -> queue URL); locally, the runtime's queues.
 import { createHash } from 'node:crypto';
-import { SQSClient, SendMessageBatchCommand } from '@aws-sdk/client-sqs';
+import type { SQSClient } from '@aws-sdk/client-sqs';
 import { syncKeyString } from '../ownership/router.ts';
+import { sqsClient } from './sqs.ts';
 import { syncGroupId, type SyncRequest } from './sync-request.ts';
 
 export interface SyncSink {
@@ -18,9 +19,9 @@ export function syncDeduplicationId(request: SyncRequest): string {
 }
 
 export class SqsSyncSink implements SyncSink {
-  private readonly client: SQSClient;
+  private readonly client: SQSClient | undefined;
   private readonly queues: Record<string, string>;
-  constructor(queues: Record<string, string>, client = new SQSClient({})) {
+  constructor(queues: Record<string, string>, client?: SQSClient) {
     this.queues = queues;
     this.client = client;
   }
@@ -28,9 +29,11 @@ export class SqsSyncSink implements SyncSink {
   async send(target: string, requests: SyncRequest[]): Promise<void> {
     const url = this.queues[target];
     if (!url) throw new Error(`no queue for sync target ${JSON.stringify(target)} (OUTRIGGER_SYNC_QUEUES names ${Object.keys(this.queues).join(', ') || 'none'})`);
+    const { SendMessageBatchCommand } = await import('@aws-sdk/client-sqs');
+    const client = this.client ?? (await sqsClient());
     for (let i = 0; i < requests.length; i += 10) {
       const chunk = requests.slice(i, i + 10);
-      const out = await this.client.send(
+      const out = await client.send(
         new SendMessageBatchCommand({
           QueueUrl: url,
           Entries: chunk.map((r, j) => ({
