@@ -80,6 +80,7 @@ export class OutriggerStack extends Stack {
   /** One queue per sync target (a controller handler's input). */
   readonly syncQueues = new Map<string, QueuePair>();
   readonly forwarderRole: iam.Role;
+  private readonly clusterSecrets: string[];
   readonly ingestUrl: lambda.FunctionUrl;
   readonly alarmTopic: sns.Topic;
   private readonly alarms: cloudwatch.Alarm[] = [];
@@ -88,8 +89,12 @@ export class OutriggerStack extends Stack {
     super(scope, id, props);
     const clusters = parseClusters(JSON.stringify(props.clusters));
     for (const c of clusters) {
-      if (c.access.kind !== 'eks') throw new Error(`cluster ${c.id}: a deployed stack reaches clusters through EKS IAM tokens, not ${c.access.kind}`);
+      if (c.access.kind !== 'eks' && c.access.kind !== 'secret') {
+        throw new Error(`cluster ${c.id}: a deployed stack reaches clusters through EKS IAM tokens or a token in Secrets Manager, not ${c.access.kind}`);
+      }
     }
+    // Clusters outside EKS: their tokens' secrets, readable by the functions that talk to clusters (and no other).
+    this.clusterSecrets = [...new Set(clusters.flatMap((c) => (c.access.kind === 'secret' ? [c.access.secretArn] : [])))];
 
     this.table = new dynamodb.TableV2(this, 'State', {
       partitionKey: { name: TABLE.partitionKey, type: dynamodb.AttributeType.STRING },
@@ -153,6 +158,11 @@ export class OutriggerStack extends Stack {
     const actions = tableActions[spec.name];
     if (actions) {
       fn.addToRolePolicy(new iam.PolicyStatement({ actions, resources: [this.table.tableArn] }));
+    }
+    if (!spec.functionUrl && this.clusterSecrets.length) {
+      // Every function but ingest talks to clusters. A secret's ARN in the configuration may lack the random
+      // suffix Secrets Manager appends; the grant allows it.
+      fn.addToRolePolicy(new iam.PolicyStatement({ actions: ['secretsmanager:GetSecretValue'], resources: this.clusterSecrets.map((a) => (/-[A-Za-z0-9]{6}$/.test(a) ? a : `${a}-??????`)) }));
     }
     // What it consumes: its queue, in batches it may partly fail; what can never be processed goes to the
     // dead-letter queue at once (with a reason), what keeps failing after MAX_RECEIVE_COUNT tries.

@@ -1,5 +1,6 @@
 // Which clusters a deployment serves and how it reaches each. The configuration holds no secret: an EKS
-// cluster is reached with the function's own IAM identity, a kubeconfig only in the local runtime.
+// cluster is reached with the function's own IAM identity, another with a token read from Secrets Manager
+// (named here by ARN), a kubeconfig only in the local runtime.
 import { z } from 'zod';
 import { clusterIdSchema } from './envelope/index.ts';
 import { connect, type ClusterAccess, type KubeClient, type KubeClientOptions } from './kube/index.ts';
@@ -13,6 +14,15 @@ const accessSchema = z.discriminatedUnion('kind', [
       caData: z.string().min(1),
       clusterName: z.string().min(1),
       region: z.string().regex(/^[a-z]{2}(-[a-z]+)+-\d$/, 'must be an AWS region such as eu-west-1'),
+    })
+    .strict(),
+  // A cluster outside EKS: its bearer token lives in Secrets Manager (the configuration holds only its ARN).
+  z
+    .object({
+      kind: z.literal('secret'),
+      server: z.url({ protocol: /^https$/, error: 'must be an https URL' }),
+      caData: z.string().min(1).optional(),
+      secretArn: z.string().regex(/^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:.+$/, 'must be a Secrets Manager secret ARN'),
     })
     .strict(),
 ]);

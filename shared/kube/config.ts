@@ -1,12 +1,14 @@
 // How Outrigger reaches a cluster. Three ways, one result (a KubeClient):
 //  - a kubeconfig file (local runtime, CLI, tests);
-//  - an explicit server, CA and bearer token (a token kept in AWS Secrets Manager for a non-EKS cluster);
+//  - an explicit server, CA and bearer token (tests, and the CLI);
+//  - a server, CA and a bearer token kept in AWS Secrets Manager (a cluster outside EKS), re-read every 5 minutes;
 //  - an EKS cluster, authenticated with an IAM token made from the caller's own AWS credentials.
 import { KubeConfig } from '@kubernetes/client-node';
 import { defaultProvider } from '@aws-sdk/credential-provider-node';
 import type { AwsCredentialIdentity, AwsCredentialIdentityProvider } from '@smithy/types';
 import { KubeClient, type KubeClientOptions } from './client.ts';
 import { eksTokenSource } from './eks-token.ts';
+import { secretTokenSource } from './secret-token.ts';
 
 export type ClusterAccess =
   | { kind: 'kubeconfig'; path?: string | undefined; context?: string | undefined }
@@ -16,6 +18,14 @@ export type ClusterAccess =
       /** PEM of the cluster CA, base64-encoded as in a kubeconfig's certificate-authority-data. */
       caData?: string | undefined;
       token: string | (() => Promise<string>);
+    }
+  | {
+      /** A bearer token kept in AWS Secrets Manager (clusters outside EKS). */
+      kind: 'secret';
+      server: string;
+      caData?: string | undefined;
+      secretArn: string;
+      region?: string | undefined;
     }
   | {
       kind: 'eks';
@@ -66,6 +76,8 @@ export function connect(access: ClusterAccess, opts: KubeClientOptions = {}): Ku
       const bearerToken = typeof token === 'string' ? () => Promise.resolve(token) : token;
       return new KubeClient(kubeConfigForServer(access.server, access.caData), { ...opts, bearerToken });
     }
+    case 'secret':
+      return new KubeClient(kubeConfigForServer(access.server, access.caData), { ...opts, bearerToken: secretTokenSource(access.secretArn, { region: access.region ?? access.secretArn.split(':')[3] }) });
     case 'eks': {
       const bearerToken = eksTokenSource({
         clusterName: access.clusterName,

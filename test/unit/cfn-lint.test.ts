@@ -18,12 +18,13 @@ const eks = (id: string): ClusterConfig => ({
 test('cfn-lint finds no error and no warning in the synthesized template', async () => {
   const outdir = await mkdtemp(join(tmpdir(), 'outrigger-cfn-lint-'));
   try {
-    // Everything the stack can hold: two clusters, storage reporters, named hooks, the example's hooks, a narrowed forwarder.
+    // Everything the stack can hold: two EKS clusters and one outside EKS (its token in Secrets Manager), storage
+    // reporters, named hooks, the example's hooks, a narrowed forwarder.
     const { app, stack } = outriggerApp({
       outdir,
       context: {
         'aws:cdk:bundling-stacks': [],
-        'outrigger:clusters': [eks('prod'), eks('dr')],
+        'outrigger:clusters': [eks('prod'), eks('dr'), { id: 'onprem', access: { kind: 'secret', server: 'https://k8s.onprem.example:6443', secretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:outrigger/onprem' } }],
         'outrigger:mapHookFunctions': ['my-map-hook'],
         'outrigger:examples': true,
         'outrigger:forwarderNamespace': 'outrigger',

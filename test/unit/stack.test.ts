@@ -258,7 +258,18 @@ describe('the Outrigger stack', () => {
     expect(JSON.stringify(template.findResources('AWS::IAM::Policy'))).not.toContain('lambda:InvokeFunction');
   });
 
-  test('refuses clusters reached any way but EKS IAM tokens', () => {
-    expect(() => synth([{ id: 'x', access: { kind: 'kubeconfig', path: '/home/me/.kube/config' } }])).toThrow('a deployed stack reaches clusters through EKS IAM tokens');
+  test('refuses clusters reached any way but EKS IAM tokens or a token in Secrets Manager', () => {
+    expect(() => synth([{ id: 'x', access: { kind: 'kubeconfig', path: '/home/me/.kube/config' } }])).toThrow('a deployed stack reaches clusters through EKS IAM tokens or a token in Secrets Manager');
+  });
+
+  test('a cluster outside EKS: every function that talks to clusters may read its token secret, and only that secret; ingest may not', () => {
+    const arn = 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:outrigger/onprem';
+    const t = synth([cluster, { id: 'onprem', access: { kind: 'secret', server: 'https://k8s.onprem.example:6443', secretArn: arn } }]);
+    const reads = Object.entries(t.findResources('AWS::IAM::Policy')).flatMap(([id, p]) =>
+      (p.Properties.PolicyDocument.Statement as Array<{ Action: unknown; Resource: unknown }>).filter((st) => st.Action === 'secretsmanager:GetSecretValue').map((st) => [id.replace(/ServiceRoleDefaultPolicy.*$/, ''), st.Resource]),
+    );
+    const readers = Object.fromEntries(reads);
+    expect(Object.keys(readers).sort()).toEqual(['Heartbeat', 'History', 'Map', 'MapResync', 'Migrator', 'Router', 'Storage', 'StoragePoll', 'Truncate']);
+    for (const resource of Object.values(readers)) expect(resource).toBe(`${arn}-??????`);
   });
 });
