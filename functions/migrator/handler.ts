@@ -13,6 +13,8 @@ export const handler = syncFunction('migrator', async ({ key, causes }, { env, l
     key.name,
     { shouldPause: () => context.getRemainingTimeInMillis() < RESERVE_MS },
   );
-  logger.info('migration step', { ...result });
+  // `message` is the log line's own key in Powertools: the migration's message is logged as `detail`.
+  const { message, ...rest } = result;
+  logger.info('migration step', { ...rest, detail: message });
   if (result.outcome === 'paused') await env.syncSink.send('migrator', [makeSyncRequest(key, causes)]);
 });

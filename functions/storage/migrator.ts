@@ -129,6 +129,6 @@ async function setPhase(ctx: MigratorContext, svm: StorageVersionMigration, phas
 
 async function finish(ctx: MigratorContext, svm: StorageVersionMigration, result: MigrateResult, phase: 'Succeeded' | 'Failed', reason: string, message: string): Promise<MigrateResult> {
   await setPhase(ctx, svm, phase, reason, message);
-  ctx.log?.(`migration ${phase.toLowerCase()}`, { migration: svm.metadata.name, message });
+  ctx.log?.(`migration ${phase.toLowerCase()}`, { migration: svm.metadata.name, detail: message });
   return { ...result, outcome: phase, message };
 }
