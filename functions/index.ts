@@ -22,7 +22,8 @@ export const functions: FunctionSpec[] = [
         return [...new Map<string, GVR>(all.map((r) => [gvrString(r), r])).values()];
       },
     },
-    sends: 'all',
+    // The targets of the controllers it routes for (history, storage, map); never truncate or migrator.
+    sends: controllerSources.map((s) => s.target),
     timeoutSeconds: 60,
   },
   {

@@ -18,11 +18,8 @@ export interface FunctionSpec {
   events?: { resources: (cluster: string, kube: KubeClient) => Promise<GVR[]> };
   /** The router's sync requests for this target are queued for the function (Reconcile(key)). */
   sync?: { target: string };
-  /**
-   * The sync targets the function sends requests to: in AWS it may send to these queues only. `all` is every
-   * target in the registry (the router, whose targets come from the policies in each cluster).
-   */
-  sends?: readonly string[] | 'all';
+  /** The sync targets the function sends requests to: in AWS it may send to these queues only. */
+  sends?: readonly string[];
   /** Served on a Lambda Function URL (IAM auth); it queues the watch events it receives for the event consumers. */
   functionUrl?: true;
   /** Runs on a schedule, once per period (per cluster and reporter with `perReporter`, the storage poll). */
@@ -34,7 +31,6 @@ export interface FunctionSpec {
 /** The sync targets `spec` sends to, checked against the targets the registry's functions consume. */
 export function sendTargets(spec: FunctionSpec, registry: readonly FunctionSpec[]): string[] {
   const targets = registry.flatMap((f) => (f.sync ? [f.sync.target] : []));
-  if (spec.sends === 'all') return targets;
   for (const t of spec.sends ?? []) {
     if (!targets.includes(t)) throw new Error(`${spec.name} sends to sync target ${JSON.stringify(t)}, which no function consumes (targets: ${targets.join(', ')})`);
   }

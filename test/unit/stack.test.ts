@@ -121,7 +121,7 @@ describe('the Outrigger stack', () => {
     expect(granted).toEqual(
       sorted({
         Heartbeat: table('dynamodb:GetItem', 'dynamodb:PutItem'),
-        Router: consumer('Events', 'SyncHistory', 'SyncTruncate', 'SyncStorage', 'SyncMigrator', 'SyncMap'),
+        Router: consumer('Events', 'SyncHistory', 'SyncStorage', 'SyncMap'),
         History: [...table('dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:ConditionCheckItem'), ...consumer('SyncHistory', 'SyncTruncate')],
         Truncate: [...table('dynamodb:GetItem', 'dynamodb:UpdateItem'), ...consumer('SyncTruncate')],
         StoragePoll: table('dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:PutItem', 'dynamodb:ConditionCheckItem'),
@@ -183,7 +183,7 @@ describe('the Outrigger stack', () => {
       if (!sends.length) expect(env.OUTRIGGER_SYNC_QUEUES).toBeUndefined();
       else expect(joined(env.OUTRIGGER_SYNC_QUEUES)).toEqual(Object.fromEntries(sends.map((t) => [t, `Sync${fnName(t)}`])));
     }
-    expect(joined(fns.Router!.Properties.Environment.Variables.OUTRIGGER_SYNC_QUEUES)).toEqual({ history: 'SyncHistory', truncate: 'SyncTruncate', storage: 'SyncStorage', migrator: 'SyncMigrator', map: 'SyncMap' });
+    expect(joined(fns.Router!.Properties.Environment.Variables.OUTRIGGER_SYNC_QUEUES)).toEqual({ history: 'SyncHistory', storage: 'SyncStorage', map: 'SyncMap' });
     expect(joined(fns.History!.Properties.Environment.Variables.OUTRIGGER_SYNC_QUEUES)).toEqual({ truncate: 'SyncTruncate' });
   });
 
