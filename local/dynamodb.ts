@@ -3,25 +3,14 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { cacheDir, projectRoot } from './paths.ts';
-import { buildOnce, fingerprint, freePort, run, stopProcess, type Log } from './process.ts';
+import { projectRoot } from './paths.ts';
+import { freePort, mavenLibrary, stopProcess, type Log } from './process.ts';
 
 const pom = join(projectRoot, 'test', 'dynamodb', 'pom.xml');
-const libDir = join(cacheDir, 'dynamodb', 'lib');
 const mainClass = 'software.amazon.dynamodb.services.local.main.ServerRunner';
 
 export async function ensureDynamoDBLocal(log: Log = () => {}): Promise<string> {
-  await buildOnce(
-    join(cacheDir, 'dynamodb', 'stamp'),
-    await fingerprint([pom]),
-    async () => {
-      log('fetching DynamoDB Local from Maven Central');
-      await run('rm', ['-rf', libDir]);
-      await run('mvn', ['-B', '-q', '-f', pom, 'dependency:copy-dependencies', `-DoutputDirectory=${libDir}`]);
-    },
-    log,
-  );
-  return libDir;
+  return mavenLibrary('dynamodb', pom, log);
 }
 
 export interface DynamoDBLocal {

@@ -1,5 +1,5 @@
 // ElasticMQ, an open-source SQS-compatible server (Apache 2.0), from Maven Central, in memory on a loopback
-// port: the queues the forwarder and the ingest function send to, in tests and the local runtime. It speaks the
+// port: the queues the forwarder and the ingest function send to, in the tests. It speaks the
 // SQS JSON protocol the AWS SDK uses, with FIFO queues, message groups and deduplication.
 import { spawn } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
@@ -7,24 +7,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { SQSClient } from '@aws-sdk/client-sqs';
-import { cacheDir, projectRoot } from './paths.ts';
-import { buildOnce, fingerprint, freePort, run, stopProcess, type Log } from './process.ts';
+import { projectRoot } from './paths.ts';
+import { freePort, mavenLibrary, stopProcess, type Log } from './process.ts';
 
 const pom = join(projectRoot, 'test', 'elasticmq', 'pom.xml');
-const libDir = join(cacheDir, 'elasticmq', 'lib');
 
 export async function ensureElasticMQ(log: Log = () => {}): Promise<string> {
-  await buildOnce(
-    join(cacheDir, 'elasticmq', 'stamp'),
-    await fingerprint([pom]),
-    async () => {
-      log('fetching ElasticMQ from Maven Central');
-      await run('rm', ['-rf', libDir]);
-      await run('mvn', ['-B', '-q', '-f', pom, 'dependency:copy-dependencies', `-DoutputDirectory=${libDir}`]);
-    },
-    log,
-  );
-  return libDir;
+  return mavenLibrary('elasticmq', pom, log);
 }
 
 export interface ElasticMQ {

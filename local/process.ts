@@ -4,8 +4,9 @@ import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process'
 import { createHash } from 'node:crypto';
 import { mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
-import { dirname } from 'node:path';
+import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { cacheDir } from './paths.ts';
 
 export type Log = (message: string) => void;
 
@@ -105,4 +106,23 @@ function isAlive(pid: number): boolean {
   } catch {
     return false;
   }
+}
+
+/**
+ * The jars a Maven pom names (a Java server and its dependencies), fetched from Maven Central into
+ * `.cache/<name>/lib` once per version of the pom.
+ */
+export async function mavenLibrary(name: string, pom: string, log: Log): Promise<string> {
+  const libDir = join(cacheDir, name, 'lib');
+  await buildOnce(
+    join(cacheDir, name, 'stamp'),
+    await fingerprint([pom]),
+    async () => {
+      log(`fetching ${name} from Maven Central`);
+      await run('rm', ['-rf', libDir]);
+      await run('mvn', ['-B', '-q', '-f', pom, 'dependency:copy-dependencies', `-DoutputDirectory=${libDir}`]);
+    },
+    log,
+  );
+  return libDir;
 }
