@@ -12,8 +12,9 @@
 // stop being read (HTTP flow control holds the rest at the apiserver).
 import { readFile, rename, writeFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { SendMessageBatchCommand, SendMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
+import { SendMessageBatchCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { deduplicationId, makeEnvelope, MAX_ENVELOPE_BYTES, messageGroupId, type Envelope } from '../shared/envelope/index.ts';
+import { SqsDeadLetterSink } from '../shared/lambda/dead-letter.ts';
 import { gvrString, isNamespaced, runWatchSource, type GVR, type KubeClient, type KubeObject, type SourceEvent } from '../shared/kube/index.ts';
 
 /** One envelope for the events queue. */
@@ -49,16 +50,7 @@ export class SqsEnvelopeSink implements EnvelopeSink {
     return (out.Failed ?? []).map((f) => Number(f.Id));
   }
   async deadLetter(body: string, reason: string): Promise<void> {
-    if (!this.deadLetterQueueUrl) return;
-    const fifo = this.deadLetterQueueUrl.endsWith('.fifo');
-    await this.sqs.send(
-      new SendMessageCommand({
-        QueueUrl: this.deadLetterQueueUrl,
-        MessageBody: body,
-        MessageAttributes: { reason: { DataType: 'String', StringValue: reason.slice(0, 1000) }, source: { DataType: 'String', StringValue: 'forwarder' } },
-        ...(fifo ? { MessageGroupId: 'dead-letter' } : {}),
-      }),
-    );
+    if (this.deadLetterQueueUrl) await new SqsDeadLetterSink(this.deadLetterQueueUrl, this.sqs).send({ body, reason, source: 'forwarder' });
   }
 }
 
@@ -223,7 +215,7 @@ export class Forwarder {
     }
     const skeleton = skeletonOf(e.object);
     if (Buffer.byteLength(body) > MAX_ENVELOPE_BYTES) {
-      await this.deadLetter(body.slice(0, 200_000), `event for ${envelope.subject ?? '?'} is ${Buffer.byteLength(body)} bytes even without managed fields and the old object, over SQS's ${MAX_ENVELOPE_BYTES}`);
+      await this.deadLetter(body, `event for ${envelope.subject ?? '?'} is ${Buffer.byteLength(body)} bytes even without managed fields and the old object, over SQS's ${MAX_ENVELOPE_BYTES}`);
       return undefined;
     }
     return { body, group: messageGroupId(envelope), dedup: deduplicationId(envelope), bytes: Buffer.byteLength(body), uid: e.object.metadata.uid ?? '', gvr, type: e.type, skeleton };

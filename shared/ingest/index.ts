@@ -2,15 +2,15 @@
 // serves, either every event becomes an envelope to queue, or the request is refused whole (nothing queued)
 // with a status, a message naming the first problem, and one dead letter per event (or one for an unreadable
 // request), each with its own reason, so an operator can see every event the sender meant to deliver.
-import { MAX_ENVELOPE_BYTES, type Envelope } from '../envelope/index.ts';
+import type { Envelope } from '../envelope/index.ts';
+import { fitDeadLetter } from '../lambda/dead-letter.ts';
 import { KNATIVE_RESOURCE_TYPES, toEnvelope } from './convert.ts';
 import { IngestError, readEvents, type IncomingEvent, type IngestRequest } from './request.ts';
 
 export { ACCEPTED_TYPES, KNATIVE_RESOURCE_TYPES } from './convert.ts';
 export { IngestError, type IngestRequest } from './request.ts';
 
-/** Room left in a dead letter for its reason and source attributes (SQS counts them in the message size). */
-export const DEAD_LETTER_BODY_BYTES = MAX_ENVELOPE_BYTES - 4096;
+export { DEAD_LETTER_BODY_BYTES, fitDeadLetter } from '../lambda/dead-letter.ts';
 
 export interface IngestDeadLetter {
   body: string;
@@ -21,14 +21,6 @@ export type IngestPlan =
   | { ok: true; envelopes: Envelope[]; counts: { accepted: number; envelopes: number; knative: number } }
   | { ok: false; status: number; problem: string; deadLetters: IngestDeadLetter[] };
 
-/** A dead letter that fits in an SQS message: a body over the limit is cut (on a character boundary), and the reason says so. */
-export function fitDeadLetter(letter: IngestDeadLetter): IngestDeadLetter {
-  const bytes = Buffer.from(letter.body, 'utf8');
-  if (bytes.length <= DEAD_LETTER_BODY_BYTES) return letter;
-  // A streaming decode holds back a multi-byte character cut in half instead of emitting a replacement.
-  const body = new TextDecoder().decode(bytes.subarray(0, DEAD_LETTER_BODY_BYTES), { stream: true });
-  return { body, reason: `${letter.reason.slice(0, 900)} [the dead letter holds the first ${Buffer.byteLength(body)} of ${bytes.length} bytes]` };
-}
 
 function refuse(first: IngestError, refused: number, deadLetters: IngestDeadLetter[]): IngestPlan {
   const problem = refused > 1 ? `${first.message} (and ${refused - 1} more refused event(s))` : first.message;

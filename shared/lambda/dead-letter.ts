@@ -1,7 +1,9 @@
 // Where a message goes when it can never be processed: with its reason, so that an operator can read why,
 // fix the cause and redrive it. A malformed event is sent here at once instead of failing its batch.
 import { appendFile } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
 import type { SQSClient } from '@aws-sdk/client-sqs';
+import { MAX_ENVELOPE_BYTES } from '../envelope/index.ts';
 import { sqsClient } from './sqs.ts';
 
 export interface DeadLetter {
@@ -9,6 +11,18 @@ export interface DeadLetter {
   reason: string;
   source: string;
   at: string;
+}
+
+/** Room left in a dead letter for its reason and source attributes (SQS counts them in the message size). */
+export const DEAD_LETTER_BODY_BYTES = MAX_ENVELOPE_BYTES - 4096;
+
+/** A dead letter that fits in an SQS message: a body over the limit is cut (on a character boundary), and the reason says so. */
+export function fitDeadLetter<T extends { body: string; reason: string }>(letter: T): T {
+  const bytes = Buffer.from(letter.body, 'utf8');
+  if (bytes.length <= DEAD_LETTER_BODY_BYTES) return letter;
+  // A streaming decode holds back a multi-byte character cut in half instead of emitting a replacement.
+  const body = new TextDecoder().decode(bytes.subarray(0, DEAD_LETTER_BODY_BYTES), { stream: true });
+  return { ...letter, body, reason: `${letter.reason.slice(0, 900)} [the dead letter holds the first ${Buffer.byteLength(body)} of ${bytes.length} bytes]` };
 }
 
 export interface DeadLetterSink {
@@ -23,7 +37,8 @@ export class SqsDeadLetterSink implements DeadLetterSink {
     this.queueUrl = queueUrl;
     this.client = client;
   }
-  async send(letter: Omit<DeadLetter, 'at'>): Promise<void> {
+  async send(whole: Omit<DeadLetter, 'at'>): Promise<void> {
+    const letter = fitDeadLetter(whole);
     const fifo = this.queueUrl.endsWith('.fifo');
     const { SendMessageCommand } = await import('@aws-sdk/client-sqs');
     await (this.client ?? (await sqsClient())).send(
@@ -34,8 +49,9 @@ export class SqsDeadLetterSink implements DeadLetterSink {
           reason: { DataType: 'String', StringValue: letter.reason.slice(0, 1000) },
           source: { DataType: 'String', StringValue: letter.source },
         },
-        // A FIFO dead-letter queue deduplicates by content (the stack enables it), so only the group is named.
-        ...(fifo ? { MessageGroupId: 'dead-letter' } : {}),
+        // Deduplicated by content (a redelivered message dead-lettered twice is kept once); the id is named here
+        // so that a queue without content-based deduplication takes it too.
+        ...(fifo ? { MessageGroupId: 'dead-letter', MessageDeduplicationId: createHash('sha256').update(letter.body).update('\0').update(letter.reason).digest('hex') } : {}),
       }),
     );
   }

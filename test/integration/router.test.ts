@@ -13,12 +13,13 @@ import { Clusters } from '../../shared/clusters.ts';
 import { makeEnvelope, messageGroupId, type Envelope } from '../../shared/envelope/index.ts';
 import { Resources, gvr, type KubeObject } from '../../shared/kube/index.ts';
 import { syncBatchHandler } from '../../shared/lambda/batch.ts';
-import { MemoryDeadLetterSink } from '../../shared/lambda/dead-letter.ts';
+import { MemoryDeadLetterSink, SqsDeadLetterSink } from '../../shared/lambda/dead-letter.ts';
 import { environment } from '../../shared/lambda/environment.ts';
 import type { SyncRequest } from '../../shared/lambda/sync-request.ts';
 import type { SyncSink } from '../../shared/lambda/sync-sink.ts';
 import { newControllerRef, type LabelSelector } from '../../shared/ownership/index.ts';
-import { adminClient, createNamespace, outriggerClient, testbed } from '../testbed/index.ts';
+import { adminClient, createNamespace, outriggerClient, testbed, testQueue } from '../testbed/index.ts';
+import { DeleteMessageBatchCommand, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 
 const statefulSets = gvr('apps', 'v1', 'statefulsets');
 
@@ -94,6 +95,37 @@ describe('routeBatch', () => {
       { target: 'test-controller', request: { type: 'dev.outrigger.sync', key: { cluster: 'it', group: 'apps', kind: 'StatefulSet', namespace: ns, name: 'web', uid: sts.metadata.uid }, causes: [`ControllerRevision/${orphan.id}`, `ControllerRevision/${owned.id}`] } },
     ]);
     expect(out.stats).toMatchObject({ records: 5, deadLettered: 1, failed: 2, keys: 1, gets: 1, lists: 1 });
+  });
+});
+
+describe('dead letters on a real queue', () => {
+  test('a malformed, an oversized and an unknown-type event reach the dead-letter queue with their reasons; their batch-mates are routed', async () => {
+    const ns = await createNamespace('router-dlq');
+    const sts = await createStatefulSet(ns, 'web', { app: 'd' });
+    const good = makeEnvelope({ cluster: 'it', type: 'added', object: { apiVersion: 'apps/v1', kind: 'ControllerRevision', metadata: { name: 'g', namespace: ns, uid: 'uid-g', resourceVersion: '1', ownerReferences: [newControllerRef(sts)] } }, source: 'test' });
+    const oversized = JSON.stringify({ ...good, id: 'big', data: { object: { ...good.data.object, padding: 'x'.repeat(300 * 1024) } } });
+    const unknownType = JSON.stringify({ ...good, id: 'bookmark', type: 'dev.outrigger.watch.bookmark' });
+    const event: SQSEvent = {
+      Records: [record('{"specversion":', 'g1', 'm1'), record(oversized, 'g2', 'm2'), record(unknownType, 'g3', 'm3'), record(JSON.stringify(good), messageGroupId(good), 'm4')],
+    };
+    const dlq = await testQueue('router-dlq');
+    const sink = new MemorySyncSink();
+    const clusters = new Clusters([{ id: 'it', access: { kind: 'kubeconfig', path: testbed().kubeconfigs.outrigger } }]);
+    const out = await routeBatch(event, { clusters, sources: [source], sink, deadLetter: () => new SqsDeadLetterSink(dlq.url, dlq.sqs) });
+    expect(out.batchItemFailures).toEqual([]);
+    expect(sink.sent.map((s) => s.request.key.name)).toEqual(['web']);
+    const letters: Array<{ reason: string; source: string; bytes: number }> = [];
+    while (letters.length < 3) {
+      const got = await dlq.sqs.send(new ReceiveMessageCommand({ QueueUrl: dlq.url, MaxNumberOfMessages: 10, WaitTimeSeconds: 1, MessageAttributeNames: ['All'] }));
+      for (const m of got.Messages ?? []) letters.push({ reason: m.MessageAttributes?.reason?.StringValue ?? '', source: m.MessageAttributes?.source?.StringValue ?? '', bytes: (m.Body ?? '').length });
+      if (got.Messages?.length) await dlq.sqs.send(new DeleteMessageBatchCommand({ QueueUrl: dlq.url, Entries: got.Messages.map((m, i) => ({ Id: String(i), ReceiptHandle: m.ReceiptHandle! })) }));
+    }
+    expect(letters.map((l) => l.reason).sort()).toEqual([
+      expect.stringMatching(/^invalid event envelope: \(envelope\): is 3\d{5} bytes, over the 262144-byte limit \[the dead letter holds the first 258048 of 3\d{5} bytes\]$/),
+      expect.stringMatching(/^invalid event envelope: \(envelope\): is not JSON/),
+      expect.stringMatching(/^invalid event envelope: type: /),
+    ]);
+    expect(letters.every((l) => l.source === 'router')).toBe(true);
   });
 });
 
