@@ -119,8 +119,17 @@ describe('the forwarder', () => {
     let child = start();
     try {
       for (let i = 0; i < 60; i += 1) await kube.create(Resources.controllerRevisions, revision(ns, `r${i}`));
-      // Sent and checkpointed (every second), then more, perhaps only buffered: kill -9.
-      await new Promise((r) => setTimeout(r, 2_500));
+      // Sent and checkpointed (every second) — at least the objects changed or deleted below — then more,
+      // perhaps only buffered: kill -9.
+      const checkpointed = async () => {
+        const text = await readFile(state, 'utf8').catch(() => '{}');
+        const names = new Set(Object.values((JSON.parse(text) as { resources?: Record<string, KubeObject[]> }).resources ?? {}).flat().map((o) => o.metadata.name));
+        return Array.from({ length: 20 }, (_, i) => `r${i}`).every((n) => names.has(n));
+      };
+      for (const deadline = Date.now() + 60_000; !(await checkpointed()); ) {
+        if (Date.now() > deadline) throw new Error(`the first forwarder did not checkpoint r0..r19 within 60 s:\n${childLog}`);
+        await new Promise((r) => setTimeout(r, 200));
+      }
       for (let i = 60; i < 65; i += 1) await kube.create(Resources.controllerRevisions, revision(ns, `r${i}`));
       if (child.exitCode !== null) throw new Error(`the forwarder exited by itself (${child.exitCode}):\n${childLog}`);
       const exited = new Promise((r) => child.once('exit', r));
