@@ -5,6 +5,7 @@ import { Hash } from '@smithy/hash-node';
 import { HttpRequest } from '@smithy/protocol-http';
 import { SignatureV4 } from '@smithy/signature-v4';
 import type { AwsCredentialIdentity, AwsCredentialIdentityProvider } from '@smithy/types';
+import { reusableToken } from './token-source.ts';
 
 export const EKS_TOKEN_PREFIX = 'k8s-aws-v1.';
 const CLUSTER_ID_HEADER = 'x-k8s-aws-id';
@@ -49,22 +50,5 @@ export async function eksToken(opts: EksTokenOptions): Promise<string> {
 
 /** A token source for KubeClient's `bearerToken`: one token is reused for ten minutes, then renewed. */
 export function eksTokenSource(opts: EksTokenOptions): () => Promise<string> {
-  let cached: { token: string; at: number } | undefined;
-  let pending: Promise<string> | undefined;
-  return async () => {
-    const now = Date.now();
-    if (cached && now - cached.at < REUSE_MS) return cached.token;
-    pending ??= eksToken(opts).then(
-      (token) => {
-        cached = { token, at: now };
-        pending = undefined;
-        return token;
-      },
-      (err: unknown) => {
-        pending = undefined;
-        throw err;
-      },
-    );
-    return pending;
-  };
+  return reusableToken(() => eksToken(opts), REUSE_MS);
 }

@@ -2,6 +2,7 @@
 // `ttlMs` (so a rotated token is picked up without a redeploy), never from an environment variable. The secret
 // is the token itself, or JSON with a `token` field.
 import type { GetSecretValueCommandOutput } from '@aws-sdk/client-secrets-manager';
+import { reusableToken } from './token-source.ts';
 
 export type SecretReader = (secretId: string) => Promise<Pick<GetSecretValueCommandOutput, 'SecretString'>>;
 
@@ -19,24 +20,7 @@ function sdkReader(region: string | undefined): SecretReader {
 
 export function secretTokenSource(secretId: string, opts: { region?: string | undefined; ttlMs?: number; read?: SecretReader; now?: () => number } = {}): () => Promise<string> {
   const read = opts.read ?? sdkReader(opts.region);
-  const ttl = opts.ttlMs ?? 5 * 60_000;
-  const now = opts.now ?? Date.now;
-  let cached: { token: string; at: number } | undefined;
-  let pending: Promise<string> | undefined;
-  return async () => {
-    if (cached && now() - cached.at < ttl) return cached.token;
-    pending ??= (async () => {
-      try {
-        const { SecretString } = await read(secretId);
-        const token = tokenOf(SecretString, secretId);
-        cached = { token, at: now() };
-        return token;
-      } finally {
-        pending = undefined;
-      }
-    })();
-    return pending;
-  };
+  return reusableToken(async () => tokenOf((await read(secretId)).SecretString, secretId), opts.ttlMs ?? 5 * 60_000, opts.now);
 }
 
 function tokenOf(value: string | undefined, secretId: string): string {
