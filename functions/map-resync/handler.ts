@@ -4,7 +4,7 @@ import { environment } from '../../shared/lambda/environment.ts';
 import { functionLogger } from '../../shared/lambda/logger.ts';
 import { makeSyncRequest } from '../../shared/lambda/sync-request.ts';
 import { resyncDue } from '../../shared/map/plan.ts';
-import { listMapControllers, MAP_TARGET, resourceOf } from '../map/controllers.ts';
+import { listMapControllers, MAP_TARGET } from '../map/controllers.ts';
 
 const logger = functionLogger('map-resync');
 /** The schedule's period (functions/index.ts): each tick queues the parents whose resync falls in it. */
@@ -25,7 +25,7 @@ export const handler = middy(async (event: { cluster?: string }) => {
       const period = mc.spec.resyncPeriodSeconds;
       if (!period) continue;
       const requests = [];
-      for (const p of await kube.listAll(resourceOf(mc.parent))) {
+      for (const p of await kube.listAll(mc.parent)) {
         const index = resyncDue(p.metadata.uid ?? '', period, now, RESYNC_TICK_MS);
         if (index === undefined) continue;
         requests.push(makeSyncRequest({ cluster, group: mc.parent.group, kind: mc.parent.kind, namespace: p.metadata.namespace, name: p.metadata.name ?? '', uid: p.metadata.uid ?? '' }, [`resync/${period}/${index}`]));

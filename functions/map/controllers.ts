@@ -1,9 +1,8 @@
 // The MapControllers of a cluster, resolved against discovery (the spec names resources; hooks and
 // ControllerRefs name kinds), and what they mean to the router: each valid one makes its parent kind a
 // controller kind whose inputs route by the parent's selector and whose outputs route by ControllerRef.
-import { gvr, resolveResource, type GVR, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
+import { gvr, resolveResource, type GVR, type KubeClient, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
 import { MAP_GROUP, MAP_VERSION, MapControllerError, parseMapController, type MapController, type ResourceRule } from '../../shared/map/api.ts';
-import type { KindInfo } from '../../shared/map/plan.ts';
 import type { ControllerKind, LabelSelector } from '../../shared/ownership/index.ts';
 import { clusterCache } from '../cluster-cache.ts';
 import type { ControllerSource } from '../controllers.ts';
@@ -12,9 +11,9 @@ export const mapControllers = gvr(MAP_GROUP, MAP_VERSION, 'mapcontrollers');
 export const MAP_TARGET = 'map';
 
 export interface ResolvedMapController extends MapController {
-  parent: KindInfo;
-  inputs: KindInfo[];
-  outputs: KindInfo[];
+  parent: ResolvedResource;
+  inputs: ResolvedResource[];
+  outputs: ResolvedResource[];
 }
 
 export interface MapControllerSet {
@@ -48,10 +47,9 @@ export function forgetMapControllers(cluster?: string): void {
 }
 
 async function resolve(kube: KubeClient, mc: MapController): Promise<ResolvedMapController> {
-  const one = async (r: ResourceRule, field: string): Promise<KindInfo> => {
+  const one = async (r: ResourceRule, field: string): Promise<ResolvedResource> => {
     try {
-      const found = await resolveResource(kube, r.apiVersion, r.resource);
-      return { group: found.group, version: found.version, resource: found.resource, kind: found.kind, namespaced: found.namespaced };
+      return await resolveResource(kube, r.apiVersion, r.resource);
     } catch (err) {
       throw new MapControllerError(mc.name, `${field}: ${(err as Error).message}`);
     }
@@ -68,8 +66,6 @@ export function mapControllerFor(set: MapControllerSet, group: string, kind: str
   return set.valid.find((m) => m.parent.group === group && m.parent.kind === kind);
 }
 
-export const resourceOf = (k: KindInfo): GVR => gvr(k.group, k.version, k.resource);
-
 /** Status writes bump no generation: a parent's change needs a sync when its spec moved past what was synced. */
 function specChanged(parent: KubeObject): boolean {
   const observed = (parent.status as { observedGeneration?: number } | undefined)?.observedGeneration;
@@ -84,7 +80,7 @@ async function kinds(kube: KubeClient, cluster: string): Promise<ControllerKind[
     mapControllerKind,
     ...valid.map(
       (m): ControllerKind => ({
-        resource: resourceOf(m.parent),
+        resource: m.parent,
         kind: m.parent.kind,
         namespaced: m.parent.namespaced,
         // Outputs reach their parent by ControllerRef; a map parent adopts nothing.
@@ -99,7 +95,7 @@ async function kinds(kube: KubeClient, cluster: string): Promise<ControllerKind[
 
 async function watches(kube: KubeClient, cluster: string): Promise<GVR[]> {
   const { valid } = await listMapControllers(kube, cluster);
-  return [mapControllers, ...valid.flatMap((m) => [m.parent, ...m.inputs, ...m.outputs].map(resourceOf))];
+  return [mapControllers, ...valid.flatMap((m) => [m.parent, ...m.inputs, ...m.outputs])];
 }
 
 export const mapSource: ControllerSource = { target: MAP_TARGET, kinds: (cluster, kube) => kinds(kube, cluster), watches: (cluster, kube) => watches(kube, cluster) };

@@ -1,7 +1,7 @@
 import { syncFunction } from '../../shared/lambda/sync-function.ts';
 import { makeSyncRequest } from '../../shared/lambda/sync-request.ts';
 import { MAP_GROUP } from '../../shared/map/api.ts';
-import { forgetMapControllers, listMapControllers, MAP_TARGET, mapControllerFor, resourceOf } from './controllers.ts';
+import { forgetMapControllers, listMapControllers, MAP_TARGET, mapControllerFor } from './controllers.ts';
 import { hookCaller } from './environment.ts';
 import { syncMap } from './sync.ts';
 
@@ -20,7 +20,7 @@ export const handler = syncFunction('map', async ({ key, causes }, { env, logger
     if (invalid) logger.warn('MapController is invalid; its parents are left as they are', { ...invalid });
     const mc = set.valid.find((m) => m.uid === key.uid);
     if (!mc) return;
-    const parents = await kube.listAll(resourceOf(mc.parent));
+    const parents = await kube.listAll(mc.parent);
     const requests = parents.map((p) => makeSyncRequest({ cluster: key.cluster, group: mc.parent.group, kind: mc.parent.kind, namespace: p.metadata.namespace, name: p.metadata.name ?? '', uid: p.metadata.uid ?? '' }, causes));
     await env.syncSink.send(MAP_TARGET, requests);
     logger.info('MapController changed; parents queued', { controller: mc.name, parents: requests.length });

@@ -6,7 +6,7 @@
 // (`outrigger`), conditional on the resourceVersion that was read, delete with a uid precondition.
 import pLimit from 'p-limit';
 import { HookError, type HookCaller } from '../../shared/hooks/index.ts';
-import { apiVersionOf, isKubeError, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
+import { apiVersionOf, isKubeError, type KubeClient, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
 import { HookResponseError, PARENT_LABEL, parseHookResponse } from '../../shared/map/api.ts';
 import {
   aggregate,
@@ -22,12 +22,11 @@ import {
   selectInputs,
   setCondition,
   statusChanged,
-  type KindInfo,
   type MapStatus,
 } from '../../shared/map/plan.ts';
 import { isBeingDeleted, SelectorError, selectorString } from '../../shared/ownership/index.ts';
 import type { SyncKey } from '../../shared/ownership/index.ts';
-import { resourceOf, type ResolvedMapController } from './controllers.ts';
+import type { ResolvedMapController } from './controllers.ts';
 
 /** Hook calls in flight per pass (a Lambda hook scales out; a webhook should take this many at once). */
 export const MAP_CONCURRENCY = 32;
@@ -67,7 +66,7 @@ export interface MapSyncResult {
 
 export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: SyncKey): Promise<MapSyncResult> {
   const result: MapSyncResult = { inputs: 0, hookCalls: 0, created: 0, updated: 0, deleted: 0, unchanged: 0, detachedKept: 0, problems: [], statusWritten: false };
-  const found = await ctx.kube.find(resourceOf(mc.parent), key.name, mc.parent.namespaced ? key.namespace : undefined);
+  const found = await ctx.kube.find(mc.parent, key.name, mc.parent.namespaced ? key.namespace : undefined);
   if (!found || found.metadata.uid !== key.uid) return { ...result, skipped: 'parent gone' };
   // Listed and fetched objects carry no apiVersion or kind in some clients; hooks and ControllerRefs need both.
   const parent: KubeObject = { ...found, apiVersion: apiVersionOf(mc.parent), kind: mc.parent.kind };
@@ -88,8 +87,8 @@ export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: S
   // a cluster-scoped parent or input resource). Outputs: the parent's, found by its label, judged by ControllerRef.
   const labelSelector = selectorString(selector);
   const [inputLists, outputLists] = await Promise.all([
-    Promise.all(mc.inputs.map(async (k) => typed(k, await ctx.kube.listAll(resourceOf(k), { namespace: k.namespaced ? namespace : undefined, labelSelector })))),
-    Promise.all(mc.outputs.map(async (k) => typed(k, await ctx.kube.listAll(resourceOf(k), { namespace: k.namespaced ? namespace : undefined, labelSelector: `${PARENT_LABEL}=${parent.metadata.uid ?? ''}` })))),
+    Promise.all(mc.inputs.map(async (k) => typed(k, await ctx.kube.listAll(k, { namespace: k.namespaced ? namespace : undefined, labelSelector })))),
+    Promise.all(mc.outputs.map(async (k) => typed(k, await ctx.kube.listAll(k, { namespace: k.namespaced ? namespace : undefined, labelSelector: `${PARENT_LABEL}=${parent.metadata.uid ?? ''}` })))),
   ]);
   const inputs = inputLists.map((list) => selectInputs(parent, selector, list));
   result.inputs = inputs.reduce((n, l) => n + l.length, 0);
@@ -164,14 +163,14 @@ export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: S
   }
 
   for (const p of result.problems) ctx.log?.('warn', 'map sync problem; nothing was deleted for it', { parent: `${namespace ?? ''}/${parent.metadata.name ?? ''}`, ...p });
-  const inputTotals = new Map<KindInfo, number>(mc.inputs.map((k, i) => [k, inputs[i]!.length]));
-  const outputsNow = new Map<KindInfo, KubeObject[]>(mc.outputs.map((k) => [k, [...final.values()].filter((o) => o.kind === k.kind && o.apiVersion === apiVersionOf(k))]));
+  const inputTotals = new Map<ResolvedResource, number>(mc.inputs.map((k, i) => [k, inputs[i]!.length]));
+  const outputsNow = new Map<ResolvedResource, KubeObject[]>(mc.outputs.map((k) => [k, [...final.values()].filter((o) => o.kind === k.kind && o.apiVersion === apiVersionOf(k))]));
   await writeStatus(ctx, mc, parent, inputTotals, outputsNow, result, now());
   return result;
 }
 
 /** Listed items carry no apiVersion or kind: they come from the resource they were listed from. */
-function typed(k: KindInfo, objects: KubeObject[]): KubeObject[] {
+function typed(k: ResolvedResource, objects: KubeObject[]): KubeObject[] {
   return objects.map((o) => ({ ...o, apiVersion: apiVersionOf(k), kind: k.kind }));
 }
 
@@ -179,7 +178,7 @@ async function apply(ctx: MapContext, mc: ResolvedMapController, changes: Return
   const kindOf = (o: KubeObject) => mc.outputs.find((k) => k.kind === o.kind && apiVersionOf(k) === o.apiVersion)!;
   for (const d of changes.create) {
     try {
-      const made = await ctx.kube.create(resourceOf(kindOf(d)), d);
+      const made = await ctx.kube.create(kindOf(d), d);
       final.set(identityOf(d), { ...made, apiVersion: d.apiVersion, kind: d.kind });
       result.created += 1;
     } catch (err) {
@@ -192,7 +191,7 @@ async function apply(ctx: MapContext, mc: ResolvedMapController, changes: Return
     // Conditional on what was read: an output whose owner changed since is not written.
     const body = { ...desired, metadata: { ...desired.metadata, resourceVersion: observed.metadata.resourceVersion } };
     const k = kindOf(desired);
-    const written = await ctx.kube.patch(resourceOf(k), desired.metadata.name ?? '', k.namespaced ? desired.metadata.namespace : undefined, body, 'apply', { force: true });
+    const written = await ctx.kube.patch(k, desired.metadata.name ?? '', k.namespaced ? desired.metadata.namespace : undefined, body, 'apply', { force: true });
     final.set(identityOf(desired), { ...written, apiVersion: desired.apiVersion, kind: desired.kind });
     result.updated += 1;
   }
@@ -200,7 +199,7 @@ async function apply(ctx: MapContext, mc: ResolvedMapController, changes: Return
   for (const o of changes.delete) {
     const k = kindOf(o);
     try {
-      await ctx.kube.delete(resourceOf(k), o.metadata.name ?? '', k.namespaced ? o.metadata.namespace : undefined, { preconditions: { uid: o.metadata.uid! } });
+      await ctx.kube.delete(k, o.metadata.name ?? '', k.namespaced ? o.metadata.namespace : undefined, { preconditions: { uid: o.metadata.uid! } });
     } catch (err) {
       if (!isKubeError(err, 'NotFound') && !isKubeError(err, 'Conflict')) throw err;
     }
@@ -221,8 +220,8 @@ async function writeStatus(
   ctx: MapContext,
   mc: ResolvedMapController,
   parent: KubeObject,
-  inputs: ReadonlyMap<KindInfo, number> | undefined,
-  outputs: ReadonlyMap<KindInfo, KubeObject[]> | undefined,
+  inputs: ReadonlyMap<ResolvedResource, number> | undefined,
+  outputs: ReadonlyMap<ResolvedResource, KubeObject[]> | undefined,
   result: MapSyncResult,
   now: Date,
 ): Promise<void> {
@@ -237,6 +236,6 @@ async function writeStatus(
       : { type: 'Synced', status: 'True' as const, reason: 'Synced', message: `${result.inputs} input(s) mapped` };
   const next: MapStatus = { observedGeneration: parent.metadata.generation, ...counts, conditions: setCondition(current?.conditions, synced, now) };
   if (!statusChanged(current, next)) return;
-  await ctx.kube.patch(resourceOf(mc.parent), parent.metadata.name ?? '', mc.parent.namespaced ? parent.metadata.namespace : undefined, { status: next }, 'merge', { subresource: 'status' });
+  await ctx.kube.patch(mc.parent, parent.metadata.name ?? '', mc.parent.namespaced ? parent.metadata.namespace : undefined, { status: next }, 'merge', { subresource: 'status' });
   result.statusWritten = true;
 }

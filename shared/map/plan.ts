@@ -2,19 +2,11 @@
 // which map key, whether a hook's answer may be applied, what to create, update and delete, and the parent's
 // aggregated status. The shell (functions/map) lists, calls hooks and writes.
 import { createHash } from 'node:crypto';
+import type { ResolvedResource } from '../kube/discovery.ts';
 import { parseApiVersion, type KubeObject } from '../kube/resource.ts';
 import { canonicalJson, revisionHash, type Json } from '../history/data.ts';
 import { compileSelector, controllerOf, matches, newControllerRef, type LabelSelector, type Selector } from '../ownership/index.ts';
 import { APPLIED_ANNOTATION, MAP_KEY_LABEL, PARENT_LABEL, type OutputMap } from './api.ts';
-
-/** A resource as the pass knows it: its kind (hooks name outputs by kind) and scope. */
-export interface KindInfo {
-  group: string;
-  version: string;
-  resource: string;
-  kind: string;
-  namespaced: boolean;
-}
 
 /** The parent's duck-typed `spec.selector`; missing or empty selects every input in scope (the seed). */
 export function inputSelector(parent: KubeObject): Selector {
@@ -74,7 +66,7 @@ export class OutputError extends Error {
  * namespaced parent owns nothing elsewhere), named once, with the parent's ControllerRef, the map key and
  * parent labels and the hash of what is applied. Throws OutputError, naming the output, for anything else.
  */
-export function prepareOutputs(desired: readonly KubeObject[], ctx: { parent: KubeObject; mapKey: string; outputKinds: readonly KindInfo[] }): KubeObject[] {
+export function prepareOutputs(desired: readonly KubeObject[], ctx: { parent: KubeObject; mapKey: string; outputKinds: readonly ResolvedResource[] }): KubeObject[] {
   const parentNs = ctx.parent.metadata.namespace;
   const seen = new Set<string>();
   return desired.map((d) => {
@@ -175,7 +167,7 @@ export interface Condition {
 }
 
 /** Per input resource its total; per output resource its total and, per condition type, how many have it True. */
-export function aggregate(inputs: ReadonlyMap<KindInfo, number>, outputs: ReadonlyMap<KindInfo, readonly KubeObject[]>): Pick<MapStatus, 'inputs' | 'outputs'> {
+export function aggregate(inputs: ReadonlyMap<ResolvedResource, number>, outputs: ReadonlyMap<ResolvedResource, readonly KubeObject[]>): Pick<MapStatus, 'inputs' | 'outputs'> {
   const status: Pick<MapStatus, 'inputs' | 'outputs'> = { inputs: {}, outputs: {} };
   for (const [kind, total] of inputs) status.inputs[kind.resource] = { total };
   for (const [kind, objects] of outputs) {

@@ -1,12 +1,12 @@
 import fc from 'fast-check';
 import { keepSnapshots, mapSnapshots, parseDuration } from '../../examples/snapshot-schedule/hooks.ts';
-import type { KubeObject } from '../../shared/kube/index.ts';
+import type { KubeObject, ResolvedResource } from '../../shared/kube/index.ts';
 import { APPLIED_ANNOTATION, MAP_KEY_LABEL, MapControllerError, PARENT_LABEL, parseHookResponse, parseMapController } from '../../shared/map/api.ts';
-import { aggregate, contains, detachedToDelete, diffOutputs, inputSelector, outputMap, outputsByKey, prepareOutputs, resyncDue, selectInputs, setCondition, statusChanged, type KindInfo } from '../../shared/map/plan.ts';
+import { aggregate, contains, detachedToDelete, diffOutputs, inputSelector, outputMap, outputsByKey, prepareOutputs, resyncDue, selectInputs, setCondition, statusChanged } from '../../shared/map/plan.ts';
 
 const parent: KubeObject = { apiVersion: 'snapshot.outrigger.dev/v1', kind: 'SnapshotSchedule', metadata: { name: 's', namespace: 'ns', uid: 'p-uid', generation: 1 }, spec: { selector: { matchLabels: { app: 'a' } } } };
-const configMaps: KindInfo = { group: '', version: 'v1', resource: 'configmaps', kind: 'ConfigMap', namespaced: true };
-const namespaces: KindInfo = { group: '', version: 'v1', resource: 'namespaces', kind: 'Namespace', namespaced: false };
+const configMaps: ResolvedResource = { group: '', version: 'v1', resource: 'configmaps', kind: 'ConfigMap', namespaced: true };
+const namespaces: ResolvedResource = { group: '', version: 'v1', resource: 'namespaces', kind: 'Namespace', namespaced: false };
 const cm = (name: string, over: Partial<KubeObject['metadata']> = {}, data: Record<string, string> = {}): KubeObject => ({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, ...over }, data });
 const ref = { apiVersion: 'snapshot.outrigger.dev/v1', kind: 'SnapshotSchedule', name: 's', uid: 'p-uid', controller: true, blockOwnerDeletion: true };
 
