@@ -24,7 +24,7 @@ import {
   statusChanged,
   type MapStatus,
 } from '../../shared/map/plan.ts';
-import { isBeingDeleted, SelectorError, selectorString } from '../../shared/ownership/index.ts';
+import { isBeingDeleted, isControlledBy, SelectorError, selectorString } from '../../shared/ownership/index.ts';
 import type { SyncKey } from '../../shared/ownership/index.ts';
 import type { ResolvedMapController } from './controllers.ts';
 
@@ -93,7 +93,8 @@ export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: S
   const inputs = inputLists.map((list) => selectInputs(parent, selector, list));
   result.inputs = inputs.reduce((n, l) => n + l.length, 0);
   const observed = outputsByKey(parent, outputLists.flat());
-  const final = new Map<string, KubeObject>(outputLists.flat().filter((o) => o.metadata.labels?.[PARENT_LABEL] === parent.metadata.uid).map((o) => [identityOf(o), o]));
+  // What the parent owns now (the list already selected its label; ownership is the ControllerRef's).
+  const final = new Map<string, KubeObject>(outputLists.flat().filter((o) => isControlledBy(o, parent)).map((o) => [identityOf(o), o]));
 
   if (!isBeingDeleted(parent)) {
     // Hook calls and apiserver writes are bounded apart: a hook slot is not held while its outputs are written,

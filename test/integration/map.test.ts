@@ -276,6 +276,8 @@ spec:
     expect(result).toMatchObject({ created: 1, deleted: 0 });
     expect((await admin().get(configMaps, 'one-copy', ns)).data).toEqual({ mine: 'yes' });
     expect(await names()).toContain('impostor');
+    // Status counts what the parent owns: `two-copy`, not the impostor that merely carries its labels.
+    expect(((await admin().get(mappers, parent.metadata.name!, ns)).status as { outputs: Record<string, { total: number }> }).outputs.configmaps!.total).toBe(1);
   });
 
   test('a parent being deleted gets its status only', async () => {
