@@ -1,14 +1,12 @@
 // ElasticMQ, an open-source SQS-compatible server (Apache 2.0), from Maven Central, in memory on a loopback
 // port: the queues the forwarder and the ingest function send to, in the tests. It speaks the
 // SQS JSON protocol the AWS SDK uses, with FIFO queues, message groups and deduplication.
-import { spawn } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { projectRoot } from './paths.ts';
-import { freePort, mavenLibrary, stopProcess, type Log } from './process.ts';
+import { freePort, mavenLibrary, startLocalServer, type LocalServer, type Log } from './process.ts';
 
 const pom = join(projectRoot, 'test', 'elasticmq', 'pom.xml');
 
@@ -16,11 +14,7 @@ export async function ensureElasticMQ(log: Log = () => {}): Promise<string> {
   return mavenLibrary('elasticmq', pom, log);
 }
 
-export interface ElasticMQ {
-  endpoint: string;
-  pid: number;
-  stop(): Promise<void>;
-}
+export type ElasticMQ = LocalServer;
 
 export async function startElasticMQ(opts: { log?: Log } = {}): Promise<ElasticMQ> {
   const lib = await ensureElasticMQ(opts.log);
@@ -35,22 +29,8 @@ export async function startElasticMQ(opts: { log?: Log } = {}): Promise<ElasticM
       'rest-stats { enabled = false }',
     ].join('\n'),
   );
-  const child = spawn('java', ['-Xmx512m', `-Dconfig.file=${conf}`, '-cp', `${lib}/*`, 'org.elasticmq.server.Main'], { stdio: ['ignore', 'ignore', 'pipe'] });
-  let stderr = '';
-  child.stderr.on('data', (b: Buffer) => (stderr = (stderr + b.toString()).slice(-4000)));
-  const endpoint = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`ElasticMQ exited with ${child.exitCode}:\n${stderr}`);
-    const ok = await fetch(`${endpoint}/?Action=ListQueues`, { signal: AbortSignal.timeout(1000) }).then((r) => r.status === 200, () => false);
-    if (ok) break;
-    if (Date.now() > deadline) {
-      await stopProcess(child);
-      throw new Error(`ElasticMQ did not answer on ${endpoint} within 60 s:\n${stderr}`);
-    }
-    await sleep(200);
-  }
-  return { endpoint, pid: child.pid ?? 0, stop: () => stopProcess(child) };
+  const answers = (endpoint: string) => fetch(`${endpoint}/?Action=ListQueues`, { signal: AbortSignal.timeout(1000) }).then((r) => r.status === 200, () => false);
+  return startLocalServer('ElasticMQ', 'java', ['-Xmx512m', `-Dconfig.file=${conf}`, '-cp', `${lib}/*`, 'org.elasticmq.server.Main'], port, answers);
 }
 
 /** An SQS client for a local endpoint (placeholder credentials: it checks no signature). */

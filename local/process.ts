@@ -126,3 +126,31 @@ export async function mavenLibrary(name: string, pom: string, log: Log): Promise
   );
   return libDir;
 }
+
+export interface LocalServer {
+  endpoint: string;
+  pid: number;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts a server process on loopback and waits until `answers(endpoint)` holds (60 s at most). A server that
+ * exits or never answers is stopped and reported with the tail of its stderr.
+ */
+export async function startLocalServer(name: string, cmd: string, args: string[], port: number, answers: (endpoint: string) => Promise<boolean>): Promise<LocalServer> {
+  const child = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr?.on('data', (b: Buffer) => (stderr = (stderr + b.toString()).slice(-4000)));
+  const endpoint = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`${name} exited with ${child.exitCode}:\n${stderr}`);
+    if (await answers(endpoint)) break;
+    if (Date.now() > deadline) {
+      await stopProcess(child);
+      throw new Error(`${name} did not answer on ${endpoint} within 60 s:\n${stderr}`);
+    }
+    await sleep(200);
+  }
+  return { endpoint, pid: child.pid ?? 0, stop: () => stopProcess(child) };
+}
