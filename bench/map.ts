@@ -15,6 +15,7 @@ import { syncMap, type MapSyncResult } from '../functions/map/sync.ts';
 import { startTestbed } from '../local/testbed.ts';
 import { Hooks } from '../shared/hooks/index.ts';
 import { applyManifests, connect, forgetDiscovery, gvr, type KubeClient, type KubeObject } from '../shared/kube/index.ts';
+import { openCrd } from '../test/testbed/crds.ts';
 
 const { values } = parseArgs({ options: { inputs: { type: 'string', default: '1000' }, 'latency-ms': { type: 'string', default: '20' }, concurrency: { type: 'string', default: '32' } } });
 const INPUTS = Number(values.inputs);
@@ -83,25 +84,7 @@ try {
 
 function manifests(url: string): string {
   return `
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: { name: fanouts.bench.outrigger.test }
-spec:
-  group: bench.outrigger.test
-  scope: Namespaced
-  names: { kind: Fanout, plural: fanouts, singular: fanout }
-  versions:
-    - name: v1
-      served: true
-      storage: true
-      subresources: { status: {} }
-      schema:
-        openAPIV3Schema:
-          type: object
-          properties:
-            spec: { type: object, x-kubernetes-preserve-unknown-fields: true }
-            status: { type: object, x-kubernetes-preserve-unknown-fields: true }
----
+${openCrd('bench.outrigger.test', 'Fanout', 'fanouts')}---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
 metadata: { name: outrigger-map-bench }

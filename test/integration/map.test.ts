@@ -15,6 +15,7 @@ import { applyManifests, forgetDiscovery, gvr, type KubeClient, type KubeObject 
 import { MAP_KEY_LABEL } from '../../shared/map/api.ts';
 import type { SyncKey } from '../../shared/ownership/index.ts';
 import { adminClient, createNamespace, outriggerClient, uniqueName } from '../testbed/index.ts';
+import { openCrd } from '../testbed/crds.ts';
 
 const schedules = gvr('snapshot.outrigger.dev', 'v1', 'snapshotschedules');
 const snapshots = gvr('snapshot.storage.k8s.io', 'v1', 'volumesnapshots');
@@ -129,25 +130,7 @@ describe('MapController: SnapshotSchedule, the seed example, with Lambda hooks',
 // A generic parent for the tests below: `Mapper` selects ConfigMaps and makes ConfigMaps; its spec.mode tells
 // the test webhook how to answer.
 const MAPPER_MANIFESTS = `
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: { name: mappers.map.outrigger.test }
-spec:
-  group: map.outrigger.test
-  scope: Namespaced
-  names: { kind: Mapper, plural: mappers, singular: mapper }
-  versions:
-    - name: v1
-      served: true
-      storage: true
-      subresources: { status: {} }
-      schema:
-        openAPIV3Schema:
-          type: object
-          properties:
-            spec: { type: object, x-kubernetes-preserve-unknown-fields: true }
-            status: { type: object, x-kubernetes-preserve-unknown-fields: true }
----
+${openCrd('map.outrigger.test', 'Mapper', 'mappers')}---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
 metadata: { name: outrigger-map-mapper-test }

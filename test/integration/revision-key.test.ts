@@ -7,29 +7,12 @@ import { revisionHash, targetState, type JsonObject } from '../../shared/history
 import { Resources, applyManifests, forgetDiscovery, gvr, type KubeObject } from '../../shared/kube/index.ts';
 import type { SyncKey } from '../../shared/ownership/index.ts';
 import { adminClient, createNamespace, outriggerClient, testState } from '../testbed/index.ts';
+import { openCrd } from '../testbed/crds.ts';
 
 const KEY = 'example.com/revision-key';
 const widgets = gvr('test.outrigger.dev', 'v1', 'widgets');
 const SETUP = `
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: { name: widgets.test.outrigger.dev }
-spec:
-  group: test.outrigger.dev
-  scope: Namespaced
-  names: { kind: Widget, plural: widgets, singular: widget }
-  versions:
-    - name: v1
-      served: true
-      storage: true
-      subresources: { status: {} }
-      schema:
-        openAPIV3Schema:
-          type: object
-          properties:
-            spec: { type: object, x-kubernetes-preserve-unknown-fields: true }
-            status: { type: object, x-kubernetes-preserve-unknown-fields: true }
----
+${openCrd('test.outrigger.dev', 'Widget', 'widgets')}---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
 metadata: { name: outrigger-widgets }
