@@ -14,7 +14,7 @@ import { Hooks } from '../../shared/hooks/index.ts';
 import { applyManifests, forgetDiscovery, gvr, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
 import { MAP_KEY_LABEL } from '../../shared/map/api.ts';
 import type { SyncKey } from '../../shared/ownership/index.ts';
-import { adminClient, createNamespace, outriggerClient, uniqueName } from '../testbed/index.ts';
+import { adminClient, createNamespace, eventually, outriggerClient, startTestRuntime, uniqueName } from '../testbed/index.ts';
 import { openCrd } from '../testbed/crds.ts';
 
 const schedules = gvr('snapshot.outrigger.dev', 'v1', 'snapshotschedules');
@@ -304,31 +304,13 @@ spec:
 
 describe('MapController through the local runtime', () => {
   test('watch → router → map handler → Lambda hooks: snapshots appear for matching PVCs, follow label changes and survive a deleted PVC; the status write does not loop', async () => {
-    const { mkdtemp } = await import('node:fs/promises');
-    const { tmpdir } = await import('node:os');
-    const { join } = await import('node:path');
-    const { startRuntime } = await import('../../runtime/local.ts');
-    const { functions } = await import('../../functions/index.ts');
-    const { testbed } = await import('../testbed/index.ts');
     const admin = adminClient();
     await applyManifests(admin, await readFile(new URL('../../examples/snapshot-schedule/controller.yaml', import.meta.url), 'utf8'));
     const ns = await createNamespace('map-rt');
-    const runtime = await startRuntime({
-      kubeconfig: testbed().kubeconfigs.outrigger,
-      clusterId: uniqueName('map-rt'),
-      namespace: ns,
-      stateDir: await mkdtemp(join(tmpdir(), 'outrigger-map-')),
-      functions: functions.filter((f) => ['router', 'map', 'map-resync'].includes(f.name)),
-    });
+    const runtime = await startTestRuntime('map-rt', ['router', 'map', 'map-resync'], { namespace: ns });
     try {
       const snapsOf = async (pvc: string) => (await admin.listAll(snapshots, { namespace: ns })).filter((s) => (s.spec as { source: { persistentVolumeClaimName: string } }).source.persistentVolumeClaimName === pvc);
-      const until = async (check: () => Promise<boolean>) => {
-        const deadline = Date.now() + 30_000;
-        while (!(await check())) {
-          if (Date.now() > deadline) throw new Error('timed out waiting');
-          await new Promise((r) => setTimeout(r, 100));
-        }
-      };
+      const until = (check: () => Promise<boolean>) => eventually(check, 30_000);
       const claim = (name: string, labels: Record<string, string>) =>
         admin.create(pvcs, { apiVersion: 'v1', kind: 'PersistentVolumeClaim', metadata: { name, namespace: ns, labels }, spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } } } as KubeObject);
       await admin.create(schedules, { apiVersion: 'snapshot.outrigger.dev/v1', kind: 'SnapshotSchedule', metadata: { name: 'nightly', namespace: ns }, spec: { snapshotInterval: '1h', snapshotTTL: '1d', selector: { matchLabels: { app: 'db' } } } } as KubeObject);

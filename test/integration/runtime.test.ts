@@ -12,19 +12,10 @@ import type { Envelope } from '../../shared/envelope/index.ts';
 import { Resources, type KubeObject } from '../../shared/kube/index.ts';
 import { envelopeBatchHandler } from '../../shared/lambda/batch.ts';
 import { environment } from '../../shared/lambda/environment.ts';
-import { createNamespace, outriggerClient, testbed } from '../testbed/index.ts';
+import { createNamespace, eventually, outriggerClient, testbed } from '../testbed/index.ts';
 
 const run = promisify(execFile);
 
-async function eventually<T>(probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined && value !== false) return value;
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 function revision(namespace: string, name: string, labels: Record<string, string> = {}): KubeObject {
   return { apiVersion: 'apps/v1', kind: 'ControllerRevision', metadata: { name, namespace, labels }, data: {}, revision: 1 };

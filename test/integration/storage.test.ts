@@ -9,7 +9,7 @@ import { pollReporter } from '../../functions/storage/poll.ts';
 import { Resources, getResourceList, gvr, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
 import { LeaseLostError } from '../../shared/state/index.ts';
 import { DEFAULT_PERIOD_MS, heartbeatPatch, storageVersionHash, UNKNOWN, type StorageState, type StorageVersionMigration } from '../../shared/storage/index.ts';
-import { adminClient, createNamespace, migratorClient, outriggerClient, testState, uniqueName } from '../testbed/index.ts';
+import { adminClient, createNamespace, eventually, migratorClient, outriggerClient, startTestRuntime, testbed, testState, uniqueName } from '../testbed/index.ts';
 
 
 
@@ -33,17 +33,10 @@ async function widgetCrd(group: string): Promise<{ resource: ReturnType<typeof g
     metadata: { name },
     spec: { group, scope: 'Namespaced', names: { kind: 'Widget', plural: 'widgets', singular: 'widget' }, versions: [version('v1', true), version('v2', false)] },
   } as KubeObject);
-  await eventually(async () => (await getResourceList(admin, group, 'v1').catch(() => undefined))?.resources.some((r) => r.name === 'widgets') ?? false);
+  await eventually(async () => (await getResourceList(admin, group, 'v1').catch(() => undefined))?.resources.some((r) => r.name === 'widgets') ?? false, 30_000);
   return { resource: gvr(group, 'v1', 'widgets'), name };
 }
 
-async function eventually(check: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error('timed out waiting');
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 function context(over: Partial<StorageContext> = {}): StorageContext {
   return {
@@ -90,7 +83,7 @@ describe('storage version migration', () => {
     // The storage version moves to v2; the next poll sees the new hash in discovery.
     const current = await admin.get<CRD>(Resources.customResourceDefinitions, crd.name);
     await admin.patch(Resources.customResourceDefinitions, crd.name, undefined, { spec: { versions: current.spec.versions.map((v) => ({ ...v, storage: v.name === 'v2' })) } }, 'merge');
-    await eventually(async () => (await getResourceList(admin, group, 'v1')).resources.find((r) => r.name === 'widgets')?.storageVersionHash === h2);
+    await eventually(async () => (await getResourceList(admin, group, 'v1')).resources.find((r) => r.name === 'widgets')?.storageVersionHash === h2, 30_000);
     expect((await admin.get<CRD>(Resources.customResourceDefinitions, crd.name)).status?.storedVersions).toEqual(['v1', 'v2']);
     const second = await pollReporter(ctx, reporter, { groups: [group] });
     expect(second).toMatchObject({ created: 0, changed: 1 });
@@ -205,24 +198,11 @@ describe('storage version migration', () => {
 
 describe('storage version migration through the local runtime', () => {
   test('the poll starts a migration; its event reaches the storage handler and the migrator; success narrows persisted', async () => {
-    const { mkdtemp } = await import('node:fs/promises');
-    const { tmpdir } = await import('node:os');
-    const { join } = await import('node:path');
-    const { startRuntime } = await import('../../runtime/local.ts');
-    const { functions } = await import('../../functions/index.ts');
-    const { testbed } = await import('../testbed/index.ts');
     const group = `${uniqueName('sv')}.storage.test`;
     const crd = await widgetCrd(group);
     const ns = await createNamespace('storage-rt');
     for (let i = 0; i < 3; i += 1) await adminClient().create(crd.resource, { apiVersion: `${group}/v1`, kind: 'Widget', metadata: { name: `w${i}`, namespace: ns }, spec: { i } } as KubeObject);
-    const runtime = await startRuntime({
-      kubeconfig: testbed().kubeconfigs.outrigger,
-      migratorKubeconfig: testbed().kubeconfigs.migrator,
-      clusterId: uniqueName('storage-rt'),
-      stateDir: await mkdtemp(join(tmpdir(), 'outrigger-storage-')),
-      functions: functions.filter((f) => ['router', 'storage-poll', 'storage', 'migrator'].includes(f.name)),
-      storageGroups: [group],
-    });
+    const runtime = await startTestRuntime('storage-rt', ['router', 'storage-poll', 'storage', 'migrator'], { migratorKubeconfig: testbed().kubeconfigs.migrator, storageGroups: [group] });
     try {
       const kube = outriggerClient();
       const h1 = storageVersionHash(group, 'v1', 'Widget');

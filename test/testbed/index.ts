@@ -7,6 +7,7 @@ import { openState, type State } from '../../shared/state/index.ts';
 import type { TestCluster } from '../../local/apiserver.ts';
 import { CreateQueueCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { localSqsClient } from '../../local/elasticmq.ts';
+import type { Runtime, RuntimeOptions } from '../../runtime/local.ts';
 
 /** What the global setup hands to the test workers: the cluster's addresses and credentials, and DynamoDB Local's. */
 export type TestbedInfo = Pick<TestCluster, 'server' | 'kubeconfigs' | 'tokens' | 'caFile'> & {
@@ -56,4 +57,36 @@ export async function testQueue(prefix: string): Promise<{ sqs: SQSClient; url: 
   const sqs = localSqsClient(testbed().sqsEndpoint);
   const out = await sqs.send(new CreateQueueCommand({ QueueName: `${uniqueName(prefix)}.fifo`, Attributes: { FifoQueue: 'true' } }));
   return { sqs, url: out.QueueUrl! };
+}
+
+/** Polls `probe` until it gives a value other than undefined or false, and returns it; throws after `timeoutMs`. */
+export async function eventually<T>(probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined && value !== false) return value;
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/**
+ * The local runtime against the test bed, as the `outrigger` identity, running only the named functions, with
+ * a cluster id and state directory of its own. Loaded on demand: most test files never start one.
+ */
+export async function startTestRuntime(prefix: string, names: readonly string[], opts: Partial<RuntimeOptions> = {}): Promise<Runtime> {
+  const [{ mkdtemp }, { tmpdir }, { join }, { startRuntime }, { functions }] = await Promise.all([
+    import('node:fs/promises'),
+    import('node:os'),
+    import('node:path'),
+    import('../../runtime/local.ts'),
+    import('../../functions/index.ts'),
+  ]);
+  return startRuntime({
+    kubeconfig: testbed().kubeconfigs.outrigger,
+    clusterId: uniqueName(prefix),
+    stateDir: await mkdtemp(join(tmpdir(), `outrigger-${prefix}-`)),
+    functions: functions.filter((f) => names.includes(f.name)),
+    ...opts,
+  });
 }
