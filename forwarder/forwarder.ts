@@ -100,8 +100,8 @@ const BATCH_ENTRIES = 10;
 const BATCH_BYTES = 256 * 1024;
 
 export class Forwarder {
-  readonly stats: ForwarderStats = { events: 0, sent: 0, batches: 0, sendFailures: 0, deadLettered: 0, trimmed: 0, buffered: 0, maxBuffered: 0, watches: 0, synced: 0 };
   lastSendError: string | undefined;
+  private readonly counts = { events: 0, sent: 0, batches: 0, sendFailures: 0, deadLettered: 0, trimmed: 0, maxBuffered: 0 };
   private readonly opts: ForwarderOptions;
   private readonly buffer: Pending[] = [];
   private readonly waiters: Array<() => void> = [];
@@ -112,6 +112,7 @@ export class Forwarder {
   /** What SQS has accepted, per resource, per uid: the checkpoint. */
   private readonly acked = new Map<string, Map<string, KubeObject>>();
   private sender: Promise<void> | undefined;
+  private inFlight = false;
   private dirty = false;
   private timers: NodeJS.Timeout[] = [];
 
@@ -152,7 +153,9 @@ export class Forwarder {
     if (this.opts.stateFile) await this.checkpoint();
   }
 
-  private inFlight = false;
+  get stats(): ForwarderStats {
+    return { ...this.counts, buffered: this.buffer.length, watches: this.watching.size, synced: this.syncedOnce.size };
+  }
 
   private log(message: string, fields?: Record<string, unknown>): void {
     this.opts.log?.(message, fields);
@@ -162,39 +165,35 @@ export class Forwarder {
     for (const resource of await this.opts.resources()) {
       const id = gvrString(resource);
       if (this.watching.has(id)) continue;
-      this.stats.watches += 1;
       const acked = this.acked.get(id) ?? new Map<string, KubeObject>();
       this.acked.set(id, acked);
-      const namespace = this.opts.namespace && (await isNamespaced(this.opts.kube, resource)) ? this.opts.namespace : undefined;
-      this.watching.set(
-        id,
-        runWatchSource({
+      // Registered before any await, so a refresh that overlaps this one cannot start a second watch.
+      const watch = async () => {
+        const namespace = this.opts.namespace && (await isNamespaced(this.opts.kube, resource)) ? this.opts.namespace : undefined;
+        await runWatchSource({
           client: this.opts.kube,
           resource,
           namespace,
           signal: this.abort.signal,
           known: acked,
-          onSynced: () => {
-            if (!this.syncedOnce.has(id)) this.stats.synced += 1;
-            this.syncedOnce.add(id);
-          },
+          onSynced: () => this.syncedOnce.add(id),
           onError: (err) => this.log('watch failed; retrying with backoff', { resource: id, error: String(err) }),
           onEvent: (e) => this.enqueue(id, e),
-        }),
-      );
+        });
+      };
+      this.watching.set(id, watch());
     }
   }
 
   private async enqueue(gvr: string, e: SourceEvent): Promise<void> {
-    this.stats.events += 1;
+    this.counts.events += 1;
     const limit = this.opts.maxBuffered ?? 1_000;
     while (this.buffer.length >= limit && !this.abort.signal.aborted) await new Promise<void>((r) => this.waiters.push(r));
     if (this.abort.signal.aborted) return;
     const pending = await this.toPending(gvr, e);
     if (!pending) return;
     this.buffer.push(pending);
-    this.stats.buffered = this.buffer.length;
-    this.stats.maxBuffered = Math.max(this.stats.maxBuffered, this.buffer.length);
+    this.counts.maxBuffered = Math.max(this.counts.maxBuffered, this.buffer.length);
     this.wakeSender?.();
   }
 
@@ -204,7 +203,7 @@ export class Forwarder {
     let envelope: Envelope = makeEnvelope({ cluster: this.opts.cluster, type: e.type, object: e.object, oldObject: e.oldObject, source });
     let body = JSON.stringify(envelope);
     if (Buffer.byteLength(body) > MAX_ENVELOPE_BYTES) {
-      this.stats.trimmed += 1;
+      this.counts.trimmed += 1;
       const trim = (o: KubeObject | undefined) => (o ? { ...o, metadata: { ...o.metadata, managedFields: undefined } } : undefined);
       envelope = makeEnvelope({ cluster: this.opts.cluster, type: e.type, object: trim(e.object)!, oldObject: trim(e.oldObject), source });
       body = JSON.stringify(envelope);
@@ -222,7 +221,7 @@ export class Forwarder {
   }
 
   private async deadLetter(body: string, reason: string): Promise<void> {
-    this.stats.deadLettered += 1;
+    this.counts.deadLettered += 1;
     this.log('event dead-lettered', { reason });
     await this.opts.sink.deadLetter(body, reason);
   }
@@ -246,14 +245,14 @@ export class Forwarder {
       this.inFlight = true;
       try {
         const failed = new Set(await this.opts.sink.sendBatch(batch));
-        this.stats.batches += 1;
+        this.counts.batches += 1;
         // Accepted entries leave the buffer; failed ones stay at its head and go again.
         const keep = batch.filter((_, i) => failed.has(i));
         for (const [i, p] of batch.entries()) if (!failed.has(i)) this.acknowledge(p);
         this.buffer.splice(0, batch.length, ...keep);
-        this.stats.sent += batch.length - keep.length;
+        this.counts.sent += batch.length - keep.length;
         if (keep.length) {
-          this.stats.sendFailures += keep.length;
+          this.counts.sendFailures += keep.length;
           this.lastSendError = `${keep.length} of ${batch.length} not taken`;
           await sleep(backoff);
           backoff = Math.min(backoff * 2, 30_000);
@@ -262,7 +261,7 @@ export class Forwarder {
           backoff = 200;
         }
       } catch (err) {
-        this.stats.sendFailures += batch.length;
+        this.counts.sendFailures += batch.length;
         this.lastSendError = String(err);
         this.log('sending to SQS failed; retrying with backoff', { error: String(err), backoffMs: backoff });
         await sleep(backoff);
@@ -270,7 +269,6 @@ export class Forwarder {
       } finally {
         this.inFlight = false;
       }
-      this.stats.buffered = this.buffer.length;
       const limit = this.opts.maxBuffered ?? 1_000;
       while (this.buffer.length < limit && this.waiters.length) this.waiters.shift()!();
     }
