@@ -99,12 +99,13 @@ export async function buildOnce(stampFile: string, stamp: string, build: () => P
   }
 }
 
-function isAlive(pid: number): boolean {
+/** Whether a process exists (EPERM: it does, but belongs to someone else). */
+export function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
-  } catch {
-    return false;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
 

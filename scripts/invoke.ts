@@ -19,9 +19,10 @@ import type { AddressInfo } from 'node:net';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
+import { projectRoot } from '../local/paths.ts';
+import { isAlive } from '../local/process.ts';
 import { invokeAsLambda, type Handler } from '../runtime/lambda-context.ts';
 
-const projectRoot = fileURLToPath(new URL('..', import.meta.url));
 
 const usage = `usage: npm run invoke -- <function> [event-file] [options]
 
@@ -100,19 +101,12 @@ interface RuntimeFile {
   pid: number;
 }
 
-/** The local runtime's table name (local/testbed.ts DEFAULT_TABLE) and cluster id (its default). */
-const RUNTIME_TABLE = 'outrigger';
+/**
+ * The local runtime's table name (local/testbed.ts DEFAULT_TABLE, not imported: the child process this file
+ * also runs as loads nothing but the bundle) and cluster id (its default).
+ */
+const DEFAULT_TABLE = 'outrigger';
 const RUNTIME_CLUSTER = 'local';
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    // EPERM: the process exists but belongs to someone else.
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
 
 async function runningRuntime(stateDir: string): Promise<{ file: string; info: RuntimeFile } | undefined> {
   const file = join(stateDir, 'runtime.json');
@@ -122,7 +116,7 @@ async function runningRuntime(stateDir: string): Promise<{ file: string; info: R
   } catch {
     return undefined;
   }
-  if (!info.pid || !alive(info.pid)) {
+  if (!info.pid || !isAlive(info.pid)) {
     log(`ignoring ${shown(file)}: its runtime (pid ${info.pid}) is not running`);
     return undefined;
   }
@@ -169,7 +163,7 @@ async function environmentFor(spec: { name: string }, syncTargets: string[], opt
   if (runtime) {
     const supplied: Record<string, () => Promise<string> | string> = {
       OUTRIGGER_CLUSTERS: () => runtimeClusters(runtime.info),
-      OUTRIGGER_TABLE: () => RUNTIME_TABLE,
+      OUTRIGGER_TABLE: () => DEFAULT_TABLE,
       OUTRIGGER_DYNAMODB_ENDPOINT: () => runtime.info.dynamodb,
     };
     for (const [name, value] of Object.entries(supplied)) {
