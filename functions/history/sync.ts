@@ -37,14 +37,24 @@ export type SyncOutcome =
   | { outcome: 'cached' | 'unchanged'; revision: string; number: number }
   | { outcome: 'created' | 'rollback'; revision: string; number: number; truncate: true };
 
-/** What DynamoDB remembers per parent: the digest of the target state its latest revision holds. */
+/**
+ * What DynamoDB remembers per parent: the digest of the target state its latest revision holds. It is the
+ * memo on the parent's history lease, so the holder gets it with the lease and leaves it at release.
+ */
 interface HistoryRecord {
   digest: string;
   revision: string;
   number: number;
+  /**
+   * The resourceVersion of the parent's revisions as the last sync left them (its own write, or its list).
+   * The next sync lists revisions "not older than" it, which the apiserver answers from its watch cache at
+   * once; a plain (consistent) list waits until that cache has caught up with etcd's latest revision, which
+   * after a write to another resource (the parent's update) takes up to a progress-notify round, ~50-100 ms.
+   */
+  revisionsVersion?: string;
 }
 
-export const historyRecordKey = (cluster: string, parentUid: string) => ({ cluster, kind: 'history', name: parentUid });
+const leaseName = (parentUid: string) => `history/${parentUid}`;
 
 export async function resolveTarget(kube: KubeClient, policy: RevisionPolicy): Promise<ResolvedResource> {
   const target = await resolveKind(kube, policy.spec.target.apiVersion, policy.spec.target.kind);
@@ -82,15 +92,14 @@ export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key
   const first = await readParent(deps, target, key);
   if (first.skipped) return first.skipped;
   const digest = digestOf(targetState(first.parent as unknown as JsonObject, policy.spec.targetState));
-  const recordKey = historyRecordKey(key.cluster, key.uid);
   // Only a parent-only event can take the fast path, so only then is the record worth reading.
-  const record = policy.spec.mode === 'snapshot' && onlyParentChanged(causes, key.uid) ? await deps.state.records.get<HistoryRecord>(recordKey) : undefined;
-  if (record && record.value.digest === digest) {
-    return { outcome: 'cached', revision: record.value.revision, number: record.value.number };
+  const record = policy.spec.mode === 'snapshot' && onlyParentChanged(causes, key.uid) ? ((await deps.state.leases.get(key.cluster, leaseName(key.uid)))?.memo as HistoryRecord | undefined) : undefined;
+  if (record && record.digest === digest) {
+    return { outcome: 'cached', revision: record.revision, number: record.number };
   }
 
   const lease = await acquireParentLease(deps, key);
-  let result: Awaited<ReturnType<typeof syncLocked>> | undefined;
+  let result: LockedOutcome | undefined;
   let heldDigest = digest;
   try {
     // Read again under the lease: a sync that waited for it must decide on the state as it is now, not as it
@@ -103,28 +112,47 @@ export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key
     const guard = () => {
       if (!deps.state.leases.stillHeld(lease, LEASE_MARGIN_MS)) throw new Error(`the history lease of ${key.namespace}/${key.name} is about to expire; not writing, the sync will be retried`);
     };
-    result = await syncLocked(deps, policy, target, parent, candidate, guard);
-    return result;
+    // The record came with the lease, so its revisionsVersion covers every earlier holder's writes.
+    result = await syncLocked(deps, policy, target, parent, candidate, guard, (lease.memo as HistoryRecord | undefined)?.revisionsVersion);
+    return result.outcome;
   } finally {
-    // The record is a cache of what the sync found (no compare-and-set needed), written with the lease's
-    // release in one transaction, and only while the lease is still held.
-    const write = result ? [deps.state.records.putWrite<HistoryRecord>(recordKey, { digest: heldDigest, revision: result.revision, number: result.number }, 'any').item] : [];
-    await deps.state.leases.release(lease, write);
+    // The record is a cache of what the sync found, left on the lease only while it is still held.
+    const memo: HistoryRecord | undefined = result && { digest: heldDigest, revision: result.outcome.revision, number: result.outcome.number, revisionsVersion: result.revisionsVersion };
+    await deps.state.leases.release(lease, memo);
   }
 }
 
 /** The parent's history lease, shared by the sync and truncation; waits briefly while another holds it. */
 export async function acquireParentLease(deps: HistoryDeps, key: SyncKey): Promise<Lease> {
   // Holders finish in milliseconds (a sync or a truncation), so the wait polls briskly.
-  const lease = await deps.state.leases.acquireWithin(key.cluster, `history/${key.uid}`, deps.holder, LEASE_TTL_MS, LEASE_WAIT_MS);
+  const lease = await deps.state.leases.acquireWithin(key.cluster, leaseName(key.uid), deps.holder, LEASE_TTL_MS, LEASE_WAIT_MS);
   if (!lease) throw new Error(`another sync of ${key.kind} ${key.namespace}/${key.name} held its lease for over ${LEASE_WAIT_MS / 1000} s; retrying later`);
   return lease;
 }
 
-async function syncLocked(deps: HistoryDeps, policy: RevisionPolicy, target: ResolvedResource, parent: KubeObject, candidate: JsonObject, guard: () => void): Promise<Exclude<SyncOutcome, { outcome: 'skipped' | 'cached' }>> {
+type LockedOutcome = { outcome: Exclude<SyncOutcome, { outcome: 'skipped' | 'cached' }>; revisionsVersion: string | undefined };
+
+/**
+ * The parent's revisions, at least as new as `notOlderThan` (from the history record). Without one (a first
+ * sync), or when the apiserver has not got that far (a restored etcd: it answers 504 after waiting), a
+ * consistent list.
+ */
+async function listRevisions(kube: KubeClient, namespace: string, labelSelector: string, notOlderThan: string | undefined) {
+  if (notOlderThan) {
+    try {
+      return await kube.list<ControllerRevision>(Resources.controllerRevisions, { namespace, labelSelector, resourceVersion: notOlderThan, resourceVersionMatch: 'NotOlderThan' });
+    } catch (err) {
+      if (!(isKubeError(err) && err.status === 504)) throw err;
+    }
+  }
+  return kube.list<ControllerRevision>(Resources.controllerRevisions, { namespace, labelSelector });
+}
+
+async function syncLocked(deps: HistoryDeps, policy: RevisionPolicy, target: ResolvedResource, parent: KubeObject, candidate: JsonObject, guard: () => void, notOlderThan: string | undefined): Promise<LockedOutcome> {
   const namespace = parent.metadata.namespace!;
   const labels = parentLabels(parent);
-  const listed = await deps.kube.list<ControllerRevision>(Resources.controllerRevisions, { namespace, labelSelector: labelSelectorString(labels) });
+  const listed = await listRevisions(deps.kube, namespace, labelSelectorString(labels), notOlderThan);
+  const listedVersion = listed.metadata.resourceVersion;
   const claimed = await claim(
     { kube: deps.kube, parentResource: target, childResource: Resources.controllerRevisions },
     parent,
@@ -133,21 +161,21 @@ async function syncLocked(deps: HistoryDeps, policy: RevisionPolicy, target: Res
   );
   if (claimed.parentGone) throw new Error(`not syncing history: ${claimed.parentGone}`);
   const owned = claimed.owned as ControllerRevision[];
-  if (policy.spec.mode === 'revisionKey') return syncRevisionKey(deps, policy, target, parent, candidate, owned, guard);
+  if (policy.spec.mode === 'revisionKey') return syncRevisionKey(deps, policy, target, parent, candidate, owned, guard, listedVersion);
   const outcome = decide(candidate, owned);
   switch (outcome.kind) {
     case 'unchanged':
-      return { outcome: 'unchanged', revision: outcome.revision.metadata.name!, number: outcome.revision.revision };
+      return { outcome: { outcome: 'unchanged', revision: outcome.revision.metadata.name!, number: outcome.revision.revision }, revisionsVersion: listedVersion };
     case 'rollback': {
       // Only the number changes; the apiserver would refuse a change to data, and we never send one.
       const r = outcome.revision;
       guard();
-      await deps.kube.patch(Resources.controllerRevisions, r.metadata.name!, namespace, { metadata: { uid: r.metadata.uid, resourceVersion: r.metadata.resourceVersion }, revision: outcome.number }, 'merge');
-      return { outcome: 'rollback', revision: r.metadata.name!, number: outcome.number, truncate: true };
+      const patched = await deps.kube.patch<ControllerRevision>(Resources.controllerRevisions, r.metadata.name!, namespace, { metadata: { uid: r.metadata.uid, resourceVersion: r.metadata.resourceVersion }, revision: outcome.number }, 'merge');
+      return { outcome: { outcome: 'rollback', revision: r.metadata.name!, number: outcome.number, truncate: true }, revisionsVersion: patched.metadata.resourceVersion };
     }
     case 'create': {
       const created = await createRevision(deps.kube, target, parent, candidate, outcome.number, {}, guard);
-      return { outcome: 'created', revision: created.metadata.name!, number: created.revision, truncate: true };
+      return { outcome: { outcome: 'created', revision: created.metadata.name!, number: created.revision, truncate: true }, revisionsVersion: created.metadata.resourceVersion };
     }
   }
 }
@@ -241,16 +269,17 @@ async function syncRevisionKey(
   candidate: JsonObject,
   owned: ControllerRevision[],
   guard: () => void,
-): Promise<Exclude<SyncOutcome, { outcome: 'skipped' | 'cached' }>> {
+  listedVersion: string | undefined,
+): Promise<LockedOutcome> {
   const label = policy.spec.revisionKey!.label;
   const current = await currentRevisionKey(deps.kube, policy, parent);
   const sorted = [...owned].sort((a, b) => a.revision - b.revision);
   const next = (sorted.at(-1)?.revision ?? 0) + 1;
   const ofKey = (k: string) => sorted.filter((r) => r.metadata.labels?.[label] === k).at(-1);
-  const done = (r: ControllerRevision) => ({ outcome: 'unchanged' as const, revision: r.metadata.name!, number: r.revision });
-  const create = async (key: string) => {
+  const done = (r: ControllerRevision): LockedOutcome => ({ outcome: { outcome: 'unchanged', revision: r.metadata.name!, number: r.revision }, revisionsVersion: listedVersion });
+  const create = async (key: string): Promise<LockedOutcome> => {
     const r = await createRevision(deps.kube, target, parent, candidate, next, { [label]: key }, guard);
-    return { outcome: 'created' as const, revision: r.metadata.name!, number: r.revision, truncate: true as const };
+    return { outcome: { outcome: 'created', revision: r.metadata.name!, number: r.revision, truncate: true }, revisionsVersion: r.metadata.resourceVersion };
   };
   if (current) {
     const existing = ofKey(current);

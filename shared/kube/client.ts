@@ -35,6 +35,8 @@ export interface ListOptions {
   limit?: number | undefined;
   continue?: string | undefined;
   resourceVersion?: string | undefined;
+  /** With `resourceVersion`: NotOlderThan is served from the watch cache as soon as it has seen that version. */
+  resourceVersionMatch?: 'NotOlderThan' | 'Exact' | undefined;
 }
 
 export type PatchType = 'merge' | 'json' | 'strategic' | 'apply';

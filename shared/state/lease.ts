@@ -26,6 +26,8 @@ export interface Lease {
   term: number;
   /** Epoch milliseconds. */
   expiresAt: number;
+  /** What the last holder left for the next one at release (parsed JSON), if anything. */
+  memo?: unknown;
 }
 
 export interface LeaseStoreOptions {
@@ -114,30 +116,29 @@ export class LeaseStore {
   }
 
   /**
-   * Gives the lease up so that the next acquirer takes it at once (with the next term). `alsoWrite` items
-   * are written in the same transaction, only if the lease was still held: a leader's last word costs no
-   * extra round trip.
+   * Gives the lease up so that the next acquirer takes it at once (with the next term). A `memo` is stored on
+   * the lease item in the same conditional write, only if the lease was still held, and the next holder gets
+   * it from `acquire`: a holder's last word for its successor costs no extra round trip on either side.
+   * Without one, the previous memo stays.
    */
-  async release(lease: Lease, alsoWrite: TransactWriteItem[] = []): Promise<boolean> {
-    const update = {
+  async release(lease: Lease, memo?: unknown): Promise<boolean> {
+    const values: Record<string, AttributeValue> = { ':h': s(lease.holder), ':t': n(lease.term), ':zero': n(0) };
+    if (memo !== undefined) values[':memo'] = s(JSON.stringify(memo));
+    const update = new UpdateItemCommand({
       TableName: this.tableName,
       Key: this.key(lease.cluster, lease.name),
-      UpdateExpression: 'SET expiresAt = :zero',
+      UpdateExpression: memo === undefined ? 'SET expiresAt = :zero' : 'SET expiresAt = :zero, memo = :memo',
       ConditionExpression: 'holder = :h AND term = :t',
-      ExpressionAttributeValues: { ':h': s(lease.holder), ':t': n(lease.term), ':zero': n(0) },
-    };
-    // A concurrent acquirer's conditional update can conflict with the transaction; retry a few times.
+      ExpressionAttributeValues: values,
+    });
+    // A concurrent acquirer's conditional update can conflict with a transaction on the item; retry a few times.
     for (let attempt = 1; ; attempt += 1) {
       try {
-        if (alsoWrite.length === 0) await this.client.send(new UpdateItemCommand(update));
-        else await this.client.send(new TransactWriteItemsCommand({ TransactItems: [{ Update: update }, ...alsoWrite] }));
+        await this.client.send(update);
         return true;
       } catch (err) {
         if (err instanceof ConditionalCheckFailedException) return false;
-        const reasons = err instanceof TransactionCanceledException ? (err.CancellationReasons ?? []) : [];
-        if (reasons[0]?.Code === 'ConditionalCheckFailed') return false;
-        const conflict = err instanceof TransactionConflictException || reasons.some((r) => r.Code === 'TransactionConflict');
-        if (!conflict || attempt >= 5) throw err;
+        if (!(err instanceof TransactionConflictException) || attempt >= 5) throw err;
         await new Promise((r) => setTimeout(r, 5 * attempt));
       }
     }
@@ -202,5 +203,6 @@ function toLease(cluster: string, name: string, item: Record<string, AttributeVa
     holder: item.holder?.S ?? '',
     term: Number(item.term?.N ?? 0),
     expiresAt: Number(item.expiresAt?.N ?? 0),
+    ...(item.memo?.S ? { memo: JSON.parse(item.memo.S) as unknown } : {}),
   };
 }

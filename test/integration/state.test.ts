@@ -55,6 +55,26 @@ describe('lease with a fencing term', () => {
     expect(await state.leases.release(a)).toBe(false);
   });
 
+  test("a holder's memo reaches the next holder; a release without one keeps it; a deposed holder's does not land", async () => {
+    let now = 7_000_000;
+    const state = testState({ now: () => now });
+    const cluster = uniqueName('c');
+    const a = (await state.leases.acquire(cluster, 'history/x', 'a', 1_000))!;
+    expect(a.memo).toBeUndefined();
+    expect(await state.leases.release(a, { digest: 'd1', number: 1 })).toBe(true);
+    const b = (await state.leases.acquire(cluster, 'history/x', 'b', 1_000))!;
+    expect(b.memo).toEqual({ digest: 'd1', number: 1 });
+    expect(await state.leases.release(b)).toBe(true);
+    expect((await state.leases.get(cluster, 'history/x'))?.memo).toEqual({ digest: 'd1', number: 1 });
+
+    const c = (await state.leases.acquire(cluster, 'history/x', 'c', 1_000))!;
+    now += 1_000; // c stalls past its lease; d takes over and leaves its memo
+    const d = (await state.leases.acquire(cluster, 'history/x', 'd', 1_000))!;
+    expect(await state.leases.release(d, { digest: 'd2', number: 2 })).toBe(true);
+    expect(await state.leases.release(c, { digest: 'stale', number: 1 })).toBe(false);
+    expect((await state.leases.get(cluster, 'history/x'))?.memo).toEqual({ digest: 'd2', number: 2 });
+  });
+
   test('an expired lease is taken over only after expiry', async () => {
     let now = 5_000_000;
     const state = testState({ now: () => now });
