@@ -12,10 +12,12 @@ import { createHash } from 'node:crypto';
 import type { KubeClient } from '../../shared/kube/index.ts';
 import { Resources, isKubeError, resolveKind, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
 import { canonicalJson, labelSelectorString, parentLabels, revisionHash, revisionName, semanticallyEqual, targetState, type Json, type JsonObject } from '../../shared/history/data.ts';
+import type { DefaultsSchema } from '../../shared/history/defaults.ts';
 import type { RevisionPolicy } from '../../shared/history/policy.ts';
 import { HASH_LABEL, decide, type ControllerRevision } from '../../shared/history/revisions.ts';
 import { claim, compileSelector, isControlledBy, newControllerRef, selectorString, type LabelSelector, type SyncKey } from '../../shared/ownership/index.ts';
 import type { Lease, State } from '../../shared/state/index.ts';
+import { targetDefaults } from './defaults.ts';
 
 export const MAX_COLLISIONS = 10;
 // Longer than the function timeout (60 s) with room to spare: a holder never outlives its lease unnoticed.
@@ -85,13 +87,16 @@ async function readParent(deps: HistoryDeps, target: ResolvedResource, key: Sync
   return { parent };
 }
 
-const digestOf = (candidate: JsonObject) => createHash('sha256').update(canonicalJson(candidate)).digest('hex');
+// Given the kind's defaults, so that a newly defaulted field does not make the recorded digest miss.
+const digestOf = (candidate: JsonObject, defaults: DefaultsSchema | undefined) => createHash('sha256').update(canonicalJson(candidate, defaults)).digest('hex');
 
 export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key: SyncKey, causes: readonly string[]): Promise<SyncOutcome> {
   const target = await resolveTarget(deps.kube, policy);
+  // The kind's defaulted fields go with the policy: the digest and every comparison below ignore them.
+  policy = { ...policy, defaults: await targetDefaults(deps.kube, key.cluster, target) };
   const first = await readParent(deps, target, key);
   if (first.skipped) return first.skipped;
-  const digest = digestOf(targetState(first.parent as unknown as JsonObject, policy.spec.targetState));
+  const digest = digestOf(targetState(first.parent as unknown as JsonObject, policy.spec.targetState), policy.defaults);
   // Only a parent-only event can take the fast path, so only then is the record worth reading.
   const record = policy.spec.mode === 'snapshot' && onlyParentChanged(causes, key.uid) ? ((await deps.state.leases.get(key.cluster, leaseName(key.uid)))?.memo as HistoryRecord | undefined) : undefined;
   if (record && record.digest === digest) {
@@ -108,7 +113,7 @@ export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key
     if (read.skipped) return read.skipped;
     const parent = read.parent;
     const candidate = targetState(parent as unknown as JsonObject, policy.spec.targetState);
-    heldDigest = digestOf(candidate);
+    heldDigest = digestOf(candidate, policy.defaults);
     const guard = () => {
       if (!deps.state.leases.stillHeld(lease, LEASE_MARGIN_MS)) throw new Error(`the history lease of ${key.namespace}/${key.name} is about to expire; not writing, the sync will be retried`);
     };
@@ -162,7 +167,7 @@ async function syncLocked(deps: HistoryDeps, policy: RevisionPolicy, target: Res
   if (claimed.parentGone) throw new Error(`not syncing history: ${claimed.parentGone}`);
   const owned = claimed.owned as ControllerRevision[];
   if (policy.spec.mode === 'revisionKey') return syncRevisionKey(deps, policy, target, parent, candidate, owned, guard, listedVersion);
-  const outcome = decide(candidate, owned);
+  const outcome = decide(candidate, owned, policy.defaults);
   switch (outcome.kind) {
     case 'unchanged':
       return { outcome: { outcome: 'unchanged', revision: outcome.revision.metadata.name!, number: outcome.revision.revision }, revisionsVersion: listedVersion };
@@ -284,10 +289,10 @@ async function syncRevisionKey(
   if (current) {
     const existing = ofKey(current);
     if (!existing) return create(current); // case 1
-    if (semanticallyEqual(existing.data, candidate)) return done(existing);
+    if (semanticallyEqual(existing.data, candidate, policy.defaults)) return done(existing);
   }
   // Cases 2 and 3: the state may already have its revision (a rollout in progress, a redelivery).
-  const same = sorted.filter((r) => semanticallyEqual(r.data, candidate)).at(-1);
+  const same = sorted.filter((r) => semanticallyEqual(r.data, candidate, policy.defaults)).at(-1);
   if (same) return done(same);
   return create(revisionHash(candidate, 0));
 }

@@ -4,8 +4,11 @@
 // strategy, status) is in it, so scaling is never a revision.
 //
 // Equality is semantic: both sides are normalised so that what does not change meaning (key order, a null,
-// an empty map or list against an absent field, the `$patch` directive, `creationTimestamp: null`) cannot
-// make two equal states differ. Upstream shipped that bug twice (kubernetes #134773, lws #797).
+// an empty map or list against an absent field, the `$patch` directive, `creationTimestamp: null`, and, given
+// the kind's defaults, a field set to its default against an absent one) cannot make two equal states differ.
+// Upstream shipped that bug three times (kubernetes #134773 and #78633, lws #797).
+
+import type { DefaultsSchema } from './defaults.ts';
 
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 export type JsonObject = { [key: string]: Json };
@@ -56,19 +59,25 @@ export function targetState(parent: JsonObject, paths: readonly string[]): JsonO
   return data;
 }
 
-/** Removes what carries no meaning, recursively; returns undefined for "nothing". */
-export function normalize(value: Json | undefined): Json | undefined {
+/**
+ * Removes what carries no meaning, recursively; returns undefined for "nothing". With `defaults` (the kind's,
+ * rooted where `value` is), a field whose value is its default is removed too, as if it were absent.
+ */
+export function normalize(value: Json | undefined, defaults?: DefaultsSchema): Json | undefined {
   if (value === null || value === undefined) return undefined;
   if (Array.isArray(value)) {
-    const items = value.map((v) => normalize(v) ?? null);
+    const items = value.map((v) => normalize(v, defaults?.items) ?? null);
     return items.length === 0 ? undefined : items;
   }
   if (typeof value === 'object') {
     const out: JsonObject = {};
     for (const key of Object.keys(value).sort()) {
       if (key === '$patch') continue;
-      const v = normalize(value[key]);
+      // Own keys only: a field named like an Object.prototype member is not in the schema.
+      const field = defaults?.properties && Object.hasOwn(defaults.properties, key) ? defaults.properties[key] : undefined;
+      const v = normalize(value[key], field ?? defaults?.additionalProperties);
       if (v === undefined) continue;
+      if (field && isDefault(v, value, field)) continue;
       out[key] = v;
     }
     return Object.keys(out).length === 0 ? undefined : out;
@@ -76,13 +85,24 @@ export function normalize(value: Json | undefined): Json | undefined {
   return value;
 }
 
-/** Deterministic JSON of the normalised value: keys sorted, meaningless fields gone. */
-export function canonicalJson(value: Json | undefined): string {
-  return JSON.stringify(normalize(value) ?? null);
+/** Whether the normalised `v` is the default of `field` in `enclosing`, compared in normal form on both sides. */
+function isDefault(v: Json, enclosing: JsonObject, field: DefaultsSchema): boolean {
+  const d = field.derive ? field.derive(enclosing) : field.default;
+  if (d === undefined) return false;
+  const normal = normalize(d, field);
+  return normal !== undefined && JSON.stringify(v) === JSON.stringify(normal);
 }
 
-export function semanticallyEqual(a: Json | undefined, b: Json | undefined): boolean {
-  return canonicalJson(a) === canonicalJson(b);
+/**
+ * Deterministic JSON of the normalised value: keys sorted, meaningless fields gone. Revision names hash it
+ * without defaults (see revisionHash), so that a name never depends on what a cluster defaults.
+ */
+export function canonicalJson(value: Json | undefined, defaults?: DefaultsSchema): string {
+  return JSON.stringify(normalize(value, defaults) ?? null);
+}
+
+export function semanticallyEqual(a: Json | undefined, b: Json | undefined, defaults?: DefaultsSchema): boolean {
+  return canonicalJson(a, defaults) === canonicalJson(b, defaults);
 }
 
 // 32-bit FNV-1a.
@@ -98,7 +118,10 @@ function fnv1a32(text: string): number {
 // Vowel-free, so no name spells a word; the same alphabet apimachinery uses for generated names.
 const ALPHABET = 'bcdfghjklmnpqrstvwxz2456789';
 
-/** The revision hash: FNV-1a over the canonical data and the collision count, in the vowel-free alphabet. */
+/**
+ * The revision hash: FNV-1a over the canonical data and the collision count, in the vowel-free alphabet. The
+ * canonical data is taken without defaults: names made before defaults were known must stay reproducible.
+ */
 export function revisionHash(data: Json, collisionCount: number): string {
   const decimal = String(fnv1a32(`${canonicalJson(data)}\n${collisionCount}`));
   let out = '';

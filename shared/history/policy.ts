@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { firstIssue } from '../envelope/index.ts';
 import type { KubeObject } from '../kube/resource.ts';
 import { parsePath } from './data.ts';
+import type { DefaultsSchema } from './defaults.ts';
 
 export const POLICY_GROUP = 'outrigger.dev';
 export const LIMIT_ANNOTATION = 'outrigger.dev/revision-history-limit';
@@ -45,6 +46,12 @@ export interface RevisionPolicy {
   uid: string;
   generation: number;
   spec: RevisionPolicySpec;
+  /**
+   * The target kind's defaulted fields, rooted at the object: not part of the policy object, but added by the
+   * history sync once it has resolved the kind (built-in table or the CRD's schema). Without them, fields are
+   * compared as they are.
+   */
+  defaults?: DefaultsSchema | undefined;
 }
 
 export class PolicyError extends Error {

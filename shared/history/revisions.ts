@@ -2,6 +2,7 @@
 // (unchanged, rollback, new revision), which revisions are live, and what truncation may delete.
 import type { KubeObject } from '../kube/resource.ts';
 import { semanticallyEqual, type Json } from './data.ts';
+import type { DefaultsSchema } from './defaults.ts';
 
 export interface ControllerRevision extends KubeObject {
   data?: Json;
@@ -29,15 +30,16 @@ export type Outcome<T extends ControllerRevision> =
 
 /**
  * Seed 000: equal to the latest revision, nothing to do; equal to an older one, a rollback (reuse it with the
- * next number, its data untouched); equal to none, a new revision with the next number.
+ * next number, its data untouched); equal to none, a new revision with the next number. Equal means
+ * semantically equal, given the target kind's `defaults`.
  */
-export function decide<T extends ControllerRevision>(candidate: Json, owned: readonly T[]): Outcome<T> {
+export function decide<T extends ControllerRevision>(candidate: Json, owned: readonly T[], defaults?: DefaultsSchema): Outcome<T> {
   const sorted = sortRevisions(owned);
   const latest = sorted[sorted.length - 1];
   const next = maxRevision(sorted) + 1;
-  if (latest && semanticallyEqual(latest.data, candidate)) return { kind: 'unchanged', revision: latest };
+  if (latest && semanticallyEqual(latest.data, candidate, defaults)) return { kind: 'unchanged', revision: latest };
   for (let i = sorted.length - 2; i >= 0; i -= 1) {
-    if (semanticallyEqual(sorted[i]!.data, candidate)) return { kind: 'rollback', revision: sorted[i]!, number: next };
+    if (semanticallyEqual(sorted[i]!.data, candidate, defaults)) return { kind: 'rollback', revision: sorted[i]!, number: next };
   }
   return { kind: 'create', number: next };
 }
