@@ -36,8 +36,8 @@ function client(values: { kubeconfig?: string | undefined; context?: string | un
   return connect({ kind: 'kubeconfig', path: values.kubeconfig ?? (process.env.KUBECONFIG || undefined), context: values.context });
 }
 
-function namespaceOf(values: { namespace?: string | undefined }, kube: ReturnType<typeof client>): string {
-  return values.namespace ?? kube.defaultNamespace ?? 'default';
+async function namespaceOf(values: { namespace?: string | undefined }, kube: ReturnType<typeof client>): Promise<string> {
+  return values.namespace ?? (await kube.endpoint()).defaultNamespace ?? 'default';
 }
 
 async function history(argv: string[]): Promise<void> {
@@ -45,14 +45,14 @@ async function history(argv: string[]): Promise<void> {
   if (positionals.length !== 1) throw new Error('usage: outrigger history <kind>/<name> [--revision N]');
   const revision = values.revision === undefined ? undefined : positiveInt(values.revision, '--revision');
   const kube = client(values);
-  process.stdout.write(await historyCommand(kube, positionals[0]!, namespaceOf(values, kube), revision));
+  process.stdout.write(await historyCommand(kube, positionals[0]!, await namespaceOf(values, kube), revision));
 }
 
 async function rollback(argv: string[]): Promise<void> {
   const { values, positionals } = parseArgs({ args: argv, options: { ...common, 'to-revision': { type: 'string' } }, allowPositionals: true, strict: true });
   if (positionals.length !== 1 || values['to-revision'] === undefined) throw new Error('usage: outrigger rollback <kind>/<name> --to-revision N');
   const kube = client(values);
-  process.stdout.write(await rollbackCommand(kube, positionals[0]!, namespaceOf(values, kube), positiveInt(values['to-revision'], '--to-revision')));
+  process.stdout.write(await rollbackCommand(kube, positionals[0]!, await namespaceOf(values, kube), positiveInt(values['to-revision'], '--to-revision')));
 }
 
 function positiveInt(value: string, flag: string): number {

@@ -148,7 +148,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
 
   const runtime: Runtime = {
     kubeconfig: userKubeconfig,
-    server: source.server,
+    server: (await source.endpoint()).server,
     clusterId,
     dynamodbEndpoint: bed.dynamodb.endpoint,
     tableName: bed.tableName,

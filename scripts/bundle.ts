@@ -13,10 +13,13 @@ import { projectRoot } from '../local/paths.ts';
 export const BANNER = "import { createRequire as __outriggerRequire } from 'node:module'; const require = __outriggerRequire(import.meta.url);";
 
 /**
- * NodejsFunction's default externals for a Node 18+ runtime: Lambda provides the AWS SDK v3. (`@smithy/*` joins
- * them only under the `@aws-cdk/aws-lambda-nodejs:sdkV3ExcludeSmithyPackages` flag, which cdk.json leaves off.)
+ * infra/stack.ts `bundled().bundling.externalModules`. `@aws-sdk/*` is NodejsFunction's default for a Node 18+
+ * runtime (Lambda provides the AWS SDK v3), restated because setting externalModules replaces the default. (`@smithy/*`
+ * joins it only under the `@aws-cdk/aws-lambda-nodejs:sdkV3ExcludeSmithyPackages` flag, which cdk.json leaves off.)
+ * `@kubernetes/client-node` reads kubeconfigs, which deployed functions never use (they have `eks` or `secret`
+ * access); it is neither bundled nor deployed, and shared/kube/kubeconfig.ts says so if one is configured.
  */
-export const EXTERNALS = ['@aws-sdk/*'];
+export const EXTERNALS = ['@aws-sdk/*', '@kubernetes/client-node'];
 
 /** The file NodejsFunction names an ESM bundle; Lambda loads `index.handler` from it. */
 export const BUNDLE_FILE = 'index.mjs';
@@ -29,11 +32,12 @@ export function lambdaBuildOptions(entry: string, outDir: string): BuildOptions 
     outfile: join(outDir, BUNDLE_FILE),
     bundle: true,
     platform: 'node',
-    // bundling: { format: ESM, target: 'node24', minify: true, sourceMap: true, mainFields: ['module', 'main'], banner }
+    // bundling: { format: ESM, target: 'node24', minify: true, sourceMap: true, sourcesContent: false, mainFields: ['module', 'main'], banner, externalModules }
     format: 'esm',
     target: 'node24',
     minify: true,
     sourcemap: true,
+    sourcesContent: false,
     mainFields: ['module', 'main'],
     banner: { js: BANNER },
     external: EXTERNALS,

@@ -1,10 +1,36 @@
-// The one place where Outrigger talks HTTP to an apiserver. Everything is addressed by GVR; client-node
-// supplies kubeconfig parsing, TLS and credentials (its dispatcher), undici the transport.
-import { HttpMethod, RequestContext, type KubeConfig } from '@kubernetes/client-node';
+// The one place where Outrigger talks HTTP to an apiserver. Everything is addressed by GVR; undici is the
+// transport. Where the apiserver is and which credentials it takes come from a KubeEndpoint (config.ts makes
+// one for each kind of cluster access), so this module needs no kubeconfig support: Lambda bundles leave it out.
+import type { ConnectionOptions } from 'node:tls';
 import pRetry, { AbortError } from 'p-retry';
-import { fetch, getGlobalDispatcher, type Dispatcher, type RequestInit } from 'undici';
+import { Agent, ProxyAgent, type Dispatcher } from 'undici';
 import { KubeError, kubeErrorFromFailure, kubeErrorFromResponse } from './errors.ts';
 import { resourcePath, type GVR, type KubeList, type KubeObject } from './resource.ts';
+
+/** What the client's TLS connections present and verify. */
+export type TlsSettings = Pick<ConnectionOptions, 'ca' | 'cert' | 'key' | 'rejectUnauthorized' | 'servername'>;
+
+/** An apiserver and how to talk to it. */
+export interface KubeEndpoint {
+  server: string;
+  /** The kubeconfig context's namespace, for commands that take an optional one (as kubectl does). */
+  defaultNamespace?: string | undefined;
+  tls: TlsSettings;
+  /** An http(s) proxy to reach the apiserver through (a kubeconfig's proxy-url). */
+  proxy?: string | undefined;
+  /**
+   * The credential headers (authorization, impersonation) for one request. Called before every request, so that
+   * credentials that expire (EKS IAM tokens, a token rotated in Secrets Manager, exec plugins) keep working; it
+   * should cache.
+   */
+  headers: () => Promise<Record<string, string>>;
+}
+
+/**
+ * Made on the first request (and again after a failure), not at connect(): reading a kubeconfig may run an exec
+ * plugin, and needs a module Lambda bundles leave out.
+ */
+export type EndpointSource = () => Promise<KubeEndpoint>;
 
 export interface RetryOptions {
   /** Attempts after the first, for transient failures only (429, 5xx, no answer). */
@@ -17,11 +43,6 @@ export interface KubeClientOptions {
   retry?: Partial<RetryOptions>;
   /** Per-request timeout; watches are exempt. */
   timeoutMs?: number;
-  /**
-   * A bearer token source that overrides the kubeconfig's user, for credentials that expire (EKS IAM tokens,
-   * a token rotated in Secrets Manager). Called before every request; it should cache.
-   */
-  bearerToken?: () => Promise<string>;
   /** Field manager for server-side apply and for every write's managedFields. */
   fieldManager?: string;
   /** Another endpoint of the same cluster (one apiserver of several), with the same credentials and CA. */
@@ -75,32 +96,53 @@ export class RequestStats {
 
 export const DEFAULT_FIELD_MANAGER = 'outrigger';
 
+/** A client's transport, once its endpoint is known. */
+interface Connection {
+  server: string;
+  defaultNamespace: string | undefined;
+  headers: KubeEndpoint['headers'];
+  /** One per client: its connections stay alive from one request (and one warm Lambda invocation) to the next. */
+  dispatcher: Dispatcher;
+}
+
 export class KubeClient {
   readonly stats = new RequestStats();
   readonly fieldManager: string;
-  readonly server: string;
-  /** The kubeconfig context's namespace, for commands that take an optional one (as kubectl does). */
-  readonly defaultNamespace: string | undefined;
   private readonly retry: RetryOptions;
   private readonly timeoutMs: number;
-  private readonly kc: KubeConfig;
-  private readonly bearerToken: (() => Promise<string>) | undefined;
-  /**
-   * client-node builds a new undici Agent (a new TLS connection) for every request; one per client keeps its
-   * connections alive. Headers (credentials) are still computed per request, so rotating tokens work.
-   */
-  private dispatcher: Dispatcher | undefined;
+  private readonly source: EndpointSource;
+  private readonly serverOverride: string | undefined;
+  private connection: Promise<Connection> | undefined;
 
-  constructor(kc: KubeConfig, opts: KubeClientOptions = {}) {
-    const cluster = kc.getCurrentCluster();
-    if (!cluster) throw new Error('the kubeconfig has no current cluster (check current-context)');
-    this.kc = kc;
-    this.server = (opts.server ?? cluster.server).replace(/\/+$/, '');
-    this.defaultNamespace = kc.getContextObject(kc.getCurrentContext())?.namespace;
+  constructor(source: EndpointSource, opts: KubeClientOptions = {}) {
+    this.source = source;
+    this.serverOverride = opts.server;
     this.retry = { retries: 4, minDelayMs: 100, maxDelayMs: 2_000, ...opts.retry };
     this.timeoutMs = opts.timeoutMs ?? 30_000;
-    this.bearerToken = opts.bearerToken;
     this.fieldManager = opts.fieldManager ?? DEFAULT_FIELD_MANAGER;
+  }
+
+  /** The apiserver this client talks to (without a trailing slash), and the kubeconfig context's namespace. */
+  async endpoint(): Promise<{ server: string; defaultNamespace: string | undefined }> {
+    const { server, defaultNamespace } = await this.open();
+    return { server, defaultNamespace };
+  }
+
+  private open(): Promise<Connection> {
+    this.connection ??= this.source().then(
+      (endpoint) => ({
+        server: (this.serverOverride ?? endpoint.server).replace(/\/+$/, ''),
+        defaultNamespace: endpoint.defaultNamespace,
+        headers: endpoint.headers,
+        dispatcher: dispatcherFor(endpoint),
+      }),
+      (err: unknown) => {
+        // A kubeconfig being written, an exec plugin that failed once: the next request tries again.
+        this.connection = undefined;
+        throw err;
+      },
+    );
+    return this.connection;
   }
 
   async get<T extends KubeObject = KubeObject>(r: GVR, name: string, namespace?: string): Promise<T> {
@@ -201,17 +243,16 @@ export class KubeClient {
     const prepared = await this.prepare('GET', path, { query, ...(signal ? { signal } : {}) });
     let res;
     try {
-      res = await fetch(prepared.url, prepared.init);
+      res = await prepared.dispatcher.request(prepared.options);
     } catch (err) {
       throw kubeErrorFromFailure(err, what);
     }
-    if (!res.ok) throw kubeErrorFromResponse(res.status, await res.text(), what);
-    if (!res.body) return;
+    if (res.statusCode < 200 || res.statusCode > 299) throw kubeErrorFromResponse(res.statusCode, await res.body.text(), what);
     const decoder = new TextDecoder();
     let buffered = '';
     try {
       for await (const chunk of res.body) {
-        buffered += decoder.decode(chunk as Uint8Array, { stream: true });
+        buffered += decoder.decode(chunk as Buffer, { stream: true });
         let nl;
         while ((nl = buffered.indexOf('\n')) >= 0) {
           const line = buffered.slice(0, nl).trim();
@@ -257,16 +298,7 @@ export class KubeClient {
         try {
           // undici's request(), not fetch(): the same connection pool, a fraction of fetch's per-call CPU,
           // which is most of a poll's client time (1,000 writes per poll).
-          const { init, url } = prepared;
-          const dispatcher = init.dispatcher ?? getGlobalDispatcher();
-          const res = await dispatcher.request({
-            origin: url.origin,
-            path: `${url.pathname}${url.search}`,
-            method: method,
-            headers: init.headers as Record<string, string>,
-            body: init.body as string | undefined,
-            signal: init.signal ?? undefined,
-          });
+          const res = await prepared.dispatcher.request(prepared.options);
           status = res.statusCode;
           text = await res.body.text();
         } catch (err) {
@@ -290,32 +322,41 @@ export class KubeClient {
   }
 
   private async prepare(
-    method: string,
+    method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE',
     path: string,
     opts: { query?: Record<string, string | number | boolean | undefined>; body?: unknown; contentType?: string; signal?: AbortSignal },
-  ): Promise<{ url: URL; init: RequestInit }> {
-    const url = new URL(this.server + path);
+  ): Promise<{ dispatcher: Dispatcher; options: Dispatcher.RequestOptions }> {
+    const { server, headers: credentials, dispatcher } = await this.open();
+    const url = new URL(server + path);
     for (const [k, v] of Object.entries(opts.query ?? {})) if (v !== undefined && v !== '') url.searchParams.set(k, String(v));
-    const ctx = new RequestContext(url.toString(), HttpMethod.GET);
-    await this.kc.applySecurityAuthentication(ctx);
     const headers: Record<string, string> = {};
-    for (const [k, v] of Object.entries(ctx.getHeaders())) headers[k.toLowerCase()] = v;
+    for (const [k, v] of Object.entries(await credentials())) headers[k.toLowerCase()] = v;
     headers.accept = 'application/json';
-    if (this.bearerToken) headers.authorization = `Bearer ${await this.bearerToken()}`;
     let body: string | undefined;
     if (opts.body !== undefined) {
       headers['content-type'] = opts.contentType ?? 'application/json';
       body = JSON.stringify(opts.body);
     }
     return {
-      url,
-      init: {
+      dispatcher,
+      options: {
+        origin: url.origin,
+        path: `${url.pathname}${url.search}`,
         method,
         headers,
         ...(body !== undefined ? { body } : {}),
         ...(opts.signal ? { signal: opts.signal } : {}),
-        dispatcher: (this.dispatcher ??= ctx.getDispatcher() as Dispatcher | undefined),
       },
     };
   }
+}
+
+function dispatcherFor(endpoint: KubeEndpoint): Dispatcher {
+  // TCP keep-alive probes after 30 s, not undici's 60: a cloud load balancer's idle timeout (60 s on AWS) must
+  // not be the first to notice an idle connection.
+  const keepAlive = { keepAlive: true, keepAliveInitialDelay: 30_000 };
+  if (!endpoint.proxy) return new Agent({ connect: { ...endpoint.tls, ...keepAlive } });
+  if (!/^https?:/.test(endpoint.proxy)) throw new Error(`proxy ${endpoint.proxy}: only http and https proxies are supported`);
+  // Through a proxy, the apiserver's TLS settings are for the tunnelled connection, not the one to the proxy.
+  return new ProxyAgent({ uri: endpoint.proxy, requestTls: endpoint.tls, connect: keepAlive });
 }

@@ -1,13 +1,13 @@
-// How Outrigger reaches a cluster. Three ways, one result (a KubeClient):
-//  - a kubeconfig file (local runtime, CLI, tests);
+// How Outrigger reaches a cluster. Four ways, one result (a KubeClient):
+//  - a kubeconfig file (local runtime, CLI, tests; not in Lambda, see kubeconfig.ts);
 //  - an explicit server, CA and bearer token (tests, and the CLI);
 //  - a server, CA and a bearer token kept in AWS Secrets Manager (a cluster outside EKS), re-read every 5 minutes;
 //  - an EKS cluster, authenticated with an IAM token made from the caller's own AWS credentials.
-import { KubeConfig } from '@kubernetes/client-node';
 import { defaultProvider } from '@aws-sdk/credential-provider-node';
 import type { AwsCredentialIdentity, AwsCredentialIdentityProvider } from '@smithy/types';
-import { KubeClient, type KubeClientOptions } from './client.ts';
+import { KubeClient, type EndpointSource, type KubeClientOptions, type KubeEndpoint } from './client.ts';
 import { eksTokenSource } from './eks-token.ts';
+import { kubeconfigEndpoint } from './kubeconfig.ts';
 import { secretTokenSource } from './secret-token.ts';
 
 export type ClusterAccess =
@@ -36,18 +36,8 @@ export type ClusterAccess =
       credentials?: AwsCredentialIdentity | AwsCredentialIdentityProvider;
     };
 
-export function kubeConfigFromFile(path?: string, context?: string): KubeConfig {
-  const kc = new KubeConfig();
-  if (path) kc.loadFromFile(path);
-  else kc.loadFromDefault();
-  if (context) kc.setCurrentContext(context);
-  if (!kc.getCurrentCluster()) {
-    throw new Error(`no cluster in ${path ?? 'the default kubeconfig'}${context ? ` for context ${context}` : ''}`);
-  }
-  return kc;
-}
-
-function kubeConfigForServer(server: string, caData: string | undefined): KubeConfig {
+/** A server named in the configuration, its CA, and a bearer token asked for before every request (so that it can rotate). */
+function bearerEndpoint(server: string, caData: string | undefined, token: () => Promise<string>): EndpointSource {
   let url: URL;
   try {
     url = new URL(server);
@@ -55,36 +45,32 @@ function kubeConfigForServer(server: string, caData: string | undefined): KubeCo
     throw new Error(`cluster server ${JSON.stringify(server)} is not a URL`);
   }
   if (url.protocol !== 'https:') throw new Error(`cluster server ${server} must use https`);
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [{ name: 'target', server, ...(caData ? { caData } : {}), skipTLSVerify: false }],
-    // The bearer token is supplied per request (KubeClientOptions.bearerToken) so that it can rotate.
-    users: [{ name: 'outrigger' }],
-    contexts: [{ name: 'target', cluster: 'target', user: 'outrigger' }],
-    currentContext: 'target',
-  });
-  return kc;
+  const endpoint: KubeEndpoint = {
+    server,
+    tls: caData ? { ca: Buffer.from(caData, 'base64') } : {},
+    headers: async () => ({ authorization: `Bearer ${await token()}` }),
+  };
+  return () => Promise.resolve(endpoint);
 }
 
 export function connect(access: ClusterAccess, opts: KubeClientOptions = {}): KubeClient {
   switch (access.kind) {
     case 'kubeconfig':
-      return new KubeClient(kubeConfigFromFile(access.path, access.context), opts);
+      return new KubeClient(() => kubeconfigEndpoint(access.path, access.context), opts);
     case 'token': {
       const { token } = access;
       if (typeof token === 'string' && token.trim() === '') throw new Error('cluster access: the bearer token is empty');
-      const bearerToken = typeof token === 'string' ? () => Promise.resolve(token) : token;
-      return new KubeClient(kubeConfigForServer(access.server, access.caData), { ...opts, bearerToken });
+      return new KubeClient(bearerEndpoint(access.server, access.caData, typeof token === 'string' ? () => Promise.resolve(token) : token), opts);
     }
     case 'secret':
-      return new KubeClient(kubeConfigForServer(access.server, access.caData), { ...opts, bearerToken: secretTokenSource(access.secretArn, { region: access.region ?? access.secretArn.split(':')[3] }) });
+      return new KubeClient(bearerEndpoint(access.server, access.caData, secretTokenSource(access.secretArn, { region: access.region ?? access.secretArn.split(':')[3] })), opts);
     case 'eks': {
-      const bearerToken = eksTokenSource({
+      const token = eksTokenSource({
         clusterName: access.clusterName,
         region: access.region,
         credentials: access.credentials ?? defaultProvider(),
       });
-      return new KubeClient(kubeConfigForServer(access.server, access.caData), { ...opts, bearerToken });
+      return new KubeClient(bearerEndpoint(access.server, access.caData, token), opts);
     }
   }
 }

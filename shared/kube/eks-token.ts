@@ -48,7 +48,7 @@ export async function eksToken(opts: EksTokenOptions): Promise<string> {
   return EKS_TOKEN_PREFIX + Buffer.from(url, 'utf8').toString('base64url');
 }
 
-/** A token source for KubeClient's `bearerToken`: one token is reused for ten minutes, then renewed. */
+/** A bearer token source for connect(): one token is reused for ten minutes, then renewed. */
 export function eksTokenSource(opts: EksTokenOptions): () => Promise<string> {
   return reusableToken(() => eksToken(opts), REUSE_MS);
 }

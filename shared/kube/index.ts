@@ -1,6 +1,6 @@
 // Cluster access for Outrigger: the only module that talks to an apiserver.
-export { KubeClient, RequestStats, DEFAULT_FIELD_MANAGER, type KubeClientOptions, type ListOptions, type PatchType, type WatchEvent, type DeleteOptions } from './client.ts';
-export { connect, kubeConfigFromFile, type ClusterAccess } from './config.ts';
+export { KubeClient, RequestStats, DEFAULT_FIELD_MANAGER, type EndpointSource, type KubeEndpoint, type TlsSettings, type KubeClientOptions, type ListOptions, type PatchType, type WatchEvent, type DeleteOptions } from './client.ts';
+export { connect, type ClusterAccess } from './config.ts';
 export { KubeError, isKubeError, kubeErrorFromResponse, type KubeErrorKind } from './errors.ts';
 export { eksToken, eksTokenSource, EKS_TOKEN_PREFIX } from './eks-token.ts';
 export { getResourceList, isNamespaced, resolveKind, resolveResource, forgetDiscovery, discoverStorageVersions, type APIResource, type APIResourceList, type ResolvedResource, type StorageDiscovery, type StorageVersionEntry } from './discovery.ts';

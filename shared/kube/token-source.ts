@@ -1,4 +1,4 @@
-// A bearer token source for KubeClient's `bearerToken`: a token is made once and reused for `reuseMs`, then
+// A bearer token source for connect(): a token is made once and reused for `reuseMs`, then
 // made again; callers that ask while one is being made share it, and a failure is not kept.
 export function reusableToken(make: () => Promise<string>, reuseMs: number, now: () => number = Date.now): () => Promise<string> {
   let cached: { token: string; at: number } | undefined;

@@ -1,0 +1,68 @@
+// KubeClient's transport against a plain HTTP server standing in for an apiserver: the endpoint is made on first
+// use (and made again after a failure), credentials are asked for on every request, one connection serves many.
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { KubeClient, type KubeEndpoint } from '../../shared/kube/index.ts';
+
+let server: Server;
+let base: string;
+const seen: Array<{ url: string | undefined; headers: IncomingHttpHeaders }> = [];
+const sockets = new Set<unknown>();
+
+beforeAll(async () => {
+  server = createServer((req, res) => {
+    seen.push({ url: req.url, headers: req.headers });
+    sockets.add(req.socket);
+    res.setHeader('content-type', 'application/json');
+    res.end(JSON.stringify({ gitVersion: 'v1.34.0' }));
+  });
+  await new Promise<void>((ok) => server.listen(0, '127.0.0.1', ok));
+  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+
+afterAll(async () => {
+  server.closeAllConnections();
+  await new Promise((ok) => server.close(ok));
+});
+
+beforeEach(() => {
+  seen.length = 0;
+  sockets.clear();
+});
+
+const endpoint = (headers: KubeEndpoint['headers'], extra: Partial<KubeEndpoint> = {}): KubeEndpoint => ({ server: `${base}/`, tls: {}, headers, ...extra });
+
+describe('KubeClient', () => {
+  test('asks for credentials before every request, so a rotated token is used at once, over one kept-alive connection', async () => {
+    let n = 0;
+    const kube = new KubeClient(() => Promise.resolve(endpoint(async () => ({ Authorization: `Bearer token-${++n}` }))));
+    for (let i = 0; i < 5; i += 1) await kube.getPath('/version');
+    expect(seen.map((s) => s.headers.authorization)).toEqual(['Bearer token-1', 'Bearer token-2', 'Bearer token-3', 'Bearer token-4', 'Bearer token-5']);
+    // undici may open a second connection right after the first answer; a connection per request would be 5.
+    expect(sockets.size).toBeLessThanOrEqual(2);
+  });
+
+  test('makes its endpoint on first use, once, and again after a failure, which is not retried', async () => {
+    let calls = 0;
+    const kube = new KubeClient(
+      async () => {
+        calls += 1;
+        if (calls === 1) throw new Error('the kubeconfig is not there yet');
+        return endpoint(async () => ({}), { defaultNamespace: 'team' });
+      },
+      { retry: { retries: 3, minDelayMs: 10_000 } },
+    );
+    expect(calls).toBe(0);
+    await expect(kube.getPath('/version')).rejects.toThrow('the kubeconfig is not there yet');
+    expect(kube.stats.total).toBe(1);
+    await expect(kube.getPath('/version')).resolves.toEqual({ gitVersion: 'v1.34.0' });
+    await expect(kube.endpoint()).resolves.toEqual({ server: base, defaultNamespace: 'team' });
+    expect(calls).toBe(2);
+  });
+
+  test('talks to another endpoint of the same cluster when told to', async () => {
+    const kube = new KubeClient(() => Promise.resolve(endpoint(async () => ({}), { server: 'http://127.0.0.1:1' })), { server: `${base}//` });
+    await expect(kube.getPath('/version')).resolves.toEqual({ gitVersion: 'v1.34.0' });
+    await expect(kube.endpoint()).resolves.toMatchObject({ server: base });
+  });
+});
