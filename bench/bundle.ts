@@ -30,7 +30,7 @@ const env: NodeJS.ProcessEnv = {
   OUTRIGGER_CLUSTERS: JSON.stringify([{ id: 'bench', access: { kind: 'kubeconfig', path: '/nonexistent/kubeconfig' } }]),
   OUTRIGGER_TABLE: 'outrigger',
   OUTRIGGER_DEAD_LETTER_FILE: '/dev/null',
-  OUTRIGGER_SYNC_QUEUES: '{}',
+  OUTRIGGER_QUEUE_URL_PREFIX: 'https://sqs.us-east-1.amazonaws.com/000000000000/bench-',
   AWS_REGION: 'us-east-1',
   AWS_ACCESS_KEY_ID: 'bench',
   AWS_SECRET_ACCESS_KEY: 'bench',

@@ -2,8 +2,8 @@
 // account, or KUBECONFIG), the SQS client (AWS credentials from EKS Pod Identity or IRSA, through the SDK's
 // default chain), health and Prometheus metrics on one port, and a graceful stop on SIGTERM.
 //   OUTRIGGER_CLUSTER_ID            the cluster's id in envelopes and state keys (required)
-//   OUTRIGGER_EVENT_QUEUE_URL       the SQS FIFO events queue (required)
-//   OUTRIGGER_DEAD_LETTER_QUEUE_URL where events too large for SQS go, with their reason
+//   OUTRIGGER_EVENT_QUEUE_URL       this cluster's SQS FIFO events queue (required; each cluster has its own)
+//   OUTRIGGER_DEAD_LETTER_QUEUE_URL where events too large for SQS go, with their reason (its dead-letter queue)
 //   OUTRIGGER_FORWARDER_STATE       checkpoint file (an emptyDir volume survives container restarts)
 //   OUTRIGGER_NAMESPACE             watch namespaced resources in this namespace only
 //   OUTRIGGER_SQS_ENDPOINT          an SQS-compatible endpoint (tests)

@@ -1,8 +1,9 @@
 // `cdk synth` / `cdk deploy` entry. The clusters come from the context value `outrigger:clusters` (a JSON
-// array, in cdk.json or `-c`), in the same shape the functions read from OUTRIGGER_CLUSTERS. MapController hooks
-// the map function may invoke: `outrigger:mapHookFunctions` (function names); `outrigger:examples=true` also
-// deploys the SnapshotSchedule example's hooks. `outrigger:forwarderNamespace` and
-// `outrigger:forwarderServiceAccount` narrow who may assume the forwarder's role (EKS Pod Identity).
+// array, in cdk.json or `-c`), in the shape of OUTRIGGER_CLUSTERS (the stack gives it to the functions as a file
+// in a layer: OUTRIGGER_CLUSTERS_FILE). MapController hooks the map function may invoke:
+// `outrigger:mapHookFunctions` (function names); `outrigger:examples=true` also deploys the SnapshotSchedule
+// example's hooks. `outrigger:forwarderNamespace` and `outrigger:forwarderServiceAccount` narrow who may assume
+// the forwarder's role (EKS Pod Identity).
 import { App, type AppProps } from 'aws-cdk-lib';
 import { parseClusters } from '../shared/clusters.ts';
 import { OutriggerStack } from './stack.ts';

@@ -5,9 +5,9 @@
 //
 // The handler's environment: variables already set win; what is missing comes from the local runtime
 // (`npm start`) when one is running, from its runtime.json. Sync requests the function sends are captured and
-// printed, not sent, unless OUTRIGGER_SYNC_QUEUES names real queues: in AWS they would go to the controllers'
-// queues, which exist only in a deployment. Each target's captured requests are also saved as an SQS event, to
-// invoke that target with next.
+// printed, not sent, unless OUTRIGGER_QUEUE_URL_PREFIX names real queues: in AWS they would go to the
+// controllers' queues (each cluster's), which exist only in a deployment. Each target's captured requests are
+// also saved as an SQS event, to invoke that target with next.
 //
 // The same file is the child process (`__child`), which imports nothing of the project but the Lambda context,
 // so that the function's code comes from its bundle only.
@@ -37,10 +37,11 @@ options:
                     last pass)
 
 environment (set variables win over the local runtime's):
-  OUTRIGGER_CLUSTERS, OUTRIGGER_TABLE     required without a local runtime
+  OUTRIGGER_CLUSTERS, OUTRIGGER_TABLE     required without a local runtime (OUTRIGGER_CLUSTERS_FILE, a file
+                                          holding the cluster configuration, may stand in for OUTRIGGER_CLUSTERS)
   OUTRIGGER_DYNAMODB_ENDPOINT             DynamoDB Local (unset: DynamoDB in AWS_REGION)
   OUTRIGGER_DEAD_LETTER_FILE / _QUEUE_URL default: the runtime's dead-letter file, or .cache/invoke/<function>/
-  OUTRIGGER_SYNC_QUEUES                   unset: sync requests are printed and saved, not sent
+  OUTRIGGER_QUEUE_URL_PREFIX              unset: sync requests are printed and saved, not sent
   OUTRIGGER_LAMBDA_ENDPOINT               where the map function calls Lambda hooks (unset: AWS Lambda)
 `;
 
@@ -107,6 +108,8 @@ interface RuntimeFile {
  */
 const DEFAULT_TABLE = 'outrigger';
 const RUNTIME_CLUSTER = 'local';
+/** What the stack's queue names start with (its name, `Outrigger`, and a dash); the sample events' queues have it too. */
+const CAPTURE_QUEUE_PREFIX = 'Outrigger-';
 
 async function runningRuntime(stateDir: string): Promise<{ file: string; info: RuntimeFile } | undefined> {
   const file = join(stateDir, 'runtime.json');
@@ -167,7 +170,8 @@ async function environmentFor(spec: { name: string }, syncTargets: string[], opt
       OUTRIGGER_DYNAMODB_ENDPOINT: () => runtime.info.dynamodb,
     };
     for (const [name, value] of Object.entries(supplied)) {
-      if (env[name]) continue;
+      // A configuration file the user names is theirs too: the runtime's clusters beside it would be refused.
+      if (env[name] || (name === 'OUTRIGGER_CLUSTERS' && env.OUTRIGGER_CLUSTERS_FILE)) continue;
       env[name] = await value();
       fromRuntime.push(name);
     }
@@ -177,7 +181,7 @@ async function environmentFor(spec: { name: string }, syncTargets: string[], opt
     env.OUTRIGGER_DEAD_LETTER_FILE = runtime ? join(dirname(runtime.file), 'dead-letter.jsonl') : join(opts.dir, 'dead-letter.jsonl');
   }
 
-  const missing = ['OUTRIGGER_CLUSTERS', 'OUTRIGGER_TABLE'].filter((name) => !env[name]);
+  const missing = [...(env.OUTRIGGER_CLUSTERS || env.OUTRIGGER_CLUSTERS_FILE ? [] : ['OUTRIGGER_CLUSTERS (or OUTRIGGER_CLUSTERS_FILE)']), ...(env.OUTRIGGER_TABLE ? [] : ['OUTRIGGER_TABLE'])];
   if (missing.length) {
     throw new UsageError(
       `${missing.join(' and ')} ${missing.length > 1 ? 'are' : 'is'} not set, and no local runtime is running ` +
@@ -187,16 +191,16 @@ async function environmentFor(spec: { name: string }, syncTargets: string[], opt
   }
   let clusters: Array<{ id: string; access: { kind: string; path?: string | undefined } }>;
   try {
-    const { parseClusters } = await import('../shared/clusters.ts');
-    clusters = parseClusters(env.OUTRIGGER_CLUSTERS!);
+    const { clustersFromEnv } = await import('../shared/clusters.ts');
+    clusters = clustersFromEnv(env);
   } catch (err) {
-    throw new UsageError(`OUTRIGGER_CLUSTERS: ${(err as Error).message}`);
+    throw new UsageError((err as Error).message);
   }
 
   let capture: SyncCapture | undefined;
-  if (!env.OUTRIGGER_SYNC_QUEUES) {
-    capture = await SyncCapture.start(syncTargets);
-    env.OUTRIGGER_SYNC_QUEUES = JSON.stringify(capture.queues);
+  if (!env.OUTRIGGER_QUEUE_URL_PREFIX) {
+    capture = await SyncCapture.start(syncTargets, clusters.map((c) => c.id));
+    env.OUTRIGGER_QUEUE_URL_PREFIX = capture.prefix;
     // The SQS client would reach the capture anyway (it sends to the queue URL's host) but warns on every send
     // that the URL is not AWS's; naming the endpoint says it is meant. Not when SQS is also the dead-letter
     // queue: those letters must reach it.
@@ -217,7 +221,7 @@ async function environmentFor(spec: { name: string }, syncTargets: string[], opt
 
   if (runtime) log(`local runtime (pid ${runtime.info.pid}, ${runtime.info.server}) supplies ${fromRuntime.join(', ') || 'nothing: every variable is set'}`);
   log(`cluster(s) ${clusters.map((c) => `${c.id} (${c.access.kind}${c.access.path ? ` ${c.access.path}` : ''})`).join(', ')}; table ${env.OUTRIGGER_TABLE}${env.OUTRIGGER_DYNAMODB_ENDPOINT ? ` at ${env.OUTRIGGER_DYNAMODB_ENDPOINT}` : ' (DynamoDB)'}`);
-  if (capture) log('OUTRIGGER_SYNC_QUEUES is unset: sync requests are captured and printed, not sent');
+  if (capture) log('OUTRIGGER_QUEUE_URL_PREFIX is unset: sync requests are captured and printed, not sent');
   const deadLetterFile = env.OUTRIGGER_DEAD_LETTER_QUEUE_URL ? undefined : env.OUTRIGGER_DEAD_LETTER_FILE;
   return { env, deadLetterFile, capture };
 }
@@ -226,6 +230,8 @@ async function environmentFor(spec: { name: string }, syncTargets: string[], opt
 
 interface Captured {
   target: string;
+  /** The queue it was sent to (its cluster's queue for the target). */
+  queue: string;
   body: string;
   groupId: string | undefined;
   deduplicationId: string | undefined;
@@ -236,18 +242,23 @@ interface Captured {
  * sends to it because it sends to the host of the queue URL it is given (the SDK's default for SQS).
  */
 class SyncCapture {
-  /** Sync target -> the capture's queue URL for it (OUTRIGGER_SYNC_QUEUES). */
-  queues: Record<string, string> = {};
+  /** OUTRIGGER_QUEUE_URL_PREFIX: the capture's queues are named as a stack named `Outrigger` names its own. */
+  prefix = '';
   endpoint = '';
+  /** Queue URL -> the sync target and queue name it stands for (each cluster's queue for each target). */
+  private queues = new Map<string, { target: string; queue: string }>();
   readonly messages: Captured[] = [];
   private readonly server: Server = createServer((req, res) => void this.handle(req, res));
 
-  static async start(targets: string[]): Promise<SyncCapture> {
+  static async start(targets: string[], clusters: string[]): Promise<SyncCapture> {
+    // Loaded here, not at the top: the child process this file also runs as imports nothing of the project.
+    const { queueName } = await import('../shared/lambda/queues.ts');
     const capture = new SyncCapture();
     await new Promise<void>((ok) => capture.server.listen(0, '127.0.0.1', ok));
     const { port } = capture.server.address() as AddressInfo;
     capture.endpoint = `http://127.0.0.1:${port}`;
-    capture.queues = Object.fromEntries(targets.map((t) => [t, `${capture.endpoint}/000000000000/outrigger-${t}.fifo`]));
+    capture.prefix = `${capture.endpoint}/000000000000/${CAPTURE_QUEUE_PREFIX}`;
+    for (const t of targets) for (const c of clusters) capture.queues.set(`${capture.prefix}${queueName(c, t)}`, { target: t, queue: `${CAPTURE_QUEUE_PREFIX}${queueName(c, t)}` });
     return capture;
   }
 
@@ -266,13 +277,13 @@ class SyncCapture {
       reply(400, { __type: 'com.amazonaws.sqs#InvalidParameterValue', message: 'not JSON' });
       return;
     }
-    const target = Object.entries(this.queues).find(([, url]) => url === input.QueueUrl)?.[0];
-    if (!target || (action !== 'SendMessage' && action !== 'SendMessageBatch')) {
-      reply(400, { __type: 'com.amazonaws.sqs#InvalidAction', message: `the invoke capture takes SendMessage(Batch) to ${Object.values(this.queues).join(', ')}; got ${action} to ${input.QueueUrl}` });
+    const queue = this.queues.get(input.QueueUrl ?? '');
+    if (!queue || (action !== 'SendMessage' && action !== 'SendMessageBatch')) {
+      reply(400, { __type: 'com.amazonaws.sqs#InvalidAction', message: `the invoke capture takes SendMessage(Batch) to ${[...this.queues.keys()].join(', ')}; got ${action} to ${input.QueueUrl}` });
       return;
     }
     const keep = (e: SqsEntry) => {
-      this.messages.push({ target, body: e.MessageBody, groupId: e.MessageGroupId, deduplicationId: e.MessageDeduplicationId });
+      this.messages.push({ ...queue, body: e.MessageBody, groupId: e.MessageGroupId, deduplicationId: e.MessageDeduplicationId });
       // The SDK checks the body's MD5 against the one returned.
       return { MessageId: randomUUID(), MD5OfMessageBody: md5(e.MessageBody), SequenceNumber: String(Date.now() * 1000 + this.messages.length) };
     };
@@ -294,8 +305,8 @@ interface SqsEntry {
 
 const md5 = (s: string) => createHash('md5').update(s).digest('hex');
 
-/** An SQS event of messages as Lambda's event source mapping delivers them. */
-function sqsEvent(target: string, messages: Captured[]): { Records: unknown[] } {
+/** An SQS event of messages as Lambda's event source mappings deliver them (each from its own cluster's queue). */
+function sqsEvent(messages: Captured[]): { Records: unknown[] } {
   const now = Date.now();
   return {
     Records: messages.map((m, i) => {
@@ -316,7 +327,7 @@ function sqsEvent(target: string, messages: Captured[]): { Records: unknown[] } 
         messageAttributes: {},
         md5OfBody: md5(m.body),
         eventSource: 'aws:sqs',
-        eventSourceARN: `arn:aws:sqs:us-east-1:000000000000:outrigger-${target}.fifo`,
+        eventSourceARN: `arn:aws:sqs:us-east-1:000000000000:${m.queue}`,
         awsRegion: 'us-east-1',
       };
     }),
@@ -436,7 +447,7 @@ async function main(argv: string[]): Promise<number> {
       const byTarget = Map.groupBy(setup.capture.messages, (m) => m.target);
       for (const [target, messages] of byTarget) {
         const file = join(dir, `sent-${target}.json`);
-        await writeFile(file, `${JSON.stringify(sqsEvent(target, messages), null, 2)}\n`);
+        await writeFile(file, `${JSON.stringify(sqsEvent(messages), null, 2)}\n`);
         log(`would send ${messages.length} sync request(s) to ${target}; to run them: npm run invoke -- ${target} ${shown(file)}`);
         for (const m of messages) log(`  ${m.body}`);
       }

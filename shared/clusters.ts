@@ -1,6 +1,7 @@
 // Which clusters a deployment serves and how it reaches each. The configuration holds no secret: an EKS
 // cluster is reached with the function's own IAM identity, another with a token read from Secrets Manager
 // (named here by ARN), a kubeconfig only in the local runtime.
+import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { clusterIdSchema } from './envelope/index.ts';
 import { connect, type ClusterAccess, type KubeClient, type KubeClientOptions } from './kube/index.ts';
@@ -47,10 +48,37 @@ const storageSchema = z
   .strict();
 export type StorageConfig = z.infer<typeof storageSchema>;
 
-export const clusterConfigSchema = z.object({ id: clusterIdSchema, access: accessSchema, storage: storageSchema.optional() }).strict();
+/** Lambda's bounds on an SQS event source's maximum concurrency (ScalingConfig.MaximumConcurrency). */
+export const MAX_CONCURRENCY_BOUNDS = { min: 2, max: 1000 } as const;
+/** A cluster's concurrency when its configuration names none: enough for a few busy objects, little of the account's 1000. */
+export const DEFAULT_MAX_CONCURRENCY = 5;
+
+const maxConcurrencySchema = z
+  .number({ error: 'must be a whole number' })
+  .int('must be a whole number')
+  .min(MAX_CONCURRENCY_BOUNDS.min, `must be at least ${MAX_CONCURRENCY_BOUNDS.min}: Lambda's lowest maximum concurrency for an SQS event source`)
+  .max(MAX_CONCURRENCY_BOUNDS.max, `must be at most ${MAX_CONCURRENCY_BOUNDS.max}: Lambda's highest maximum concurrency for an SQS event source`);
+
+export const clusterConfigSchema = z
+  .object({
+    id: clusterIdSchema,
+    access: accessSchema,
+    storage: storageSchema.optional(),
+    /**
+     * How many invocations of each function may work on this cluster's queues at once (the event source mapping
+     * of each of its queues): a noisy cluster is held to it, and the others keep their own. Default
+     * DEFAULT_MAX_CONCURRENCY.
+     */
+    maxConcurrency: maxConcurrencySchema.optional(),
+  })
+  .strict();
 export type ClusterConfig = z.infer<typeof clusterConfigSchema>;
 
-/** Parses OUTRIGGER_CLUSTERS (a JSON array). Errors name the cluster entry and field. */
+export function maxConcurrency(config: Pick<ClusterConfig, 'maxConcurrency'>): number {
+  return config.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY;
+}
+
+/** Parses the cluster configuration (a JSON array). Errors name the cluster entry and field. */
 export function parseClusters(json: string): ClusterConfig[] {
   let value: unknown;
   try {
@@ -69,6 +97,36 @@ export function parseClusters(json: string): ClusterConfig[] {
     ids.add(c.id);
   }
   return result.data;
+}
+
+/**
+ * The cluster configuration a process is given, from one of:
+ *   OUTRIGGER_CLUSTERS       the JSON itself (the local runtime, `npm run invoke`, tests)
+ *   OUTRIGGER_CLUSTERS_FILE  a file holding it: in AWS, the stack's layer. Lambda allows 4 KB of environment in
+ *                            all, and each EKS cluster's CA data takes about 1.5 KB of it.
+ * Both set is refused rather than one silently winning. Errors name the variable (and the file).
+ */
+export function clustersFromEnv(env: NodeJS.ProcessEnv = process.env): ClusterConfig[] {
+  const json = env.OUTRIGGER_CLUSTERS;
+  const file = env.OUTRIGGER_CLUSTERS_FILE;
+  if (json && file) throw new Error(`OUTRIGGER_CLUSTERS and OUTRIGGER_CLUSTERS_FILE (${file}) are both set: set one`);
+  if (json) return parsedFrom('OUTRIGGER_CLUSTERS', json);
+  if (!file) throw new Error('neither OUTRIGGER_CLUSTERS (the cluster configuration as JSON) nor OUTRIGGER_CLUSTERS_FILE (a file holding it) is set');
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new Error(`OUTRIGGER_CLUSTERS_FILE ${file}: cannot read it: ${(err as Error).message}`, { cause: err });
+  }
+  return parsedFrom(`OUTRIGGER_CLUSTERS_FILE ${file}`, text);
+}
+
+function parsedFrom(source: string, json: string): ClusterConfig[] {
+  try {
+    return parseClusters(json);
+  } catch (err) {
+    throw new Error(`${source}: ${(err as Error).message}`, { cause: err });
+  }
 }
 
 /** One KubeClient per cluster, made on first use and kept for the life of the process (a warm Lambda). */

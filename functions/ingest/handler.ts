@@ -3,56 +3,65 @@
 // whole or not at all: refused input is answered 4xx and dead-lettered with its reason before anything is
 // queued; a queue failure is answered 503, and a retry within SQS's five-minute deduplication window does not
 // queue twice what went through (deduplication ids derive from the events).
-//   OUTRIGGER_CLUSTERS               the clusters served (ids only are read here)
-//   OUTRIGGER_EVENT_QUEUE_URL        the events queue (FIFO), the router's input
-//   OUTRIGGER_DEAD_LETTER_QUEUE_URL  its dead-letter queue, where refused requests go
+//   OUTRIGGER_CLUSTERS / _FILE       the clusters served (ids only are read here; see clustersFromEnv)
+//   OUTRIGGER_QUEUE_URL_PREFIX       the deployment's queues: each event goes to the events queue (FIFO, the
+//                                    router's input) of the cluster it names (shared/lambda/queues.ts)
+//   OUTRIGGER_DEAD_LETTER_QUEUE_URL  the ingest's dead-letter queue, where refused requests go (a refused
+//                                    request may name no cluster, or one this deployment does not serve)
 import middy from '@middy/core';
 import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import { SQSClient, SendMessageBatchCommand } from '@aws-sdk/client-sqs';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
-import { parseClusters } from '../../shared/clusters.ts';
+import { clustersFromEnv } from '../../shared/clusters.ts';
 import { MAX_ENVELOPE_BYTES, deduplicationId, messageGroupId, type Envelope } from '../../shared/envelope/index.ts';
 import { planIngest } from '../../shared/ingest/index.ts';
 import { SqsDeadLetterSink, type DeadLetterSink } from '../../shared/lambda/dead-letter.ts';
 import { functionLogger } from '../../shared/lambda/logger.ts';
+import { EVENTS_QUEUE, queueUrlsFromEnv } from '../../shared/lambda/queues.ts';
 
 export interface EventQueue {
   send(envelopes: Envelope[]): Promise<void>;
 }
 
-/** The events queue: batches of at most 10 messages and one SQS message's worth of bytes. */
+/**
+ * Each cluster's events queue (`urlOf` names it): every envelope goes to the queue of the cluster it names, in
+ * batches of at most 10 messages and one SQS message's worth of bytes.
+ */
 export class SqsEventQueue implements EventQueue {
-  private readonly url: string;
+  private readonly urlOf: (cluster: string) => string;
   private readonly client: SQSClient;
-  constructor(url: string, client = new SQSClient({})) {
-    this.url = url;
+  constructor(urlOf: (cluster: string) => string, client = new SQSClient({})) {
+    this.urlOf = urlOf;
     this.client = client;
   }
 
   async send(envelopes: Envelope[]): Promise<void> {
-    let batch: Envelope[] = [];
-    let bytes = 0;
-    for (const e of envelopes) {
-      const size = Buffer.byteLength(JSON.stringify(e), 'utf8');
-      if (batch.length === 10 || (batch.length > 0 && bytes + size > MAX_ENVELOPE_BYTES)) {
-        await this.sendBatch(batch);
-        batch = [];
-        bytes = 0;
+    for (const [cluster, forCluster] of Map.groupBy(envelopes, (e) => e.cluster)) {
+      const url = this.urlOf(cluster);
+      let batch: Envelope[] = [];
+      let bytes = 0;
+      for (const e of forCluster) {
+        const size = Buffer.byteLength(JSON.stringify(e), 'utf8');
+        if (batch.length === 10 || (batch.length > 0 && bytes + size > MAX_ENVELOPE_BYTES)) {
+          await this.sendBatch(url, batch);
+          batch = [];
+          bytes = 0;
+        }
+        batch.push(e);
+        bytes += size;
       }
-      batch.push(e);
-      bytes += size;
+      if (batch.length > 0) await this.sendBatch(url, batch);
     }
-    if (batch.length > 0) await this.sendBatch(batch);
   }
 
-  private async sendBatch(batch: Envelope[]): Promise<void> {
+  private async sendBatch(url: string, batch: Envelope[]): Promise<void> {
     const out = await this.client.send(
       new SendMessageBatchCommand({
-        QueueUrl: this.url,
+        QueueUrl: url,
         Entries: batch.map((e, i) => ({ Id: String(i), MessageBody: JSON.stringify(e), MessageGroupId: messageGroupId(e), MessageDeduplicationId: deduplicationId(e) })),
       }),
     );
-    if (out.Failed?.length) throw new Error(`SQS refused ${out.Failed.length} event(s): ${out.Failed.map((f) => `${f.Code}: ${f.Message ?? ''}`).join('; ')}`);
+    if (out.Failed?.length) throw new Error(`SQS refused ${out.Failed.length} event(s) of cluster ${batch[0]!.cluster}: ${out.Failed.map((f) => `${f.Code}: ${f.Message ?? ''}`).join('; ')}`);
   }
 }
 
@@ -70,9 +79,15 @@ function required(env: NodeJS.ProcessEnv, name: string): string {
 
 export function ingestDepsFromEnv(env: NodeJS.ProcessEnv = process.env): IngestDeps {
   const sqs = new SQSClient({});
+  const clusters = new Set(clustersFromEnv(env).map((c) => c.id));
+  const queues = queueUrlsFromEnv(env);
   return {
-    clusters: new Set(parseClusters(required(env, 'OUTRIGGER_CLUSTERS')).map((c) => c.id)),
-    events: new SqsEventQueue(required(env, 'OUTRIGGER_EVENT_QUEUE_URL'), sqs),
+    clusters,
+    // planIngest refuses (and dead-letters) an event for a cluster not served before anything is queued.
+    events: new SqsEventQueue((cluster) => {
+      if (!clusters.has(cluster)) throw new Error(`no events queue for cluster ${JSON.stringify(cluster)}: this deployment serves ${[...clusters].join(', ')}`);
+      return queues.url(cluster, EVENTS_QUEUE);
+    }, sqs),
     deadLetter: new SqsDeadLetterSink(required(env, 'OUTRIGGER_DEAD_LETTER_QUEUE_URL'), sqs),
   };
 }

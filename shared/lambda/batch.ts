@@ -31,7 +31,7 @@ export async function parseOrDeadLetter<T>(record: SQSRecord, parse: (body: stri
   } catch (err) {
     if (!(err instanceof MalformedMessageError)) throw err;
     opts.log?.('warn', 'malformed message sent to the dead-letter queue', { messageId: record.messageId, reason: err.message });
-    await opts.deadLetter().send({ body: record.body, reason: err.message, source: opts.source });
+    await opts.deadLetter().send({ body: record.body, reason: err.message, source: opts.source, queue: record.eventSourceARN });
     return undefined;
   }
 }

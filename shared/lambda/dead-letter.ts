@@ -4,12 +4,15 @@ import { appendFile } from 'node:fs/promises';
 import { createHash } from 'node:crypto';
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import { MAX_ENVELOPE_BYTES } from '../envelope/index.ts';
+import { queueUrlsFromEnv, type QueueUrls } from './queues.ts';
 import { sqsClient } from './sqs.ts';
 
 export interface DeadLetter {
   body: string;
   reason: string;
   source: string;
+  /** The queue the message was received from (its ARN), when it came from one: each queue has its own dead-letter queue. */
+  queue?: string;
   at: string;
 }
 
@@ -29,21 +32,29 @@ export interface DeadLetterSink {
   send(letter: Omit<DeadLetter, 'at'>): Promise<void>;
 }
 
-/** An SQS dead-letter queue; the reason travels as a message attribute, the body unchanged for redrive. */
+/**
+ * An SQS dead-letter queue; the reason travels as a message attribute, the body unchanged for redrive. Given a
+ * deployment's queues instead of one URL, each letter goes to the dead-letter queue beside the queue its message
+ * came from (a consumer reads one queue per cluster).
+ */
 export class SqsDeadLetterSink implements DeadLetterSink {
   private readonly client: SQSClient | undefined;
-  private readonly queueUrl: string;
-  constructor(queueUrl: string, client?: SQSClient) {
-    this.queueUrl = queueUrl;
+  private readonly queue: string | QueueUrls;
+  constructor(queue: string | QueueUrls, client?: SQSClient) {
+    this.queue = queue;
     this.client = client;
   }
   async send(whole: Omit<DeadLetter, 'at'>): Promise<void> {
     const letter = fitDeadLetter(whole);
-    const fifo = this.queueUrl.endsWith('.fifo');
+    let queueUrl: string;
+    if (typeof this.queue === 'string') queueUrl = this.queue;
+    else if (letter.queue) queueUrl = this.queue.deadLetterOf(letter.queue);
+    else throw new Error(`a dead letter from ${letter.source} names no queue it came from, so it has no dead-letter queue (reason: ${letter.reason})`);
+    const fifo = queueUrl.endsWith('.fifo');
     const { SendMessageCommand } = await import('@aws-sdk/client-sqs');
     await (this.client ?? (await sqsClient())).send(
       new SendMessageCommand({
-        QueueUrl: this.queueUrl,
+        QueueUrl: queueUrl,
         MessageBody: letter.body,
         MessageAttributes: {
           reason: { DataType: 'String', StringValue: letter.reason.slice(0, 1000) },
@@ -76,8 +87,10 @@ export class MemoryDeadLetterSink implements DeadLetterSink {
   }
 }
 
+/** One dead-letter queue, a file, or (a deployed consumer) the dead-letter queue beside each message's own queue. */
 export function deadLetterSinkFromEnv(env: NodeJS.ProcessEnv = process.env): DeadLetterSink {
   if (env.OUTRIGGER_DEAD_LETTER_QUEUE_URL) return new SqsDeadLetterSink(env.OUTRIGGER_DEAD_LETTER_QUEUE_URL);
   if (env.OUTRIGGER_DEAD_LETTER_FILE) return new FileDeadLetterSink(env.OUTRIGGER_DEAD_LETTER_FILE);
-  throw new Error('no dead-letter destination: set OUTRIGGER_DEAD_LETTER_QUEUE_URL (AWS) or OUTRIGGER_DEAD_LETTER_FILE (local)');
+  if (env.OUTRIGGER_QUEUE_URL_PREFIX) return new SqsDeadLetterSink(queueUrlsFromEnv(env));
+  throw new Error('no dead-letter destination: set OUTRIGGER_QUEUE_URL_PREFIX or OUTRIGGER_DEAD_LETTER_QUEUE_URL (AWS), or OUTRIGGER_DEAD_LETTER_FILE (local)');
 }

@@ -1,11 +1,14 @@
 // What a handler needs from the outside world, built once per process (a warm Lambda keeps it) from the
 // function's environment. In AWS the CDK stack sets these variables; the local runtime sets them itself.
 //   OUTRIGGER_CLUSTERS             JSON array of cluster configurations (ids and how to reach them; no secrets)
+//   OUTRIGGER_CLUSTERS_FILE        instead, a file holding it (in AWS, the stack's layer: see clustersFromEnv)
 //   OUTRIGGER_TABLE                the DynamoDB table
 //   OUTRIGGER_DYNAMODB_ENDPOINT    DynamoDB Local's URL (local runtime and tests only)
-//   OUTRIGGER_DEAD_LETTER_QUEUE_URL / OUTRIGGER_DEAD_LETTER_FILE   where malformed events go
-//   OUTRIGGER_SYNC_QUEUES          JSON object: sync target -> SQS queue URL (the router's outputs)
-import { Clusters, parseClusters } from '../clusters.ts';
+//   OUTRIGGER_QUEUE_URL_PREFIX     what every queue URL of the deployment starts with: each cluster's sync
+//                                  queues (where sync requests go) and the dead-letter queue beside each
+//                                  queue consumed (where malformed messages go); see shared/lambda/queues.ts
+//   OUTRIGGER_DEAD_LETTER_QUEUE_URL / OUTRIGGER_DEAD_LETTER_FILE   one place for every malformed message instead
+import { Clusters, clustersFromEnv } from '../clusters.ts';
 import { openState, type State } from '../state/index.ts';
 import { deadLetterSinkFromEnv, type DeadLetterSink } from './dead-letter.ts';
 import { syncSinkFromEnv, type SyncSink } from './sync-sink.ts';
@@ -32,7 +35,7 @@ export function environment(env: NodeJS.ProcessEnv = process.env): Environment {
   let deadLetter: DeadLetterSink | undefined;
   let syncSink: SyncSink | undefined;
   current = {
-    clusters: new Clusters(parseClusters(required(env, 'OUTRIGGER_CLUSTERS'))),
+    clusters: new Clusters(clustersFromEnv(env)),
     state: openState({ tableName: required(env, 'OUTRIGGER_TABLE'), endpoint: env.OUTRIGGER_DYNAMODB_ENDPOINT, region: env.AWS_REGION }),
     get deadLetter() {
       return (deadLetter ??= deadLetterSinkFromEnv(env));

@@ -1,8 +1,10 @@
-// Where the router sends sync requests: one queue per target (a controller handler). In AWS, SQS FIFO
-// queues named by OUTRIGGER_SYNC_QUEUES (a JSON object: target -> queue URL); locally, the runtime's queues.
+// Where the router (and a handler that hands work on) sends sync requests: one queue per cluster and target
+// (a controller handler). In AWS, the SQS FIFO queue of the request's cluster, named by the deployment's
+// pattern (shared/lambda/queues.ts); locally, the runtime's queues.
 import { createHash } from 'node:crypto';
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import { syncKeyString } from '../ownership/router.ts';
+import { queueUrlsFromEnv, type QueueUrls } from './queues.ts';
 import { sqsClient } from './sqs.ts';
 import { syncGroupId, type SyncRequest } from './sync-request.ts';
 
@@ -20,37 +22,37 @@ export function syncDeduplicationId(request: SyncRequest): string {
 
 export class SqsSyncSink implements SyncSink {
   private readonly client: SQSClient | undefined;
-  private readonly queues: Record<string, string>;
-  constructor(queues: Record<string, string>, client?: SQSClient) {
+  private readonly queues: QueueUrls;
+  constructor(queues: QueueUrls, client?: SQSClient) {
     this.queues = queues;
     this.client = client;
   }
 
   async send(target: string, requests: SyncRequest[]): Promise<void> {
-    const url = this.queues[target];
-    if (!url) throw new Error(`no queue for sync target ${JSON.stringify(target)} (OUTRIGGER_SYNC_QUEUES names ${Object.keys(this.queues).join(', ') || 'none'})`);
     const { SendMessageBatchCommand } = await import('@aws-sdk/client-sqs');
     const client = this.client ?? (await sqsClient());
-    for (let i = 0; i < requests.length; i += 10) {
-      const chunk = requests.slice(i, i + 10);
-      const out = await client.send(
-        new SendMessageBatchCommand({
-          QueueUrl: url,
-          Entries: chunk.map((r, j) => ({
-            Id: String(j),
-            MessageBody: JSON.stringify(r),
-            MessageGroupId: syncGroupId(r.key),
-            MessageDeduplicationId: syncDeduplicationId(r),
-          })),
-        }),
-      );
-      if (out.Failed?.length) throw new Error(`SQS refused ${out.Failed.length} sync request(s) for ${target}: ${out.Failed.map((f) => f.Message).join('; ')}`);
+    // Each request to its own cluster's queue; a FIFO group is one cluster's, so order within it is kept.
+    for (const [cluster, forCluster] of Map.groupBy(requests, (r) => r.key.cluster)) {
+      const url = this.queues.url(cluster, target);
+      for (let i = 0; i < forCluster.length; i += 10) {
+        const chunk = forCluster.slice(i, i + 10);
+        const out = await client.send(
+          new SendMessageBatchCommand({
+            QueueUrl: url,
+            Entries: chunk.map((r, j) => ({
+              Id: String(j),
+              MessageBody: JSON.stringify(r),
+              MessageGroupId: syncGroupId(r.key),
+              MessageDeduplicationId: syncDeduplicationId(r),
+            })),
+          }),
+        );
+        if (out.Failed?.length) throw new Error(`SQS refused ${out.Failed.length} sync request(s) for ${target} of cluster ${cluster}: ${out.Failed.map((f) => f.Message).join('; ')}`);
+      }
     }
   }
 }
 
 export function syncSinkFromEnv(env: NodeJS.ProcessEnv = process.env): SyncSink {
-  const raw = env.OUTRIGGER_SYNC_QUEUES;
-  if (!raw) throw new Error('OUTRIGGER_SYNC_QUEUES is not set');
-  return new SqsSyncSink(JSON.parse(raw) as Record<string, string>);
+  return new SqsSyncSink(queueUrlsFromEnv(env));
 }

@@ -1,6 +1,7 @@
 // The ingest function as a Function URL invokes it, against the test bed's ElasticMQ: what it accepts lands on
-// the events queue with the message group and deduplication id the router relies on; what it refuses lands on
-// the dead-letter queue with its reason, and nothing of it on the events queue.
+// the events queue of the cluster each event names (queues named as the stack names them), with the message
+// group and deduplication id the router relies on; what it refuses lands on the ingest's dead-letter queue with
+// its reason, and nothing of it on any events queue.
 import { randomUUID } from 'node:crypto';
 import { CreateQueueCommand, ReceiveMessageCommand, type Message, type SQSClient } from '@aws-sdk/client-sqs';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2, Context } from 'aws-lambda';
@@ -8,6 +9,7 @@ import { SqsEventQueue, createIngestHandler, type IngestDeps } from '../../funct
 import { deduplicationId, makeEnvelope, messageGroupId, type Envelope } from '../../shared/envelope/index.ts';
 import type { KubeObject } from '../../shared/kube/index.ts';
 import { SqsDeadLetterSink } from '../../shared/lambda/dead-letter.ts';
+import { EVENTS_QUEUE, QueueUrls, queueName } from '../../shared/lambda/queues.ts';
 import { testQueue, uniqueName } from '../testbed/index.ts';
 
 const context: Context = {
@@ -67,26 +69,35 @@ async function drain(sqs: SQSClient, url: string): Promise<Message[]> {
   }
 }
 
+const CLUSTERS = ['prod', 'staging'] as const;
+
 async function setup(deps: Partial<IngestDeps> = {}) {
-  const events = await testQueue('ingest-events');
+  const { sqs, url } = await testQueue('ingest');
+  // A deployment of its own: each cluster's events queue, named as the stack names it (`<stack>-<cluster>-events.fifo`).
+  const stack = uniqueName('ingest');
+  const queues = new QueueUrls(`${url.slice(0, url.lastIndexOf('/') + 1)}${stack}-`);
+  for (const c of CLUSTERS) await sqs.send(new CreateQueueCommand({ QueueName: `${stack}-${queueName(c, EVENTS_QUEUE)}`, Attributes: { FifoQueue: 'true' } }));
+  const eventsUrl = Object.fromEntries(CLUSTERS.map((c) => [c, queues.url(c, EVENTS_QUEUE)])) as Record<(typeof CLUSTERS)[number], string>;
   // As the stack makes it: FIFO, deduplicated by content (SqsDeadLetterSink names only the message group).
-  const created = await events.sqs.send(new CreateQueueCommand({ QueueName: `${uniqueName('ingest-dlq')}.fifo`, Attributes: { FifoQueue: 'true', ContentBasedDeduplication: 'true' } }));
+  const created = await sqs.send(new CreateQueueCommand({ QueueName: `${uniqueName('ingest-dlq')}.fifo`, Attributes: { FifoQueue: 'true', ContentBasedDeduplication: 'true' } }));
   const deadLetterUrl = created.QueueUrl!;
   const handler = createIngestHandler(() => ({
-    clusters: new Set(['prod', 'staging']),
-    events: new SqsEventQueue(events.url, events.sqs),
-    deadLetter: new SqsDeadLetterSink(deadLetterUrl, events.sqs),
+    clusters: new Set(CLUSTERS),
+    events: new SqsEventQueue((cluster) => queues.url(cluster, EVENTS_QUEUE), sqs),
+    deadLetter: new SqsDeadLetterSink(deadLetterUrl, sqs),
     ...deps,
   }));
   const invoke = async (event: APIGatewayProxyEventV2) => {
     const res = (await handler(event, context)) as APIGatewayProxyStructuredResultV2;
     return { status: res.statusCode, body: JSON.parse(res.body ?? '{}') as Record<string, unknown> };
   };
-  return { sqs: events.sqs, eventsUrl: events.url, deadLetterUrl, invoke };
+  /** Every events queue's messages. */
+  const drainEvents = async () => (await Promise.all(CLUSTERS.map((c) => drain(sqs, eventsUrl[c])))).flat();
+  return { sqs, eventsUrl, drainEvents, deadLetterUrl, invoke };
 }
 
 describe('the ingest function', () => {
-  test('queues a Knative ApiServerSource event (binary mode) as our envelope, grouped by controller, with its deduplication id', async () => {
+  test('queues a Knative ApiServerSource event (binary mode) as our envelope on its cluster\'s events queue, grouped by controller, with its deduplication id', async () => {
     const { sqs, eventsUrl, deadLetterUrl, invoke } = await setup();
     const object = pod('pod-1', 'sts-1');
     const res = await invoke(
@@ -97,31 +108,36 @@ describe('the ingest function', () => {
       }),
     );
     expect(res).toEqual({ status: 202, body: { accepted: 1, envelopes: 0, knative: 1 } });
-    const [message, ...rest] = await drain(sqs, eventsUrl);
+    const [message, ...rest] = await drain(sqs, eventsUrl.prod);
     expect(rest).toEqual([]);
+    expect(await drain(sqs, eventsUrl.staging)).toEqual([]);
     const expected = makeEnvelope({ cluster: 'prod', type: 'modified', object, source: 'https://10.96.0.1:443', time: new Date('2026-11-22T09:00:00Z') });
     expect(JSON.parse(message!.Body!)).toEqual(expected);
     expect(message!.Attributes).toMatchObject({ MessageGroupId: 'prod/sts-1', MessageDeduplicationId: deduplicationId(expected) });
     expect(await drain(sqs, deadLetterUrl)).toEqual([]);
   });
 
-  test('queues a batch of our envelopes beyond one SQS batch, and a resent batch is deduplicated', async () => {
+  test('queues a batch of our envelopes beyond one SQS batch, each on the events queue of the cluster it names, and a resent batch is deduplicated', async () => {
     const { sqs, eventsUrl, invoke } = await setup();
-    const batch: Envelope[] = Array.from({ length: 12 }, (_, i) => makeEnvelope({ cluster: i % 2 ? 'prod' : 'staging', type: 'added', object: pod(`u-${i}`), source: 'outrigger://test' }));
-    expect(await invoke(urlEvent(JSON.stringify(batch)))).toEqual({ status: 202, body: { accepted: 12, envelopes: 12, knative: 0 } });
-    expect(await invoke(urlEvent(JSON.stringify(batch)))).toEqual({ status: 202, body: { accepted: 12, envelopes: 12, knative: 0 } });
-    const messages = await drain(sqs, eventsUrl);
-    expect(messages.map((m) => m.Attributes!.MessageGroupId).sort()).toEqual(batch.map(messageGroupId).sort());
-    expect(messages.map((m) => JSON.parse(m.Body!) as Envelope).sort((a, b) => a.id.localeCompare(b.id))).toEqual([...batch].sort((a, b) => a.id.localeCompare(b.id)));
+    const batch: Envelope[] = Array.from({ length: 24 }, (_, i) => makeEnvelope({ cluster: i % 2 ? 'prod' : 'staging', type: 'added', object: pod(`u-${i}`), source: 'outrigger://test' }));
+    expect(await invoke(urlEvent(JSON.stringify(batch)))).toEqual({ status: 202, body: { accepted: 24, envelopes: 24, knative: 0 } });
+    expect(await invoke(urlEvent(JSON.stringify(batch)))).toEqual({ status: 202, body: { accepted: 24, envelopes: 24, knative: 0 } });
+    const byId = (a: Envelope, b: Envelope) => a.id.localeCompare(b.id);
+    for (const c of CLUSTERS) {
+      const mine = batch.filter((e) => e.cluster === c);
+      const messages = await drain(sqs, eventsUrl[c]);
+      expect(messages.map((m) => m.Attributes!.MessageGroupId).sort()).toEqual(mine.map(messageGroupId).sort());
+      expect(messages.map((m) => JSON.parse(m.Body!) as Envelope).sort(byId)).toEqual([...mine].sort(byId));
+    }
   });
 
   test('refuses a Reference-mode event: 422 naming the problem, the event in the dead-letter queue with its reason, nothing queued', async () => {
-    const { sqs, eventsUrl, deadLetterUrl, invoke } = await setup();
+    const { sqs, drainEvents, deadLetterUrl, invoke } = await setup();
     const ref = { apiVersion: 'v1', kind: 'Pod', name: 'p', namespace: 'shop' };
     const res = await invoke(urlEvent(JSON.stringify(ref), { cluster: 'prod', headers: { 'ce-specversion': '1.0', 'ce-id': 'k-2', 'ce-source': 'https://10.96.0.1:443', 'ce-type': 'dev.knative.apiserver.ref.add' } }));
     expect(res.status).toBe(422);
     expect(res.body.error).toMatch(/^invalid ingest request: type: is dev\.knative\.apiserver\.ref\.add, an ApiServerSource event in mode Reference/);
-    expect(await drain(sqs, eventsUrl)).toEqual([]);
+    expect(await drainEvents()).toEqual([]);
     const [letter, ...more] = await drain(sqs, deadLetterUrl);
     expect(more).toEqual([]);
     expect(JSON.parse(letter!.Body!)).toEqual({ specversion: '1.0', id: 'k-2', source: 'https://10.96.0.1:443', type: 'dev.knative.apiserver.ref.add', datacontenttype: 'application/json', data: ref });
@@ -129,12 +145,12 @@ describe('the ingest function', () => {
     expect(letter!.MessageAttributes!.source!.StringValue).toBe('ingest');
   });
 
-  test('refuses a batch for an unknown cluster whole: every event dead-lettered, none queued', async () => {
-    const { sqs, eventsUrl, deadLetterUrl, invoke } = await setup();
+  test('refuses a batch for an unknown cluster whole: every event dead-lettered, none queued on any cluster\'s queue', async () => {
+    const { sqs, drainEvents, deadLetterUrl, invoke } = await setup();
     const batch = [makeEnvelope({ cluster: 'prod', type: 'added', object: pod('a'), source: 's' }), makeEnvelope({ cluster: 'qa', type: 'added', object: pod('b'), source: 's' })];
     const res = await invoke(urlEvent(JSON.stringify(batch)));
     expect(res).toEqual({ status: 422, body: { error: 'invalid ingest request: [1].cluster: "qa" is not a cluster this deployment serves (prod, staging)', deadLettered: 2 } });
-    expect(await drain(sqs, eventsUrl)).toEqual([]);
+    expect(await drainEvents()).toEqual([]);
     const letters = await drain(sqs, deadLetterUrl);
     expect(letters.map((l) => [JSON.parse(l.Body!) as Envelope, l.MessageAttributes!.reason!.StringValue])).toEqual([
       [batch[0], `not queued: refused with the rest of its request (${String(res.body.error)})`],
@@ -142,9 +158,17 @@ describe('the ingest function', () => {
     ]);
   });
 
+  test('refuses a Knative event for an unknown ?cluster= whole, to the dead-letter queue with its reason', async () => {
+    const { sqs, drainEvents, deadLetterUrl, invoke } = await setup();
+    const res = await invoke(urlEvent(JSON.stringify(pod('k')), { cluster: 'qa', headers: { 'ce-specversion': '1.0', 'ce-id': 'k-3', 'ce-source': 's', 'ce-type': 'dev.knative.apiserver.resource.add' } }));
+    expect(res).toEqual({ status: 422, body: { error: 'invalid ingest request: ?cluster: "qa" is not a cluster this deployment serves (prod, staging)', deadLettered: 1 } });
+    expect(await drainEvents()).toEqual([]);
+    expect((await drain(sqs, deadLetterUrl)).map((l) => l.MessageAttributes!.reason!.StringValue)).toEqual([res.body.error]);
+  });
+
   test('answers 503 when the events queue fails, so that the sender retries', async () => {
     const other = await testQueue('ingest-gone');
-    const { invoke } = await setup({ events: new SqsEventQueue(other.url.replace(/\.fifo$/, '-missing.fifo'), other.sqs) });
+    const { invoke } = await setup({ events: new SqsEventQueue(() => other.url.replace(/\.fifo$/, '-missing.fifo'), other.sqs) });
     const res = await invoke(urlEvent(JSON.stringify(makeEnvelope({ cluster: 'prod', type: 'added', object: pod('c'), source: 's' }))));
     expect(res.status).toBe(503);
     expect(res.body.error).toMatch(/retry/);

@@ -63,6 +63,14 @@ describe('npm run invoke', () => {
     expect(out.stderr).toContain('.cache/invoke/heartbeat/index.mjs');
   }, 120_000);
 
+  test('runs a bundle that reads the cluster configuration from a file, as the deployed functions read their layer\'s', async () => {
+    const { OUTRIGGER_CLUSTERS: clusters, ...env } = bedEnv(uniqueName('invoke'));
+    const file = join(dir, 'clusters.json');
+    await writeFile(file, clusters!);
+    const out = await invoke(['heartbeat', 'events/heartbeat.json', '--no-runtime'], { ...env, OUTRIGGER_CLUSTERS_FILE: file });
+    expect(json(out)).toEqual({ clusters: 1, unreachable: 0 });
+  }, 120_000);
+
   test('takes the environment from a running local runtime\'s runtime.json, acting as its outrigger identity', async () => {
     const bed = testbed();
     const stateDir = await mkdtemp(join(dir, 'state-'));

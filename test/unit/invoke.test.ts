@@ -13,6 +13,7 @@ import { OutriggerStack } from '../../infra/stack.ts';
 import { projectRoot } from '../../local/paths.ts';
 import { bundleFunction } from '../../scripts/bundle.ts';
 import { MalformedMessageError, deduplicationId, messageGroupId, parseEnvelope } from '../../shared/envelope/index.ts';
+import { EVENTS_QUEUE, queueName } from '../../shared/lambda/queues.ts';
 import { parseSyncRequest, syncGroupId } from '../../shared/lambda/sync-request.ts';
 import { syncDeduplicationId } from '../../shared/lambda/sync-sink.ts';
 
@@ -45,12 +46,14 @@ describe('the sample events', () => {
     return spec?.events || spec?.sync;
   });
 
-  test.each(sqsSamples)('%s is an SQS FIFO batch as Lambda delivers it', (file) => {
+  test.each(sqsSamples)('%s is an SQS FIFO batch as Lambda delivers it, from cluster local\'s queue of a stack named Outrigger', (file) => {
     const event = read(file) as SQSEvent;
+    const spec = functions.find((s) => s.name === functionOf(file))!;
+    const queue = `Outrigger-${queueName('local', spec.events ? EVENTS_QUEUE : spec.sync!.target)}`;
     expect(event.Records.length).toBeGreaterThan(0);
     for (const r of event.Records) {
       expect(r).toMatchObject({ eventSource: 'aws:sqs', awsRegion: 'us-east-1', md5OfBody: md5(r.body) });
-      expect(r.eventSourceARN).toMatch(/^arn:aws:sqs:us-east-1:000000000000:outrigger-[a-z-]+\.fifo$/);
+      expect(r.eventSourceARN).toBe(`arn:aws:sqs:us-east-1:000000000000:${queue}`);
       expect(Object.keys(r.attributes).sort()).toEqual(['ApproximateFirstReceiveTimestamp', 'ApproximateReceiveCount', 'MessageDeduplicationId', 'MessageGroupId', 'SenderId', 'SentTimestamp', 'SequenceNumber']);
     }
   });
@@ -119,7 +122,15 @@ describe('npm run invoke', () => {
     const out = spawnSync(join(projectRoot, 'node_modules/node/bin/node'), ['scripts/invoke.ts', 'heartbeat', '--no-runtime'], { cwd: projectRoot, env, encoding: 'utf8' });
     expect(out.status).toBe(2);
     expect(out.stdout).toBe('');
-    expect(out.stderr).toContain('OUTRIGGER_CLUSTERS and OUTRIGGER_TABLE are not set');
+    expect(out.stderr).toContain('OUTRIGGER_CLUSTERS (or OUTRIGGER_CLUSTERS_FILE) and OUTRIGGER_TABLE are not set');
+    expect(out.stderr).not.toContain('bundled');
+  });
+
+  test('reads the cluster configuration from OUTRIGGER_CLUSTERS_FILE as a deployed function does, naming the file it cannot read', () => {
+    const env = { ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('OUTRIGGER_'))), OUTRIGGER_CLUSTERS_FILE: '/nonexistent/clusters.json', OUTRIGGER_TABLE: 'outrigger' };
+    const out = spawnSync(join(projectRoot, 'node_modules/node/bin/node'), ['scripts/invoke.ts', 'heartbeat', '--no-runtime'], { cwd: projectRoot, env, encoding: 'utf8' });
+    expect(out.status).toBe(2);
+    expect(out.stderr).toContain('OUTRIGGER_CLUSTERS_FILE /nonexistent/clusters.json: cannot read it');
     expect(out.stderr).not.toContain('bundled');
   });
 

@@ -2,19 +2,24 @@
 // itself is measured by bench/bundle).
 import { App } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
+import { readFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { functions } from '../../functions/index.ts';
 import { sendTargets } from '../../functions/spec.ts';
 import { outriggerApp } from '../../infra/app.ts';
-import { OutriggerStack, type OutriggerStackProps } from '../../infra/stack.ts';
-import type { ClusterConfig } from '../../shared/clusters.ts';
+import { CLUSTERS_FILE_IN_LAYER, OutriggerStack, TARGETS_PER_RULE, type OutriggerStackProps } from '../../infra/stack.ts';
+import { DEFAULT_MAX_CONCURRENCY, clustersFromEnv, type ClusterConfig } from '../../shared/clusters.ts';
 
 const cluster: ClusterConfig = {
   id: 'prod',
   access: { kind: 'eks', server: 'https://x.gr7.eu-west-1.eks.amazonaws.com', caData: 'Q0E=', clusterName: 'prod', region: 'eu-west-1' },
 };
+/** A second EKS cluster with a concurrency of its own. */
+const dr: ClusterConfig = { id: 'dr-eu', access: { ...(cluster.access as Extract<ClusterConfig['access'], { kind: 'eks' }>), clusterName: 'prod-dr' }, maxConcurrency: 20 };
+
+const targets = functions.flatMap((f) => (f.sync ? [f.sync.target] : []));
 
 interface Statement {
   Effect: string;
@@ -28,6 +33,8 @@ interface Statement {
 const stripHash = (id: string) => id.replace(/[0-9A-F]{8}$/, '');
 /** `FooBar` for `foo-bar`, as the stack names constructs. */
 const fnName = (name: string) => name.replace(/(^|-)([a-z])/g, (_, __, c: string) => c.toUpperCase());
+/** A cluster's queue's construct name: `ProdEvents`, `ProdSyncHistory`. */
+const queueId = (clusterId: string, queue: string) => `${fnName(clusterId)}${queue === 'events' ? 'Events' : `Sync${fnName(queue)}`}`;
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- template JSON, as findResources types it
 type Resource = Record<string, any>;
@@ -39,12 +46,6 @@ function byName(resources: Record<string, Resource>): Record<string, { id: strin
 
 function refName(value: unknown): string {
   return stripHash((value as { Ref: string }).Ref);
-}
-
-/** A JSON environment value built with Fn::Join, read back with each Ref as the referenced construct's name. */
-function joined(value: unknown): unknown {
-  const parts = (value as { 'Fn::Join': [string, unknown[]] })['Fn::Join'][1];
-  return JSON.parse(parts.map((p) => (typeof p === 'string' ? p : refName(p))).join(''));
 }
 
 /** Every (action, resource) each role may do, as `action Resource` lines, per role (named by its function). */
@@ -73,6 +74,74 @@ function synth(clusters: ClusterConfig[] = [cluster], extra: Partial<OutriggerSt
   return Template.fromStack(new OutriggerStack(app, 'Test', { clusters, ...extra }));
 }
 
+interface Mapping {
+  FunctionName: { Ref: string };
+  EventSourceArn: { 'Fn::GetAtt': [string, string] };
+  BatchSize: number;
+  FunctionResponseTypes: string[];
+  ScalingConfig: { MaximumConcurrency: number };
+}
+
+/** Each event source mapping as `<function> <- <queue>`, with what it is configured with. */
+function mappings(t: Template): Array<{ fn: string; queue: string; mapping: Mapping }> {
+  const fns = Object.fromEntries(Object.entries(byName(t.findResources('AWS::Lambda::Function'))).map(([name, f]) => [f.id, name]));
+  return Object.values(t.findResources('AWS::Lambda::EventSourceMapping')).map((m) => {
+    const mapping = m.Properties as Mapping;
+    return { fn: fns[mapping.FunctionName.Ref]!, queue: stripHash(mapping.EventSourceArn['Fn::GetAtt'][0]), mapping };
+  });
+}
+
+/** The stack's queue URL prefix (Fn::Join of the region, URL suffix and account), as a readable string. */
+function urlPrefix(value: unknown): string {
+  const parts = (value as { 'Fn::Join': [string, unknown[]] })['Fn::Join'][1];
+  return parts.map((p) => (typeof p === 'string' ? p : `<${(p as { Ref: string }).Ref}>`)).join('');
+}
+
+interface TemplateJson {
+  Resources: Record<string, { Type: string; Properties: Resource; Metadata?: Record<string, unknown> }>;
+}
+
+/**
+ * Synthesizes the app as `cdk synth` builds it (its own default context, without the CLI's: it must not rely
+ * on it) into a directory of its own, and hands `check` the template and that directory.
+ */
+async function synthesized(clusters: ClusterConfig[], check: (out: { template: TemplateJson; directory: string }) => void): Promise<void> {
+  const outdir = await mkdtemp(join(tmpdir(), 'outrigger-sam-'));
+  try {
+    const { app, stack } = outriggerApp({ outdir, context: { 'aws:cdk:bundling-stacks': [], 'outrigger:clusters': clusters } });
+    const assembly = app.synth();
+    check({ template: JSON.parse(await readFile(join(outdir, `${stack.stackName}.template.json`), 'utf8')) as TemplateJson, directory: assembly.directory });
+  } finally {
+    await rm(outdir, { recursive: true, force: true });
+  }
+}
+
+/** The cluster configuration in a layer staged at `assetPath` of the assembly in `directory`. */
+function layerClusters(directory: string, assetPath: string): unknown {
+  return JSON.parse(readFileSync(join(directory, assetPath, CLUSTERS_FILE_IN_LAYER), 'utf8'));
+}
+
+/** Lambda's limit on a function's environment: its variables' names and values together. */
+const LAMBDA_ENVIRONMENT_BYTES = 4096;
+
+/**
+ * An environment's size once deployed, at most: the variables as JSON (a little more than their names and
+ * values), each reference to a resource (a table's name, a queue's URL) counted as 255 characters, the longest
+ * such a name may be, and the pseudo parameters at their longest.
+ */
+function environmentBytes(variables: Record<string, unknown>): number {
+  const pseudo: Record<string, string> = { 'AWS::Region': 'ap-southeast-5', 'AWS::AccountId': '111122223333', 'AWS::URLSuffix': 'amazonaws.com.cn', 'AWS::Partition': 'aws-us-gov' };
+  const resolve = (v: unknown): string => {
+    if (typeof v === 'string') return v;
+    const intrinsic = v as { Ref?: string; 'Fn::Join'?: [string, unknown[]]; 'Fn::GetAtt'?: unknown };
+    if (intrinsic.Ref !== undefined) return pseudo[intrinsic.Ref] ?? 'x'.repeat(255);
+    if (intrinsic['Fn::GetAtt'] !== undefined) return 'x'.repeat(255);
+    if (intrinsic['Fn::Join']) return intrinsic['Fn::Join'][1].map(resolve).join(intrinsic['Fn::Join'][0]);
+    throw new Error(`an environment value this test cannot size: ${JSON.stringify(v)}`);
+  };
+  return Buffer.byteLength(JSON.stringify(Object.fromEntries(Object.entries(variables).map(([k, v]) => [k, resolve(v)]))), 'utf8');
+}
+
 describe('the Outrigger stack', () => {
   const template = synth();
 
@@ -88,28 +157,49 @@ describe('the Outrigger stack', () => {
     });
   });
 
-  test('runs every registered function on arm64 Node 24', () => {
+  test('runs every registered function on arm64 Node 24, with the cluster configuration in a layer\'s file rather than in its environment', () => {
     const fns = template.findResources('AWS::Lambda::Function', { Properties: { Runtime: 'nodejs24.x' } });
     expect(Object.keys(fns)).toHaveLength(functions.length);
+    const [layer, more] = Object.keys(template.findResources('AWS::Lambda::LayerVersion'));
+    expect(more).toBeUndefined();
+    template.hasResourceProperties('AWS::Lambda::LayerVersion', { CompatibleRuntimes: ['nodejs24.x'], CompatibleArchitectures: ['arm64'] });
     for (const fn of Object.values(fns)) {
       expect(fn.Properties.Architectures).toEqual(['arm64']);
-      expect(JSON.parse(fn.Properties.Environment.Variables.OUTRIGGER_CLUSTERS)).toEqual([cluster]);
+      expect(fn.Properties.Layers).toEqual([{ Ref: layer }]);
+      expect(fn.Properties.Environment.Variables.OUTRIGGER_CLUSTERS_FILE).toBe(`/opt/${CLUSTERS_FILE_IN_LAYER}`);
+      expect(fn.Properties.Environment.Variables.OUTRIGGER_CLUSTERS).toBeUndefined();
     }
   });
 
-  test('schedules the heartbeat every minute', () => {
-    template.hasResourceProperties('AWS::Events::Rule', { ScheduleExpression: 'rate(1 minute)' });
+  /** Each rule of the given rate as its description and its targets' inputs (undefined: the scheduled event). */
+  function scheduled(t: Template, rate: string): Array<{ description: string; inputs: unknown[] }> {
+    return Object.values(t.findResources('AWS::Events::Rule', { Properties: { ScheduleExpression: rate } })).map((r) => ({
+      description: r.Properties.Description as string,
+      inputs: (r.Properties.Targets as Array<{ Input?: string }>).map((target) => (target.Input === undefined ? undefined : (JSON.parse(target.Input) as unknown))),
+    }));
+  }
+
+  test('runs the heartbeat and the map resync every minute, each from one rule for every cluster', () => {
+    const t = synth(Array.from({ length: 6 }, (_, i) => ({ ...cluster, id: `c${i}` })));
+    expect(scheduled(t, 'rate(1 minute)').sort((a, b) => a.description.localeCompare(b.description))).toEqual([
+      { description: 'Runs heartbeat every 1 minute(s)', inputs: [undefined] },
+      { description: 'Runs map-resync every 1 minute(s)', inputs: [undefined] },
+    ]);
   });
 
-  test('polls storage every 10 minutes, one invocation per cluster and reporter', () => {
-    const ha = synth([{ ...cluster, storage: { enabled: true, migrations: 'outrigger', reporters: [{ id: 'apiserver-a' }, { id: 'apiserver-b' }] } }]);
-    const rules = Object.values(ha.findResources('AWS::Events::Rule', { Properties: { ScheduleExpression: 'rate(10 minutes)' } }));
-    expect(rules).toHaveLength(1);
-    const inputs = (rules[0]!.Properties.Targets as Array<{ Input: string }>).map((t) => JSON.parse(t.Input) as unknown);
-    expect(inputs).toEqual([
-      { cluster: 'prod', reporter: 'apiserver-a' },
-      { cluster: 'prod', reporter: 'apiserver-b' },
-    ]);
+  test('polls storage every 10 minutes, one invocation per cluster and reporter, from a rule per cluster', () => {
+    const ha = (id: string, reporters: number): ClusterConfig => ({ ...cluster, id, storage: { enabled: true, migrations: 'outrigger', reporters: Array.from({ length: reporters }, (_, i) => ({ id: `apiserver-${i}` })) } });
+    const polls = (clusters: ClusterConfig[]) => scheduled(synth(clusters), 'rate(10 minutes)').sort((a, b) => a.description.localeCompare(b.description));
+    expect(polls([ha('prod', 2)])).toEqual([{ description: 'Runs storage-poll for cluster prod every 10 minute(s)', inputs: [{ cluster: 'prod', reporter: 'apiserver-0' }, { cluster: 'prod', reporter: 'apiserver-1' }] }]);
+    // A rule takes at most 5 targets: one rule for all clusters would refuse 6 clusters, or 3 with 2 reporters each.
+    expect(polls(Array.from({ length: 6 }, (_, i) => ({ ...cluster, id: `c${i}` })))).toEqual(Array.from({ length: 6 }, (_, i) => ({ description: `Runs storage-poll for cluster c${i} every 10 minute(s)`, inputs: [{ cluster: `c${i}`, reporter: 'apiserver' }] })));
+    expect(polls([ha('a', 2), ha('b', 2), ha('c', 2)]).map((r) => r.inputs.length)).toEqual([2, 2, 2]);
+    // More reporters than a rule takes: a further rule for the rest.
+    const seven = polls([ha('big', 7)]);
+    expect(seven.map((r) => r.description)).toEqual(['Runs storage-poll for cluster big (reporters 1-5 of 7) every 10 minute(s)', 'Runs storage-poll for cluster big (reporters 6-7 of 7) every 10 minute(s)']);
+    expect(seven.flatMap((r) => r.inputs)).toEqual(Array.from({ length: 7 }, (_, i) => ({ cluster: 'big', reporter: `apiserver-${i}` })));
+    // Storage migration off: nothing to poll.
+    expect(polls([cluster, { ...cluster, id: 'off', storage: { enabled: false, migrations: 'outrigger' } }]).map((r) => r.description)).toEqual(['Runs storage-poll for cluster prod every 10 minute(s)']);
   });
 
   test('grants each function only what its code does: its table actions, its queue, its dead letters, the queues it sends to', () => {
@@ -121,16 +211,16 @@ describe('the Outrigger stack', () => {
     expect(granted).toEqual(
       sorted({
         Heartbeat: table('dynamodb:GetItem', 'dynamodb:PutItem'),
-        Router: consumer('Events', 'SyncHistory', 'SyncStorage', 'SyncMap'),
-        History: [...table('dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:ConditionCheckItem'), ...consumer('SyncHistory', 'SyncTruncate')],
-        Truncate: [...table('dynamodb:GetItem', 'dynamodb:UpdateItem'), ...consumer('SyncTruncate')],
+        Router: consumer('ProdEvents', 'ProdSyncHistory', 'ProdSyncStorage', 'ProdSyncMap'),
+        History: [...table('dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:ConditionCheckItem'), ...consumer('ProdSyncHistory', 'ProdSyncTruncate')],
+        Truncate: [...table('dynamodb:GetItem', 'dynamodb:UpdateItem'), ...consumer('ProdSyncTruncate')],
         StoragePoll: table('dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:PutItem', 'dynamodb:ConditionCheckItem'),
-        Storage: [...table('dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:PutItem', 'dynamodb:ConditionCheckItem'), ...consumer('SyncStorage', 'SyncMigrator')],
-        Migrator: [...table('dynamodb:UpdateItem'), ...consumer('SyncMigrator', 'SyncMigrator')],
-        Map: [...table('dynamodb:GetItem', 'dynamodb:PutItem'), ...consumer('SyncMap', 'SyncMap')],
-        MapResync: send('SyncMap'),
-        Ingest: send('Events', 'EventsDeadLetter'),
-        ForwarderRole: send('Events', 'EventsDeadLetter'),
+        Storage: [...table('dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:PutItem', 'dynamodb:ConditionCheckItem'), ...consumer('ProdSyncStorage', 'ProdSyncMigrator')],
+        Migrator: [...table('dynamodb:UpdateItem'), ...consumer('ProdSyncMigrator', 'ProdSyncMigrator')],
+        Map: [...table('dynamodb:GetItem', 'dynamodb:PutItem'), ...consumer('ProdSyncMap', 'ProdSyncMap')],
+        MapResync: send('ProdSyncMap'),
+        Ingest: send('ProdEvents', 'IngestDeadLetter'),
+        ProdForwarderRole: send('ProdEvents', 'ProdEventsDeadLetter'),
       }),
     );
   });
@@ -144,106 +234,191 @@ describe('the Outrigger stack', () => {
     }
   });
 
-  test('has a FIFO events queue and one FIFO queue per sync target, each with a 14-day FIFO dead-letter queue taking 5 tries', () => {
-    const queues = byName(template.findResources('AWS::SQS::Queue'));
-    const targets = functions.flatMap((f) => (f.sync ? [f.sync.target] : []));
-    const main = ['Events', ...targets.map((t) => `Sync${t[0]!.toUpperCase()}${t.slice(1)}`)];
-    expect(Object.keys(queues).sort()).toEqual([...main, ...main.map((q) => `${q}DeadLetter`)].sort());
-    // The consumer's timeout, six times: events go to the router, sync requests to their target's function.
-    const timeoutOf = (name: string) => functions.find((f) => (name === 'Events' ? f.events : f.sync && `Sync${f.sync.target[0]!.toUpperCase()}${f.sync.target.slice(1)}` === name))!.timeoutSeconds;
+  test('has, per cluster, a FIFO events queue and one FIFO queue per sync target, each with a 14-day FIFO dead-letter queue taking 5 tries, named by cluster and consumer', () => {
+    const t = synth([cluster, dr]);
+    const queues = byName(t.findResources('AWS::SQS::Queue'));
+    const perCluster = (c: ClusterConfig) => ['events', ...targets].map((q) => ({ id: queueId(c.id, q), name: `Test-${c.id}-${q}`, consumer: functions.find((f) => (q === 'events' ? f.events : f.sync?.target === q))! }));
+    const main = [cluster, dr].flatMap(perCluster);
+    expect(Object.keys(queues).sort()).toEqual([...main.map((q) => q.id), ...main.map((q) => `${q.id}DeadLetter`), 'IngestDeadLetter'].sort());
     for (const q of main) {
-      expect(queues[q]!.Properties).toEqual({
+      expect(queues[q.id]!.Properties).toEqual({
+        QueueName: `${q.name}.fifo`,
         FifoQueue: true,
         // Senders name the deduplication id (derived from the event or request).
         ContentBasedDeduplication: false,
         SqsManagedSseEnabled: true,
-        VisibilityTimeout: 6 * timeoutOf(q),
-        RedrivePolicy: { deadLetterTargetArn: { 'Fn::GetAtt': [queues[`${q}DeadLetter`]!.id, 'Arn'] }, maxReceiveCount: 5 },
+        // The consumer's timeout, six times: events go to the router, sync requests to their target's function.
+        VisibilityTimeout: 6 * q.consumer.timeoutSeconds,
+        RedrivePolicy: { deadLetterTargetArn: { 'Fn::GetAtt': [queues[`${q.id}DeadLetter`]!.id, 'Arn'] }, maxReceiveCount: 5 },
       });
       // SqsDeadLetterSink names only the message group.
-      expect(queues[`${q}DeadLetter`]!.Properties).toEqual({ FifoQueue: true, ContentBasedDeduplication: true, SqsManagedSseEnabled: true, MessageRetentionPeriod: 14 * 24 * 3600 });
+      expect(queues[`${q.id}DeadLetter`]!.Properties).toEqual({ QueueName: `${q.name}-dlq.fifo`, FifoQueue: true, ContentBasedDeduplication: true, SqsManagedSseEnabled: true, MessageRetentionPeriod: 14 * 24 * 3600 });
     }
-    expect(queues.SyncMigrator!.Properties.VisibilityTimeout).toBe(5400);
+    expect(queues.IngestDeadLetter!.Properties).toEqual({ QueueName: 'Test-ingest-dlq.fifo', FifoQueue: true, ContentBasedDeduplication: true, SqsManagedSseEnabled: true, MessageRetentionPeriod: 14 * 24 * 3600 });
+    expect(queues.DrEuSyncMigrator!.Properties.VisibilityTimeout).toBe(5400);
+    // Every queue refuses requests without TLS.
+    expect(Object.keys(t.findResources('AWS::SQS::QueuePolicy'))).toHaveLength(Object.keys(queues).length);
   });
 
-  test('feeds the router and each controller from its queue in partial batches, with its own dead-letter queue and the sync queues it sends to', () => {
-    const fns = byName(template.findResources('AWS::Lambda::Function'));
-    const mappings = Object.values(template.findResources('AWS::Lambda::EventSourceMapping')).map((m) => m.Properties as { FunctionName: { Ref: string }; EventSourceArn: { 'Fn::GetAtt': [string, string] } });
+  test('refuses a cluster id that makes a queue name longer than SQS allows, or two ids that name the same resources', () => {
+    expect(() => synth([{ ...cluster, id: 'a'.repeat(60) }])).toThrow(`queue name Test-${'a'.repeat(60)}-events-dlq.fifo is 81 characters, over SQS's 80: shorten the cluster id or the stack name`);
+    expect(() => synth([cluster, { ...cluster, id: 'a-1' }, { ...cluster, id: 'a1' }])).toThrow('clusters a-1 and a1 would share the name A1');
+  });
+
+  test('feeds the router and each controller from each cluster\'s queue in partial batches, at most the cluster\'s maxConcurrency at once', () => {
+    const t = synth([cluster, dr]);
     const consumers = functions.filter((f) => f.events || f.sync);
-    expect(mappings).toHaveLength(consumers.length);
-    for (const spec of consumers) {
-      const queue = spec.events ? 'Events' : `Sync${fnName(spec.sync!.target)}`;
-      const fn = fns[fnName(spec.name)]!;
-      expect(mappings.filter((m) => m.FunctionName.Ref === fn.id)).toEqual([{ FunctionName: { Ref: fn.id }, EventSourceArn: { 'Fn::GetAtt': [expect.stringMatching(new RegExp(`^${queue}[0-9A-F]{8}$`)), 'Arn'] }, BatchSize: 10, FunctionResponseTypes: ['ReportBatchItemFailures'] }]);
-      expect(refName(fn.Properties.Environment.Variables.OUTRIGGER_DEAD_LETTER_QUEUE_URL)).toBe(`${queue}DeadLetter`);
-    }
+    const expected = consumers.flatMap((spec) =>
+      [cluster, dr].map((c) => ({
+        fn: fnName(spec.name),
+        queue: queueId(c.id, spec.events ? 'events' : spec.sync!.target),
+        maximumConcurrency: c.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY,
+      })),
+    );
+    const got = mappings(t);
+    expect(got.map((m) => ({ fn: m.fn, queue: m.queue, maximumConcurrency: m.mapping.ScalingConfig.MaximumConcurrency })).sort((a, b) => a.queue.localeCompare(b.queue))).toEqual(expected.sort((a, b) => a.queue.localeCompare(b.queue)));
+    for (const { mapping } of got) expect(mapping).toMatchObject({ BatchSize: 10, FunctionResponseTypes: ['ReportBatchItemFailures'] });
+    expect(new Set(got.filter((m) => m.queue.startsWith('Prod')).map((m) => m.mapping.ScalingConfig.MaximumConcurrency))).toEqual(new Set([5]));
+    expect(new Set(got.filter((m) => m.queue.startsWith('DrEu')).map((m) => m.mapping.ScalingConfig.MaximumConcurrency))).toEqual(new Set([20]));
+  });
+
+  test('names every queue by one prefix in the environment of each function that uses queues, and no queue URL one by one', () => {
+    const fns = byName(template.findResources('AWS::Lambda::Function'));
     for (const spec of functions) {
       const env = fns[fnName(spec.name)]!.Properties.Environment.Variables as Record<string, unknown>;
-      const sends = sendTargets(spec, functions);
-      if (!sends.length) expect(env.OUTRIGGER_SYNC_QUEUES).toBeUndefined();
-      else expect(joined(env.OUTRIGGER_SYNC_QUEUES)).toEqual(Object.fromEntries(sends.map((t) => [t, `Sync${fnName(t)}`])));
+      const usesQueues = Boolean(spec.events || spec.sync || spec.functionUrl || sendTargets(spec, functions).length);
+      if (usesQueues) expect(urlPrefix(env.OUTRIGGER_QUEUE_URL_PREFIX)).toBe('https://sqs.<AWS::Region>.<AWS::URLSuffix>/<AWS::AccountId>/Test-');
+      else expect(env.OUTRIGGER_QUEUE_URL_PREFIX).toBeUndefined();
+      expect(env.OUTRIGGER_SYNC_QUEUES).toBeUndefined();
+      expect(env.OUTRIGGER_EVENT_QUEUE_URL).toBeUndefined();
+      // Only ingest has one dead-letter queue for everything; a consumer's dead letters go beside each message's queue.
+      if (spec.functionUrl) expect(refName(env.OUTRIGGER_DEAD_LETTER_QUEUE_URL)).toBe('IngestDeadLetter');
+      else expect(env.OUTRIGGER_DEAD_LETTER_QUEUE_URL).toBeUndefined();
     }
-    expect(joined(fns.Router!.Properties.Environment.Variables.OUTRIGGER_SYNC_QUEUES)).toEqual({ history: 'SyncHistory', storage: 'SyncStorage', map: 'SyncMap' });
-    expect(joined(fns.History!.Properties.Environment.Variables.OUTRIGGER_SYNC_QUEUES)).toEqual({ truncate: 'SyncTruncate' });
   });
 
-  test('serves the ingest function on an IAM-authenticated Function URL, queueing to the events queue', () => {
+  test('with two clusters, the router may send only to the sync queues of both, each forwarder role only to its own cluster\'s events queues', () => {
+    const t = synth([cluster, dr]);
+    const granted = grants(t);
+    const sends = (who: string) => granted[who]!.filter((g) => g.startsWith('sqs:SendMessage ')).map((g) => g.slice('sqs:SendMessage '.length)).sort();
+    const routerTargets = sendTargets(functions.find((f) => f.name === 'router')!, functions);
+    expect(sends('Router')).toEqual(
+      [...[cluster, dr].flatMap((c) => routerTargets.map((q) => queueId(c.id, q))), 'ProdEventsDeadLetter', 'DrEuEventsDeadLetter'].sort(),
+    );
+    expect(sends('Ingest')).toEqual(['DrEuEvents', 'IngestDeadLetter', 'ProdEvents']);
+    expect(granted.ProdForwarderRole).toEqual(['sqs:SendMessage ProdEvents', 'sqs:SendMessage ProdEventsDeadLetter']);
+    expect(granted.DrEuForwarderRole).toEqual(['sqs:SendMessage DrEuEvents', 'sqs:SendMessage DrEuEventsDeadLetter']);
+    // A controller hands work on to the same cluster's queue of the next target, for every cluster.
+    expect(sends('History')).toEqual(['DrEuSyncHistoryDeadLetter', 'DrEuSyncTruncate', 'ProdSyncHistoryDeadLetter', 'ProdSyncTruncate']);
+  });
+
+  test('serves the ingest function on an IAM-authenticated Function URL, queueing to the events queues, refusing to its own dead-letter queue', () => {
     const fns = byName(template.findResources('AWS::Lambda::Function'));
     const ingest = fns.Ingest!;
     template.resourceCountIs('AWS::Lambda::Url', 1);
     template.hasResourceProperties('AWS::Lambda::Url', { AuthType: 'AWS_IAM', TargetFunctionArn: { 'Fn::GetAtt': [ingest.id, 'Arn'] } });
     const env = ingest.Properties.Environment.Variables as Record<string, unknown>;
-    expect(refName(env.OUTRIGGER_EVENT_QUEUE_URL)).toBe('Events');
-    expect(refName(env.OUTRIGGER_DEAD_LETTER_QUEUE_URL)).toBe('EventsDeadLetter');
+    expect(urlPrefix(env.OUTRIGGER_QUEUE_URL_PREFIX)).toMatch(/\/Test-$/);
+    expect(refName(env.OUTRIGGER_DEAD_LETTER_QUEUE_URL)).toBe('IngestDeadLetter');
+    template.hasOutput('IngestDeadLetterQueueUrl', { Value: { Ref: Match.stringLikeRegexp('^IngestDeadLetter[0-9A-F]{8}$') } });
     // With AWS_IAM no resource policy opens it: callers need lambda:InvokeFunctionUrl (and InvokeFunction) in their own.
     expect(Object.values(template.findResources('AWS::Lambda::Permission')).filter((p) => JSON.stringify(p).includes(ingest.id))).toEqual([]);
     template.hasOutput('IngestUrl', { Value: { 'Fn::GetAtt': [Match.stringLikeRegexp('^IngestFunctionUrl'), 'FunctionUrl'] } });
   });
 
-  test('gives the in-cluster forwarder a role for EKS Pod Identity from the configured clusters only', () => {
-    const trust = (t: Template) => Object.values(byName(t.findResources('AWS::IAM::Role')).ForwarderRole!.Properties.AssumeRolePolicyDocument.Statement as Statement[]);
-    expect(trust(template)).toEqual([{ Effect: 'Allow', Principal: { Service: 'pods.eks.amazonaws.com' }, Action: ['sts:AssumeRole', 'sts:TagSession'], Condition: { StringEquals: { 'aws:RequestTag/eks-cluster-name': ['prod'] } } }]);
-    const narrowed = synth([cluster, { ...cluster, id: 'dr', access: { ...(cluster.access as Extract<ClusterConfig['access'], { kind: 'eks' }>), clusterName: 'prod-dr' } }], { forwarder: { namespace: 'outrigger', serviceAccount: 'forwarder' } });
-    expect(trust(narrowed)[0]!.Condition).toEqual({
-      StringEquals: { 'aws:RequestTag/eks-cluster-name': ['prod', 'prod-dr'], 'aws:RequestTag/kubernetes-namespace': ['outrigger'], 'aws:RequestTag/kubernetes-service-account': ['forwarder'] },
-    });
-    template.hasOutput('ForwarderRoleArn', { Value: { 'Fn::GetAtt': [Match.stringLikeRegexp('^ForwarderRole'), 'Arn'] } });
-    template.hasOutput('EventsQueueUrl', { Value: { Ref: Match.stringLikeRegexp('^Events[0-9A-F]{8}$') } });
+  test('gives each EKS cluster\'s forwarder a role for EKS Pod Identity that only that cluster\'s pods may assume, and outputs what its forwarder needs', () => {
+    const trust = (t: Template, role: string) => Object.values(byName(t.findResources('AWS::IAM::Role'))[role]!.Properties.AssumeRolePolicyDocument.Statement as Statement[]);
+    expect(trust(template, 'ProdForwarderRole')).toEqual([{ Effect: 'Allow', Principal: { Service: 'pods.eks.amazonaws.com' }, Action: ['sts:AssumeRole', 'sts:TagSession'], Condition: { StringEquals: { 'aws:RequestTag/eks-cluster-name': ['prod'] } } }]);
+    const onprem: ClusterConfig = { id: 'onprem', access: { kind: 'secret', server: 'https://k8s.onprem.example:6443', secretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:outrigger/onprem' } };
+    const narrowed = synth([cluster, dr, onprem], { forwarder: { namespace: 'outrigger', serviceAccount: 'forwarder' } });
+    const narrowing = { 'aws:RequestTag/kubernetes-namespace': ['outrigger'], 'aws:RequestTag/kubernetes-service-account': ['forwarder'] };
+    expect(trust(narrowed, 'ProdForwarderRole')[0]!.Condition).toEqual({ StringEquals: { 'aws:RequestTag/eks-cluster-name': ['prod'], ...narrowing } });
+    expect(trust(narrowed, 'DrEuForwarderRole')[0]!.Condition).toEqual({ StringEquals: { 'aws:RequestTag/eks-cluster-name': ['prod-dr'], ...narrowing } });
+    // A cluster outside EKS has no Pod Identity: no role, but its queues' outputs.
+    expect(Object.keys(byName(narrowed.findResources('AWS::IAM::Role'))).filter((r) => r.endsWith('ForwarderRole')).sort()).toEqual(['DrEuForwarderRole', 'ProdForwarderRole']);
+    for (const [id, role] of [['Prod', true], ['DrEu', true], ['Onprem', false]] as const) {
+      narrowed.hasOutput(`${id}EventsQueueUrl`, { Value: { Ref: Match.stringLikeRegexp(`^${id}Events[0-9A-F]{8}$`) } });
+      narrowed.hasOutput(`${id}EventsDeadLetterQueueUrl`, { Value: { Ref: Match.stringLikeRegexp(`^${id}EventsDeadLetter[0-9A-F]{8}$`) } });
+      expect(Object.keys(narrowed.findOutputs(`${id}ForwarderRoleArn`))).toHaveLength(role ? 1 : 0);
+    }
+    narrowed.hasOutput('DrEuForwarderRoleArn', { Value: { 'Fn::GetAtt': [Match.stringLikeRegexp('^DrEuForwarderRole'), 'Arn'] } });
   });
 
-  test('alarms on dead letters, function errors and old messages, to one topic, on one dashboard', () => {
-    const alarms = Object.values(template.findResources('AWS::CloudWatch::Alarm')).map((a) => a.Properties as Record<string, unknown> & { Dimensions: Array<{ Value: { Ref: string } }> });
-    const topic = Object.keys(template.findResources('AWS::SNS::Topic'))[0];
-    for (const a of alarms) expect(a.AlarmActions).toEqual([{ Ref: topic }]);
-    const on = (metric: string) => alarms.filter((a) => a.MetricName === metric);
-    const queues = byName(template.findResources('AWS::SQS::Queue'));
-    const deadLetters = Object.entries(queues).filter(([n]) => n.endsWith('DeadLetter'));
-    expect(on('ApproximateNumberOfMessagesVisible').map((a) => a.Dimensions[0]!.Value)).toEqual(deadLetters.map(([, q]) => ({ 'Fn::GetAtt': [q.id, 'QueueName'] })));
-    for (const a of on('ApproximateNumberOfMessagesVisible')) expect(a).toMatchObject({ Threshold: 1, ComparisonOperator: 'GreaterThanOrEqualToThreshold' });
-    const fns = byName(template.findResources('AWS::Lambda::Function'));
-    expect(on('Errors').map((a) => a.Dimensions[0]!.Value.Ref).sort()).toEqual(Object.values(fns).map((f) => f.id).sort());
-    for (const a of on('Errors')) expect(a).toMatchObject({ Threshold: 1, ComparisonOperator: 'GreaterThanOrEqualToThreshold', Period: 300, Statistic: 'Sum', EvaluationPeriods: 1 });
-    expect(on('ApproximateAgeOfOldestMessage')).toHaveLength(Object.keys(queues).length - deadLetters.length);
-    for (const a of on('ApproximateAgeOfOldestMessage')) expect(a).toMatchObject({ Threshold: 300, ComparisonOperator: 'GreaterThanThreshold' });
-    expect(alarms).toHaveLength(on('ApproximateNumberOfMessagesVisible').length + on('Errors').length + on('ApproximateAgeOfOldestMessage').length);
-    template.resourceCountIs('AWS::CloudWatch::Dashboard', 1);
-    const body = JSON.stringify(Object.values(template.findResources('AWS::CloudWatch::Dashboard'))[0]!.Properties.DashboardBody);
-    for (const metric of ['ApproximateNumberOfMessagesVisible', 'ApproximateAgeOfOldestMessage', 'Errors']) expect(body).toContain(metric);
+  test('alarms on each cluster\'s dead letters and old messages (the worst of its queues), ingest\'s dead letters and function errors, to one topic, on one dashboard', () => {
+    const t = synth([cluster, dr]);
+    type Alarm = Record<string, unknown> & { Dimensions?: Array<{ Value: { Ref: string } }>; Metrics?: Array<{ Id: string; Expression?: string; ReturnData?: boolean; MetricStat?: { Metric: { MetricName: string; Dimensions: Array<{ Value: unknown }> }; Period: number; Stat: string } }> };
+    const alarms = byName(t.findResources('AWS::CloudWatch::Alarm'));
+    const topic = Object.keys(t.findResources('AWS::SNS::Topic'))[0];
+    for (const a of Object.values(alarms)) expect(a.Properties.AlarmActions).toEqual([{ Ref: topic }]);
+    const queues = byName(t.findResources('AWS::SQS::Queue'));
+    const queueName = (dimension: unknown) => stripHash((dimension as { 'Fn::GetAtt': [string, string] })['Fn::GetAtt'][0]);
+    const watched = (a: Alarm) => {
+      const metrics = a.Metrics!.filter((m) => m.MetricStat);
+      return { names: [...new Set(metrics.map((m) => m.MetricStat!.Metric.MetricName))], queues: metrics.map((m) => queueName(m.MetricStat!.Metric.Dimensions[0]!.Value)).sort(), expression: a.Metrics!.find((m) => m.ReturnData !== false && m.Expression)?.Expression };
+    };
+    for (const c of [cluster, dr]) {
+      const id = fnName(c.id);
+      const mine = ['events', ...targets].map((q) => queueId(c.id, q));
+      const dead = alarms[`${id}DeadLetters`]!.Properties as Alarm;
+      expect(watched(dead)).toEqual({ names: ['ApproximateNumberOfMessagesVisible'], queues: mine.map((q) => `${q}DeadLetter`).sort(), expression: 'MAX(METRICS())' });
+      expect(dead).toMatchObject({ Threshold: 1, ComparisonOperator: 'GreaterThanOrEqualToThreshold', EvaluationPeriods: 1, TreatMissingData: 'notBreaching' });
+      const old = alarms[`${id}OldestMessage`]!.Properties as Alarm;
+      expect(watched(old)).toEqual({ names: ['ApproximateAgeOfOldestMessage'], queues: [...mine].sort(), expression: 'MAX(METRICS())' });
+      expect(old).toMatchObject({ Threshold: 300, ComparisonOperator: 'GreaterThanThreshold' });
+      expect(old.Metrics!.filter((m) => m.MetricStat).every((m) => m.MetricStat!.Period === 300 && m.MetricStat!.Stat === 'Maximum')).toBe(true);
+    }
+    expect(alarms.IngestDeadLetters!.Properties).toMatchObject({ MetricName: 'ApproximateNumberOfMessagesVisible', Threshold: 1, Dimensions: [{ Value: { 'Fn::GetAtt': [queues.IngestDeadLetter!.id, 'QueueName'] } }] });
+    const fns = byName(t.findResources('AWS::Lambda::Function'));
+    const errors = Object.values(alarms).filter((a) => a.Properties.MetricName === 'Errors').map((a) => a.Properties as Alarm);
+    expect(errors.map((a) => a.Dimensions![0]!.Value.Ref).sort()).toEqual(Object.values(fns).map((f) => f.id).sort());
+    for (const a of errors) expect(a).toMatchObject({ Threshold: 1, ComparisonOperator: 'GreaterThanOrEqualToThreshold', Period: 300, Statistic: 'Sum', EvaluationPeriods: 1 });
+    expect(Object.keys(alarms)).toHaveLength(errors.length + 2 * 2 + 1);
+    t.resourceCountIs('AWS::CloudWatch::Dashboard', 1);
+    const body = JSON.stringify(Object.values(t.findResources('AWS::CloudWatch::Dashboard'))[0]!.Properties.DashboardBody);
+    for (const text of ['ApproximateNumberOfMessagesVisible', 'ApproximateAgeOfOldestMessage', 'Errors', 'prod: dead letters', 'dr-eu: oldest message age']) expect(body).toContain(text);
+    // Every queue is on the dashboard.
+    for (const q of Object.values(queues)) expect(body).toContain(q.id);
   });
 
-  test('names each function and its code the way `sam local invoke -t cdk.out/<stack>.template.json <LogicalId>` reads them', async () => {
-    const outdir = await mkdtemp(join(tmpdir(), 'outrigger-sam-'));
-    try {
-      // The app as `cdk synth` builds it (its own default context), without the CLI's context: it must not rely on it.
-      const { app, stack } = outriggerApp({ outdir, context: { 'aws:cdk:bundling-stacks': [], 'outrigger:clusters': [cluster] } });
-      app.synth();
-      const t = JSON.parse(await readFile(join(outdir, `${stack.stackName}.template.json`), 'utf8')) as { Resources: Record<string, { Type: string; Metadata?: Record<string, unknown> }> };
+  test('names each function, its code and its cluster-configuration layer the way `sam local invoke -t cdk.out/<stack>.template.json <LogicalId>` reads them', async () => {
+    await synthesized([cluster], ({ template: t, directory }) => {
       const fns = Object.entries(t.Resources).filter(([, r]) => r.Type === 'AWS::Lambda::Function');
       expect(fns).toHaveLength(functions.length);
       for (const [, r] of fns) expect(r.Metadata).toMatchObject({ 'aws:asset:path': expect.any(String), 'aws:asset:property': 'Code' });
-    } finally {
-      await rm(outdir, { recursive: true, force: true });
-    }
+      // sam mounts the layer's directory at /opt, where OUTRIGGER_CLUSTERS_FILE looks.
+      const layers = Object.entries(t.Resources).filter(([, r]) => r.Type === 'AWS::Lambda::LayerVersion');
+      expect(layers).toHaveLength(1);
+      const [id, layer] = layers[0]!;
+      expect(layer.Metadata).toMatchObject({ 'aws:asset:path': expect.any(String), 'aws:asset:property': 'Content' });
+      for (const [, r] of fns) expect(r.Properties.Layers).toEqual([{ Ref: id }]);
+      expect(layerClusters(directory, layer.Metadata!['aws:asset:path'] as string)).toEqual([cluster]);
+    });
+  });
+
+  test('with 10 EKS clusters (1,500 bytes of CA data each), keeps every function\'s environment under Lambda\'s 4 KB, the layer\'s file holding every cluster', async () => {
+    const caData = (i: number) => Buffer.alloc(1125, `cluster ${i} certificate authority `).toString('base64');
+    const clusters: ClusterConfig[] = Array.from({ length: 10 }, (_, i) => ({
+      id: `cluster-${i}`,
+      access: { kind: 'eks', server: `https://${'0123456789ABCDEF'.repeat(2)}.gr7.eu-west-1.eks.amazonaws.com`, caData: caData(i), clusterName: `outrigger-cluster-${i}`, region: 'eu-west-1' },
+      storage: { enabled: true, migrations: 'outrigger', reporters: [{ id: 'apiserver-a' }, { id: 'apiserver-b' }] },
+    }));
+    expect(caData(0)).toHaveLength(1500);
+    await synthesized(clusters, ({ template: t, directory }) => {
+      const sizes = Object.values(t.Resources)
+        .filter((r) => r.Type === 'AWS::Lambda::Function')
+        .map((r) => environmentBytes(r.Properties.Environment.Variables as Record<string, unknown>));
+      expect(sizes).toHaveLength(functions.length);
+      expect(Math.max(...sizes)).toBeLessThan(LAMBDA_ENVIRONMENT_BYTES);
+      const layer = Object.values(t.Resources).find((r) => r.Type === 'AWS::Lambda::LayerVersion')!;
+      const file = join(directory, layer.Metadata!['aws:asset:path'] as string, CLUSTERS_FILE_IN_LAYER);
+      // What the file holds would not have fitted in the environment.
+      expect(JSON.stringify(clusters).length).toBeGreaterThan(4 * LAMBDA_ENVIRONMENT_BYTES);
+      expect(clustersFromEnv({ OUTRIGGER_CLUSTERS_FILE: file })).toEqual(clusters);
+      // Each cluster's storage poll has a rule of its own, within EventBridge's limit on a rule's targets.
+      const rules = Object.values(t.Resources).filter((r) => r.Type === 'AWS::Events::Rule' && r.Properties.ScheduleExpression === 'rate(10 minutes)');
+      expect(rules).toHaveLength(10);
+      for (const r of rules) expect((r.Properties.Targets as unknown[]).length).toBeLessThanOrEqual(TARGETS_PER_RULE);
+    });
   });
 
   test('lets the map function invoke the named hook functions (and their versions) only; the example hooks deploy on request', () => {

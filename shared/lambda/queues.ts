@@ -1,0 +1,49 @@
+// Every cluster has queues of its own (issue 7): its events queue (the router's input) and one queue per sync
+// target, each with a dead-letter queue beside it. A noisy cluster's backlog then never sits in front of another
+// cluster's messages, and each cluster's consumers scale to its own limit (one event source mapping per queue).
+// All queues of a deployment follow one naming pattern, so a function reaches any of them from one prefix
+// (OUTRIGGER_QUEUE_URL_PREFIX): a map of URLs, clusters × targets of them, would outgrow Lambda's 4 KB of
+// environment variables at a handful of clusters.
+
+/** A cluster's events queue among its queues; the others are named by their sync target. */
+export const EVENTS_QUEUE = 'events';
+
+/** SQS's limit on a queue's name, `.fifo` included. */
+export const MAX_QUEUE_NAME_LENGTH = 80;
+
+/** `<cluster>-<queue>.fifo`, and `<cluster>-<queue>-dlq.fifo` for its dead-letter queue; a deployment prefixes both with its name. */
+export function queueName(cluster: string, queue: string, deadLetter = false): string {
+  return `${cluster}-${queue}${deadLetter ? '-dlq' : ''}.fifo`;
+}
+
+const FIFO = '.fifo';
+const DEAD_LETTER_FIFO = `-dlq${FIFO}`;
+
+/** A deployment's queues, from the start every queue URL shares: `https://sqs.<region>.amazonaws.com/<account>/<stack>-`. */
+export class QueueUrls {
+  readonly prefix: string;
+  constructor(prefix: string) {
+    if (!/^https?:\/\/[^/]+\/[^/]+\/[^/]*$/.test(prefix)) throw new Error(`OUTRIGGER_QUEUE_URL_PREFIX is ${JSON.stringify(prefix)}, not a queue URL without its queue name's end (https://sqs.<region>.amazonaws.com/<account>/<stack>-)`);
+    this.prefix = prefix;
+  }
+
+  url(cluster: string, queue: string, deadLetter = false): string {
+    return this.prefix + queueName(cluster, queue, deadLetter);
+  }
+
+  /** The dead-letter queue beside the queue a message came from (its SQS record's eventSourceARN). */
+  deadLetterOf(sourceQueueArn: string): string {
+    const name = sourceQueueArn.slice(sourceQueueArn.lastIndexOf(':') + 1);
+    const slash = this.prefix.lastIndexOf('/') + 1;
+    if (!name.startsWith(this.prefix.slice(slash)) || !name.endsWith(FIFO) || name.endsWith(DEAD_LETTER_FIFO)) {
+      throw new Error(`${sourceQueueArn} is not a queue of this deployment (${this.prefix}<cluster>-<queue>${FIFO}): it has no dead-letter queue here`);
+    }
+    return `${this.prefix.slice(0, slash)}${name.slice(0, -FIFO.length)}${DEAD_LETTER_FIFO}`;
+  }
+}
+
+export function queueUrlsFromEnv(env: NodeJS.ProcessEnv = process.env): QueueUrls {
+  const prefix = env.OUTRIGGER_QUEUE_URL_PREFIX;
+  if (!prefix) throw new Error('OUTRIGGER_QUEUE_URL_PREFIX is not set');
+  return new QueueUrls(prefix);
+}
