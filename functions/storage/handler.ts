@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { syncFunction } from '../../shared/lambda/sync-function.ts';
 import { makeSyncRequest } from '../../shared/lambda/sync-request.ts';
-import { isTerminal, phaseOf, type StorageVersionMigration } from '../../shared/storage/index.ts';
-import { migrationResource, stateNameOfMigration } from './context.ts';
+import { isTerminal, phaseOf, type StorageState, type StorageVersionMigration } from '../../shared/storage/index.ts';
+import { migrationResource, stateNameOfMigration, storageStates } from './context.ts';
 import { storageContext } from './environment.ts';
 import { lead } from './leader.ts';
 
@@ -17,7 +17,8 @@ export const handler = syncFunction('storage', async ({ key, causes }, { env, lo
   // A cluster limited to some API groups leaves the others' migrations alone.
   const groups = env.clusters.config(key.cluster).storage?.groups;
   if (groups && !groups.includes(svm.spec.resource.group ?? '')) return;
-  const result = await lead(ctx, { stateNames: [stateNameOfMigration(svm)] });
+  const state = await ctx.kube.find<StorageState>(storageStates, stateNameOfMigration(svm));
+  const result = await lead(ctx, { states: state ? [state] : [] });
   logger.info('storage leader step', { migration: key.name, ...result });
   if (ctx.mode === 'outrigger' && !isTerminal(phaseOf(svm))) await env.syncSink.send('migrator', [makeSyncRequest(key, causes)]);
 });

@@ -39,7 +39,12 @@ export interface LeadResult {
   epochReads: number;
 }
 
-export async function lead(ctx: StorageContext, opts: { stateNames?: readonly string[] } = {}): Promise<LeadResult> {
+/**
+ * `states`: the StorageStates to look at, as the caller last read or wrote them (a poll's own heartbeats
+ * answer with the state as written); by default all of them, listed. A state that may need an action is read
+ * again under the lease, so an older copy costs at most a missed action, which the next step takes.
+ */
+export async function lead(ctx: StorageContext, opts: { states?: readonly StorageState[] } = {}): Promise<LeadResult> {
   const result: LeadResult = { leader: false, states: 0, created: [], cancelled: [], narrowed: [], epochReads: 0 };
   // One holder per step: reporters polled concurrently in one process must not share (and release) one lease.
   const lease = await ctx.state.leases.acquireWithin(ctx.cluster, LEADER_LEASE, `${ctx.holder}/${randomUUID()}`, LEASE_TTL_MS, LEASE_WAIT_MS);
@@ -47,9 +52,8 @@ export async function lead(ctx: StorageContext, opts: { stateNames?: readonly st
   result.leader = true;
   result.term = lease.term;
   try {
-    const wanted = opts.stateNames ? new Set(opts.stateNames) : undefined;
     const [states, all] = await Promise.all([
-      ctx.kube.listAll<StorageState>(storageStates),
+      opts.states ?? ctx.kube.listAll<StorageState>(storageStates),
       ctx.kube.listAll<StorageVersionMigration>(migrationResource(ctx)),
     ]);
     const byState = new Map<string, StorageVersionMigration[]>();
@@ -59,14 +63,12 @@ export async function lead(ctx: StorageContext, opts: { stateNames?: readonly st
     }
     const limit = pLimit(8);
     await Promise.all(
-      states
-        .filter((s) => !wanted || wanted.has(s.metadata.name ?? ''))
-        .map((s) =>
-          limit(async () => {
-            result.states += 1;
-            await leadOne(ctx, lease, s, byState.get(s.metadata.name ?? '') ?? [], result);
-          }),
-        ),
+      states.map((s) =>
+        limit(async () => {
+          result.states += 1;
+          await leadOne(ctx, lease, s, byState.get(s.metadata.name ?? '') ?? [], result);
+        }),
+      ),
     );
   } finally {
     await ctx.state.leases.release(lease).catch(() => undefined);

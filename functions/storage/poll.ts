@@ -36,22 +36,24 @@ export async function pollReporter(
 ): Promise<PollResult> {
   const now = ctx.now();
   const started = Date.now();
-  const discovery = await discoverStorageVersions(reporter.client, { groups: opts.groups });
-  const existing = new Map((await ctx.kube.listAll<StorageState>(storageStates)).map((s) => [s.metadata.name ?? '', s]));
+  const [discovery, listed] = await Promise.all([discoverStorageVersions(reporter.client, { groups: opts.groups }), ctx.kube.listAll<StorageState>(storageStates)]);
+  const existing = new Map(listed.map((s) => [s.metadata.name ?? '', s]));
   const result: PollResult = { reporter: reporter.id, resources: discovery.resources.length, created: 0, changed: 0, heartbeats: 0, reset: 0, conflicts: 0, failedGroups: discovery.failed };
   for (const f of discovery.failed) ctx.log?.('discovery failed for a group; its resources keep their last heartbeat', { reporter: reporter.id, ...f });
   const limit = pLimit(WRITE_CONCURRENCY);
-  await Promise.all(discovery.resources.map((r) => limit(() => reportResource(ctx, reporter.id, r, existing.get(storageStateName(r)), now, result))));
+  const reported = await Promise.all(discovery.resources.map((r) => limit(() => reportResource(ctx, reporter.id, r, existing.get(storageStateName(r)), now, result))));
   result.reportMs = Date.now() - started;
   if (opts.lead !== false) {
     const leading = Date.now();
-    result.leader = await lead(ctx, { stateNames: discovery.resources.map((r) => storageStateName(r)) });
+    // The states as this poll's writes left them: no second list of every state.
+    result.leader = await lead(ctx, { states: reported });
     result.leaderMs = Date.now() - leading;
   }
   return result;
 }
 
-async function reportResource(ctx: StorageContext, reporter: string, r: StorageVersionEntry, listed: StorageState | undefined, now: Date, result: PollResult): Promise<void> {
+/** Writes this reporter's entry; returns the state as written. */
+async function reportResource(ctx: StorageContext, reporter: string, r: StorageVersionEntry, listed: StorageState | undefined, now: Date, result: PollResult): Promise<StorageState> {
   const name = storageStateName(r);
   let current = listed;
   for (let attempt = 1; ; attempt += 1) {
@@ -73,16 +75,16 @@ async function reportResource(ctx: StorageContext, reporter: string, r: StorageV
       }
       const next = report(current.status, { reporter, hash: r.storageVersionHash, now }, ctx.periodMs);
       if (next.change === 'heartbeat' && attempt === 1) {
-        await ctx.kube.patch(storageStates, name, undefined, heartbeatPatch(current, { reporter, hash: r.storageVersionHash, now }), 'json', { subresource: 'status' });
+        const written = await ctx.kube.patch<StorageState>(storageStates, name, undefined, heartbeatPatch(current, { reporter, hash: r.storageVersionHash, now }), 'json', { subresource: 'status' });
         result.heartbeats += 1;
-        return;
+        return written;
       }
       if (next.change !== 'heartbeat') await ctx.state.records.increment(epochKey(ctx.cluster, name));
-      await ctx.kube.patch(storageStates, name, undefined, { metadata: { resourceVersion: current.metadata.resourceVersion }, status: next.status }, 'merge', { subresource: 'status' });
+      const written = await ctx.kube.patch<StorageState>(storageStates, name, undefined, { metadata: { resourceVersion: current.metadata.resourceVersion }, status: next.status }, 'merge', { subresource: 'status' });
       if (next.change === 'created') result.created += 1;
       else if (next.change === 'hash') result.changed += 1;
       else result.heartbeats += 1;
-      return;
+      return written;
     } catch (err) {
       // A failed test operation answers 422; the retry is a plain compare-and-set, where a real 422 shows again.
       const raced = isKubeError(err, 'Conflict') || isKubeError(err, 'AlreadyExists') || isKubeError(err, 'NotFound') || (attempt === 1 && isKubeError(err, 'Invalid'));
