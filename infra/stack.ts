@@ -66,11 +66,11 @@ export const EXAMPLE_HOOKS: Record<string, string> = { 'outrigger-snapshot-sched
 
 /** DynamoDB actions each function's code performs on the table; nothing else is granted. */
 // Leases are UpdateItem; fenced writes are TransactWriteItems, authorised per item (ConditionCheckItem, PutItem).
-const historyActions = ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:ConditionCheckItem'];
 const tableActions: Record<string, string[]> = {
   heartbeat: ['dynamodb:GetItem', 'dynamodb:PutItem'],
-  history: historyActions,
-  truncate: ['dynamodb:GetItem', 'dynamodb:UpdateItem'],
+  // The parent's history lease, its memo read on the fast path. (Truncation needs no table: its deletes are
+  // preconditioned on each revision's resourceVersion instead of a lease.)
+  history: ['dynamodb:GetItem', 'dynamodb:UpdateItem'],
   // Storage: epochs (UpdateItem ADD, GetItem), the leader lease (UpdateItem) and its fenced decision log
   // (PutItem in a transaction with a ConditionCheckItem on the lease).
   'storage-poll': ['dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:PutItem', 'dynamodb:ConditionCheckItem'],

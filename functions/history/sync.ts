@@ -23,7 +23,7 @@ export const MAX_COLLISIONS = 10;
 // Longer than the function timeout (60 s) with room to spare: a holder never outlives its lease unnoticed.
 const LEASE_TTL_MS = 90_000;
 /** A write is made only while the lease has at least this long left. */
-export const LEASE_MARGIN_MS = 15_000;
+const LEASE_MARGIN_MS = 15_000;
 const LEASE_WAIT_MS = 20_000;
 const CHANGE_CAUSE = 'kubernetes.io/change-cause';
 
@@ -127,8 +127,8 @@ export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key
   }
 }
 
-/** The parent's history lease, shared by the sync and truncation; waits briefly while another holds it. */
-export async function acquireParentLease(deps: HistoryDeps, key: SyncKey): Promise<Lease> {
+/** The parent's history lease; waits briefly while another sync holds it. */
+async function acquireParentLease(deps: HistoryDeps, key: SyncKey): Promise<Lease> {
   // Holders finish in milliseconds (a sync or a truncation), so the wait polls briskly.
   const lease = await deps.state.leases.acquireWithin(key.cluster, leaseName(key.uid), deps.holder, LEASE_TTL_MS, LEASE_WAIT_MS);
   if (!lease) throw new Error(`another sync of ${key.kind} ${key.namespace}/${key.name} held its lease for over ${LEASE_WAIT_MS / 1000} s; retrying later`);

@@ -1,16 +1,19 @@
 // Truncation (seed 000, History Maintenance), run after a new revision or a rollback and when generated
 // objects are deleted. It deletes the oldest non-live revisions the parent owns until at most the limit
-// remain. Never deleted: the latest revision (the parent's target state), any revision a generated object is
-// labelled with or the parent's status names (current and update revision), and anything the parent does not
-// own. Deletes carry the revision's uid and resourceVersion as preconditions, so a revision that changed
-// meanwhile (renumbered by a rollback, say) is left for the next run to decide on.
+// remain. Never deleted: the latest revision, any revision holding the parent's target state as truncation
+// reads it (a rollback whose sync has not run yet), any revision a generated object is labelled with or the
+// parent's status names (current and update revision), and anything the parent does not own.
+// No lease: every delete carries the revision's uid and resourceVersion as preconditions, so a revision that
+// changed after it was read (renumbered by a rollback, relabelled by an adoption) is left for the next run to
+// decide on, and a sync that loses the race to reuse a deleted revision fails its write and is retried. So a
+// history sync never waits for truncation.
 import { Resources, isKubeError, resolveKind, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
-import { labelSelectorString, parentLabels } from '../../shared/history/data.ts';
+import { labelSelectorString, parentLabels, semanticallyEqual, targetState, type JsonObject } from '../../shared/history/data.ts';
 import { historyLimit, type RevisionPolicy } from '../../shared/history/policy.ts';
 import { HASH_LABEL, truncationPlan, type ControllerRevision } from '../../shared/history/revisions.ts';
 import { compileSelector, isControlledBy, selectorString, type LabelSelector, type SyncKey } from '../../shared/ownership/index.ts';
-import type { State } from '../../shared/state/index.ts';
-import { LEASE_MARGIN_MS, acquireParentLease, currentRevisionKey, fieldAt, resolveTarget } from './sync.ts';
+import { targetDefaults } from './defaults.ts';
+import { currentRevisionKey, fieldAt, resolveTarget } from './sync.ts';
 
 export interface TruncateResult {
   deleted: string[];
@@ -48,7 +51,7 @@ export async function liveRevisions(kube: KubeClient, policy: RevisionPolicy, pa
   return live;
 }
 
-export async function truncateHistory(deps: { kube: KubeClient; state: State; holder: string }, policy: RevisionPolicy, key: SyncKey): Promise<TruncateResult> {
+export async function truncateHistory(deps: { kube: KubeClient }, policy: RevisionPolicy, key: SyncKey): Promise<TruncateResult> {
   const target = await resolveTarget(deps.kube, policy);
   let parent: KubeObject;
   try {
@@ -60,51 +63,31 @@ export async function truncateHistory(deps: { kube: KubeClient; state: State; ho
   if (parent.metadata.uid !== key.uid) return { deleted: [], kept: 0, live: [], skipped: 'the parent was replaced' };
   if (parent.metadata.deletionTimestamp) return { deleted: [], kept: 0, live: [], skipped: 'the parent is being deleted' };
 
-  const plan = async () => {
-    const listed = await deps.kube.list<ControllerRevision>(Resources.controllerRevisions, {
-      namespace: parent.metadata.namespace,
-      labelSelector: labelSelectorString(parentLabels(parent)),
-    });
-    const owned = listed.items.filter((r) => isControlledBy(r, parent));
-    const live = await liveRevisions(deps.kube, policy, parent);
-    if (!live) return { owned, live, doomed: [] as ControllerRevision[] };
-    const doomed = policy.spec.mode === 'revisionKey' ? await revisionKeyPlan(deps.kube, policy, parent, owned, live) : truncationPlan(owned, live, historyLimit(policy, parent));
-    return { owned, live, doomed };
-  };
-  const skippedNoSelector = (owned: number): TruncateResult => ({
-    deleted: [],
-    kept: owned,
-    live: [],
-    skipped: `the parent has no readable selector at ${policy.spec.generated?.selectorPath}, so live revisions cannot be known`,
+  const listed = await deps.kube.list<ControllerRevision>(Resources.controllerRevisions, {
+    namespace: parent.metadata.namespace,
+    labelSelector: labelSelectorString(parentLabels(parent)),
   });
-
-  // Reads need no lease: most runs find nothing to delete and never hold up a history sync.
-  const first = await plan();
-  if (!first.live) return skippedNoSelector(first.owned.length);
-  if (first.doomed.length === 0) return { deleted: [], kept: first.owned.length, live: [...first.live] };
-
-  // Deleting: under the same lease as the history sync (a rollback must not reuse a revision being deleted),
-  // deciding again on what is there now.
-  const lease = await acquireParentLease(deps, key);
-  try {
-    const { owned, live, doomed } = await plan();
-    if (!live) return skippedNoSelector(owned.length);
-    const deleted: string[] = [];
-    for (const r of doomed) {
-      if (!deps.state.leases.stillHeld(lease, LEASE_MARGIN_MS)) throw new Error(`the history lease of ${key.namespace}/${key.name} is about to expire; stopping truncation`);
-      try {
-        await deps.kube.delete(Resources.controllerRevisions, r.metadata.name!, r.metadata.namespace, {
-          preconditions: { uid: r.metadata.uid!, resourceVersion: r.metadata.resourceVersion! },
-        });
-        deleted.push(r.metadata.name!);
-      } catch (err) {
-        if (!isKubeError(err, 'NotFound') && !isKubeError(err, 'Conflict')) throw err;
-      }
-    }
-    return { deleted, kept: owned.length - deleted.length, live: [...live] };
-  } finally {
-    await deps.state.leases.release(lease);
+  const owned = listed.items.filter((r) => isControlledBy(r, parent));
+  const live = await liveRevisions(deps.kube, policy, parent);
+  if (!live) {
+    return { deleted: [], kept: owned.length, live: [], skipped: `the parent has no readable selector at ${policy.spec.generated?.selectorPath}, so live revisions cannot be known` };
   }
+  const candidate = targetState(parent as unknown as JsonObject, policy.spec.targetState);
+  const defaults = await targetDefaults(deps.kube, key.cluster, target);
+  for (const r of owned) if (semanticallyEqual(r.data, candidate, defaults)) live.add(r.metadata.name!);
+  const doomed = policy.spec.mode === 'revisionKey' ? await revisionKeyPlan(deps.kube, policy, parent, owned, live) : truncationPlan(owned, live, historyLimit(policy, parent));
+  const deleted: string[] = [];
+  for (const r of doomed) {
+    try {
+      await deps.kube.delete(Resources.controllerRevisions, r.metadata.name!, r.metadata.namespace, {
+        preconditions: { uid: r.metadata.uid!, resourceVersion: r.metadata.resourceVersion! },
+      });
+      deleted.push(r.metadata.name!);
+    } catch (err) {
+      if (!isKubeError(err, 'NotFound') && !isKubeError(err, 'Conflict')) throw err;
+    }
+  }
+  return { deleted, kept: owned.length - deleted.length, live: [...live] };
 }
 
 /**

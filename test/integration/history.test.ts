@@ -199,7 +199,7 @@ describe('review findings', () => {
       await sync(sts);
     }
     const blind: RevisionPolicy = { ...policy, spec: { ...policy.spec, revisionHistoryLimit: 0, generated: { ...policy.spec.generated!, selectorPath: 'spec.noSuchSelector' } } };
-    const result = await truncateHistory({ kube, state, holder: 'test' }, blind, keyOf(sts));
+    const result = await truncateHistory({ kube }, blind, keyOf(sts));
     expect(result.deleted).toEqual([]);
     expect(result.skipped).toMatch(/no readable selector/);
   });
@@ -285,13 +285,32 @@ describe('truncation', () => {
     }
     const before = await history(ns);
     expect(before).toHaveLength(6);
-    const result = await truncateHistory({ kube, state, holder: 'test' }, policy, keyOf(sts));
+    const result = await truncateHistory({ kube }, policy, keyOf(sts));
     const after = await history(ns);
     // Live: revision 1 (the pod) and 6 (the latest); non-live kept: the newest two of 2..5.
     expect(summary(after)).toEqual(['1:registry.example/t:1', '4:registry.example/t:4', '5:registry.example/t:5', '6:registry.example/t:6']);
     expect(result.deleted).toHaveLength(2);
     // Idempotent: a second run deletes nothing.
-    expect((await truncateHistory({ kube, state, holder: 'test' }, policy, keyOf(sts))).deleted).toEqual([]);
+    expect((await truncateHistory({ kube }, policy, keyOf(sts))).deleted).toEqual([]);
+  }, 60_000);
+
+  test("never deletes the revision holding the parent's target state, even before the sync has made it the latest (a rollback)", async () => {
+    const ns = await createNamespace('trunc');
+    let sts = await createSts(ns, 'web', 'registry.example/t:1');
+    await adminClient().patch(statefulSets, 'web', ns, { metadata: { annotations: { 'outrigger.dev/revision-history-limit': '0' } } }, 'merge');
+    await sync(sts);
+    for (const image of ['t:2', 't:3']) {
+      sts = await setImage(ns, 'web', `registry.example/${image}`);
+      await sync(sts);
+    }
+    // Back to t:1; truncation runs first (a generated object was deleted, say).
+    sts = await setImage(ns, 'web', 'registry.example/t:1');
+    const result = await truncateHistory({ kube }, policy, keyOf(sts));
+    expect(summary(await history(ns))).toEqual(['1:registry.example/t:1', '3:registry.example/t:3']);
+    expect(result.deleted).toHaveLength(1);
+    // The sync then recognises the rollback on the revision that was kept.
+    expect(await sync(sts)).toMatchObject({ outcome: 'rollback', number: 4 });
+    expect(summary(await history(ns))).toEqual(['3:registry.example/t:3', '4:registry.example/t:1']);
   }, 60_000);
 
   test('never deletes a revision another controller owns', async () => {
@@ -307,7 +326,7 @@ describe('truncation', () => {
       revision: 0,
     });
     await sync(sts);
-    await truncateHistory({ kube, state, holder: 'test' }, policy, keyOf(sts));
+    await truncateHistory({ kube }, policy, keyOf(sts));
     expect((await kube.get(Resources.controllerRevisions, 'foreign', ns)).metadata.uid).toBe(foreign.metadata.uid);
   });
 });

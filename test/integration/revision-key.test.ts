@@ -90,14 +90,14 @@ test('the three cases of KEP-238, lookup by key, and cleanup once the rollout is
   // A worker still runs the old key: even once the rollout reads as done, its revision stays.
   await leaderPod(ns, 'lws-worker', 'legacy-key');
   // Not done yet: nothing is deleted.
-  expect((await truncateHistory({ kube, state, holder: 'rk' }, policy, keyOf(w))).deleted).toEqual([]);
+  expect((await truncateHistory({ kube }, policy, keyOf(w))).deleted).toEqual([]);
   // The parent's controller rolls the leader to the new key and reports the rollout done.
   await admin.patch(Resources.pods, 'lws', ns, { metadata: { labels: { [KEY]: newKey } } }, 'merge');
   w = await admin.patch(widgets, 'lws', ns, { status: { conditions: [{ type: 'Available', status: 'True' }] } }, 'merge', { subresource: 'status' });
-  expect((await truncateHistory({ kube, state, holder: 'rk' }, policy, keyOf(w))).deleted).toEqual([]);
+  expect((await truncateHistory({ kube }, policy, keyOf(w))).deleted).toEqual([]);
   expect(await keys(ns)).toEqual(['1:legacy-key', `2:${newKey}`]);
   await admin.delete(Resources.pods, 'lws-worker', ns);
-  expect((await truncateHistory({ kube, state, holder: 'rk' }, policy, keyOf(w))).deleted).toHaveLength(1);
+  expect((await truncateHistory({ kube }, policy, keyOf(w))).deleted).toHaveLength(1);
   expect(await keys(ns)).toEqual([`2:${newKey}`]);
 
   // Case 2, a new object with no generated object yet: keyed by its hash.

@@ -212,8 +212,8 @@ describe('the Outrigger stack', () => {
       sorted({
         Heartbeat: table('dynamodb:GetItem', 'dynamodb:PutItem'),
         Router: consumer('ProdEvents', 'ProdSyncHistory', 'ProdSyncStorage', 'ProdSyncMap'),
-        History: [...table('dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:ConditionCheckItem'), ...consumer('ProdSyncHistory', 'ProdSyncTruncate')],
-        Truncate: [...table('dynamodb:GetItem', 'dynamodb:UpdateItem'), ...consumer('ProdSyncTruncate')],
+        History: [...table('dynamodb:GetItem', 'dynamodb:UpdateItem'), ...consumer('ProdSyncHistory', 'ProdSyncTruncate')],
+        Truncate: consumer('ProdSyncTruncate'),
         StoragePoll: table('dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:PutItem', 'dynamodb:ConditionCheckItem'),
         Storage: [...table('dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:PutItem', 'dynamodb:ConditionCheckItem'), ...consumer('ProdSyncStorage', 'ProdSyncMigrator')],
         Migrator: [...table('dynamodb:UpdateItem'), ...consumer('ProdSyncMigrator', 'ProdSyncMigrator')],
