@@ -54,6 +54,8 @@ interface HistoryRecord {
    * after a write to another resource (the parent's update) takes up to a progress-notify round, ~50-100 ms.
    */
   revisionsVersion?: string;
+  /** The latest revision's uid. */
+  revisionUid?: string;
 }
 
 const leaseName = (parentUid: string) => `history/${parentUid}`;
@@ -64,12 +66,36 @@ export async function resolveTarget(kube: KubeClient, policy: RevisionPolicy): P
   return target;
 }
 
+/** A cause is `<kind>/<envelope id>`, and an envelope id `<cluster>/<uid>/<resourceVersion>/<event type>`. */
+function parseCause(cause: string) {
+  const [kind, , uid, resourceVersion, type] = cause.split('/');
+  return { kind, uid, resourceVersion, type };
+}
+
 /**
- * A cause is `<kind>/<envelope id>` and an envelope id ends in the event type. Only events of the parent
- * itself (not of its revisions, not deletions of what it generated) allow the fast path.
+ * Whether the history record may answer for these causes (so it is worth reading): events of the parent itself
+ * and of its revisions. An event of a generated object (a pod deleted) always takes the full sync.
  */
-export function onlyParentChanged(causes: readonly string[], parentUid: string): boolean {
-  return causes.length > 0 && causes.every((c) => c.includes(`/${parentUid}/`) && !c.startsWith('ControllerRevision/'));
+export function recordMayAnswer(causes: readonly string[], parentUid: string): boolean {
+  return causes.length > 0 && causes.every((c) => {
+    const { kind, uid } = parseCause(c);
+    return kind === 'ControllerRevision' || uid === parentUid;
+  });
+}
+
+/**
+ * Whether the record answers for every cause, given that it holds the parent's current target state: the
+ * parent's own events; the echo of the record's own write (a revision event at the resourceVersion it left);
+ * the deletion of a revision other than the latest (truncation's), which changes no decision. The echoes of
+ * a sync's writes are then no second sync in the parent's message group, ahead of its next change.
+ */
+export function recordAnswers(causes: readonly string[], parentUid: string, record: Pick<HistoryRecord, 'revisionsVersion' | 'revisionUid'>): boolean {
+  return causes.length > 0 && causes.every((c) => {
+    const { kind, uid, resourceVersion, type } = parseCause(c);
+    if (kind !== 'ControllerRevision') return uid === parentUid;
+    if (type === 'deleted') return record.revisionUid !== undefined && uid !== record.revisionUid;
+    return record.revisionsVersion !== undefined && resourceVersion === record.revisionsVersion;
+  });
 }
 
 type ParentRead = { parent: KubeObject; skipped?: undefined } | { parent?: undefined; skipped: { outcome: 'skipped'; reason: string } };
@@ -97,9 +123,8 @@ export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key
   const first = await readParent(deps, target, key);
   if (first.skipped) return first.skipped;
   const digest = digestOf(targetState(first.parent as unknown as JsonObject, policy.spec.targetState), policy.defaults);
-  // Only a parent-only event can take the fast path, so only then is the record worth reading.
-  const record = policy.spec.mode === 'snapshot' && onlyParentChanged(causes, key.uid) ? ((await deps.state.leases.get(key.cluster, leaseName(key.uid)))?.memo as HistoryRecord | undefined) : undefined;
-  if (record && record.digest === digest) {
+  const record = policy.spec.mode === 'snapshot' && recordMayAnswer(causes, key.uid) ? ((await deps.state.leases.get(key.cluster, leaseName(key.uid)))?.memo as HistoryRecord | undefined) : undefined;
+  if (record && record.digest === digest && recordAnswers(causes, key.uid, record)) {
     return { outcome: 'cached', revision: record.revision, number: record.number };
   }
 
@@ -122,7 +147,7 @@ export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key
     return result.outcome;
   } finally {
     // The record is a cache of what the sync found, left on the lease only while it is still held.
-    const memo: HistoryRecord | undefined = result && { digest: heldDigest, revision: result.outcome.revision, number: result.outcome.number, revisionsVersion: result.revisionsVersion };
+    const memo: HistoryRecord | undefined = result && { digest: heldDigest, revision: result.outcome.revision, number: result.outcome.number, revisionsVersion: result.revisionsVersion, revisionUid: result.revisionUid };
     await deps.state.leases.release(lease, memo);
   }
 }
@@ -135,7 +160,7 @@ async function acquireParentLease(deps: HistoryDeps, key: SyncKey): Promise<Leas
   return lease;
 }
 
-type LockedOutcome = { outcome: Exclude<SyncOutcome, { outcome: 'skipped' | 'cached' }>; revisionsVersion: string | undefined };
+type LockedOutcome = { outcome: Exclude<SyncOutcome, { outcome: 'skipped' | 'cached' }>; revisionsVersion: string | undefined; revisionUid: string | undefined };
 
 /**
  * The parent's revisions, at least as new as `notOlderThan` (from the history record). Without one (a first
@@ -170,17 +195,17 @@ async function syncLocked(deps: HistoryDeps, policy: RevisionPolicy, target: Res
   const outcome = decide(candidate, owned, policy.defaults);
   switch (outcome.kind) {
     case 'unchanged':
-      return { outcome: { outcome: 'unchanged', revision: outcome.revision.metadata.name!, number: outcome.revision.revision }, revisionsVersion: listedVersion };
+      return { outcome: { outcome: 'unchanged', revision: outcome.revision.metadata.name!, number: outcome.revision.revision }, revisionsVersion: listedVersion, revisionUid: outcome.revision.metadata.uid };
     case 'rollback': {
       // Only the number changes; the apiserver would refuse a change to data, and we never send one.
       const r = outcome.revision;
       guard();
       const patched = await deps.kube.patch<ControllerRevision>(Resources.controllerRevisions, r.metadata.name!, namespace, { metadata: { uid: r.metadata.uid, resourceVersion: r.metadata.resourceVersion }, revision: outcome.number }, 'merge');
-      return { outcome: { outcome: 'rollback', revision: r.metadata.name!, number: outcome.number, truncate: true }, revisionsVersion: patched.metadata.resourceVersion };
+      return { outcome: { outcome: 'rollback', revision: r.metadata.name!, number: outcome.number, truncate: true }, revisionsVersion: patched.metadata.resourceVersion, revisionUid: patched.metadata.uid };
     }
     case 'create': {
       const created = await createRevision(deps.kube, target, parent, candidate, outcome.number, {}, guard);
-      return { outcome: { outcome: 'created', revision: created.metadata.name!, number: created.revision, truncate: true }, revisionsVersion: created.metadata.resourceVersion };
+      return { outcome: { outcome: 'created', revision: created.metadata.name!, number: created.revision, truncate: true }, revisionsVersion: created.metadata.resourceVersion, revisionUid: created.metadata.uid };
     }
   }
 }
@@ -281,10 +306,10 @@ async function syncRevisionKey(
   const sorted = [...owned].sort((a, b) => a.revision - b.revision);
   const next = (sorted.at(-1)?.revision ?? 0) + 1;
   const ofKey = (k: string) => sorted.filter((r) => r.metadata.labels?.[label] === k).at(-1);
-  const done = (r: ControllerRevision): LockedOutcome => ({ outcome: { outcome: 'unchanged', revision: r.metadata.name!, number: r.revision }, revisionsVersion: listedVersion });
+  const done = (r: ControllerRevision): LockedOutcome => ({ outcome: { outcome: 'unchanged', revision: r.metadata.name!, number: r.revision }, revisionsVersion: listedVersion, revisionUid: r.metadata.uid });
   const create = async (key: string): Promise<LockedOutcome> => {
     const r = await createRevision(deps.kube, target, parent, candidate, next, { [label]: key }, guard);
-    return { outcome: { outcome: 'created', revision: r.metadata.name!, number: r.revision, truncate: true }, revisionsVersion: r.metadata.resourceVersion };
+    return { outcome: { outcome: 'created', revision: r.metadata.name!, number: r.revision, truncate: true }, revisionsVersion: r.metadata.resourceVersion, revisionUid: r.metadata.uid };
   };
   if (current) {
     const existing = ofKey(current);

@@ -97,6 +97,29 @@ describe('revision creation', () => {
     expect(await history(ns)).toHaveLength(1);
   });
 
+  test("the echo of a sync's own write, and truncation's deletes, cost one read; a deleted latest revision is made again", async () => {
+    const ns = await createNamespace('hist');
+    let sts = await createSts(ns, 'web', 'registry.example/e:1');
+    await sync(sts);
+    sts = await setImage(ns, 'web', 'registry.example/e:2');
+    await sync(sts, parentCause(sts));
+    const [older, latest] = await history(ns);
+    const cause = (r: ControllerRevision, type: string) => `ControllerRevision/it/${r.metadata.uid}/${r.metadata.resourceVersion}/${type}`;
+    const counted = outriggerClient();
+    await sync(sts, parentCause(sts), counted);
+    counted.stats.reset();
+    // The revision the last sync created (its ADDED event), and an older one deleted: nothing to decide.
+    expect(await sync(sts, [cause(latest!, 'added'), ...parentCause(sts)], counted)).toMatchObject({ outcome: 'cached', number: 2 });
+    await kube.delete(Resources.controllerRevisions, older!.metadata.name!, ns);
+    expect(await sync(sts, [cause(older!, 'deleted')], counted)).toMatchObject({ outcome: 'cached', number: 2 });
+    expect(counted.stats.byVerb).toEqual({ get: 2 });
+    // Someone else's change to a revision, or the latest one deleted: the full sync.
+    expect(await sync(sts, [cause(older!, 'modified')], counted)).toMatchObject({ outcome: 'unchanged' });
+    await kube.delete(Resources.controllerRevisions, latest!.metadata.name!, ns);
+    expect(await sync(sts, [cause(latest!, 'deleted')], counted)).toMatchObject({ outcome: 'created', number: 1 });
+    expect(summary(await history(ns))).toEqual(['1:registry.example/e:2']);
+  });
+
   test('a change makes revision 2; going back is a rollback: revision 1 gets number 3, its data untouched', async () => {
     const ns = await createNamespace('hist');
     let sts = await createSts(ns);

@@ -2,6 +2,7 @@ import fc from 'fast-check';
 import { canonicalJson, parsePath, revisionHash, revisionName, semanticallyEqual, targetState, type Json } from '../../shared/history/data.ts';
 import { parsePolicy } from '../../shared/history/policy.ts';
 import { HASH_LABEL, decide, sortRevisions, truncationPlan, type ControllerRevision } from '../../shared/history/revisions.ts';
+import { recordAnswers, recordMayAnswer } from '../../functions/history/sync.ts';
 
 const rev = (name: string, revision: number, image: string, created = '2026-01-01T00:00:00Z'): ControllerRevision => ({
   apiVersion: 'apps/v1',
@@ -140,5 +141,29 @@ describe('policy parsing (the handler side of validation)', () => {
 
   test('fills in the defaults', () => {
     expect(parsePolicy({ metadata: { name: 'p' }, spec: { target: { apiVersion: 'apps/v1', kind: 'X' }, targetState: ['spec.t'] } }).spec).toMatchObject({ revisionHistoryLimit: 10, mode: 'snapshot', statusRevisionPaths: [] });
+  });
+});
+
+describe('which sync requests the history record answers', () => {
+  const record = { revisionsVersion: '120', revisionUid: 'rev-latest' };
+  const cause = (kind: string, uid: string, rv: string, type: string) => `${kind}/c1/${uid}/${rv}/${type}`;
+
+  test("the parent's own events, the echo of the record's write and deletions of older revisions", () => {
+    expect(recordAnswers([cause('StatefulSet', 'p', '130', 'modified')], 'p', record)).toBe(true);
+    expect(recordAnswers([cause('ControllerRevision', 'rev-latest', '120', 'added'), cause('ControllerRevision', 'rev-old', '125', 'deleted')], 'p', record)).toBe(true);
+  });
+
+  test('not: a revision changed by someone else, the latest deleted, a generated object, another parent, no cause', () => {
+    expect(recordAnswers([cause('ControllerRevision', 'rev-old', '121', 'modified')], 'p', record)).toBe(false);
+    expect(recordAnswers([cause('ControllerRevision', 'rev-latest', '122', 'deleted')], 'p', record)).toBe(false);
+    expect(recordAnswers([cause('Pod', 'pod-1', '123', 'deleted')], 'p', record)).toBe(false);
+    expect(recordAnswers([cause('StatefulSet', 'q', '124', 'modified')], 'p', record)).toBe(false);
+    expect(recordAnswers([], 'p', record)).toBe(false);
+    expect(recordAnswers([cause('ControllerRevision', 'rev-latest', '120', 'added')], 'p', {})).toBe(false);
+  });
+
+  test('is read only when it may answer: never for a generated object', () => {
+    expect(recordMayAnswer([cause('ControllerRevision', 'x', '1', 'added'), cause('StatefulSet', 'p', '2', 'modified')], 'p')).toBe(true);
+    expect(recordMayAnswer([cause('Pod', 'pod-1', '3', 'deleted')], 'p')).toBe(false);
   });
 });
