@@ -11,7 +11,8 @@ export const handler = syncFunction('history', async ({ key, causes }, { env, lo
   const kube = env.clusters.client(key.cluster);
   if (key.kind === 'RevisionPolicy' && key.group === 'outrigger.dev') {
     const r = await reportPolicy(kube, key.cluster, key.name);
-    logger.info('policy checked', { policy: key.name, ...r });
+    // `message` is the log line's own key (Powertools drops a field of that name).
+    logger.info('policy checked', { policy: key.name, ready: r.ready, condition: r.message });
     return;
   }
   const policy = policyFor(await listPolicies(kube, key.cluster), key.group, key.kind);
