@@ -2,50 +2,47 @@
 // cluster is reached with the function's own IAM identity, another with a token read from Secrets Manager
 // (named here by ARN), a kubeconfig only in the local runtime.
 import { readFileSync } from 'node:fs';
-import { z } from 'zod';
-import { clusterIdSchema } from './envelope/index.ts';
+import { z } from 'zod/mini';
+import { clusterIdSchema, nonEmpty } from './envelope/index.ts';
 import { connect, type ClusterAccess, type KubeClient, type KubeClientOptions } from './kube/index.ts';
 
 const accessSchema = z.discriminatedUnion('kind', [
-  z.object({ kind: z.literal('kubeconfig'), path: z.string().min(1).optional(), context: z.string().min(1).optional() }).strict(),
-  z
-    .object({
-      kind: z.literal('eks'),
-      server: z.url(),
-      caData: z.string().min(1),
-      clusterName: z.string().min(1),
-      region: z.string().regex(/^[a-z]{2}(-[a-z]+)+-\d$/, 'must be an AWS region such as eu-west-1'),
-    })
-    .strict(),
+  z.strictObject({ kind: z.literal('kubeconfig'), path: z.optional(nonEmpty()), context: z.optional(nonEmpty()) }),
+  z.strictObject({
+    kind: z.literal('eks'),
+    server: z.url(),
+    caData: nonEmpty(),
+    clusterName: nonEmpty(),
+    region: z.string().check(z.regex(/^[a-z]{2}(-[a-z]+)+-\d$/, 'must be an AWS region such as eu-west-1')),
+  }),
   // A cluster outside EKS: its bearer token lives in Secrets Manager (the configuration holds only its ARN).
-  z
-    .object({
-      kind: z.literal('secret'),
-      server: z.url({ protocol: /^https$/, error: 'must be an https URL' }),
-      caData: z.string().min(1).optional(),
-      secretArn: z.string().regex(/^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:.+$/, 'must be a Secrets Manager secret ARN'),
-    })
-    .strict(),
+  z.strictObject({
+    kind: z.literal('secret'),
+    server: z.url({ protocol: /^https$/, error: 'must be an https URL' }),
+    caData: z.optional(nonEmpty()),
+    secretArn: z.string().check(z.regex(/^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:.+$/, 'must be a Secrets Manager secret ARN')),
+  }),
 ]);
 
 // Storage version migration (seed 004). A reporter is one apiserver endpoint whose discovery the poll reads:
 // one in a plain cluster (the access's own server), one per apiserver in an HA control plane, so that a
 // rolling upgrade shows as disagreeing reporters. `groups` limits the poll to some API groups ("" is core).
-const storageSchema = z
-  .object({
-    /** Off: no StorageStates, migrations or polls for this cluster. */
-    enabled: z.boolean().default(true),
-    reporters: z
-      .array(z.object({ id: z.string().regex(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/, 'must be a lowercase DNS name').max(253), server: z.url().optional() }).strict())
-      .min(1)
-      .refine((rs) => new Set(rs.map((r) => r.id)).size === rs.length, 'reporter ids must be unique')
-      .optional(),
-    migrations: z.enum(['outrigger', 'in-tree']).default('outrigger'),
-    /** The migrator's own access, where it differs (the local runtime's migrator identity); in AWS its IAM role decides. */
-    migratorAccess: accessSchema.optional(),
-    groups: z.array(z.string()).optional(),
-  })
-  .strict();
+const storageSchema = z.strictObject({
+  /** Off: no StorageStates, migrations or polls for this cluster. */
+  enabled: z._default(z.boolean(), true),
+  reporters: z.optional(
+    z
+      .array(z.strictObject({ id: z.string().check(z.regex(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/, 'must be a lowercase DNS name'), z.maxLength(253)), server: z.optional(z.url()) }))
+      .check(
+        z.minLength(1),
+        z.refine((rs) => new Set(rs.map((r) => r.id)).size === rs.length, 'reporter ids must be unique'),
+      ),
+  ),
+  migrations: z._default(z.enum(['outrigger', 'in-tree']), 'outrigger'),
+  /** The migrator's own access, where it differs (the local runtime's migrator identity); in AWS its IAM role decides. */
+  migratorAccess: z.optional(accessSchema),
+  groups: z.optional(z.array(z.string())),
+});
 export type StorageConfig = z.infer<typeof storageSchema>;
 
 /** Lambda's bounds on an SQS event source's maximum concurrency (ScalingConfig.MaximumConcurrency). */
@@ -55,23 +52,23 @@ export const DEFAULT_MAX_CONCURRENCY = 5;
 
 const maxConcurrencySchema = z
   .number({ error: 'must be a whole number' })
-  .int('must be a whole number')
-  .min(MAX_CONCURRENCY_BOUNDS.min, `must be at least ${MAX_CONCURRENCY_BOUNDS.min}: Lambda's lowest maximum concurrency for an SQS event source`)
-  .max(MAX_CONCURRENCY_BOUNDS.max, `must be at most ${MAX_CONCURRENCY_BOUNDS.max}: Lambda's highest maximum concurrency for an SQS event source`);
+  .check(
+    z.int('must be a whole number'),
+    z.gte(MAX_CONCURRENCY_BOUNDS.min, `must be at least ${MAX_CONCURRENCY_BOUNDS.min}: Lambda's lowest maximum concurrency for an SQS event source`),
+    z.lte(MAX_CONCURRENCY_BOUNDS.max, `must be at most ${MAX_CONCURRENCY_BOUNDS.max}: Lambda's highest maximum concurrency for an SQS event source`),
+  );
 
-export const clusterConfigSchema = z
-  .object({
-    id: clusterIdSchema,
-    access: accessSchema,
-    storage: storageSchema.optional(),
-    /**
-     * How many invocations of each function may work on this cluster's queues at once (the event source mapping
-     * of each of its queues): a noisy cluster is held to it, and the others keep their own. Default
-     * DEFAULT_MAX_CONCURRENCY.
-     */
-    maxConcurrency: maxConcurrencySchema.optional(),
-  })
-  .strict();
+export const clusterConfigSchema = z.strictObject({
+  id: clusterIdSchema,
+  access: accessSchema,
+  storage: z.optional(storageSchema),
+  /**
+   * How many invocations of each function may work on this cluster's queues at once (the event source mapping
+   * of each of its queues): a noisy cluster is held to it, and the others keep their own. Default
+   * DEFAULT_MAX_CONCURRENCY.
+   */
+  maxConcurrency: z.optional(maxConcurrencySchema),
+});
 export type ClusterConfig = z.infer<typeof clusterConfigSchema>;
 
 export function maxConcurrency(config: Pick<ClusterConfig, 'maxConcurrency'>): number {
@@ -86,7 +83,7 @@ export function parseClusters(json: string): ClusterConfig[] {
   } catch (err) {
     throw new Error(`cluster configuration is not JSON: ${(err as Error).message}`);
   }
-  const result = z.array(clusterConfigSchema).min(1, 'names no cluster').safeParse(value);
+  const result = z.array(clusterConfigSchema).check(z.minLength(1, 'names no cluster')).safeParse(value);
   if (!result.success) {
     const issue = result.error.issues[0]!;
     throw new Error(`cluster configuration: ${issue.path.map(String).join('.') || '(top)'}: ${issue.message}`);

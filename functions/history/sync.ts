@@ -10,7 +10,7 @@
 //  4. After a new revision or a rollback, ask the truncation handler to trim the history.
 import { createHash } from 'node:crypto';
 import type { KubeClient } from '../../shared/kube/index.ts';
-import { Resources, isKubeError, resolveKind, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
+import { Resources, isKubeError, resolveKind, type KubeList, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
 import { canonicalJson, labelSelectorString, parentLabels, revisionHash, revisionName, semanticallyEqual, targetState, type Json, type JsonObject } from '../../shared/history/data.ts';
 import type { DefaultsSchema } from '../../shared/history/defaults.ts';
 import type { RevisionPolicy } from '../../shared/history/policy.ts';
@@ -120,10 +120,10 @@ export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key
   const target = await resolveTarget(deps.kube, policy);
   // The kind's defaulted fields go with the policy: the digest and every comparison below ignore them.
   policy = { ...policy, defaults: await targetDefaults(deps.kube, key.cluster, target) };
-  const first = await readParent(deps, target, key);
+  const readRecord = async () => ((await deps.state.leases.get(key.cluster, leaseName(key.uid)))?.memo as HistoryRecord | undefined);
+  const [first, record] = await Promise.all([readParent(deps, target, key), policy.spec.mode === 'snapshot' && recordMayAnswer(causes, key.uid) ? readRecord() : undefined]);
   if (first.skipped) return first.skipped;
   const digest = digestOf(targetState(first.parent as unknown as JsonObject, policy.spec.targetState), policy.defaults);
-  const record = policy.spec.mode === 'snapshot' && recordMayAnswer(causes, key.uid) ? ((await deps.state.leases.get(key.cluster, leaseName(key.uid)))?.memo as HistoryRecord | undefined) : undefined;
   if (record && record.digest === digest && recordAnswers(causes, key.uid, record)) {
     return { outcome: 'cached', revision: record.revision, number: record.number };
   }
@@ -133,8 +133,13 @@ export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key
   let heldDigest = digest;
   try {
     // Read again under the lease: a sync that waited for it must decide on the state as it is now, not as it
-    // was before another sync ran (which could otherwise make a stale state look like a rollback).
-    const read = await readParent(deps, target, key);
+    // was before another sync ran (which could otherwise make a stale state look like a rollback). The
+    // revisions are listed meanwhile (the labels need only the parent's name and kind), "not older than" what
+    // the record, which came with the lease, says every earlier holder's writes left.
+    const [read, listed] = await Promise.all([
+      readParent(deps, target, key),
+      listRevisions(deps.kube, first.parent.metadata.namespace!, labelSelectorString(parentLabels(first.parent)), (lease.memo as HistoryRecord | undefined)?.revisionsVersion),
+    ]);
     if (read.skipped) return read.skipped;
     const parent = read.parent;
     const candidate = targetState(parent as unknown as JsonObject, policy.spec.targetState);
@@ -142,8 +147,7 @@ export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key
     const guard = () => {
       if (!deps.state.leases.stillHeld(lease, LEASE_MARGIN_MS)) throw new Error(`the history lease of ${key.namespace}/${key.name} is about to expire; not writing, the sync will be retried`);
     };
-    // The record came with the lease, so its revisionsVersion covers every earlier holder's writes.
-    result = await syncLocked(deps, policy, target, parent, candidate, guard, (lease.memo as HistoryRecord | undefined)?.revisionsVersion);
+    result = await syncLocked(deps, policy, target, parent, candidate, guard, listed);
     return result.outcome;
   } finally {
     // The record is a cache of what the sync found, left on the lease only while it is still held.
@@ -178,10 +182,9 @@ async function listRevisions(kube: KubeClient, namespace: string, labelSelector:
   return kube.list<ControllerRevision>(Resources.controllerRevisions, { namespace, labelSelector });
 }
 
-async function syncLocked(deps: HistoryDeps, policy: RevisionPolicy, target: ResolvedResource, parent: KubeObject, candidate: JsonObject, guard: () => void, notOlderThan: string | undefined): Promise<LockedOutcome> {
+async function syncLocked(deps: HistoryDeps, policy: RevisionPolicy, target: ResolvedResource, parent: KubeObject, candidate: JsonObject, guard: () => void, listed: KubeList<ControllerRevision>): Promise<LockedOutcome> {
   const namespace = parent.metadata.namespace!;
   const labels = parentLabels(parent);
-  const listed = await listRevisions(deps.kube, namespace, labelSelectorString(labels), notOlderThan);
   const listedVersion = listed.metadata.resourceVersion;
   const claimed = await claim(
     { kube: deps.kube, parentResource: target, childResource: Resources.controllerRevisions },

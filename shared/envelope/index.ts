@@ -3,7 +3,8 @@
 // Validation is strict about what handlers rely on and names the first bad field; a bad envelope is never
 // half-processed, it is rejected whole (to the dead-letter queue, with this error as its reason).
 import { createHash } from 'node:crypto';
-import { z } from 'zod';
+import { z } from 'zod/mini';
+import en from 'zod/v4/locales/en.js';
 import type { KubeObject } from '../kube/resource.ts';
 
 export const EVENT_TYPE_PREFIX = 'dev.outrigger.watch.';
@@ -13,46 +14,46 @@ export type WatchEventType = (typeof WATCH_EVENT_TYPES)[number];
 /** SQS's message size limit, and so the largest envelope a forwarder may send. */
 export const MAX_ENVELOPE_BYTES = 256 * 1024;
 
+// zod/mini carries no messages of its own: without a locale every problem would read "Invalid input". The
+// messages this module's callers report (and dead letters record) are English zod's, so install it, once, for
+// every schema in the process; each module that validates imports this one, so it is in place before any parse.
+z.config(en());
+
+/** A non-empty string: most fields a handler relies on. */
+export const nonEmpty = () => z.string().check(z.minLength(1));
+
 /** A cluster id is part of every state key and message group: DNS-label-like, so it is safe everywhere. */
 export const clusterIdSchema = z
   .string()
-  .regex(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/, 'must be a DNS label: lower-case letters, digits and -, at most 63');
+  .check(z.regex(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/, 'must be a DNS label: lower-case letters, digits and -, at most 63'));
 
-const objectSchema = z
-  .object({
-    apiVersion: z.string().min(1),
-    kind: z.string().min(1),
-    metadata: z
-      .object({
-        name: z.string().min(1),
-        namespace: z.string().min(1).optional(),
-        uid: z.string().min(1),
-        resourceVersion: z.string().min(1),
-      })
-      .loose(),
-  })
-  .loose();
+const objectSchema = z.looseObject({
+  apiVersion: nonEmpty(),
+  kind: nonEmpty(),
+  metadata: z.looseObject({
+    name: nonEmpty(),
+    namespace: z.optional(nonEmpty()),
+    uid: nonEmpty(),
+    resourceVersion: nonEmpty(),
+  }),
+});
 
-export const envelopeSchema = z
-  .object({
-    specversion: z.literal('1.0'),
-    id: z.string().min(1),
-    source: z.string().min(1),
-    type: z.enum(WATCH_EVENT_TYPES.map((t) => `${EVENT_TYPE_PREFIX}${t}`) as [string, ...string[]]),
-    time: z.iso.datetime({ offset: true }).optional(),
-    subject: z.string().optional(),
-    datacontenttype: z.literal('application/json').optional(),
-    /** CloudEvents extension attribute: the cluster the object lives in. */
-    cluster: clusterIdSchema,
-    data: z
-      .object({
-        object: objectSchema,
-        /** The object as the forwarder last saw it, on a modification, when it has it. */
-        oldObject: objectSchema.optional(),
-      })
-      .strict(),
-  })
-  .loose();
+export const envelopeSchema = z.looseObject({
+  specversion: z.literal('1.0'),
+  id: nonEmpty(),
+  source: nonEmpty(),
+  type: z.enum(WATCH_EVENT_TYPES.map((t) => `${EVENT_TYPE_PREFIX}${t}`) as [string, ...string[]]),
+  time: z.optional(z.iso.datetime({ offset: true })),
+  subject: z.optional(z.string()),
+  datacontenttype: z.optional(z.literal('application/json')),
+  /** CloudEvents extension attribute: the cluster the object lives in. */
+  cluster: clusterIdSchema,
+  data: z.strictObject({
+    object: objectSchema,
+    /** The object as the forwarder last saw it, on a modification, when it has it. */
+    oldObject: z.optional(objectSchema),
+  }),
+});
 
 export interface Envelope {
   specversion: '1.0';
@@ -88,7 +89,7 @@ export class EnvelopeError extends MalformedMessageError {
 }
 
 /** The first problem zod found, as (field path, problem); an unknown key is named itself, not its parent. */
-export function firstIssue(error: z.ZodError, whole: string): [string, string] {
+export function firstIssue(error: z.core.$ZodError, whole: string): [string, string] {
   const issue = error.issues[0];
   const path = issue ? issue.path.map(String) : [];
   if (issue?.code === 'unrecognized_keys' && issue.keys[0]) {
@@ -106,7 +107,7 @@ export function watchEventType(envelope: Pick<Envelope, 'type'>): WatchEventType
  * Parses a JSON message body (or an already parsed value) and validates it with `schema`; a message too
  * large, not JSON or not valid throws the error `malformed` makes, naming the first bad field.
  */
-export function parseMessage<T>(body: unknown, schema: z.ZodType<T>, malformed: (field: string, problem: string) => MalformedMessageError, whole: string): T {
+export function parseMessage<T>(body: unknown, schema: z.ZodMiniType<T>, malformed: (field: string, problem: string) => MalformedMessageError, whole: string): T {
   let value: unknown = body;
   if (typeof body === 'string') {
     const bytes = Buffer.byteLength(body, 'utf8');

@@ -1,8 +1,8 @@
 // RevisionPolicy, as the handlers read it. The CRD schema rejects most bad policies at the apiserver; this
 // parser repeats those checks (a policy may predate a schema change) and adds the ones only a handler can
 // make, so a bad policy is reported and never causes a write.
-import { z } from 'zod';
-import { firstIssue } from '../envelope/index.ts';
+import { z } from 'zod/mini';
+import { firstIssue, nonEmpty } from '../envelope/index.ts';
 import type { KubeObject } from '../kube/resource.ts';
 import { parsePath } from './data.ts';
 import type { DefaultsSchema } from './defaults.ts';
@@ -13,31 +13,33 @@ export const DEFAULT_REVISION_LABEL = 'controller-revision-hash';
 
 const specSchema = z
   .object({
-    target: z.object({ apiVersion: z.string().min(1), kind: z.string().min(1) }),
-    targetState: z.array(z.string()).min(1, 'names no field path'),
-    revisionHistoryLimit: z.number().int().min(0, 'must be 0 or more').max(1000).default(10),
-    generated: z
-      .object({
-        apiVersion: z.string().min(1),
-        kind: z.string().min(1),
-        selectorPath: z.string().default('spec.selector'),
-        revisionLabel: z.string().default(DEFAULT_REVISION_LABEL),
-      })
-      .optional(),
-    statusRevisionPaths: z.array(z.string()).default([]),
-    mode: z.enum(['snapshot', 'revisionKey']).default('snapshot'),
-    revisionKey: z.object({ label: z.string().min(1), rolloutCompleteCondition: z.string().min(1) }).optional(),
+    target: z.object({ apiVersion: nonEmpty(), kind: nonEmpty() }),
+    targetState: z.array(z.string()).check(z.minLength(1, 'names no field path')),
+    revisionHistoryLimit: z._default(z.number().check(z.int(), z.gte(0, 'must be 0 or more'), z.lte(1000)), 10),
+    generated: z.optional(
+      z.object({
+        apiVersion: nonEmpty(),
+        kind: nonEmpty(),
+        selectorPath: z._default(z.string(), 'spec.selector'),
+        revisionLabel: z._default(z.string(), DEFAULT_REVISION_LABEL),
+      }),
+    ),
+    statusRevisionPaths: z._default(z.array(z.string()), []),
+    mode: z._default(z.enum(['snapshot', 'revisionKey']), 'snapshot'),
+    revisionKey: z.optional(z.object({ label: nonEmpty(), rolloutCompleteCondition: nonEmpty() })),
   })
-  .superRefine((spec, ctx) => {
-    for (const [i, p] of spec.targetState.entries()) {
-      try {
-        parsePath(p);
-      } catch (err) {
-        ctx.addIssue({ code: 'custom', path: ['targetState', i], message: (err as Error).message });
+  .check(
+    z.superRefine((spec, ctx) => {
+      for (const [i, p] of spec.targetState.entries()) {
+        try {
+          parsePath(p);
+        } catch (err) {
+          ctx.addIssue({ code: 'custom', path: ['targetState', i], message: (err as Error).message });
+        }
       }
-    }
-    if (spec.mode === 'revisionKey' && !spec.revisionKey) ctx.addIssue({ code: 'custom', path: ['revisionKey'], message: 'mode revisionKey needs spec.revisionKey' });
-  });
+      if (spec.mode === 'revisionKey' && !spec.revisionKey) ctx.addIssue({ code: 'custom', path: ['revisionKey'], message: 'mode revisionKey needs spec.revisionKey' });
+    }),
+  );
 
 export type RevisionPolicySpec = z.infer<typeof specSchema>;
 

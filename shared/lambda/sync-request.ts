@@ -1,26 +1,22 @@
 // The router's output and every controller handler's input: "reconcile this parent". A key, not a state:
 // the handler reads the parent and everything else it needs from the cluster (level-triggered).
-import { z } from 'zod';
-import { MalformedMessageError, clusterIdSchema, parseMessage } from '../envelope/index.ts';
+import { z } from 'zod/mini';
+import { MalformedMessageError, clusterIdSchema, nonEmpty, parseMessage } from '../envelope/index.ts';
 import type { SyncKey } from '../ownership/router.ts';
 
-export const syncRequestSchema = z
-  .object({
-    type: z.literal('dev.outrigger.sync'),
-    key: z
-      .object({
-        cluster: clusterIdSchema,
-        group: z.string(),
-        kind: z.string().min(1),
-        namespace: z.string().min(1).optional(),
-        name: z.string().min(1),
-        uid: z.string().min(1),
-      })
-      .strict(),
-    /** The envelope ids that caused it, for tracing; at most a few. */
-    causes: z.array(z.string()).max(10),
-  })
-  .strict();
+export const syncRequestSchema = z.strictObject({
+  type: z.literal('dev.outrigger.sync'),
+  key: z.strictObject({
+    cluster: clusterIdSchema,
+    group: z.string(),
+    kind: nonEmpty(),
+    namespace: z.optional(nonEmpty()),
+    name: nonEmpty(),
+    uid: nonEmpty(),
+  }),
+  /** The envelope ids that caused it, for tracing; at most a few. */
+  causes: z.array(z.string()).check(z.maxLength(10)),
+});
 
 export type SyncRequest = z.infer<typeof syncRequestSchema>;
 

@@ -1,8 +1,8 @@
 // MapController (seed 003) as the handlers read it: the controller's spec, the hook contracts, and the tags
 // Outrigger puts on outputs. Pure: parsing and types, no I/O. The CRD schema rejects most bad specs at the
 // apiserver; the parser repeats those checks, so a bad MapController is reported and never causes a write.
-import { z } from 'zod';
-import { firstIssue } from '../envelope/index.ts';
+import { z } from 'zod/mini';
+import { firstIssue, nonEmpty } from '../envelope/index.ts';
 import type { KubeObject } from '../kube/resource.ts';
 
 export const MAP_GROUP = 'metacontroller.k8s.io';
@@ -18,26 +18,26 @@ export const APPLIED_ANNOTATION = 'map.outrigger.dev/applied';
 export const DEFAULT_HOOK_TIMEOUT_SECONDS = 10;
 export const DEFAULT_HOOK_RETRIES = 2;
 
-const resourceRule = z.object({ apiVersion: z.string().min(1), resource: z.string().min(1) });
+const resourceRule = z.object({ apiVersion: nonEmpty(), resource: nonEmpty() });
 
 const hookSchema = z
   .object({
-    webhook: z.object({ url: z.url({ protocol: /^https?$/, error: 'must be an http or https URL' }) }).optional(),
-    lambda: z.object({ functionName: z.string().min(1), qualifier: z.string().min(1).optional() }).optional(),
-    timeoutSeconds: z.number().positive().max(900).default(DEFAULT_HOOK_TIMEOUT_SECONDS),
+    webhook: z.optional(z.object({ url: z.url({ protocol: /^https?$/, error: 'must be an http or https URL' }) })),
+    lambda: z.optional(z.object({ functionName: nonEmpty(), qualifier: z.optional(nonEmpty()) })),
+    timeoutSeconds: z._default(z.number().check(z.positive(), z.lte(900)), DEFAULT_HOOK_TIMEOUT_SECONDS),
     /** Retries of a call that failed for a reason worth retrying (no answer, 429, 5xx). */
-    retries: z.number().int().min(0).max(5).default(DEFAULT_HOOK_RETRIES),
+    retries: z._default(z.number().check(z.int(), z.gte(0), z.lte(5)), DEFAULT_HOOK_RETRIES),
   })
-  .refine((h) => (h.webhook ? 1 : 0) + (h.lambda ? 1 : 0) === 1, { message: 'needs exactly one of webhook or lambda' });
+  .check(z.refine((h) => (h.webhook ? 1 : 0) + (h.lambda ? 1 : 0) === 1, 'needs exactly one of webhook or lambda'));
 
 export type Hook = z.infer<typeof hookSchema>;
 
 const specSchema = z.object({
   parentResource: resourceRule,
-  inputResources: z.array(resourceRule).min(1, 'names no input resource'),
-  outputResources: z.array(resourceRule).min(1, 'names no output resource'),
-  resyncPeriodSeconds: z.number().int().min(1).optional(),
-  hooks: z.object({ map: hookSchema, tombstone: hookSchema.optional() }),
+  inputResources: z.array(resourceRule).check(z.minLength(1, 'names no input resource')),
+  outputResources: z.array(resourceRule).check(z.minLength(1, 'names no output resource')),
+  resyncPeriodSeconds: z.optional(z.number().check(z.int(), z.gte(1))),
+  hooks: z.object({ map: hookSchema, tombstone: z.optional(hookSchema) }),
 });
 
 export type MapControllerSpec = z.infer<typeof specSchema>;
@@ -86,9 +86,9 @@ export type TombstoneHookRequest = Omit<MapHookRequest, 'input'>;
 const hookResponseSchema = z.object({
   outputs: z.array(
     z.looseObject({
-      apiVersion: z.string().min(1),
-      kind: z.string().min(1),
-      metadata: z.looseObject({ name: z.string().min(1), namespace: z.string().min(1).optional() }),
+      apiVersion: nonEmpty(),
+      kind: nonEmpty(),
+      metadata: z.looseObject({ name: nonEmpty(), namespace: z.optional(nonEmpty()) }),
     }),
   ),
 });
