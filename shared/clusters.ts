@@ -2,7 +2,8 @@
 // cluster is reached with the function's own IAM identity, another with a token read from Secrets Manager
 // (named here by ARN), a kubeconfig only in the local runtime.
 import { readFileSync } from 'node:fs';
-import { z } from 'zod/mini';
+// A namespace import, so bundles keep only what is used (see shared/envelope/index.ts).
+import * as z from 'zod/mini';
 import { clusterIdSchema, nonEmpty } from './envelope/index.ts';
 import { connect, type ClusterAccess, type KubeClient, type KubeClientOptions } from './kube/index.ts';
 

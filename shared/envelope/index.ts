@@ -3,7 +3,9 @@
 // Validation is strict about what handlers rely on and names the first bad field; a bad envelope is never
 // half-processed, it is rejected whole (to the dead-letter queue, with this error as its reason).
 import { createHash } from 'node:crypto';
-import { z } from 'zod/mini';
+// A namespace import, so the bundler keeps only the parts of zod/mini used here; `import { z }` is one object
+// holding the whole API, and bundles all of it (hundreds of KiB). The same goes for every module using zod.
+import * as z from 'zod/mini';
 import en from 'zod/v4/locales/en.js';
 import type { KubeObject } from '../kube/resource.ts';
 

@@ -1,7 +1,8 @@
 // RevisionPolicy, as the handlers read it. The CRD schema rejects most bad policies at the apiserver; this
 // parser repeats those checks (a policy may predate a schema change) and adds the ones only a handler can
 // make, so a bad policy is reported and never causes a write.
-import { z } from 'zod/mini';
+// A namespace import, so bundles keep only what is used (see shared/envelope/index.ts).
+import * as z from 'zod/mini';
 import { firstIssue, nonEmpty } from '../envelope/index.ts';
 import type { KubeObject } from '../kube/resource.ts';
 import { parsePath } from './data.ts';

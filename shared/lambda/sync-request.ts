@@ -1,6 +1,7 @@
 // The router's output and every controller handler's input: "reconcile this parent". A key, not a state:
 // the handler reads the parent and everything else it needs from the cluster (level-triggered).
-import { z } from 'zod/mini';
+// A namespace import, so bundles keep only what is used (see shared/envelope/index.ts).
+import * as z from 'zod/mini';
 import { MalformedMessageError, clusterIdSchema, nonEmpty, parseMessage } from '../envelope/index.ts';
 import type { SyncKey } from '../ownership/router.ts';
 

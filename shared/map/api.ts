@@ -1,7 +1,8 @@
 // MapController (seed 003) as the handlers read it: the controller's spec, the hook contracts, and the tags
 // Outrigger puts on outputs. Pure: parsing and types, no I/O. The CRD schema rejects most bad specs at the
 // apiserver; the parser repeats those checks, so a bad MapController is reported and never causes a write.
-import { z } from 'zod/mini';
+// A namespace import, so bundles keep only what is used (see shared/envelope/index.ts).
+import * as z from 'zod/mini';
 import { firstIssue, nonEmpty } from '../envelope/index.ts';
 import type { KubeObject } from '../kube/resource.ts';
 
