@@ -8,13 +8,14 @@
 //   OUTRIGGER_NAMESPACE             watch namespaced resources in this namespace only
 //   OUTRIGGER_SQS_ENDPOINT          an SQS-compatible endpoint (tests)
 //   OUTRIGGER_MAX_BUFFERED          envelopes held in memory at most (default 1000)
-//   OUTRIGGER_CLUSTERS              this cluster's entry, as the functions have it (for its storage settings);
+//   OUTRIGGER_CLUSTERS              this cluster's entry, as the functions have it (for its storage settings),
+//                                   or OUTRIGGER_CLUSTERS_FILE naming a file that holds it;
 //                                   default: the cluster with default settings
 //   PORT                            health and metrics (default 8080): /healthz, /readyz, /metrics
 import { createServer } from 'node:http';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { functions } from '../functions/index.ts';
-import { Clusters, parseClusters } from '../shared/clusters.ts';
+import { Clusters, clustersFromEnv, parseClusters } from '../shared/clusters.ts';
 import { connect } from '../shared/kube/index.ts';
 import { setEnvironment } from '../shared/lambda/environment.ts';
 import { Forwarder, SqsEnvelopeSink } from './forwarder.ts';
@@ -40,7 +41,7 @@ const unused = (what: string) => () => {
   throw new Error(`the forwarder has no ${what}`);
 };
 setEnvironment({
-  clusters: new Clusters(parseClusters(process.env.OUTRIGGER_CLUSTERS ?? JSON.stringify([{ id: cluster, access: { kind: 'kubeconfig' } }]))),
+  clusters: new Clusters(process.env.OUTRIGGER_CLUSTERS || process.env.OUTRIGGER_CLUSTERS_FILE ? clustersFromEnv() : parseClusters(JSON.stringify([{ id: cluster, access: { kind: 'kubeconfig' } }]))),
   get state(): never {
     return unused('state table')();
   },
