@@ -16,6 +16,7 @@ import { startTestbed } from '../local/testbed.ts';
 import { Hooks } from '../shared/hooks/index.ts';
 import { applyManifests, connect, forgetDiscovery, gvr, type KubeClient, type KubeObject } from '../shared/kube/index.ts';
 import { openCrd } from '../test/testbed/crds.ts';
+import { controllersGrant } from '../test/testbed/rbac.ts';
 
 const { values } = parseArgs({ options: { inputs: { type: 'string', default: '1000' }, 'latency-ms': { type: 'string', default: '20' }, concurrency: { type: 'string', default: '32' } } });
 const INPUTS = Number(values.inputs);
@@ -85,20 +86,7 @@ try {
 function manifests(url: string): string {
   return `
 ${openCrd('bench.outrigger.test', 'Fanout', 'fanouts')}---
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: { name: outrigger-map-bench }
-rules:
-  - { apiGroups: ["bench.outrigger.test"], resources: ["fanouts"], verbs: ["get", "list", "watch"] }
-  - { apiGroups: ["bench.outrigger.test"], resources: ["fanouts/status"], verbs: ["patch"] }
-  - { apiGroups: [""], resources: ["configmaps"], verbs: ["list", "watch", "create", "patch", "delete"] }
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: { name: outrigger-map-bench }
-roleRef: { apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: outrigger-map-bench }
-subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: Group, name: "outrigger:controllers" }]
----
+${controllersGrant('outrigger-map-bench', [`{ apiGroups: ["bench.outrigger.test"], resources: ["fanouts"], verbs: ["get", "list", "watch"] }`, `{ apiGroups: ["bench.outrigger.test"], resources: ["fanouts/status"], verbs: ["patch"] }`, `{ apiGroups: [""], resources: ["configmaps"], verbs: ["list", "watch", "create", "patch", "delete"] }`])}---
 apiVersion: metacontroller.k8s.io/v1alpha1
 kind: MapController
 metadata: { name: fanout-controller }

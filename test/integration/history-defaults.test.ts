@@ -11,6 +11,7 @@ import { Resources, applyManifests, forgetDiscovery, gvr, type KubeClient, type 
 import { newControllerRef, type SyncKey } from '../../shared/ownership/index.ts';
 import { STATEFULSET_POLICY } from '../testbed/policies.ts';
 import { adminClient, createNamespace, eventually, outriggerClient, testState, uniqueName } from '../testbed/index.ts';
+import { controllersGrant } from '../testbed/rbac.ts';
 
 const statefulSets = gvr('apps', 'v1', 'statefulsets');
 const kube = outriggerClient();
@@ -159,17 +160,7 @@ spec:
 `;
   const SETUP = `
 ${crd()}---
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: { name: outrigger-gadgets }
-rules: [{ apiGroups: [${group}], resources: [gadgets], verbs: [get, list, watch] }]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: { name: outrigger-gadgets }
-roleRef: { apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: outrigger-gadgets }
-subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: Group, name: "outrigger:controllers" }]
----
+${controllersGrant('outrigger-gadgets', [`{ apiGroups: [${group}], resources: [gadgets], verbs: [get, list, watch] }`])}---
 apiVersion: outrigger.dev/v1alpha1
 kind: RevisionPolicy
 metadata: { name: gadgets }

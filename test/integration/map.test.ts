@@ -16,6 +16,7 @@ import { MAP_KEY_LABEL } from '../../shared/map/api.ts';
 import type { SyncKey } from '../../shared/ownership/index.ts';
 import { adminClient, createNamespace, eventually, outriggerClient, startTestRuntime, uniqueName } from '../testbed/index.ts';
 import { openCrd } from '../testbed/crds.ts';
+import { controllersGrant } from '../testbed/rbac.ts';
 
 const schedules = gvr('snapshot.outrigger.dev', 'v1', 'snapshotschedules');
 const snapshots = gvr('snapshot.storage.k8s.io', 'v1', 'volumesnapshots');
@@ -131,20 +132,7 @@ describe('MapController: SnapshotSchedule, the seed example, with Lambda hooks',
 // the test webhook how to answer.
 const MAPPER_MANIFESTS = `
 ${openCrd('map.outrigger.test', 'Mapper', 'mappers')}---
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: { name: outrigger-map-mapper-test }
-rules:
-  - { apiGroups: ["map.outrigger.test"], resources: ["mappers"], verbs: ["get", "list", "watch"] }
-  - { apiGroups: ["map.outrigger.test"], resources: ["mappers/status"], verbs: ["patch"] }
-  - { apiGroups: [""], resources: ["configmaps"], verbs: ["list", "watch", "create", "patch", "delete"] }
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: { name: outrigger-map-mapper-test }
-roleRef: { apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: outrigger-map-mapper-test }
-subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: Group, name: "outrigger:controllers" }]
-`;
+${controllersGrant('outrigger-map-mapper-test', [`{ apiGroups: ["map.outrigger.test"], resources: ["mappers"], verbs: ["get", "list", "watch"] }`, `{ apiGroups: ["map.outrigger.test"], resources: ["mappers/status"], verbs: ["patch"] }`, `{ apiGroups: [""], resources: ["configmaps"], verbs: ["list", "watch", "create", "patch", "delete"] }`])}`;
 
 const mappers = gvr('map.outrigger.test', 'v1', 'mappers');
 

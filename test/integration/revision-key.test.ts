@@ -8,22 +8,13 @@ import { Resources, applyManifests, forgetDiscovery, gvr, type KubeObject } from
 import type { SyncKey } from '../../shared/ownership/index.ts';
 import { adminClient, createNamespace, outriggerClient, testState } from '../testbed/index.ts';
 import { openCrd } from '../testbed/crds.ts';
+import { controllersGrant } from '../testbed/rbac.ts';
 
 const KEY = 'example.com/revision-key';
 const widgets = gvr('test.outrigger.dev', 'v1', 'widgets');
 const SETUP = `
 ${openCrd('test.outrigger.dev', 'Widget', 'widgets')}---
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: { name: outrigger-widgets }
-rules: [{ apiGroups: [test.outrigger.dev], resources: [widgets], verbs: [get, list, watch] }]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: { name: outrigger-widgets }
-roleRef: { apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: outrigger-widgets }
-subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: Group, name: "outrigger:controllers" }]
----
+${controllersGrant('outrigger-widgets', [`{ apiGroups: [test.outrigger.dev], resources: [widgets], verbs: [get, list, watch] }`])}---
 apiVersion: outrigger.dev/v1alpha1
 kind: RevisionPolicy
 metadata: { name: widgets }
