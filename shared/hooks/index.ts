@@ -1,9 +1,8 @@
 // Calling a user's hook: an HTTP POST of JSON (webhook) or an AWS Lambda Invoke, each with a timeout and
 // bounded retries for what a retry can fix (no answer, 429, 5xx, a throttled or failed invoke). Every failure
 // is a HookError whose message names the hook and what went wrong; the caller decides what it means.
-import { InvokeCommand, LambdaClient } from '@aws-sdk/client-lambda';
+import type { LambdaClient } from '@aws-sdk/client-lambda';
 import pRetry, { AbortError } from 'p-retry';
-import { fetch } from 'undici';
 import type { Hook } from '../map/api.ts';
 
 export type HookFailure = 'Timeout' | 'Unreachable' | 'HTTPError' | 'MalformedAnswer' | 'FunctionError';
@@ -38,6 +37,8 @@ export function hookName(hook: Hook): string {
 
 export class Hooks implements HookCaller {
   readonly stats = { calls: 0, attempts: 0 };
+  // Made on first use, as the SQS client is (shared/lambda/sqs.ts): a controller whose hooks are webhooks never
+  // needs it, and loading the SDK's Lambda client at import costs every cold start about 80 ms.
   private lambda: LambdaClient | undefined;
   private readonly opts: HookCallerOptions;
 
@@ -82,6 +83,7 @@ export class Hooks implements HookCaller {
   private async invoke(hook: Hook, body: string): Promise<unknown> {
     // A local endpoint checks no signature; it gets placeholder credentials, as DynamoDB Local does.
     const local = this.opts.lambdaEndpoint ? { endpoint: this.opts.lambdaEndpoint, region: this.opts.region ?? 'local', credentials: { accessKeyId: 'local', secretAccessKey: 'local' } } : {};
+    const { InvokeCommand, LambdaClient } = await import('@aws-sdk/client-lambda');
     this.lambda ??= new LambdaClient({ ...(this.opts.region ? { region: this.opts.region } : {}), ...local, maxAttempts: 1 });
     let out;
     try {

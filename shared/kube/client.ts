@@ -1,9 +1,11 @@
-// The one place where Outrigger talks HTTP to an apiserver. Everything is addressed by GVR; undici is the
-// transport. Where the apiserver is and which credentials it takes come from a KubeEndpoint (config.ts makes
-// one for each kind of cluster access), so this module needs no kubeconfig support: Lambda bundles leave it out.
+// The one place where Outrigger talks HTTP to an apiserver. Everything is addressed by GVR; Node's own http(s)
+// client is the transport (it costs a Lambda bundle nothing at start-up; undici was most of it). Where the
+// apiserver is and which credentials it takes come from a KubeEndpoint (config.ts makes one for each kind of
+// cluster access), so this module needs no kubeconfig support: Lambda bundles leave it out.
+import { Agent as HttpAgent, request as httpRequest, type ClientRequest, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import type { ConnectionOptions } from 'node:tls';
 import pRetry, { AbortError } from 'p-retry';
-import { Agent, ProxyAgent, type Dispatcher } from 'undici';
 import { KubeError, kubeErrorFromFailure, kubeErrorFromResponse } from './errors.ts';
 import { resourcePath, type GVR, type KubeList, type KubeObject } from './resource.ts';
 
@@ -101,8 +103,27 @@ interface Connection {
   server: string;
   defaultNamespace: string | undefined;
   headers: KubeEndpoint['headers'];
+  transport: Transport;
+}
+
+/** Where requests go and through which pool. */
+interface Transport {
+  /** http.request or https.request, to match `agent`. */
+  send: (options: { agent: HttpAgent; hostname: string; port: string; path: string; method: string; headers: OutgoingHttpHeaders; signal?: AbortSignal }) => ClientRequest;
   /** One per client: its connections stay alive from one request (and one warm Lambda invocation) to the next. */
-  dispatcher: Dispatcher;
+  agent: HttpAgent;
+  hostname: string;
+  port: string;
+}
+
+/** A request ready to send. */
+interface Prepared {
+  transport: Transport;
+  method: string;
+  path: string;
+  headers: OutgoingHttpHeaders;
+  body: string | undefined;
+  signal: AbortSignal | undefined;
 }
 
 export class KubeClient {
@@ -130,12 +151,10 @@ export class KubeClient {
 
   private open(): Promise<Connection> {
     this.connection ??= this.source().then(
-      (endpoint) => ({
-        server: (this.serverOverride ?? endpoint.server).replace(/\/+$/, ''),
-        defaultNamespace: endpoint.defaultNamespace,
-        headers: endpoint.headers,
-        dispatcher: dispatcherFor(endpoint),
-      }),
+      (endpoint) => {
+        const server = (this.serverOverride ?? endpoint.server).replace(/\/+$/, '');
+        return { server, defaultNamespace: endpoint.defaultNamespace, headers: endpoint.headers, transport: transportFor(server, endpoint) };
+      },
       (err: unknown) => {
         // A kubeconfig being written, an exec plugin that failed once: the next request tries again.
         this.connection = undefined;
@@ -241,17 +260,26 @@ export class KubeClient {
     this.stats.count('watch');
     const query = { ...rest, watch: true };
     const prepared = await this.prepare('GET', path, { query, ...(signal ? { signal } : {}) });
-    let res;
+    let res: IncomingMessage;
     try {
-      res = await prepared.dispatcher.request(prepared.options);
+      res = await respond(prepared);
     } catch (err) {
       throw kubeErrorFromFailure(err, what);
     }
-    if (res.statusCode < 200 || res.statusCode > 299) throw kubeErrorFromResponse(res.statusCode, await res.body.text(), what);
+    const status = res.statusCode ?? 0;
+    if (status < 200 || status > 299) {
+      let text: string;
+      try {
+        text = await readBody(res, signal);
+      } catch (err) {
+        throw kubeErrorFromFailure(err, what);
+      }
+      throw kubeErrorFromResponse(status, text, what);
+    }
     const decoder = new TextDecoder();
     let buffered = '';
     try {
-      for await (const chunk of res.body) {
+      for await (const chunk of res) {
         buffered += decoder.decode(chunk as Buffer, { stream: true });
         let nl;
         while ((nl = buffered.indexOf('\n')) >= 0) {
@@ -296,11 +324,11 @@ export class KubeClient {
         let status: number;
         let text: string;
         try {
-          // undici's request(), not fetch(): the same connection pool, a fraction of fetch's per-call CPU,
-          // which is most of a poll's client time (1,000 writes per poll).
-          const res = await prepared.dispatcher.request(prepared.options);
-          status = res.statusCode;
-          text = await res.body.text();
+          // http.request(), not fetch(): the same connection pool, a fraction of fetch's per-call CPU, which is
+          // most of a poll's client time (1,000 writes per poll).
+          const res = await respond(prepared);
+          status = res.statusCode ?? 0;
+          text = await readBody(res, prepared.signal);
         } catch (err) {
           throw kubeErrorFromFailure(err, what);
         }
@@ -325,38 +353,87 @@ export class KubeClient {
     method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE',
     path: string,
     opts: { query?: Record<string, string | number | boolean | undefined>; body?: unknown; contentType?: string; signal?: AbortSignal },
-  ): Promise<{ dispatcher: Dispatcher; options: Dispatcher.RequestOptions }> {
-    const { server, headers: credentials, dispatcher } = await this.open();
+  ): Promise<Prepared> {
+    const { server, headers: credentials, transport } = await this.open();
     const url = new URL(server + path);
     for (const [k, v] of Object.entries(opts.query ?? {})) if (v !== undefined && v !== '') url.searchParams.set(k, String(v));
-    const headers: Record<string, string> = {};
+    const headers: OutgoingHttpHeaders = {};
     for (const [k, v] of Object.entries(await credentials())) headers[k.toLowerCase()] = v;
     headers.accept = 'application/json';
     let body: string | undefined;
     if (opts.body !== undefined) {
       headers['content-type'] = opts.contentType ?? 'application/json';
       body = JSON.stringify(opts.body);
+      headers['content-length'] = Buffer.byteLength(body);
     }
-    return {
-      dispatcher,
-      options: {
-        origin: url.origin,
-        path: `${url.pathname}${url.search}`,
-        method,
-        headers,
-        ...(body !== undefined ? { body } : {}),
-        ...(opts.signal ? { signal: opts.signal } : {}),
-      },
-    };
+    return { transport, method, path: `${url.pathname}${url.search}`, headers, body, signal: opts.signal };
   }
 }
 
-function dispatcherFor(endpoint: KubeEndpoint): Dispatcher {
-  // TCP keep-alive probes after 30 s, not undici's 60: a cloud load balancer's idle timeout (60 s on AWS) must
-  // not be the first to notice an idle connection.
-  const keepAlive = { keepAlive: true, keepAliveInitialDelay: 30_000 };
-  if (!endpoint.proxy) return new Agent({ connect: { ...endpoint.tls, ...keepAlive } });
-  if (!/^https?:/.test(endpoint.proxy)) throw new Error(`proxy ${endpoint.proxy}: only http and https proxies are supported`);
-  // Through a proxy, the apiserver's TLS settings are for the tunnelled connection, not the one to the proxy.
-  return new ProxyAgent({ uri: endpoint.proxy, requestTls: endpoint.tls, connect: keepAlive });
+/** Sends a request; resolves with the response once its status and headers are in. */
+function respond(p: Prepared): Promise<IncomingMessage> {
+  const { transport, signal } = p;
+  return new Promise((resolve, reject) => {
+    const req = transport.send({
+      agent: transport.agent,
+      hostname: transport.hostname,
+      port: transport.port,
+      path: p.path,
+      method: p.method,
+      headers: p.headers,
+      ...(signal ? { signal } : {}),
+    });
+    // Aborted, a request fails with the signal's reason (a TimeoutError for a timeout), as fetch and undici do;
+    // Node would wrap it in an AbortError. The listener stays for the response's lifetime: an abort while the body
+    // is read errors the request as well.
+    req.on('error', (err) => reject(signal?.aborted ? signal.reason : err));
+    req.on('response', resolve);
+    req.end(p.body);
+  });
+}
+
+/** A response's whole body as text. */
+function readBody(res: IncomingMessage, signal: AbortSignal | undefined): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let first: Buffer | undefined;
+    let rest: Buffer[] | undefined;
+    res.on('data', (chunk: Buffer) => {
+      if (first === undefined) first = chunk;
+      else (rest ??= [first]).push(chunk);
+    });
+    res.on('end', () => resolve(rest ? Buffer.concat(rest).toString('utf8') : (first?.toString('utf8') ?? '')));
+    res.on('error', (err) => reject(signal?.aborted ? signal.reason : err));
+    // After 'end' this settles nothing; before it, the connection went without an error being reported.
+    res.on('close', () => reject(signal?.aborted ? signal.reason : Object.assign(new Error('the response ended early'), { code: 'ECONNRESET' })));
+  });
+}
+
+function transportFor(server: string, endpoint: KubeEndpoint): Transport {
+  const url = new URL(server);
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new Error(`server ${server}: only http and https are supported`);
+  const https = url.protocol === 'https:';
+  if (endpoint.proxy && !/^https?:/.test(endpoint.proxy)) throw new Error(`proxy ${endpoint.proxy}: only http and https proxies are supported`);
+  const options = {
+    keepAlive: true,
+    // TCP keep-alive probes after 30 s (from the connection's start, and again once it is idle in the pool): a
+    // cloud load balancer's idle timeout (60 s on AWS) must not be the first to notice an idle connection.
+    keepAliveMsecs: 30_000,
+    keepAliveInitialDelay: 30_000,
+    // Bounded, so that a burst of writes queues on the client rather than opening connections without limit.
+    maxSockets: 64,
+    // Node's own proxy support: a CONNECT tunnel for https (the apiserver's TLS settings apply to the tunnelled
+    // connection, not to the one to the proxy), absolute-form requests for http.
+    ...(endpoint.proxy ? { proxyEnv: https ? { HTTPS_PROXY: endpoint.proxy } : { HTTP_PROXY: endpoint.proxy } } : {}),
+  };
+  // Settings left undefined are left out: an explicit undefined would hide the agent's default (servername
+  // from the host).
+  const tls: TlsSettings = {};
+  for (const [k, v] of Object.entries(endpoint.tls) as Array<[keyof TlsSettings, unknown]>) if (v !== undefined) Object.assign(tls, { [k]: v });
+  return {
+    send: https ? httpsRequest : httpRequest,
+    agent: https ? new HttpsAgent({ ...options, ...tls }) : new HttpAgent(options),
+    // A literal IPv6 address comes bracketed in a URL, not in a socket's address.
+    hostname: url.hostname.replace(/^\[(.*)\]$/, '$1'),
+    port: url.port || (https ? '443' : '80'),
+  };
 }
