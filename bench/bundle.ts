@@ -3,7 +3,6 @@
 // process start to the import's end is measured (median of --runs). Lambda bills and waits for this on every
 // cold start. Prints its figures as the last line, in JSON; which modules make up an over-target bundle on stderr.
 //   npm run bench:bundle [-- --runs 5]
-import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -12,6 +11,7 @@ import { parseArgs } from 'node:util';
 import { gzipSync } from 'node:zlib';
 import { functions } from '../functions/index.ts';
 import { projectRoot } from '../local/paths.ts';
+import { capture } from '../local/process.ts';
 import { bundleFunction, largestInputs } from '../scripts/bundle.ts';
 
 const TARGETS = { bytes: 1_572_864, initMs: 200 };
@@ -38,22 +38,15 @@ const env: NodeJS.ProcessEnv = {
 };
 
 /** ms from the process's start (performance's time origin) to the end of `import(file)`; `file` empty: Node's own start-up. */
-function initMs(file: string | undefined, name: string): Promise<number> {
+async function initMs(file: string | undefined, name: string): Promise<number> {
   const code = `${file ? `await import(${JSON.stringify(pathToFileURL(file).href)});` : ''} process.stdout.write(String(performance.now()));`;
   // --enable-source-maps: the stack sets it in NODE_OPTIONS, and it makes Node read the source map at import.
-  const child = spawn(node, ['--enable-source-maps', '--input-type=module', '-e', code], {
+  const { code: status, stdout, stderr } = await capture(node, ['--enable-source-maps', '--input-type=module', '-e', code], {
     cwd: projectRoot,
     env: { ...env, AWS_LAMBDA_FUNCTION_NAME: `outrigger-${name}` },
-    stdio: ['ignore', 'pipe', 'pipe'],
   });
-  let out = '';
-  let err = '';
-  child.stdout.on('data', (b: Buffer) => (out += b.toString()));
-  child.stderr.on('data', (b: Buffer) => (err += b.toString()));
-  return new Promise((ok, fail) => {
-    child.on('error', fail);
-    child.on('exit', (status) => (status === 0 && out ? ok(Number(out)) : fail(new Error(`importing ${file ?? '(nothing)'} exited with ${status}:\n${err}`))));
-  });
+  if (status !== 0 || !stdout) throw new Error(`importing ${file ?? '(nothing)'} exited with ${status}:\n${stderr}`);
+  return Number(stdout);
 }
 
 async function median(n: number, sample: () => Promise<number>): Promise<number> {

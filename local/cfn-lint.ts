@@ -2,10 +2,9 @@
 // synthesized template against the CloudFormation resource specification, beyond what CDK's types catch.
 //   node local/cfn-lint.ts <template.json>...   runs it (installing it on first use, ignoring IGNORED_CHECKS)
 //                                               and exits with its code: 0 when it found nothing
-import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { cacheDir, projectRoot } from './paths.ts';
-import { buildOnce, fingerprint, run, type Log } from './process.ts';
+import { buildOnce, capture, fingerprint, run, type Log } from './process.ts';
 
 const requirements = join(projectRoot, 'test', 'cfn-lint', 'requirements.txt');
 const venv = join(cacheDir, 'cfn-lint', 'venv');
@@ -51,15 +50,9 @@ export interface CfnLintResult {
 export async function cfnLint(templates: string[], opts: { ignore?: string[]; log?: Log } = {}): Promise<CfnLintResult> {
   const bin = await ensureCfnLint(opts.log);
   const ignore = opts.ignore ?? IGNORED_CHECKS;
-  const child = spawn(bin, ['--format', 'json', ...(ignore.length ? ['--ignore-checks', ...ignore] : []), '--', ...templates], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
-  child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
-  const code = await new Promise<number>((resolve, reject) => {
-    child.on('error', (err) => reject(new Error(`cfn-lint could not be started: ${err.message}`)));
-    child.on('exit', (c) => resolve(c ?? -1));
-  });
+  const out = await capture(bin, ['--format', 'json', ...(ignore.length ? ['--ignore-checks', ...ignore] : []), '--', ...templates], { name: 'cfn-lint' });
+  const { stdout, stderr } = out;
+  const code = out.code ?? -1;
   // Codes outside the mask (1: cfn-lint crashed, 32: bad arguments or template not found) are its own failures.
   if ((code & ~(2 | 4 | 8)) !== 0) throw new Error(`cfn-lint exited with ${code}:\n${stderr.slice(-4000)}${stdout.slice(-4000)}`);
   return { code, findings: stdout.trim() ? (JSON.parse(stdout) as CfnLintFinding[]) : [] };

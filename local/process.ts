@@ -10,6 +10,32 @@ import { cacheDir } from './paths.ts';
 
 export type Log = (message: string) => void;
 
+export interface Captured {
+  /** The exit code; null when a signal ended it. */
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * Runs a command to completion and hands back its exit code and whole output, whatever the code (the caller
+ * decides what a failure is). Rejects only when it cannot be started, naming it as `name` (default `cmd`).
+ */
+export async function capture(cmd: string, args: string[], opts: SpawnOptions & { name?: string } = {}): Promise<Captured> {
+  const { name = cmd, ...spawnOpts } = opts;
+  const child = spawn(cmd, args, { ...spawnOpts, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout?.on('data', (b: Buffer) => (stdout += b.toString()));
+  child.stderr?.on('data', (b: Buffer) => (stderr += b.toString()));
+  // 'close', not 'exit': by then both streams have ended, so no output is missing.
+  const code = await new Promise<number | null>((resolve, reject) => {
+    child.on('error', (err) => reject(new Error(`${name} could not be started: ${err.message}`)));
+    child.on('close', resolve);
+  });
+  return { code, stdout, stderr };
+}
+
 /** Runs a command to completion; rejects with its last output lines when it fails. */
 export async function run(cmd: string, args: string[], opts: SpawnOptions & { log?: Log } = {}): Promise<void> {
   const child = spawn(cmd, args, { ...opts, stdio: ['ignore', 'pipe', 'pipe'] });

@@ -1,12 +1,12 @@
 // `npm run invoke` against the test bed: the script bundles a function, imports the bundle in a process of its
 // own and calls it with a sample event, and what it prints is the handler's answer. The functions act as the
 // `outrigger` identity on the test bed's apiserver and keep state in its DynamoDB Local.
-import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { SQSEvent } from 'aws-lambda';
 import { projectRoot } from '../../local/paths.ts';
+import { capture } from '../../local/process.ts';
 import { invokeDir } from '../../scripts/bundle.ts';
 import type { DeadLetter } from '../../shared/lambda/dead-letter.ts';
 import { parseSyncRequest } from '../../shared/lambda/sync-request.ts';
@@ -19,17 +19,10 @@ interface Invoked {
 }
 
 /** Runs the script as a user would (Node 24, from the project root), with only the environment given. */
-function invoke(args: string[], env: Record<string, string>): Promise<Invoked> {
+async function invoke(args: string[], env: Record<string, string>): Promise<Invoked> {
   const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('OUTRIGGER_') && !k.startsWith('AWS_')));
-  const child = spawn(join(projectRoot, 'node_modules/node/bin/node'), ['scripts/invoke.ts', ...args], { cwd: projectRoot, env: { ...base, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
-  child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
-  return new Promise((ok, fail) => {
-    child.on('error', fail);
-    child.on('close', (status) => ok({ status, stdout, stderr }));
-  });
+  const { code, stdout, stderr } = await capture(join(projectRoot, 'node_modules/node/bin/node'), ['scripts/invoke.ts', ...args], { cwd: projectRoot, env: { ...base, ...env } });
+  return { status: code, stdout, stderr };
 }
 
 function json(out: Invoked): unknown {
