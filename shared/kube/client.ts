@@ -289,7 +289,7 @@ export class KubeClient {
           const event = JSON.parse(line) as WatchEvent<T>;
           if (event.type === 'ERROR') {
             const status = event.object as unknown as { code?: number };
-            throw kubeErrorFromResponse(status.code ?? 500, line.length ? JSON.stringify(event.object) : '', what);
+            throw kubeErrorFromResponse(status.code ?? 500, JSON.stringify(event.object), what);
           }
           await onEvent(event);
         }
