@@ -1,6 +1,6 @@
 // bench/bundle: for every registered function, its Lambda bundle (built as the stack builds it) in bytes and
 // gzipped, and its module initialisation time: a new Node 24 process imports the bundle, and the time from
-// process start to the import's end is measured (median of --runs). Lambda bills and waits for this on every
+// process start to the import's end is measured (median of --runs, taken round robin). Lambda bills and waits for this on every
 // cold start. Prints its figures as the last line, in JSON; which modules make up an over-target bundle on stderr.
 //   npm run bench:bundle [-- --runs 5]
 import { existsSync } from 'node:fs';
@@ -49,25 +49,37 @@ async function initMs(file: string | undefined, name: string): Promise<number> {
   return Number(stdout);
 }
 
-async function median(n: number, sample: () => Promise<number>): Promise<number> {
-  const xs: number[] = [];
-  for (let i = 0; i < n; i += 1) xs.push(await sample());
-  xs.sort((a, b) => a - b);
-  const mid = Math.floor(xs.length / 2);
-  return xs.length % 2 ? xs[mid]! : (xs[mid - 1]! + xs[mid]!) / 2;
+function median(xs: number[]): number {
+  const sorted = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
 const round1 = (x: number) => Math.round(x * 10) / 10;
 
-const nodeStart = await median(runs, () => initMs(undefined, 'none'));
+const bundles = [];
+for (const spec of functions) {
+  const bundle = await bundleFunction(spec, join(projectRoot, '.cache', 'bench', 'bundle', spec.name));
+  bundles.push({ spec, bundle, gzipBytes: gzipSync(await readFile(bundle.file)).length });
+}
+
+// Round robin (Node alone, then every function, --runs times over), so that a slow stretch of the machine
+// falls on all of them alike rather than on whichever function was being measured then.
+const samples = new Map<string, number[]>();
+for (let run = 0; run < runs; run += 1) {
+  for (const { spec, bundle } of [{ spec: { name: '' }, bundle: undefined }, ...bundles]) {
+    const ms = await initMs(bundle?.file, spec.name || 'none');
+    samples.set(spec.name, [...(samples.get(spec.name) ?? []), ms]);
+  }
+}
+
+const nodeStart = median(samples.get('')!);
 log(`${node} (${runs} runs each): Node's own start-up ${round1(nodeStart)} ms, counted in every figure below`);
 
 const results: Array<{ name: string; bytes: number; gzipBytes: number; initMs: number }> = [];
 const overTarget: Array<{ name: string; exceeds: string[] }> = [];
-for (const spec of functions) {
-  const bundle = await bundleFunction(spec, join(projectRoot, '.cache', 'bench', 'bundle', spec.name));
-  const gzipBytes = gzipSync(await readFile(bundle.file)).length;
-  const ms = round1(await median(runs, () => initMs(bundle.file, spec.name)));
+for (const { spec, bundle, gzipBytes } of bundles) {
+  const ms = round1(median(samples.get(spec.name)!));
   results.push({ name: spec.name, bytes: bundle.bytes, gzipBytes, initMs: ms });
   const exceeds = [...(bundle.bytes > TARGETS.bytes ? ['bytes'] : []), ...(ms > TARGETS.initMs ? ['initMs'] : [])];
   log(`${spec.name.padEnd(13)} ${(bundle.bytes / 1024).toFixed(0).padStart(6)} KiB  gzip ${(gzipBytes / 1024).toFixed(0).padStart(5)} KiB  init ${ms.toFixed(1).padStart(6)} ms${exceeds.length ? `  over target: ${exceeds.join(', ')}` : ''}`);

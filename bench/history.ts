@@ -17,7 +17,8 @@ import { truncateHistory } from '../functions/history/truncate.ts';
 import { startTestbed } from '../local/testbed.ts';
 import { startRuntime } from '../runtime/local.ts';
 import { parentLabels } from '../shared/history/data.ts';
-import { Resources, applyManifests, connect, gvr, runWatchSource, type KubeObject } from '../shared/kube/index.ts';
+import { Resources, connect, gvr, runWatchSource, type KubeObject } from '../shared/kube/index.ts';
+import { applyManifests } from '../shared/kube/apply.ts';
 import { newControllerRef, type SyncKey } from '../shared/ownership/index.ts';
 import { openState } from '../shared/state/index.ts';
 

@@ -14,7 +14,8 @@ import { forgetMapControllers, listMapControllers, mapControllerFor } from '../f
 import { syncMap, type MapSyncResult } from '../functions/map/sync.ts';
 import { startTestbed } from '../local/testbed.ts';
 import { Hooks } from '../shared/hooks/index.ts';
-import { applyManifests, connect, forgetDiscovery, gvr, type KubeClient, type KubeObject } from '../shared/kube/index.ts';
+import { connect, forgetDiscovery, gvr, type KubeClient, type KubeObject } from '../shared/kube/index.ts';
+import { applyManifests } from '../shared/kube/apply.ts';
 import { openCrd } from '../test/testbed/crds.ts';
 import { controllersGrant } from '../test/testbed/rbac.ts';
 

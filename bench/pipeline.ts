@@ -14,7 +14,8 @@ import pLimit from 'p-limit';
 import { functions } from '../functions/index.ts';
 import { startTestbed } from '../local/testbed.ts';
 import { startRuntime } from '../runtime/local.ts';
-import { applyManifests, connect, gvr, Resources, type KubeObject } from '../shared/kube/index.ts';
+import { connect, gvr, Resources, type KubeObject } from '../shared/kube/index.ts';
+import { applyManifests } from '../shared/kube/apply.ts';
 
 const { values } = parseArgs({ options: { parents: { type: 'string', default: '50' }, updates: { type: 'string', default: '5' } } });
 const PARENTS = Number(values.parents);

@@ -402,7 +402,7 @@ export class OutriggerStack extends Stack {
   }
 }
 
-/** How every function of the project is built and run: one esbuild bundle per entry, ESM, arm64, Node 24. */
+/** How every function of the project is built and run: one esbuild bundle per entry, CommonJS, arm64, Node 24 (see scripts/bundle.ts). */
 function bundled(entry: string) {
   return {
     entry,
@@ -411,7 +411,8 @@ function bundled(entry: string) {
     projectRoot,
     depsLockFilePath: join(projectRoot, 'package-lock.json'),
     bundling: {
-      format: OutputFormat.ESM,
+      // CommonJS: it loads 20-50 ms faster than ESM (scripts/bundle.ts BUNDLE_FILE says why).
+      format: OutputFormat.CJS,
       target: 'node24',
       minify: true,
       sourceMap: true,
@@ -419,11 +420,11 @@ function bundled(entry: string) {
       // mappings: without the sources' text it is a third of the size, and quicker to load.
       sourcesContent: false,
       mainFields: ['module', 'main'],
-      // Some dependencies are CommonJS and call require() for built-ins.
-      banner: "import { createRequire as __outriggerRequire } from 'node:module'; const require = __outriggerRequire(import.meta.url);",
-      // This replaces the default (['@aws-sdk/*']: Lambda provides the AWS SDK), so it is restated. client-node
-      // only reads kubeconfigs, which deployed functions never use (see scripts/bundle.ts EXTERNALS).
-      externalModules: ['@aws-sdk/*', '@kubernetes/client-node'],
+      // Replaces the default (['@aws-sdk/*']: Lambda's own SDK), so the SDK is bundled; client-node only reads
+      // kubeconfigs, which deployed functions never use (see scripts/bundle.ts EXTERNALS).
+      externalModules: ['@kubernetes/client-node'],
+      // Credentials from the environment only, as Lambda provides them (scripts/bundle.ts ALIASES).
+      esbuildArgs: { '--alias': '@aws-sdk/credential-provider-node=./shared/lambda/credentials.ts' },
     },
   };
 }

@@ -3,7 +3,8 @@
 // local runtime both start here, so they run against the same thing.
 import { readFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { applyManifests, connect } from '../shared/kube/index.ts';
+import { connect } from '../shared/kube/index.ts';
+import { applyManifests } from '../shared/kube/apply.ts';
 import { ensureTable, openState } from '../shared/state/index.ts';
 import { startTestCluster, type TestCluster } from './apiserver.ts';
 import { startDynamoDBLocal, type DynamoDBLocal } from './dynamodb.ts';

@@ -3,26 +3,34 @@
 // infra/stack.ts's `bundled()`; these options restate that esbuild command and MUST be kept equal to it: a
 // change to `bundled()` (or to the CDK defaults it relies on) is a change here too. test/unit/invoke.test.ts
 // builds every function both ways and compares the bytes.
-import { stat } from 'node:fs/promises';
+import { stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { build, type BuildOptions, type Metafile } from 'esbuild';
 import type { FunctionSpec } from '../functions/spec.ts';
 import { projectRoot } from '../local/paths.ts';
 
-/** infra/stack.ts `bundled().bundling.banner`: some dependencies are CommonJS and call require() for built-ins. */
-export const BANNER = "import { createRequire as __outriggerRequire } from 'node:module'; const require = __outriggerRequire(import.meta.url);";
+/**
+ * infra/stack.ts `bundled().bundling.externalModules`, which replaces NodejsFunction's default (`@aws-sdk/*`: use the
+ * SDK Lambda provides). The AWS SDK is bundled: the functions run the SDK version the tests ran, and one
+ * tree-shaken CommonJS file loads in a fresh process faster than the runtime's copy (hundreds of files, each
+ * resolved and compiled on its own). `@kubernetes/client-node` reads kubeconfigs, which deployed functions never
+ * use (they have `eks` or `secret` access); it is neither bundled nor deployed, and shared/kube/kubeconfig.ts says
+ * so if one is configured.
+ */
+export const EXTERNALS = ['@kubernetes/client-node'];
 
 /**
- * infra/stack.ts `bundled().bundling.externalModules`. `@aws-sdk/*` is NodejsFunction's default for a Node 18+
- * runtime (Lambda provides the AWS SDK v3), restated because setting externalModules replaces the default. (`@smithy/*`
- * joins it only under the `@aws-cdk/aws-lambda-nodejs:sdkV3ExcludeSmithyPackages` flag, which cdk.json leaves off.)
- * `@kubernetes/client-node` reads kubeconfigs, which deployed functions never use (they have `eks` or `secret`
- * access); it is neither bundled nor deployed, and shared/kube/kubeconfig.ts says so if one is configured.
+ * infra/stack.ts `bundled().bundling.esbuildArgs['--alias']`: a Lambda function's AWS credentials are only ever in
+ * its environment, so the SDK's default provider chain is replaced by the environment provider (shared/lambda/credentials.ts).
  */
-export const EXTERNALS = ['@aws-sdk/*', '@kubernetes/client-node'];
+export const ALIASES = { '@aws-sdk/credential-provider-node': './shared/lambda/credentials.ts' };
 
-/** The file NodejsFunction names an ESM bundle; Lambda loads `index.handler` from it. */
-export const BUNDLE_FILE = 'index.mjs';
+/**
+ * The file NodejsFunction names a CommonJS bundle; Lambda loads `index.handler` from it. CommonJS rather than ESM:
+ * an ES module's `import ... from 'node:http'` makes Node build the module's ESM facade, which reads every export,
+ * lazy ones included (node:http's WebSocket loads Node's whole undici, about 50 ms); `require` does not.
+ */
+export const BUNDLE_FILE = 'index.js';
 
 /** The esbuild options CDK's command line amounts to, for one entry (relative to the project root). */
 export function lambdaBuildOptions(entry: string, outDir: string): BuildOptions {
@@ -32,15 +40,15 @@ export function lambdaBuildOptions(entry: string, outDir: string): BuildOptions 
     outfile: join(outDir, BUNDLE_FILE),
     bundle: true,
     platform: 'node',
-    // bundling: { format: ESM, target: 'node24', minify: true, sourceMap: true, sourcesContent: false, mainFields: ['module', 'main'], banner, externalModules }
-    format: 'esm',
+    // bundling: { format: CJS, target: 'node24', minify: true, sourceMap: true, sourcesContent: false, mainFields: ['module', 'main'], externalModules, esbuildArgs }
+    format: 'cjs',
     target: 'node24',
     minify: true,
     sourcemap: true,
     sourcesContent: false,
     mainFields: ['module', 'main'],
-    banner: { js: BANNER },
     external: EXTERNALS,
+    alias: ALIASES,
     logLevel: 'warning',
   };
 }
@@ -62,11 +70,20 @@ export function invokeDir(name: string): string {
   return join(projectRoot, '.cache', 'invoke', name);
 }
 
-/** Bundles one registered function as the stack does, into outDir/index.mjs. */
+/** Bundles one registered function as the stack does, into outDir/index.js. */
 export async function bundleFunction(spec: Pick<FunctionSpec, 'name' | 'entry'>, outDir: string = invokeDir(spec.name)): Promise<Bundle> {
   const result = await build({ ...lambdaBuildOptions(spec.entry, outDir), metafile: true });
+  await markCommonJs(outDir);
   const file = join(outDir, BUNDLE_FILE);
   return { file, bytes: (await stat(file)).size, metafile: result.metafile };
+}
+
+/**
+ * In Lambda, index.js has no package.json above it and is CommonJS. A bundle built inside this project would be
+ * taken for an ES module (the project's package.json says `"type": "module"`) unless its directory says otherwise.
+ */
+export async function markCommonJs(outDir: string): Promise<void> {
+  await writeFile(join(outDir, 'package.json'), '{ "type": "commonjs" }\n');
 }
 
 /** The inputs that contribute most to a bundle, grouped by package (or by top-level project directory). */

@@ -1,4 +1,5 @@
-// Server-side apply of manifests (YAML, several documents), as Outrigger's field manager.
+// Server-side apply of manifests (YAML, several documents), as Outrigger's field manager: for tests and tools.
+// Not re-exported by index.ts, so that no function bundle carries a YAML parser.
 // Plain YAML: client-node's loader renames keys to its model's properties (x-kubernetes-* becomes x_kubernetes_*).
 import { loadAll } from 'js-yaml';
 import type { KubeClient } from './client.ts';

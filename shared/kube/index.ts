@@ -4,6 +4,5 @@ export { connect, type ClusterAccess } from './config.ts';
 export { KubeError, isKubeError, kubeErrorFromResponse, type KubeErrorKind } from './errors.ts';
 export { eksToken, eksTokenSource, EKS_TOKEN_PREFIX } from './eks-token.ts';
 export { getResourceList, isNamespaced, resolveKind, resolveResource, forgetDiscovery, discoverStorageVersions, type APIResource, type APIResourceList, type ResolvedResource, type StorageDiscovery, type StorageVersionEntry } from './discovery.ts';
-export { applyManifests, applyObject } from './apply.ts';
 export * from './resource.ts';
 export { runWatchSource, type SourceEvent, type SourceEventType, type WatchSourceOptions } from './source.ts';

@@ -11,7 +11,8 @@ import { Forwarder, SqsEnvelopeSink } from '../../forwarder/forwarder.ts';
 import { metricsText } from '../../forwarder/metrics.ts';
 import { projectRoot } from '../../local/paths.ts';
 import { parseEnvelope, type Envelope } from '../../shared/envelope/index.ts';
-import { applyManifests, connect, Resources, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
+import { connect, Resources, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
+import { applyManifests } from '../../shared/kube/apply.ts';
 import { adminClient, createNamespace, outriggerClient, testbed, testQueue } from '../testbed/index.ts';
 
 const revision = (namespace: string, name: string, owner?: string): KubeObject => ({

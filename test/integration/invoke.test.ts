@@ -53,7 +53,7 @@ describe('npm run invoke', () => {
   test('runs the heartbeat bundle and prints its result', async () => {
     const out = await invoke(['heartbeat', 'events/heartbeat.json', '--no-runtime'], bedEnv(uniqueName('invoke')));
     expect(json(out)).toEqual({ clusters: 1, unreachable: 0 });
-    expect(out.stderr).toContain('.cache/invoke/heartbeat/index.mjs');
+    expect(out.stderr).toContain('.cache/invoke/heartbeat/index.js');
   }, 120_000);
 
   test('runs a bundle that reads the cluster configuration from a file, as the deployed functions read their layer\'s', async () => {

@@ -9,7 +9,8 @@ import { forgetPolicies, listPolicies, policyFor } from '../../functions/history
 import { syncHistory } from '../../functions/history/sync.ts';
 import { kubectlBinary } from '../../local/apiserver.ts';
 import { projectRoot } from '../../local/paths.ts';
-import { applyManifests, gvr, type KubeObject } from '../../shared/kube/index.ts';
+import { gvr, type KubeObject } from '../../shared/kube/index.ts';
+import { applyManifests } from '../../shared/kube/apply.ts';
 import { adminClient, createNamespace, outriggerClient, testState, testbed } from '../testbed/index.ts';
 import { DAEMONSET_POLICY, STATEFULSET_POLICY } from '../testbed/policies.ts';
 

@@ -4,7 +4,8 @@ import { forgetPolicies, listPolicies, policyFor } from '../../functions/history
 import { revisionForKey, syncHistory } from '../../functions/history/sync.ts';
 import { truncateHistory } from '../../functions/history/truncate.ts';
 import { revisionHash, targetState, type JsonObject } from '../../shared/history/data.ts';
-import { Resources, applyManifests, forgetDiscovery, gvr, type KubeObject } from '../../shared/kube/index.ts';
+import { Resources, forgetDiscovery, gvr, type KubeObject } from '../../shared/kube/index.ts';
+import { applyManifests } from '../../shared/kube/apply.ts';
 import type { SyncKey } from '../../shared/ownership/index.ts';
 import { adminClient, createNamespace, outriggerClient, testState } from '../testbed/index.ts';
 import { openCrd } from '../testbed/crds.ts';

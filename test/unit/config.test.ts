@@ -99,17 +99,15 @@ describe('a configuration error', () => {
 describe('kubeconfig access in a Lambda bundle', () => {
   test('fails with an error that says why: the package that reads kubeconfigs is not deployed', async () => {
     const { execFileSync } = await import('node:child_process');
-    const { mkdirSync, mkdtempSync, symlinkSync } = await import('node:fs');
+    const { mkdtempSync } = await import('node:fs');
     const { join } = await import('node:path');
     const { tmpdir } = await import('node:os');
     const { build } = await import('esbuild');
     const { projectRoot } = await import('../../local/paths.ts');
     const { lambdaBuildOptions } = await import('../../scripts/bundle.ts');
-    // Outside the project, as in Lambda: nothing but the bundle and the AWS SDK the runtime provides.
+    // Outside the project, as in Lambda: nothing but the bundle.
     const dir = mkdtempSync(join(tmpdir(), 'outrigger-lambda-'));
-    mkdirSync(join(dir, 'node_modules'));
-    symlinkSync(join(projectRoot, 'node_modules', '@aws-sdk'), join(dir, 'node_modules', '@aws-sdk'));
-    const bundle = join(dir, 'index.mjs');
+    const bundle = join(dir, 'index.js');
     await build(lambdaBuildOptions('shared/kube/index.ts', dir));
     const script = `const { connect } = await import(${JSON.stringify(bundle)}); const kube = connect({ kind: 'kubeconfig' });
       await kube.getPath('/version').then(() => console.log('answered'), (err) => console.log(JSON.stringify({ message: err.message, requests: kube.stats.total })));`;

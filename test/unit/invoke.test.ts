@@ -11,7 +11,7 @@ import type { SQSEvent } from 'aws-lambda';
 import { functions } from '../../functions/index.ts';
 import { OutriggerStack } from '../../infra/stack.ts';
 import { projectRoot } from '../../local/paths.ts';
-import { bundleFunction } from '../../scripts/bundle.ts';
+import { BUNDLE_FILE, bundleFunction } from '../../scripts/bundle.ts';
 import { MalformedMessageError, deduplicationId, messageGroupId, parseEnvelope } from '../../shared/envelope/index.ts';
 import { EVENTS_QUEUE, queueName } from '../../shared/lambda/queues.ts';
 import { parseSyncRequest, syncGroupId } from '../../shared/lambda/sync-request.ts';
@@ -100,7 +100,7 @@ describe('the sample events', () => {
 });
 
 describe('the bundles npm run invoke and bench:bundle build', () => {
-  test('are the bytes the stack deploys, for every function', async () => {
+  test('are the bytes the stack deploys, for every function, without what Lambda never needs', async () => {
     const app = new App({ outdir: mkdtempSync(join(tmpdir(), 'outrigger-synth-')) });
     const cluster = { id: 'prod', access: { kind: 'eks' as const, server: 'https://x.gr7.eu-west-1.eks.amazonaws.com', caData: 'Q0E=', clusterName: 'prod', region: 'eu-west-1' } };
     const stack = new OutriggerStack(app, 'Invoke', { clusters: [cluster] });
@@ -109,10 +109,14 @@ describe('the bundles npm run invoke and bench:bundle build', () => {
     const bundles = await Promise.all(functions.map((spec) => bundleFunction(spec, join(ours, spec.name))));
     const compared = functions.map((spec, i) => {
       const code = stack.resolve((stack.functions.get(spec.name)!.node.defaultChild as CfnFunction).code) as { s3Key: string };
-      const deployed = readFileSync(join(assembly.directory, `asset.${code.s3Key.replace(/\.zip$/, '')}`, 'index.mjs'));
+      const deployed = readFileSync(join(assembly.directory, `asset.${code.s3Key.replace(/\.zip$/, '')}`, BUNDLE_FILE));
       return { name: spec.name, same: readFileSync(bundles[i]!.file).equals(deployed) };
     });
     expect(compared).toEqual(functions.map((spec) => ({ name: spec.name, same: true })));
+    // What a cold start must not parse (scripts/bundle.ts EXTERNALS and ALIASES; shared/kube/apply.ts).
+    const unwanted = /node_modules\/(@kubernetes\/client-node|js-yaml|@aws-sdk\/nested-clients|@aws-sdk\/credential-provider-(?!env)[a-z-]+)\//;
+    const carried = bundles.map((b, i) => ({ name: functions[i]!.name, unwanted: Object.keys(b.metafile.inputs).filter((path) => unwanted.test(path)) }));
+    expect(carried).toEqual(functions.map((spec) => ({ name: spec.name, unwanted: [] })));
   }, 240_000);
 });
 
