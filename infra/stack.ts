@@ -3,7 +3,7 @@
 // the ingest Function URL, each cluster's in-cluster forwarder role, and alarms on a dashboard. Each handler
 // issue adds its function to the registry and its table actions here; queues and their grants follow from the
 // registry.
-import { ArnFormat, CfnOutput, Duration, RemovalPolicy, Stack, Stage, type StackProps } from 'aws-cdk-lib';
+import { ArnFormat, AssetStaging, CfnOutput, Duration, RemovalPolicy, Stack, Stage, type StackProps } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as cwActions from 'aws-cdk-lib/aws-cloudwatch-actions';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
@@ -423,8 +423,11 @@ function bundled(entry: string) {
       // Replaces the default (['@aws-sdk/*']: Lambda's own SDK), so the SDK is bundled; client-node only reads
       // kubeconfigs, which deployed functions never use (see scripts/bundle.ts EXTERNALS).
       externalModules: ['@kubernetes/client-node'],
-      // Credentials from the environment only, as Lambda provides them (scripts/bundle.ts ALIASES).
+      // Credentials from the environment only, as Lambda provides them (scripts/bundle.ts ALIASES). esbuild
+      // resolves the alias's path from its working directory: the project root when bundling locally, and this
+      // (the project's mount) when bundling in Docker, where it would otherwise be `/`.
       esbuildArgs: { '--alias': '@aws-sdk/credential-provider-node=./shared/lambda/credentials.ts' },
+      workingDirectory: AssetStaging.BUNDLING_INPUT_DIR,
     },
   };
 }

@@ -206,11 +206,22 @@ async function environmentFor(spec: { name: string }, syncTargets: string[], opt
     // queue: those letters must reach it.
     if (!env.OUTRIGGER_DEAD_LETTER_QUEUE_URL && !env.AWS_ENDPOINT_URL_SQS) env.AWS_ENDPOINT_URL_SQS = capture.endpoint;
   }
-  // With everything local, the AWS SDK still wants a region and credentials to sign with; neither DynamoDB
-  // Local nor the capture checks them. Real ones (an EKS cluster, AWS DynamoDB) are the user's to provide.
+  // A Lambda bundle reads AWS credentials from its environment only (scripts/bundle.ts ALIASES), as Lambda and
+  // `sam local invoke` hand them over. With everything local, the SDK still wants a region and credentials to
+  // sign with, which neither DynamoDB Local nor the capture checks; otherwise (an EKS cluster, AWS DynamoDB) they
+  // are the user's, resolved here by the SDK's whole chain (profile, SSO, ...) and passed on as variables.
   if (env.OUTRIGGER_DYNAMODB_ENDPOINT && clusters.every((c) => c.access.kind !== 'eks')) {
     env.AWS_REGION ??= 'us-east-1';
-    if (!env.AWS_ACCESS_KEY_ID && !env.AWS_PROFILE) Object.assign(env, { AWS_ACCESS_KEY_ID: 'local', AWS_SECRET_ACCESS_KEY: 'local' });
+    if (!env.AWS_ACCESS_KEY_ID) Object.assign(env, { AWS_ACCESS_KEY_ID: 'local', AWS_SECRET_ACCESS_KEY: 'local' });
+  } else if (!env.AWS_ACCESS_KEY_ID) {
+    const { defaultProvider } = await import('@aws-sdk/credential-provider-node');
+    try {
+      const credentials = await defaultProvider({ profile: env.AWS_PROFILE })();
+      Object.assign(env, { AWS_ACCESS_KEY_ID: credentials.accessKeyId, AWS_SECRET_ACCESS_KEY: credentials.secretAccessKey, ...(credentials.sessionToken ? { AWS_SESSION_TOKEN: credentials.sessionToken } : {}) });
+      log('AWS credentials resolved here (the bundle reads them from its environment, as in Lambda)');
+    } catch (err) {
+      log(`no AWS credentials found (${(err as Error).message}): the function's AWS calls will fail`);
+    }
   }
   // What Lambda sets for every function (the logger and the SDK read some of them).
   env.AWS_LAMBDA_FUNCTION_NAME ??= `outrigger-${spec.name}`;

@@ -77,7 +77,9 @@ describe('npm run invoke', () => {
 
   test('routes events/router.json: the malformed record is dead-lettered, nothing fails, sync requests are printed and saved instead of sent', async () => {
     const deadLetters = join(dir, 'router-dead-letter.jsonl');
-    const out = await invoke(['router', 'events/router.json', '--no-runtime'], bedEnv('local', { OUTRIGGER_DEAD_LETTER_FILE: deadLetters }));
+    // A profile in the user's environment does not matter to an all-local run: the bundle reads credentials from
+    // its environment only (as in Lambda), and invoke puts placeholders there.
+    const out = await invoke(['router', 'events/router.json', '--no-runtime'], bedEnv('local', { OUTRIGGER_DEAD_LETTER_FILE: deadLetters, AWS_PROFILE: 'outrigger-no-such-profile' }));
     expect(json(out)).toEqual({ batchItemFailures: [] });
 
     const sample = JSON.parse(await readFile(join(projectRoot, 'events/router.json'), 'utf8')) as SQSEvent;
