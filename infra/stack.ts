@@ -336,7 +336,10 @@ export class OutriggerStack extends Stack {
   private addForwarderRoles(clusters: ClusterConfig[], forwarder: NonNullable<OutriggerStackProps['forwarder']>): void {
     for (const c of clusters) {
       if (c.access.kind !== 'eks') continue;
-      const tags: Record<string, string[]> = { 'aws:RequestTag/eks-cluster-name': [c.access.clusterName] };
+      // The cluster's ARN, not just its name: a cluster of the same name in another region of the account
+      // must not get the role.
+      const clusterArn = this.formatArn({ service: 'eks', region: c.access.region, resource: 'cluster', resourceName: c.access.clusterName, arnFormat: ArnFormat.SLASH_RESOURCE_NAME });
+      const tags: Record<string, string[]> = { 'aws:RequestTag/eks-cluster-arn': [clusterArn] };
       if (forwarder.namespace) tags['aws:RequestTag/kubernetes-namespace'] = [forwarder.namespace];
       if (forwarder.serviceAccount) tags['aws:RequestTag/kubernetes-service-account'] = [forwarder.serviceAccount];
       const role = new iam.Role(this, `${this.clusterIds.get(c.id)!}ForwarderRole`, {

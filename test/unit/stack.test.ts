@@ -328,12 +328,14 @@ describe('the Outrigger stack', () => {
 
   test('gives each EKS cluster\'s forwarder a role for EKS Pod Identity that only that cluster\'s pods may assume, and outputs what its forwarder needs', () => {
     const trust = (t: Template, role: string) => Object.values(byName(t.findResources('AWS::IAM::Role'))[role]!.Properties.AssumeRolePolicyDocument.Statement as Statement[]);
-    expect(trust(template, 'ProdForwarderRole')).toEqual([{ Effect: 'Allow', Principal: { Service: 'pods.eks.amazonaws.com' }, Action: ['sts:AssumeRole', 'sts:TagSession'], Condition: { StringEquals: { 'aws:RequestTag/eks-cluster-name': ['prod'] } } }]);
+    // By the cluster's ARN (region and account included), not its name alone.
+    const arn = (region: string, name: string) => ({ 'Fn::Join': ['', ['arn:', { Ref: 'AWS::Partition' }, `:eks:${region}:`, { Ref: 'AWS::AccountId' }, `:cluster/${name}`]] });
+    expect(trust(template, 'ProdForwarderRole')).toEqual([{ Effect: 'Allow', Principal: { Service: 'pods.eks.amazonaws.com' }, Action: ['sts:AssumeRole', 'sts:TagSession'], Condition: { StringEquals: { 'aws:RequestTag/eks-cluster-arn': [arn('eu-west-1', 'prod')] } } }]);
     const onprem: ClusterConfig = { id: 'onprem', access: { kind: 'secret', server: 'https://k8s.onprem.example:6443', secretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:outrigger/onprem' } };
     const narrowed = synth([cluster, dr, onprem], { forwarder: { namespace: 'outrigger', serviceAccount: 'forwarder' } });
     const narrowing = { 'aws:RequestTag/kubernetes-namespace': ['outrigger'], 'aws:RequestTag/kubernetes-service-account': ['forwarder'] };
-    expect(trust(narrowed, 'ProdForwarderRole')[0]!.Condition).toEqual({ StringEquals: { 'aws:RequestTag/eks-cluster-name': ['prod'], ...narrowing } });
-    expect(trust(narrowed, 'DrEuForwarderRole')[0]!.Condition).toEqual({ StringEquals: { 'aws:RequestTag/eks-cluster-name': ['prod-dr'], ...narrowing } });
+    expect(trust(narrowed, 'ProdForwarderRole')[0]!.Condition).toEqual({ StringEquals: { 'aws:RequestTag/eks-cluster-arn': [arn('eu-west-1', 'prod')], ...narrowing } });
+    expect(trust(narrowed, 'DrEuForwarderRole')[0]!.Condition).toEqual({ StringEquals: { 'aws:RequestTag/eks-cluster-arn': [arn('eu-west-1', 'prod-dr')], ...narrowing } });
     // A cluster outside EKS has no Pod Identity: no role, but its queues' outputs.
     expect(Object.keys(byName(narrowed.findResources('AWS::IAM::Role'))).filter((r) => r.endsWith('ForwarderRole')).sort()).toEqual(['DrEuForwarderRole', 'ProdForwarderRole']);
     for (const [id, role] of [['Prod', true], ['DrEu', true], ['Onprem', false]] as const) {
