@@ -15,6 +15,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { SendMessageBatchCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { deduplicationId, makeEnvelope, MAX_ENVELOPE_BYTES, messageGroupId, type Envelope } from '../shared/envelope/index.ts';
 import { SqsDeadLetterSink } from '../shared/lambda/dead-letter.ts';
+import { BATCH_BYTES, BATCH_ENTRIES } from '../shared/lambda/sqs.ts';
 import { gvrString, isNamespaced, runWatchSource, type GVR, type KubeClient, type KubeObject, type SourceEvent } from '../shared/kube/index.ts';
 
 /** One envelope for the events queue. */
@@ -94,10 +95,6 @@ export interface ForwarderStats {
   watches: number;
   synced: number;
 }
-
-const BATCH_ENTRIES = 10;
-/** SQS's limit for one batch, all entries together. */
-const BATCH_BYTES = 256 * 1024;
 
 export class Forwarder {
   lastSendError: string | undefined;

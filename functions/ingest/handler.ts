@@ -10,23 +10,21 @@
 //                                    request may name no cluster, or one this deployment does not serve)
 import middy from '@middy/core';
 import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
-import { SQSClient, SendMessageBatchCommand } from '@aws-sdk/client-sqs';
+import { SQSClient } from '@aws-sdk/client-sqs';
 import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2 } from 'aws-lambda';
 import { clustersFromEnv } from '../../shared/clusters.ts';
-import { MAX_ENVELOPE_BYTES, deduplicationId, messageGroupId, type Envelope } from '../../shared/envelope/index.ts';
+import { deduplicationId, messageGroupId, type Envelope } from '../../shared/envelope/index.ts';
 import { planIngest } from '../../shared/ingest/index.ts';
 import { SqsDeadLetterSink, type DeadLetterSink } from '../../shared/lambda/dead-letter.ts';
 import { functionLogger } from '../../shared/lambda/logger.ts';
 import { EVENTS_QUEUE, queueUrlsFromEnv } from '../../shared/lambda/queues.ts';
+import { sendFifoMessages } from '../../shared/lambda/sqs.ts';
 
 export interface EventQueue {
   send(envelopes: Envelope[]): Promise<void>;
 }
 
-/**
- * Each cluster's events queue (`urlOf` names it): every envelope goes to the queue of the cluster it names, in
- * batches of at most 10 messages and one SQS message's worth of bytes.
- */
+/** Each cluster's events queue (`urlOf` names it): every envelope goes to the queue of the cluster it names. */
 export class SqsEventQueue implements EventQueue {
   private readonly urlOf: (cluster: string) => string;
   private readonly client: SQSClient;
@@ -37,31 +35,9 @@ export class SqsEventQueue implements EventQueue {
 
   async send(envelopes: Envelope[]): Promise<void> {
     for (const [cluster, forCluster] of Map.groupBy(envelopes, (e) => e.cluster)) {
-      const url = this.urlOf(cluster);
-      let batch: Envelope[] = [];
-      let bytes = 0;
-      for (const e of forCluster) {
-        const size = Buffer.byteLength(JSON.stringify(e), 'utf8');
-        if (batch.length === 10 || (batch.length > 0 && bytes + size > MAX_ENVELOPE_BYTES)) {
-          await this.sendBatch(url, batch);
-          batch = [];
-          bytes = 0;
-        }
-        batch.push(e);
-        bytes += size;
-      }
-      if (batch.length > 0) await this.sendBatch(url, batch);
+      const messages = forCluster.map((e) => ({ body: JSON.stringify(e), group: messageGroupId(e), dedup: deduplicationId(e) }));
+      await sendFifoMessages(this.client, this.urlOf(cluster), messages, `event(s) of cluster ${cluster}`);
     }
-  }
-
-  private async sendBatch(url: string, batch: Envelope[]): Promise<void> {
-    const out = await this.client.send(
-      new SendMessageBatchCommand({
-        QueueUrl: url,
-        Entries: batch.map((e, i) => ({ Id: String(i), MessageBody: JSON.stringify(e), MessageGroupId: messageGroupId(e), MessageDeduplicationId: deduplicationId(e) })),
-      }),
-    );
-    if (out.Failed?.length) throw new Error(`SQS refused ${out.Failed.length} event(s) of cluster ${batch[0]!.cluster}: ${out.Failed.map((f) => `${f.Code}: ${f.Message ?? ''}`).join('; ')}`);
   }
 }
 

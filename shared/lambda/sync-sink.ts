@@ -5,7 +5,7 @@ import { createHash } from 'node:crypto';
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import { syncKeyString } from '../ownership/router.ts';
 import { queueUrlsFromEnv, type QueueUrls } from './queues.ts';
-import { sqsClient } from './sqs.ts';
+import { sendFifoMessages, sqsClient } from './sqs.ts';
 import { syncGroupId, type SyncRequest } from './sync-request.ts';
 
 export interface SyncSink {
@@ -29,26 +29,11 @@ export class SqsSyncSink implements SyncSink {
   }
 
   async send(target: string, requests: SyncRequest[]): Promise<void> {
-    const { SendMessageBatchCommand } = await import('@aws-sdk/client-sqs');
     const client = this.client ?? (await sqsClient());
     // Each request to its own cluster's queue; a FIFO group is one cluster's, so order within it is kept.
     for (const [cluster, forCluster] of Map.groupBy(requests, (r) => r.key.cluster)) {
-      const url = this.queues.url(cluster, target);
-      for (let i = 0; i < forCluster.length; i += 10) {
-        const chunk = forCluster.slice(i, i + 10);
-        const out = await client.send(
-          new SendMessageBatchCommand({
-            QueueUrl: url,
-            Entries: chunk.map((r, j) => ({
-              Id: String(j),
-              MessageBody: JSON.stringify(r),
-              MessageGroupId: syncGroupId(r.key),
-              MessageDeduplicationId: syncDeduplicationId(r),
-            })),
-          }),
-        );
-        if (out.Failed?.length) throw new Error(`SQS refused ${out.Failed.length} sync request(s) for ${target} of cluster ${cluster}: ${out.Failed.map((f) => f.Message).join('; ')}`);
-      }
+      const messages = forCluster.map((r) => ({ body: JSON.stringify(r), group: syncGroupId(r.key), dedup: syncDeduplicationId(r) }));
+      await sendFifoMessages(client, this.queues.url(cluster, target), messages, `sync request(s) for ${target} of cluster ${cluster}`);
     }
   }
 }
