@@ -15,6 +15,7 @@ import { canonicalJson, labelSelectorString, parentLabels, revisionHash, revisio
 import type { DefaultsSchema } from '../../shared/history/defaults.ts';
 import type { RevisionPolicy } from '../../shared/history/policy.ts';
 import { HASH_LABEL, decide, type ControllerRevision } from '../../shared/history/revisions.ts';
+import { parseSyncCause } from '../../shared/lambda/sync-request.ts';
 import { claim, compileSelector, isControlledBy, newControllerRef, selectorString, type LabelSelector, type SyncKey } from '../../shared/ownership/index.ts';
 import type { Lease, State } from '../../shared/state/index.ts';
 import { targetDefaults } from './defaults.ts';
@@ -66,19 +67,13 @@ export async function resolveTarget(kube: KubeClient, policy: RevisionPolicy): P
   return target;
 }
 
-/** A cause is `<kind>/<envelope id>`, and an envelope id `<cluster>/<uid>/<resourceVersion>/<event type>`. */
-function parseCause(cause: string) {
-  const [kind, , uid, resourceVersion, type] = cause.split('/');
-  return { kind, uid, resourceVersion, type };
-}
-
 /**
  * Whether the history record may answer for these causes (so it is worth reading): events of the parent itself
  * and of its revisions. An event of a generated object (a pod deleted) always takes the full sync.
  */
 export function recordMayAnswer(causes: readonly string[], parentUid: string): boolean {
   return causes.length > 0 && causes.every((c) => {
-    const { kind, uid } = parseCause(c);
+    const { kind, uid } = parseSyncCause(c);
     return kind === 'ControllerRevision' || uid === parentUid;
   });
 }
@@ -91,7 +86,7 @@ export function recordMayAnswer(causes: readonly string[], parentUid: string): b
  */
 export function recordAnswers(causes: readonly string[], parentUid: string, record: Pick<HistoryRecord, 'revisionsVersion' | 'revisionUid'>): boolean {
   return causes.length > 0 && causes.every((c) => {
-    const { kind, uid, resourceVersion, type } = parseCause(c);
+    const { kind, uid, resourceVersion, type } = parseSyncCause(c);
     if (kind !== 'ControllerRevision') return uid === parentUid;
     if (type === 'deleted') return record.revisionUid !== undefined && uid !== record.revisionUid;
     return record.revisionsVersion !== undefined && resourceVersion === record.revisionsVersion;

@@ -9,7 +9,7 @@ import { parseEnvelope, watchEventType, type Envelope } from '../../shared/envel
 import { parseApiVersion } from '../../shared/kube/index.ts';
 import { parseOrDeadLetter, type Log } from '../../shared/lambda/batch.ts';
 import type { DeadLetterSink } from '../../shared/lambda/dead-letter.ts';
-import { makeSyncRequest } from '../../shared/lambda/sync-request.ts';
+import { makeSyncRequest, syncCause } from '../../shared/lambda/sync-request.ts';
 import type { SyncSink } from '../../shared/lambda/sync-sink.ts';
 import { BatchResolver, inputSteps, routeEvent, syncKeyString, type ControllerKind, type RoutedKey, type SyncKey } from '../../shared/ownership/index.ts';
 import type { ControllerSource } from '../controllers.ts';
@@ -78,8 +78,7 @@ export async function routeBatch(event: SQSEvent, deps: RouterDeps): Promise<SQS
         let byKey = outbox.get(target);
         if (!byKey) outbox.set(target, (byKey = new Map()));
         const id = syncKeyString(key);
-        // `<kind>/<envelope id>`: handlers tell a parent's own change from a child's by it.
-        const cause = `${envelope.data.object.kind ?? ''}/${envelope.id}`;
+        const cause = syncCause(envelope);
         const pending = byKey.get(id);
         if (pending) pending.causes.push(cause);
         else byKey.set(id, { key, causes: [cause] });

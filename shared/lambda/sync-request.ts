@@ -2,7 +2,7 @@
 // the handler reads the parent and everything else it needs from the cluster (level-triggered).
 // A namespace import, so bundles keep only what is used (see shared/envelope/index.ts).
 import * as z from 'zod/mini';
-import { MalformedMessageError, clusterIdSchema, nonEmpty, parseMessage } from '../envelope/index.ts';
+import { MalformedMessageError, clusterIdSchema, nonEmpty, parseMessage, type Envelope } from '../envelope/index.ts';
 import type { SyncKey } from '../ownership/router.ts';
 
 export const syncRequestSchema = z.strictObject({
@@ -30,6 +30,21 @@ export class SyncRequestError extends MalformedMessageError {
 
 export function makeSyncRequest(key: SyncKey, causes: string[]): SyncRequest {
   return { type: 'dev.outrigger.sync', key: { ...key, namespace: key.namespace || undefined }, causes: causes.slice(0, 10) };
+}
+
+/**
+ * What the router names as the cause of a sync: `<kind>/<envelope id>`, an envelope id being
+ * `<cluster>/<uid>/<resourceVersion>/<event type>` (makeEnvelope). Handlers tell a parent's own change from a
+ * child's by it (parseSyncCause).
+ */
+export function syncCause(envelope: Pick<Envelope, 'id' | 'data'>): string {
+  return `${envelope.data.object.kind ?? ''}/${envelope.id}`;
+}
+
+/** The parts of a cause syncCause made; a cause of another form (a resync's) gives parts that match no object. */
+export function parseSyncCause(cause: string): { kind: string | undefined; uid: string | undefined; resourceVersion: string | undefined; type: string | undefined } {
+  const [kind, , uid, resourceVersion, type] = cause.split('/');
+  return { kind, uid, resourceVersion, type };
 }
 
 export function parseSyncRequest(body: string): SyncRequest {
