@@ -2,7 +2,6 @@ import { syncFunction } from '../../shared/lambda/sync-function.ts';
 import { listPolicies, policyFor } from '../history/policies.ts';
 import { truncateHistory } from '../history/truncate.ts';
 
-
 export const handler = syncFunction('truncate', async ({ key }, { env, logger }) => {
   const kube = env.clusters.client(key.cluster);
   const policy = policyFor(await listPolicies(kube, key.cluster), key.group, key.kind);

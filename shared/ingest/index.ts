@@ -21,7 +21,6 @@ export type IngestPlan =
   | { ok: true; envelopes: Envelope[]; counts: { accepted: number; envelopes: number; knative: number } }
   | { ok: false; status: number; problem: string; deadLetters: IngestDeadLetter[] };
 
-
 function refuse(first: IngestError, refused: number, deadLetters: IngestDeadLetter[]): IngestPlan {
   const problem = refused > 1 ? `${first.message} (and ${refused - 1} more refused event(s))` : first.message;
   return { ok: false, status: first.status, problem, deadLetters: deadLetters.map(fitDeadLetter) };
