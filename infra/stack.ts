@@ -307,7 +307,10 @@ export class OutriggerStack extends Stack {
     return { queue, deadLetter };
   }
 
-  /** A FIFO dead-letter queue; it deduplicates by content, since SqsDeadLetterSink names only the message group. */
+  /**
+   * A FIFO dead-letter queue. SqsDeadLetterSink names a deduplication id (a digest of body and reason); content-based
+   * deduplication covers a sender that names none.
+   */
   private deadLetterQueue(id: string, name: string): sqs.Queue {
     return new sqs.Queue(this, id, {
       queueName: name,
@@ -375,10 +378,10 @@ export class OutriggerStack extends Stack {
       const worst = (metric: (p: QueuePair) => cloudwatch.Metric, period: Duration) =>
         new cloudwatch.MathExpression({ expression: 'MAX(METRICS())', usingMetrics: Object.fromEntries(pairs.map(([, p], i) => [`q${i}`, metric(p)])), period });
       const id = this.clusterIds.get(c.id)!;
-      this.alarm(`${id}DeadLetters`, `A dead-letter queue of cluster ${c.id} holds messages: read their reason attribute, fix the cause, redrive`, worst(deadLetterMetric, Duration.minutes(1)), 1, cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD);
+      this.alarm(`${id}DeadLetters`, `A dead-letter queue of cluster ${c.id} holds messages: read their reason attribute, fix the cause, redrive`, worst((p) => deadLetterMetric(p.deadLetter), Duration.minutes(1)), 1, cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD);
       this.alarm(`${id}OldestMessage`, `A queue of cluster ${c.id} has a message that waited over ${OLDEST_MESSAGE_ALARM_SECONDS} s: its consumer is failing or falling behind`, worst(oldestMessageMetric, Duration.minutes(5)), OLDEST_MESSAGE_ALARM_SECONDS, cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD);
     }
-    this.alarm('IngestDeadLetters', 'The ingest dead-letter queue holds refused requests: read their reason attribute, fix the sender', this.ingestDeadLetter.metricApproximateNumberOfMessagesVisible({ period: Duration.minutes(1), statistic: 'Maximum' }), 1, cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD);
+    this.alarm('IngestDeadLetters', 'The ingest dead-letter queue holds refused requests: read their reason attribute, fix the sender', deadLetterMetric(this.ingestDeadLetter), 1, cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD);
   }
 
   /** Alarms and functions on top, then a row per cluster: a graph widget shows at most 100 metrics, an alarm widget 100 alarms. */
@@ -395,11 +398,11 @@ export class OutriggerStack extends Stack {
         ...clusters.map((c) => {
           const pairs = this.queuePairs(c.id);
           return [
-            new cloudwatch.GraphWidget({ title: `${c.id}: dead letters (messages visible)`, width: 12, left: pairs.map(([name, p]) => deadLetterMetric(p, name)) }),
+            new cloudwatch.GraphWidget({ title: `${c.id}: dead letters (messages visible)`, width: 12, left: pairs.map(([name, p]) => deadLetterMetric(p.deadLetter, name)) }),
             new cloudwatch.GraphWidget({ title: `${c.id}: oldest message age (s)`, width: 12, left: pairs.map(([name, p]) => oldestMessageMetric(p, name)) }),
           ];
         }),
-        [new cloudwatch.GraphWidget({ title: 'Ingest: refused requests (dead letters visible)', width: 24, left: [this.ingestDeadLetter.metricApproximateNumberOfMessagesVisible({ label: 'ingest', period: Duration.minutes(1), statistic: 'Maximum' })] })],
+        [new cloudwatch.GraphWidget({ title: 'Ingest: refused requests (dead letters visible)', width: 24, left: [deadLetterMetric(this.ingestDeadLetter, 'ingest')] })],
       ],
     });
   }
@@ -435,9 +438,9 @@ function bundled(entry: string) {
   };
 }
 
-/** What the alarms and the dashboard watch of a queue pair: its dead letters, and its oldest message's age. */
-function deadLetterMetric(pair: QueuePair, label?: string): cloudwatch.Metric {
-  return pair.deadLetter.metricApproximateNumberOfMessagesVisible({ period: Duration.minutes(1), statistic: 'Maximum', ...(label ? { label } : {}) });
+/** What the alarms and the dashboard watch: a dead-letter queue's depth, and a queue's oldest message's age. */
+function deadLetterMetric(deadLetter: sqs.IQueue, label?: string): cloudwatch.Metric {
+  return deadLetter.metricApproximateNumberOfMessagesVisible({ period: Duration.minutes(1), statistic: 'Maximum', ...(label ? { label } : {}) });
 }
 
 function oldestMessageMetric(pair: QueuePair, label?: string): cloudwatch.Metric {
