@@ -39,6 +39,11 @@ export interface RetryOptions {
   retries: number;
   minDelayMs: number;
   maxDelayMs: number;
+  /**
+   * The longest wait the apiserver may ask for (Retry-After, or a Status's retryAfterSeconds) that is honoured
+   * before a retry; a longer request is cut to this.
+   */
+  maxRetryAfterMs: number;
 }
 
 export interface KubeClientOptions {
@@ -98,6 +103,11 @@ export class RequestStats {
 
 export const DEFAULT_FIELD_MANAGER = 'outrigger';
 
+// Server-side transformations of an answer to its metadata (https://kubernetes.io/docs/reference/using-api/api-concepts/#receiving-resources-as-tables
+// describes the mechanism; PartialObjectMetadata is its metadata form).
+const METADATA = 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1';
+const METADATA_LIST = 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1';
+
 /** A client's transport, once its endpoint is known. */
 interface Connection {
   server: string;
@@ -138,7 +148,7 @@ export class KubeClient {
   constructor(source: EndpointSource, opts: KubeClientOptions = {}) {
     this.source = source;
     this.serverOverride = opts.server;
-    this.retry = { retries: 4, minDelayMs: 100, maxDelayMs: 2_000, ...opts.retry };
+    this.retry = { retries: 4, minDelayMs: 100, maxDelayMs: 2_000, maxRetryAfterMs: 30_000, ...opts.retry };
     this.timeoutMs = opts.timeoutMs ?? 30_000;
     this.fieldManager = opts.fieldManager ?? DEFAULT_FIELD_MANAGER;
   }
@@ -183,6 +193,12 @@ export class KubeClient {
     return this.request<KubeList<T>>('GET', resourcePath(r, { namespace }), { verb: 'list', query });
   }
 
+  /** `list`, answered with each object's metadata only (a PartialObjectMetadataList): no object body is read. */
+  async listMetadata(r: GVR, opts: ListOptions = {}): Promise<KubeList> {
+    const { namespace, ...query } = opts;
+    return this.request<KubeList>('GET', resourcePath(r, { namespace }), { verb: 'list/metadata', query, accept: METADATA_LIST });
+  }
+
   /** Every page of a list, `limit` objects per request. */
   async listAll<T extends KubeObject = KubeObject>(r: GVR, opts: ListOptions = {}): Promise<T[]> {
     const items: T[] = [];
@@ -220,7 +236,7 @@ export class KubeClient {
     namespace: string | undefined,
     patch: unknown,
     type: PatchType,
-    opts: { subresource?: string; force?: boolean } = {},
+    opts: { subresource?: string; force?: boolean; metadataOnly?: boolean } = {},
   ): Promise<T> {
     const query: Record<string, string | boolean> = { fieldManager: this.fieldManager };
     if (type === 'apply' && opts.force) query.force = true;
@@ -229,6 +245,8 @@ export class KubeClient {
       body: patch,
       contentType: patchContentType[type],
       query,
+      // The answer as a PartialObjectMetadata: the patched object's body is neither sent nor parsed.
+      ...(opts.metadataOnly ? { accept: METADATA } : {}),
     });
   }
 
@@ -307,7 +325,7 @@ export class KubeClient {
   async request<T>(
     method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE',
     path: string,
-    opts: { verb: string; query?: Record<string, string | number | boolean | undefined>; body?: unknown; contentType?: string },
+    opts: { verb: string; query?: Record<string, string | number | boolean | undefined>; body?: unknown; contentType?: string; accept?: string },
   ): Promise<T> {
     const what = `${method} ${path}`;
     return pRetry(
@@ -323,17 +341,19 @@ export class KubeClient {
         }
         let status: number;
         let text: string;
+        let retryAfter: string | undefined;
         try {
           // http.request(), not fetch(): the same connection pool, a fraction of fetch's per-call CPU, which is
           // most of a poll's client time (1,000 writes per poll).
           const res = await respond(prepared);
           status = res.statusCode ?? 0;
+          retryAfter = res.headers['retry-after'];
           text = await readBody(res, prepared.signal);
         } catch (err) {
           throw kubeErrorFromFailure(err, what);
         }
         if (status < 200 || status > 299) {
-          const e = kubeErrorFromResponse(status, text, what);
+          const e = kubeErrorFromResponse(status, text, what, retryAfter);
           throw e.transient ? e : new AbortError(e);
         }
         return (text ? JSON.parse(text) : undefined) as T;
@@ -344,7 +364,14 @@ export class KubeClient {
         maxTimeout: this.retry.maxDelayMs,
         factor: 2,
         randomize: true,
-        shouldRetry: ({ error }) => error instanceof KubeError && error.transient,
+        shouldRetry: async ({ error, retryDelay }) => {
+          if (!(error instanceof KubeError && error.transient)) return false;
+          // The apiserver's own estimate (429 from priority and fairness, 503 while shutting down) outranks the
+          // backoff when it is longer: retrying sooner only meets the same answer.
+          const asked = Math.min((error.retryAfterSeconds ?? 0) * 1000, this.retry.maxRetryAfterMs);
+          if (asked > retryDelay) await new Promise((r) => setTimeout(r, asked - retryDelay));
+          return true;
+        },
       },
     );
   }
@@ -352,14 +379,14 @@ export class KubeClient {
   private async prepare(
     method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE',
     path: string,
-    opts: { query?: Record<string, string | number | boolean | undefined>; body?: unknown; contentType?: string; signal?: AbortSignal },
+    opts: { query?: Record<string, string | number | boolean | undefined>; body?: unknown; contentType?: string; accept?: string; signal?: AbortSignal },
   ): Promise<Prepared> {
     const { server, headers: credentials, transport } = await this.open();
     const url = new URL(server + path);
     for (const [k, v] of Object.entries(opts.query ?? {})) if (v !== undefined && v !== '') url.searchParams.set(k, String(v));
     const headers: OutgoingHttpHeaders = {};
     for (const [k, v] of Object.entries(await credentials())) headers[k.toLowerCase()] = v;
-    headers.accept = 'application/json';
+    headers.accept = opts.accept ?? 'application/json';
     let body: string | undefined;
     if (opts.body !== undefined) {
       headers['content-type'] = opts.contentType ?? 'application/json';

@@ -20,6 +20,8 @@ export interface KubeStatus {
   message?: string;
   reason?: string;
   code?: number;
+  /** On a 410 for a continued list, where an inconsistent list may go on from (etcd3's handleCompactedErrorForPaging). */
+  metadata?: { continue?: string };
   details?: {
     name?: string;
     group?: string;
@@ -35,16 +37,23 @@ export class KubeError extends Error {
   readonly status: number;
   readonly reason: string | undefined;
   readonly causes: ReadonlyArray<{ reason?: string; message?: string; field?: string }>;
+  /** How long the apiserver asked the client to wait before trying again (the Status's or the Retry-After header's). */
   readonly retryAfterSeconds: number | undefined;
+  /**
+   * A 410 to a continued list may carry a token to go on from, at the current revision: the rest of the list,
+   * not a consistent snapshot with the pages before it (https://kubernetes.io/docs/reference/using-api/api-concepts/#retrieving-large-results-sets-in-chunks).
+   */
+  readonly continueToken: string | undefined;
 
-  constructor(kind: KubeErrorKind, message: string, opts: { status?: number; body?: KubeStatus; cause?: unknown } = {}) {
+  constructor(kind: KubeErrorKind, message: string, opts: { status?: number; body?: KubeStatus; cause?: unknown; retryAfterSeconds?: number | undefined } = {}) {
     super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
     this.name = 'KubeError';
     this.kind = kind;
     this.status = opts.status ?? 0;
     this.reason = opts.body?.reason;
     this.causes = opts.body?.details?.causes ?? [];
-    this.retryAfterSeconds = opts.body?.details?.retryAfterSeconds;
+    this.retryAfterSeconds = opts.body?.details?.retryAfterSeconds ?? opts.retryAfterSeconds;
+    this.continueToken = opts.body?.metadata?.continue || undefined;
   }
 
   get transient(): boolean {
@@ -86,8 +95,22 @@ const byCode: Record<number, KubeErrorKind> = {
   504: 'Transient',
 };
 
-/** Classifies an HTTP answer from the apiserver. `body` is the raw text, usually a JSON `Status`. */
-export function kubeErrorFromResponse(status: number, body: string, what: string): KubeError {
+/** A Retry-After header's delay in seconds: delta-seconds or an HTTP date (https://www.rfc-editor.org/rfc/rfc9110#section-10.2.3); undefined if neither. */
+export function parseRetryAfter(value: string | undefined, now: Date = new Date()): number | undefined {
+  const v = value?.trim();
+  if (!v) return undefined;
+  if (/^\d+$/.test(v)) return Number(v);
+  // IMF-fixdate only: Date.parse also takes "-1" or "1.5" for a date.
+  if (!/^[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT$/.test(v)) return undefined;
+  const at = Date.parse(v);
+  return Number.isFinite(at) ? Math.max(0, Math.ceil((at - now.getTime()) / 1000)) : undefined;
+}
+
+/**
+ * Classifies an HTTP answer from the apiserver. `body` is the raw text, usually a JSON `Status`; `retryAfter` the
+ * Retry-After header, if any.
+ */
+export function kubeErrorFromResponse(status: number, body: string, what: string, retryAfter?: string): KubeError {
   let parsed: KubeStatus | undefined;
   try {
     const value: unknown = JSON.parse(body);
@@ -97,7 +120,7 @@ export function kubeErrorFromResponse(status: number, body: string, what: string
   }
   const kind = (parsed?.reason && byReason[parsed.reason]) || byCode[status] || (status >= 500 ? 'Transient' : 'Unknown');
   const detail = parsed?.message ?? (body.length > 300 ? `${body.slice(0, 300)}…` : body);
-  return new KubeError(kind, `${what}: ${status} ${kind}: ${detail}`, { status, ...(parsed ? { body: parsed } : {}) });
+  return new KubeError(kind, `${what}: ${status} ${kind}: ${detail}`, { status, ...(parsed ? { body: parsed } : {}), retryAfterSeconds: parseRetryAfter(retryAfter) });
 }
 
 /** A request that got no HTTP answer. These are transient: the next attempt may reach the server. */

@@ -8,12 +8,23 @@ let server: Server;
 let base: string;
 const seen: Array<{ url: string | undefined; headers: IncomingHttpHeaders }> = [];
 const sockets = new Set<unknown>();
+/** Paths under /busy/ answer 429 with this Retry-After until they have been asked this many times. */
+const busy = { retryAfter: '1', times: 1, asked: new Map<string, number>() };
 
 beforeAll(async () => {
   server = createServer((req, res) => {
     seen.push({ url: req.url, headers: req.headers });
     sockets.add(req.socket);
     res.setHeader('content-type', 'application/json');
+    if (req.url?.startsWith('/busy/')) {
+      const n = (busy.asked.get(req.url) ?? 0) + 1;
+      busy.asked.set(req.url, n);
+      if (n <= busy.times) {
+        res.writeHead(429, { 'retry-after': busy.retryAfter });
+        res.end(JSON.stringify({ kind: 'Status', status: 'Failure', reason: 'TooManyRequests', code: 429, message: 'too many requests' }));
+        return;
+      }
+    }
     res.end(JSON.stringify({ gitVersion: 'v1.34.0' }));
   });
   await new Promise<void>((ok) => server.listen(0, '127.0.0.1', ok));
@@ -64,5 +75,21 @@ describe('KubeClient', () => {
     const kube = new KubeClient(() => Promise.resolve(endpoint(async () => ({}), { server: 'http://127.0.0.1:1' })), { server: `${base}//` });
     await expect(kube.getPath('/version')).resolves.toEqual({ gitVersion: 'v1.34.0' });
     await expect(kube.endpoint()).resolves.toMatchObject({ server: base });
+  });
+
+  test('a 429 is retried no sooner than its Retry-After asks (beyond the backoff), and no later than the cap', async () => {
+    const kube = new KubeClient(() => Promise.resolve(endpoint(async () => ({}))), { retry: { retries: 2, minDelayMs: 1, maxDelayMs: 5 } });
+    let started = Date.now();
+    await expect(kube.getPath('/busy/a')).resolves.toEqual({ gitVersion: 'v1.34.0' });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(950);
+    expect(kube.stats.total).toBe(2);
+
+    // An HTTP date works as well; a wait longer than maxRetryAfterMs is cut to it.
+    busy.retryAfter = new Date(Date.now() + 60_000).toUTCString();
+    const capped = new KubeClient(() => Promise.resolve(endpoint(async () => ({}))), { retry: { retries: 2, minDelayMs: 1, maxDelayMs: 5, maxRetryAfterMs: 200 } });
+    started = Date.now();
+    await expect(capped.getPath('/busy/b')).resolves.toEqual({ gitVersion: 'v1.34.0' });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(190);
+    expect(Date.now() - started).toBeLessThan(2_000);
   });
 });

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { KubeError, kubeErrorFromResponse } from '../../shared/kube/index.ts';
-import { kubeErrorFromFailure } from '../../shared/kube/errors.ts';
+import { kubeErrorFromFailure, parseRetryAfter } from '../../shared/kube/errors.ts';
 
 const status = (code: number, reason: string, message = 'm') => JSON.stringify({ kind: 'Status', status: 'Failure', code, reason, message });
 
@@ -50,4 +50,26 @@ describe('apiserver answers map to error kinds', () => {
     expect(err.kind).toBe('Transient');
     expect(err.message).toBe('GET /y: no answer from the apiserver (ECONNREFUSED: fetch failed)');
   });
+
+  test("a 410 to a continued list carries the apiserver's token to go on from; a Status's retryAfterSeconds outranks the header", () => {
+    const expired = JSON.stringify({ kind: 'Status', status: 'Failure', code: 410, reason: 'Expired', message: 'too old', metadata: { continue: 'eyJ2IjoibWV0YS5rOHMuaW8vdjEifQ' } });
+    expect(kubeErrorFromResponse(410, expired, 'GET').continueToken).toBe('eyJ2IjoibWV0YS5rOHMuaW8vdjEifQ');
+    expect(kubeErrorFromResponse(410, status(410, 'Expired'), 'GET').continueToken).toBeUndefined();
+    expect(kubeErrorFromResponse(429, status(429, 'TooManyRequests'), 'GET', '3').retryAfterSeconds).toBe(3);
+    const withDetails = JSON.stringify({ kind: 'Status', code: 429, reason: 'TooManyRequests', details: { retryAfterSeconds: 5 } });
+    expect(kubeErrorFromResponse(429, withDetails, 'GET', '3').retryAfterSeconds).toBe(5);
+  });
+
+  test('Retry-After: delta-seconds, or an HTTP date (never negative); anything else is no advice', () => {
+    const now = new Date('2026-01-01T00:00:00Z');
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: 10_000_000 }), (n) => {
+        expect(parseRetryAfter(String(n), now)).toBe(n);
+        expect(parseRetryAfter(new Date(now.getTime() + n * 1000).toUTCString(), now)).toBe(n);
+        expect(parseRetryAfter(new Date(now.getTime() - n * 1000).toUTCString(), now)).toBe(0);
+      }),
+    );
+    for (const v of [undefined, '', ' ', '-1', '1.5', 'soon']) expect(parseRetryAfter(v, now)).toBeUndefined();
+  });
 });
+
