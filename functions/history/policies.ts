@@ -51,6 +51,7 @@ async function targetKinds(kube: KubeClient, cluster: string): Promise<Controlle
   for (const p of valid) {
     const r = await resolveKind(kube, p.spec.target.apiVersion, p.spec.target.kind).catch(() => undefined);
     if (!r || kinds.some((k) => k.kind === r.kind && k.resource.group === r.group)) continue;
+    const generated = p.spec.generated && { group: parseApiVersion(p.spec.generated.apiVersion).group, kind: p.spec.generated.kind };
     kinds.push({
       resource: r,
       kind: r.kind,
@@ -58,6 +59,8 @@ async function targetKinds(kube: KubeClient, cluster: string): Promise<Controlle
       // The parent "selects" its own revisions by the parent labels; generated objects reach it by ControllerRef.
       // Listed items carry no apiVersion or kind, so they come from the kind resolved here.
       selectorOf: (parent: KubeObject) => ({ matchLabels: parentLabels({ ...parent, apiVersion: apiVersionOf(r), kind: r.kind }) }),
+      // Its revisions and what it generates: another controller's children of the same parent are not history's.
+      owns: [{ group: 'apps', kind: 'ControllerRevision' }, ...(generated ? [generated] : [])],
       target: 'history',
     });
   }

@@ -86,6 +86,7 @@ async function kinds(kube: KubeClient, cluster: string): Promise<ControllerKind[
         // Outputs reach their parent by ControllerRef; a map parent adopts nothing.
         selectorOf: () => null,
         inputs: { kinds: m.inputs.map((i) => ({ group: i.group, kind: i.kind })), selectorOf: (p) => (p.spec as { selector?: LabelSelector | null } | undefined)?.selector },
+        owns: m.outputs.map((o) => ({ group: o.group, kind: o.kind })),
         ownChangeSyncs: specChanged,
         target: MAP_TARGET,
       }),

@@ -1,7 +1,8 @@
 // The router: watch events in, sync keys out (controller-runtime's event handler between source and queue).
-// Per batch: each envelope is routed by seed 002's rules (and a parent's own events sync that parent),
-// resolved with one BatchResolver per cluster (at most one list per candidate kind and namespace), keys are
-// deduplicated per target and sent once. FIFO order is kept: after a record fails, the later records of its
+// Per batch: each envelope is routed by seed 002's rules to every controller of the parent's kind that owns the
+// child's kind (and a parent's own events sync that parent in each controller of its kind), resolved with one
+// BatchResolver per cluster (at most one list per candidate kind and namespace), keys are deduplicated per
+// target and sent once. FIFO order is kept: after a record fails, the later records of its
 // message group fail too, and all are redelivered together.
 import type { SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import type { Clusters } from '../../shared/clusters.ts';
@@ -38,9 +39,10 @@ export async function routeEnvelope(envelope: Envelope, resolver: BatchResolver,
   const steps = routeEvent(watchEventType(envelope), object, envelope.data.oldObject);
   if (kinds.some((k) => k.inputs?.kinds.some((i) => i.group === group && i.kind === object.kind))) steps.push(...inputSteps(object, envelope.data.oldObject));
   const routed = (await Promise.all(steps.map((s) => resolver.resolve(s)))).flat();
-  // A parent's own change syncs that parent (unless its kind says this change needs none).
-  const self = kinds.find((k) => k.kind === object.kind && k.resource.group === group);
-  if (self && (self.ownChangeSyncs?.(object) ?? true)) {
+  // A parent's own change syncs that parent in every controller of its kind (unless a kind says this change
+  // needs none).
+  for (const self of kinds) {
+    if (self.kind !== object.kind || self.resource.group !== group || !(self.ownChangeSyncs?.(object) ?? true)) continue;
     const key: SyncKey = { cluster: envelope.cluster, group, kind: self.kind, namespace: object.metadata.namespace, name: object.metadata.name ?? '', uid: object.metadata.uid ?? '' };
     routed.push({ key, target: self.target });
   }

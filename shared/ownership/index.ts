@@ -4,4 +4,4 @@ export { compileSelector, matches, selectorString, SelectorError, type LabelSele
 export { planClaim, ordinalNameGuard, type ClaimOptions, type ClaimPlan } from './claim.ts';
 export { claim, type ClaimContext, type ClaimResult } from './claim-shell.ts';
 export { routeEvent, inputSteps, dedupeKeys, syncKeyString, type RouteStep, type SyncKey } from './router.ts';
-export { BatchResolver, type ControllerKind, type RoutedKey } from './resolver.ts';
+export { BatchResolver, ownsKind, type ControllerKind, type RoutedKey } from './resolver.ts';

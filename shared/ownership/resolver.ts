@@ -19,6 +19,13 @@ export interface ControllerKind {
   inputs?: { kinds: ReadonlyArray<{ group: string; kind: string }>; selectorOf: (parent: KubeObject) => LabelSelector | null | undefined };
   /** Whether a change to the parent itself needs a sync (default: every change does). */
   ownChangeSyncs?: (parent: KubeObject) => boolean;
+  /** The child kinds whose events reach it by ControllerRef or selector (absent: every kind). */
+  owns?: ReadonlyArray<{ group: string; kind: string }>;
+}
+
+/** Whether a child of this group and kind concerns the controller kind. */
+export function ownsKind(controller: ControllerKind, group: string, kind: string): boolean {
+  return controller.owns === undefined || controller.owns.some((o) => o.group === group && o.kind === kind);
 }
 
 export interface RoutedKey {
@@ -49,25 +56,28 @@ export class BatchResolver {
 
   private async resolveRef(step: Extract<RouteStep, { by: 'controllerRef' }>): Promise<RoutedKey[]> {
     const { group } = parseApiVersion(step.ref.apiVersion);
-    const kind = this.controllers.find((c) => c.kind === step.ref.kind && c.resource.group === group);
-    if (!kind) return []; // owned by a controller Outrigger does not run: not ours to sync
-    const namespace = kind.namespaced ? step.namespace : undefined;
-    const id = `${group}/${kind.kind}/${namespace ?? ''}/${step.ref.name}`;
+    // Every controller of the parent's kind that owns this child's kind: one parent, one read, a key for each.
+    const kinds = this.controllers.filter((c) => c.kind === step.ref.kind && c.resource.group === group && ownsKind(c, step.group, step.kind));
+    const first = kinds[0];
+    if (!first) return []; // owned by a controller Outrigger does not run: not ours to sync
+    const namespace = first.namespaced ? step.namespace : undefined;
+    const id = `${group}/${first.kind}/${namespace ?? ''}/${step.ref.name}`;
     let parent = this.parents.get(id);
     if (!parent) {
       this.stats.gets += 1;
-      parent = this.kube.find(kind.resource, step.ref.name, namespace);
+      parent = this.kube.find(first.resource, step.ref.name, namespace);
       this.parents.set(id, parent);
     }
     const found = await parent;
     if (!found || found.metadata.uid !== step.ref.uid) return [];
-    return [{ key: this.keyOf(kind, found), target: kind.target }];
+    return kinds.map((kind) => ({ key: this.keyOf(kind, found), target: kind.target }));
   }
 
   private async resolveSelector(step: Extract<RouteStep, { by: 'selector' }>): Promise<RoutedKey[]> {
     const out: RoutedKey[] = [];
     for (const kind of this.controllers) {
       if (kind.namespaced && !step.namespace) continue; // a namespaced parent never owns a cluster-scoped child
+      if (!ownsKind(kind, step.group, step.kind)) continue;
       out.push(...(await this.matchingParents(kind, step.namespace, kind.selectorOf, step.labels)));
     }
     return out;

@@ -7,21 +7,26 @@
 // An orphan that is being deleted is not offered to anyone: nobody may adopt it. When the previous state of
 // a modified orphan is unknown (a forwarder that does not send it), its labels count as changed: an extra
 // sync is harmless to a level-triggered controller, a missing one is not.
+// Each step names the child's kind: several controllers may reconcile one parent kind (a RevisionPolicy's and
+// a MapController's), and each hears only of the kinds it owns, as an upstream controller hears only the
+// informers it registered handlers on.
 import type { WatchEventType } from '../envelope/index.ts';
 import { parseApiVersion, type KubeObject, type OwnerReference } from '../kube/resource.ts';
 import { controllerOf, isBeingDeleted } from './controller-ref.ts';
 
 export type RouteStep =
-  | { by: 'controllerRef'; ref: OwnerReference; namespace: string | undefined }
-  | { by: 'selector'; labels: Readonly<Record<string, string>>; namespace: string | undefined }
+  | { by: 'controllerRef'; group: string; kind: string; ref: OwnerReference; namespace: string | undefined }
+  | { by: 'selector'; group: string; kind: string; labels: Readonly<Record<string, string>>; namespace: string | undefined }
   | { by: 'input'; group: string; kind: string; labels: Readonly<Record<string, string>>; namespace: string | undefined };
 
 export function routeEvent(type: WatchEventType, object: KubeObject, oldObject?: KubeObject): RouteStep[] {
   const namespace = object.metadata.namespace;
+  const { group } = parseApiVersion(object.apiVersion ?? '');
+  const kind = object.kind ?? '';
   const current = controllerOf(object);
   const previous = oldObject ? controllerOf(oldObject) : undefined;
-  const byRef = (ref: OwnerReference): RouteStep => ({ by: 'controllerRef', ref, namespace });
-  const bySelector: RouteStep = { by: 'selector', labels: object.metadata.labels ?? {}, namespace };
+  const byRef = (ref: OwnerReference): RouteStep => ({ by: 'controllerRef', group, kind, ref, namespace });
+  const bySelector: RouteStep = { by: 'selector', group, kind, labels: object.metadata.labels ?? {}, namespace };
 
   if (type === 'deleted') return current ? [byRef(current)] : [];
   if (type === 'added') {

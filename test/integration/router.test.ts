@@ -18,7 +18,13 @@ import { environment } from '../../shared/lambda/environment.ts';
 import type { SyncRequest } from '../../shared/lambda/sync-request.ts';
 import type { SyncSink } from '../../shared/lambda/sync-sink.ts';
 import { newControllerRef, type LabelSelector } from '../../shared/ownership/index.ts';
-import { adminClient, createNamespace, outriggerClient, testbed, testQueue } from '../testbed/index.ts';
+import { forgetPolicies, historySource, listPolicies, policyFor, revisionPolicies } from '../../functions/history/policies.ts';
+import { forgetMapControllers, listMapControllers, mapControllerFor, mapControllers, mapSource } from '../../functions/map/controllers.ts';
+import { applyManifests } from '../../shared/kube/apply.ts';
+import { forgetDiscovery } from '../../shared/kube/index.ts';
+import { adminClient, createNamespace, eventually, outriggerClient, testbed, testQueue } from '../testbed/index.ts';
+import { openCrd } from '../testbed/crds.ts';
+import { controllersGrant } from '../testbed/rbac.ts';
 import { DeleteMessageBatchCommand, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 
 const statefulSets = gvr('apps', 'v1', 'statefulsets');
@@ -96,6 +102,65 @@ describe('routeBatch', () => {
     ]);
     expect(out.stats).toMatchObject({ records: 5, deadLettered: 1, failed: 2, keys: 1, gets: 1, lists: 1 });
   });
+});
+
+describe('a kind with several controllers', () => {
+  // A kind of its own, which both a RevisionPolicy and a MapController take as their parent.
+  const duals = gvr('router.outrigger.test', 'v1', 'duals');
+  const MANIFESTS = `
+${openCrd('router.outrigger.test', 'Dual', 'duals')}---
+${controllersGrant('outrigger-router-duals-test', [`{ apiGroups: ["router.outrigger.test"], resources: ["duals"], verbs: ["get", "list", "watch"] }`])}---
+apiVersion: outrigger.dev/v1alpha1
+kind: RevisionPolicy
+metadata: { name: router-duals }
+spec:
+  target: { apiVersion: router.outrigger.test/v1, kind: Dual }
+  targetState: [spec.template]
+  generated: { apiVersion: v1, kind: Pod }
+---
+apiVersion: metacontroller.k8s.io/v1alpha1
+kind: MapController
+metadata: { name: router-duals }
+spec:
+  parentResource: { apiVersion: router.outrigger.test/v1, resource: duals }
+  inputResources: [{ apiVersion: v1, resource: configmaps }]
+  outputResources: [{ apiVersion: v1, resource: configmaps }]
+  hooks:
+    map: { webhook: { url: "http://127.0.0.1:9/map" } }
+`;
+
+  afterAll(async () => {
+    await adminClient().delete(revisionPolicies, 'router-duals').catch(() => undefined);
+    await adminClient().delete(mapControllers, 'router-duals').catch(() => undefined);
+  });
+
+  test("each controller of the parent's kind gets the parent's own events, and each gets its own children's", async () => {
+    await applyManifests(adminClient(), MANIFESTS);
+    const kube = outriggerClient();
+    // Both controllers are in effect once discovery serves the new kind.
+    await eventually(async () => {
+      forgetPolicies();
+      forgetMapControllers();
+      forgetDiscovery(kube);
+      const [policies, maps] = await Promise.all([listPolicies(kube, 'it'), listMapControllers(kube, 'it')]);
+      return policyFor(policies, 'router.outrigger.test', 'Dual') !== undefined && mapControllerFor(maps, 'router.outrigger.test', 'Dual') !== undefined;
+    });
+    const ns = await createNamespace('router-dual');
+    const dual: KubeObject = { ...(await adminClient().create<KubeObject>(duals, { apiVersion: 'router.outrigger.test/v1', kind: 'Dual', metadata: { name: 'd', namespace: ns }, spec: { template: { a: 1 } } })), apiVersion: 'router.outrigger.test/v1', kind: 'Dual' };
+    const owned = (apiVersion: string, kind: string, name: string): KubeObject => ({ apiVersion, kind, metadata: { name, namespace: ns, uid: `uid-${name}`, resourceVersion: '1', ownerReferences: [newControllerRef(dual)] } });
+    const clusters = new Clusters([{ id: 'it', access: { kind: 'kubeconfig', path: testbed().kubeconfigs.outrigger } }]);
+    const targets = async (object: KubeObject) => {
+      const envelope = makeEnvelope({ cluster: 'it', type: 'added', object, source: 'test' });
+      const sink = new MemorySyncSink();
+      await routeBatch({ Records: [record(JSON.stringify(envelope), messageGroupId(envelope), 'm1')] }, { clusters, sources: [historySource, mapSource], sink, deadLetter: () => new MemoryDeadLetterSink() });
+      expect(sink.sent.every((s) => s.request.key.uid === dual.metadata.uid)).toBe(true);
+      return sink.sent.map((s) => s.target).sort();
+    };
+    expect(await targets(dual)).toEqual(['history', 'map']);
+    expect(await targets(owned('apps/v1', 'ControllerRevision', 'd-rev'))).toEqual(['history']);
+    expect(await targets(owned('v1', 'Pod', 'd-0'))).toEqual(['history']);
+    expect(await targets(owned('v1', 'ConfigMap', 'd-out'))).toEqual(['map']);
+  }, 60_000);
 });
 
 describe('dead letters on a real queue', () => {

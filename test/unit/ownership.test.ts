@@ -40,31 +40,32 @@ describe('ControllerRef helpers', () => {
 describe('routing watch events (seed 002, Watches)', () => {
   const owned = child('c', { app: 'a' }, [ref('owner-1')]);
   const orphan = child('c', { app: 'a' });
+  const revision = { group: 'apps', kind: 'ControllerRevision' };
   test.each<[string, ReturnType<typeof routeEvent>, ReturnType<typeof routeEvent>]>([
-    ['added with a ControllerRef: only its controller', routeEvent('added', owned), [{ by: 'controllerRef', ref: ref('owner-1'), namespace: 'ns' }]],
-    ['modified with a ControllerRef: only its controller', routeEvent('modified', owned, owned), [{ by: 'controllerRef', ref: ref('owner-1'), namespace: 'ns' }]],
-    ['deleted with a ControllerRef: only its controller', routeEvent('deleted', owned), [{ by: 'controllerRef', ref: ref('owner-1'), namespace: 'ns' }]],
+    ['added with a ControllerRef: only its controller', routeEvent('added', owned), [{ by: 'controllerRef', ...revision, ref: ref('owner-1'), namespace: 'ns' }]],
+    ['modified with a ControllerRef: only its controller', routeEvent('modified', owned, owned), [{ by: 'controllerRef', ...revision, ref: ref('owner-1'), namespace: 'ns' }]],
+    ['deleted with a ControllerRef: only its controller', routeEvent('deleted', owned), [{ by: 'controllerRef', ...revision, ref: ref('owner-1'), namespace: 'ns' }]],
     [
       'ControllerRef moved: the new and the previous controller',
       routeEvent('modified', child('c', {}, [ref('owner-2')]), owned),
       [
-        { by: 'controllerRef', ref: ref('owner-2'), namespace: 'ns' },
-        { by: 'controllerRef', ref: ref('owner-1'), namespace: 'ns' },
+        { by: 'controllerRef', ...revision, ref: ref('owner-2'), namespace: 'ns' },
+        { by: 'controllerRef', ...revision, ref: ref('owner-1'), namespace: 'ns' },
       ],
     ],
     [
       'update removed the ControllerRef: the previous controller and every matching one',
       routeEvent('modified', orphan, owned),
       [
-        { by: 'controllerRef', ref: ref('owner-1'), namespace: 'ns' },
-        { by: 'selector', labels: { app: 'a' }, namespace: 'ns' },
+        { by: 'controllerRef', ...revision, ref: ref('owner-1'), namespace: 'ns' },
+        { by: 'selector', ...revision, labels: { app: 'a' }, namespace: 'ns' },
       ],
     ],
-    ['orphan added: every matching controller', routeEvent('added', orphan), [{ by: 'selector', labels: { app: 'a' }, namespace: 'ns' }]],
+    ['orphan added: every matching controller', routeEvent('added', orphan), [{ by: 'selector', ...revision, labels: { app: 'a' }, namespace: 'ns' }]],
     ['orphan deleted: none', routeEvent('deleted', orphan), []],
-    ['orphan updated, labels changed: every matching controller', routeEvent('modified', child('c', { app: 'b' }), orphan), [{ by: 'selector', labels: { app: 'b' }, namespace: 'ns' }]],
+    ['orphan updated, labels changed: every matching controller', routeEvent('modified', child('c', { app: 'b' }), orphan), [{ by: 'selector', ...revision, labels: { app: 'b' }, namespace: 'ns' }]],
     ['orphan updated, labels unchanged: none', routeEvent('modified', child('c', { app: 'a' }, [], { resourceVersion: '2' }), orphan), []],
-    ['orphan updated, previous state unknown: every matching controller', routeEvent('modified', orphan), [{ by: 'selector', labels: { app: 'a' }, namespace: 'ns' }]],
+    ['orphan updated, previous state unknown: every matching controller', routeEvent('modified', orphan), [{ by: 'selector', ...revision, labels: { app: 'a' }, namespace: 'ns' }]],
     ['orphan being deleted: none, nobody may adopt it', routeEvent('modified', child('c', { app: 'b' }, [], { deletionTimestamp: '2026-01-01T00:00:00Z' }), orphan), []],
   ])('%s', (_, actual, expected) => {
     expect(actual).toEqual(expected);
