@@ -11,7 +11,7 @@
 import { createHash } from 'node:crypto';
 import type { KubeClient } from '../../shared/kube/index.ts';
 import { Resources, isKubeError, resolveKind, type KubeList, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
-import { canonicalJson, labelSelectorString, parentLabels, revisionHash, revisionName, semanticallyEqual, targetState, type Json, type JsonObject } from '../../shared/history/data.ts';
+import { canonicalJson, labelSelectorString, parentLabels, revisionHash, revisionName, selectorLabels, semanticallyEqual, targetState, type Json, type JsonObject } from '../../shared/history/data.ts';
 import type { DefaultsSchema } from '../../shared/history/defaults.ts';
 import type { RevisionPolicy } from '../../shared/history/policy.ts';
 import { HASH_LABEL, decide, type ControllerRevision } from '../../shared/history/revisions.ts';
@@ -202,23 +202,22 @@ async function syncLocked(deps: HistoryDeps, policy: RevisionPolicy, target: Res
       return { outcome: { outcome: 'rollback', revision: r.metadata.name!, number: outcome.number, truncate: true }, revisionsVersion: patched.metadata.resourceVersion, revisionUid: patched.metadata.uid };
     }
     case 'create': {
-      const created = await createRevision(deps.kube, target, parent, candidate, outcome.number, {}, guard);
+      const created = await createRevision(deps.kube, target, parent, candidate, outcome.number, kubectlLabels(policy, parent, candidate), guard);
       return { outcome: { outcome: 'created', revision: created.metadata.name!, number: created.revision, truncate: true }, revisionsVersion: created.metadata.resourceVersion, revisionUid: created.metadata.uid };
     }
   }
 }
 
-/** Labels that let `kubectl rollout history` find the revision: the parent's selector's matchLabels. */
-function selectorLabels(parent: KubeObject): Record<string, string> {
-  const selector = (parent.spec as { selector?: { matchLabels?: Record<string, string> } } | undefined)?.selector;
-  return { ...(selector?.matchLabels ?? {}) };
+/** Labels that let stock kubectl find a revision of `data` by the parent's selector (README, "What a sync does"). */
+function kubectlLabels(policy: RevisionPolicy, parent: KubeObject, data: JsonObject): Record<string, string> {
+  return selectorLabels(fieldAt(parent, policy.spec.generated?.selectorPath ?? 'spec.selector') as LabelSelector | undefined, data, policy.spec.targetState);
 }
 
 /**
  * Creates the revision named `<parent>-<hash(data, count)>`, starting at collision count 0. On
  * AlreadyExists the existing revision is read: if it holds the same target state and is the parent's (an
  * earlier attempt whose answer was lost), it is the one; otherwise the next count is tried, at most
- * MAX_COLLISIONS times. The hash label always matches the name.
+ * MAX_COLLISIONS times. The hash label always matches the name; `labels` come under the parent labels and it.
  */
 export async function createRevision(
   kube: KubeClient,
@@ -226,7 +225,7 @@ export async function createRevision(
   parent: KubeObject,
   data: JsonObject,
   number: number,
-  extraLabels: Record<string, string> = {},
+  labels: Record<string, string> = {},
   guard: () => void = () => {},
 ): Promise<ControllerRevision> {
   const namespace = parent.metadata.namespace!;
@@ -241,7 +240,7 @@ export async function createRevision(
       metadata: {
         name,
         namespace,
-        labels: { ...selectorLabels(parent), ...extraLabels, ...parentLabels(parent), [HASH_LABEL]: hash },
+        labels: { ...labels, ...parentLabels(parent), [HASH_LABEL]: hash },
         ...(cause ? { annotations: { [CHANGE_CAUSE]: cause } } : {}),
         ownerReferences: [newControllerRef(parent)],
       },
@@ -306,7 +305,7 @@ async function syncRevisionKey(
   const ofKey = (k: string) => sorted.filter((r) => r.metadata.labels?.[label] === k).at(-1);
   const done = (r: ControllerRevision): LockedOutcome => ({ outcome: { outcome: 'unchanged', revision: r.metadata.name!, number: r.revision }, revisionsVersion: listedVersion, revisionUid: r.metadata.uid });
   const create = async (key: string): Promise<LockedOutcome> => {
-    const r = await createRevision(deps.kube, target, parent, candidate, next, { [label]: key }, guard);
+    const r = await createRevision(deps.kube, target, parent, candidate, next, { ...kubectlLabels(policy, parent, candidate), [label]: key }, guard);
     return { outcome: { outcome: 'created', revision: r.metadata.name!, number: r.revision, truncate: true }, revisionsVersion: r.metadata.resourceVersion, revisionUid: r.metadata.uid };
   };
   if (current) {

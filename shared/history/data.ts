@@ -8,6 +8,7 @@
 // the kind's defaults, a field set to its default against an absent one) cannot make two equal states differ.
 // Upstream shipped that bug three times (kubernetes #134773 and #78633, lws #797).
 
+import { compileSelector, matches, SelectorError, type LabelSelector } from '../ownership/selector.ts';
 import type { DefaultsSchema } from './defaults.ts';
 
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
@@ -153,6 +154,43 @@ export function parentLabels(parent: { kind?: string | undefined; apiVersion?: s
     'outrigger.dev/parent': parentLabelValue(parent.metadata.name ?? ''),
     'outrigger.dev/parent-kind': parentLabelValue(`${(parent.kind ?? '').toLowerCase()}.${group}`),
   };
+}
+
+/**
+ * Labels under which the parent's own selector finds a revision of `data`, so that stock `kubectl rollout
+ * history` and `undo` (which list revisions by the parent's selector) see it whatever form the selector takes:
+ * the labels of the first template in the data whose labels the selector matches, as upstream labels
+ * StatefulSet and DaemonSet history with the pod template's
+ * (https://github.com/kubernetes/kubernetes/blob/v1.35.4/pkg/controller/statefulset/stateful_set_utils.go).
+ * Without such a template, the selector's matchLabels (all a selector of expressions alone cannot be
+ * satisfied from). Labels that are not valid label keys and values are never returned.
+ */
+export function selectorLabels(selector: LabelSelector | null | undefined, data: JsonObject, paths: readonly string[]): Record<string, string> {
+  let compiled;
+  try {
+    compiled = compileSelector(selector);
+  } catch (err) {
+    if (err instanceof SelectorError) return {};
+    throw err;
+  }
+  for (const path of paths) {
+    const labels = validLabels(get(get(data, parsePath(path)), ['metadata', 'labels']));
+    if (labels && matches(compiled, labels)) return labels;
+  }
+  return validLabels(selector?.matchLabels ?? {}) ?? {};
+}
+
+/** A copy of `value` if it is a map of valid label keys to valid label values. */
+function validLabels(value: unknown): Record<string, string> | undefined {
+  if (!value || typeof value !== 'object' || Array.isArray(value) || !Object.values(value).every((v) => typeof v === 'string')) return undefined;
+  const labels = { ...(value as Record<string, string>) };
+  try {
+    compileSelector({ matchLabels: labels }); // checks every key and value as the apiserver would
+  } catch (err) {
+    if (err instanceof SelectorError) return undefined;
+    throw err;
+  }
+  return labels;
 }
 
 export function labelSelectorString(labels: Record<string, string>): string {

@@ -82,6 +82,26 @@ test.each([
   expect(await syncOf(kind, obj)).toMatchObject({ outcome: 'rollback', number: 5 });
 }, 60_000);
 
+test.each([
+  ['StatefulSet', 'statefulset', statefulSets, { serviceName: 'web', replicas: 0 }],
+  ['DaemonSet', 'daemonset', daemonSets, {}],
+] as const)('kubectl rollout history and undo find %s revisions when the selector has matchExpressions only', async (kind, arg, resource, extra) => {
+  const ns = await createNamespace('kubectl-expr');
+  const admin = adminClient();
+  const selector = { matchExpressions: [{ key: 'app', operator: 'In', values: ['web', 'api'] }, { key: 'canary', operator: 'DoesNotExist' }] };
+  let obj = await admin.create(resource, { apiVersion: 'apps/v1', kind, metadata: { name: 'web', namespace: ns }, spec: { ...spec('registry.example/app:1', extra), selector } });
+  await syncOf(kind, obj);
+  obj = await admin.patch(resource, 'web', ns, { spec: { template: { spec: { containers: [{ name: 'c', image: 'registry.example/app:2' }] } } } }, 'strategic');
+  await syncOf(kind, obj);
+
+  const listed = await kubectl('rollout', 'history', `${arg}/web`, '-n', ns);
+  expect(listed.split('\n').filter((l) => /^\d+\s/.test(l)).map((l) => l.split(/\s+/)[0])).toEqual(['1', '2']);
+  expect(await kubectl('rollout', 'undo', `${arg}/web`, '-n', ns, '--to-revision', '1')).toMatch(/rolled back/);
+  obj = await admin.get(resource, 'web', ns);
+  expect(JSON.stringify(obj.spec)).toContain('registry.example/app:1');
+  expect(await syncOf(kind, obj)).toMatchObject({ outcome: 'rollback', number: 3 });
+}, 60_000);
+
 describe('the history controller in the local runtime (watch, router, history, truncate)', () => {
   test('a change to a StatefulSet becomes a revision, a rollback renumbers, truncation trims, with no call by the test', async () => {
     const { mkdtemp } = await import('node:fs/promises');

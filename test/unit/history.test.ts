@@ -1,5 +1,6 @@
 import fc from 'fast-check';
-import { canonicalJson, parsePath, revisionHash, revisionName, semanticallyEqual, targetState, type Json } from '../../shared/history/data.ts';
+import { canonicalJson, parsePath, revisionHash, revisionName, selectorLabels, semanticallyEqual, targetState, type Json } from '../../shared/history/data.ts';
+import { compileSelector, matches, type LabelSelector } from '../../shared/ownership/index.ts';
 import { parsePolicy } from '../../shared/history/policy.ts';
 import { HASH_LABEL, decide, sortRevisions, truncationPlan, type ControllerRevision } from '../../shared/history/revisions.ts';
 import { recordAnswers, recordMayAnswer } from '../../functions/history/sync.ts';
@@ -126,6 +127,38 @@ describe('history decisions', () => {
         for (const d of doomed) for (const k of remainingDead) expect(sortRevisions([d, k])[0]).toBe(d);
       }),
     );
+  });
+});
+
+describe('revision labels for stock kubectl', () => {
+  const labels = fc.dictionary(fc.constantFrom('app', 'tier', 'env'), fc.constantFrom('a', 'b', ''), { maxKeys: 3 });
+  const requirement = fc.oneof(
+    fc.record({ key: fc.constantFrom('app', 'tier', 'env'), operator: fc.constantFrom('In' as const, 'NotIn' as const), values: fc.uniqueArray(fc.constantFrom('a', 'b', ''), { minLength: 1 }) }),
+    fc.record({ key: fc.constantFrom('app', 'tier', 'env'), operator: fc.constantFrom('Exists' as const, 'DoesNotExist' as const) }),
+  );
+  const selector: fc.Arbitrary<LabelSelector> = fc.record({ matchLabels: labels, matchExpressions: fc.array(requirement, { maxLength: 3 }) }, { requiredKeys: [] });
+
+  test("whatever the selector's form, a template the selector matches gives labels it matches; otherwise its matchLabels", () => {
+    fc.assert(
+      fc.property(selector, labels, (sel, templateLabels) => {
+        const data = targetState({ spec: { template: { metadata: { labels: templateLabels } } } }, ['spec.template']);
+        const got = selectorLabels(sel, data, ['spec.template']);
+        if (matches(compileSelector(sel), templateLabels)) {
+          expect(got).toEqual(templateLabels);
+          expect(matches(compileSelector(sel), got)).toBe(true);
+        } else {
+          expect(got).toEqual(sel.matchLabels ?? {});
+        }
+      }),
+    );
+  });
+
+  test('a selector of expressions alone is matched through the template; invalid labels are never returned', () => {
+    const data = targetState({ spec: { template: { metadata: { labels: { app: 'web', version: '2' } } } } }, ['spec.template']);
+    expect(selectorLabels({ matchExpressions: [{ key: 'app', operator: 'In', values: ['web'] }] }, data, ['spec.template'])).toEqual({ app: 'web', version: '2' });
+    const bad = targetState({ spec: { template: { metadata: { labels: { app: 'not valid!' } } } } }, ['spec.template']);
+    expect(selectorLabels({}, bad, ['spec.template'])).toEqual({});
+    expect(selectorLabels(undefined, data, ['spec.template'])).toEqual({});
   });
 });
 
