@@ -13,14 +13,27 @@
 //    increment (compare-and-set, before writing the status) whenever an entry's hash changes. A migration
 //    narrows persisted only while its epoch is current. Without it, a version that came and went after a
 //    migration succeeded (v2, then v1 on one apiserver, then v2 again: persisted unchanged throughout) would
-//    be dropped although objects were written in it; the property test below finds that timeline. Upstream
+//    be dropped although objects were written in it; the property test finds that timeline. Upstream
 //    serialised discovery and completion on one goroutine for a weaker form of the same safety.
+//  - The seed resets a state only when the whole trigger was down. Here each reporter counts on its own: a
+//    reporter whose entry is missing or older than one and a half periods may have missed its apiserver
+//    changing version and changing back, so its report persists Unknown (and moves the epoch).
+//  - A success narrows persisted only after a confirmation round: every configured reporter has reported the
+//    same hash again after the migration succeeded, with the epoch unchanged. The reports that started the
+//    migration predate it; an apiserver rolled back while it ran (the migrator may even have rewritten objects
+//    through it) shows only in a later report. This is the seed's "held identical for at least one polling
+//    period", placed after the migration rather than before it.
 import { revisionHash } from '../history/data.ts';
 import { isTerminal, storageStateName, UNKNOWN, type MigrationPhase, type ReporterEntry, type StorageState, type StorageStateStatus } from './api.ts';
 
 export const DEFAULT_PERIOD_MS = 10 * 60_000;
 /** Entries of reporters silent for this many periods are removed (the seed: reporter ids change on restart). */
 export const FORGET_AFTER_PERIODS = 3;
+/**
+ * A reporter silent for longer than this may have missed a change: one period, and half a period more because
+ * scheduled invocations drift by seconds and treating every poll as late would re-migrate everything.
+ */
+export const MISSED_AFTER_PERIODS = 1.5;
 
 export type ReportChange = 'created' | 'hash' | 'heartbeat';
 
@@ -36,13 +49,17 @@ export function report(status: StorageStateStatus | undefined, obs: Observation,
   if (!status || (!status.currentStorageVersionHashes?.length && !status.persistedStorageVersionHashes?.length)) {
     return { status: { currentStorageVersionHashes: [entry], persistedStorageVersionHashes: [UNKNOWN] }, change: 'created' };
   }
-  const before = status.persistedStorageVersionHashes?.length ? status.persistedStorageVersionHashes : [UNKNOWN];
-  const persisted = before.includes(UNKNOWN) || before.includes(obs.hash) ? [...before] : [...before, obs.hash];
-  const forgetBefore = obs.now.getTime() - FORGET_AFTER_PERIODS * periodMs;
+  const before = persistedOf(status);
   const previous = status.currentStorageVersionHashes?.find((e) => e.reporterID === obs.reporter);
+  // Missing (new, forgotten, or the state was made by another reporter) or silent: its apiserver may have
+  // changed version and back since, writing objects in a version no poll saw. Always a change, so the epoch
+  // moves and no migration made before it narrows persisted.
+  const missed = !previous || heartbeatMs(previous) < obs.now.getTime() - MISSED_AFTER_PERIODS * periodMs;
+  const persisted = missed ? [UNKNOWN] : before.includes(UNKNOWN) || before.includes(obs.hash) ? [...before] : [...before, obs.hash];
+  const forgetBefore = obs.now.getTime() - FORGET_AFTER_PERIODS * periodMs;
   const others = (status.currentStorageVersionHashes ?? []).filter((e) => e.reporterID !== obs.reporter && heartbeatMs(e) >= forgetBefore);
   const entries = [...others, entry].sort((a, b) => a.reporterID.localeCompare(b.reporterID));
-  const changed = previous?.currentStorageVersionHash !== obs.hash || persisted.length !== before.length || others.length !== (status.currentStorageVersionHashes?.length ?? 0) - (previous ? 1 : 0);
+  const changed = missed || previous.currentStorageVersionHash !== obs.hash || persisted.join('\n') !== before.join('\n') || others.length !== (status.currentStorageVersionHashes?.length ?? 0) - 1;
   return { status: { currentStorageVersionHashes: entries, persistedStorageVersionHashes: persisted }, change: changed ? 'hash' : 'heartbeat' };
 }
 
@@ -67,15 +84,14 @@ export function heartbeatPatch(state: Pick<StorageState, 'metadata' | 'status'>,
 }
 
 /**
- * No reporter has heartbeated for over a period: what is persisted may have missed changes (seed: recreate
- * with Unknown). Half a period of grace, because scheduled invocations drift by seconds and a state reset on
- * every poll would re-migrate everything.
+ * No reporter has heartbeated for over a period (and MISSED_AFTER_PERIODS' grace): what is persisted may have
+ * missed changes (seed: recreate with Unknown).
  */
 export function isStale(status: StorageStateStatus | undefined, now: Date, periodMs = DEFAULT_PERIOD_MS): boolean {
   // A state nobody reported into yet (just created by another reporter) is not stale: its first report sets Unknown.
   const entries = status?.currentStorageVersionHashes ?? [];
   if (entries.length === 0) return false;
-  return Math.max(...entries.map(heartbeatMs)) < now.getTime() - periodMs * 1.5;
+  return Math.max(...entries.map(heartbeatMs)) < now.getTime() - periodMs * MISSED_AFTER_PERIODS;
 }
 
 /** What the leader needs to know of a migration of the resource. */
@@ -149,7 +165,11 @@ export function decide(input: DecideInput): Decision {
 
   const valid = ours.filter(fits);
   const succeeded = valid.find((m) => m.phase === 'Succeeded');
-  if (succeeded) return { action: 'narrow', reason: `migration ${succeeded.name} succeeded`, hash, migration: succeeded };
+  if (succeeded) {
+    const unconfirmed = unconfirmedReporters(succeeded, entries, input.reporters);
+    if (unconfirmed.length) return waitOr(`migration ${succeeded.name} succeeded; waiting for ${unconfirmed.join(', ')} to report ${hash} again after it`);
+    return { action: 'narrow', reason: `migration ${succeeded.name} succeeded and every reporter confirmed ${hash} since`, hash, migration: succeeded };
+  }
   const running = valid.find((m) => !isTerminal(m.phase));
   if (running) return waitOr(`migration ${running.name} is ${running.phase.toLowerCase()}`);
   const failed = valid.find((m) => m.phase === 'Failed');
@@ -158,6 +178,19 @@ export function decide(input: DecideInput): Decision {
     if (Number.isFinite(failedAt) && failedAt > freshAfter) return waitOr(`migration ${failed.name} failed; retrying one period after`);
   }
   return { action: 'create', reason: persisted.includes(UNKNOWN) ? 'what is stored is unknown' : `stored versions ${persisted.join(', ')}`, hash, epoch: input.epoch, persisted: [...persisted], cancel: ours };
+}
+
+/**
+ * The configured reporters whose latest heartbeat is not after the migration's success. Compared in whole
+ * seconds: heartbeats are written truncated to the second, and in-tree conditions carry seconds only, so a
+ * later second is the only proof that a report was made after the success (clocks agreeing, as for leases).
+ */
+function unconfirmedReporters(m: MigrationView, entries: readonly ReporterEntry[], reporters: readonly string[]): string[] {
+  const succeededSecond = Math.floor(Date.parse(m.phaseTime ?? '') / 1000);
+  return reporters.filter((r) => {
+    const e = entries.find((x) => x.reporterID === r);
+    return !e || !(Math.floor(heartbeatMs(e) / 1000) > succeededSecond);
+  });
 }
 
 /** The migration's name: fixed by the state, its epoch and the hash, so a repeated decision creates nothing new. */
