@@ -6,7 +6,7 @@
 // A hash change increments the resource's epoch in DynamoDB before the status is written, so a migration made
 // before it can never narrow persisted. Then the leader step runs (see leader.ts).
 import pLimit from 'p-limit';
-import { apiVersionOf, discoverStorageVersions, isKubeError, type KubeClient, type StorageVersionEntry } from '../../shared/kube/index.ts';
+import { apiVersionOf, discoverStorageVersions, isKubeError, type KubeClient, type StorageDiscovery, type StorageVersionEntry } from '../../shared/kube/index.ts';
 import { heartbeatPatch, isStale, report, storageStateName, type StorageState } from '../../shared/storage/index.ts';
 import { epochKey, storageStates, type StorageContext } from './context.ts';
 import { lead, type LeadResult } from './leader.ts';
@@ -19,7 +19,7 @@ export interface PollResult {
   heartbeats: number;
   reset: number;
   conflicts: number;
-  failedGroups: Array<{ group: string; error: string }>;
+  failedGroups: StorageDiscovery['failed'];
   leader?: LeadResult | undefined;
   /** Wall time of the reporting part and of the leader step. */
   reportMs?: number;
@@ -39,7 +39,7 @@ export async function pollReporter(
   const [discovery, listed] = await Promise.all([discoverStorageVersions(reporter.client, { groups: opts.groups }), ctx.kube.listAll<StorageState>(storageStates)]);
   const existing = new Map(listed.map((s) => [s.metadata.name ?? '', s]));
   const result: PollResult = { reporter: reporter.id, resources: discovery.resources.length, created: 0, changed: 0, heartbeats: 0, reset: 0, conflicts: 0, failedGroups: discovery.failed };
-  for (const f of discovery.failed) ctx.log?.('discovery failed for a group; its resources keep their last heartbeat', { reporter: reporter.id, ...f });
+  for (const f of discovery.failed) ctx.log?.('discovery failed for a group version; resources served only there keep their last heartbeat', { reporter: reporter.id, ...f });
   const limit = pLimit(WRITE_CONCURRENCY);
   const reported = await Promise.all(discovery.resources.map((r) => limit(() => reportResource(ctx, reporter.id, r, existing.get(storageStateName(r)), now, result))));
   result.reportMs = Date.now() - started;

@@ -73,7 +73,7 @@ export function forgetDiscovery(client: KubeClient): void {
   cache.delete(client);
 }
 
-/** A resource as the storage poll sees it: where it is served (the group's preferred version) and its hash. */
+/** A resource as the storage poll sees it: a version that serves it (the group's preferred one if it does) and its hash. */
 export interface StorageVersionEntry extends GVR {
   kind: string;
   storageVersionHash: string;
@@ -81,44 +81,78 @@ export interface StorageVersionEntry extends GVR {
 
 export interface StorageDiscovery {
   resources: StorageVersionEntry[];
-  /** Groups whose discovery failed: their resources get no heartbeat this time; the others still do. */
-  failed: Array<{ group: string; error: string }>;
+  /** Group versions whose discovery failed: their resources get no heartbeat this time; the others still do. */
+  failed: Array<{ group: string; version: string; error: string }>;
+}
+
+interface APIGroup {
+  name: string;
+  preferredVersion?: { version: string };
+  versions: Array<{ version: string }>;
 }
 
 interface APIGroupList {
-  groups: Array<{ name: string; preferredVersion?: { version: string }; versions: Array<{ version: string }> }>;
+  groups: APIGroup[];
+}
+
+/** A group's served versions, its preferred one first (the rest in the server's order, which is by priority). */
+function servedVersions(g: APIGroup): string[] {
+  const preferred = g.preferredVersion?.version;
+  return [...new Set([...(preferred ? [preferred] : []), ...g.versions.map((v) => v.version)])];
 }
 
 /**
- * Every resource with a storageVersionHash, from per-group discovery at each group's preferred version
- * (aggregated discovery carries no hash). Subresources and resources without a hash are skipped.
+ * Every resource with a storageVersionHash, from per-group discovery (aggregated discovery carries no hash) at
+ * every served version of every group: a resource need not be served in its group's preferred version (a
+ * group's CRDs each list their own versions). One request per group version, whatever the number of resources;
+ * a resource served in several versions is reported once, from the first version in servedVersions' order.
+ * Subresources and resources without a hash are skipped.
  */
 export async function discoverStorageVersions(client: KubeClient, opts: { groups?: readonly string[] | undefined; concurrency?: number } = {}): Promise<StorageDiscovery> {
   const wanted = (g: string) => !opts.groups || opts.groups.includes(g);
   const targets: Array<{ group: string; version: string }> = [];
   if (wanted('')) targets.push({ group: '', version: 'v1' });
   const list = await client.getPath<APIGroupList>('/apis');
-  for (const g of list.groups) {
-    const version = g.preferredVersion?.version ?? g.versions[0]?.version;
-    if (version && wanted(g.name)) targets.push({ group: g.name, version });
-  }
+  for (const g of list.groups) if (wanted(g.name)) targets.push(...servedVersions(g).map((version) => ({ group: g.name, version })));
   const out: StorageDiscovery = { resources: [], failed: [] };
   const limit = pLimit(opts.concurrency ?? 8);
-  await Promise.all(
+  const lists = await Promise.all(
     targets.map((t) =>
       limit(async () => {
         try {
-          const rl = await getResourceList(client, t.group, t.version);
-          for (const r of rl.resources) {
-            if (r.name.includes('/') || !r.storageVersionHash) continue;
-            out.resources.push({ group: t.group, version: t.version, resource: r.name, kind: r.kind, storageVersionHash: r.storageVersionHash });
-          }
+          return await getResourceList(client, t.group, t.version);
         } catch (err) {
-          out.failed.push({ group: t.group, error: err instanceof Error ? err.message : String(err) });
+          out.failed.push({ ...t, error: err instanceof Error ? err.message : String(err) });
+          return undefined;
         }
       }),
     ),
   );
+  const seen = new Set<string>();
+  targets.forEach((t, i) => {
+    for (const r of lists[i]?.resources ?? []) {
+      if (r.name.includes('/') || !r.storageVersionHash || seen.has(`${r.name}.${t.group}`)) continue;
+      seen.add(`${r.name}.${t.group}`);
+      out.resources.push({ group: t.group, version: t.version, resource: r.name, kind: r.kind, storageVersionHash: r.storageVersionHash });
+    }
+  });
   out.resources.sort((a, b) => a.group.localeCompare(b.group) || a.resource.localeCompare(b.resource));
   return out;
+}
+
+/**
+ * The version to reach a resource through: its group's preferred version when that serves it, else the first
+ * served version that does (what a migration lists and rewrites through).
+ */
+export async function servingVersion(client: KubeClient, group: string, resource: string): Promise<string> {
+  if (group === '') return 'v1';
+  const g = await client.getPath<APIGroup>(`/apis/${group}`);
+  for (const version of servedVersions(g)) {
+    const rl = await getResourceList(client, group, version).catch((err: unknown) => {
+      if (isKubeError(err, 'NotFound')) return undefined;
+      throw err;
+    });
+    if (rl?.resources.some((r) => r.name === resource)) return version;
+  }
+  throw new Error(`the cluster serves ${resource} in no version of API group ${group}`);
 }
