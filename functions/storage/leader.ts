@@ -5,7 +5,7 @@
 // (uid preconditions on deletes, resourceVersion on the status) or a create with a fixed name.
 import { randomUUID } from 'node:crypto';
 import pLimit from 'p-limit';
-import { apiVersionOf, isKubeError, parseApiVersion } from '../../shared/kube/index.ts';
+import { apiVersionOf, isKubeError, servingVersion } from '../../shared/kube/index.ts';
 import { newControllerRef } from '../../shared/ownership/index.ts';
 import { LeaseLostError, type Lease } from '../../shared/state/index.ts';
 import {
@@ -16,6 +16,7 @@ import {
   migrationName,
   PERSISTED_ANNOTATION,
   phaseOf,
+  STATE_LABEL,
   type Decision,
   type MigrationView,
   type StorageState,
@@ -28,6 +29,8 @@ const LEASE_TTL_MS = 60_000;
 const LEASE_MARGIN_MS = 20_000;
 /** How long a reporter waits for another reporter's leader step to finish before leaving it to the next one. */
 const LEASE_WAIT_MS = 30_000;
+/** Up to this many states (a migration's event) have their migrations listed by label; more (a poll), all in one list. */
+const OWN_LISTS_UP_TO = 4;
 
 export interface LeadResult {
   leader: boolean;
@@ -37,6 +40,48 @@ export interface LeadResult {
   cancelled: string[];
   narrowed: string[];
   epochReads: number;
+  /** States whose step failed; the others were still looked at, and the next step tries these again. */
+  failed: Array<{ state: string; error: string }>;
+}
+
+/**
+ * The step's hold on the leader lease: renewed once half of it is gone, so a long step (a first sight of
+ * thousands of resources) keeps it; once it is lost, nothing more is written and the states not yet looked at
+ * are left to the next holder.
+ */
+class Hold {
+  lease: Lease;
+  lost = false;
+  private readonly ctx: StorageContext;
+  private renewal: Promise<void> | undefined;
+
+  constructor(ctx: StorageContext, lease: Lease) {
+    this.ctx = ctx;
+    this.lease = lease;
+  }
+
+  /** Before each write: the lease to fence it on; LeaseLostError once it is lost or too near its end. */
+  async check(): Promise<Lease> {
+    const leases = this.ctx.state.leases;
+    if (!this.lost && !leases.stillHeld(this.lease, LEASE_TTL_MS / 2)) {
+      // One renewal for all the states in flight.
+      this.renewal ??= leases
+        .renew(this.lease, LEASE_TTL_MS)
+        .then((renewed) => {
+          if (renewed) this.lease = renewed;
+          else this.lost = true;
+        })
+        .finally(() => {
+          this.renewal = undefined;
+        });
+      await this.renewal;
+    }
+    if (this.lost || !leases.stillHeld(this.lease, LEASE_MARGIN_MS)) {
+      this.lost = true;
+      throw new LeaseLostError(this.lease.name, this.lease.term);
+    }
+    return this.lease;
+  }
 }
 
 /**
@@ -45,38 +90,51 @@ export interface LeadResult {
  * again under the lease, so an older copy costs at most a missed action, which the next step takes.
  */
 export async function lead(ctx: StorageContext, opts: { states?: readonly StorageState[] } = {}): Promise<LeadResult> {
-  const result: LeadResult = { leader: false, states: 0, created: [], cancelled: [], narrowed: [], epochReads: 0 };
+  const result: LeadResult = { leader: false, states: 0, created: [], cancelled: [], narrowed: [], epochReads: 0, failed: [] };
   // One holder per step: reporters polled concurrently in one process must not share (and release) one lease.
   const lease = await ctx.state.leases.acquireWithin(ctx.cluster, LEADER_LEASE, `${ctx.holder}/${randomUUID()}`, LEASE_TTL_MS, LEASE_WAIT_MS);
   if (!lease) return result;
   result.leader = true;
   result.term = lease.term;
+  const hold = new Hold(ctx, lease);
   try {
-    const [states, all] = await Promise.all([
-      opts.states ?? ctx.kube.listAll<StorageState>(storageStates),
-      ctx.kube.listAll<StorageVersionMigration>(migrationResource(ctx)),
-    ]);
+    const [states, all] = await Promise.all([opts.states ?? ctx.kube.listAll<StorageState>(storageStates), listMigrations(ctx, opts.states)]);
     const byState = new Map<string, StorageVersionMigration[]>();
     for (const m of all) {
       const name = stateNameOfMigration(m);
       byState.set(name, [...(byState.get(name) ?? []), m]);
     }
     const limit = pLimit(8);
-    await Promise.all(
+    // Settled, not raced: one state's error leaves the others to finish, and the lease is released only once
+    // no state's work is in flight.
+    const outcomes = await Promise.allSettled(
       states.map((s) =>
         limit(async () => {
+          if (hold.lost) return;
           result.states += 1;
-          await leadOne(ctx, lease, s, byState.get(s.metadata.name ?? '') ?? [], result);
+          try {
+            await leadOne(ctx, hold, s, byState.get(s.metadata.name ?? '') ?? [], result);
+          } catch (err) {
+            if (err instanceof LeaseLostError) hold.lost = true;
+            throw err;
+          }
         }),
       ),
     );
+    outcomes.forEach((o, i) => {
+      if (o.status === 'fulfilled' || o.reason instanceof LeaseLostError) return;
+      const failure = { state: states[i]!.metadata.name ?? '', error: o.reason instanceof Error ? o.reason.message : String(o.reason) };
+      result.failed.push(failure);
+      ctx.log?.('storage leader step failed for a state', failure);
+    });
+    if (hold.lost) throw new LeaseLostError(lease.name, lease.term);
   } finally {
     await ctx.state.leases.release(lease).catch(() => undefined);
   }
   return result;
 }
 
-async function leadOne(ctx: StorageContext, lease: Lease, listed: StorageState, migrations: StorageVersionMigration[], result: LeadResult): Promise<void> {
+async function leadOne(ctx: StorageContext, hold: Hold, listed: StorageState, migrations: StorageVersionMigration[], result: LeadResult): Promise<void> {
   let state = listed;
   let epoch = Number.NaN;
   // Only a state with something to migrate, or a migration in flight, needs its epoch (a DynamoDB read).
@@ -89,33 +147,42 @@ async function leadOne(ctx: StorageContext, lease: Lease, listed: StorageState, 
   const views = migrations.map((m) => viewOf(m, state));
   const decision = decide({ state, reporters: ctx.reporters, migrations: views, epoch, now: ctx.now(), periodMs: ctx.periodMs });
   if (decision.action === 'none') return;
-  await act(ctx, lease, state, decision, result);
+  await act(ctx, hold, state, decision, result);
 }
 
-async function act(ctx: StorageContext, lease: Lease, state: StorageState, d: Exclude<Decision, { action: 'none' }>, result: LeadResult): Promise<void> {
+/** The migrations of `states`: by their label when they are few, else every migration in one (paged) list. */
+async function listMigrations(ctx: StorageContext, states: readonly StorageState[] | undefined): Promise<StorageVersionMigration[]> {
+  const r = migrationResource(ctx);
+  if (!states || states.length > OWN_LISTS_UP_TO) return ctx.kube.listAll<StorageVersionMigration>(r);
+  const lists = await Promise.all(states.map((s) => ctx.kube.listAll<StorageVersionMigration>(r, { labelSelector: `${STATE_LABEL}=${s.metadata.uid ?? ''}` })));
+  return lists.flat();
+}
+
+async function act(ctx: StorageContext, hold: Hold, state: StorageState, d: Exclude<Decision, { action: 'none' }>, result: LeadResult): Promise<void> {
   const name = state.metadata.name ?? '';
-  const guard = () => {
-    if (!ctx.state.leases.stillHeld(lease, LEASE_MARGIN_MS)) throw new LeaseLostError(lease.name, lease.term);
-  };
+  const guard = () => hold.check();
+  const lease = await hold.check();
   // The decision is recorded, fenced on the lease, before anything in the cluster changes.
   await ctx.state.records.put(decisionKey(ctx.cluster, name), { action: d.action, reason: d.reason, term: lease.term, at: ctx.now().toISOString(), ...('hash' in d ? { hash: d.hash } : {}) }, 'any', { fence: lease });
   ctx.log?.('storage leader decision', { state: name, action: d.action, reason: d.reason });
   for (const m of d.cancel ?? []) {
-    guard();
+    await guard();
     await deleteMigration(ctx, m);
     result.cancelled.push(m.name);
   }
   if (d.action === 'create') {
-    guard();
+    await guard();
     const mname = migrationName(state, d.hash, d.epoch);
     const resource = state.spec.resource;
     const meta = {
       name: mname,
       ownerReferences: [newControllerRef(state)],
       annotations: { [HASH_ANNOTATION]: d.hash, [EPOCH_ANNOTATION]: String(d.epoch), [PERSISTED_ANNOTATION]: JSON.stringify(d.persisted) },
+      // A migration's event lists its state's migrations by this label.
+      labels: { [STATE_LABEL]: state.metadata.uid ?? '' },
     };
     const r = migrationResource(ctx);
-    const spec = ctx.mode === 'in-tree' ? { resource } : { resource: { ...resource, version: await servedVersion(ctx, resource.group) } };
+    const spec = ctx.mode === 'in-tree' ? { resource } : { resource: { ...resource, version: await servingVersion(ctx.kube, resource.group, resource.resource) } };
     try {
       await ctx.kube.create(r, { apiVersion: apiVersionOf(r), kind: 'StorageVersionMigration', metadata: meta, spec });
       result.created.push(mname);
@@ -125,7 +192,7 @@ async function act(ctx: StorageContext, lease: Lease, state: StorageState, d: Ex
     }
   }
   if (d.action === 'narrow') {
-    guard();
+    await guard();
     try {
       await ctx.kube.patch(storageStates, name, undefined, { metadata: { resourceVersion: state.metadata.resourceVersion }, status: { persistedStorageVersionHashes: [d.hash] } }, 'merge', { subresource: 'status' });
       result.narrowed.push(name);
@@ -142,13 +209,4 @@ async function deleteMigration(ctx: StorageContext, m: MigrationView): Promise<v
   } catch (err) {
     if (!isKubeError(err, 'NotFound') && !isKubeError(err, 'Conflict')) throw err;
   }
-}
-
-/** The group's preferred served version, through which the migrator lists and rewrites (as upstream does). */
-async function servedVersion(ctx: StorageContext, group: string): Promise<string> {
-  if (group === '') return 'v1';
-  const g = await ctx.kube.getPath<{ preferredVersion?: { groupVersion: string } }>(`/apis/${group}`);
-  const gv = g.preferredVersion?.groupVersion;
-  if (!gv) throw new Error(`the cluster serves no version of API group ${group}`);
-  return parseApiVersion(gv).version;
 }

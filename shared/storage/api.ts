@@ -14,6 +14,8 @@ export const UNKNOWN = 'Unknown';
 /** What a migration was created for, recorded on it so that its completion can be judged against the state. */
 export const HASH_ANNOTATION = 'outrigger.dev/storage-version-hash';
 export const PERSISTED_ANNOTATION = 'outrigger.dev/persisted-storage-version-hashes';
+/** On the migrations Outrigger makes: the uid of their StorageState, so a state's migrations are listed alone. */
+export const STATE_LABEL = 'outrigger.dev/storage-state';
 /** The CRD's storage version when the migrator started, for narrowing `status.storedVersions` afterwards. */
 export const CRD_STORAGE_VERSION_ANNOTATION = 'outrigger.dev/crd-storage-version';
 

@@ -2,13 +2,13 @@
 // project's identities: `outrigger` polls and leads, `migrator` rewrites. Each test has its own CRD group and
 // DynamoDB cluster id, and limits the poll to its group, so tests sharing the bed do not meet.
 import { randomUUID } from 'node:crypto';
-import { decisionKey, LEADER_LEASE, migrations, inTreeMigrations, storageStates, type StorageContext } from '../../functions/storage/context.ts';
+import { decisionKey, epochKey, LEADER_LEASE, migrations, inTreeMigrations, storageStates, type StorageContext } from '../../functions/storage/context.ts';
 import { lead } from '../../functions/storage/leader.ts';
 import { runMigration } from '../../functions/storage/migrator.ts';
 import { pollReporter } from '../../functions/storage/poll.ts';
 import { Resources, getResourceList, gvr, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
 import { LeaseLostError } from '../../shared/state/index.ts';
-import { DEFAULT_PERIOD_MS, heartbeatPatch, storageVersionHash, UNKNOWN, type StorageState, type StorageVersionMigration } from '../../shared/storage/index.ts';
+import { DEFAULT_PERIOD_MS, heartbeatPatch, STATE_LABEL, storageVersionHash, UNKNOWN, type StorageState, type StorageVersionMigration } from '../../shared/storage/index.ts';
 import { adminClient, createNamespace, eventually, migratorClient, outriggerClient, startTestRuntime, testbed, testState, uniqueName } from '../testbed/index.ts';
 
 
@@ -53,6 +53,8 @@ function context(over: Partial<StorageContext> = {}): StorageContext {
 }
 
 const stateOf = (kube: KubeClient, name: string) => kube.get<StorageState>(storageStates, name);
+/** The context a second or more later: heartbeats written with it come after anything done before the call. */
+const afterwards = (ctx: StorageContext, ms = 1_000): StorageContext => ({ ...ctx, now: () => new Date(Date.now() + ms) });
 const ownedMigrations = async (kube: KubeClient, state: StorageState, r = migrations) =>
   (await kube.listAll<StorageVersionMigration>(r)).filter((m) => m.metadata.ownerReferences?.some((o) => o.uid === state.metadata.uid));
 
@@ -77,7 +79,9 @@ describe('storage version migration', () => {
     expect(state.status).toMatchObject({ persistedStorageVersionHashes: [UNKNOWN], currentStorageVersionHashes: [{ reporterID: 'apiserver', currentStorageVersionHash: h1 }] });
     const m1 = first.leader!.created[0]!;
     expect(await runMigration(migratorCtx, m1)).toMatchObject({ outcome: 'Succeeded', rewritten: 5 });
-    expect((await lead(ctx)).narrowed).toEqual([crd.name]);
+    // Narrowed once the reporter has reported again after the success (the confirmation round).
+    expect((await lead(ctx, { states: [await stateOf(ctx.kube, crd.name)] })).narrowed).toEqual([]);
+    expect((await pollReporter(afterwards(ctx), reporter, { groups: [group] })).leader?.narrowed).toEqual([crd.name]);
     expect((await stateOf(ctx.kube, crd.name)).status?.persistedStorageVersionHashes).toEqual([h1]);
 
     // The storage version moves to v2; the next poll sees the new hash in discovery.
@@ -95,11 +99,11 @@ describe('storage version migration', () => {
     // The migrator stops after its first chunk (as a timed-out invocation would) and resumes from the token.
     const paused = await runMigration(migratorCtx, m2, { chunk: 2, shouldPause: () => true });
     expect(paused).toMatchObject({ outcome: 'paused', chunks: 1, rewritten: 2 });
-    expect((await ctx.kube.get<StorageVersionMigration>(migrations, m2)).spec.continueToken).toBeTruthy();
+    expect((await ctx.kube.get<StorageVersionMigration>(migrations, m2)).status).toMatchObject({ progress: { continueToken: expect.stringMatching(/./), complete: false } });
     const resumed = await runMigration(migratorCtx, m2, { chunk: 2 });
     expect(resumed).toMatchObject({ outcome: 'Succeeded', chunks: 2, rewritten: 3, storedVersions: ['v2'] });
     expect((await admin.get<CRD>(Resources.customResourceDefinitions, crd.name)).status?.storedVersions).toEqual(['v2']);
-    expect((await lead(ctx)).narrowed).toEqual([crd.name]);
+    expect((await pollReporter(afterwards(ctx), reporter, { groups: [group] })).leader?.narrowed).toEqual([crd.name]);
     expect((await stateOf(ctx.kube, crd.name)).status?.persistedStorageVersionHashes).toEqual([h2]);
 
     // Steady state: a poll is one heartbeat write, and the leader reads no epoch and writes nothing.
@@ -183,7 +187,7 @@ describe('storage version migration', () => {
     const now = new Date().toISOString();
     // As kube-controller-manager's migrator would (the test cluster runs none).
     await adminClient().patch(inTreeMigrations, name, undefined, { status: { resourceVersion: svm.metadata.resourceVersion, conditions: [{ type: 'Succeeded', status: 'True', lastTransitionTime: now, reason: 'StorageVersionMigrationSucceeded', message: 'done' }] } }, 'merge', { subresource: 'status' });
-    expect((await lead(ctx)).narrowed).toEqual([crd.name]);
+    expect((await pollReporter(afterwards(ctx), { id: 'apiserver', client: outriggerClient() }, { groups: [group] })).leader?.narrowed).toEqual([crd.name]);
     expect((await stateOf(ctx.kube, crd.name)).status?.persistedStorageVersionHashes).toEqual([storageVersionHash(group, 'v1', 'Widget')]);
   });
 
@@ -193,6 +197,168 @@ describe('storage version migration', () => {
     ).rejects.toMatchObject({ kind: 'Invalid', message: expect.stringContaining('must be <resource>.<group>') });
     await expect(outriggerClient().list(Resources.namespaces)).rejects.toMatchObject({ kind: 'Forbidden' });
     await expect(migratorClient().list(Resources.namespaces)).resolves.toBeDefined();
+  });
+});
+
+describe('storage version migration: the trigger on the real apiserver', () => {
+  // Three reporters on the one apiserver, on a simulated clock (ctx.now) that the migrator shares: the poll per
+  // reporter and the leader step as a replay drives them (one apiserver per reporter in a real HA cluster).
+  const at = (base: number, minutes: number) => () => new Date(base + minutes * 60_000);
+
+  test('a success narrows only after every configured reporter reported the same hash again after it', async () => {
+    const group = `${uniqueName('sv')}.storage.test`;
+    const crd = await widgetCrd(group);
+    const ns = await createNamespace('storage-confirm');
+    await adminClient().create(crd.resource, { apiVersion: `${group}/v1`, kind: 'Widget', metadata: { name: 'w0', namespace: ns }, spec: {} } as KubeObject);
+    const reporters = ['apiserver-1', 'apiserver-2', 'apiserver-3'];
+    const base = Date.now();
+    const ctx = context({ reporters });
+    const clients = new Map(reporters.map((id) => [id, { id, client: outriggerClient() }]));
+    const poll = (id: string, minute: number) => pollReporter({ ...ctx, now: at(base, minute) }, clients.get(id)!, { groups: [group] });
+    for (const id of reporters) await poll(id, 0);
+    const state = await stateOf(ctx.kube, crd.name);
+    const [made] = await ownedMigrations(ctx.kube, state);
+    expect(made).toBeDefined();
+    // The migration finishes within a minute.
+    const migratorCtx = { cluster: ctx.cluster, kube: migratorClient(), state: ctx.state, holder: 'migrator-test', now: at(base, 1) };
+    expect(await runMigration(migratorCtx, made!.metadata.name!)).toMatchObject({ outcome: 'Succeeded' });
+    expect((await lead({ ...ctx, now: at(base, 1) }, { states: [state] })).narrowed).toEqual([]);
+    expect((await poll('apiserver-1', 10)).leader?.narrowed).toEqual([]);
+    expect((await poll('apiserver-2', 10)).leader?.narrowed).toEqual([]);
+    expect((await stateOf(ctx.kube, crd.name)).status?.persistedStorageVersionHashes).toEqual([UNKNOWN]);
+    expect((await poll('apiserver-3', 10)).leader?.narrowed).toEqual([crd.name]);
+    expect((await stateOf(ctx.kube, crd.name)).status?.persistedStorageVersionHashes).toEqual([storageVersionHash(group, 'v1', 'Widget')]);
+  });
+
+  test('a reporter silent for over one and a half periods persists Unknown and moves the epoch, though its hash is unchanged', async () => {
+    const group = `${uniqueName('sv')}.storage.test`;
+    const crd = await widgetCrd(group);
+    const base = Date.now();
+    const ctx = context({ reporters: ['a', 'b'] });
+    const h1 = storageVersionHash(group, 'v1', 'Widget');
+    const poll = (id: string, minute: number) => pollReporter({ ...ctx, now: at(base, minute) }, { id, client: outriggerClient() }, { groups: [group], lead: false });
+    await poll('a', 0);
+    await poll('b', 0);
+    await ctx.kube.patch(storageStates, crd.name, undefined, { status: { persistedStorageVersionHashes: [h1] } }, 'merge', { subresource: 'status' });
+    expect((await poll('b', 10)).heartbeats).toBe(1);
+    const epoch = await ctx.state.records.counter(epochKey(ctx.cluster, crd.name));
+    // a was silent from 0 to 16: its apiserver may have gone v1 → v2 → v1 meanwhile.
+    expect(await poll('a', 16)).toMatchObject({ heartbeats: 0, changed: 1, reset: 0 });
+    expect((await stateOf(ctx.kube, crd.name)).status?.persistedStorageVersionHashes).toEqual([UNKNOWN]);
+    expect(await ctx.state.records.counter(epochKey(ctx.cluster, crd.name))).toBe(epoch + 1);
+  });
+
+  test("every served version is discovered: a resource served only in its group's non-preferred version gets a state and a migration through that version", async () => {
+    const group = `${uniqueName('sv')}.storage.test`;
+    await widgetCrd(group);
+    const admin = adminClient();
+    // Widgets are served in v1 and v2, so the group prefers v2; gadgets are served in v1 only.
+    await admin.create(Resources.customResourceDefinitions, {
+      apiVersion: 'apiextensions.k8s.io/v1',
+      kind: 'CustomResourceDefinition',
+      metadata: { name: `gadgets.${group}` },
+      spec: {
+        group,
+        scope: 'Namespaced',
+        names: { kind: 'Gadget', plural: 'gadgets', singular: 'gadget' },
+        versions: [{ name: 'v1', served: true, storage: true, schema: { openAPIV3Schema: { type: 'object', properties: { spec: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } } } } }],
+      },
+    } as KubeObject);
+    await eventually(async () => (await getResourceList(admin, group, 'v1').catch(() => undefined))?.resources.some((r) => r.name === 'gadgets') ?? false, 30_000);
+    const apiGroup = await admin.getPath<{ preferredVersion: { version: string } }>(`/apis/${group}`);
+    expect(apiGroup.preferredVersion.version).toBe('v2');
+    const ns = await createNamespace('storage-gadgets');
+    await admin.create(gvr(group, 'v1', 'gadgets'), { apiVersion: `${group}/v1`, kind: 'Gadget', metadata: { name: 'g0', namespace: ns }, spec: {} } as KubeObject);
+
+    const ctx = context();
+    const polled = await pollReporter(ctx, { id: 'apiserver', client: outriggerClient() }, { groups: [group] });
+    expect(polled).toMatchObject({ resources: 2, created: 2, failedGroups: [] });
+    const state = await stateOf(ctx.kube, `gadgets.${group}`);
+    expect(state.status?.currentStorageVersionHashes?.[0]?.currentStorageVersionHash).toBe(storageVersionHash(group, 'v1', 'Gadget'));
+    const [m] = await ownedMigrations(ctx.kube, state);
+    expect(m?.spec.resource).toEqual({ group, version: 'v1', resource: 'gadgets' });
+    const migratorCtx = { cluster: ctx.cluster, kube: migratorClient(), state: ctx.state, holder: 'migrator-test', now: () => new Date() };
+    expect(await runMigration(migratorCtx, m!.metadata.name!)).toMatchObject({ outcome: 'Succeeded', rewritten: 1 });
+  });
+});
+
+describe('storage version migration: the leader step', () => {
+  /** States for `n` CRDs of one group, reported by the one reporter (no leader step yet). */
+  async function reportedStates(ctx: StorageContext, n: number): Promise<{ group: string; names: string[] }> {
+    const group = `${uniqueName('sv')}.storage.test`;
+    const admin = adminClient();
+    const kinds = Array.from({ length: n }, (_, i) => ({ kind: `Part${i}`, plural: `part${i}s` }));
+    for (const k of kinds) {
+      await admin.create(Resources.customResourceDefinitions, {
+        apiVersion: 'apiextensions.k8s.io/v1',
+        kind: 'CustomResourceDefinition',
+        metadata: { name: `${k.plural}.${group}` },
+        spec: { group, scope: 'Namespaced', names: { kind: k.kind, plural: k.plural, singular: k.kind.toLowerCase() }, versions: [{ name: 'v1', served: true, storage: true, schema: { openAPIV3Schema: { type: 'object' } } }] },
+      } as KubeObject);
+    }
+    await eventually(async () => ((await getResourceList(admin, group, 'v1').catch(() => undefined))?.resources.length ?? 0) >= n, 30_000);
+    expect(await pollReporter(ctx, { id: 'apiserver', client: outriggerClient() }, { groups: [group], lead: false })).toMatchObject({ created: n });
+    return { group, names: kinds.map((k) => `${k.plural}.${group}`) };
+  }
+
+  test("a migration's event lists that state's migrations only, by their label", async () => {
+    const ctx = context();
+    const { names } = await reportedStates(ctx, 2);
+    const [a, b] = await Promise.all(names.map((n) => stateOf(ctx.kube, n)));
+    expect((await lead(ctx, { states: [a!, b!] })).created).toHaveLength(2);
+    // What the step asks the apiserver for, recorded on its way through.
+    const kube = outriggerClient();
+    const selectors: Array<string | undefined> = [];
+    const list = kube.list.bind(kube);
+    kube.list = ((r, opts) => {
+      if (r.resource === migrations.resource) selectors.push(opts?.labelSelector);
+      return list(r, opts);
+    }) as typeof kube.list;
+    await lead({ ...ctx, kube }, { states: [a!] });
+    expect(selectors).toEqual([`${STATE_LABEL}=${a!.metadata.uid}`]);
+    const [m] = (await ctx.kube.listAll<StorageVersionMigration>(migrations, { labelSelector: `${STATE_LABEL}=${b!.metadata.uid}` }));
+    expect(m?.metadata.ownerReferences?.[0]?.uid).toBe(b!.metadata.uid);
+  });
+
+  test('one state failing leaves the others to finish, and nothing is written after the step returns', async () => {
+    const ctx = context();
+    const { names } = await reportedStates(ctx, 3);
+    // A state for a resource the cluster does not serve (its CRD deleted since, say): creating its migration fails.
+    const ghost = `widgets.${uniqueName('gone')}.storage.test`;
+    const created = await ctx.kube.create<StorageState>(storageStates, { apiVersion: 'migration.k8s.io/v1alpha1', kind: 'StorageState', metadata: { name: ghost }, spec: { resource: { group: ghost.slice('widgets.'.length), resource: 'widgets' } } });
+    const entry = { reporterID: 'apiserver', currentStorageVersionHash: 'h', lastHeartbeatTime: new Date().toISOString().slice(0, 19) + 'Z' };
+    await ctx.kube.patch(storageStates, ghost, undefined, { metadata: { resourceVersion: created.metadata.resourceVersion }, status: { currentStorageVersionHashes: [entry], persistedStorageVersionHashes: [UNKNOWN] } }, 'merge', { subresource: 'status' });
+    const states = await Promise.all([ghost, ...names].map((n) => stateOf(ctx.kube, n)));
+    const result = await lead(ctx, { states });
+    expect(result.failed).toEqual([{ state: ghost, error: expect.any(String) }]);
+    expect(result.created).toHaveLength(3);
+    const count = async () => (await ctx.kube.listAll<StorageVersionMigration>(migrations)).filter((m) => states.some((s) => m.metadata.ownerReferences?.[0]?.uid === s.metadata.uid)).length;
+    expect(await count()).toBe(3);
+    // Released at once (the next holder gets the next term), with nothing still in flight.
+    const next = await ctx.state.leases.acquire(ctx.cluster, LEADER_LEASE, 'next', 60_000);
+    expect(next?.term).toBe(result.term! + 1);
+    await new Promise((r) => setTimeout(r, 500));
+    expect(await count()).toBe(3);
+  });
+
+  test('a long step renews the lease; a step whose lease is lost stops writing', async () => {
+    let clock = Date.now();
+    const state = testState({ now: () => clock });
+    // Each decision takes 15 s of the lease's clock: four of them outlast a 60 s lease unless it is renewed.
+    let perDecisionMs = 15_000;
+    const ctx = context({ state, log: (message) => { if (message === 'storage leader decision') clock += perDecisionMs; } });
+    const { names } = await reportedStates(ctx, 4);
+    const renewed = await lead(ctx, { states: await Promise.all(names.map((n) => stateOf(ctx.kube, n))) });
+    expect(renewed).toMatchObject({ failed: [] });
+    expect(renewed.created).toHaveLength(4);
+
+    // The next step's lease runs out at its first decision: that one and every state after write nothing.
+    const polled = await reportedStates(ctx, 3);
+    perDecisionMs = 61_000;
+    const states = await Promise.all(polled.names.map((n) => stateOf(ctx.kube, n)));
+    await expect(lead(ctx, { states })).rejects.toBeInstanceOf(LeaseLostError);
+    const owners = new Set(states.map((s) => s.metadata.uid));
+    expect((await ctx.kube.listAll<StorageVersionMigration>(migrations)).filter((m) => owners.has(m.metadata.ownerReferences?.[0]?.uid))).toEqual([]);
   });
 });
 
@@ -206,11 +372,14 @@ describe('storage version migration through the local runtime', () => {
     try {
       const kube = outriggerClient();
       const h1 = storageVersionHash(group, 'v1', 'Widget');
-      // No call by the test: the poll ran at start; everything after is events and queues.
-      await eventually(async () => JSON.stringify((await stateOf(kube, crd.name).catch(() => undefined))?.status?.persistedStorageVersionHashes) === JSON.stringify([h1]), 60_000);
-      const state = await stateOf(kube, crd.name);
-      const [m] = await ownedMigrations(kube, state);
-      expect(m?.status?.conditions?.find((c) => c.type === 'Succeeded')?.status).toBe('True');
+      // The poll ran at start; the migration's events reach the storage handler and the migrator through queues.
+      const state = await eventually(() => stateOf(kube, crd.name).catch(() => undefined), 30_000);
+      await eventually(async () => (await ownedMigrations(kube, state))[0]?.status?.conditions?.some((c) => c.type === 'Succeeded' && c.status === 'True'), 60_000);
+      expect((await stateOf(kube, crd.name)).status?.persistedStorageVersionHashes).toEqual([UNKNOWN]);
+      // The next scheduled poll (a later second than the success) is the confirmation round that narrows.
+      await new Promise((r) => setTimeout(r, 1_100));
+      await runtime.runScheduled('storage-poll');
+      expect((await stateOf(kube, crd.name)).status?.persistedStorageVersionHashes).toEqual([h1]);
     } finally {
       await runtime.stop();
     }
