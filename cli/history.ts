@@ -5,7 +5,8 @@ import { dump } from 'js-yaml';
 import { createTwoFilesPatch } from 'diff';
 import type { KubeClient, KubeObject } from '../shared/kube/index.ts';
 import { Resources } from '../shared/kube/index.ts';
-import { labelSelectorString, parentLabels, type Json } from '../shared/history/data.ts';
+import { labelSelectorString, parentLabels, type Json, type JsonObject } from '../shared/history/data.ts';
+import { rollbackPatch, withoutDirectives } from '../shared/history/rollback.ts';
 import { sortRevisions, type ControllerRevision } from '../shared/history/revisions.ts';
 import { isControlledBy } from '../shared/ownership/index.ts';
 import { resolveResourceArg } from './resolve.ts';
@@ -15,12 +16,6 @@ export async function ownedHistory(kube: KubeClient, arg: string, namespace: str
   const parent = await kube.get(resource, name, resource.namespaced ? namespace : undefined);
   const listed = await kube.list<ControllerRevision>(Resources.controllerRevisions, { namespace: parent.metadata.namespace, labelSelector: labelSelectorString(parentLabels(parent)) });
   return { parent, revisions: sortRevisions(listed.items.filter((r) => isControlledBy(r, parent))), kind: resource.kind };
-}
-
-function withoutDirectives(value: Json | undefined): Json | undefined {
-  if (Array.isArray(value)) return value.map((v) => withoutDirectives(v) ?? null);
-  if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).filter(([k]) => k !== '$patch').map(([k, v]) => [k, withoutDirectives(v) ?? null]));
-  return value;
 }
 
 const yaml = (value: Json | undefined) => dump(withoutDirectives(value) ?? null, { sortKeys: true, lineWidth: 120, noRefs: true });
@@ -45,27 +40,11 @@ export async function historyCommand(kube: KubeClient, arg: string, namespace: s
   return out;
 }
 
-/** JSON Patch operations that put each path of the revision's data back, replacing what is there. */
-export function rollbackPatch(data: Json | undefined, uid: string): Array<Record<string, unknown>> {
-  const ops: Array<Record<string, unknown>> = [{ op: 'test', path: '/metadata/uid', value: uid }];
-  const walk = (value: Json | undefined, path: string[]) => {
-    if (value && typeof value === 'object' && !Array.isArray(value) && !('$patch' in value)) {
-      for (const [k, v] of Object.entries(value)) walk(v, [...path, k]);
-      return;
-    }
-    const pointer = `/${path.map((p) => p.replace(/~/g, '~0').replace(/\//g, '~1')).join('/')}`;
-    if (value === null || value === undefined) return; // the path was absent when the revision was taken
-    ops.push({ op: 'add', path: pointer, value: withoutDirectives(value) });
-  };
-  walk(data, []);
-  return ops;
-}
-
 export async function rollbackCommand(kube: KubeClient, arg: string, namespace: string, toRevision: number): Promise<string> {
   const { resource, name } = await resolveResourceArg(kube, arg);
   const { parent, revisions, kind } = await ownedHistory(kube, arg, namespace);
   const target = revisions.find((r) => r.revision === toRevision);
   if (!target) throw new Error(`${kind.toLowerCase()}/${name} has no revision ${toRevision} (it has ${revisions.map((r) => r.revision).join(', ') || 'none'})`);
-  await kube.patch(resource, name, parent.metadata.namespace, rollbackPatch(target.data, parent.metadata.uid!), 'json');
+  await kube.patch(resource, name, parent.metadata.namespace, rollbackPatch(target.data, parent as unknown as JsonObject), 'json');
   return `${kind.toLowerCase()}/${name} rolled back to revision ${toRevision} (${target.metadata.name})\n`;
 }

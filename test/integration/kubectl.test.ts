@@ -9,10 +9,14 @@ import { forgetPolicies, listPolicies, policyFor } from '../../functions/history
 import { syncHistory } from '../../functions/history/sync.ts';
 import { kubectlBinary } from '../../local/apiserver.ts';
 import { projectRoot } from '../../local/paths.ts';
-import { gvr, type KubeObject } from '../../shared/kube/index.ts';
+import { forgetDiscovery, gvr, isKubeError, type KubeObject } from '../../shared/kube/index.ts';
 import { applyManifests } from '../../shared/kube/apply.ts';
-import { adminClient, createNamespace, outriggerClient, testState, testbed } from '../testbed/index.ts';
+import { adminClient, createNamespace, eventually, outriggerClient, testState, testbed } from '../testbed/index.ts';
+import { openCrd } from '../testbed/crds.ts';
 import { DAEMONSET_POLICY, STATEFULSET_POLICY } from '../testbed/policies.ts';
+import { controllersGrant } from '../testbed/rbac.ts';
+import { rollbackPatch } from '../../shared/history/rollback.ts';
+import type { JsonObject } from '../../shared/history/data.ts';
 
 const run = promisify(execFile);
 const statefulSets = gvr('apps', 'v1', 'statefulsets');
@@ -101,6 +105,65 @@ test.each([
   expect(JSON.stringify(obj.spec)).toContain('registry.example/app:1');
   expect(await syncOf(kind, obj)).toMatchObject({ outcome: 'rollback', number: 3 });
 }, 60_000);
+
+describe('a rollback to a revision in which a path was absent', () => {
+  // A kind of its own whose target state has two paths, `spec.sidecar` absent at first.
+  const gadgets = gvr('kubectl.outrigger.test', 'v1', 'gadgets');
+  const MANIFESTS = `
+${openCrd('kubectl.outrigger.test', 'Gadget', 'gadgets')}---
+${controllersGrant('outrigger-kubectl-gadgets-test', [`{ apiGroups: ["kubectl.outrigger.test"], resources: ["gadgets"], verbs: ["get", "list", "watch"] }`])}---
+apiVersion: outrigger.dev/v1alpha1
+kind: RevisionPolicy
+metadata: { name: kubectl-gadgets }
+spec:
+  target: { apiVersion: kubectl.outrigger.test/v1, kind: Gadget }
+  targetState: [spec.template, spec.sidecar]
+`;
+  const gadget = (o: KubeObject): KubeObject => ({ ...o, apiVersion: 'kubectl.outrigger.test/v1', kind: 'Gadget' });
+  const sync = async (obj: KubeObject) => {
+    const policy = policyFor(await listPolicies(kube, 'it'), 'kubectl.outrigger.test', 'Gadget')!;
+    return syncHistory({ kube, state, holder: 'kubectl-test' }, policy, { cluster: 'it', group: 'kubectl.outrigger.test', kind: 'Gadget', namespace: obj.metadata.namespace, name: obj.metadata.name!, uid: obj.metadata.uid! }, ['ControllerRevision/x']);
+  };
+
+  beforeAll(async () => {
+    await applyManifests(adminClient(), MANIFESTS);
+    await eventually(async () => {
+      forgetPolicies();
+      forgetDiscovery(kube);
+      return policyFor(await listPolicies(kube, 'it'), 'kubectl.outrigger.test', 'Gadget') !== undefined;
+    });
+  });
+
+  test('kubectl outrigger rollback removes it, and the sync sees a rollback, as after kubectl rollout undo: no new revision', async () => {
+    const ns = await createNamespace('kubectl-absent');
+    const admin = adminClient();
+    let obj = await admin.create<KubeObject>(gadgets, gadget({ metadata: { name: 'g', namespace: ns }, spec: { replicas: 2, template: { image: 'app:1' } } }));
+    expect(await sync(obj)).toMatchObject({ outcome: 'created', number: 1 });
+    obj = await admin.patch(gadgets, 'g', ns, { spec: { sidecar: { image: 'side:1' } } }, 'merge');
+    expect(await sync(obj)).toMatchObject({ outcome: 'created', number: 2 });
+
+    expect(await kubectl('outrigger', 'rollback', 'gadget/g', '-n', ns, '--to-revision', '1')).toMatch(/rolled back to revision 1/);
+    obj = await admin.get(gadgets, 'g', ns);
+    expect(obj.spec).toEqual({ replicas: 2, template: { image: 'app:1' } });
+    expect(await sync(obj)).toMatchObject({ outcome: 'rollback', number: 3 });
+    expect(await kubectl('outrigger', 'history', 'gadget/g', '-n', ns)).toMatch(/^2\s.*\n3\s/m);
+  }, 60_000);
+
+  test('a change to that path made after the parent was read fails the rollback instead of being lost', async () => {
+    const ns = await createNamespace('kubectl-absent');
+    const admin = adminClient();
+    let obj = await admin.create<KubeObject>(gadgets, gadget({ metadata: { name: 'g', namespace: ns }, spec: { template: { image: 'app:1' } } }));
+    await sync(obj);
+    obj = await admin.patch(gadgets, 'g', ns, { spec: { sidecar: { image: 'side:1' } } }, 'merge');
+    await sync(obj);
+    const [first] = (await kube.list(gvr('apps', 'v1', 'controllerrevisions'), { namespace: ns })).items.filter((r) => (r as unknown as { revision: number }).revision === 1);
+    const patch = rollbackPatch(first!.data as JsonObject, gadget(obj) as unknown as JsonObject);
+    await admin.patch(gadgets, 'g', ns, { spec: { sidecar: { image: 'side:2' } } }, 'merge');
+    const err = await admin.patch(gadgets, 'g', ns, patch, 'json').catch((e: unknown) => e);
+    expect(isKubeError(err)).toBe(true);
+    expect(((await admin.get(gadgets, 'g', ns)).spec as { sidecar: unknown }).sidecar).toEqual({ image: 'side:2' });
+  });
+});
 
 describe('the history controller in the local runtime (watch, router, history, truncate)', () => {
   test('a change to a StatefulSet becomes a revision, a rollback renumbers, truncation trims, with no call by the test', async () => {

@@ -1,6 +1,9 @@
 import fc from 'fast-check';
 import { canonicalJson, parsePath, revisionHash, revisionName, selectorLabels, semanticallyEqual, targetState, type Json } from '../../shared/history/data.ts';
 import { compileSelector, matches, type LabelSelector } from '../../shared/ownership/index.ts';
+import { isDeepStrictEqual } from 'node:util';
+import { rollbackPatch, type JsonPatchOp } from '../../shared/history/rollback.ts';
+import type { JsonObject } from '../../shared/history/data.ts';
 import { parsePolicy } from '../../shared/history/policy.ts';
 import { HASH_LABEL, decide, sortRevisions, truncationPlan, type ControllerRevision } from '../../shared/history/revisions.ts';
 import { recordAnswers, recordMayAnswer } from '../../functions/history/sync.ts';
@@ -159,6 +162,52 @@ describe('revision labels for stock kubectl', () => {
     const bad = targetState({ spec: { template: { metadata: { labels: { app: 'not valid!' } } } } }, ['spec.template']);
     expect(selectorLabels({}, bad, ['spec.template'])).toEqual({});
     expect(selectorLabels(undefined, data, ['spec.template'])).toEqual({});
+  });
+});
+
+describe('rollback patches', () => {
+  /** RFC 6902's add, remove and test, enough to check what the apiserver would make of a patch. */
+  function applyPatch(doc: JsonObject, ops: readonly JsonPatchOp[]): JsonObject {
+    const out = JSON.parse(JSON.stringify(doc)) as JsonObject;
+    for (const op of ops) {
+      const parts = op.path.split('/').slice(1).map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'));
+      const leaf = parts.pop()!;
+      let at: Json = out;
+      for (const p of parts) {
+        if (at === null || typeof at !== 'object' || Array.isArray(at) || !(p in at)) throw new Error(`${op.path}: no parent`);
+        at = at[p]!;
+      }
+      if (at === null || typeof at !== 'object' || Array.isArray(at)) throw new Error(`${op.path}: parent is not an object`);
+      if (op.op === 'add') at[leaf] = op.value;
+      else if (!(leaf in at)) throw new Error(`${op.path}: absent`);
+      else if (op.op === 'remove') delete at[leaf];
+      else if (!isDeepStrictEqual(at[leaf], op.value)) throw new Error(`${op.path}: test failed`);
+    }
+    return out;
+  }
+  const paths = ['spec.template', 'spec.sidecar', 'spec.deep.leaf'];
+  const value = fc.oneof(fc.constant(undefined), fc.constantFrom('a', 'b'), fc.dictionary(fc.constantFrom('x', 'y'), fc.constantFrom('1', '2'), { maxKeys: 2 }));
+  const spec = fc.record({ template: value, sidecar: value, deep: fc.oneof(fc.constant(undefined), fc.constant('scalar'), fc.record({ leaf: value }, { requiredKeys: [] })), replicas: fc.nat(3) }, { requiredKeys: ['replicas'] });
+  const object = spec.map((s) => JSON.parse(JSON.stringify({ metadata: { name: 'p', uid: 'u' }, spec: s })) as JsonObject);
+
+  test("applied to the parent as it is, it makes the parent's target state the revision's, absent paths included, and touches nothing else", () => {
+    fc.assert(
+      fc.property(object, object, (parent, earlier) => {
+        const data = targetState(earlier, paths);
+        const after = applyPatch(parent, rollbackPatch(data, parent));
+        expect(semanticallyEqual(targetState(after, paths), data)).toBe(true);
+        expect((after.spec as JsonObject).replicas).toBe((parent.spec as JsonObject).replicas);
+      }),
+    );
+  });
+
+  test('a path it removes fails the patch when it changed since the parent was read; so does another uid', () => {
+    const parent = { metadata: { uid: 'u' }, spec: { template: { a: '1' }, sidecar: { image: 's:1' } } };
+    const ops = rollbackPatch(targetState({ spec: { template: { a: '1' } } }, paths), parent);
+    expect(ops).toContainEqual({ op: 'remove', path: '/spec/sidecar' });
+    expect(() => applyPatch({ ...parent, spec: { ...parent.spec, sidecar: { image: 's:2' } } }, ops)).toThrow('/spec/sidecar: test failed');
+    expect(() => applyPatch({ ...parent, metadata: { uid: 'v' } }, ops)).toThrow('/metadata/uid: test failed');
+    expect(applyPatch(parent, ops)).toEqual({ metadata: { uid: 'u' }, spec: { template: { a: '1' } } });
   });
 });
 

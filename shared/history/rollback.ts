@@ -1,0 +1,55 @@
+// A rollback as a JSON Patch (RFC 6902), which custom resources take (they take no strategic merge patch): it
+// makes the parent's target state what a revision holds, as `kubectl rollout undo` does with the revision's data
+// as a strategic merge patch, where `$patch: replace` replaces a path and a null removes it
+// (https://github.com/kubernetes/community/blob/master/contributors/devel/sig-api-machinery/strategic-merge-patch.md).
+import type { Json, JsonObject } from './data.ts';
+
+export type JsonPatchOp = { op: 'add' | 'test'; path: string; value: Json } | { op: 'remove'; path: string };
+
+/** The value without `$patch` directives, which are for strategic merge patches only. */
+export function withoutDirectives(value: Json | undefined): Json | undefined {
+  if (Array.isArray(value)) return value.map((v) => withoutDirectives(v) ?? null);
+  if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).filter(([k]) => k !== '$patch').map(([k, v]) => [k, withoutDirectives(v) ?? null]));
+  return value;
+}
+
+/** The value without `$patch` directives and null fields; undefined when nothing is left of an object. */
+function present(value: Json | undefined): Json | undefined {
+  if (value === null || value === undefined) return undefined;
+  if (Array.isArray(value)) return withoutDirectives(value);
+  if (typeof value !== 'object') return value;
+  const out: JsonObject = {};
+  for (const [k, v] of Object.entries(value)) {
+    const p = k === '$patch' ? undefined : present(v);
+    if (p !== undefined) out[k] = p;
+  }
+  return Object.keys(out).length > 0 || '$patch' in value ? out : undefined;
+}
+
+const pointer = (path: readonly string[]) => `/${path.map((p) => p.replace(/~/g, '~0').replace(/\//g, '~1')).join('/')}`;
+
+/**
+ * The operations that put each path of the revision's `data` back on `parent` (as read now), after a test of
+ * its uid: a path the revision holds is added, replacing what is there; a path that was absent when the
+ * revision was taken (stored as null) is removed where the parent has it, after a test of its current value,
+ * so that a change made since `parent` was read fails the patch instead of being lost.
+ */
+export function rollbackPatch(data: Json | undefined, parent: JsonObject): JsonPatchOp[] {
+  const ops: JsonPatchOp[] = [{ op: 'test', path: '/metadata/uid', value: (parent.metadata as JsonObject | undefined)?.uid ?? null }];
+  const walk = (value: Json | undefined, current: Json | undefined, path: string[]) => {
+    const isMap = (v: Json | undefined): v is JsonObject => v !== null && typeof v === 'object' && !Array.isArray(v);
+    if (isMap(value) && !('$patch' in value) && (path.length === 0 || isMap(current))) {
+      for (const [k, v] of Object.entries(value)) walk(v, isMap(current) ? current[k] : undefined, [...path, k]);
+      return;
+    }
+    if (value === null || value === undefined) {
+      if (current !== undefined) ops.push({ op: 'test', path: pointer(path), value: current }, { op: 'remove', path: pointer(path) });
+      return;
+    }
+    // Where the parent lacks an enclosing field, the whole subtree goes in at once (an add needs its parent).
+    const added = present(value);
+    if (added !== undefined) ops.push({ op: 'add', path: pointer(path), value: added });
+  };
+  walk(data, parent, []);
+  return ops;
+}
