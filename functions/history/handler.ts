@@ -4,13 +4,17 @@ import { makeSyncRequest } from '../../shared/lambda/sync-request.ts';
 import { listPolicies, policyFor } from './policies.ts';
 import { reportPolicy } from './report.ts';
 import { syncHistory } from './sync.ts';
+import { policyParents } from './truncate.ts';
 
 const holder = `history-${randomUUID()}`;
 
 export const handler = syncFunction('history', async ({ key, causes }, { env, logger }) => {
   const kube = env.clusters.client(key.cluster);
   if (key.kind === 'RevisionPolicy' && key.group === 'outrigger.dev') {
-    const r = await reportPolicy(kube, key.cluster, key.name);
+    const r = await reportPolicy(kube, key.cluster, key.name, async (policy) => {
+      const parents = await policyParents(kube, key.cluster, policy);
+      if (parents.length > 0) await env.syncSink.send('truncate', parents.map((p) => makeSyncRequest(p, causes)));
+    });
     // `message` is the log line's own key (Powertools drops a field of that name).
     logger.info('policy checked', { policy: key.name, ready: r.ready, condition: r.message });
     return;
@@ -19,8 +23,6 @@ export const handler = syncFunction('history', async ({ key, causes }, { env, lo
   if (!policy) return;
   const result = await syncHistory({ kube, state: env.state, holder }, policy, key, causes);
   logger.info('history synced', { parent: `${key.namespace}/${key.name}`, ...result });
-  // Truncate after a new revision or a rollback, when something the parent generated was deleted, and in
-  // revisionKey mode always (a rollout that completed shows only in the parent's status).
-  const generatedDeleted = causes.some((c) => c.endsWith('/deleted') && !c.startsWith('ControllerRevision/') && !c.includes(`/${key.uid}/`));
-  if ('truncate' in result || generatedDeleted || policy.spec.mode === 'revisionKey') await env.syncSink.send('truncate', [makeSyncRequest(key, causes)]);
+  // In revisionKey mode always: a rollout that completed shows only in the parent's status.
+  if (('truncate' in result && result.truncate) || policy.spec.mode === 'revisionKey') await env.syncSink.send('truncate', [makeSyncRequest(key, causes)]);
 });

@@ -7,14 +7,14 @@
 //     matching orphans, release strays) through the ownership library, and decide:
 //     equal to the latest -> nothing; equal to an older one -> rollback (that revision gets the next number,
 //     its data untouched); otherwise -> a new revision with the next number.
-//  4. After a new revision or a rollback, ask the truncation handler to trim the history.
+//  4. When the history may hold more revisions than the limit keeps, ask the truncation handler to trim it.
 import { createHash } from 'node:crypto';
 import type { KubeClient } from '../../shared/kube/index.ts';
 import { Resources, isKubeError, resolveKind, type KubeList, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
-import { canonicalJson, labelSelectorString, parentLabels, revisionHash, revisionName, selectorLabels, semanticallyEqual, targetState, type Json, type JsonObject } from '../../shared/history/data.ts';
+import { canonicalJson, fieldAt, labelSelectorString, parentLabels, revisionHash, revisionName, selectorLabels, semanticallyEqual, targetState, type Json, type JsonObject } from '../../shared/history/data.ts';
 import type { DefaultsSchema } from '../../shared/history/defaults.ts';
-import type { RevisionPolicy } from '../../shared/history/policy.ts';
-import { HASH_LABEL, decide, type ControllerRevision } from '../../shared/history/revisions.ts';
+import { historyLimit, truncationInputs, type RevisionPolicy } from '../../shared/history/policy.ts';
+import { HASH_LABEL, decide, truncationMayDelete, type ControllerRevision } from '../../shared/history/revisions.ts';
 import { parseSyncCause } from '../../shared/lambda/sync-request.ts';
 import { claim, compileSelector, isControlledBy, newControllerRef, selectorString, type LabelSelector, type SyncKey } from '../../shared/ownership/index.ts';
 import type { Lease, State } from '../../shared/state/index.ts';
@@ -35,10 +35,10 @@ export interface HistoryDeps {
   holder: string;
 }
 
+/** `truncate`: the parent owns more revisions than its limit could keep, so truncation may have work. */
 export type SyncOutcome =
   | { outcome: 'skipped'; reason: string }
-  | { outcome: 'cached' | 'unchanged'; revision: string; number: number }
-  | { outcome: 'created' | 'rollback'; revision: string; number: number; truncate: true };
+  | { outcome: 'cached' | 'unchanged' | 'created' | 'rollback'; revision: string; number: number; truncate?: true };
 
 /**
  * What DynamoDB remembers per parent: the digest of the target state its latest revision holds. It is the
@@ -57,6 +57,8 @@ interface HistoryRecord {
   revisionsVersion?: string;
   /** The latest revision's uid. */
   revisionUid?: string;
+  /** truncationInputs of the parent as the sync read it: when they change, truncation may have work. */
+  truncation?: string;
 }
 
 const leaseName = (parentUid: string) => `history/${parentUid}`;
@@ -119,13 +121,14 @@ export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key
   const [first, record] = await Promise.all([readParent(deps, target, key), policy.spec.mode === 'snapshot' && recordMayAnswer(causes, key.uid) ? readRecord() : undefined]);
   if (first.skipped) return first.skipped;
   const digest = digestOf(targetState(first.parent as unknown as JsonObject, policy.spec.targetState), policy.defaults);
-  if (record && record.digest === digest && recordAnswers(causes, key.uid, record)) {
+  if (record && record.digest === digest && record.truncation === truncationInputs(policy, first.parent) && recordAnswers(causes, key.uid, record)) {
     return { outcome: 'cached', revision: record.revision, number: record.number };
   }
 
   const lease = await acquireParentLease(deps, key);
   let result: LockedOutcome | undefined;
   let heldDigest = digest;
+  let heldTruncation: string | undefined;
   try {
     // Read again under the lease: a sync that waited for it must decide on the state as it is now, not as it
     // was before another sync ran (which could otherwise make a stale state look like a rollback). The
@@ -139,6 +142,7 @@ export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key
     const parent = read.parent;
     const candidate = targetState(parent as unknown as JsonObject, policy.spec.targetState);
     heldDigest = digestOf(candidate, policy.defaults);
+    heldTruncation = truncationInputs(policy, parent);
     const guard = () => {
       if (!deps.state.leases.stillHeld(lease, LEASE_MARGIN_MS)) throw new Error(`the history lease of ${key.namespace}/${key.name} is about to expire; not writing, the sync will be retried`);
     };
@@ -146,7 +150,7 @@ export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key
     return result.outcome;
   } finally {
     // The record is a cache of what the sync found, left on the lease only while it is still held.
-    const memo: HistoryRecord | undefined = result && { digest: heldDigest, revision: result.outcome.revision, number: result.outcome.number, revisionsVersion: result.revisionsVersion, revisionUid: result.revisionUid };
+    const memo: HistoryRecord | undefined = result && { digest: heldDigest, revision: result.outcome.revision, number: result.outcome.number, revisionsVersion: result.revisionsVersion, revisionUid: result.revisionUid, truncation: heldTruncation };
     await deps.state.leases.release(lease, memo);
   }
 }
@@ -191,19 +195,21 @@ async function syncLocked(deps: HistoryDeps, policy: RevisionPolicy, target: Res
   const owned = claimed.owned as ControllerRevision[];
   if (policy.spec.mode === 'revisionKey') return syncRevisionKey(deps, policy, target, parent, candidate, owned, guard, listedVersion);
   const outcome = decide(candidate, owned, policy.defaults);
+  const limit = historyLimit(policy, parent);
+  const truncate = (count: number) => (truncationMayDelete(count, limit) ? { truncate: true as const } : {});
   switch (outcome.kind) {
     case 'unchanged':
-      return { outcome: { outcome: 'unchanged', revision: outcome.revision.metadata.name!, number: outcome.revision.revision }, revisionsVersion: listedVersion, revisionUid: outcome.revision.metadata.uid };
+      return { outcome: { outcome: 'unchanged', revision: outcome.revision.metadata.name!, number: outcome.revision.revision, ...truncate(owned.length) }, revisionsVersion: listedVersion, revisionUid: outcome.revision.metadata.uid };
     case 'rollback': {
       // Only the number changes; the apiserver would refuse a change to data, and we never send one.
       const r = outcome.revision;
       guard();
       const patched = await deps.kube.patch<ControllerRevision>(Resources.controllerRevisions, r.metadata.name!, namespace, { metadata: { uid: r.metadata.uid, resourceVersion: r.metadata.resourceVersion }, revision: outcome.number }, 'merge');
-      return { outcome: { outcome: 'rollback', revision: r.metadata.name!, number: outcome.number, truncate: true }, revisionsVersion: patched.metadata.resourceVersion, revisionUid: patched.metadata.uid };
+      return { outcome: { outcome: 'rollback', revision: r.metadata.name!, number: outcome.number, ...truncate(owned.length) }, revisionsVersion: patched.metadata.resourceVersion, revisionUid: patched.metadata.uid };
     }
     case 'create': {
       const created = await createRevision(deps.kube, target, parent, candidate, outcome.number, kubectlLabels(policy, parent, candidate), guard);
-      return { outcome: { outcome: 'created', revision: created.metadata.name!, number: created.revision, truncate: true }, revisionsVersion: created.metadata.resourceVersion, revisionUid: created.metadata.uid };
+      return { outcome: { outcome: 'created', revision: created.metadata.name!, number: created.revision, ...truncate(owned.length + 1) }, revisionsVersion: created.metadata.resourceVersion, revisionUid: created.metadata.uid };
     }
   }
 }
@@ -339,13 +345,4 @@ export async function revisionForKey(kube: KubeClient, policy: RevisionPolicy, p
   if (!label) throw new Error(`RevisionPolicy ${policy.name} is not in revisionKey mode`);
   const listed = await kube.list<ControllerRevision>(Resources.controllerRevisions, { namespace: parent.metadata.namespace, labelSelector: `${labelSelectorString(parentLabels(parent))},${label}=${key}` });
   return listed.items.filter((r) => isControlledBy(r, parent)).sort((a, b) => a.revision - b.revision).at(-1);
-}
-
-export function fieldAt(obj: unknown, path: string): unknown {
-  let cur = obj;
-  for (const p of path.split('.')) {
-    if (cur === null || typeof cur !== 'object') return undefined;
-    cur = (cur as Record<string, unknown>)[p];
-  }
-  return cur;
 }

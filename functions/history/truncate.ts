@@ -1,6 +1,7 @@
-// Truncation (seed 000, History Maintenance), run after a new revision or a rollback and when generated
-// objects are deleted. It deletes the oldest non-live revisions the parent owns until at most the limit
-// remain. Never deleted: the latest revision, any revision holding the parent's target state as truncation
+// Truncation (seed 000, History Maintenance), run whenever the parent's limit or live set may have changed
+// and it owns more revisions than the limit could keep (README, "What a sync does"), and for every parent of a
+// kind whose policy spec changed. It deletes the oldest non-live revisions the parent owns until at most the
+// limit remain. Never deleted: the latest revision, any revision holding the parent's target state as truncation
 // reads it (a rollback whose sync has not run yet), any revision a generated object is labelled with or the
 // parent's status names (current and update revision), and anything the parent does not own.
 // No lease: every delete carries the revision's uid and resourceVersion as preconditions, so a revision that
@@ -8,12 +9,12 @@
 // decide on, and a sync that loses the race to reuse a deleted revision fails its write and is retried. So a
 // history sync never waits for truncation.
 import { Resources, isKubeError, resolveKind, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
-import { labelSelectorString, parentLabels, semanticallyEqual, targetState, type JsonObject } from '../../shared/history/data.ts';
-import { historyLimit, type RevisionPolicy } from '../../shared/history/policy.ts';
+import { fieldAt, labelSelectorString, parentLabels, semanticallyEqual, targetState, type JsonObject } from '../../shared/history/data.ts';
+import { historyLimit, statusRevisions, type RevisionPolicy } from '../../shared/history/policy.ts';
 import { HASH_LABEL, truncationPlan, type ControllerRevision } from '../../shared/history/revisions.ts';
 import { compileSelector, isControlledBy, selectorString, type LabelSelector, type SyncKey } from '../../shared/ownership/index.ts';
 import { targetDefaults } from './defaults.ts';
-import { currentRevisionKey, fieldAt, resolveTarget } from './sync.ts';
+import { currentRevisionKey, resolveTarget } from './sync.ts';
 
 export interface TruncateResult {
   deleted: string[];
@@ -29,11 +30,7 @@ export interface TruncateResult {
  * cannot be found (no readable selector): then nothing can be known to be dead, and nothing is deleted.
  */
 export async function liveRevisions(kube: KubeClient, policy: RevisionPolicy, parent: KubeObject): Promise<Set<string> | undefined> {
-  const live = new Set<string>();
-  for (const path of policy.spec.statusRevisionPaths) {
-    const v = fieldAt(parent, path);
-    if (typeof v === 'string' && v) live.add(v);
-  }
+  const live = new Set<string>(statusRevisions(policy, parent));
   const generated = policy.spec.generated;
   if (generated) {
     const labelSelector = selectorString(compileSelector(fieldAt(parent, generated.selectorPath) as LabelSelector | undefined));
@@ -103,4 +100,10 @@ async function revisionKeyPlan(kube: KubeClient, policy: RevisionPolicy, parent:
   const latest = [...owned].sort((a, b) => a.revision - b.revision).at(-1);
   const isLive = (r: ControllerRevision) => [r.metadata.name, r.metadata.labels?.[HASH_LABEL], r.metadata.labels?.[label]].some((v) => v !== undefined && live.has(v));
   return owned.filter((r) => r !== latest && r.metadata.labels?.[label] !== current && !isLive(r));
+}
+
+/** Every parent of the policy's kind, as keys for truncation: a new policy spec may change any one's limit or live set. */
+export async function policyParents(kube: KubeClient, cluster: string, policy: RevisionPolicy): Promise<SyncKey[]> {
+  const target = await resolveTarget(kube, policy);
+  return (await kube.listAll(target)).map((p) => ({ cluster, group: target.group, kind: target.kind, namespace: p.metadata.namespace, name: p.metadata.name ?? '', uid: p.metadata.uid ?? '' }));
 }

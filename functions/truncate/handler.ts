@@ -1,9 +1,12 @@
+import { parseSyncCause } from '../../shared/lambda/sync-request.ts';
 import { syncFunction } from '../../shared/lambda/sync-function.ts';
-import { listPolicies, policyFor } from '../history/policies.ts';
+import { forgetPolicies, listPolicies, policyFor } from '../history/policies.ts';
 import { truncateHistory } from '../history/truncate.ts';
 
-export const handler = syncFunction('truncate', async ({ key }, { env, logger }) => {
+export const handler = syncFunction('truncate', async ({ key, causes }, { env, logger }) => {
   const kube = env.clusters.client(key.cluster);
+  // Asked because a policy's spec changed: its new limit, not the one a warm process may still hold.
+  if (causes.some((c) => parseSyncCause(c).kind === 'RevisionPolicy')) forgetPolicies(key.cluster);
   const policy = policyFor(await listPolicies(kube, key.cluster), key.group, key.kind);
   if (!policy) return;
   const result = await truncateHistory({ kube }, policy, key);

@@ -41,6 +41,16 @@ function get(obj: Json | undefined, parts: string[]): Json | undefined {
   return cur;
 }
 
+/** The value at a dotted path of any object; undefined where the path does not lead. */
+export function fieldAt(obj: unknown, path: string): unknown {
+  let cur = obj;
+  for (const p of path.split('.')) {
+    if (cur === null || typeof cur !== 'object') return undefined;
+    cur = (cur as Record<string, unknown>)[p];
+  }
+  return cur;
+}
+
 /** The revision data for `parent`: each path's value, replacing what is there when applied as a patch. */
 export function targetState(parent: JsonObject, paths: readonly string[]): JsonObject {
   const data: JsonObject = {};

@@ -5,7 +5,7 @@
 import * as z from 'zod/mini';
 import { firstIssue, nonEmpty } from '../envelope/index.ts';
 import type { KubeObject } from '../kube/resource.ts';
-import { parsePath } from './data.ts';
+import { fieldAt, parsePath } from './data.ts';
 import type { DefaultsSchema } from './defaults.ts';
 
 export const POLICY_GROUP = 'outrigger.dev';
@@ -76,9 +76,27 @@ export function parsePolicy(obj: KubeObject): RevisionPolicy {
   return { name, uid: obj.metadata.uid ?? '', generation: obj.metadata.generation ?? 0, spec: result.data };
 }
 
-/** The history limit for one parent: its annotation if valid, else the policy's. */
+/**
+ * The history limit for one parent: its annotation if valid, else its own `spec.revisionHistoryLimit` where its
+ * kind has one (StatefulSet, DaemonSet, Deployment...), else the policy's.
+ */
 export function historyLimit(policy: RevisionPolicy, parent: KubeObject): number {
   const raw = parent.metadata.annotations?.[LIMIT_ANNOTATION];
   if (raw !== undefined && /^\d{1,4}$/.test(raw)) return Number(raw);
+  const own = fieldAt(parent, 'spec.revisionHistoryLimit');
+  if (typeof own === 'number' && Number.isInteger(own) && own >= 0) return own;
   return policy.spec.revisionHistoryLimit;
+}
+
+/** The revision names (or hashes) the parent's status paths hold: live revisions. */
+export function statusRevisions(policy: RevisionPolicy, parent: KubeObject): string[] {
+  return policy.spec.statusRevisionPaths.map((p) => fieldAt(parent, p)).filter((v): v is string => typeof v === 'string' && v !== '');
+}
+
+/**
+ * What truncation decides by that the parent alone holds: its limit and the revisions its status names. When
+ * it changes, truncation may have work though no revision changed (README, "What a sync does").
+ */
+export function truncationInputs(policy: RevisionPolicy, parent: KubeObject): string {
+  return JSON.stringify([historyLimit(policy, parent), ...statusRevisions(policy, parent)]);
 }

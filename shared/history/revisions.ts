@@ -57,6 +57,14 @@ export function truncationPlan<T extends ControllerRevision>(owned: readonly T[]
   return dead.slice(0, Math.max(0, dead.length - Math.max(0, limit)));
 }
 
+/**
+ * Whether truncation could delete anything from `owned` revisions under `limit`: it keeps the latest and at
+ * least `limit` others, so not unless there are more. Cheap to know where the revisions are listed anyway.
+ */
+export function truncationMayDelete(owned: number, limit: number): boolean {
+  return owned - 1 > Math.max(0, limit);
+}
+
 /** On each revision: its hash, always the suffix of its name (upstream leaves it stale after a collision). */
 export const HASH_LABEL = 'controller.kubernetes.io/hash';
 /** On each revision: the parent's name, to select a parent's history. */

@@ -11,7 +11,10 @@ import { applyManifests } from '../../shared/kube/apply.ts';
 import { controllerOf, newControllerRef, type SyncKey } from '../../shared/ownership/index.ts';
 import { startFaultProxy } from '../testbed/fault-proxy.ts';
 import { DAEMONSET_POLICY, STATEFULSET_POLICY } from '../testbed/policies.ts';
-import { adminClient, createNamespace, outriggerClient, testState, testbed, uniqueName } from '../testbed/index.ts';
+import { adminClient, createNamespace, eventually, outriggerClient, startTestRuntime, testState, testbed, uniqueName } from '../testbed/index.ts';
+import { openCrd } from '../testbed/crds.ts';
+import { controllersGrant } from '../testbed/rbac.ts';
+import { forgetDiscovery } from '../../shared/kube/index.ts';
 
 const statefulSets = gvr('apps', 'v1', 'statefulsets');
 
@@ -353,6 +356,97 @@ describe('truncation', () => {
     await truncateHistory({ kube }, policy, keyOf(sts));
     expect((await kube.get(Resources.controllerRevisions, 'foreign', ns)).metadata.uid).toBe(foreign.metadata.uid);
   });
+});
+
+describe('when truncation runs, and by which limit', () => {
+  const LIMIT = 'outrigger.dev/revision-history-limit';
+
+  test("the parent's own spec.revisionHistoryLimit is its limit when it has no annotation", async () => {
+    const ns = await createNamespace('trunc');
+    let sts = await adminClient().create<KubeObject>(statefulSets, {
+      apiVersion: 'apps/v1',
+      kind: 'StatefulSet',
+      metadata: { name: 'web', namespace: ns },
+      spec: { serviceName: 'web', replicas: 0, revisionHistoryLimit: 1, selector: { matchLabels: { app: 'web' } }, template: template('registry.example/o:1') },
+    });
+    await sync(sts);
+    let last: SyncOutcome | undefined;
+    for (const image of ['o:2', 'o:3', 'o:4']) {
+      sts = await setImage(ns, 'web', `registry.example/${image}`);
+      last = await sync(sts, parentCause(sts));
+    }
+    expect(last).toMatchObject({ outcome: 'created', number: 4, truncate: true });
+    await truncateHistory({ kube }, policy, keyOf(sts));
+    expect(summary(await history(ns))).toEqual(['3:registry.example/o:3', '4:registry.example/o:4']);
+  });
+
+  test("a lowered limit, and a revision the status stops naming, ask for truncation from the parent's own event; an unrelated change does not", async () => {
+    const ns = await createNamespace('trunc');
+    const admin = adminClient();
+    let sts = await createSts(ns, 'web', 'registry.example/s:1', { [LIMIT]: '1' });
+    await sync(sts);
+    const [rev1] = await history(ns);
+    sts = await admin.patch(statefulSets, 'web', ns, { status: { currentRevision: rev1!.metadata.name } }, 'merge', { subresource: 'status' });
+    for (const image of ['s:2', 's:3']) {
+      sts = await setImage(ns, 'web', `registry.example/${image}`);
+      await sync(sts, parentCause(sts));
+    }
+    await truncateHistory({ kube }, policy, keyOf(sts));
+    // Revision 1 is live (the status names it), so 2 is the one non-live revision the limit keeps.
+    expect(summary(await history(ns))).toEqual(['1:registry.example/s:1', '2:registry.example/s:2', '3:registry.example/s:3']);
+    sts = await admin.patch(statefulSets, 'web', ns, { spec: { replicas: 4 } }, 'merge');
+    expect(await sync(sts, parentCause(sts))).toEqual({ outcome: 'cached', revision: expect.any(String), number: 3 });
+
+    sts = await admin.patch(statefulSets, 'web', ns, { status: { currentRevision: (await history(ns))[2]!.metadata.name } }, 'merge', { subresource: 'status' });
+    expect(await sync(sts, parentCause(sts))).toMatchObject({ outcome: 'unchanged', truncate: true });
+    await truncateHistory({ kube }, policy, keyOf(sts));
+    expect(summary(await history(ns))).toEqual(['2:registry.example/s:2', '3:registry.example/s:3']);
+
+    sts = await admin.patch(statefulSets, 'web', ns, { metadata: { annotations: { [LIMIT]: '0' } } }, 'merge');
+    expect(await sync(sts, parentCause(sts))).toMatchObject({ outcome: 'unchanged', truncate: true });
+    await truncateHistory({ kube }, policy, keyOf(sts));
+    expect(summary(await history(ns))).toEqual(['3:registry.example/s:3']);
+    expect(await sync(sts, parentCause(sts))).toEqual({ outcome: 'cached', revision: expect.any(String), number: 3 });
+  });
+
+  test("a lowered limit in the RevisionPolicy trims every parent's history, with no change to any parent (local runtime)", async () => {
+    const group = 'history.outrigger.test';
+    const trimmed = gvr(group, 'v1', 'trimmeds');
+    const manifests = (limit: number) => `
+${openCrd(group, 'Trimmed', 'trimmeds')}---
+${controllersGrant('outrigger-history-trimmed-test', [`{ apiGroups: ["${group}"], resources: ["trimmeds"], verbs: ["get", "list", "watch"] }`])}---
+apiVersion: outrigger.dev/v1alpha1
+kind: RevisionPolicy
+metadata: { name: history-trimmed }
+spec:
+  target: { apiVersion: ${group}/v1, kind: Trimmed }
+  targetState: [spec.template]
+  revisionHistoryLimit: ${limit}
+`;
+    const admin = adminClient();
+    await applyManifests(admin, manifests(5));
+    await eventually(async () => {
+      forgetPolicies();
+      forgetDiscovery(kube);
+      return policyFor(await listPolicies(kube, 'it'), group, 'Trimmed') !== undefined;
+    });
+    const ns = await createNamespace('trunc-policy');
+    const runtime = await startTestRuntime('trunc-policy', ['router', 'history', 'truncate'], { namespace: ns });
+    try {
+      const count = async () => (await kube.list(Resources.controllerRevisions, { namespace: ns })).items.length;
+      await admin.create(trimmed, { apiVersion: `${group}/v1`, kind: 'Trimmed', metadata: { name: 't', namespace: ns }, spec: { template: { v: 1 } } });
+      await eventually(async () => (await count()) === 1);
+      for (const v of [2, 3, 4]) {
+        await admin.patch(trimmed, 't', ns, { spec: { template: { v } } }, 'merge');
+        await eventually(async () => (await count()) === v);
+      }
+      await applyManifests(admin, manifests(1));
+      expect(await eventually(async () => ((await count()) === 2 ? 2 : undefined), 15_000)).toBe(2);
+    } finally {
+      await runtime.stop();
+      await admin.delete(revisionPolicies, 'history-trimmed').catch(() => undefined);
+    }
+  }, 90_000);
 });
 
 describe('policies', () => {

@@ -4,8 +4,8 @@ import { compileSelector, matches, type LabelSelector } from '../../shared/owner
 import { isDeepStrictEqual } from 'node:util';
 import { rollbackPatch, type JsonPatchOp } from '../../shared/history/rollback.ts';
 import type { JsonObject } from '../../shared/history/data.ts';
-import { parsePolicy } from '../../shared/history/policy.ts';
-import { HASH_LABEL, decide, sortRevisions, truncationPlan, type ControllerRevision } from '../../shared/history/revisions.ts';
+import { historyLimit, parsePolicy, truncationInputs } from '../../shared/history/policy.ts';
+import { HASH_LABEL, decide, sortRevisions, truncationMayDelete, truncationPlan, type ControllerRevision } from '../../shared/history/revisions.ts';
 import { recordAnswers, recordMayAnswer } from '../../functions/history/sync.ts';
 
 const rev = (name: string, revision: number, image: string, created = '2026-01-01T00:00:00Z'): ControllerRevision => ({
@@ -124,6 +124,8 @@ describe('history decisions', () => {
           expect(live.has(r.metadata.name!)).toBe(false);
           expect(r).not.toBe(latest);
         }
+        // The sync asks for truncation whenever it could delete something.
+        if (doomed.length > 0) expect(truncationMayDelete(h.length, limit)).toBe(true);
         const remainingDead = h.filter((r) => !doomed.includes(r) && !live.has(r.metadata.name!) && r !== latest);
         expect(remainingDead.length).toBeLessThanOrEqual(limit);
         // Oldest first: nothing deleted is newer than something dead that is kept.
@@ -219,6 +221,21 @@ describe('policy parsing (the handler side of validation)', () => {
     [{ targetState: ['spec.t'] }, 'RevisionPolicy p: spec.target: Invalid input'],
   ])('rejects %j', (spec, message) => {
     expect(() => parsePolicy({ metadata: { name: 'p' }, spec })).toThrow(message);
+  });
+
+  test("a parent's limit: its annotation, else its own spec.revisionHistoryLimit, else the policy's", () => {
+    const policy = parsePolicy({ metadata: { name: 'p' }, spec: { target: { apiVersion: 'apps/v1', kind: 'X' }, targetState: ['spec.t'], revisionHistoryLimit: 7, statusRevisionPaths: ['status.current'] } });
+    const parent = (annotations: Record<string, string>, spec: Record<string, unknown>, status: Record<string, unknown> = {}) => ({ metadata: { annotations }, spec, status });
+    expect(historyLimit(policy, parent({ 'outrigger.dev/revision-history-limit': '2' }, { revisionHistoryLimit: 3 }))).toBe(2);
+    expect(historyLimit(policy, parent({}, { revisionHistoryLimit: 3 }))).toBe(3);
+    expect(historyLimit(policy, parent({}, { revisionHistoryLimit: 0 }))).toBe(0);
+    expect(historyLimit(policy, parent({ 'outrigger.dev/revision-history-limit': 'x' }, { revisionHistoryLimit: -1 }))).toBe(7);
+    expect(historyLimit(policy, parent({}, { revisionHistoryLimit: '3' }))).toBe(7);
+    // What truncation decides by from the parent alone: a change to either asks for a truncation.
+    const inputs = (a: Record<string, string>, spec: Record<string, unknown>, status: Record<string, unknown>) => truncationInputs(policy, parent(a, spec, status));
+    expect(inputs({}, { replicas: 1 }, { current: 'r1' })).toBe(inputs({}, { replicas: 5 }, { current: 'r1', replicas: 5 }));
+    expect(inputs({}, {}, { current: 'r1' })).not.toBe(inputs({}, {}, { current: 'r2' }));
+    expect(inputs({}, { revisionHistoryLimit: 3 }, {})).not.toBe(inputs({}, { revisionHistoryLimit: 2 }, {}));
   });
 
   test('fills in the defaults', () => {
