@@ -49,6 +49,8 @@ export const functions: FunctionSpec[] = [
     entry: 'functions/storage-poll/handler.ts',
     load: () => import('./storage-poll/handler.ts'),
     schedule: { everyMinutes: 10, perReporter: true },
+    // Its leader step queues stranded migrations for the migrator again.
+    sends: ['migrator'],
     timeoutSeconds: 300,
   },
   {

@@ -4,7 +4,7 @@ import { makeSyncRequest } from '../../shared/lambda/sync-request.ts';
 import { runMigration } from '../storage/migrator.ts';
 
 const holder = `migrator-${randomUUID()}`;
-/** Stop after the chunk that leaves less than this: the token is saved and the migration is queued again. */
+/** Stop after the chunk that leaves less than this: the progress is saved and the migration is queued again. */
 const RESERVE_MS = 90_000;
 
 export const handler = syncFunction('migrator', async ({ key, causes }, { env, logger, context }) => {
@@ -16,5 +16,7 @@ export const handler = syncFunction('migrator', async ({ key, causes }, { env, l
   // `message` is the log line's own key in Powertools: the migration's message is logged as `detail`.
   const { message, ...rest } = result;
   logger.info('migration step', { ...rest, detail: message });
-  if (result.outcome === 'paused') await env.syncSink.send('migrator', [makeSyncRequest(key, causes)]);
+  // A cause of its own (the chunks done so far): with the causes it was sent with, the request would carry the
+  // same deduplication id, and SQS would drop it within five minutes of the first.
+  if (result.outcome === 'paused') await env.syncSink.send('migrator', [makeSyncRequest(key, [`StorageVersionMigration/continue/${result.progress?.chunks ?? 0}`, ...causes])]);
 });

@@ -36,6 +36,8 @@ export interface StorageContext {
   periodMs: number;
   now: () => Date;
   log?: (message: string, fields?: Record<string, unknown>) => void;
+  /** Hands migrations to Outrigger's migrator (the leader's step queues stranded ones); absent, nothing is queued. */
+  queueMigrations?: (migrations: readonly StorageVersionMigration[], cause: string) => Promise<void>;
 }
 
 export const migrationResource = (ctx: Pick<StorageContext, 'mode'>) => (ctx.mode === 'in-tree' ? inTreeMigrations : migrations);

@@ -12,8 +12,12 @@ import {
   decide,
   HASH_ANNOTATION,
   isMigrated,
+  isStranded,
   isTerminal,
   migrationName,
+  MIGRATOR_LABEL,
+  MIGRATOR_LABEL_VALUE,
+  MIGRATOR_LEASE_MS,
   PERSISTED_ANNOTATION,
   phaseOf,
   STATE_LABEL,
@@ -39,6 +43,8 @@ export interface LeadResult {
   created: string[];
   cancelled: string[];
   narrowed: string[];
+  /** Migrations of Outrigger's nothing was working on, queued for its migrator again. */
+  resumed: string[];
   epochReads: number;
   /** States whose step failed; the others were still looked at, and the next step tries these again. */
   failed: Array<{ state: string; error: string }>;
@@ -90,7 +96,7 @@ class Hold {
  * again under the lease, so an older copy costs at most a missed action, which the next step takes.
  */
 export async function lead(ctx: StorageContext, opts: { states?: readonly StorageState[] } = {}): Promise<LeadResult> {
-  const result: LeadResult = { leader: false, states: 0, created: [], cancelled: [], narrowed: [], epochReads: 0, failed: [] };
+  const result: LeadResult = { leader: false, states: 0, created: [], cancelled: [], narrowed: [], resumed: [], epochReads: 0, failed: [] };
   // One holder per step: reporters polled concurrently in one process must not share (and release) one lease.
   const lease = await ctx.state.leases.acquireWithin(ctx.cluster, LEADER_LEASE, `${ctx.holder}/${randomUUID()}`, LEASE_TTL_MS, LEASE_WAIT_MS);
   if (!lease) return result;
@@ -128,6 +134,7 @@ export async function lead(ctx: StorageContext, opts: { states?: readonly Storag
       ctx.log?.('storage leader step failed for a state', failure);
     });
     if (hold.lost) throw new LeaseLostError(lease.name, lease.term);
+    await resumeStranded(ctx, states.flatMap((s) => byState.get(s.metadata.name ?? '') ?? []).filter((m) => !result.cancelled.includes(m.metadata.name ?? '')), result);
   } finally {
     await ctx.state.leases.release(lease).catch(() => undefined);
   }
@@ -178,8 +185,9 @@ async function act(ctx: StorageContext, hold: Hold, state: StorageState, d: Excl
       name: mname,
       ownerReferences: [newControllerRef(state)],
       annotations: { [HASH_ANNOTATION]: d.hash, [EPOCH_ANNOTATION]: String(d.epoch), [PERSISTED_ANNOTATION]: JSON.stringify(d.persisted) },
-      // A migration's event lists its state's migrations by this label.
-      labels: { [STATE_LABEL]: state.metadata.uid ?? '' },
+      // Outrigger's migrator runs only the migrations that carry its label; a migration's event lists its
+      // state's migrations by the state's.
+      labels: { [STATE_LABEL]: state.metadata.uid ?? '', ...(ctx.mode === 'outrigger' ? { [MIGRATOR_LABEL]: MIGRATOR_LABEL_VALUE } : {}) },
     };
     const r = migrationResource(ctx);
     const spec = ctx.mode === 'in-tree' ? { resource } : { resource: { ...resource, version: await servingVersion(ctx.kube, resource.group, resource.resource) } };
@@ -201,6 +209,19 @@ async function act(ctx: StorageContext, hold: Hold, state: StorageState, d: Excl
       if (!isKubeError(err, 'Conflict')) throw err;
     }
   }
+}
+
+/**
+ * Queues the migrator again for migrations of Outrigger's that nothing is working on (a message dead-lettered,
+ * an invocation that died): Pending or Running with no progress for longer than the migrator's lease.
+ */
+async function resumeStranded(ctx: StorageContext, listed: readonly StorageVersionMigration[], result: LeadResult): Promise<void> {
+  if (ctx.mode !== 'outrigger' || !ctx.queueMigrations) return;
+  const stranded = listed.filter((m) => isStranded(m, ctx.now(), MIGRATOR_LEASE_MS));
+  if (!stranded.length) return;
+  await ctx.queueMigrations(stranded, 'resume');
+  result.resumed.push(...stranded.map((m) => m.metadata.name ?? ''));
+  ctx.log?.('stranded migrations queued again', { migrations: result.resumed });
 }
 
 async function deleteMigration(ctx: StorageContext, m: MigrationView): Promise<void> {

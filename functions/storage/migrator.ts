@@ -1,17 +1,33 @@
-// Outrigger's migrator: runs a StorageVersionMigration by listing its resource in chunks of 500 and rewriting
-// each object with a no-op update, so the apiserver re-encodes it at the current storage version. A Conflict
-// means someone rewrote the object since the list (done); NotFound means it is gone (done). After each chunk
-// the continue token goes to spec.continueToken, so an invocation that times out or dies resumes there.
-// For a CRD, success also narrows status.storedVersions to the storage version, when that did not change
-// during the run (the upstream migrator never did this).
+// Outrigger's migrator: runs a StorageVersionMigration of its own (shared/storage/migrator.ts: the label) by
+// listing the resource's metadata in chunks of 500 and rewriting each object with a merge patch that changes
+// nothing but carries the object's resourceVersion as a precondition. The apiserver decodes the stored object,
+// encodes it again in the current storage version and writes it only if the bytes changed; no object's body
+// passes through JavaScript, so nothing JSON.parse would alter (an int64 above 2^53) is ever written back. A
+// Conflict means someone rewrote the object since the list (done); NotFound that it is gone (done).
+// Progress (the continue token, counts, "listed to the end") goes to status.progress after each chunk, so an
+// invocation that times out or dies resumes there, and one that dies after the last chunk only finishes.
+// For a CRD, success also narrows status.storedVersions to the storage version, only when this migrator
+// rewrote the whole list and the CRD did not change in between (the upstream migrator never did this).
 import pLimit from 'p-limit';
-import { apiVersionOf, isKubeError, Resources, gvr, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
+import { isKubeError, Resources, gvr, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
 import type { State } from '../../shared/state/index.ts';
-import { conditionsFor, CRD_STORAGE_VERSION_ANNOTATION, isTerminal, phaseOf, type StorageVersionMigration } from '../../shared/storage/index.ts';
+import {
+  afterChunk,
+  afterExpiry,
+  conditionsFor,
+  isOutriggers,
+  isTerminal,
+  MIGRATOR_LEASE_MS,
+  phaseOf,
+  progressOf,
+  startProgress,
+  storedVersionsVerdict,
+  type MigrationProgress,
+  type StorageVersionMigration,
+} from '../../shared/storage/index.ts';
 import { migrations } from './context.ts';
 
 export const CHUNK = 500;
-const LEASE_TTL_MS = 15 * 60_000 + 60_000;
 
 export interface MigratorContext {
   cluster: string;
@@ -24,11 +40,15 @@ export interface MigratorContext {
 
 export interface MigrateResult {
   migration: string;
-  outcome: 'gone' | 'finished-before' | 'busy' | 'paused' | 'Succeeded' | 'Failed';
+  outcome: 'gone' | 'not-ours' | 'finished-before' | 'busy' | 'paused' | 'Succeeded' | 'Failed';
+  /** This invocation's work; `progress` has the run's totals. */
   chunks: number;
   rewritten: number;
   conflicts: number;
   notFound: number;
+  /** Continue tokens that had expired in this invocation. */
+  expiredTokens: number;
+  progress?: MigrationProgress;
   storedVersions?: string[];
   message?: string;
 }
@@ -40,95 +60,115 @@ interface CRD extends KubeObject {
 
 /** Runs (or resumes) one migration until it finishes or `shouldPause` says the invocation is nearly out of time. */
 export async function runMigration(ctx: MigratorContext, name: string, opts: { shouldPause?: () => boolean; chunk?: number } = {}): Promise<MigrateResult> {
-  const result: MigrateResult = { migration: name, outcome: 'gone', chunks: 0, rewritten: 0, conflicts: 0, notFound: 0 };
+  const result: MigrateResult = { migration: name, outcome: 'gone', chunks: 0, rewritten: 0, conflicts: 0, notFound: 0, expiredTokens: 0 };
   let svm = await ctx.kube.find<StorageVersionMigration>(migrations, name);
   if (!svm) return result;
+  if (!isOutriggers(svm)) return { ...result, outcome: 'not-ours' };
   if (isTerminal(phaseOf(svm))) return { ...result, outcome: 'finished-before' };
-  const lease = await ctx.state.leases.acquire(ctx.cluster, `migration/${name}`, ctx.holder, LEASE_TTL_MS);
+  const lease = await ctx.state.leases.acquire(ctx.cluster, `migration/${name}`, ctx.holder, MIGRATOR_LEASE_MS);
   if (!lease) return { ...result, outcome: 'busy' };
   try {
     const { group = '', version, resource } = svm.spec.resource;
     if (!version) return await finish(ctx, svm, result, 'Failed', 'InvalidSpec', 'spec.resource.version is required');
     const target = gvr(group, version, resource);
     const crdName = group === '' ? undefined : `${resource}.${group}`;
-    if (phaseOf(svm) === 'Pending') {
-      const crd = crdName ? await getCrd(ctx.kube, crdName) : undefined;
-      const storage = crd?.spec.versions.find((v) => v.storage)?.name;
-      if (storage) svm = await ctx.kube.patch<StorageVersionMigration>(migrations, name, undefined, { metadata: { annotations: { [CRD_STORAGE_VERSION_ANNOTATION]: storage } } }, 'merge');
-      svm = await setPhase(ctx, svm, 'Running', 'MigrationStarted', `rewriting ${resource}${group ? `.${group}` : ''} through ${version}`);
+    let progress = progressOf(svm);
+    if (!progress || phaseOf(svm) === 'Pending') {
+      if (!progress) {
+        const crd = crdName ? await ctx.kube.find<CRD>(Resources.customResourceDefinitions, crdName) : undefined;
+        const storageVersion = crd?.spec.versions.find((v) => v.storage)?.name;
+        progress = startProgress(ctx.now(), crd && storageVersion ? { storageVersion, generation: crd.metadata.generation ?? 0 } : undefined);
+      }
+      const conditions = conditionsFor(svm.status?.conditions, 'Running', ctx.now(), 'MigrationStarted', `rewriting ${resource}${group ? `.${group}` : ''} through ${version}`);
+      svm = await ctx.kube.patch<StorageVersionMigration>(migrations, name, undefined, { status: { conditions, progress } }, 'merge', { subresource: 'status' });
+      // A migration.k8s.io CRD without status.progress in its schema (kube-storage-version-migrator's) prunes it:
+      // every invocation would start over, and a large resource would never finish.
+      if (!progressOf(svm)) return await finish(ctx, svm, result, 'Failed', 'ProgressNotKept', 'status.progress was pruned: the StorageVersionMigration CRD is not Outrigger\'s (apply cluster/crds/storageversionmigrations.yaml)');
     }
-    let token = svm.spec.continueToken ?? '';
     const limit = pLimit(8);
-    for (;;) {
+    while (!progress.complete) {
       let page;
       try {
-        page = await ctx.kube.list(target, { limit: opts.chunk ?? CHUNK, continue: token || undefined });
+        page = await ctx.kube.listMetadata(target, { limit: opts.chunk ?? CHUNK, continue: progress.continueToken || undefined });
       } catch (err) {
-        if (isKubeError(err, 'Gone')) {
-          // The token expired (etcd compacted past it): start over; rewriting twice is harmless.
-          ctx.log?.('continue token expired; restarting the list', { migration: name });
-          token = '';
+        if (isKubeError(err, 'Gone') && progress.continueToken) {
+          ctx.log?.(err.continueToken ? 'continue token expired; going on from the apiserver\'s token' : 'continue token expired; restarting the list', { migration: name });
+          result.expiredTokens += 1;
+          progress = await saveProgress(ctx, name, afterExpiry(progress, err.continueToken, ctx.now()));
           continue;
         }
         if (isKubeError(err, 'NotFound')) return await finish(ctx, svm, result, 'Failed', 'ResourceNotServed', `the cluster does not serve ${resource} in ${group}/${version}`);
         if (isKubeError(err, 'Transient')) throw err;
         return await finish(ctx, svm, result, 'Failed', 'ListFailed', err instanceof Error ? err.message : String(err));
       }
-      const kind = (page.kind ?? '').replace(/List$/, '');
+      const chunk = { rewritten: 0, conflicts: 0, notFound: 0 };
       const failures: string[] = [];
       await Promise.all(
         page.items.map((item) =>
           limit(async () => {
+            const { name: objectName = '', namespace, resourceVersion } = item.metadata;
             try {
-              await ctx.kube.replace(target, { ...item, apiVersion: apiVersionOf(target), kind });
-              result.rewritten += 1;
+              // Transient answers are retried by the client (honouring Retry-After); one still failing fails
+              // the invocation, and the next resumes at this chunk.
+              await ctx.kube.patch(target, objectName, namespace, { metadata: { resourceVersion } }, 'merge', { metadataOnly: true });
+              chunk.rewritten += 1;
             } catch (err) {
-              if (isKubeError(err, 'Conflict')) result.conflicts += 1;
-              else if (isKubeError(err, 'NotFound')) result.notFound += 1;
+              if (isKubeError(err, 'Conflict')) chunk.conflicts += 1;
+              else if (isKubeError(err, 'NotFound')) chunk.notFound += 1;
               else if (isKubeError(err, 'Transient')) throw err;
-              else failures.push(`${item.metadata.namespace ? `${item.metadata.namespace}/` : ''}${item.metadata.name}: ${err instanceof Error ? err.message : String(err)}`);
+              else failures.push(`${namespace ? `${namespace}/` : ''}${objectName}: ${err instanceof Error ? err.message : String(err)}`);
             }
           }),
         ),
       );
-      if (failures.length) return await finish(ctx, svm, result, 'Failed', 'RewriteFailed', `${failures.length} object(s) could not be rewritten; first: ${failures[0]}`);
       result.chunks += 1;
-      token = page.metadata.continue ?? '';
-      svm = await ctx.kube.patch<StorageVersionMigration>(migrations, name, undefined, { spec: { continueToken: token } }, 'merge');
-      if (!token) break;
-      if (opts.shouldPause?.()) return { ...result, outcome: 'paused' };
+      result.rewritten += chunk.rewritten;
+      result.conflicts += chunk.conflicts;
+      result.notFound += chunk.notFound;
+      if (failures.length) return await finish(ctx, svm, result, 'Failed', 'RewriteFailed', `${failures.length} object(s) could not be rewritten; first: ${failures[0]}`);
+      progress = await saveProgress(ctx, name, afterChunk(progress, chunk, page.metadata.continue || undefined, ctx.now()));
+      if (!progress.complete && opts.shouldPause?.()) return { ...result, outcome: 'paused', progress };
     }
+    result.progress = progress;
+    let note = '';
     if (crdName) {
-      const narrowed = await narrowStoredVersions(ctx.kube, crdName, svm.metadata.annotations?.[CRD_STORAGE_VERSION_ANNOTATION]);
-      if (narrowed) result.storedVersions = narrowed;
+      const narrowed = await narrowStoredVersions(ctx.kube, crdName, progress);
+      if ('storedVersions' in narrowed) result.storedVersions = narrowed.storedVersions;
+      else note = `; status.storedVersions left as it is: ${narrowed.reason}`;
     }
-    return await finish(ctx, svm, result, 'Succeeded', 'MigrationSucceeded', `rewrote ${result.rewritten} object(s); ${result.conflicts} already rewritten, ${result.notFound} gone`);
+    const summary = `rewrote ${progress.rewritten} object(s); ${progress.conflicts} already rewritten, ${progress.notFound} gone${note}`;
+    return await finish(ctx, svm, result, 'Succeeded', 'MigrationSucceeded', summary);
   } finally {
     await ctx.state.leases.release(lease).catch(() => undefined);
   }
 }
 
-async function getCrd(kube: KubeClient, name: string): Promise<CRD | undefined> {
-  return kube.find<CRD>(Resources.customResourceDefinitions, name);
+async function saveProgress(ctx: MigratorContext, name: string, progress: MigrationProgress): Promise<MigrationProgress> {
+  await ctx.kube.patch(migrations, name, undefined, { status: { progress } }, 'merge', { subresource: 'status', metadataOnly: true });
+  return progress;
 }
 
-/** storedVersions := [storage version], only if the storage version is the one the run started with. */
-async function narrowStoredVersions(kube: KubeClient, name: string, startedWith: string | undefined): Promise<string[] | undefined> {
-  const crd = await getCrd(kube, name);
-  const storage = crd?.spec.versions.find((v) => v.storage)?.name;
-  if (!crd || !storage || storage !== startedWith) return undefined;
-  if (crd.status?.storedVersions?.length === 1 && crd.status.storedVersions[0] === storage) return [storage];
-  await kube.patch(Resources.customResourceDefinitions, name, undefined, { metadata: { resourceVersion: crd.metadata.resourceVersion }, status: { storedVersions: [storage] } }, 'merge', { subresource: 'status' });
-  return [storage];
-}
-
-async function setPhase(ctx: MigratorContext, svm: StorageVersionMigration, phase: 'Running' | 'Succeeded' | 'Failed', reason: string, message: string): Promise<StorageVersionMigration> {
-  const conditions = conditionsFor(svm.status?.conditions, phase, ctx.now(), reason, message);
-  return ctx.kube.patch<StorageVersionMigration>(migrations, svm.metadata.name ?? '', undefined, { status: { conditions } }, 'merge', { subresource: 'status' });
+/** storedVersions := [storage version], when the verdict allows; a CRD changed meanwhile is judged again. */
+async function narrowStoredVersions(kube: KubeClient, name: string, progress: MigrationProgress): Promise<{ storedVersions: string[] } | { reason: string }> {
+  for (;;) {
+    const crd = await kube.find<CRD>(Resources.customResourceDefinitions, name);
+    if (!crd) return { reason: 'the CRD is gone' };
+    const storage = crd.spec.versions.find((v) => v.storage)?.name;
+    const verdict = storedVersionsVerdict(progress, { storageVersion: storage, generation: crd.metadata.generation });
+    if (!verdict.narrow) return { reason: verdict.reason };
+    if (crd.status?.storedVersions?.length === 1 && crd.status.storedVersions[0] === storage) return { storedVersions: [storage!] };
+    try {
+      await kube.patch(Resources.customResourceDefinitions, name, undefined, { metadata: { resourceVersion: crd.metadata.resourceVersion }, status: { storedVersions: [storage] } }, 'merge', { subresource: 'status', metadataOnly: true });
+      return { storedVersions: [storage!] };
+    } catch (err) {
+      if (!isKubeError(err, 'Conflict')) throw err;
+    }
+  }
 }
 
 async function finish(ctx: MigratorContext, svm: StorageVersionMigration, result: MigrateResult, phase: 'Succeeded' | 'Failed', reason: string, message: string): Promise<MigrateResult> {
-  await setPhase(ctx, svm, phase, reason, message);
+  const conditions = conditionsFor(svm.status?.conditions, phase, ctx.now(), reason, message);
+  await ctx.kube.patch(migrations, svm.metadata.name ?? '', undefined, { status: { conditions } }, 'merge', { subresource: 'status', metadataOnly: true });
   ctx.log?.(`migration ${phase.toLowerCase()}`, { migration: svm.metadata.name, detail: message });
   return { ...result, outcome: phase, message };
 }

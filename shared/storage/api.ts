@@ -16,8 +16,6 @@ export const HASH_ANNOTATION = 'outrigger.dev/storage-version-hash';
 export const PERSISTED_ANNOTATION = 'outrigger.dev/persisted-storage-version-hashes';
 /** On the migrations Outrigger makes: the uid of their StorageState, so a state's migrations are listed alone. */
 export const STATE_LABEL = 'outrigger.dev/storage-state';
-/** The CRD's storage version when the migrator started, for narrowing `status.storedVersions` afterwards. */
-export const CRD_STORAGE_VERSION_ANNOTATION = 'outrigger.dev/crd-storage-version';
 
 export interface GroupResource {
   group: string;

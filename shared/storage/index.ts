@@ -2,3 +2,4 @@
 export * from './api.ts';
 export * from './trigger.ts';
 export { storageVersionHash } from './hash.ts';
+export * from './migrator.ts';

@@ -214,7 +214,7 @@ describe('the Outrigger stack', () => {
         Router: consumer('ProdEvents', 'ProdSyncHistory', 'ProdSyncStorage', 'ProdSyncMap'),
         History: [...table('dynamodb:GetItem', 'dynamodb:UpdateItem'), ...consumer('ProdSyncHistory', 'ProdSyncTruncate')],
         Truncate: consumer('ProdSyncTruncate'),
-        StoragePoll: table('dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:PutItem', 'dynamodb:ConditionCheckItem'),
+        StoragePoll: [...table('dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:PutItem', 'dynamodb:ConditionCheckItem'), ...send('ProdSyncMigrator')],
         Storage: [...table('dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:PutItem', 'dynamodb:ConditionCheckItem'), ...consumer('ProdSyncStorage', 'ProdSyncMigrator')],
         Migrator: [...table('dynamodb:UpdateItem'), ...consumer('ProdSyncMigrator', 'ProdSyncMigrator')],
         Map: [...table('dynamodb:GetItem', 'dynamodb:PutItem'), ...consumer('ProdSyncMap', 'ProdSyncMap')],

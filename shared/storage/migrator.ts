@@ -1,0 +1,112 @@
+// Outrigger's migrator, its pure part: which migrations it runs, the progress it keeps in a migration's status
+// (so that "finished listing" and "not started" differ, and counts add up over invocations), when the leader
+// queues a migration again, and when a CRD's status.storedVersions may be narrowed. The shell is
+// functions/storage/migrator.ts; README "Storage version migration" says why each rule is there.
+import { isTerminal, phaseOf, phaseTime, type StorageVersionMigration } from './api.ts';
+
+/**
+ * The label that hands a migration.k8s.io migration to Outrigger's migrator: Outrigger's leader sets it on the
+ * migrations it creates; an administrator sets it on any other it wants Outrigger to run.
+ */
+export const MIGRATOR_LABEL = 'outrigger.dev/migrator';
+export const MIGRATOR_LABEL_VALUE = 'outrigger';
+/** The migrator's lease on one migration: longer than an invocation (15 minutes), so only one runs it at a time. */
+export const MIGRATOR_LEASE_MS = 15 * 60_000 + 60_000;
+
+/** What the migrator has done so far for one migration: `status.progress`, written after every chunk. */
+export interface MigrationProgress {
+  /** Where the list goes on; empty before the first chunk, and once `complete`. */
+  continueToken?: string;
+  /** Every object has been listed and rewritten: what is left is the finish (storedVersions, conditions). */
+  complete?: boolean;
+  /** Summed over every invocation (an object rewritten twice, after a restarted list, counts twice). */
+  rewritten: number;
+  /** Rewritten by someone else between the list and the patch (a Conflict): done. */
+  conflicts: number;
+  /** Deleted between the list and the patch: done. */
+  notFound: number;
+  chunks: number;
+  /** Continue tokens that had expired (410): gone on from the apiserver's inconsistent token, or restarted without one. */
+  expiredTokens?: number;
+  restarts?: number;
+  /** For a CRD: its storage version and generation when the run started, to judge the finish against. */
+  crd?: { storageVersion: string; generation: number };
+  startTime?: string;
+  /** When the progress last moved: the leader queues a Running migration again once this is older than the migrator's lease. */
+  updateTime?: string;
+}
+
+export interface ChunkResult {
+  rewritten: number;
+  conflicts: number;
+  notFound: number;
+}
+
+export function isOutriggers(m: Pick<StorageVersionMigration, 'metadata'>): boolean {
+  return m.metadata.labels?.[MIGRATOR_LABEL] === MIGRATOR_LABEL_VALUE;
+}
+
+export function progressOf(m: Pick<StorageVersionMigration, 'status'>): MigrationProgress | undefined {
+  const p = (m.status as { progress?: Partial<MigrationProgress> } | undefined)?.progress;
+  if (!p) return undefined;
+  return { ...p, rewritten: p.rewritten ?? 0, conflicts: p.conflicts ?? 0, notFound: p.notFound ?? 0, chunks: p.chunks ?? 0 };
+}
+
+/** A run's first progress, before any chunk. */
+export function startProgress(now: Date, crd?: MigrationProgress['crd']): MigrationProgress {
+  const at = now.toISOString();
+  return { continueToken: '', complete: false, rewritten: 0, conflicts: 0, notFound: 0, chunks: 0, ...(crd ? { crd } : {}), startTime: at, updateTime: at };
+}
+
+/** After one chunk: the counts added, and where the list goes on (nowhere: complete). */
+export function afterChunk(p: MigrationProgress, chunk: ChunkResult, next: string | undefined, now: Date): MigrationProgress {
+  return {
+    ...p,
+    continueToken: next ?? '',
+    complete: !next,
+    rewritten: p.rewritten + chunk.rewritten,
+    conflicts: p.conflicts + chunk.conflicts,
+    notFound: p.notFound + chunk.notFound,
+    chunks: p.chunks + 1,
+    updateTime: now.toISOString(),
+  };
+}
+
+/**
+ * The continue token expired (410 Gone). With the apiserver's token the list goes on from there: the rest of
+ * the list at the current revision, which is all a migration needs (an object created or written since was
+ * written in the current storage version). Without one it starts over; rewriting twice is harmless.
+ */
+export function afterExpiry(p: MigrationProgress, token: string | undefined, now: Date): MigrationProgress {
+  return token
+    ? { ...p, continueToken: token, expiredTokens: (p.expiredTokens ?? 0) + 1, updateTime: now.toISOString() }
+    : { ...p, continueToken: '', expiredTokens: (p.expiredTokens ?? 0) + 1, restarts: (p.restarts ?? 0) + 1, updateTime: now.toISOString() };
+}
+
+/**
+ * Whether a finished run may narrow its CRD's status.storedVersions to the storage version: only when this
+ * migrator rewrote the whole list itself, and the CRD is as it was when the run started (same storage version,
+ * same generation: any change to its versions in between could have let objects be written in another one).
+ * Otherwise the reason it may not.
+ */
+export function storedVersionsVerdict(p: MigrationProgress | undefined, crdNow: { storageVersion: string | undefined; generation: number | undefined }): { narrow: true } | { narrow: false; reason: string } {
+  if (!p?.complete) return { narrow: false, reason: 'the list was not rewritten to the end by this migrator' };
+  if (!p.crd) return { narrow: false, reason: "the CRD's storage version was not recorded when the run started" };
+  if (crdNow.storageVersion !== p.crd.storageVersion) return { narrow: false, reason: `the storage version moved from ${p.crd.storageVersion} to ${crdNow.storageVersion ?? 'none'} during the run` };
+  if (crdNow.generation !== p.crd.generation) return { narrow: false, reason: `the CRD changed during the run (generation ${p.crd.generation} to ${crdNow.generation ?? 'none'})` };
+  return { narrow: true };
+}
+
+/**
+ * A migration of Outrigger's that nothing is working on: Pending since longer than `staleMs` after its
+ * creation, or Running with no progress for longer than that (its message was dead-lettered, or the
+ * invocation died). `staleMs` is the migrator's lease: by then no live invocation can still hold it.
+ */
+export function isStranded(m: Pick<StorageVersionMigration, 'metadata' | 'status'>, now: Date, staleMs: number): boolean {
+  if (!isOutriggers(m)) return false;
+  const phase = phaseOf(m);
+  if (isTerminal(phase)) return false;
+  const since = phase === 'Pending' ? m.metadata.creationTimestamp : (progressOf(m)?.updateTime ?? phaseTime(m, phase));
+  const at = Date.parse(since ?? '');
+  return !Number.isFinite(at) || now.getTime() - at > staleMs;
+}

@@ -1,0 +1,272 @@
+// Outrigger's migrator on the real apiserver and its etcd, as the `migrator` identity: objects are rewritten
+// without their bodies passing through JavaScript, an expired continue token is gone on from rather than
+// restarted, progress in status tells "finished" from "not started" and adds up over invocations, only
+// Outrigger's migrations run, and kubectl shows them. Each test has its own CRD group, namespace and DynamoDB
+// cluster id.
+import { readFileSync } from 'node:fs';
+import { request } from 'node:https';
+import { randomUUID } from 'node:crypto';
+import { migrations, storageStates, type StorageContext } from '../../functions/storage/context.ts';
+import { lead } from '../../functions/storage/leader.ts';
+import { runMigration, type MigratorContext } from '../../functions/storage/migrator.ts';
+import { pollReporter } from '../../functions/storage/poll.ts';
+import { Resources, getResourceList, isKubeError, type GVR, type KubeError, type KubeObject } from '../../shared/kube/index.ts';
+import { DEFAULT_PERIOD_MS, MIGRATOR_LABEL, MIGRATOR_LABEL_VALUE, MIGRATOR_LEASE_MS, progressOf, storageVersionHash, type StorageState, type StorageVersionMigration } from '../../shared/storage/index.ts';
+import { compactEtcd, etcdRead, registryKey } from '../testbed/etcd.ts';
+import { adminClient, createNamespace, eventually, migratorClient, outriggerClient, testbed, testState, uniqueName } from '../testbed/index.ts';
+import { kubectl } from '../testbed/kubectl.ts';
+import { widgetCrd } from '../testbed/widgets.ts';
+
+interface CRD extends KubeObject {
+  spec: { versions: Array<{ name: string; served: boolean; storage: boolean }> };
+  status?: { storedVersions?: string[] };
+}
+
+const admin = adminClient();
+
+function migratorContext(): MigratorContext {
+  return { cluster: uniqueName('migrator'), kube: migratorClient(), state: testState(), holder: `test-${randomUUID()}`, now: () => new Date() };
+}
+
+/** A migration of the resource, as an administrator would create one; `labelled` hands it to Outrigger's migrator. */
+async function migrationOf(r: GVR, labelled = true): Promise<string> {
+  const name = uniqueName('m');
+  const labels: Record<string, string> = labelled ? { [MIGRATOR_LABEL]: MIGRATOR_LABEL_VALUE } : {};
+  await admin.create(migrations, { apiVersion: 'migration.k8s.io/v1alpha1', kind: 'StorageVersionMigration', metadata: { name, labels }, spec: { resource: { group: r.group, version: r.version, resource: r.resource } } });
+  return name;
+}
+
+const migrationNamed = (name: string) => admin.get<StorageVersionMigration>(migrations, name);
+
+async function widgets(r: GVR, ns: string, n: number): Promise<void> {
+  for (let i = 0; i < n; i += 1) await admin.create(r, { apiVersion: `${r.group}/v1`, kind: 'Widget', metadata: { name: `w${i}`, namespace: ns }, spec: { i } } as KubeObject);
+}
+
+/** The admin's request with the apiserver's answer as the text it sent: nothing parses the JSON in between. */
+function raw(method: 'GET' | 'POST', path: string, body?: string, accept = 'application/json'): Promise<{ status: number; text: string }> {
+  const bed = testbed();
+  const url = new URL(bed.server + path);
+  return new Promise((resolve, reject) => {
+    const headers: Record<string, string> = { authorization: `Bearer ${bed.tokens.admin}`, accept, ...(body ? { 'content-type': 'application/json' } : {}) };
+    const req = request({ hostname: url.hostname, port: url.port, path: url.pathname + url.search, method, headers, ca: readFileSync(bed.caFile) }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+const resourceVersionOf = (text: string) => /"resourceVersion":"(\d+)"/.exec(text)?.[1];
+/** The object's text with its resourceVersion (which a rewrite changes: it is etcd's revision of the write) masked. */
+const withoutResourceVersion = (text: string) => text.replace(/"resourceVersion":"\d+"/, '"resourceVersion":"-"');
+
+async function moveStorageTo(crdName: string, group: string, to: string): Promise<void> {
+  const current = await admin.get<CRD>(Resources.customResourceDefinitions, crdName);
+  await admin.patch(Resources.customResourceDefinitions, crdName, undefined, { spec: { versions: current.spec.versions.map((v) => ({ ...v, storage: v.name === to })) } }, 'merge');
+  const hash = storageVersionHash(group, to, 'Widget');
+  await eventually(async () => (await getResourceList(admin, group, 'v1')).resources.find((r) => r.name === 'widgets')?.storageVersionHash === hash, 30_000);
+}
+
+/**
+ * Records a compaction where the apiserver's own compactor records it (etcd's `compact_rev_key`, every 5 minutes
+ * in a cluster): the apiserver's watch caches read it (every 15 s) and drop their list snapshots older than it.
+ * A compaction of etcd alone leaves those snapshots, and a continue token is still served from them
+ * (ListFromCacheSnapshot, beta and on since Kubernetes 1.34: k8s.io/apiserver pkg/storage/cacher/compactor.go).
+ */
+async function recordCompaction(revision: number): Promise<void> {
+  const b64 = (s: string) => Buffer.from(s).toString('base64');
+  const res = await fetch(`${testbed().etcdUrl}/v3/kv/put`, { method: 'POST', body: JSON.stringify({ key: b64('compact_rev_key'), value: b64(String(revision)) }) });
+  if (!res.ok) throw new Error(`etcd put compact_rev_key: ${res.status} ${await res.text()}`);
+}
+
+describe("Outrigger's migrator", () => {
+  test('an int64 above 2^53 and a large, deeply nested object come back byte for byte, while etcd holds them in the new storage version', async () => {
+    const group = `${uniqueName('mig')}.storage.test`;
+    const crd = await widgetCrd(group);
+    const ns = await createNamespace('migrator');
+    const base = `/apis/${group}/v1/namespaces/${ns}/widgets`;
+    // Written as text: JSON.stringify cannot even express these numbers.
+    const numbers = `{"apiVersion":"${group}/v1","kind":"Widget","metadata":{"name":"numbers"},"spec":{"big":9007199254740993,"negative":-9007199254740993,"max":9223372036854775807,"fraction":0.1,"tiny":5e-324}}`;
+    let nested = '{"leaf":"\\u2028 é 😀"}';
+    for (let i = 0; i < 200; i += 1) nested = `{"n${i % 7}":${nested},"i":${i}}`;
+    const large = `{"apiVersion":"${group}/v1","kind":"Widget","metadata":{"name":"large"},"spec":{"nested":${nested},"rows":[${Array.from({ length: 4_000 }, (_, i) => `{"id":${i},"text":"${'x'.repeat(100)}","n":${2 ** 53 + i * 2 + 1}}`).join(',')}]}}`;
+    for (const body of [numbers, large]) expect((await raw('POST', base, body)).status).toBe(201);
+    const before = new Map<string, string>();
+    for (const name of ['numbers', 'large']) before.set(name, (await raw('GET', `${base}/${name}`)).text);
+    expect(before.get('numbers')).toContain('"big":9007199254740993');
+    expect(before.get('large')!.length).toBeGreaterThan(500_000);
+    const key = (name: string) => registryKey({ group, resource: 'widgets', namespace: ns, name });
+    expect((await etcdRead(key('numbers')))?.toString()).toContain(`"apiVersion":"${group}/v1"`);
+
+    await moveStorageTo(crd.name, group, 'v2');
+    const ctx = migratorContext();
+    const result = await runMigration(ctx, await migrationOf(crd.resource));
+    expect(result).toMatchObject({ outcome: 'Succeeded', rewritten: 2, storedVersions: ['v2'] });
+
+    for (const [name, text] of before) {
+      const after = (await raw('GET', `${base}/${name}`)).text;
+      expect(withoutResourceVersion(after)).toBe(withoutResourceVersion(text));
+      // Rewritten in etcd: a new revision, and the stored object is now in v2.
+      expect(resourceVersionOf(after)).not.toBe(resourceVersionOf(text));
+      const stored = (await etcdRead(key(name)))!.toString();
+      expect(stored).toContain(`"apiVersion":"${group}/v2"`);
+    }
+    expect((await etcdRead(key('numbers')))!.toString()).toContain('"big":9007199254740993');
+    // Metadata lists and merge patches only: no object body is read or sent by the migrator.
+    expect(Object.keys(ctx.kube.stats.byVerb).sort()).toEqual(['get', 'list/metadata', 'patch/merge']);
+    expect((await admin.get<CRD>(Resources.customResourceDefinitions, crd.name)).status?.storedVersions).toEqual(['v2']);
+  });
+
+  test("an expired continue token: the list goes on from the apiserver's token, not from the start", async () => {
+    const group = `${uniqueName('mig')}.storage.test`;
+    const crd = await widgetCrd(group);
+    const ns = await createNamespace('migrator');
+    await widgets(crd.resource, ns, 6);
+    const ctx = migratorContext();
+    const name = await migrationOf(crd.resource);
+    expect(await runMigration(ctx, name, { chunk: 2, shouldPause: () => true })).toMatchObject({ outcome: 'paused', rewritten: 2 });
+    const token = progressOf(await migrationNamed(name))!.continueToken!;
+    expect(token).toBeTruthy();
+
+    // The revision moves on, and etcd forgets what came before.
+    for (let i = 0; i < 6; i += 1) await admin.patch(crd.resource, `w${i}`, ns, { spec: { touched: i } }, 'merge');
+    const revision = await compactEtcd();
+    // Kubernetes 1.35 still serves the token from its watch cache: etcd's compaction alone expires nothing.
+    expect((await admin.listMetadata(crd.resource, { limit: 2, continue: token })).items.map((i) => i.metadata.name)).toEqual(['w2', 'w3']);
+    // Once the apiserver learns of the compaction (as from its own compactor), it answers 410 with a token.
+    await recordCompaction(revision);
+    const expired = await eventually(
+      () => admin.listMetadata(crd.resource, { limit: 2, continue: token }).then(() => undefined, (err: unknown) => (isKubeError(err, 'Gone') ? err : Promise.reject(err))),
+      40_000,
+    );
+    expect((expired as KubeError).continueToken).toBeTruthy();
+
+    ctx.kube.stats.reset();
+    const resumed = await runMigration(ctx, name, { chunk: 2 });
+    // The expired list (1), then w2-w3 and w4-w5 from the apiserver's token: w0 and w1 are not rewritten again.
+    expect(resumed).toMatchObject({ outcome: 'Succeeded', expiredTokens: 1, chunks: 2, rewritten: 4 });
+    expect(ctx.kube.stats.byVerb['list/metadata']).toBe(3);
+    const progress = progressOf(await migrationNamed(name));
+    expect(progress).toMatchObject({ complete: true, rewritten: 6, expiredTokens: 1 });
+    expect(progress?.restarts).toBeUndefined();
+  }, 90_000);
+
+  test('"finished" is not "not started": a run whose last write was lost only finishes; counts add up over invocations and kubectl shows them', async () => {
+    const group = `${uniqueName('mig')}.storage.test`;
+    const crd = await widgetCrd(group);
+    const ns = await createNamespace('migrator');
+    await widgets(crd.resource, ns, 5);
+    const ctx = migratorContext();
+    const name = await migrationOf(crd.resource);
+    expect(await runMigration(ctx, name, { chunk: 3, shouldPause: () => true })).toMatchObject({ outcome: 'paused', rewritten: 3 });
+    expect(await runMigration(ctx, name, { chunk: 3 })).toMatchObject({ outcome: 'Succeeded', rewritten: 2 });
+    let svm = await migrationNamed(name);
+    expect(progressOf(svm)).toMatchObject({ complete: true, continueToken: '', rewritten: 5, chunks: 2 });
+    expect(svm.status?.conditions?.find((c) => c.type === 'Succeeded')?.message).toMatch(/^rewrote 5 object/);
+
+    // The invocation that wrote the last chunk died before its Succeeded condition landed: Running, as it left it.
+    const running = svm.status!.conditions!.map((c) => (c.type === 'Succeeded' ? { ...c, type: 'Running' } : c));
+    await admin.patch(migrations, name, undefined, { status: { conditions: running } }, 'merge', { subresource: 'status' });
+    const again = await runMigration(ctx, name, { chunk: 3 });
+    expect(again).toMatchObject({ outcome: 'Succeeded', chunks: 0, rewritten: 0 });
+    svm = await migrationNamed(name);
+    expect(progressOf(svm)).toMatchObject({ complete: true, rewritten: 5, chunks: 2 });
+
+    // kubectl: the full name (the plural alone is the in-tree storagemigration.k8s.io API here), the short name, the category.
+    const table = await kubectl('get', 'storageversionmigrations.migration.k8s.io', name);
+    const [header = '', row = ''] = table.split('\n');
+    // Columns start where their headings do (an empty cell is blanks).
+    const starts = [...header.matchAll(/\S+/g)].map((m) => m.index);
+    const cells = Object.fromEntries(starts.map((at, i) => [header.slice(at).split(/\s/)[0], row.slice(at, starts[i + 1]).trim()]));
+    expect(Object.keys(cells)).toEqual(['NAME', 'RESOURCE', 'GROUP', 'RUNNING', 'SUCCEEDED', 'FAILED', 'REWRITTEN', 'LISTED', 'AGE']);
+    expect(cells).toMatchObject({ NAME: name, RESOURCE: 'widgets', GROUP: group, RUNNING: '', SUCCEEDED: 'True', FAILED: '', REWRITTEN: '5', LISTED: 'true' });
+    expect(await kubectl('get', 'svm', name, '-o', 'jsonpath={.status.progress.rewritten}')).toBe('5');
+    await expect(kubectl('get', 'storageversionmigrations', name)).rejects.toMatchObject({ stderr: expect.stringContaining(`storageversionmigrations.storagemigration.k8s.io "${name}" not found`) });
+    expect(await kubectl('get', 'outrigger', '-A', '-o', 'name')).toContain(`storageversionmigration.migration.k8s.io/${name}`);
+    expect((await kubectl('api-resources', '--categories', 'outrigger', '-o', 'name')).trim().split('\n').sort()).toEqual([
+      'mapcontrollers.metacontroller.k8s.io',
+      'revisionpolicies.outrigger.dev',
+      'storagestates.migration.k8s.io',
+      'storageversionmigrations.migration.k8s.io',
+    ]);
+  });
+
+  test("only Outrigger's migrations run, and storedVersions is narrowed only for a run this migrator verified end to end", async () => {
+    const group = `${uniqueName('mig')}.storage.test`;
+    const crd = await widgetCrd(group);
+    const ns = await createNamespace('migrator');
+    await widgets(crd.resource, ns, 4);
+    await moveStorageTo(crd.name, group, 'v2');
+    const ctx = migratorContext();
+
+    // Not labelled (kube-storage-version-migrator's, someone else's): left alone.
+    const foreign = await migrationOf(crd.resource, false);
+    expect(await runMigration(ctx, foreign)).toMatchObject({ outcome: 'not-ours', rewritten: 0 });
+    expect((await migrationNamed(foreign)).status).toBeUndefined();
+    // An administrator hands it over with the label.
+    await admin.patch(migrations, foreign, undefined, { metadata: { labels: { [MIGRATOR_LABEL]: MIGRATOR_LABEL_VALUE } } }, 'merge');
+    expect(await runMigration(ctx, foreign, { chunk: 2, shouldPause: () => true })).toMatchObject({ outcome: 'paused', rewritten: 2 });
+
+    // The CRD changes during the run (its storage version does not): every object is still rewritten, but the
+    // migrator cannot vouch that nothing was written in between through another version, so storedVersions stays.
+    await admin.patch(Resources.customResourceDefinitions, crd.name, undefined, { metadata: { annotations: { touched: 'yes' } }, spec: { names: { shortNames: ['wdg'] } } }, 'merge');
+    const done = await runMigration(ctx, foreign, { chunk: 2 });
+    expect(done).toMatchObject({ outcome: 'Succeeded', rewritten: 2 });
+    expect(done.storedVersions).toBeUndefined();
+    expect(done.message).toMatch(/status\.storedVersions left as it is: the CRD changed during the run \(generation 2 to 3\)/);
+    expect((await admin.get<CRD>(Resources.customResourceDefinitions, crd.name)).status?.storedVersions).toEqual(['v1', 'v2']);
+
+    // A fresh run, with the CRD left alone, narrows it.
+    expect(await runMigration(ctx, await migrationOf(crd.resource))).toMatchObject({ outcome: 'Succeeded', storedVersions: ['v2'] });
+    expect((await admin.get<CRD>(Resources.customResourceDefinitions, crd.name)).status?.storedVersions).toEqual(['v2']);
+  });
+
+  test('the leader step queues again a migration nothing is working on: Pending, or Running with no progress, for longer than the lease', async () => {
+    const group = `${uniqueName('mig')}.storage.test`;
+    const crd = await widgetCrd(group);
+    const ns = await createNamespace('migrator');
+    await widgets(crd.resource, ns, 4);
+    const queued: string[][] = [];
+    const base = Date.now();
+    let clock = base;
+    const ctx: StorageContext = {
+      cluster: uniqueName('storage'),
+      kube: outriggerClient(),
+      state: testState(),
+      holder: `test-${randomUUID()}`,
+      reporters: ['apiserver'],
+      mode: 'outrigger',
+      periodMs: DEFAULT_PERIOD_MS,
+      now: () => new Date(clock),
+      queueMigrations: async (ms, cause) => {
+        queued.push(ms.map((m) => `${cause}:${m.metadata.name}`));
+      },
+    };
+    const polled = await pollReporter(ctx, { id: 'apiserver', client: outriggerClient() }, { groups: [group] });
+    const name = polled.leader!.created[0]!;
+    expect((await migrationNamed(name)).metadata.labels).toMatchObject({ [MIGRATOR_LABEL]: MIGRATOR_LABEL_VALUE });
+    const state = await ctx.kube.get<StorageState>(storageStates, crd.name);
+    const step = (minutes: number) => {
+      clock = base + minutes * 60_000;
+      return lead(ctx, { states: [state] });
+    };
+
+    // Its event's message was lost: Pending, queued again once older than the migrator's lease.
+    expect((await step(1)).resumed).toEqual([]);
+    expect((await step(MIGRATOR_LEASE_MS / 60_000 + 1)).resumed).toEqual([name]);
+    expect(queued).toEqual([[`resume:${name}`]]);
+
+    // Running, its invocation dead after one chunk: queued again once its progress is older than the lease.
+    const migrator = { ...migratorContext(), now: () => new Date(clock) };
+    clock = base + 20 * 60_000;
+    expect(await runMigration(migrator, name, { chunk: 2, shouldPause: () => true })).toMatchObject({ outcome: 'paused' });
+    expect((await step(25)).resumed).toEqual([]);
+    expect((await step(20 + MIGRATOR_LEASE_MS / 60_000 + 1)).resumed).toEqual([name]);
+    // Finished: never again.
+    expect(await runMigration(migrator, name)).toMatchObject({ outcome: 'Succeeded' });
+    expect((await step(120)).resumed).toEqual([]);
+  });
+});
