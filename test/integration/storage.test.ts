@@ -10,6 +10,7 @@ import { Resources, getResourceList, gvr, type KubeClient, type KubeObject } fro
 import { LeaseLostError } from '../../shared/state/index.ts';
 import { DEFAULT_PERIOD_MS, heartbeatPatch, STATE_LABEL, storageVersionHash, UNKNOWN, type StorageState, type StorageVersionMigration } from '../../shared/storage/index.ts';
 import { adminClient, createNamespace, eventually, migratorClient, outriggerClient, startTestRuntime, testbed, testState, uniqueName } from '../testbed/index.ts';
+import { widgetCrd } from '../testbed/widgets.ts';
 
 
 
@@ -18,24 +19,6 @@ interface CRD extends KubeObject {
   status?: { storedVersions?: string[] };
 }
 
-async function widgetCrd(group: string): Promise<{ resource: ReturnType<typeof gvr>; name: string }> {
-  const admin = adminClient();
-  const name = `widgets.${group}`;
-  const version = (v: string, storage: boolean) => ({
-    name: v,
-    served: true,
-    storage,
-    schema: { openAPIV3Schema: { type: 'object', properties: { spec: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } } } },
-  });
-  await admin.create(Resources.customResourceDefinitions, {
-    apiVersion: 'apiextensions.k8s.io/v1',
-    kind: 'CustomResourceDefinition',
-    metadata: { name },
-    spec: { group, scope: 'Namespaced', names: { kind: 'Widget', plural: 'widgets', singular: 'widget' }, versions: [version('v1', true), version('v2', false)] },
-  } as KubeObject);
-  await eventually(async () => (await getResourceList(admin, group, 'v1').catch(() => undefined))?.resources.some((r) => r.name === 'widgets') ?? false, 30_000);
-  return { resource: gvr(group, 'v1', 'widgets'), name };
-}
 
 
 function context(over: Partial<StorageContext> = {}): StorageContext {
