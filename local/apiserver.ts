@@ -1,7 +1,7 @@
 // The local kube-apiserver (with etcd): the real one, built from the official Kubernetes Go modules by the Go
 // program in test/cluster, started on loopback with RBAC and three static identities (admin, outrigger, migrator).
 import { spawn } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -19,12 +19,13 @@ export const kubectlBinary = join(cacheDir, 'bin', 'kubectl');
  */
 export async function ensureTestClusterBinary(log: Log = () => {}): Promise<string> {
   // This file holds the build recipe (flags, version stamp), so a change here rebuilds too.
-  const stamp = await fingerprint([...['go.mod', 'go.sum', 'main.go'].map((f) => join(sourceDir, f)), fileURLToPath(import.meta.url)]);
+  const sources = (await readdir(sourceDir)).filter((f) => f === 'go.mod' || f === 'go.sum' || f.endsWith('.go')).sort();
+  const stamp = await fingerprint([...sources.map((f) => join(sourceDir, f)), fileURLToPath(import.meta.url)]);
   await buildOnce(
     `${testClusterBinary}.stamp`,
     stamp,
     async () => {
-      log('building kube-apiserver and kubectl from the Kubernetes Go modules (first time: several minutes)');
+      log('building kube-apiserver, kube-controller-manager and kubectl from the Kubernetes Go modules (first time: several minutes)');
       const started = Date.now();
       // Release builds stamp the version; without it /version says v0.0.0-master and kubectl warns of skew.
       const version = /^\s*k8s\.io\/kubernetes (v(\d+)\.(\d+)\.\d+)\s*$/m.exec(await readFile(join(sourceDir, 'go.mod'), 'utf8'));
@@ -51,25 +52,101 @@ export async function ensureTestClusterBinary(log: Log = () => {}): Promise<stri
   return testClusterBinary;
 }
 
+type Identities = { admin: string; outrigger: string; migrator: string };
+
 export interface TestCluster {
+  /** The cluster's endpoint: the one apiserver, or a control plane's load balancer. */
   server: string;
   /**
    * kubeconfig paths by identity: `admin` (system:masters), `outrigger` (the controllers' role in
    * cluster/rbac) and `migrator` (the storage migrator's role there, which may rewrite any object).
    */
-  kubeconfigs: { admin: string; outrigger: string; migrator: string };
-  tokens: { admin: string; outrigger: string; migrator: string };
+  kubeconfigs: Identities;
+  tokens: Identities;
   caFile: string;
+  /** The embedded etcd's client URL (plain HTTP on loopback; its JSON gateway serves `/v3/kv/*`). */
+  etcdUrl: string;
   dir: string;
   pid: number;
   stop(): Promise<void>;
 }
 
-export async function startTestCluster(opts: { dir?: string; log?: Log; port?: number } = {}): Promise<TestCluster> {
+/** One apiserver of a control plane: its own endpoint (and kubeconfigs for it), and whether it serves now. */
+export interface ApiserverInstance {
+  name: string;
+  server: string;
+  kubeconfigs: Identities;
+  serving: boolean;
+  /** The flags this run of it was started with beyond the bed's own. */
+  flags: string[];
+}
+
+/** A bed of several apiservers (and optionally kube-controller-manager): `server` is their load balancer. */
+export interface ControlPlane extends TestCluster {
+  apiservers: ApiserverInstance[];
+  /** Stops one apiserver; the load balancer stops sending it connections first. */
+  stopApiserver(name: string): Promise<ApiserverInstance[]>;
+  /** Starts a stopped apiserver with the bed's flags plus `flags`; resolves once it is ready. */
+  startApiserver(name: string, flags?: readonly string[]): Promise<ApiserverInstance[]>;
+  /** Stops, then starts one apiserver: one step of a rolling upgrade (or of its rollback). */
+  restartApiserver(name: string, flags?: readonly string[]): Promise<ApiserverInstance[]>;
+  status(): Promise<ApiserverInstance[]>;
+}
+
+export interface TestClusterOptions {
+  dir?: string;
+  log?: Log;
+  port?: number;
+}
+
+/**
+* kube-apiserver's flags that turn a release into an emulation of the previous minor (same binary):
+ * what a rolling upgrade's not-yet-upgraded apiservers run. The runtime-config the bed serves needs the second.
+ */
+export const EMULATE_PREVIOUS_MINOR = ['--emulated-version=1.34', '--runtime-config-emulation-forward-compatible=true'];
+
+export async function startTestCluster(opts: TestClusterOptions = {}): Promise<TestCluster> {
+  return start([], opts);
+}
+
+/**
+ * A control plane: `apiservers` kube-apiservers on one etcd, behind a loopback load balancer, and with
+ * `controllers` kube-controller-manager running those controllers (its `--controllers` names, for example
+ * `garbage-collector-controller`), each as its service account. Heavier than the default bed: start it only
+ * in the test files that need it.
+ */
+export async function startControlPlane(opts: TestClusterOptions & { apiservers?: number; controllers?: readonly string[] }): Promise<ControlPlane> {
+  const args = ['--apiservers', String(opts.apiservers ?? 1), ...(opts.controllers?.length ? ['--controllers', opts.controllers.join(',')] : [])];
+  const cluster = await start(args, opts);
+  const control = cluster.control!;
+  const call = async (path: string, body?: unknown): Promise<ApiserverInstance[]> => {
+    const res = await fetch(`${control}${path}`, body === undefined ? {} : { method: 'POST', body: JSON.stringify(body) });
+    const text = await res.text();
+    if (!res.ok) throw new Error(`test control plane ${path}: ${res.status} ${text}`);
+    return JSON.parse(text) as ApiserverInstance[];
+  };
+  const stopApiserver = (name: string) => call(`/apiservers/${name}/stop`, {});
+  const startApiserver = (name: string, flags: readonly string[] = []) => call(`/apiservers/${name}/start`, { flags });
+  return {
+    ...cluster,
+    apiservers: cluster.apiservers ?? [],
+    stopApiserver,
+    startApiserver,
+    restartApiserver: async (name, flags) => {
+      await stopApiserver(name);
+      return startApiserver(name, flags);
+    },
+    status: () => call('/'),
+  };
+}
+
+type Ready = Omit<TestCluster, 'stop' | 'dir'> & { apiservers?: ApiserverInstance[]; control?: string };
+
+async function start(extraArgs: string[], opts: TestClusterOptions): Promise<TestCluster & { apiservers?: ApiserverInstance[]; control?: string }> {
   const log = opts.log ?? (() => {});
   const binary = await ensureTestClusterBinary(log);
   const dir = opts.dir ?? (await mkdtemp(join(tmpdir(), 'outrigger-cluster-')));
-  const args = ['serve', '--dir', dir, ...(opts.port ? ['--port', String(opts.port)] : [])];
+  const args = ['serve', '--dir', dir, ...(opts.port ? ['--port', String(opts.port)] : []), ...extraArgs];
   const child = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   const stderrTail: string[] = [];
   child.stderr.on('data', (b: Buffer) => {
@@ -91,7 +168,7 @@ export async function startTestCluster(opts: { dir?: string; log?: Log; port?: n
       reject(new Error(`kube-apiserver exited with ${code} before it was ready:\n${stderrTail.join('\n')}`));
     });
   });
-  const ready = JSON.parse(await readFile(join(dir, 'ready.json'), 'utf8')) as Omit<TestCluster, 'stop' | 'dir'>;
+  const ready = JSON.parse(await readFile(join(dir, 'ready.json'), 'utf8')) as Ready;
   const stop = async () => {
     await stopProcess(child);
     // etcd's data and the credentials are throwaway unless the caller chose where they live.

@@ -5,42 +5,40 @@
 // storageVersionHash, label selector filtering) is checked against the apiserver itself, not a fake.
 //
 // The same binary is also kubectl when invoked under that name (or as `testcluster kubectl ...`), so the
-// project brings the kubectl its interoperability tests use.
+// project brings the kubectl its interoperability tests use, and kube-controller-manager
+// (`testcluster controller-manager ...`), so tests that involve the garbage collector or an in-tree
+// controller run the real one, from the same Kubernetes release.
 //
-//	testcluster serve --dir DIR [--port N]
+//	testcluster serve --dir DIR [--port N] [--apiservers N] [--controllers LIST]
 //
-// writes DIR/admin.kubeconfig, DIR/outrigger.kubeconfig and, once /readyz answers, DIR/ready.json; it
-// runs until SIGINT or SIGTERM, then stops the apiserver and etcd.
+// writes DIR/admin.kubeconfig, DIR/outrigger.kubeconfig, DIR/migrator.kubeconfig and, once /readyz answers,
+// DIR/ready.json; it runs until SIGINT or SIGTERM, then stops everything it started. With neither
+// --apiservers nor --controllers it is the default bed: one apiserver in this process. With either, it is a
+// control plane (see control.go): N apiservers as child processes sharing the etcd, a loopback load balancer
+// in front of them, optionally kube-controller-manager, and a control endpoint through which a test stops an
+// apiserver or restarts it with other flags (a rolling upgrade).
 package main
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/hex"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
-	"math/big"
-	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
+	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
 	"go.etcd.io/etcd/server/v3/embed"
 	"k8s.io/component-base/cli"
 	kubectlcmd "k8s.io/kubectl/pkg/cmd"
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	apiserverapp "k8s.io/kubernetes/cmd/kube-apiserver/app"
+	controllermanagerapp "k8s.io/kubernetes/cmd/kube-controller-manager/app"
 )
 
 func main() {
@@ -51,14 +49,32 @@ func main() {
 		os.Args = append([]string{"kubectl"}, os.Args[2:]...)
 		runKubectl()
 	}
-	if len(os.Args) < 2 || os.Args[1] != "serve" {
-		fmt.Fprintln(os.Stderr, "usage: testcluster serve --dir DIR [--port N] | testcluster kubectl ARGS...")
-		os.Exit(2)
+	var err error
+	switch sub := ""; {
+	case len(os.Args) > 1:
+		sub = os.Args[1]
+		switch sub {
+		case "serve":
+			err = serve(os.Args[2:])
+		case "apiserver":
+			err = runChild(os.Args[2:], apiserverapp.NewAPIServerCommand)
+		case "controller-manager":
+			err = runChild(os.Args[2:], controllermanagerapp.NewControllerManagerCommand)
+		default:
+			usage()
+		}
+	default:
+		usage()
 	}
-	if err := serve(os.Args[2:]); err != nil {
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "testcluster:", err)
 		os.Exit(1)
 	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: testcluster serve --dir DIR [--port N] [--apiservers N] [--controllers LIST] | testcluster kubectl ARGS...")
+	os.Exit(2)
 }
 
 func runKubectl() {
@@ -85,12 +101,26 @@ type readyInfo struct {
 	CAFile      string            `json:"caFile"`
 	EtcdURL     string            `json:"etcdUrl"`
 	PID         int               `json:"pid"`
+	// A control plane's: each apiserver, and the endpoint that stops and starts them (control.go).
+	Apiservers []instanceInfo `json:"apiservers,omitempty"`
+	Control    string         `json:"control,omitempty"`
+}
+
+// bed is what every apiserver of one test cluster shares: the state directory, etcd, the PKI and the tokens.
+type bed struct {
+	dir     string
+	etcdURL string
+	pki     pkiFiles
+	tokens  map[string]string
+	verbose bool
 }
 
 func serve(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	dir := fs.String("dir", "", "state directory (created; kubeconfigs are written here)")
-	port := fs.Int("port", 0, "apiserver secure port on 127.0.0.1 (0: pick a free one)")
+	port := fs.Int("port", 0, "the cluster's port on 127.0.0.1: the apiserver's, or the load balancer's (0: pick a free one)")
+	apiservers := fs.Int("apiservers", 0, "run a control plane of N apiservers (child processes) behind a loopback load balancer")
+	controllers := fs.String("controllers", "", "also run kube-controller-manager with these controllers (its --controllers list)")
 	verbose := fs.Bool("v", false, "let the apiserver log at its default verbosity")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -98,22 +128,26 @@ func serve(args []string) error {
 	if *dir == "" {
 		return errors.New("--dir is required")
 	}
+	if *apiservers < 0 || *apiservers > 9 {
+		return errors.New("--apiservers takes 1 to 9")
+	}
 	if err := os.MkdirAll(*dir, 0o700); err != nil {
 		return err
 	}
 	_ = os.Remove(filepath.Join(*dir, "ready.json"))
+	// The same way out as Ctrl-C: every part shuts down in order.
+	exitWithParent(func() { _ = syscall.Kill(os.Getpid(), syscall.SIGTERM) })
 
 	etcdClient, etcdPeer, err := freePorts2()
 	if err != nil {
 		return err
 	}
-	apiPort := *port
-	if apiPort == 0 {
-		if apiPort, err = freePort(); err != nil {
+	clusterPort := *port
+	if clusterPort == 0 {
+		if clusterPort, err = freePort(); err != nil {
 			return err
 		}
 	}
-
 	etcd, etcdURL, err := startEtcd(filepath.Join(*dir, "etcd"), etcdClient, etcdPeer)
 	if err != nil {
 		return fmt.Errorf("etcd: %w", err)
@@ -128,30 +162,78 @@ func serve(args []string) error {
 	if err != nil {
 		return err
 	}
-	server := "https://127.0.0.1:" + strconv.Itoa(apiPort)
+	b := &bed{dir: *dir, etcdURL: etcdURL, pki: pki, tokens: tokens, verbose: *verbose}
+	server := "https://127.0.0.1:" + strconv.Itoa(clusterPort)
+	kubeconfigs, err := b.writeKubeconfigs(*dir, server)
+	if err != nil {
+		return err
+	}
+	info := readyInfo{Server: server, Kubeconfigs: kubeconfigs, Tokens: tokens, CAFile: pki.caFile, EtcdURL: etcdURL, PID: os.Getpid()}
+	if *apiservers == 0 && *controllers == "" {
+		return serveOne(b, clusterPort, info)
+	}
+	return serveControlPlane(b, clusterPort, max(*apiservers, 1), *controllers, info)
+}
+
+// serveOne is the default bed: one apiserver, in this process.
+func serveOne(b *bed, port int, info readyInfo) error {
+	cmd := apiserverapp.NewAPIServerCommand()
+	cmd.SetArgs(b.apiserverFlags(port, b.pki.serverCert, b.pki.serverKey))
+	errc := make(chan error, 1)
+	go func() { errc <- cmd.Execute() }()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	if err := waitReady(ctx, info.Server, b.pki.caFile, b.tokens["admin"], errc); err != nil {
+		return err
+	}
+	if err := b.announce(info); err != nil {
+		return err
+	}
+	// The apiserver command installs the SIGINT/SIGTERM handler; it returns once it has shut down.
+	err := <-errc
+	_ = os.Remove(filepath.Join(b.dir, "ready.json"))
+	return err
+}
+
+// announce writes ready.json and the one stdout line the starter waits for.
+func (b *bed) announce(info readyInfo) error {
+	if err := writeJSONAtomic(filepath.Join(b.dir, "ready.json"), info); err != nil {
+		return err
+	}
+	line, _ := json.Marshal(map[string]any{"ready": true, "server": info.Server, "kubeconfig": info.Kubeconfigs["admin"]})
+	fmt.Println(string(line))
+	return nil
+}
+
+// writeKubeconfigs writes one kubeconfig per identity for `server` into dir.
+func (b *bed) writeKubeconfigs(dir, server string) (map[string]string, error) {
 	kubeconfigs := map[string]string{}
 	for _, id := range identities {
-		path := filepath.Join(*dir, id.name+".kubeconfig")
-		if err := writeKubeconfig(path, server, pki.caFile, id.name, tokens[id.name]); err != nil {
-			return err
+		path := filepath.Join(dir, id.name+".kubeconfig")
+		if err := writeKubeconfig(path, server, b.pki.caFile, id.name, b.tokens[id.name]); err != nil {
+			return nil, err
 		}
 		kubeconfigs[id.name] = path
 	}
+	return kubeconfigs, nil
+}
 
-	cmd := apiserverapp.NewAPIServerCommand()
+// apiserverFlags are every apiserver's flags; a control plane's test may add more to one instance (control.go).
+func (b *bed) apiserverFlags(port int, cert, key string) []string {
 	flags := []string{
-		"--etcd-servers=" + etcdURL,
+		"--etcd-servers=" + b.etcdURL,
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
-		"--secure-port=" + strconv.Itoa(apiPort),
-		"--tls-cert-file=" + pki.serverCert,
-		"--tls-private-key-file=" + pki.serverKey,
-		"--token-auth-file=" + filepath.Join(*dir, "tokens.csv"),
+		"--secure-port=" + strconv.Itoa(port),
+		"--tls-cert-file=" + cert,
+		"--tls-private-key-file=" + key,
+		"--token-auth-file=" + filepath.Join(b.dir, "tokens.csv"),
 		"--authorization-mode=RBAC",
 		"--anonymous-auth=false",
 		"--service-account-issuer=https://kubernetes.default.svc",
-		"--service-account-key-file=" + pki.saPub,
-		"--service-account-signing-key-file=" + pki.saKey,
+		"--service-account-key-file=" + b.pki.saPub,
+		"--service-account-signing-key-file=" + b.pki.saKey,
 		"--service-cluster-ip-range=10.96.0.0/16",
 		"--shutdown-delay-duration=0s",
 		// The kubernetes Service endpoint cannot point at loopback; nothing here needs it.
@@ -159,35 +241,45 @@ func serve(args []string) error {
 		"--shutdown-send-retry-after=false",
 		"--enable-priority-and-fairness=false",
 		"--profiling=false",
-		// Lets per-cluster tests exercise the in-tree storage version migration API (issue: storage migration).
-		// Serving it also takes the (beta, off by default) feature gate.
+		// Lets per-cluster tests exercise the in-tree storage version migration API (README: "Storage version
+		// migration", in-tree migrations). Serving it also takes the (beta, off by default) feature gate.
 		"--runtime-config=storagemigration.k8s.io/v1beta1=true",
 		"--feature-gates=StorageVersionMigrator=true",
 	}
-	if !*verbose {
+	if !b.verbose {
 		flags = append(flags, "--v=0", "--logging-format=text")
 	}
-	cmd.SetArgs(flags)
+	return flags
+}
 
-	errc := make(chan error, 1)
-	go func() { errc <- cmd.Execute() }()
+// exitWithParent calls stop once the process that started this one is gone (a test run killed midway must not
+// leave a cluster behind).
+func exitWithParent(stop func()) {
+	parent := os.Getppid()
+	go func() {
+		for range time.Tick(time.Second) {
+			if os.Getppid() != parent {
+				stop()
+				return
+			}
+		}
+	}()
+}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-	defer cancel()
-	if err := waitReady(ctx, server, pki.caFile, tokens["admin"], errc); err != nil {
-		return err
+// runChild runs an apiserver or kube-controller-manager as a control plane's child process (control.go): the
+// hostname first, when asked (each apiserver's identity lease is named from it), and it stops when its parent
+// does, however the parent died.
+func runChild(args []string, command func() *cobra.Command) error {
+	if len(args) > 1 && args[0] == "--hostname" {
+		if err := syscall.Sethostname([]byte(args[1])); err != nil {
+			return fmt.Errorf("sethostname %s: %w", args[1], err)
+		}
+		args = args[2:]
 	}
-	info := readyInfo{Server: server, Kubeconfigs: kubeconfigs, Tokens: tokens, CAFile: pki.caFile, EtcdURL: etcdURL, PID: os.Getpid()}
-	if err := writeJSONAtomic(filepath.Join(*dir, "ready.json"), info); err != nil {
-		return err
-	}
-	line, _ := json.Marshal(map[string]any{"ready": true, "server": server, "kubeconfig": kubeconfigs["admin"]})
-	fmt.Println(string(line))
-
-	// The apiserver command installs the SIGINT/SIGTERM handler; it returns once it has shut down.
-	err = <-errc
-	_ = os.Remove(filepath.Join(*dir, "ready.json"))
-	return err
+	exitWithParent(func() { os.Exit(1) })
+	cmd := command()
+	cmd.SetArgs(args)
+	return cmd.Execute()
 }
 
 func startEtcd(dir string, clientPort, peerPort int) (*embed.Etcd, string, error) {
@@ -218,186 +310,4 @@ func startEtcd(dir string, clientPort, peerPort int) (*embed.Etcd, string, error
 		return nil, "", errors.New("etcd did not become ready within 60s")
 	}
 	return e, client.String(), nil
-}
-
-type pkiFiles struct{ caFile, serverCert, serverKey, saPub, saKey string }
-
-func writePKI(dir string) (pkiFiles, error) {
-	p := pkiFiles{
-		caFile:     filepath.Join(dir, "ca.crt"),
-		serverCert: filepath.Join(dir, "apiserver.crt"),
-		serverKey:  filepath.Join(dir, "apiserver.key"),
-		saPub:      filepath.Join(dir, "sa.pub"),
-		saKey:      filepath.Join(dir, "sa.key"),
-	}
-	caKey, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		return p, err
-	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "outrigger-test-ca"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(365 * 24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return p, err
-	}
-	caCert, _ := x509.ParseCertificate(caDER)
-	srvKey, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		return p, err
-	}
-	srvTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: "kube-apiserver"},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(365 * 24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames:     []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.96.0.1")},
-	}
-	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, caCert, &srvKey.PublicKey, caKey)
-	if err != nil {
-		return p, err
-	}
-	saKey, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		return p, err
-	}
-	saPubDER, err := x509.MarshalPKIXPublicKey(&saKey.PublicKey)
-	if err != nil {
-		return p, err
-	}
-	writes := []struct {
-		path, kind string
-		der        []byte
-	}{
-		{p.caFile, "CERTIFICATE", caDER},
-		{p.serverCert, "CERTIFICATE", srvDER},
-		{p.serverKey, "RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(srvKey)},
-		{p.saPub, "PUBLIC KEY", saPubDER},
-		{p.saKey, "RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(saKey)},
-	}
-	for _, w := range writes {
-		if err := os.WriteFile(w.path, pem.EncodeToMemory(&pem.Block{Type: w.kind, Bytes: w.der}), 0o600); err != nil {
-			return p, err
-		}
-	}
-	return p, nil
-}
-
-func writeTokens(dir string) (map[string]string, error) {
-	tokens := map[string]string{}
-	var b strings.Builder
-	for _, id := range identities {
-		buf := make([]byte, 24)
-		if _, err := rand.Read(buf); err != nil {
-			return nil, err
-		}
-		tok := hex.EncodeToString(buf)
-		tokens[id.name] = tok
-		// token,user,uid,"group1,group2"
-		fmt.Fprintf(&b, "%s,%s,%s,\"%s\"\n", tok, id.name, id.uid, id.groups)
-	}
-	return tokens, os.WriteFile(filepath.Join(dir, "tokens.csv"), []byte(b.String()), 0o600)
-}
-
-func writeKubeconfig(path, server, caFile, user, token string) error {
-	ca, err := os.ReadFile(caFile)
-	if err != nil {
-		return err
-	}
-	// JSON is valid YAML, and kubectl and client-node both read it.
-	cfg := map[string]any{
-		"apiVersion":      "v1",
-		"kind":            "Config",
-		"current-context": "outrigger-test",
-		"clusters": []any{map[string]any{
-			"name":    "outrigger-test",
-			"cluster": map[string]any{"server": server, "certificate-authority-data": ca},
-		}},
-		"users": []any{map[string]any{
-			"name": user,
-			"user": map[string]any{"token": token},
-		}},
-		"contexts": []any{map[string]any{
-			"name":    "outrigger-test",
-			"context": map[string]any{"cluster": "outrigger-test", "user": user, "namespace": "default"},
-		}},
-	}
-	return writeJSONAtomic(path, cfg)
-}
-
-func writeJSONAtomic(path string, v any) error {
-	data, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
-}
-
-func waitReady(ctx context.Context, server, caFile, token string, errc <-chan error) error {
-	ca, err := os.ReadFile(caFile)
-	if err != nil {
-		return err
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca)
-	client := &http.Client{
-		Timeout:   2 * time.Second,
-		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}},
-	}
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, server+"/readyz", nil)
-		req.Header.Set("Authorization", "Bearer "+token)
-		if resp, err := client.Do(req); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case err := <-errc:
-			return fmt.Errorf("kube-apiserver exited before it was ready: %v", err)
-		case <-ctx.Done():
-			return errors.New("kube-apiserver was not ready within 120s")
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func freePorts2() (int, int, error) {
-	a, err := freePort()
-	if err != nil {
-		return 0, 0, err
-	}
-	for {
-		b, err := freePort()
-		if err != nil {
-			return 0, 0, err
-		}
-		if b != a {
-			return a, b, nil
-		}
-	}
 }

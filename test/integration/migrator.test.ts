@@ -12,7 +12,7 @@ import { runMigration, type MigratorContext } from '../../functions/storage/migr
 import { pollReporter } from '../../functions/storage/poll.ts';
 import { Resources, getResourceList, isKubeError, type GVR, type KubeError, type KubeObject } from '../../shared/kube/index.ts';
 import { DEFAULT_PERIOD_MS, MIGRATOR_LABEL, MIGRATOR_LABEL_VALUE, MIGRATOR_LEASE_MS, progressOf, storageVersionHash, type StorageState, type StorageVersionMigration } from '../../shared/storage/index.ts';
-import { compactEtcd, etcdRead, registryKey } from '../testbed/etcd.ts';
+import { compactEtcd, etcdRead, recordCompaction, registryKey } from '../testbed/etcd.ts';
 import { adminClient, createNamespace, eventually, migratorClient, outriggerClient, testbed, testState, uniqueName } from '../testbed/index.ts';
 import { kubectl } from '../testbed/kubectl.ts';
 import { widgetCrd } from '../testbed/widgets.ts';
@@ -68,18 +68,6 @@ async function moveStorageTo(crdName: string, group: string, to: string): Promis
   await admin.patch(Resources.customResourceDefinitions, crdName, undefined, { spec: { versions: current.spec.versions.map((v) => ({ ...v, storage: v.name === to })) } }, 'merge');
   const hash = storageVersionHash(group, to, 'Widget');
   await eventually(async () => (await getResourceList(admin, group, 'v1')).resources.find((r) => r.name === 'widgets')?.storageVersionHash === hash, 30_000);
-}
-
-/**
- * Records a compaction where the apiserver's own compactor records it (etcd's `compact_rev_key`, every 5 minutes
- * in a cluster): the apiserver's watch caches read it (every 15 s) and drop their list snapshots older than it.
- * A compaction of etcd alone leaves those snapshots, and a continue token is still served from them
- * (ListFromCacheSnapshot, beta and on since Kubernetes 1.34: k8s.io/apiserver pkg/storage/cacher/compactor.go).
- */
-async function recordCompaction(revision: number): Promise<void> {
-  const b64 = (s: string) => Buffer.from(s).toString('base64');
-  const res = await fetch(`${testbed().etcdUrl}/v3/kv/put`, { method: 'POST', body: JSON.stringify({ key: b64('compact_rev_key'), value: b64(String(revision)) }) });
-  if (!res.ok) throw new Error(`etcd put compact_rev_key: ${res.status} ${await res.text()}`);
 }
 
 describe("Outrigger's migrator", () => {

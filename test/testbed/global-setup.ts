@@ -15,6 +15,7 @@ export default async function globalSetup(): Promise<void> {
     kubeconfigs: cluster.kubeconfigs,
     tokens: cluster.tokens,
     caFile: cluster.caFile,
+    etcdUrl: cluster.etcdUrl,
     dynamodbEndpoint: bed.dynamodb.endpoint,
     sqsEndpoint: bed.sqs!.endpoint,
     tableName: bed.tableName,

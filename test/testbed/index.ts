@@ -10,7 +10,7 @@ import { localSqsClient } from '../../local/elasticmq.ts';
 import type { Runtime, RuntimeOptions } from '../../runtime/local.ts';
 
 /** What the global setup hands to the test workers: the cluster's addresses and credentials, and DynamoDB Local's. */
-export type TestbedInfo = Pick<TestCluster, 'server' | 'kubeconfigs' | 'tokens' | 'caFile'> & {
+export type TestbedInfo = Pick<TestCluster, 'server' | 'kubeconfigs' | 'tokens' | 'caFile' | 'etcdUrl'> & {
   dynamodbEndpoint: string;
   /** ElasticMQ: an SQS-compatible server on loopback. */
   sqsEndpoint: string;
