@@ -13,6 +13,7 @@ import type { KubeClient } from '../../shared/kube/index.ts';
 import { Resources, isKubeError, resolveKind, type KubeList, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
 import { canonicalJson, fieldAt, labelSelectorString, parentLabels, revisionHash, revisionName, selectorLabels, semanticallyEqual, targetState, type Json, type JsonObject } from '../../shared/history/data.ts';
 import type { DefaultsSchema } from '../../shared/history/defaults.ts';
+import { goJson } from '../../shared/json.ts';
 import { historyLimit, truncationInputs, type RevisionPolicy } from '../../shared/history/policy.ts';
 import { HASH_LABEL, decide, truncationMayDelete, type ControllerRevision } from '../../shared/history/revisions.ts';
 import { parseSyncCause } from '../../shared/lambda/sync-request.ts';
@@ -255,7 +256,7 @@ export async function createRevision(
     };
     guard();
     try {
-      return await kube.create(Resources.controllerRevisions, revision);
+      return await kube.create(Resources.controllerRevisions, revision, undefined, { encode: goJson });
     } catch (err) {
       if (!isKubeError(err, 'AlreadyExists')) throw err;
     }

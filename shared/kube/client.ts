@@ -211,10 +211,12 @@ export class KubeClient {
     return items;
   }
 
-  async create<T extends KubeObject = KubeObject>(r: GVR, obj: T, namespace?: string): Promise<T> {
+  /** POST. `encode` writes the body when its bytes matter (a ControllerRevision's: shared/json.ts says why). */
+  async create<T extends KubeObject = KubeObject>(r: GVR, obj: T, namespace?: string, opts: { encode?: (body: unknown) => string } = {}): Promise<T> {
     return this.request<T>('POST', resourcePath(r, { namespace: namespace ?? obj.metadata.namespace }), {
       verb: 'create',
       body: obj,
+      encode: opts.encode,
       query: { fieldManager: this.fieldManager },
     });
   }
@@ -325,7 +327,7 @@ export class KubeClient {
   async request<T>(
     method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE',
     path: string,
-    opts: { verb: string; query?: Record<string, string | number | boolean | undefined>; body?: unknown; contentType?: string; accept?: string },
+    opts: { verb: string; query?: Record<string, string | number | boolean | undefined>; body?: unknown; encode?: ((body: unknown) => string) | undefined; contentType?: string; accept?: string },
   ): Promise<T> {
     const what = `${method} ${path}`;
     return pRetry(
@@ -379,7 +381,7 @@ export class KubeClient {
   private async prepare(
     method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE',
     path: string,
-    opts: { query?: Record<string, string | number | boolean | undefined>; body?: unknown; contentType?: string; accept?: string; signal?: AbortSignal },
+    opts: { query?: Record<string, string | number | boolean | undefined>; body?: unknown; encode?: ((body: unknown) => string) | undefined; contentType?: string; accept?: string; signal?: AbortSignal },
   ): Promise<Prepared> {
     const { server, headers: credentials, transport } = await this.open();
     const url = new URL(server + path);
@@ -390,7 +392,7 @@ export class KubeClient {
     let body: string | undefined;
     if (opts.body !== undefined) {
       headers['content-type'] = opts.contentType ?? 'application/json';
-      body = JSON.stringify(opts.body);
+      body = (opts.encode ?? JSON.stringify)(opts.body);
       headers['content-length'] = Buffer.byteLength(body);
     }
     return { transport, method, path: `${url.pathname}${url.search}`, headers, body, signal: opts.signal };

@@ -182,6 +182,19 @@ describe('revision creation', () => {
     const [mine] = (await history(ns)).filter((r) => controllerOf(r)?.uid === sts.metadata.uid);
     expect(mine!.metadata.name!.endsWith(`-${mine!.metadata.labels![HASH_LABEL]}`)).toBe(true);
   });
+
+  test("a revision's data survives the apiserver's own re-encoding: a strategic merge patch of its metadata, as the garbage collector's orphaning sends, is accepted", async () => {
+    const ns = await createNamespace('hist');
+    // JavaScript's key order (name before image) and characters Go escapes (& < >) in the data.
+    const sts = await createSts(ns, 'web', 'registry.example/app:1', {});
+    await adminClient().patch(statefulSets, 'web', ns, { spec: { template: template('registry.example/app:1', { args: ['run && <wait>'], env: [{ name: 'Z', value: '1' }] }) } }, 'merge');
+    await sync(await kube.get(statefulSets, 'web', ns), parentCause(sts));
+    const [rev] = await history(ns);
+    const before = rev!.data;
+    const patched = await adminClient().patch<ControllerRevision>(Resources.controllerRevisions, rev!.metadata.name!, ns, { metadata: { labels: { touched: 'yes' } } }, 'strategic');
+    expect(patched.metadata.labels?.touched).toBe('yes');
+    expect(patched.data).toEqual(before);
+  });
 });
 
 describe('review findings', () => {
