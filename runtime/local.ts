@@ -15,6 +15,7 @@ import { Clusters, type ClusterConfig } from '../shared/clusters.ts';
 import { connect, type KubeClient } from '../shared/kube/index.ts';
 import { FileDeadLetterSink } from '../shared/lambda/dead-letter.ts';
 import { setEnvironment } from '../shared/lambda/environment.ts';
+import { EVENTS_QUEUE, QueueUrls } from '../shared/lambda/queues.ts';
 import { openState } from '../shared/state/index.ts';
 import { invokeAsLambda } from './lambda-context.ts';
 import { LocalQueue, LocalQueueSink } from './queue.ts';
@@ -88,7 +89,10 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   const deadLetter = new FileDeadLetterSink(deadLetterFile);
   const queues = new Map<string, LocalQueue>();
   const syncQueues = new Map<string, LocalQueue>();
+  // The events queue is named as a deployment names it, so the router reads its cluster from it as in AWS.
+  const localQueues = new QueueUrls('http://localhost/000000000000/outrigger-local-');
   setEnvironment({
+    queues: localQueues,
     clusters: new Clusters([clusterConfig]),
     state: openState({ tableName: bed.tableName, endpoint: bed.dynamodb.endpoint }),
     deadLetter,
@@ -112,6 +116,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     if (!spec.events && !spec.sync) continue;
     const queue = new LocalQueue({
       name: spec.name,
+      ...(spec.events ? { arn: `arn:aws:sqs:local:000000000000:${localQueues.name(clusterId, EVENTS_QUEUE)}` } : {}),
       deliver: (event) => invokeAsLambda(spec, handler, event) as Promise<SQSBatchResponse | void>,
       deadLetter,
       onError: (err) => log(`${spec.name}: ${String(err)}`),

@@ -19,6 +19,8 @@ interface Message {
 
 export interface LocalQueueOptions {
   name: string;
+  /** The eventSourceARN of its records (default `arn:aws:sqs:local:000000000000:<name>.fifo`): named as the deployment names its queue. */
+  arn?: string;
   deliver: (event: SQSEvent) => Promise<SQSBatchResponse | void>;
   deadLetter: DeadLetterSink;
   maxReceiveCount?: number;
@@ -33,7 +35,8 @@ export interface LocalQueueOptions {
 export class LocalQueue {
   readonly name: string;
   readonly stats = { sent: 0, deduplicated: 0, delivered: 0, failedReceives: 0, deadLettered: 0, batches: 0 };
-  private readonly opts: Required<Omit<LocalQueueOptions, 'onError'>> & Pick<LocalQueueOptions, 'onError'>;
+  private readonly opts: Required<Omit<LocalQueueOptions, 'onError' | 'arn'>> & Pick<LocalQueueOptions, 'onError'>;
+  private readonly arn: string;
   private pending: Message[] = [];
   private readonly recentDedupIds = new Map<string, number>();
   private readonly waiters: Array<() => void> = [];
@@ -45,6 +48,7 @@ export class LocalQueue {
 
   constructor(opts: LocalQueueOptions) {
     this.name = opts.name;
+    this.arn = opts.arn ?? `arn:aws:sqs:local:000000000000:${opts.name}.fifo`;
     this.opts = { maxReceiveCount: 5, batchSize: 10, capacity: 10_000, dedupWindowMs: 5 * 60_000, retryDelayMs: 500, ...opts };
     this.loop = this.consume();
   }
@@ -176,7 +180,7 @@ export class LocalQueue {
       messageAttributes: {},
       md5OfBody: '',
       eventSource: 'aws:sqs',
-      eventSourceARN: `arn:aws:sqs:local:000000000000:${this.name}.fifo`,
+      eventSourceARN: this.arn,
       awsRegion: 'local',
     };
   }

@@ -2,6 +2,7 @@ import middy from '@middy/core';
 import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import type { SQSEvent } from 'aws-lambda';
 import { environment } from '../../shared/lambda/environment.ts';
+import { EVENTS_QUEUE } from '../../shared/lambda/queues.ts';
 import { functionLogger } from '../../shared/lambda/logger.ts';
 import { controllerSources, type ControllerSource } from '../controllers.ts';
 import { routeBatch } from './route.ts';
@@ -11,8 +12,11 @@ const logger = functionLogger('router');
 export function createRouterHandler(sources: readonly ControllerSource[]) {
   return middy(async (event: SQSEvent) => {
     const env = environment();
+    const queues = env.queues;
+    if (!queues) throw new Error('the router has no queues to tell which cluster an event came from (OUTRIGGER_QUEUE_URL_PREFIX)');
     const { batchItemFailures, stats } = await routeBatch(event, {
       clusters: env.clusters,
+      queueCluster: (arn) => queues.clusterOf(arn, EVENTS_QUEUE),
       sources,
       sink: env.syncSink,
       deadLetter: () => env.deadLetter,

@@ -6,7 +6,7 @@
 // message group fail too, and all are redelivered together.
 import type { SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import type { Clusters } from '../../shared/clusters.ts';
-import { parseEnvelope, watchEventType, type Envelope } from '../../shared/envelope/index.ts';
+import { EnvelopeError, parseEnvelope, watchEventType, type Envelope } from '../../shared/envelope/index.ts';
 import { parseApiVersion } from '../../shared/kube/index.ts';
 import { parseOrDeadLetter, type Log } from '../../shared/lambda/batch.ts';
 import type { DeadLetterSink } from '../../shared/lambda/dead-letter.ts';
@@ -17,6 +17,11 @@ import type { ControllerSource } from '../controllers.ts';
 
 export interface RouterDeps {
   clusters: Clusters;
+  /**
+   * The cluster whose events queue a record came from (its eventSourceARN), undefined for any other queue. That
+   * cluster, not the envelope's `cluster`, is who speaks: an envelope naming another is dead-lettered.
+   */
+  queueCluster: (sourceQueueArn: string) => string | undefined;
   sources: readonly ControllerSource[];
   sink: SyncSink;
   deadLetter: () => DeadLetterSink;
@@ -49,6 +54,13 @@ export async function routeEnvelope(envelope: Envelope, resolver: BatchResolver,
   return routed;
 }
 
+/** The envelope in a record of `cluster`'s events queue; one that speaks for another cluster is malformed. */
+function envelopeFrom(cluster: string, body: string): Envelope {
+  const envelope = parseEnvelope(body);
+  if (envelope.cluster !== cluster) throw new EnvelopeError('cluster', `is ${JSON.stringify(envelope.cluster)}, but the envelope came from the events queue of cluster ${JSON.stringify(cluster)}, which speaks only for that cluster`);
+  return envelope;
+}
+
 export async function routeBatch(event: SQSEvent, deps: RouterDeps): Promise<SQSBatchResponse & { stats: RouteStats }> {
   const stats: RouteStats = { records: event.Records.length, deadLettered: 0, failed: 0, keys: 0, gets: 0, lists: 0 };
   const failures: string[] = [];
@@ -63,7 +75,14 @@ export async function routeBatch(event: SQSEvent, deps: RouterDeps): Promise<SQS
       failures.push(record.messageId);
       continue;
     }
-    const envelope = await parseOrDeadLetter(record, parseEnvelope, { deadLetter: deps.deadLetter, source: 'router', ...(deps.log ? { log: deps.log } : {}) });
+    const cluster = deps.queueCluster(record.eventSourceARN);
+    if (cluster === undefined) {
+      deps.log?.('error', 'a record from a queue that is no cluster\'s events queue; it will be retried', { messageId: record.messageId, queue: record.eventSourceARN });
+      failures.push(record.messageId);
+      failedGroups.add(group);
+      continue;
+    }
+    const envelope = await parseOrDeadLetter(record, (body) => envelopeFrom(cluster, body), { deadLetter: deps.deadLetter, source: 'router', ...(deps.log ? { log: deps.log } : {}) });
     if (!envelope) {
       stats.deadLettered += 1;
       continue;

@@ -11,6 +11,7 @@
 import { Clusters, clustersFromEnv } from '../clusters.ts';
 import { openState, type State } from '../state/index.ts';
 import { deadLetterSinkFromEnv, type DeadLetterSink } from './dead-letter.ts';
+import { queueUrlsFromEnv, type QueueUrls } from './queues.ts';
 import { syncSinkFromEnv, type SyncSink } from './sync-sink.ts';
 
 export interface Environment {
@@ -20,6 +21,11 @@ export interface Environment {
   readonly deadLetter: DeadLetterSink;
   /** Resolved on first use: only the router sends sync requests. */
   readonly syncSink: SyncSink;
+  /**
+   * The deployment's queues, by name (OUTRIGGER_QUEUE_URL_PREFIX), resolved on first use: the router learns from
+   * them which cluster a record's queue belongs to. Absent in a process that consumes no queue (the forwarder).
+   */
+  readonly queues?: QueueUrls;
 }
 
 let current: Environment | undefined;
@@ -34,6 +40,7 @@ export function environment(env: NodeJS.ProcessEnv = process.env): Environment {
   if (current) return current;
   let deadLetter: DeadLetterSink | undefined;
   let syncSink: SyncSink | undefined;
+  let queues: QueueUrls | undefined;
   current = {
     clusters: new Clusters(clustersFromEnv(env)),
     state: openState({ tableName: required(env, 'OUTRIGGER_TABLE'), endpoint: env.OUTRIGGER_DYNAMODB_ENDPOINT, region: env.AWS_REGION }),
@@ -42,6 +49,9 @@ export function environment(env: NodeJS.ProcessEnv = process.env): Environment {
     },
     get syncSink() {
       return (syncSink ??= syncSinkFromEnv(env));
+    },
+    get queues() {
+      return (queues ??= queueUrlsFromEnv(env));
     },
   };
   return current;

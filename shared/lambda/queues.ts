@@ -5,6 +5,8 @@
 // (OUTRIGGER_QUEUE_URL_PREFIX): a map of URLs, clusters × targets of them, would outgrow Lambda's 4 KB of
 // environment variables at a handful of clusters.
 
+import { clusterIdSchema } from '../envelope/index.ts';
+
 /** A cluster's events queue among its queues; the others are named by their sync target. */
 export const EVENTS_QUEUE = 'events';
 
@@ -29,6 +31,27 @@ export class QueueUrls {
 
   url(cluster: string, queue: string, deadLetter = false): string {
     return this.prefix + queueName(cluster, queue, deadLetter);
+  }
+
+  /** The queue's name, the last part of its URL and ARN. */
+  name(cluster: string, queue: string, deadLetter = false): string {
+    const url = this.url(cluster, queue, deadLetter);
+    return url.slice(url.lastIndexOf('/') + 1);
+  }
+
+  /**
+   * The cluster whose `queue` a message came from, read from its SQS record's eventSourceARN (set by Lambda's
+   * event source mapping, never by the sender), or undefined when that is no such queue of this deployment.
+   * Each cluster's forwarder may send only to its own events queue, so this, not what a message says, is the
+   * cluster a message speaks for (README "Security model").
+   */
+  clusterOf(sourceQueueArn: string, queue: string): string | undefined {
+    const name = sourceQueueArn.slice(sourceQueueArn.lastIndexOf(':') + 1);
+    const start = this.prefix.slice(this.prefix.lastIndexOf('/') + 1);
+    const end = `-${queue}${FIFO}`;
+    if (!name.startsWith(start) || !name.endsWith(end)) return undefined;
+    const cluster = name.slice(start.length, -end.length);
+    return clusterIdSchema.safeParse(cluster).success ? cluster : undefined;
   }
 
   /** The dead-letter queue beside the queue a message came from (its SQS record's eventSourceARN). */

@@ -1,5 +1,6 @@
 // The router against the real apiserver: batches with malformed and failing records, deduplication, and the
 // whole path in the local runtime (watch, envelope, router, sync queue, controller handler).
+import { randomUUID } from 'node:crypto';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,7 +11,7 @@ import { createRouterHandler } from '../../functions/router/handler.ts';
 import type { FunctionSpec } from '../../functions/spec.ts';
 import { startRuntime, type Runtime } from '../../runtime/local.ts';
 import { Clusters } from '../../shared/clusters.ts';
-import { makeEnvelope, messageGroupId, type Envelope } from '../../shared/envelope/index.ts';
+import { deduplicationId, makeEnvelope, messageGroupId, type Envelope } from '../../shared/envelope/index.ts';
 import { Resources, gvr, type KubeObject } from '../../shared/kube/index.ts';
 import { syncBatchHandler } from '../../shared/lambda/batch.ts';
 import { MemoryDeadLetterSink, SqsDeadLetterSink } from '../../shared/lambda/dead-letter.ts';
@@ -22,10 +23,12 @@ import { forgetPolicies, historySource, listPolicies, policyFor, revisionPolicie
 import { forgetMapControllers, listMapControllers, mapControllerFor, mapControllers, mapSource } from '../../functions/map/controllers.ts';
 import { applyManifests } from '../../shared/kube/apply.ts';
 import { forgetDiscovery } from '../../shared/kube/index.ts';
-import { adminClient, createNamespace, eventually, outriggerClient, testbed, testQueue } from '../testbed/index.ts';
+import { adminClient, createNamespace, eventually, outriggerClient, testbed, testQueue, uniqueName } from '../testbed/index.ts';
 import { openCrd } from '../testbed/crds.ts';
 import { controllersGrant } from '../testbed/rbac.ts';
-import { DeleteMessageBatchCommand, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
+import { CreateQueueCommand, DeleteMessageBatchCommand, GetQueueAttributesCommand, ReceiveMessageCommand, SendMessageCommand, type Message, type SQSClient } from '@aws-sdk/client-sqs';
+import { EVENTS_QUEUE, QueueUrls } from '../../shared/lambda/queues.ts';
+import { SqsSyncSink } from '../../shared/lambda/sync-sink.ts';
 
 const statefulSets = gvr('apps', 'v1', 'statefulsets');
 
@@ -44,7 +47,12 @@ async function createStatefulSet(namespace: string, name: string, labels: Record
   });
 }
 
-function record(body: string, groupId: string, id: string): SQSRecord {
+/** Queues named as a deployment `rt-` names them: a record's cluster is the one whose events queue it came from. */
+const QUEUES = new QueueUrls('http://localhost/000000000000/rt-');
+const queueCluster = (arn: string) => QUEUES.clusterOf(arn, EVENTS_QUEUE);
+const eventsArn = (cluster: string) => `arn:aws:sqs:local:000000000000:${QUEUES.name(cluster, EVENTS_QUEUE)}`;
+
+function record(body: string, groupId: string, id: string, cluster = 'it'): SQSRecord {
   return {
     messageId: id,
     receiptHandle: id,
@@ -53,7 +61,7 @@ function record(body: string, groupId: string, id: string): SQSRecord {
     messageAttributes: {},
     md5OfBody: '',
     eventSource: 'aws:sqs',
-    eventSourceARN: 'arn:aws:sqs:local:0:router.fifo',
+    eventSourceARN: eventsArn(cluster),
     awsRegion: 'local',
   };
 }
@@ -84,15 +92,15 @@ describe('routeBatch', () => {
       Records: [
         record(JSON.stringify(orphan), messageGroupId(orphan), 'm1'),
         record('{"specversion":"1.0"}', 'g-bad', 'm2'),
-        record(JSON.stringify(unknownCluster1), messageGroupId(unknownCluster1), 'm3'),
+        record(JSON.stringify(unknownCluster1), messageGroupId(unknownCluster1), 'm3', 'elsewhere'),
         record(JSON.stringify(owned), messageGroupId(owned), 'm4'),
-        record(JSON.stringify(unknownCluster2), messageGroupId(unknownCluster2), 'm5'),
+        record(JSON.stringify(unknownCluster2), messageGroupId(unknownCluster2), 'm5', 'elsewhere'),
       ],
     };
     const sink = new MemorySyncSink();
     const deadLetter = new MemoryDeadLetterSink();
     const clusters = new Clusters([{ id: 'it', access: { kind: 'kubeconfig', path: testbed().kubeconfigs.outrigger } }]);
-    const out = await routeBatch(event, { clusters, sources: [source], sink, deadLetter: () => deadLetter });
+    const out = await routeBatch(event, { clusters, sources: [source], sink, deadLetter: () => deadLetter, queueCluster });
 
     expect(out.batchItemFailures).toEqual([{ itemIdentifier: 'm3' }, { itemIdentifier: 'm5' }]);
     expect(deadLetter.letters).toEqual([expect.objectContaining({ source: 'router', reason: expect.stringMatching(/^invalid event envelope: id: /) })]);
@@ -152,7 +160,7 @@ spec:
     const targets = async (object: KubeObject) => {
       const envelope = makeEnvelope({ cluster: 'it', type: 'added', object, source: 'test' });
       const sink = new MemorySyncSink();
-      await routeBatch({ Records: [record(JSON.stringify(envelope), messageGroupId(envelope), 'm1')] }, { clusters, sources: [historySource, mapSource], sink, deadLetter: () => new MemoryDeadLetterSink() });
+      await routeBatch({ Records: [record(JSON.stringify(envelope), messageGroupId(envelope), 'm1')] }, { clusters, sources: [historySource, mapSource], sink, deadLetter: () => new MemoryDeadLetterSink(), queueCluster });
       expect(sink.sent.every((s) => s.request.key.uid === dual.metadata.uid)).toBe(true);
       return sink.sent.map((s) => s.target).sort();
     };
@@ -176,7 +184,7 @@ describe('dead letters on a real queue', () => {
     const dlq = await testQueue('router-dlq');
     const sink = new MemorySyncSink();
     const clusters = new Clusters([{ id: 'it', access: { kind: 'kubeconfig', path: testbed().kubeconfigs.outrigger } }]);
-    const out = await routeBatch(event, { clusters, sources: [source], sink, deadLetter: () => new SqsDeadLetterSink(dlq.url, dlq.sqs) });
+    const out = await routeBatch(event, { clusters, sources: [source], sink, deadLetter: () => new SqsDeadLetterSink(dlq.url, dlq.sqs), queueCluster });
     expect(out.batchItemFailures).toEqual([]);
     expect(sink.sent.map((s) => s.request.key.name)).toEqual(['web']);
     const letters: Array<{ reason: string; source: string; bytes: number }> = [];
@@ -191,6 +199,80 @@ describe('dead letters on a real queue', () => {
       expect.stringMatching(/^invalid event envelope: type: /),
     ]);
     expect(letters.every((l) => l.source === 'router')).toBe(true);
+  });
+});
+
+/** Every message on a queue now (ElasticMQ answers at once), as a Lambda event source mapping hands them over. */
+async function receiveAll(sqs: SQSClient, url: string): Promise<Message[]> {
+  const out: Message[] = [];
+  for (;;) {
+    const got = await sqs.send(new ReceiveMessageCommand({ QueueUrl: url, MaxNumberOfMessages: 10, WaitTimeSeconds: 1, MessageSystemAttributeNames: ['All'], MessageAttributeNames: ['All'] }));
+    if (!got.Messages?.length) return out;
+    out.push(...got.Messages);
+  }
+}
+
+function asRecord(m: Message, arn: string): SQSRecord {
+  const a = m.Attributes ?? {};
+  return {
+    messageId: m.MessageId!,
+    receiptHandle: m.ReceiptHandle!,
+    body: m.Body ?? '',
+    attributes: { ApproximateReceiveCount: a.ApproximateReceiveCount ?? '1', SentTimestamp: a.SentTimestamp ?? '0', SenderId: a.SenderId ?? '', ApproximateFirstReceiveTimestamp: a.ApproximateFirstReceiveTimestamp ?? '0', MessageGroupId: a.MessageGroupId!, MessageDeduplicationId: a.MessageDeduplicationId! },
+    messageAttributes: {},
+    md5OfBody: m.MD5OfBody ?? '',
+    eventSource: 'aws:sqs',
+    eventSourceARN: arn,
+    awsRegion: 'local',
+  };
+}
+
+/** A deployment's queues on ElasticMQ for `clusters`, named as the stack names them: events, the test controller's sync queue, and their dead-letter queues. */
+async function deploymentQueues(clusters: readonly string[]) {
+  const { sqs, url } = await testQueue('router-deployment');
+  const queues = new QueueUrls(`${url.slice(0, url.lastIndexOf('/') + 1)}${uniqueName('rq')}-`);
+  for (const c of clusters) {
+    for (const q of [EVENTS_QUEUE, source.target]) {
+      for (const dlq of [false, true]) await sqs.send(new CreateQueueCommand({ QueueName: queues.name(c, q, dlq), Attributes: { FifoQueue: 'true', ...(dlq ? { ContentBasedDeduplication: 'true' } : {}) } }));
+    }
+  }
+  const arn = async (c: string) => (await sqs.send(new GetQueueAttributesCommand({ QueueUrl: queues.url(c, EVENTS_QUEUE), AttributeNames: ['QueueArn'] }))).Attributes!.QueueArn!;
+  /** What a forwarder sends: the envelope, its message group and deduplication id, on `cluster`'s events queue. */
+  const send = async (cluster: string, envelope: Envelope) =>
+    sqs.send(new SendMessageCommand({ QueueUrl: queues.url(cluster, EVENTS_QUEUE), MessageBody: JSON.stringify(envelope), MessageGroupId: messageGroupId(envelope), MessageDeduplicationId: deduplicationId(envelope) }));
+  /** Routes what `cluster`'s events queue holds, as the router's event source mapping of that queue would. */
+  const route = async (cluster: string) => {
+    const queueArn = await arn(cluster);
+    const records = (await receiveAll(sqs, queues.url(cluster, EVENTS_QUEUE))).map((m) => asRecord(m, queueArn));
+    const kube = new Clusters(clusters.map((id) => ({ id, access: { kind: 'kubeconfig' as const, path: testbed().kubeconfigs.outrigger } })));
+    return routeBatch({ Records: records }, { clusters: kube, sources: [source], sink: new SqsSyncSink(queues, sqs), deadLetter: () => new SqsDeadLetterSink(queues, sqs), queueCluster: (a) => queues.clusterOf(a, EVENTS_QUEUE) });
+  };
+  return { sqs, queues, send, route, receive: (c: string, q: string, dlq = false) => receiveAll(sqs, queues.url(c, q, dlq)) };
+}
+
+describe('the cluster an event speaks for', () => {
+  test("is its events queue's: an envelope on cluster a's queue naming cluster b is dead-lettered with that reason, and nothing reaches b's queues", async () => {
+    const ns = await createNamespace('router-forged');
+    const sts = await createStatefulSet(ns, 'web', { app: 'f' });
+    const revision = (name: string): KubeObject => ({ apiVersion: 'apps/v1', kind: 'ControllerRevision', metadata: { name, namespace: ns, uid: randomUUID(), resourceVersion: '1', ownerReferences: [newControllerRef(sts)] } });
+    const d = await deploymentQueues(['a', 'b']);
+    // Cluster a's forwarder role may send only to a's events queue; it says its event is b's.
+    const forged = makeEnvelope({ cluster: 'b', type: 'added', object: revision('forged'), source: 'outrigger://a/forwarder' });
+    const own = makeEnvelope({ cluster: 'a', type: 'added', object: revision('own'), source: 'outrigger://a/forwarder' });
+    await d.send('a', forged);
+    await d.send('a', own);
+
+    const out = await d.route('a');
+
+    expect(out.batchItemFailures).toEqual([]);
+    expect(out.stats).toMatchObject({ records: 2, deadLettered: 1, keys: 1 });
+    expect(await d.receive('b', source.target)).toEqual([]);
+    const synced = (await d.receive('a', source.target)).map((m) => JSON.parse(m.Body!) as SyncRequest);
+    expect(synced.map((r) => [r.key.cluster, r.key.name, r.causes])).toEqual([['a', 'web', [`ControllerRevision/${own.id}`]]]);
+    const letters = await d.receive('a', EVENTS_QUEUE, true);
+    expect(letters.map((l) => [l.Body, l.MessageAttributes?.reason?.StringValue, l.MessageAttributes?.source?.StringValue])).toEqual([
+      [JSON.stringify(forged), 'invalid event envelope: cluster: is "b", but the envelope came from the events queue of cluster "a", which speaks only for that cluster', 'router'],
+    ]);
   });
 });
 
