@@ -112,11 +112,19 @@ export async function startTestCluster(opts: TestClusterOptions = {}): Promise<T
 /**
  * A control plane: `apiservers` kube-apiservers on one etcd, behind a loopback load balancer, and with
  * `controllers` kube-controller-manager running those controllers (its `--controllers` names, for example
- * `garbage-collector-controller`), each as its service account. Heavier than the default bed: start it only
- * in the test files that need it.
+ * `garbage-collector-controller`), each as its service account; `apiserverFlags` are added to every apiserver's
+ * first start (`EMULATE_PREVIOUS_MINOR`: a control plane about to be upgraded). Heavier than the default bed:
+ * start it only in the test files that need it.
  */
-export async function startControlPlane(opts: TestClusterOptions & { apiservers?: number; controllers?: readonly string[] }): Promise<ControlPlane> {
-  const args = ['--apiservers', String(opts.apiservers ?? 1), ...(opts.controllers?.length ? ['--controllers', opts.controllers.join(',')] : [])];
+export async function startControlPlane(
+  opts: TestClusterOptions & { apiservers?: number; controllers?: readonly string[]; apiserverFlags?: readonly string[] },
+): Promise<ControlPlane> {
+  const args = [
+    '--apiservers',
+    String(opts.apiservers ?? 1),
+    ...(opts.controllers?.length ? ['--controllers', opts.controllers.join(',')] : []),
+    ...(opts.apiserverFlags ?? []).flatMap((f) => ['--apiserver-flag', f]),
+  ];
   const cluster = await start(args, opts);
   const control = cluster.control!;
   const call = async (path: string, body?: unknown): Promise<ApiserverInstance[]> => {

@@ -196,7 +196,9 @@ export class KubeClient {
   /** `list`, answered with each object's metadata only (a PartialObjectMetadataList): no object body is read. */
   async listMetadata(r: GVR, opts: ListOptions = {}): Promise<KubeList> {
     const { namespace, ...query } = opts;
-    return this.request<KubeList>('GET', resourcePath(r, { namespace }), { verb: 'list/metadata', query, accept: METADATA_LIST });
+    const list = await this.request<KubeList>('GET', resourcePath(r, { namespace }), { verb: 'list/metadata', query, accept: METADATA_LIST });
+    // An empty PartialObjectMetadataList comes as `"items": null` (Go's nil slice), unlike a full list.
+    return { ...list, items: list.items ?? [] };
   }
 
   /** Every page of a list, `limit` objects per request. */

@@ -59,7 +59,7 @@ type controlPlane struct {
 	uts atomic.Bool
 }
 
-func serveControlPlane(b *bed, lbPort, n int, controllers string, info readyInfo) error {
+func serveControlPlane(b *bed, lbPort, n int, controllers string, firstFlags []string, info readyInfo) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -96,7 +96,7 @@ func serveControlPlane(b *bed, lbPort, n int, controllers string, info readyInfo
 
 	starts := make(chan error, n)
 	for _, in := range cp.instances {
-		go func() { starts <- cp.start(in, nil) }()
+		go func() { starts <- cp.start(in, firstFlags) }()
 	}
 	for range cp.instances {
 		if err := <-starts; err != nil {

@@ -29,6 +29,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -122,6 +123,8 @@ func serve(args []string) error {
 	apiservers := fs.Int("apiservers", 0, "run a control plane of N apiservers (child processes) behind a loopback load balancer")
 	controllers := fs.String("controllers", "", "also run kube-controller-manager with these controllers (its --controllers list)")
 	verbose := fs.Bool("v", false, "let the apiserver log at its default verbosity")
+	var firstFlags repeated
+	fs.Var(&firstFlags, "apiserver-flag", "a control plane's apiservers start with this flag too (repeatable; a restart sets its own)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -172,8 +175,14 @@ func serve(args []string) error {
 	if *apiservers == 0 && *controllers == "" {
 		return serveOne(b, clusterPort, info)
 	}
-	return serveControlPlane(b, clusterPort, max(*apiservers, 1), *controllers, info)
+	return serveControlPlane(b, clusterPort, max(*apiservers, 1), *controllers, firstFlags, info)
 }
+
+// repeated is a flag that may be given several times.
+type repeated []string
+
+func (r *repeated) String() string     { return strings.Join(*r, " ") }
+func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }
 
 // serveOne is the default bed: one apiserver, in this process.
 func serveOne(b *bed, port int, info readyInfo) error {
