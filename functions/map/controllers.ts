@@ -1,7 +1,7 @@
 // The MapControllers of a cluster, resolved against discovery (the spec names resources; hooks and
 // ControllerRefs name kinds), and what they mean to the router: each valid one makes its parent kind a
 // controller kind whose inputs route by the parent's selector and whose outputs route by ControllerRef.
-import { gvr, resolveResource, type GVR, type KubeClient, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
+import { gvr, hasSubresource, resolveResource, type GVR, type KubeClient, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
 import { MAP_GROUP, MAP_VERSION, MapControllerError, parseMapController, type MapController, type ResourceRule } from '../../shared/map/api.ts';
 import type { ControllerKind, LabelSelector } from '../../shared/ownership/index.ts';
 import { clusterCache } from '../cluster-cache.ts';
@@ -12,6 +12,8 @@ export const MAP_TARGET = 'map';
 
 export interface ResolvedMapController extends MapController {
   parent: ResolvedResource;
+  /** Whether the parent kind has a status subresource; without one, status is written on the object. */
+  parentStatus: boolean;
   inputs: ResolvedResource[];
   outputs: ResolvedResource[];
 }
@@ -54,9 +56,11 @@ async function resolve(kube: KubeClient, mc: MapController): Promise<ResolvedMap
       throw new MapControllerError(mc.name, `${field}: ${(err as Error).message}`);
     }
   };
+  const parent = await one(mc.spec.parentResource, 'spec.parentResource');
   return {
     ...mc,
-    parent: await one(mc.spec.parentResource, 'spec.parentResource'),
+    parent,
+    parentStatus: await hasSubresource(kube, parent, 'status'),
     inputs: await Promise.all(mc.spec.inputResources.map((r, i) => one(r, `spec.inputResources[${i}]`))),
     outputs: await Promise.all(mc.spec.outputResources.map((r, i) => one(r, `spec.outputResources[${i}]`))),
   };

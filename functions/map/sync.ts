@@ -10,6 +10,7 @@ import { apiVersionOf, isKubeError, type KubeClient, type KubeObject, type Resol
 import { HookResponseError, PARENT_LABEL, parseHookResponse } from '../../shared/map/api.ts';
 import {
   aggregate,
+  appliedOwnership,
   detachedToDelete,
   diffOutputs,
   identityOf,
@@ -22,6 +23,7 @@ import {
   selectInputs,
   setCondition,
   statusChanged,
+  statusPatch,
   type MapStatus,
 } from '../../shared/map/plan.ts';
 import { isBeingDeleted, isControlledBy, SelectorError, selectorString } from '../../shared/ownership/index.ts';
@@ -126,7 +128,7 @@ export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: S
               if (owner !== undefined && owner !== mapKey) throw new OutputError(`output ${d.kind ?? ''} ${d.metadata.name ?? ''} already belongs to map key ${owner}`);
               claimed.set(identityOf(d), mapKey);
             }
-            const changes = diffOutputs(mine, desired);
+            const changes = diffOutputs(mine, desired, ctx.kube.fieldManager);
             if (changes.create.length || changes.update.length || changes.delete.length) await writeLimit(() => apply(ctx, mc, changes, final, result));
             else result.unchanged += changes.unchanged.length;
           } catch (err) {
@@ -179,8 +181,12 @@ async function apply(ctx: MapContext, mc: ResolvedMapController, changes: Return
   const kindOf = (o: KubeObject) => mc.outputs.find((k) => k.kind === o.kind && apiVersionOf(k) === o.apiVersion)!;
   for (const d of changes.create) {
     try {
-      const made = await ctx.kube.create(kindOf(d), d);
-      final.set(identityOf(d), { ...made, apiVersion: d.apiVersion, kind: d.kind });
+      const k = kindOf(d);
+      const made = await ctx.kube.create(k, d);
+      // The create made Outrigger the owner of every field by an update; it becomes their applier, so the next
+      // apply removes what the hook stops answering. Should this write be lost, the next pass makes it.
+      const owned = await toApplied(ctx, k, { ...made, apiVersion: d.apiVersion, kind: d.kind });
+      final.set(identityOf(d), { ...owned, apiVersion: d.apiVersion, kind: d.kind });
       result.created += 1;
     } catch (err) {
       // Someone else's object by that name: never taken over.
@@ -189,9 +195,10 @@ async function apply(ctx: MapContext, mc: ResolvedMapController, changes: Return
     }
   }
   for (const { desired, observed } of changes.update) {
-    // Conditional on what was read: an output whose owner changed since is not written.
-    const body = { ...desired, metadata: { ...desired.metadata, resourceVersion: observed.metadata.resourceVersion } };
     const k = kindOf(desired);
+    const current = await toApplied(ctx, k, observed);
+    // Conditional on what was read: an output whose owner changed since is not written.
+    const body = { ...desired, metadata: { ...desired.metadata, resourceVersion: current.metadata.resourceVersion } };
     const written = await ctx.kube.patch(k, desired.metadata.name ?? '', k.namespaced ? desired.metadata.namespace : undefined, body, 'apply', { force: true });
     final.set(identityOf(desired), { ...written, apiVersion: desired.apiVersion, kind: desired.kind });
     result.updated += 1;
@@ -207,6 +214,14 @@ async function apply(ctx: MapContext, mc: ResolvedMapController, changes: Return
     final.delete(identityOf(o));
     result.deleted += 1;
   }
+}
+
+/** The output with Outrigger's fields owned by its applies only (appliedOwnership), conditional on what was read. */
+async function toApplied(ctx: MapContext, k: ResolvedResource, o: KubeObject): Promise<KubeObject> {
+  const managedFields = appliedOwnership(o, ctx.kube.fieldManager);
+  if (!managedFields) return o;
+  // Only managedFields change: no field changes owner to this patch's own update.
+  return ctx.kube.patch(k, o.metadata.name ?? '', k.namespaced ? o.metadata.namespace : undefined, { metadata: { resourceVersion: o.metadata.resourceVersion, managedFields } }, 'merge');
 }
 
 function problemOf(err: unknown, mapKey: string, what: string): Problem {
@@ -237,6 +252,15 @@ async function writeStatus(
       : { type: 'Synced', status: 'True' as const, reason: 'Synced', message: `${result.inputs} input(s) mapped` };
   const next: MapStatus = { observedGeneration: parent.metadata.generation, ...counts, conditions: setCondition(current?.conditions, synced, now) };
   if (!statusChanged(current, next)) return;
-  await ctx.kube.patch(mc.parent, parent.metadata.name ?? '', mc.parent.namespaced ? parent.metadata.namespace : undefined, { status: next }, 'merge', { subresource: 'status' });
+  const name = parent.metadata.name ?? '';
+  const ns = mc.parent.namespaced ? parent.metadata.namespace : undefined;
+  if (mc.parentStatus) {
+    await ctx.kube.patch(mc.parent, name, ns, { status: statusPatch(current, next) }, 'merge', { subresource: 'status' });
+  } else {
+    // Without a status subresource the write itself moves the generation by one: the status names the generation
+    // it makes (exact, being conditional on the object read), or the parent would look unsynced for ever.
+    const written = { ...next, observedGeneration: (parent.metadata.generation ?? 0) + 1 };
+    await ctx.kube.patch(mc.parent, name, ns, { metadata: { resourceVersion: parent.metadata.resourceVersion }, status: statusPatch(current, written) }, 'merge');
+  }
   result.statusWritten = true;
 }

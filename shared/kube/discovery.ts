@@ -68,6 +68,11 @@ export async function isNamespaced(client: KubeClient, r: GVR): Promise<boolean>
   return (await cachedResourceList(client, apiVersionOf(r))).resources.find((x) => x.name === r.resource)?.namespaced ?? false;
 }
 
+/** Whether the resource has the subresource (`status`: a CRD may have none, and then status is written on the object). */
+export async function hasSubresource(client: KubeClient, r: GVR, subresource: string): Promise<boolean> {
+  return (await cachedResourceList(client, apiVersionOf(r))).resources.some((x) => x.name === `${r.resource}/${subresource}`);
+}
+
 /** Forgets what discovery said, after installing CRDs for example. */
 export function forgetDiscovery(client: KubeClient): void {
   cache.delete(client);

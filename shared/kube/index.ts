@@ -3,6 +3,6 @@ export { KubeClient, RequestStats, DEFAULT_FIELD_MANAGER, type EndpointSource, t
 export { connect, type ClusterAccess } from './config.ts';
 export { KubeError, isKubeError, kubeErrorFromResponse, type KubeErrorKind } from './errors.ts';
 export { eksToken, eksTokenSource, EKS_TOKEN_PREFIX } from './eks-token.ts';
-export { getResourceList, isNamespaced, resolveKind, resolveResource, forgetDiscovery, discoverStorageVersions, servingVersion, type APIResource, type APIResourceList, type ResolvedResource, type StorageDiscovery, type StorageVersionEntry } from './discovery.ts';
+export { getResourceList, hasSubresource, isNamespaced, resolveKind, resolveResource, forgetDiscovery, discoverStorageVersions, servingVersion, type APIResource, type APIResourceList, type ResolvedResource, type StorageDiscovery, type StorageVersionEntry } from './discovery.ts';
 export * from './resource.ts';
 export { runWatchSource, type SourceEvent, type SourceEventType, type WatchSourceOptions } from './source.ts';

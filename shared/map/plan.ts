@@ -112,10 +112,10 @@ export interface OutputChanges {
 
 /**
  * What makes the observed outputs of one map key the desired ones. An output is rewritten when what was
- * applied changed (its hash) or when someone changed a field it sets (drift); fields the apiserver or others
- * added are not a difference.
+ * applied changed (its hash), when someone changed a field it sets (drift), or when `manager` still holds
+ * fields of it through an update (appliedOwnership); fields the apiserver or others added are not a difference.
  */
-export function diffOutputs(observed: readonly KubeObject[], desired: readonly KubeObject[]): OutputChanges {
+export function diffOutputs(observed: readonly KubeObject[], desired: readonly KubeObject[], manager?: string): OutputChanges {
   const byId = new Map(observed.map((o) => [identityOf(o), o]));
   const changes: OutputChanges = { create: [], update: [], delete: [], unchanged: [] };
   const wanted = new Set<string>();
@@ -124,11 +124,48 @@ export function diffOutputs(observed: readonly KubeObject[], desired: readonly K
     wanted.add(id);
     const o = byId.get(id);
     if (!o) changes.create.push(d);
-    else if (o.metadata.annotations?.[APPLIED_ANNOTATION] !== d.metadata.annotations?.[APPLIED_ANNOTATION] || !contains(o as unknown as Json, d as unknown as Json)) changes.update.push({ desired: d, observed: o });
+    else if (o.metadata.annotations?.[APPLIED_ANNOTATION] !== d.metadata.annotations?.[APPLIED_ANNOTATION] || !contains(o as unknown as Json, d as unknown as Json) || (manager !== undefined && appliedOwnership(o, manager)))
+      changes.update.push({ desired: d, observed: o });
     else changes.unchanged.push(o);
   }
   for (const o of observed) if (!wanted.has(identityOf(o))) changes.delete.push(o);
   return changes;
+}
+
+export interface ManagedFieldsEntry {
+  manager?: string;
+  operation?: string;
+  apiVersion?: string;
+  fieldsType?: string;
+  fieldsV1?: Record<string, unknown>;
+  subresource?: string;
+  time?: string;
+}
+
+/**
+ * The managedFields that make `manager` own, as an applier, every field it holds through an update (a create
+ * is an update to server-side apply), or undefined when it holds none that way. Server-side apply removes a
+ * field only when the applier alone owns it, and an update's fields are never removed by an apply: an output
+ * created with a POST would keep for ever every field its hook later drops. A create cannot itself be an
+ * apply without taking over an object of that name that is someone else's, so the create is followed by this
+ * rewrite (https://kubernetes.io/docs/reference/using-api/server-side-apply/#field-management).
+ */
+export function appliedOwnership(o: KubeObject, manager: string): ManagedFieldsEntry[] | undefined {
+  const entries = (o.metadata.managedFields ?? []) as ManagedFieldsEntry[];
+  const mine = (e: ManagedFieldsEntry) => e.manager === manager && !e.subresource;
+  const updates = entries.filter((e) => mine(e) && e.operation === 'Update');
+  if (!updates.length) return undefined;
+  const applied = entries.find((e) => mine(e) && e.operation === 'Apply');
+  // Field sets are tries of objects: their union is a deep merge.
+  const fieldsV1 = [...(applied ? [applied] : []), ...updates].reduce<Record<string, unknown>>((set, e) => unionFields(set, e.fieldsV1 ?? {}), {});
+  const apiVersion = applied?.apiVersion ?? updates[0]!.apiVersion;
+  return [...entries.filter((e) => !mine(e) || (e.operation !== 'Update' && e.operation !== 'Apply')), { manager, operation: 'Apply', apiVersion, fieldsType: 'FieldsV1', fieldsV1 }];
+}
+
+function unionFields(a: Record<string, unknown>, b: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...a };
+  for (const [k, v] of Object.entries(b)) out[k] = unionFields((out[k] ?? {}) as Record<string, unknown>, (v ?? {}) as Record<string, unknown>);
+  return out;
 }
 
 /** Every field of `expected` is in `actual` with the same value (lists item by item, same length). */
@@ -198,6 +235,26 @@ export function setCondition(current: readonly Condition[] | undefined, next: Om
 export function statusChanged(current: Partial<MapStatus> | undefined, next: MapStatus): boolean {
   const pick = (s: Partial<MapStatus> | undefined) => ({ observedGeneration: s?.observedGeneration, inputs: s?.inputs, outputs: s?.outputs, conditions: s?.conditions }) as unknown as Json;
   return canonicalJson(pick(current)) !== canonicalJson(pick(next));
+}
+
+/**
+ * The merge patch that makes the status's owned fields `next`: a key of `current` that `next` lacks (an input or
+ * output resource no longer listed, a condition type no output has any more) is removed with null, since a
+ * merge patch keeps what it does not name, and a key left behind would differ from every later pass's status.
+ */
+export function statusPatch(current: Partial<MapStatus> | undefined, next: MapStatus): Record<string, unknown> {
+  const removed = <T>(before: Record<string, T> | undefined, after: Record<string, T>, inner: (b: T, a: T) => unknown) => {
+    const out: Record<string, unknown> = {};
+    for (const k of Object.keys(before ?? {})) if (!(k in after)) out[k] = null;
+    for (const [k, v] of Object.entries(after)) out[k] = before?.[k] === undefined ? v : inner(before[k] as T, v);
+    return out;
+  };
+  const counts = (b: Record<string, number>, a: Record<string, number>) => removed(typeof b === 'object' && b ? b : {}, a, (_x, y) => y);
+  return {
+    ...next,
+    inputs: removed(current?.inputs, next.inputs, counts),
+    outputs: removed(current?.outputs, next.outputs, counts),
+  };
 }
 
 /**

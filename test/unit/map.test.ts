@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { keepSnapshots, mapSnapshots, parseDuration } from '../../examples/snapshot-schedule/hooks.ts';
 import type { KubeObject, ResolvedResource } from '../../shared/kube/index.ts';
 import { APPLIED_ANNOTATION, MAP_KEY_LABEL, MapControllerError, PARENT_LABEL, parseHookResponse, parseMapController } from '../../shared/map/api.ts';
-import { aggregate, contains, detachedToDelete, diffOutputs, inputSelector, outputMap, outputsByKey, prepareOutputs, resyncDue, selectInputs, setCondition, statusChanged } from '../../shared/map/plan.ts';
+import { aggregate, appliedOwnership, contains, detachedToDelete, diffOutputs, inputSelector, outputMap, outputsByKey, prepareOutputs, resyncDue, selectInputs, setCondition, statusChanged, statusPatch, type Condition } from '../../shared/map/plan.ts';
 
 const parent: KubeObject = { apiVersion: 'snapshot.outrigger.dev/v1', kind: 'SnapshotSchedule', metadata: { name: 's', namespace: 'ns', uid: 'p-uid', generation: 1 }, spec: { selector: { matchLabels: { app: 'a' } } } };
 const configMaps: ResolvedResource = { group: '', version: 'v1', resource: 'configmaps', kind: 'ConfigMap', namespaced: true };
@@ -119,6 +119,51 @@ describe('a sync pass, decided', () => {
     const status = { observedGeneration: 1, inputs: {}, outputs: {}, conditions: first };
     expect(statusChanged(status, { ...status, conditions: again })).toBe(false);
     expect(statusChanged(status, { ...status, observedGeneration: 2 })).toBe(true);
+  });
+
+  test('property: the status patch, merged into any former status, gives exactly the new status (keys gone are removed)', () => {
+    const counts = fc.dictionary(fc.constantFrom('total', 'ready', 'available', 'degraded'), fc.nat(5));
+    const status = fc.record({
+      observedGeneration: fc.nat(9),
+      inputs: fc.dictionary(fc.constantFrom('configmaps', 'secrets', 'pods'), fc.record({ total: fc.nat(5) })),
+      outputs: fc.dictionary(fc.constantFrom('configmaps', 'gadgets', 'pods'), counts),
+      conditions: fc.constant([] as Condition[]),
+    });
+    // RFC 7386, as the apiserver applies a merge patch.
+    const merge = (target: unknown, patch: unknown): unknown => {
+      if (patch === null || typeof patch !== 'object' || Array.isArray(patch)) return patch;
+      const out: Record<string, unknown> = target && typeof target === 'object' && !Array.isArray(target) ? { ...(target as Record<string, unknown>) } : {};
+      for (const [k, v] of Object.entries(patch)) {
+        if (v === null) delete out[k];
+        else out[k] = merge(out[k], v);
+      }
+      return out;
+    };
+    fc.assert(
+      fc.property(status, status, (before, after) => {
+        const merged = merge(before, statusPatch(before, after)) as typeof after;
+        expect(merged).toEqual(after);
+        expect(statusChanged(merged, after)).toBe(false);
+      }),
+    );
+  });
+
+  test('ownership: fields the field manager holds by an update (a create) become its applied fields; other managers are untouched', () => {
+    const entry = (manager: string, operation: string, fieldsV1: Record<string, unknown>, more: Record<string, unknown> = {}) => ({ manager, operation, apiVersion: 'v1', fieldsType: 'FieldsV1', fieldsV1, time: 't', ...more });
+    const created = cm('a', { managedFields: [entry('outrigger', 'Update', { 'f:data': { '.': {}, 'f:a': {} } }), entry('kubectl-edit', 'Update', { 'f:data': { 'f:b': {} } })] });
+    expect(appliedOwnership(created, 'outrigger')).toEqual([entry('kubectl-edit', 'Update', { 'f:data': { 'f:b': {} } }), { manager: 'outrigger', operation: 'Apply', apiVersion: 'v1', fieldsType: 'FieldsV1', fieldsV1: { 'f:data': { '.': {}, 'f:a': {} } } }]);
+    // An applier's earlier fields and an update's are one set; a status subresource's entry is another story.
+    const both = cm('a', { managedFields: [entry('outrigger', 'Apply', { 'f:data': { 'f:a': {} } }), entry('outrigger', 'Update', { 'f:data': { 'f:c': {} }, 'f:metadata': { 'f:labels': { 'f:x': {} } } }), entry('outrigger', 'Update', { 'f:status': {} }, { subresource: 'status' })] });
+    expect(appliedOwnership(both, 'outrigger')).toEqual([
+      entry('outrigger', 'Update', { 'f:status': {} }, { subresource: 'status' }),
+      { manager: 'outrigger', operation: 'Apply', apiVersion: 'v1', fieldsType: 'FieldsV1', fieldsV1: { 'f:data': { 'f:a': {}, 'f:c': {} }, 'f:metadata': { 'f:labels': { 'f:x': {} } } } },
+    ]);
+    expect(appliedOwnership(cm('a', { managedFields: [entry('outrigger', 'Apply', {})] }), 'outrigger')).toBeUndefined();
+    // An output still held by an update is rewritten even with nothing else changed.
+    const desired = prepareOutputs([cm('a')], { parent, mapKey: 'k', outputKinds: [configMaps] })[0]!;
+    const observed = { ...desired, metadata: { ...desired.metadata, namespace: 'ns', uid: 'u', managedFields: created.metadata.managedFields } };
+    expect(diffOutputs([observed], [desired], 'outrigger').update).toHaveLength(1);
+    expect(diffOutputs([{ ...observed, metadata: { ...observed.metadata, managedFields: [] } }], [desired], 'outrigger').unchanged).toHaveLength(1);
   });
 
   test('property: a resync tick queues each parent exactly once per period (every tick when the period is shorter)', () => {

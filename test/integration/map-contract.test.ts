@@ -1,0 +1,273 @@
+// What MapController guarantees about outputs and status (README "MapController"), on the real apiserver as the
+// `outrigger` identity: outputs are exactly what the hook answered, status shrinks, and the shapes of parent the
+// seed allows (no status subresource, cluster-scoped, several inputs and outputs, detached outputs with and
+// without a tombstone hook). The hooks are a real HTTP server in this process; each parent's answers are set by
+// its test.
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { forgetMapControllers, listMapControllers, mapControllerFor, type ResolvedMapController } from '../../functions/map/controllers.ts';
+import { syncMap, type MapContext } from '../../functions/map/sync.ts';
+import { Hooks } from '../../shared/hooks/index.ts';
+import { connect, forgetDiscovery, gvr, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
+import { applyManifests } from '../../shared/kube/apply.ts';
+import type { SyncKey } from '../../shared/ownership/index.ts';
+import { adminClient, createNamespace, outriggerClient, testbed, uniqueName } from '../testbed/index.ts';
+import { openCrd } from '../testbed/crds.ts';
+import { controllersGrant } from '../testbed/rbac.ts';
+
+const GROUP = 'contract.outrigger.test';
+const configMaps = gvr('', 'v1', 'configmaps');
+const shapers = gvr(GROUP, 'v1', 'shapers');
+const gadgets = gvr(GROUP, 'v1', 'gadgets');
+const seeds = gvr(GROUP, 'v1', 'seeds');
+const bares = gvr(GROUP, 'v1', 'bares');
+const regions = gvr(GROUP, 'v1', 'regions');
+
+interface HookRequest {
+  parent: KubeObject;
+  input?: KubeObject;
+  mapKey: string;
+  outputs: Record<string, Record<string, KubeObject>>;
+}
+type Answer = { status?: number; body: unknown };
+/** Per parent name, how the map and tombstone hooks answer; the default map answer copies a ConfigMap input. */
+const mapAnswers = new Map<string, (req: HookRequest) => Answer>();
+const tombstoneAnswers = new Map<string, (req: HookRequest) => Answer>();
+const calls = { map: 0, tombstone: 0 };
+
+const copyOf = (req: HookRequest, data?: Record<string, string>): KubeObject => ({
+  apiVersion: 'v1',
+  kind: 'ConfigMap',
+  metadata: { name: `${req.input!.metadata.name}-copy`, ...(req.input!.metadata.namespace ? { namespace: req.input!.metadata.namespace } : {}) },
+  data: data ?? ((req.input as { data?: Record<string, string> }).data ?? {}),
+} as KubeObject);
+
+function serve(req: IncomingMessage, res: ServerResponse): void {
+  const chunks: Buffer[] = [];
+  req.on('data', (c: Buffer) => chunks.push(c));
+  req.on('end', () => {
+    const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as HookRequest;
+    const tombstone = req.url === '/tombstone';
+    calls[tombstone ? 'tombstone' : 'map'] += 1;
+    const how = (tombstone ? tombstoneAnswers : mapAnswers).get(body.parent.metadata.name ?? '');
+    const answer = how ? how(body) : tombstone ? { body: { outputs: [] } } : { body: { outputs: [copyOf(body)] } };
+    res.writeHead(answer.status ?? 200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify(answer.body));
+  });
+}
+
+const crd = (kind: string, plural: string, opts: Parameters<typeof openCrd>[3] = {}) => `${openCrd(GROUP, kind, plural, opts)}---`;
+/** `resource` (core v1) or `<apiVersion>/<resource>`. */
+const rule = (r: string) => `{ apiVersion: ${r.includes('/') ? r.slice(0, r.lastIndexOf('/')) : 'v1'}, resource: ${r.slice(r.lastIndexOf('/') + 1)} }`;
+const mapController = (name: string, parents: string, inputs: string[], outputs: string[], tombstone: boolean) => `
+apiVersion: metacontroller.k8s.io/v1alpha1
+kind: MapController
+metadata: { name: ${name} }
+spec:
+  parentResource: { apiVersion: ${GROUP}/v1, resource: ${parents} }
+  inputResources: [${inputs.map(rule).join(', ')}]
+  outputResources: [${outputs.map(rule).join(', ')}]
+  hooks:
+    map: { webhook: { url: "${url}/map" }, timeoutSeconds: 2, retries: 0 }
+    ${tombstone ? `tombstone: { webhook: { url: "${url}/tombstone" }, timeoutSeconds: 2, retries: 0 }` : ''}
+---`;
+
+let server: Server;
+let url: string;
+const controllers: Record<string, ResolvedMapController> = {};
+
+beforeAll(async () => {
+  server = createServer(serve);
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const admin = adminClient();
+  await applyManifests(
+    admin,
+    `${crd('Shaper', 'shapers')}${crd('Gadget', 'gadgets')}${crd('Seed', 'seeds')}${crd('Bare', 'bares', { status: false })}${crd('Region', 'regions', { scope: 'Cluster' })}
+${controllersGrant('outrigger-map-contract-test', [
+  `{ apiGroups: ["${GROUP}"], resources: ["shapers", "bares", "regions"], verbs: ["get", "list", "watch"] }`,
+  `{ apiGroups: ["${GROUP}"], resources: ["shapers/status", "regions/status"], verbs: ["patch"] }`,
+  // A parent without a status subresource has its status written on the object itself.
+  `{ apiGroups: ["${GROUP}"], resources: ["bares"], verbs: ["patch"] }`,
+  `{ apiGroups: ["${GROUP}"], resources: ["seeds"], verbs: ["list", "watch"] }`,
+  `{ apiGroups: ["${GROUP}"], resources: ["gadgets"], verbs: ["list", "watch", "create", "patch", "delete"] }`,
+  `{ apiGroups: [""], resources: ["configmaps"], verbs: ["list", "watch", "create", "patch", "delete"] }`,
+])}---
+${mapController('contract-shaper', 'shapers', ['configmaps', `${GROUP}/v1/seeds`], ['configmaps', `${GROUP}/v1/gadgets`], true)}
+${mapController('contract-bare', 'bares', ['configmaps'], ['configmaps'], false)}
+${mapController('contract-region', 'regions', ['configmaps'], ['configmaps'], false)}
+`,
+  );
+  const kube = outriggerClient();
+  for (const kind of ['Shaper', 'Bare', 'Region']) {
+    for (let i = 0; ; i += 1) {
+      forgetMapControllers();
+      forgetDiscovery(kube);
+      const mc = mapControllerFor(await listMapControllers(kube, 'it'), GROUP, kind);
+      if (mc) {
+        controllers[kind] = mc;
+        break;
+      }
+      if (i > 100) throw new Error(`no MapController for ${kind}: ${JSON.stringify((await listMapControllers(kube, 'it')).invalid)}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+}, 60_000);
+
+afterAll(async () => {
+  await new Promise<void>((r) => server.close(() => r()));
+});
+
+const context = (kube: KubeClient = outriggerClient()): MapContext => ({ kube, hooks: new Hooks({ minRetryDelayMs: 10 }), concurrency: 4 });
+const keyOf = (o: KubeObject, kind: string): SyncKey => ({ cluster: 'it', group: GROUP, kind, namespace: o.metadata.namespace, name: o.metadata.name ?? '', uid: o.metadata.uid ?? '' });
+const writes = (kube: KubeClient) => Object.entries(kube.stats.byVerb).filter(([v]) => !['get', 'list'].includes(v)).reduce((n, [, x]) => n + x, 0);
+const configMap = (name: string, namespace: string, labels: Record<string, string>, data: Record<string, string> = { v: name }) =>
+  adminClient().create(configMaps, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, namespace, labels }, data } as KubeObject);
+const parentOf = (r: typeof shapers, kind: string, name: string, namespace: string | undefined, selector: Record<string, string>) =>
+  adminClient().create(r, { apiVersion: `${GROUP}/v1`, kind, metadata: { name, ...(namespace ? { namespace } : {}) }, spec: { selector: { matchLabels: selector } } } as KubeObject);
+const names = async (ns: string) => (await adminClient().listAll(configMaps, { namespace: ns })).map((c) => c.metadata.name!).filter((n) => n !== 'kube-root-ca.crt').sort();
+
+describe('outputs are exactly what the hook answered', () => {
+  test('a field, label or annotation the hook set at creation and later drops is gone after the next pass; a pass after that writes nothing', async () => {
+    const ns = await createNamespace('contract');
+    await configMap('in', ns, { app: 'drop' });
+    const parent = await parentOf(shapers, 'Shaper', 'dropper', ns, { app: 'drop' });
+    let full = true;
+    mapAnswers.set('dropper', (req) => {
+      const out = copyOf(req, full ? { keep: '1', drop: '2' } : { keep: '1' });
+      if (full) out.metadata = { ...out.metadata, labels: { tier: 'x' }, annotations: { note: 'y' } };
+      return { body: { outputs: [out] } };
+    });
+    const kube = outriggerClient();
+    expect(await syncMap(context(kube), controllers.Shaper!, keyOf(parent, 'Shaper'))).toMatchObject({ created: 1, problems: [] });
+    expect((await adminClient().get(configMaps, 'in-copy', ns)).data).toEqual({ keep: '1', drop: '2' });
+    full = false;
+    expect(await syncMap(context(kube), controllers.Shaper!, keyOf(parent, 'Shaper'))).toMatchObject({ updated: 1, problems: [] });
+    const after = await adminClient().get(configMaps, 'in-copy', ns);
+    expect(after.data).toEqual({ keep: '1' });
+    expect(after.metadata.labels?.tier).toBeUndefined();
+    expect(after.metadata.annotations?.note).toBeUndefined();
+    kube.stats.reset();
+    expect(await syncMap(context(kube), controllers.Shaper!, keyOf(parent, 'Shaper'))).toMatchObject({ updated: 0, created: 0, statusWritten: false });
+    expect(writes(kube)).toBe(0);
+  });
+
+  test('a field another manager added to an output is left alone; a field the hook sets and someone changed is set back', async () => {
+    const ns = await createNamespace('contract');
+    await configMap('in', ns, { app: 'drift' });
+    const parent = await parentOf(shapers, 'Shaper', 'drifter', ns, { app: 'drift' });
+    mapAnswers.set('drifter', (req) => ({ body: { outputs: [copyOf(req, { mine: 'a' })] } }));
+    const ctx = context();
+    await syncMap(ctx, controllers.Shaper!, keyOf(parent, 'Shaper'));
+    // As a person would, under a field manager of their own (the admin client's default is Outrigger's).
+    const person = connect({ kind: 'kubeconfig', path: testbed().kubeconfigs.admin }, { fieldManager: 'kubectl-edit' });
+    await person.patch(configMaps, 'in-copy', ns, { data: { mine: 'changed', theirs: 'b' } }, 'merge');
+    expect(await syncMap(ctx, controllers.Shaper!, keyOf(parent, 'Shaper'))).toMatchObject({ updated: 1, problems: [] });
+    expect((await adminClient().get(configMaps, 'in-copy', ns)).data).toEqual({ mine: 'a', theirs: 'b' });
+  });
+});
+
+describe('status shrinks', () => {
+  test('a count that no output has any more is removed, and the pass after the shrink writes nothing', async () => {
+    const ns = await createNamespace('contract');
+    await configMap('in', ns, { app: 'shrink' });
+    const parent = await parentOf(shapers, 'Shaper', 'shrinker', ns, { app: 'shrink' });
+    let gadget = true;
+    mapAnswers.set('shrinker', (req) => ({ body: { outputs: [copyOf(req), ...(gadget ? [{ apiVersion: `${GROUP}/v1`, kind: 'Gadget', metadata: { name: 'g' }, spec: {} }] : [])] } }));
+    const kube = outriggerClient();
+    const ctx = context(kube);
+    await syncMap(ctx, controllers.Shaper!, keyOf(parent, 'Shaper'));
+    await adminClient().patch(gadgets, 'g', ns, { status: { conditions: [{ type: 'Ready', status: 'True' }] } }, 'merge', { subresource: 'status' });
+    await syncMap(ctx, controllers.Shaper!, keyOf(parent, 'Shaper'));
+    const status = async () => (await adminClient().get(shapers, 'shrinker', ns)).status as { inputs: Record<string, unknown>; outputs: Record<string, Record<string, number>> };
+    expect((await status()).outputs.gadgets).toEqual({ total: 1, ready: 1 });
+    gadget = false;
+    expect(await syncMap(ctx, controllers.Shaper!, keyOf(parent, 'Shaper'))).toMatchObject({ deleted: 1, statusWritten: true });
+    expect((await status()).outputs.gadgets).toEqual({ total: 0 });
+    kube.stats.reset();
+    expect(await syncMap(ctx, controllers.Shaper!, keyOf(parent, 'Shaper'))).toMatchObject({ statusWritten: false });
+    expect(writes(kube)).toBe(0);
+  });
+});
+
+describe('parents and hooks the seed allows', () => {
+  test('several input and output resources: one hook call per input of every input kind; outputs of every kind, counted per kind', async () => {
+    const ns = await createNamespace('contract');
+    await configMap('cm-in', ns, { app: 'multi' });
+    await adminClient().create(seeds, { apiVersion: `${GROUP}/v1`, kind: 'Seed', metadata: { name: 'seed-in', namespace: ns, labels: { app: 'multi' } }, spec: {} } as KubeObject);
+    const parent = await parentOf(shapers, 'Shaper', 'multi', ns, { app: 'multi' });
+    mapAnswers.set('multi', (req) => ({
+      body: { outputs: [copyOf(req, { from: req.input!.kind! }), { apiVersion: `${GROUP}/v1`, kind: 'Gadget', metadata: { name: `${req.input!.metadata.name}-gadget` }, spec: { from: req.input!.kind } }] },
+    }));
+    const result = await syncMap(context(), controllers.Shaper!, keyOf(parent, 'Shaper'));
+    expect(result).toMatchObject({ inputs: 2, hookCalls: 2, created: 4, problems: [] });
+    expect((await adminClient().get(configMaps, 'seed-in-copy', ns)).data).toEqual({ from: 'Seed' });
+    expect((await adminClient().get(gadgets, 'cm-in-gadget', ns)).spec).toEqual({ from: 'ConfigMap' });
+    expect((await adminClient().get(shapers, 'multi', ns)).status).toMatchObject({ inputs: { configmaps: { total: 1 }, seeds: { total: 1 } }, outputs: { configmaps: { total: 2 }, gadgets: { total: 2 } } });
+  });
+
+  test('a parent kind without a status subresource: status is written on the object, once; the parent is not re-synced by its own write', async () => {
+    const ns = await createNamespace('contract');
+    await configMap('in', ns, { app: 'bare' });
+    const parent = await parentOf(bares, 'Bare', 'bare', ns, { app: 'bare' });
+    const kube = outriggerClient();
+    expect(await syncMap(context(kube), controllers.Bare!, keyOf(parent, 'Bare'))).toMatchObject({ created: 1, problems: [], statusWritten: true });
+    const after = await adminClient().get(bares, 'bare', ns);
+    expect(after.status).toMatchObject({ inputs: { configmaps: { total: 1 } }, outputs: { configmaps: { total: 1 } } });
+    // Without a status subresource every write bumps the generation: the status must name the generation it made.
+    expect((after.status as { observedGeneration: number }).observedGeneration).toBe(after.metadata.generation);
+    kube.stats.reset();
+    expect(await syncMap(context(kube), controllers.Bare!, keyOf(after, 'Bare'))).toMatchObject({ statusWritten: false });
+    expect(writes(kube)).toBe(0);
+  });
+
+  test('a cluster-scoped parent: inputs from every namespace, namespaced outputs beside them', async () => {
+    const [a, b] = [await createNamespace('contract'), await createNamespace('contract')];
+    const app = uniqueName('region');
+    await configMap('in', a, { app });
+    await configMap('in', b, { app });
+    const parent = await parentOf(regions, 'Region', uniqueName('region'), undefined, { app });
+    const result = await syncMap(context(), controllers.Region!, keyOf(parent, 'Region'));
+    expect(result).toMatchObject({ inputs: 2, created: 2, problems: [] });
+    expect(await names(a)).toEqual(['in', 'in-copy']);
+    expect(await names(b)).toEqual(['in', 'in-copy']);
+    expect((await adminClient().get(regions, parent.metadata.name!)).status).toMatchObject({ inputs: { configmaps: { total: 2 } }, outputs: { configmaps: { total: 2 } } });
+  });
+
+  test('detached outputs without a tombstone hook are deleted', async () => {
+    const ns = await createNamespace('contract');
+    await configMap('gone', ns, { app: 'detach' });
+    await configMap('stays', ns, { app: 'detach' });
+    const parent = await parentOf(bares, 'Bare', 'detach', ns, { app: 'detach' });
+    const ctx = context();
+    await syncMap(ctx, controllers.Bare!, keyOf(parent, 'Bare'));
+    await adminClient().delete(configMaps, 'gone', ns);
+    expect(await syncMap(ctx, controllers.Bare!, keyOf(parent, 'Bare'))).toMatchObject({ deleted: 1, detachedKept: 0, problems: [] });
+    expect(await names(ns)).toEqual(['stays', 'stays-copy']);
+  });
+
+  test('a failing tombstone hook: its detached outputs are kept, the problem is reported, the other inputs go on', async () => {
+    const ns = await createNamespace('contract');
+    await configMap('gone', ns, { app: 'tomb' });
+    await configMap('stays', ns, { app: 'tomb' });
+    const parent = await parentOf(shapers, 'Shaper', 'tomb', ns, { app: 'tomb' });
+    const ctx = context();
+    await syncMap(ctx, controllers.Shaper!, keyOf(parent, 'Shaper'));
+    await adminClient().delete(configMaps, 'gone', ns);
+    await adminClient().patch(configMaps, 'stays', ns, { data: { v: 'new' } }, 'merge');
+    tombstoneAnswers.set('tomb', () => ({ status: 500, body: { error: 'down' } }));
+    const before = calls.tombstone;
+    const result = await syncMap(ctx, controllers.Shaper!, keyOf(parent, 'Shaper'));
+    expect(calls.tombstone).toBe(before + 1);
+    expect(result).toMatchObject({ deleted: 0, updated: 1 });
+    expect(result.problems).toEqual([expect.objectContaining({ what: 'detached outputs', reason: 'HookHTTPError' })]);
+    expect(await names(ns)).toEqual(['gone-copy', 'stays', 'stays-copy']);
+    expect((await adminClient().get(configMaps, 'stays-copy', ns)).data).toEqual({ v: 'new' });
+    const synced = ((await adminClient().get(shapers, 'tomb', ns)).status as { conditions: Array<{ type: string; status: string; reason: string }> }).conditions.find((c) => c.type === 'Synced');
+    expect(synced).toMatchObject({ status: 'False', reason: 'HookHTTPError' });
+    // The hook recovers and keeps nothing: the detached output goes.
+    tombstoneAnswers.set('tomb', () => ({ body: { outputs: [] } }));
+    expect(await syncMap(ctx, controllers.Shaper!, keyOf(parent, 'Shaper'))).toMatchObject({ deleted: 1, problems: [] });
+    expect(await names(ns)).toEqual(['stays', 'stays-copy']);
+  });
+});
