@@ -39,11 +39,17 @@ const storageSchema = z.strictObject({
         z.refine((rs) => new Set(rs.map((r) => r.id)).size === rs.length, 'reporter ids must be unique'),
       ),
   ),
+  /**
+   * For apiservers reachable only through one endpoint (a load balancer): discovery is sampled over this many
+   * fresh connections per poll, and migrations wait on the control plane's stability (README: "Storage version
+   * migration", one endpoint). Not with `reporters`, which reach each apiserver.
+   */
+  samples: z.optional(z.int().check(z.minimum(2), z.maximum(16))),
   migrations: z._default(z.enum(['outrigger', 'in-tree']), 'outrigger'),
   /** The migrator's own access, where it differs (the local runtime's migrator identity); in AWS its IAM role decides. */
   migratorAccess: z.optional(accessSchema),
   groups: z.optional(z.array(z.string())),
-});
+}).check(z.refine((s) => !(s.samples && s.reporters), { message: 'samples is for one endpoint; with reporters, each apiserver has its own', path: ['samples'] }));
 export type StorageConfig = z.infer<typeof storageSchema>;
 
 /** Lambda's bounds on an SQS event source's maximum concurrency (ScalingConfig.MaximumConcurrency). */
@@ -59,6 +65,14 @@ const maxConcurrencySchema = z
     z.lte(MAX_CONCURRENCY_BOUNDS.max, `must be at most ${MAX_CONCURRENCY_BOUNDS.max}: Lambda's highest maximum concurrency for an SQS event source`),
   );
 
+/**
+ * An IAM role or user, by ARN (a role's path may be given or left out: an assumed-role session names only the
+ * role's name, which is unique in its account whatever the path).
+ */
+const iamPrincipalSchema = z
+  .string()
+  .check(z.regex(/^arn:aws[a-z-]*:iam::\d{12}:(role|user)\/[\w+=,.@/-]{1,512}$/, 'must be an IAM role or user ARN (arn:aws:iam::<account>:role/<name>)'));
+
 export const clusterConfigSchema = z.strictObject({
   id: clusterIdSchema,
   access: accessSchema,
@@ -69,11 +83,33 @@ export const clusterConfigSchema = z.strictObject({
    * DEFAULT_MAX_CONCURRENCY.
    */
   maxConcurrency: z.optional(maxConcurrencySchema),
+  /**
+   * Who may send this cluster's events to the ingest URL: the IAM roles (or users) its signing proxy runs as. A
+   * caller speaks only for the clusters naming it; a cluster naming none takes no events through the ingest.
+   */
+  ingestPrincipals: z.optional(z.array(iamPrincipalSchema)),
 });
 export type ClusterConfig = z.infer<typeof clusterConfigSchema>;
 
 export function maxConcurrency(config: Pick<ClusterConfig, 'maxConcurrency'>): number {
   return config.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY;
+}
+
+/**
+ * Whether the Function URL's caller (its request's requestContext.authorizer.iam.userArn) is the configured
+ * principal: the same ARN, or a session of the configured role (`arn:aws:sts::<account>:assumed-role/<name>/<session>`).
+ */
+export function isPrincipal(configured: string, caller: string): boolean {
+  if (configured === caller) return true;
+  const session = /^arn:(aws[a-z-]*):sts::(\d{12}):assumed-role\/([^/]+)\/[^/]+$/.exec(caller);
+  const role = /^arn:(aws[a-z-]*):iam::(\d{12}):role\/(?:.*\/)?([^/]+)$/.exec(configured);
+  return session !== null && role !== null && session[1] === role[1] && session[2] === role[2] && session[3] === role[3];
+}
+
+/** The clusters whose events `caller` may send to the ingest URL; none for a caller not named, or no caller. */
+export function ingestClustersOf(configs: readonly Pick<ClusterConfig, 'id' | 'ingestPrincipals'>[], caller: string | undefined): Set<string> {
+  if (caller === undefined) return new Set();
+  return new Set(configs.filter((c) => (c.ingestPrincipals ?? []).some((p) => isPrincipal(p, caller))).map((c) => c.id));
 }
 
 /** Parses the cluster configuration (a JSON array). Errors name the cluster entry and field. */
@@ -149,9 +185,11 @@ export class Clusters {
   }
 
   /** The storage poll's reporters: the configured apiserver endpoints, or the cluster's own server as `apiserver`. */
-  reporters(id: string): Array<{ id: string; client: KubeClient }> {
+  reporters(id: string): Array<{ id: string; client: KubeClient; sample?: () => KubeClient }> {
     const config = this.config(id);
     const configured = config.storage?.reporters;
+    // A client of its own per sample: its own keep-alive agent, so a new connection the load balancer places anew.
+    if (config.storage?.samples) return [{ id: 'apiserver', client: this.client(id), sample: () => connect(config.access as ClusterAccess, this.options) }];
     if (!configured) return [{ id: 'apiserver', client: this.client(id) }];
     return configured.map((r) => {
       const server = r.server;

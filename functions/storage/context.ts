@@ -21,6 +21,8 @@ export const storageStates = gvr(MIGRATION_GROUP, MIGRATION_VERSION, 'storagesta
 export const migrations = gvr(MIGRATION_GROUP, MIGRATION_VERSION, 'storageversionmigrations');
 export const inTreeMigrations = gvr(IN_TREE_GROUP, IN_TREE_VERSION, 'storageversionmigrations');
 export const EPOCH_ANNOTATION = 'outrigger.dev/storage-epoch';
+/** A sampled control plane's generation when the migration was made (shared/storage/control-plane.ts). */
+export const CONTROL_PLANE_ANNOTATION = 'outrigger.dev/control-plane-generation';
 
 export interface StorageContext {
   cluster: string;
@@ -36,6 +38,12 @@ export interface StorageContext {
   periodMs: number;
   now: () => Date;
   log?: (message: string, fields?: Record<string, unknown>) => void;
+  /**
+   * Set where the apiservers sit behind one endpoint (README: "Storage version migration", one endpoint): the
+   * poll samples discovery over this many fresh connections, and the leader waits on the control plane's
+   * stability (shared/storage/control-plane.ts).
+   */
+  samples?: number | undefined;
   /** Hands migrations to Outrigger's migrator (the leader's step queues stranded ones); absent, nothing is queued. */
   queueMigrations?: (migrations: readonly StorageVersionMigration[], cause: string) => Promise<void>;
 }
@@ -46,6 +54,8 @@ export const migrationResource = (ctx: Pick<StorageContext, 'mode'>) => (ctx.mod
 export const epochKey = (cluster: string, stateName: string) => ({ cluster, kind: 'storage-epoch', name: stateName });
 export const decisionKey = (cluster: string, stateName: string) => ({ cluster, kind: 'storage-decision', name: stateName });
 export const LEADER_LEASE = 'storage-leader';
+/** What Outrigger remembers of a sampled control plane. */
+export const controlPlaneKey = (cluster: string) => ({ cluster, kind: 'storage-control-plane', name: 'control-plane' });
 
 export function stateNameOfMigration(m: StorageVersionMigration): string {
   return storageStateName({ group: m.spec.resource.group ?? '', resource: m.spec.resource.resource });
@@ -54,12 +64,14 @@ export function stateNameOfMigration(m: StorageVersionMigration): string {
 export function viewOf(m: StorageVersionMigration, state: StorageState): MigrationView {
   const phase = phaseOf(m);
   const epoch = Number(m.metadata.annotations?.[EPOCH_ANNOTATION]);
+  const generation = Number(m.metadata.annotations?.[CONTROL_PLANE_ANNOTATION]);
   return {
     name: m.metadata.name ?? '',
     uid: m.metadata.uid ?? '',
     owned: controllerOf(m)?.uid === state.metadata.uid,
     hash: m.metadata.annotations?.[HASH_ANNOTATION],
     epoch: Number.isInteger(epoch) ? epoch : undefined,
+    controlPlaneGeneration: Number.isInteger(generation) ? generation : undefined,
     phase,
     phaseTime: phaseTime(m, phase),
   };

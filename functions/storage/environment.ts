@@ -13,6 +13,7 @@ export function storageContext(env: Environment, cluster: string, holder: string
     holder,
     reporters: env.clusters.reporters(cluster).map((r) => r.id),
     mode: config.storage?.migrations ?? 'outrigger',
+    samples: config.storage?.samples,
     periodMs: DEFAULT_PERIOD_MS,
     now: () => new Date(),
     ...(log ? { log } : {}),

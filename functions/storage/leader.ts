@@ -21,12 +21,15 @@ import {
   PERSISTED_ANNOTATION,
   phaseOf,
   STATE_LABEL,
+  unstableReason,
+  type ControlPlaneRecord,
   type Decision,
+  type DecideInput,
   type MigrationView,
   type StorageState,
   type StorageVersionMigration,
 } from '../../shared/storage/index.ts';
-import { decisionKey, EPOCH_ANNOTATION, epochKey, LEADER_LEASE, migrationResource, stateNameOfMigration, storageStates, viewOf, type StorageContext } from './context.ts';
+import { CONTROL_PLANE_ANNOTATION, controlPlaneKey, decisionKey, EPOCH_ANNOTATION, epochKey, LEADER_LEASE, migrationResource, stateNameOfMigration, storageStates, viewOf, type StorageContext } from './context.ts';
 
 const LEASE_TTL_MS = 60_000;
 /** Stop acting with this much of the lease left: a Kubernetes write must land before a successor can act. */
@@ -104,7 +107,7 @@ export async function lead(ctx: StorageContext, opts: { states?: readonly Storag
   result.term = lease.term;
   const hold = new Hold(ctx, lease);
   try {
-    const [states, all] = await Promise.all([opts.states ?? ctx.kube.listAll<StorageState>(storageStates), listMigrations(ctx, opts.states)]);
+    const [states, all, controlPlane] = await Promise.all([opts.states ?? ctx.kube.listAll<StorageState>(storageStates), listMigrations(ctx, opts.states), sampledControlPlane(ctx)]);
     const byState = new Map<string, StorageVersionMigration[]>();
     for (const m of all) {
       const name = stateNameOfMigration(m);
@@ -119,7 +122,7 @@ export async function lead(ctx: StorageContext, opts: { states?: readonly Storag
           if (hold.lost) return;
           result.states += 1;
           try {
-            await leadOne(ctx, hold, s, byState.get(s.metadata.name ?? '') ?? [], result);
+            await leadOne(ctx, hold, s, byState.get(s.metadata.name ?? '') ?? [], result, controlPlane);
           } catch (err) {
             if (err instanceof LeaseLostError) hold.lost = true;
             throw err;
@@ -141,7 +144,14 @@ export async function lead(ctx: StorageContext, opts: { states?: readonly Storag
   return result;
 }
 
-async function leadOne(ctx: StorageContext, hold: Hold, listed: StorageState, migrations: StorageVersionMigration[], result: LeadResult): Promise<void> {
+/** A sampled control plane's generation and stability (one DynamoDB read a step); undefined where reporters are per apiserver. */
+async function sampledControlPlane(ctx: StorageContext): Promise<DecideInput['controlPlane']> {
+  if (!ctx.samples) return undefined;
+  const record = (await ctx.state.records.get<ControlPlaneRecord>(controlPlaneKey(ctx.cluster)))?.value;
+  return { generation: record?.generation ?? 0, unstable: unstableReason(record, ctx.now(), ctx.periodMs) };
+}
+
+async function leadOne(ctx: StorageContext, hold: Hold, listed: StorageState, migrations: StorageVersionMigration[], result: LeadResult, controlPlane: DecideInput['controlPlane']): Promise<void> {
   let state = listed;
   let epoch = Number.NaN;
   // Only a state with something to migrate, or a migration in flight, needs its epoch (a DynamoDB read).
@@ -152,7 +162,7 @@ async function leadOne(ctx: StorageContext, hold: Hold, listed: StorageState, mi
     state = await ctx.kube.get<StorageState>(storageStates, state.metadata.name ?? '');
   }
   const views = migrations.map((m) => viewOf(m, state));
-  const decision = decide({ state, reporters: ctx.reporters, migrations: views, epoch, now: ctx.now(), periodMs: ctx.periodMs });
+  const decision = decide({ state, reporters: ctx.reporters, migrations: views, epoch, now: ctx.now(), periodMs: ctx.periodMs, controlPlane });
   if (decision.action === 'none') return;
   await act(ctx, hold, state, decision, result);
 }
@@ -184,7 +194,12 @@ async function act(ctx: StorageContext, hold: Hold, state: StorageState, d: Excl
     const meta = {
       name: mname,
       ownerReferences: [newControllerRef(state)],
-      annotations: { [HASH_ANNOTATION]: d.hash, [EPOCH_ANNOTATION]: String(d.epoch), [PERSISTED_ANNOTATION]: JSON.stringify(d.persisted) },
+      annotations: {
+        [HASH_ANNOTATION]: d.hash,
+        [EPOCH_ANNOTATION]: String(d.epoch),
+        [PERSISTED_ANNOTATION]: JSON.stringify(d.persisted),
+        ...(d.controlPlaneGeneration === undefined ? {} : { [CONTROL_PLANE_ANNOTATION]: String(d.controlPlaneGeneration) }),
+      },
       // Outrigger's migrator runs only the migrations that carry its label; a migration's event lists its
       // state's migrations by the state's.
       labels: { [STATE_LABEL]: state.metadata.uid ?? '', ...(ctx.mode === 'outrigger' ? { [MIGRATOR_LABEL]: MIGRATOR_LABEL_VALUE } : {}) },

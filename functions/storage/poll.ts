@@ -5,10 +5,14 @@
 // heartbeatPatch), so reporters heartbeating into one state at once do not conflict with each other.
 // A hash change increments the resource's epoch in DynamoDB before the status is written, so a migration made
 // before it can never narrow persisted. Then the leader step runs (see leader.ts).
+// Where the apiservers sit behind one endpoint, the one reporter samples discovery over several fresh
+// connections and reads the apiservers' identity leases: every hash any sample saw is reported (so persisted
+// holds each), and the control plane's record moves on any change (shared/storage/control-plane.ts).
 import pLimit from 'p-limit';
-import { apiVersionOf, discoverStorageVersions, isKubeError, type KubeClient, type StorageDiscovery, type StorageVersionEntry } from '../../shared/kube/index.ts';
-import { heartbeatPatch, isStale, report, storageStateName, type StorageState } from '../../shared/storage/index.ts';
-import { epochKey, storageStates, type StorageContext } from './context.ts';
+import { apiVersionOf, discoverStorageVersions, isKubeError, Resources, type KubeClient, type KubeObject, type StorageDiscovery, type StorageVersionEntry } from '../../shared/kube/index.ts';
+import { VersionConflictError } from '../../shared/state/index.ts';
+import { heartbeatPatch, isStale, mergeSamples, observeControlPlane, report, storageStateName, type ControlPlaneRecord, type SampledResource, type StorageState } from '../../shared/storage/index.ts';
+import { controlPlaneKey, epochKey, storageStates, type StorageContext } from './context.ts';
 import { lead, type LeadResult } from './leader.ts';
 
 export interface PollResult {
@@ -29,19 +33,31 @@ export interface PollResult {
 const WRITE_CONCURRENCY = 16;
 const CAS_ATTEMPTS = 6;
 
-export async function pollReporter(
-  ctx: StorageContext,
-  reporter: { id: string; client: KubeClient },
-  opts: { groups?: readonly string[] | undefined; lead?: boolean } = {},
-): Promise<PollResult> {
+/** A reporter: its id and client; `sample` makes a client on a fresh connection (one endpoint, sampled). */
+export interface Reporter {
+  id: string;
+  client: KubeClient;
+  sample?: (() => KubeClient) | undefined;
+}
+
+export async function pollReporter(ctx: StorageContext, reporter: Reporter, opts: { groups?: readonly string[] | undefined; lead?: boolean } = {}): Promise<PollResult> {
   const now = ctx.now();
   const started = Date.now();
-  const [discovery, listed] = await Promise.all([discoverStorageVersions(reporter.client, { groups: opts.groups }), ctx.kube.listAll<StorageState>(storageStates)]);
+  const [discovery, listed] = await Promise.all([discover(ctx, reporter, opts.groups, now), ctx.kube.listAll<StorageState>(storageStates)]);
   const existing = new Map(listed.map((s) => [s.metadata.name ?? '', s]));
   const result: PollResult = { reporter: reporter.id, resources: discovery.resources.length, created: 0, changed: 0, heartbeats: 0, reset: 0, conflicts: 0, failedGroups: discovery.failed };
   for (const f of discovery.failed) ctx.log?.('discovery failed for a group version; resources served only there keep their last heartbeat', { reporter: reporter.id, ...f });
   const limit = pLimit(WRITE_CONCURRENCY);
-  const reported = await Promise.all(discovery.resources.map((r) => limit(() => reportResource(ctx, reporter.id, r, existing.get(storageStateName(r)), now, result))));
+  const reported = await Promise.all(
+    discovery.resources.map((r) =>
+      limit(async () => {
+        // Each hash a sample saw, in turn: persisted gains every one of them.
+        let state = existing.get(storageStateName(r));
+        for (const hash of r.hashes) state = await reportResource(ctx, reporter.id, { ...r, storageVersionHash: hash }, state, now, result);
+        return state!;
+      }),
+    ),
+  );
   result.reportMs = Date.now() - started;
   if (opts.lead !== false) {
     const leading = Date.now();
@@ -50,6 +66,40 @@ export async function pollReporter(
     result.leaderMs = Date.now() - leading;
   }
   return result;
+}
+
+/**
+ * The reporter's discovery: one read, or with `ctx.samples` that many over fresh connections, merged, with the
+ * apiservers' identities recorded in the control plane's record (a compare-and-set).
+ */
+async function discover(ctx: StorageContext, reporter: Reporter, groups: readonly string[] | undefined, now: Date): Promise<{ resources: SampledResource[]; failed: StorageDiscovery['failed'] }> {
+  if (!ctx.samples || !reporter.sample) {
+    const one = await discoverStorageVersions(reporter.client, { groups });
+    return { resources: one.resources.map((r) => ({ ...r, hashes: [r.storageVersionHash] })), failed: one.failed };
+  }
+  const clients = Array.from({ length: ctx.samples }, () => reporter.sample!());
+  const [samples, identities] = await Promise.all([Promise.all(clients.map((c) => discoverStorageVersions(c, { groups }))), apiserverIdentities(reporter.client)]);
+  const merged = mergeSamples(samples.map((s) => s.resources));
+  for (let attempt = 1; ; attempt += 1) {
+    const previous = await ctx.state.records.get<ControlPlaneRecord>(controlPlaneKey(ctx.cluster));
+    const next = observeControlPlane(previous?.value, { identities, disagreeing: merged.disagreeing }, now);
+    if (next === previous?.value) break;
+    try {
+      await ctx.state.records.put(controlPlaneKey(ctx.cluster), next, previous?.version ?? 'absent');
+      ctx.log?.('control plane changed', { generation: next.generation, identities: next.identities.length, disagreeing: merged.disagreeing.slice(0, 10) });
+      break;
+    } catch (err) {
+      // Another poll wrote first: observe again on top of what it wrote.
+      if (!(err instanceof VersionConflictError) || attempt >= CAS_ATTEMPTS) throw err;
+    }
+  }
+  return { resources: merged.resources, failed: samples.flatMap((s) => s.failed) };
+}
+
+/** The apiservers' identity leases in kube-system, as `<lease>/<holder>`: a restarted apiserver holds its lease anew. */
+async function apiserverIdentities(kube: KubeClient): Promise<string[]> {
+  const leases = await kube.listAll<KubeObject & { spec?: { holderIdentity?: string } }>(Resources.leases, { namespace: 'kube-system', labelSelector: 'apiserver.kubernetes.io/identity=kube-apiserver' });
+  return leases.map((l) => `${l.metadata.name ?? ''}/${l.spec?.holderIdentity ?? ''}`);
 }
 
 /** Writes this reporter's entry; returns the state as written. */

@@ -91,5 +91,6 @@ export const Resources = {
   pods: gvr('', 'v1', 'pods'),
   serviceAccounts: gvr('', 'v1', 'serviceaccounts'),
   controllerRevisions: gvr('apps', 'v1', 'controllerrevisions'),
+  leases: gvr('coordination.k8s.io', 'v1', 'leases'),
   customResourceDefinitions: gvr('apiextensions.k8s.io', 'v1', 'customresourcedefinitions'),
 } as const;

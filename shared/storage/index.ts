@@ -3,3 +3,4 @@ export * from './api.ts';
 export * from './trigger.ts';
 export { storageVersionHash } from './hash.ts';
 export * from './migrator.ts';
+export * from './control-plane.ts';

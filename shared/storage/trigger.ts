@@ -106,6 +106,8 @@ export interface MigrationView {
   phase: MigrationPhase;
   /** When it reached its phase (for Failed: when to retry). */
   phaseTime?: string | undefined;
+  /** A sampled control plane's generation when it was made (shared/storage/control-plane.ts). */
+  controlPlaneGeneration?: number | undefined;
 }
 
 export interface DecideInput {
@@ -117,12 +119,17 @@ export interface DecideInput {
   epoch: number;
   now: Date;
   periodMs?: number;
+  /**
+   * For a control plane reached through one endpoint only: its generation, and why it is not yet stable
+   * (shared/storage/control-plane.ts). Absent where every apiserver has a reporter of its own.
+   */
+  controlPlane?: { generation: number; unstable?: string | undefined } | undefined;
 }
 
 export type Decision =
   | { action: 'none'; reason: string; cancel?: never }
   | { action: 'cancel'; reason: string; cancel: MigrationView[] }
-  | { action: 'create'; reason: string; hash: string; epoch: number; persisted: string[]; cancel: MigrationView[] }
+  | { action: 'create'; reason: string; hash: string; epoch: number; persisted: string[]; cancel: MigrationView[]; controlPlaneGeneration?: number | undefined }
   | { action: 'narrow'; reason: string; hash: string; migration: MigrationView; cancel?: never };
 
 /** The persisted hashes, with an empty or missing list read as Unknown (the seed's default). */
@@ -147,12 +154,14 @@ export function decide(input: DecideInput): Decision {
   const ours = input.migrations.filter((m) => m.owned);
   const pending = ours.filter((m) => !isTerminal(m.phase));
 
+  const unstable = input.controlPlane?.unstable;
+  if (unstable) return pending.length ? { action: 'cancel', reason: unstable, cancel: pending } : { action: 'none', reason: unstable };
   if (hashes.size !== 1) {
     if (pending.length) return { action: 'cancel', reason: entries.length ? `reporters disagree (${[...hashes].join(', ')})` : 'no reporter has reported', cancel: pending };
     return { action: 'none', reason: entries.length ? `reporters disagree (${[...hashes].join(', ')})` : 'no reporter has reported' };
   }
   const hash = [...hashes][0]!;
-  const fits = (m: MigrationView) => m.hash === hash && m.epoch === input.epoch;
+  const fits = (m: MigrationView) => m.hash === hash && m.epoch === input.epoch && m.controlPlaneGeneration === input.controlPlane?.generation;
   const outdated = pending.filter((m) => !fits(m));
   const waitOr = (reason: string): Decision => (outdated.length ? { action: 'cancel', reason: `${reason}; cancelling migrations made for another state`, cancel: outdated } : { action: 'none', reason });
 
@@ -177,7 +186,15 @@ export function decide(input: DecideInput): Decision {
     const failedAt = Date.parse(failed.phaseTime ?? '');
     if (Number.isFinite(failedAt) && failedAt > freshAfter) return waitOr(`migration ${failed.name} failed; retrying one period after`);
   }
-  return { action: 'create', reason: persisted.includes(UNKNOWN) ? 'what is stored is unknown' : `stored versions ${persisted.join(', ')}`, hash, epoch: input.epoch, persisted: [...persisted], cancel: ours };
+  return {
+    action: 'create',
+    reason: persisted.includes(UNKNOWN) ? 'what is stored is unknown' : `stored versions ${persisted.join(', ')}`,
+    hash,
+    epoch: input.epoch,
+    persisted: [...persisted],
+    cancel: ours,
+    ...(input.controlPlane ? { controlPlaneGeneration: input.controlPlane.generation } : {}),
+  };
 }
 
 /**

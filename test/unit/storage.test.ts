@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { conditionsFor, decide, heartbeatPatch, isStale, migrationName, phaseOf, report, rfc3339, storageStateName, storageVersionHash, UNKNOWN, type StorageState } from '../../shared/storage/index.ts';
+import { conditionsFor, decide, heartbeatPatch, isStale, mergeSamples, migrationName, observeControlPlane, phaseOf, unstableReason, report, rfc3339, storageStateName, storageVersionHash, UNKNOWN, type StorageState } from '../../shared/storage/index.ts';
 import { minute, PERIOD, Sim } from './storage-sim.ts';
 
 describe('storage version hash and names', () => {
@@ -374,5 +374,49 @@ describe('property: persisted hashes cover every encoding in storage', () => {
         return again.action === 'none';
       }),
     );
+  });
+});
+
+describe('a control plane reached through one endpoint (sampled)', () => {
+  const t = (minute: number) => new Date(Date.UTC(2026, 0, 1, 0, minute));
+  const period = 10 * 60_000;
+
+  test('its generation moves on any change of identities and any disagreement, and stability waits a full period', () => {
+    const first = observeControlPlane(undefined, { identities: ['b/2', 'a/1'], disagreeing: [] }, t(0));
+    expect(first).toEqual({ identities: ['a/1', 'b/2'], generation: 1, stableSince: '2026-01-01T00:00:00Z' });
+    expect(unstableReason(undefined, t(0), period)).toMatch(/not been observed/);
+    expect(unstableReason(first, t(9), period)).toMatch(/waiting for a stable period/);
+    expect(unstableReason(first, t(10), period)).toBeUndefined();
+    // Same identities, in another order, agreeing: the very record, unchanged.
+    expect(observeControlPlane(first, { identities: ['a/1', 'b/2'], disagreeing: [] }, t(10))).toBe(first);
+    // A restarted apiserver holds its lease anew.
+    expect(observeControlPlane(first, { identities: ['a/1', 'b/3'], disagreeing: [] }, t(12))).toMatchObject({ generation: 2, stableSince: '2026-01-01T00:12:00Z' });
+    expect(observeControlPlane(first, { identities: ['a/1', 'b/2'], disagreeing: ['deviceclasses.resource.k8s.io'] }, t(12))).toMatchObject({ generation: 2 });
+  });
+
+  test('samples merge per resource with every hash seen', () => {
+    const entry = (resource: string, hash: string) => ({ group: 'g', version: 'v1', resource, kind: 'K', storageVersionHash: hash });
+    const merged = mergeSamples([[entry('a', 'h1'), entry('b', 'x')], [entry('a', 'h2'), entry('b', 'x')], [entry('a', 'h1')]]);
+    expect(merged.resources.map((r) => [r.resource, r.hashes])).toEqual([['a', ['h1', 'h2']], ['b', ['x']]]);
+    expect(merged.disagreeing).toEqual(['a.g']);
+  });
+
+  test('the leader neither starts nor narrows while unstable, cancels what is pending, and a migration of another generation never narrows', () => {
+    const state: StorageState = {
+      apiVersion: 'migration.k8s.io/v1alpha1',
+      kind: 'StorageState',
+      metadata: { name: 'deviceclasses.resource.k8s.io', uid: 'u' },
+      spec: { resource: { group: 'resource.k8s.io', resource: 'deviceclasses' } },
+      status: { currentStorageVersionHashes: [{ reporterID: 'apiserver', currentStorageVersionHash: 'h2', lastHeartbeatTime: '2026-01-01T00:30:00Z' }], persistedStorageVersionHashes: ['h1', 'h2'] },
+    };
+    const base = { state, reporters: ['apiserver'], epoch: 3, now: t(31), periodMs: period };
+    const pending = { name: 'm', uid: 'm', owned: true, hash: 'h2', epoch: 3, phase: 'Running' as const, controlPlaneGeneration: 4 };
+    expect(decide({ ...base, migrations: [], controlPlane: { generation: 4, unstable: 'changed' } })).toEqual({ action: 'none', reason: 'changed' });
+    expect(decide({ ...base, migrations: [pending], controlPlane: { generation: 5, unstable: 'changed' } })).toMatchObject({ action: 'cancel', cancel: [pending] });
+    expect(decide({ ...base, migrations: [], controlPlane: { generation: 5 } })).toMatchObject({ action: 'create', controlPlaneGeneration: 5 });
+    const succeeded = { ...pending, phase: 'Succeeded' as const, phaseTime: '2026-01-01T00:21:00Z' };
+    expect(decide({ ...base, migrations: [succeeded], controlPlane: { generation: 4 } })).toMatchObject({ action: 'narrow' });
+    // Made before the control plane changed (generation 4, now 5): never narrows, a new migration is made instead.
+    expect(decide({ ...base, migrations: [succeeded], controlPlane: { generation: 5 } })).toMatchObject({ action: 'create', controlPlaneGeneration: 5 });
   });
 });
