@@ -8,6 +8,7 @@ import { createHash } from 'node:crypto';
 import * as z from 'zod/mini';
 import en from 'zod/v4/locales/en.js';
 import type { KubeObject } from '../kube/resource.ts';
+import { deeperThan, scanJson } from './json-scan.ts';
 
 export const EVENT_TYPE_PREFIX = 'dev.outrigger.watch.';
 export const WATCH_EVENT_TYPES = ['added', 'modified', 'deleted'] as const;
@@ -29,24 +30,45 @@ export const clusterIdSchema = z
   .string()
   .check(z.regex(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/, 'must be a DNS label: lower-case letters, digits and -, at most 63'));
 
+// What a hostile sender controls is bounded to what Kubernetes itself allows (README "Security model"): these
+// fields end up in state keys, message groups, deduplication ids and sync requests, which SQS and DynamoDB
+// refuse beyond their own lengths and alphabets, and a refusal there must never cost the valid records beside it.
+// https://kubernetes.io/docs/concepts/overview/working-with-objects/names/
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+const DNS_SUBDOMAIN = /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+/** RFC 4122's textual form: what the apiserver assigns every object as metadata.uid. */
+const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
+/** Printable ASCII without spaces: ids and URI references. */
+const printable = (max: number) => z.string().check(z.regex(/^[!-~]+$/, 'must be printable ASCII without spaces'), z.maxLength(max));
+
+/** The deepest nesting an envelope may have: far beyond any Kubernetes object, short of what recursion in JSON.stringify survives. */
+export const MAX_ENVELOPE_DEPTH = 100;
+
+const dnsLabel = () => z.string().check(z.regex(DNS_LABEL, 'must be a DNS-1123 label: lower-case letters, digits and -, at most 63'));
+const dnsSubdomain = () => z.string().check(z.regex(DNS_SUBDOMAIN, 'must be a DNS-1123 subdomain: lower-case letters, digits, - and ., at most 253'));
+const uuid = () => z.string().check(z.regex(UUID, 'must be an RFC 4122 UUID, as the apiserver assigns'));
+
 const objectSchema = z.looseObject({
-  apiVersion: nonEmpty(),
-  kind: nonEmpty(),
+  apiVersion: z.string().check(z.regex(/^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, 'must be <group>/<version> or <version>, DNS names'), z.maxLength(317)),
+  kind: z.string().check(z.regex(/^[A-Za-z][A-Za-z0-9]{0,62}$/, 'must be a kind: letters and digits, at most 63')),
   metadata: z.looseObject({
-    name: nonEmpty(),
-    namespace: z.optional(nonEmpty()),
-    uid: nonEmpty(),
-    resourceVersion: nonEmpty(),
+    name: dnsSubdomain(),
+    namespace: z.optional(dnsLabel()),
+    uid: uuid(),
+    // Opaque to clients, but an etcd revision in practice; it is part of the envelope id.
+    resourceVersion: z.string().check(z.regex(/^[A-Za-z0-9._:-]{1,64}$/, 'must be at most 64 letters, digits, ., _, : or -')),
+    ownerReferences: z.optional(z.array(z.looseObject({ uid: uuid(), controller: z.optional(z.boolean()) }))),
   }),
 });
 
 export const envelopeSchema = z.looseObject({
   specversion: z.literal('1.0'),
-  id: nonEmpty(),
-  source: nonEmpty(),
+  id: printable(256),
+  /** A URI reference, as CloudEvents has it. */
+  source: printable(1024),
   type: z.enum(WATCH_EVENT_TYPES.map((t) => `${EVENT_TYPE_PREFIX}${t}`) as [string, ...string[]]),
   time: z.optional(z.iso.datetime({ offset: true })),
-  subject: z.optional(z.string()),
+  subject: z.optional(printable(1024)),
   datacontenttype: z.optional(z.literal('application/json')),
   /** CloudEvents extension attribute: the cluster the object lives in. */
   cluster: clusterIdSchema,
@@ -119,7 +141,9 @@ export function parseMessage<T>(body: unknown, schema: z.ZodMiniType<T>, malform
     } catch (err) {
       throw malformed(whole, `is not JSON (${(err as Error).message})`);
     }
-  }
+    const [problem] = scanJson(body, MAX_ENVELOPE_DEPTH).problems.values();
+    if (problem !== undefined) throw malformed(whole, problem);
+  } else if (deeperThan(value, MAX_ENVELOPE_DEPTH)) throw malformed(whole, `is nested deeper than ${MAX_ENVELOPE_DEPTH} levels`);
   const result = schema.safeParse(value);
   if (!result.success) throw malformed(...firstIssue(result.error, whole));
   return result.data;
@@ -140,6 +164,15 @@ export interface NewEnvelope {
 }
 
 /**
+ * An event's id: `<cluster>/<uid>/<resourceVersion>/<type>`, so the same change seen twice has one id. Whoever
+ * relays an envelope recomputes it rather than trust a sender's (its digest is the SQS deduplication id: a chosen
+ * id could make SQS drop the real event as a duplicate for five minutes).
+ */
+export function envelopeId(cluster: string, object: KubeObject, type: WatchEventType): string {
+  return `${cluster}/${object.metadata.uid ?? ''}/${object.metadata.resourceVersion ?? ''}/${type}`;
+}
+
+/**
  * Builds the envelope for a watch event. The id is derived from (cluster, uid, resourceVersion, type), so the
  * same change seen twice (a relist, a restarted forwarder) has the same id and deduplicates downstream.
  */
@@ -147,7 +180,7 @@ export function makeEnvelope(e: NewEnvelope): Envelope {
   const m = e.object.metadata;
   const envelope: Envelope = {
     specversion: '1.0',
-    id: `${e.cluster}/${m.uid ?? ''}/${m.resourceVersion ?? ''}/${e.type}`,
+    id: envelopeId(e.cluster, e.object, e.type),
     source: e.source,
     type: `${EVENT_TYPE_PREFIX}${e.type}`,
     time: (e.time ?? new Date()).toISOString(),

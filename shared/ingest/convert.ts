@@ -1,6 +1,6 @@
 // What an incoming CloudEvent means: our own envelope (checked as the router would check it) or a Knative
 // ApiServerSource event (made into our envelope). Everything else is refused, naming what was wrong.
-import { EVENT_TYPE_PREFIX, EnvelopeError, MAX_ENVELOPE_BYTES, makeEnvelope, parseEnvelope, type Envelope, type WatchEventType } from '../envelope/index.ts';
+import { EVENT_TYPE_PREFIX, EnvelopeError, MAX_ENVELOPE_BYTES, envelopeId, makeEnvelope, parseEnvelope, watchEventType, type Envelope, type WatchEventType } from '../envelope/index.ts';
 import type { KubeObject } from '../kube/index.ts';
 import { IngestError, type IncomingEvent } from './request.ts';
 
@@ -22,12 +22,19 @@ export interface ConvertContext {
   cluster: string | undefined;
   /** When an event without a time was seen. */
   now: Date;
+  /** Who signed the request, and the clusters it may speak for (the cluster configuration's ingestPrincipals). */
+  caller: string | undefined;
+  allowed: ReadonlySet<string>;
 }
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-function knownCluster(ctx: ConvertContext, cluster: string, field: string): void {
+export function knownCluster(ctx: Pick<ConvertContext, 'clusters' | 'caller' | 'allowed'>, cluster: string, field: string): void {
   if (!ctx.clusters.has(cluster)) throw new IngestError(field, `${JSON.stringify(cluster)} is not a cluster this deployment serves (${[...ctx.clusters].join(', ') || 'none'})`, 422);
+  if (!ctx.allowed.has(cluster)) {
+    const may = ctx.allowed.size > 0 ? `it may for ${[...ctx.allowed].join(', ')}` : 'it may for none';
+    throw new IngestError(field, `is ${JSON.stringify(cluster)}, a cluster whose ingestPrincipals do not name the caller ${ctx.caller ?? '(none)'} (${may})`, 403);
+  }
 }
 
 function requiredString(value: Record<string, unknown>, name: string, at: string): string {
@@ -72,7 +79,8 @@ function fromEnvelope(value: Record<string, unknown>, at: string, ctx: ConvertCo
   }
   if (ctx.cluster !== undefined && envelope.cluster !== ctx.cluster) throw new IngestError(`${at}cluster`, `is ${JSON.stringify(envelope.cluster)}, but the request is for ?cluster=${ctx.cluster}`, 422);
   knownCluster(ctx, envelope.cluster, `${at}cluster`);
-  return envelope;
+  // The sender's id is not trusted: its digest is the SQS deduplication id (README "Events").
+  return { ...envelope, id: envelopeId(envelope.cluster, envelope.data.object, watchEventType(envelope)) };
 }
 
 /** Our envelope for one incoming event, or IngestError naming the first thing wrong with it. */

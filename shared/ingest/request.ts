@@ -1,7 +1,8 @@
 // Reading CloudEvents out of an HTTP request, in either content mode of the CloudEvents HTTP binding:
 // structured (the whole event is the JSON body; a JSON array is a batch) or binary (attributes in ce-* headers,
 // the body is the event's data, as Knative's ApiServerSource sends). Nothing here knows what an event means.
-import { MalformedMessageError } from '../envelope/index.ts';
+import { MAX_ENVELOPE_DEPTH, MalformedMessageError } from '../envelope/index.ts';
+import { scanJson } from '../envelope/json-scan.ts';
 
 /** An HTTP request as the ingest function sees it (a Function URL event, decoded). */
 export interface IngestRequest {
@@ -11,6 +12,8 @@ export interface IngestRequest {
   query: Record<string, string | undefined>;
   /** The body as sent (decoded from base64 when the Function URL encoded it). */
   body: string;
+  /** Who signed the request: the Function URL's IAM caller (requestContext.authorizer.iam.userArn). */
+  caller?: string | undefined;
 }
 
 /** One CloudEvent as read from the request, before anyone looks at what it says. */
@@ -56,6 +59,12 @@ function binaryEvent(request: IngestRequest): IncomingEvent {
   else {
     try {
       data = JSON.parse(request.body);
+      const [scanned] = scanJson(request.body, MAX_ENVELOPE_DEPTH).problems.values();
+      if (scanned !== undefined) {
+        problem = new IngestError('data', scanned);
+        // Kept as sent: a value this deep may be beyond what JSON.stringify can write back.
+        data = request.body;
+      }
     } catch (err) {
       problem = new IngestError('data', `is not JSON (${(err as Error).message})`);
     }
@@ -78,6 +87,12 @@ export function readEvents(request: IngestRequest): IncomingEvent[] {
   } catch (err) {
     throw new IngestError('(body)', `is not JSON (${(err as Error).message})`);
   }
-  if (Array.isArray(value)) return value.map((v, i) => ({ value: v, at: `[${i}].`, text: JSON.stringify(v) }));
-  return [{ value, at: '', text: request.body }];
+  // Each event's own text, as sent (its duplicate keys too), and what JSON.parse hid: a key given twice, too deep a nesting.
+  const { problems, elements } = scanJson(request.body, MAX_ENVELOPE_DEPTH);
+  const refused = (at: string, i: number) => {
+    const p = problems.get(i);
+    return p === undefined ? {} : { problem: new IngestError(at ? at.slice(0, -1) : '(body)', p) };
+  };
+  if (Array.isArray(value)) return value.map((v, i) => ({ value: v, at: `[${i}].`, text: request.body.slice(...elements[i]!), ...refused(`[${i}].`, i) }));
+  return [{ value, at: '', text: request.body, ...refused('', -1) }];
 }

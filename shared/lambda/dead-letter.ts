@@ -5,7 +5,7 @@ import { createHash } from 'node:crypto';
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import { MAX_ENVELOPE_BYTES } from '../envelope/index.ts';
 import { queueUrlsFromEnv, type QueueUrls } from './queues.ts';
-import { sqsClient } from './sqs.ts';
+import { sqsClient, sqsText } from './sqs.ts';
 
 export interface DeadLetter {
   body: string;
@@ -45,7 +45,9 @@ export class SqsDeadLetterSink implements DeadLetterSink {
     this.client = client;
   }
   async send(whole: Omit<DeadLetter, 'at'>): Promise<void> {
-    const letter = fitDeadLetter(whole);
+    // Kept as received where SQS allows; a character it refuses is escaped (sqsText) rather than lose the letter,
+    // before it is fitted, since escapes take more bytes.
+    const letter = fitDeadLetter({ ...whole, body: sqsText(whole.body) });
     let queueUrl: string;
     if (typeof this.queue === 'string') queueUrl = this.queue;
     else if (letter.queue) queueUrl = this.queue.deadLetterOf(letter.queue);
@@ -57,7 +59,7 @@ export class SqsDeadLetterSink implements DeadLetterSink {
         QueueUrl: queueUrl,
         MessageBody: letter.body,
         MessageAttributes: {
-          reason: { DataType: 'String', StringValue: letter.reason.slice(0, 1000) },
+          reason: { DataType: 'String', StringValue: sqsText(letter.reason.slice(0, 1000)) },
           source: { DataType: 'String', StringValue: letter.source },
         },
         // Deduplicated by content (a redelivered message dead-lettered twice is kept once); the id is named here

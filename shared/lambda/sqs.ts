@@ -21,29 +21,63 @@ export interface FifoMessage {
 }
 
 /**
- * Sends `messages` to one FIFO queue, in order, in as few batches as SQS's limits allow. Throws at the first
- * batch SQS refuses any of, naming `what` was refused; the caller retries the whole (deduplication ids make a
+ * A text SQS takes as a message body or attribute: the characters it refuses (controls, U+FFFE, U+FFFF, lone
+ * surrogates; https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_SendMessage.html) are
+ * written as JSON `\u` escapes, which a JSON body reads back as the same string (outside a string no JSON holds them).
+ */
+export function sqsText(text: string): string {
+  return text.replace(/[^\t\n\r\x20-\uD7FF\uE000-\uFFFD\u{10000}-\u{10FFFF}]/gu, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
+/** A message SQS did not take, with its answer; `senderFault` says resending it cannot help. */
+export interface FifoFailure {
+  message: FifoMessage;
+  code: string;
+  reason: string;
+  senderFault: boolean;
+}
+
+/**
+ * Sends `messages` to one FIFO queue, in order, in as few batches as SQS's limits allow, and returns the ones SQS
+ * did not take, each with SQS's own answer (SendMessageBatch answers per entry): one refused message never holds
+ * back the others. Throws only when a whole call fails; the caller may retry the whole (deduplication ids make a
  * retry within five minutes queue nothing twice).
  */
-export async function sendFifoMessages(sqs: SQSClient, queueUrl: string, messages: readonly FifoMessage[], what: string): Promise<void> {
+export async function sendFifoMessages(sqs: SQSClient, queueUrl: string, messages: readonly FifoMessage[]): Promise<FifoFailure[]> {
   const { SendMessageBatchCommand } = await import('@aws-sdk/client-sqs');
-  let batch: FifoMessage[] = [];
+  const failures: FifoFailure[] = [];
+  let batch: Array<FifoMessage & { text: string }> = [];
   let bytes = 0;
   const send = async () => {
     const out = await sqs.send(
-      new SendMessageBatchCommand({ QueueUrl: queueUrl, Entries: batch.map((m, i) => ({ Id: String(i), MessageBody: m.body, MessageGroupId: m.group, MessageDeduplicationId: m.dedup })) }),
+      new SendMessageBatchCommand({ QueueUrl: queueUrl, Entries: batch.map((m, i) => ({ Id: String(i), MessageBody: m.text, MessageGroupId: m.group, MessageDeduplicationId: m.dedup })) }),
     );
-    if (out.Failed?.length) throw new Error(`SQS refused ${out.Failed.length} ${what}: ${out.Failed.map((f) => `${f.Code ?? ''}: ${f.Message ?? ''}`).join('; ')}`);
+    for (const f of out.Failed ?? []) {
+      const { text: _, ...message } = batch[Number(f.Id)]!;
+      failures.push({ message, code: f.Code ?? 'Unknown', reason: f.Message ?? '', senderFault: f.SenderFault ?? false });
+    }
   };
   for (const m of messages) {
-    const size = Buffer.byteLength(m.body, 'utf8');
+    const text = sqsText(m.body);
+    const size = Buffer.byteLength(text, 'utf8');
+    // Alone over the limit, it would fail the whole call it is in (BatchRequestTooLong), not only its entry.
+    if (size > BATCH_BYTES) {
+      failures.push({ message: m, code: 'MessageTooLong', reason: `is ${size} bytes, over SQS's ${BATCH_BYTES}`, senderFault: true });
+      continue;
+    }
     if (batch.length === BATCH_ENTRIES || (batch.length > 0 && bytes + size > BATCH_BYTES)) {
       await send();
       batch = [];
       bytes = 0;
     }
-    batch.push(m);
+    batch.push({ ...m, text });
     bytes += size;
   }
   if (batch.length > 0) await send();
+  return failures;
+}
+
+/** The failures as one line, for an error or a log. */
+export function describeFailures(failures: readonly FifoFailure[]): string {
+  return failures.map((f) => `${f.code}: ${f.reason}`).join('; ');
 }

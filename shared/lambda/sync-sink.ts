@@ -5,7 +5,7 @@ import { createHash } from 'node:crypto';
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import { syncKeyString } from '../ownership/router.ts';
 import { queueUrlsFromEnv, type QueueUrls } from './queues.ts';
-import { sendFifoMessages, sqsClient } from './sqs.ts';
+import { describeFailures, sendFifoMessages, sqsClient } from './sqs.ts';
 import { syncGroupId, type SyncRequest } from './sync-request.ts';
 
 export interface SyncSink {
@@ -33,7 +33,8 @@ export class SqsSyncSink implements SyncSink {
     // Each request to its own cluster's queue; a FIFO group is one cluster's, so order within it is kept.
     for (const [cluster, forCluster] of Map.groupBy(requests, (r) => r.key.cluster)) {
       const messages = forCluster.map((r) => ({ body: JSON.stringify(r), group: syncGroupId(r.key), dedup: syncDeduplicationId(r) }));
-      await sendFifoMessages(client, this.queues.url(cluster, target), messages, `sync request(s) for ${target} of cluster ${cluster}`);
+      const failed = await sendFifoMessages(client, this.queues.url(cluster, target), messages);
+      if (failed.length > 0) throw new Error(`SQS refused ${failed.length} sync request(s) for ${target} of cluster ${cluster}: ${describeFailures(failed)}`);
     }
   }
 }

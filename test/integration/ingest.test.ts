@@ -2,14 +2,16 @@
 // the events queue of the cluster each event names (queues named as the stack names them), with the message
 // group and deduplication id the router relies on; what it refuses lands on the ingest's dead-letter queue with
 // its reason, and nothing of it on any events queue.
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { CreateQueueCommand, ReceiveMessageCommand, type Message, type SQSClient } from '@aws-sdk/client-sqs';
-import type { APIGatewayProxyEventV2, APIGatewayProxyStructuredResultV2, Context } from 'aws-lambda';
+import type { APIGatewayProxyStructuredResultV2, Context, LambdaFunctionURLEventWithIAMAuthorizer } from 'aws-lambda';
 import { SqsEventQueue, createIngestHandler, type IngestDeps } from '../../functions/ingest/handler.ts';
 import { deduplicationId, makeEnvelope, messageGroupId, type Envelope } from '../../shared/envelope/index.ts';
 import type { KubeObject } from '../../shared/kube/index.ts';
 import { SqsDeadLetterSink } from '../../shared/lambda/dead-letter.ts';
 import { EVENTS_QUEUE, QueueUrls, queueName } from '../../shared/lambda/queues.ts';
+import { ingestClustersOf } from '../../shared/clusters.ts';
+import { sendFifoMessages } from '../../shared/lambda/sqs.ts';
 import { testQueue, uniqueName } from '../testbed/index.ts';
 
 const context: Context = {
@@ -27,8 +29,12 @@ const context: Context = {
   succeed: () => {},
 };
 
-/** A Function URL request (payload format 2.0), with the body base64-encoded as the URL does for binary content types when asked. */
-function urlEvent(body: string, opts: { headers?: Record<string, string>; cluster?: string; base64?: boolean } = {}): APIGatewayProxyEventV2 {
+/** The IAM role the signing proxy runs as, and the session the Function URL names as its caller. */
+const SIGNER_ROLE = 'arn:aws:iam::111122223333:role/ingest-signer';
+const SIGNER = 'arn:aws:sts::111122223333:assumed-role/ingest-signer/proxy';
+
+/** A Function URL request (payload format 2.0) signed by `caller`, with the body base64-encoded as the URL does for binary content types when asked. */
+function urlEvent(body: string, opts: { headers?: Record<string, string>; cluster?: string; base64?: boolean; caller?: string } = {}): LambdaFunctionURLEventWithIAMAuthorizer {
   const now = Date.now();
   return {
     version: '2.0',
@@ -48,16 +54,20 @@ function urlEvent(body: string, opts: { headers?: Record<string, string>; cluste
       stage: '$default',
       time: new Date(now).toISOString(),
       timeEpoch: now,
+      authorizer: { iam: { accessKey: 'ASIA0000', accountId: '111122223333', callerId: 'AROA0000:proxy', cognitoIdentity: null, principalOrgId: 'o-example', userArn: opts.caller ?? SIGNER, userId: 'AROA0000:proxy' } },
     },
     body: opts.base64 ? Buffer.from(body).toString('base64') : body,
     isBase64Encoded: opts.base64 ?? false,
   };
 }
 
-const pod = (uid: string, owner?: string): KubeObject => ({
+/** The UUID an apiserver would have given the object called `name` here. */
+const uuidOf = (name: string) => createHash('sha256').update(name).digest('hex').slice(0, 32).replace(/^(.{8})(.{4})(.{4})(.{4})(.{12})$/, '$1-$2-$3-$4-$5');
+
+const pod = (name: string, owner?: string): KubeObject => ({
   apiVersion: 'v1',
   kind: 'Pod',
-  metadata: { name: `p-${uid}`, namespace: 'shop', uid, resourceVersion: '12', ...(owner ? { ownerReferences: [{ apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'web', uid: owner, controller: true }] } : {}) },
+  metadata: { name: `p-${name}`, namespace: 'shop', uid: uuidOf(name), resourceVersion: '12', ...(owner ? { ownerReferences: [{ apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'web', uid: uuidOf(owner), controller: true }] } : {}) },
 });
 
 async function drain(sqs: SQSClient, url: string): Promise<Message[]> {
@@ -81,13 +91,16 @@ async function setup(deps: Partial<IngestDeps> = {}) {
   // As the stack makes it: FIFO, deduplicated by content (SqsDeadLetterSink names only the message group).
   const created = await sqs.send(new CreateQueueCommand({ QueueName: `${uniqueName('ingest-dlq')}.fifo`, Attributes: { FifoQueue: 'true', ContentBasedDeduplication: 'true' } }));
   const deadLetterUrl = created.QueueUrl!;
+  // The signer may speak for both clusters (each names it in ingestPrincipals).
+  const configs = CLUSTERS.map((id) => ({ id, ingestPrincipals: [SIGNER_ROLE] }));
   const handler = createIngestHandler(() => ({
     clusters: new Set(CLUSTERS),
+    allowed: (caller) => ingestClustersOf(configs, caller),
     events: new SqsEventQueue((cluster) => queues.url(cluster, EVENTS_QUEUE), sqs),
     deadLetter: new SqsDeadLetterSink(deadLetterUrl, sqs),
     ...deps,
   }));
-  const invoke = async (event: APIGatewayProxyEventV2) => {
+  const invoke = async (event: LambdaFunctionURLEventWithIAMAuthorizer) => {
     const res = (await handler(event, context)) as APIGatewayProxyStructuredResultV2;
     return { status: res.statusCode, body: JSON.parse(res.body ?? '{}') as Record<string, unknown> };
   };
@@ -107,21 +120,21 @@ describe('the ingest function', () => {
         headers: { 'ce-specversion': '1.0', 'ce-id': 'k-1', 'ce-source': 'https://10.96.0.1:443', 'ce-type': 'dev.knative.apiserver.resource.update', 'ce-time': '2026-11-22T09:00:00Z' },
       }),
     );
-    expect(res).toEqual({ status: 202, body: { accepted: 1, envelopes: 0, knative: 1 } });
+    expect(res).toEqual({ status: 202, body: { accepted: 1, envelopes: 0, knative: 1, refused: 0 } });
     const [message, ...rest] = await drain(sqs, eventsUrl.prod);
     expect(rest).toEqual([]);
     expect(await drain(sqs, eventsUrl.staging)).toEqual([]);
     const expected = makeEnvelope({ cluster: 'prod', type: 'modified', object, source: 'https://10.96.0.1:443', time: new Date('2026-11-22T09:00:00Z') });
     expect(JSON.parse(message!.Body!)).toEqual(expected);
-    expect(message!.Attributes).toMatchObject({ MessageGroupId: 'prod/sts-1', MessageDeduplicationId: deduplicationId(expected) });
+    expect(message!.Attributes).toMatchObject({ MessageGroupId: `prod/${uuidOf('sts-1')}`, MessageDeduplicationId: deduplicationId(expected) });
     expect(await drain(sqs, deadLetterUrl)).toEqual([]);
   });
 
   test('queues a batch of our envelopes beyond one SQS batch, each on the events queue of the cluster it names, and a resent batch is deduplicated', async () => {
     const { sqs, eventsUrl, invoke } = await setup();
     const batch: Envelope[] = Array.from({ length: 24 }, (_, i) => makeEnvelope({ cluster: i % 2 ? 'prod' : 'staging', type: 'added', object: pod(`u-${i}`), source: 'outrigger://test' }));
-    expect(await invoke(urlEvent(JSON.stringify(batch)))).toEqual({ status: 202, body: { accepted: 24, envelopes: 24, knative: 0 } });
-    expect(await invoke(urlEvent(JSON.stringify(batch)))).toEqual({ status: 202, body: { accepted: 24, envelopes: 24, knative: 0 } });
+    expect(await invoke(urlEvent(JSON.stringify(batch)))).toEqual({ status: 202, body: { accepted: 24, envelopes: 24, knative: 0, refused: 0 } });
+    expect(await invoke(urlEvent(JSON.stringify(batch)))).toEqual({ status: 202, body: { accepted: 24, envelopes: 24, knative: 0, refused: 0 } });
     const byId = (a: Envelope, b: Envelope) => a.id.localeCompare(b.id);
     for (const c of CLUSTERS) {
       const mine = batch.filter((e) => e.cluster === c);
@@ -145,17 +158,47 @@ describe('the ingest function', () => {
     expect(letter!.MessageAttributes!.source!.StringValue).toBe('ingest');
   });
 
-  test('refuses a batch for an unknown cluster whole: every event dead-lettered, none queued on any cluster\'s queue', async () => {
-    const { sqs, drainEvents, deadLetterUrl, invoke } = await setup();
+  test("queues a batch's events for clusters it serves, and dead-letters with its reason the one for a cluster it does not", async () => {
+    const { sqs, eventsUrl, deadLetterUrl, invoke } = await setup();
     const batch = [makeEnvelope({ cluster: 'prod', type: 'added', object: pod('a'), source: 's' }), makeEnvelope({ cluster: 'qa', type: 'added', object: pod('b'), source: 's' })];
     const res = await invoke(urlEvent(JSON.stringify(batch)));
-    expect(res).toEqual({ status: 422, body: { error: 'invalid ingest request: [1].cluster: "qa" is not a cluster this deployment serves (prod, staging)', deadLettered: 2 } });
-    expect(await drainEvents()).toEqual([]);
+    const problem = 'invalid ingest request: [1].cluster: "qa" is not a cluster this deployment serves (prod, staging)';
+    expect(res).toEqual({ status: 202, body: { accepted: 1, envelopes: 1, knative: 0, refused: 1, problem, deadLettered: 1 } });
+    expect((await drain(sqs, eventsUrl.prod)).map((m) => JSON.parse(m.Body!) as Envelope)).toEqual([batch[0]]);
     const letters = await drain(sqs, deadLetterUrl);
-    expect(letters.map((l) => [JSON.parse(l.Body!) as Envelope, l.MessageAttributes!.reason!.StringValue])).toEqual([
-      [batch[0], `not queued: refused with the rest of its request (${String(res.body.error)})`],
-      [batch[1], res.body.error],
-    ]);
+    expect(letters.map((l) => [JSON.parse(l.Body!) as Envelope, l.MessageAttributes!.reason!.StringValue])).toEqual([[batch[1], problem]]);
+  });
+
+  test("binds the caller to its clusters: a signer named by prod's ingestPrincipals only is refused (403) for staging, and an unnamed one for any", async () => {
+    const { sqs, drainEvents, deadLetterUrl, invoke } = await setup({ allowed: (caller) => ingestClustersOf([{ id: 'prod', ingestPrincipals: [SIGNER_ROLE] }, { id: 'staging' }], caller) });
+    const forStaging = makeEnvelope({ cluster: 'staging', type: 'added', object: pod('s'), source: 's' });
+    const res = await invoke(urlEvent(JSON.stringify(forStaging)));
+    expect(res).toEqual({ status: 403, body: { error: `invalid ingest request: cluster: is "staging", a cluster whose ingestPrincipals do not name the caller ${SIGNER} (it may for prod)`, deadLettered: 1 } });
+    const stranger = 'arn:aws:sts::111122223333:assumed-role/someone-else/x';
+    const knativeRes = await invoke(urlEvent(JSON.stringify(pod('k')), { caller: stranger, cluster: 'prod', headers: { 'ce-specversion': '1.0', 'ce-id': 'k-9', 'ce-source': 's', 'ce-type': 'dev.knative.apiserver.resource.add' } }));
+    expect(knativeRes).toEqual({ status: 403, body: { error: `invalid ingest request: ?cluster: is "prod", a cluster whose ingestPrincipals do not name the caller ${stranger} (it may for none)`, deadLettered: 1 } });
+    expect(await drainEvents()).toEqual([]);
+    expect((await drain(sqs, deadLetterUrl)).map((l) => l.MessageAttributes!.reason!.StringValue)).toEqual([res.body.error, knativeRes.body.error]);
+  });
+
+  test("queues the envelope under the id its (cluster, uid, resourceVersion, type) make, not the sender's: a sender cannot make SQS drop a future event as its duplicate", async () => {
+    const { sqs, eventsUrl, invoke } = await setup();
+    const object = pod('f');
+    const next = makeEnvelope({ cluster: 'prod', type: 'modified', object: { ...object, metadata: { ...object.metadata, resourceVersion: '13' } }, source: 's' });
+    // The sender claims the id of the object's next change.
+    const forged = { ...makeEnvelope({ cluster: 'prod', type: 'modified', object, source: 's' }), id: next.id };
+    expect((await invoke(urlEvent(JSON.stringify(forged)))).status).toBe(202);
+    expect((await invoke(urlEvent(JSON.stringify(next)))).status).toBe(202);
+    expect((await drain(sqs, eventsUrl.prod)).map((m) => (JSON.parse(m.Body!) as Envelope).id)).toEqual([`prod/${uuidOf('f')}/12/modified`, next.id]);
+  });
+
+  test('a message SQS refuses fails alone: SendMessageBatch answers per entry, and the others of its batch are queued', async () => {
+    const { sqs, url } = await testQueue('ingest-entries');
+    const good = (i: number) => ({ body: `{"n":${i}}`, group: 'g', dedup: `d${i}` });
+    // A message group id beyond SQS's alphabet (alphanumerics and punctuation).
+    const failures = await sendFifoMessages(sqs, url, [good(1), { body: '{"n":2}', group: 'g r\u00fcn', dedup: 'd2' }, good(3)]);
+    expect(failures.map((f) => [f.message.dedup, f.senderFault])).toEqual([['d2', true]]);
+    expect((await drain(sqs, url)).map((m) => m.Body)).toEqual(['{"n":1}', '{"n":3}']);
   });
 
   test('refuses a Knative event for an unknown ?cluster= whole, to the dead-letter queue with its reason', async () => {

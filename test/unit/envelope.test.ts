@@ -2,10 +2,13 @@ import fc from 'fast-check';
 import { EnvelopeError, MAX_ENVELOPE_BYTES, deduplicationId, makeEnvelope, messageGroupId, parseEnvelope, watchEventType } from '../../shared/envelope/index.ts';
 import type { KubeObject } from '../../shared/kube/index.ts';
 
+const U1 = '3f2a1b4c-5d6e-4f70-8a9b-0c1d2e3f4a5b';
+const OWNER = '7e6d5c4b-3a29-4180-9f7e-6d5c4b3a2918';
+
 const object = (extra: Partial<KubeObject['metadata']> = {}): KubeObject => ({
   apiVersion: 'apps/v1',
   kind: 'StatefulSet',
-  metadata: { name: 'web', namespace: 'prod', uid: 'u-1', resourceVersion: '42', ...extra },
+  metadata: { name: 'web', namespace: 'prod', uid: U1, resourceVersion: '42', ...extra },
   spec: { replicas: 3 },
 });
 
@@ -15,7 +18,7 @@ describe('the CloudEvents envelope', () => {
   test('is CloudEvents 1.0 structured JSON with the cluster as an extension attribute', () => {
     expect(valid()).toEqual({
       specversion: '1.0',
-      id: 'east-1/u-1/42/modified',
+      id: `east-1/${U1}/42/modified`,
       source: 'outrigger://east-1/forwarder',
       type: 'dev.outrigger.watch.modified',
       time: '2026-11-22T00:00:00.000Z',
@@ -67,11 +70,11 @@ describe('the CloudEvents envelope', () => {
     const owned = makeEnvelope({
       cluster: 'c1',
       type: 'added',
-      object: object({ ownerReferences: [{ apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'p', uid: 'owner-uid', controller: true }] }),
+      object: object({ ownerReferences: [{ apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'p', uid: OWNER, controller: true }] }),
       source: 's',
     });
-    expect(messageGroupId(owned)).toBe('c1/owner-uid');
-    expect(messageGroupId(valid())).toBe('east-1/u-1');
+    expect(messageGroupId(owned)).toBe(`c1/${OWNER}`);
+    expect(messageGroupId(valid())).toBe(`east-1/${U1}`);
     expect(deduplicationId(valid())).toMatch(/^[0-9a-f]{64}$/);
     expect(deduplicationId(valid())).toBe(deduplicationId(valid()));
     expect(deduplicationId(owned)).not.toBe(deduplicationId(valid()));
@@ -87,5 +90,29 @@ describe('sync requests', () => {
     expect(() => parseSyncRequest(JSON.stringify({ ...request, key: { ...key, uid: '' } }))).toThrow('invalid sync request: key.uid: ');
     expect(() => parseSyncRequest(JSON.stringify({ ...request, extra: 1 }))).toThrow('invalid sync request: extra: is not a known field');
     expect(() => parseSyncRequest('nope')).toThrow(/^invalid sync request: \(message\): is not JSON/);
+  });
+});
+
+describe('what JSON.parse does not say', () => {
+  test('a key given twice in one object, and nesting past the limit, are named; escapes are read as the key they spell', async () => {
+    const { scanJson } = await import('../../shared/envelope/json-scan.ts');
+    expect([...scanJson('{"a":1,"b":{"a":2},"\\u0061":3}', 100).problems]).toEqual([[-1, 'has the key "a" twice in one object']]);
+    expect([...scanJson('[{"a":1},{"a":1,"a":2},[{"x":"\\"a\\"","a":1}]]', 100).problems]).toEqual([[1, 'has the key "a" twice in one object']]);
+    const text = '[ 1 ,{"a":[[2]]} , "x,]" ]';
+    expect(scanJson(text, 100).elements.map(([s, e]) => text.slice(s, e))).toEqual(['1', '{"a":[[2]]}', '"x,]"']);
+    expect([...scanJson(`[${'['.repeat(100)}${']'.repeat(100)},${'['.repeat(101)}${']'.repeat(101)}]`, 100).problems]).toEqual([[1, 'is nested deeper than 100 levels']]);
+    // Deeper than JSON.stringify's recursion survives: refused, not a crash.
+    expect(() => parseEnvelope(`${'{"a":'.repeat(40_000)}1${'}'.repeat(40_000)}`)).toThrow('invalid event envelope: (envelope): is nested deeper than 100 levels');
+  });
+
+  test('any JSON, made SQS-safe, reads back the same and holds only what SQS takes', async () => {
+    const { sqsText } = await import('../../shared/lambda/sqs.ts');
+    fc.assert(
+      fc.property(fc.jsonValue(), fc.string({ unit: 'binary' }), (value, s) => {
+        const text = sqsText(JSON.stringify({ value, s }));
+        expect(JSON.parse(text)).toEqual(JSON.parse(JSON.stringify({ value, s })));
+        expect(text).toMatch(/^[\t\n\r\x20-\uD7FF\uE000-\uFFFD\u{10000}-\u{10FFFF}]*$/u);
+      }),
+    );
   });
 });

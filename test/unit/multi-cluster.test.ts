@@ -87,8 +87,8 @@ describe('each cluster\'s messages go to its own queues', () => {
 
   test('ingested events: to the events queue of the cluster each names', async () => {
     const { sent, client } = recordingClient();
-    const pod = (uid: string) => ({ apiVersion: 'v1', kind: 'Pod', metadata: { name: uid, namespace: 'shop', uid, resourceVersion: '1' } });
-    const envelopes = ['prod', 'dr', 'prod'].map((cluster, i) => makeEnvelope({ cluster, type: 'added', object: pod(`u${i}`), source: 's' }));
+    const pod = (i: number) => ({ apiVersion: 'v1', kind: 'Pod', metadata: { name: `p${i}`, namespace: 'shop', uid: `00000000-0000-4000-8000-00000000000${i}`, resourceVersion: '1' } });
+    const envelopes = ['prod', 'dr', 'prod'].map((cluster, i) => makeEnvelope({ cluster, type: 'added', object: pod(i), source: 's' }));
     const queues = new QueueUrls(PREFIX);
     await new SqsEventQueue((cluster) => queues.url(cluster, EVENTS_QUEUE), client).send(envelopes);
     expect(sent.map((s) => [s.queue, s.bodies.map((b) => (JSON.parse(b) as { id: string }).id)])).toEqual([
@@ -101,7 +101,7 @@ describe('each cluster\'s messages go to its own queues', () => {
     const env = { OUTRIGGER_CLUSTERS: JSON.stringify([{ id: 'prod', access: { kind: 'kubeconfig' } }]), OUTRIGGER_QUEUE_URL_PREFIX: PREFIX, OUTRIGGER_DEAD_LETTER_QUEUE_URL: `${PREFIX}ingest-dlq.fifo` };
     const deps = ingestDepsFromEnv(env);
     expect([...deps.clusters]).toEqual(['prod']);
-    const envelope = makeEnvelope({ cluster: 'qa', type: 'added', object: { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p', uid: 'u', resourceVersion: '1' } }, source: 's' });
+    const envelope = makeEnvelope({ cluster: 'qa', type: 'added', object: { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p', uid: '00000000-0000-4000-8000-000000000009', resourceVersion: '1' } }, source: 's' });
     await expect(deps.events.send([envelope])).rejects.toThrow('no events queue for cluster "qa": this deployment serves prod');
     expect(() => ingestDepsFromEnv({ ...env, OUTRIGGER_QUEUE_URL_PREFIX: undefined })).toThrow('OUTRIGGER_QUEUE_URL_PREFIX is not set');
   });
