@@ -22,6 +22,7 @@ import { functions } from '../functions/index.ts';
 import { sendTargets, type FunctionSpec } from '../functions/spec.ts';
 import { projectRoot } from '../local/paths.ts';
 import { maxConcurrency, parseClusters, type ClusterConfig } from '../shared/clusters.ts';
+import { METRICS_NAMESPACE, METRICS_SERVICE } from '../shared/lambda/metrics.ts';
 import { EVENTS_QUEUE, MAX_QUEUE_NAME_LENGTH, queueName } from '../shared/lambda/queues.ts';
 import { TABLE } from '../shared/state/table.ts';
 
@@ -380,6 +381,12 @@ export class OutriggerStack extends Stack {
       const id = this.clusterIds.get(c.id)!;
       this.alarm(`${id}DeadLetters`, `A dead-letter queue of cluster ${c.id} holds messages: read their reason attribute, fix the cause, redrive`, worst((p) => deadLetterMetric(p.deadLetter), Duration.minutes(1)), 1, cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD);
       this.alarm(`${id}OldestMessage`, `A queue of cluster ${c.id} has a message that waited over ${OLDEST_MESSAGE_ALARM_SECONDS} s: its consumer is failing or falling behind`, worst(oldestMessageMetric, Duration.minutes(5)), OLDEST_MESSAGE_ALARM_SECONDS, cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD);
+      if (c.storage?.enabled !== false) {
+        // Published by every storage poll's leader step; three polls' worth, so one poll that did not lead is no gap.
+        const overdue = (metricName: string) => new cloudwatch.Metric({ namespace: METRICS_NAMESPACE, metricName, dimensionsMap: { service: METRICS_SERVICE, cluster: c.id }, statistic: 'Maximum', period: Duration.minutes(30) });
+        this.alarm(`${id}StorageUnknown`, `A StorageState of cluster ${c.id} has listed Unknown for over an hour with no migration under way: see the storage-poll log's leader.overdue`, overdue('StorageStatesUnknownOverdue'), 1, cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD);
+        this.alarm(`${id}StorageMigrationStuck`, `A storage version migration of cluster ${c.id} has been Pending, Running or Failed for over an hour: kubectl get svm`, overdue('StorageMigrationsOverdue'), 1, cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD);
+      }
     }
     this.alarm('IngestDeadLetters', 'The ingest dead-letter queue holds refused requests: read their reason attribute, fix the sender', deadLetterMetric(this.ingestDeadLetter), 1, cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD);
   }

@@ -3,6 +3,7 @@ import middy from '@middy/core';
 import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import { environment } from '../../shared/lambda/environment.ts';
 import { functionLogger } from '../../shared/lambda/logger.ts';
+import { publishCounts } from '../../shared/lambda/metrics.ts';
 import { storageContext } from '../storage/environment.ts';
 import { pollReporter } from '../storage/poll.ts';
 
@@ -28,6 +29,11 @@ export const handler = middy(async (event: PollEvent) => {
         .map(async (r) => ({ cluster, ...(await pollReporter(ctx, r, { groups })) }));
     }),
   );
-  for (const r of results) logger.info('storage poll', { ...r });
+  for (const r of results) {
+    logger.info('storage poll', { ...r });
+    const stuck = r.leader?.overdue;
+    // The stack's storage alarms watch these (README: "Storage version migration", alarms).
+    if (stuck) publishCounts(r.cluster, { StorageStatesUnknownOverdue: stuck.unknown.length, StorageMigrationsOverdue: stuck.migrations.length });
+  }
   return results;
 }).use(injectLambdaContext(logger));

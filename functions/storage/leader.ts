@@ -21,8 +21,10 @@ import {
   PERSISTED_ANNOTATION,
   phaseOf,
   STATE_LABEL,
+  overdue,
   unstableReason,
   type ControlPlaneRecord,
+  type Overdue,
   type Decision,
   type DecideInput,
   type MigrationView,
@@ -51,6 +53,8 @@ export interface LeadResult {
   epochReads: number;
   /** States whose step failed; the others were still looked at, and the next step tries these again. */
   failed: Array<{ state: string; error: string }>;
+  /** What has been stuck for over an hour, among the states this step looked at (the poll publishes it as metrics). */
+  overdue?: Overdue | undefined;
 }
 
 /**
@@ -137,6 +141,8 @@ export async function lead(ctx: StorageContext, opts: { states?: readonly Storag
       ctx.log?.('storage leader step failed for a state', failure);
     });
     if (hold.lost) throw new LeaseLostError(lease.name, lease.term);
+    const byName = new Map(states.map((st) => [st.metadata.name ?? '', st]));
+    result.overdue = overdue(states, (name) => (byState.get(name) ?? []).map((m) => ({ ...viewOf(m, byName.get(name)!), created: m.metadata.creationTimestamp ?? undefined })), ctx.now());
     await resumeStranded(ctx, states.flatMap((s) => byState.get(s.metadata.name ?? '') ?? []).filter((m) => !result.cancelled.includes(m.metadata.name ?? '')), result);
   } finally {
     await ctx.state.leases.release(lease).catch(() => undefined);

@@ -226,3 +226,39 @@ function heartbeatMs(e: ReporterEntry): number {
 export function rfc3339(d: Date): string {
   return `${d.toISOString().slice(0, 19)}Z`;
 }
+
+/**
+ * How long a StorageState may list Unknown, or a migration stay Pending, Running or Failed, before an operator
+ * should look: first sight takes about two periods (a migration, then the confirmation round), a failure is
+ * retried one period after it, so an hour (six periods) is well past anything that is still moving.
+ */
+export const OVERDUE_AFTER_MS = 60 * 60_000;
+
+/** What an operator should look at (the stack alarms on both; README: "Storage version migration", alarms). */
+export interface Overdue {
+  /** States listing Unknown for over the threshold with no migration of theirs started within it. */
+  unknown: string[];
+  /** Migrations in their phase (not Succeeded) for over the threshold. */
+  migrations: string[];
+}
+
+export function overdue(
+  states: ReadonlyArray<Pick<StorageState, 'metadata' | 'status'>>,
+  migrationsOf: (state: string) => ReadonlyArray<Pick<MigrationView, 'name' | 'phase' | 'phaseTime'> & { created?: string | undefined }>,
+  now: Date,
+  afterMs = OVERDUE_AFTER_MS,
+): Overdue {
+  const old = (time: string | undefined) => {
+    const t = Date.parse(time ?? '');
+    return !Number.isFinite(t) || now.getTime() - t > afterMs;
+  };
+  const out: Overdue = { unknown: [], migrations: [] };
+  for (const s of states) {
+    const name = s.metadata.name ?? '';
+    const ms = migrationsOf(name);
+    for (const m of ms) if (m.phase !== 'Succeeded' && old(m.phaseTime ?? m.created)) out.migrations.push(m.name);
+    const moving = ms.some((m) => !isTerminal(m.phase) && !old(m.phaseTime ?? m.created));
+    if (persistedOf(s.status).includes(UNKNOWN) && old(s.metadata.creationTimestamp ?? undefined) && !moving) out.unknown.push(name);
+  }
+  return out;
+}

@@ -368,13 +368,26 @@ describe('the Outrigger stack', () => {
       expect(watched(old)).toEqual({ names: ['ApproximateAgeOfOldestMessage'], queues: [...mine].sort(), expression: 'MAX(METRICS())' });
       expect(old).toMatchObject({ Threshold: 300, ComparisonOperator: 'GreaterThanThreshold' });
       expect(old.Metrics!.filter((m) => m.MetricStat).every((m) => m.MetricStat!.Period === 300 && m.MetricStat!.Stat === 'Maximum')).toBe(true);
+      // Storage: a StorageState Unknown, or a migration in its phase, for over an hour (the poll's EMF counts).
+      for (const [alarm, metric] of [['StorageUnknown', 'StorageStatesUnknownOverdue'], ['StorageMigrationStuck', 'StorageMigrationsOverdue']]) {
+        expect(alarms[`${id}${alarm}`]!.Properties).toMatchObject({
+          Namespace: 'Outrigger',
+          MetricName: metric,
+          Dimensions: expect.arrayContaining([{ Name: 'service', Value: 'outrigger' }, { Name: 'cluster', Value: c.id }]),
+          Statistic: 'Maximum',
+          Period: 1800,
+          Threshold: 1,
+          ComparisonOperator: 'GreaterThanOrEqualToThreshold',
+          TreatMissingData: 'notBreaching',
+        });
+      }
     }
     expect(alarms.IngestDeadLetters!.Properties).toMatchObject({ MetricName: 'ApproximateNumberOfMessagesVisible', Threshold: 1, Dimensions: [{ Value: { 'Fn::GetAtt': [queues.IngestDeadLetter!.id, 'QueueName'] } }] });
     const fns = byName(t.findResources('AWS::Lambda::Function'));
     const errors = Object.values(alarms).filter((a) => a.Properties.MetricName === 'Errors').map((a) => a.Properties as Alarm);
     expect(errors.map((a) => a.Dimensions![0]!.Value.Ref).sort()).toEqual(Object.values(fns).map((f) => f.id).sort());
     for (const a of errors) expect(a).toMatchObject({ Threshold: 1, ComparisonOperator: 'GreaterThanOrEqualToThreshold', Period: 300, Statistic: 'Sum', EvaluationPeriods: 1 });
-    expect(Object.keys(alarms)).toHaveLength(errors.length + 2 * 2 + 1);
+    expect(Object.keys(alarms)).toHaveLength(errors.length + 2 * 4 + 1);
     t.resourceCountIs('AWS::CloudWatch::Dashboard', 1);
     const body = JSON.stringify(Object.values(t.findResources('AWS::CloudWatch::Dashboard'))[0]!.Properties.DashboardBody);
     for (const text of ['ApproximateNumberOfMessagesVisible', 'ApproximateAgeOfOldestMessage', 'Errors', 'prod: dead letters', 'dr-eu: oldest message age']) expect(body).toContain(text);

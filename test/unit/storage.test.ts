@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { conditionsFor, decide, heartbeatPatch, isStale, mergeSamples, migrationName, observeControlPlane, phaseOf, unstableReason, report, rfc3339, storageStateName, storageVersionHash, UNKNOWN, type StorageState } from '../../shared/storage/index.ts';
+import { conditionsFor, decide, heartbeatPatch, isStale, mergeSamples, migrationName, observeControlPlane, overdue, phaseOf, unstableReason, report, rfc3339, storageStateName, storageVersionHash, UNKNOWN, type StorageState } from '../../shared/storage/index.ts';
 import { minute, PERIOD, Sim } from './storage-sim.ts';
 
 describe('storage version hash and names', () => {
@@ -418,5 +418,21 @@ describe('a control plane reached through one endpoint (sampled)', () => {
     expect(decide({ ...base, migrations: [succeeded], controlPlane: { generation: 4 } })).toMatchObject({ action: 'narrow' });
     // Made before the control plane changed (generation 4, now 5): never narrows, a new migration is made instead.
     expect(decide({ ...base, migrations: [succeeded], controlPlane: { generation: 5 } })).toMatchObject({ action: 'create', controlPlaneGeneration: 5 });
+  });
+});
+
+describe('what is overdue (the storage alarms)', () => {
+  const at = (minutes: number) => new Date(Date.UTC(2026, 0, 1, 0, minutes)).toISOString();
+  const state = (name: string, persisted: string[], created: string) => ({ metadata: { name, creationTimestamp: created }, status: { persistedStorageVersionHashes: persisted } });
+  test('Unknown for over an hour with no migration moving, and migrations in their phase for over an hour', () => {
+    const now = new Date(at(120));
+    const states = [state('fresh', ['Unknown'], at(100)), state('stuck', ['Unknown'], at(0)), state('moving', ['Unknown'], at(0)), state('done', ['h'], at(0)), state('failing', ['h1', 'h2'], at(0))];
+    const migrations: Record<string, Array<{ name: string; phase: 'Pending' | 'Running' | 'Succeeded' | 'Failed'; phaseTime?: string; created?: string }>> = {
+      moving: [{ name: 'moving-1', phase: 'Running', phaseTime: at(90) }],
+      stuck: [{ name: 'stuck-1', phase: 'Running', phaseTime: at(10) }],
+      done: [{ name: 'done-1', phase: 'Succeeded', phaseTime: at(0) }],
+      failing: [{ name: 'failing-1', phase: 'Failed', phaseTime: at(30) }, { name: 'failing-2', phase: 'Pending', created: at(110) }],
+    };
+    expect(overdue(states, (n) => migrations[n] ?? [], now)).toEqual({ unknown: ['stuck'], migrations: ['stuck-1', 'failing-1'] });
   });
 });
