@@ -64,7 +64,7 @@ try {
   }
   const key = { cluster: 'bench', group: 'bench.outrigger.test', kind: 'Fanout', namespace: ns, name: 'fanout', uid: parent.metadata.uid ?? '' };
   const pass = async () => {
-    const hooks = new Hooks();
+    const hooks = new Hooks({ allowLoopbackHttp: true });
     kube.stats.reset();
     const t0 = performance.now();
     const result: MapSyncResult = await syncMap({ kube, hooks, concurrency: CONCURRENCY }, mc, key);

@@ -11,6 +11,7 @@ import * as events from 'aws-cdk-lib/aws-events';
 import * as targets from 'aws-cdk-lib/aws-events-targets';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
+import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import { NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as sns from 'aws-cdk-lib/aws-sns';
@@ -184,6 +185,16 @@ export class OutriggerStack extends Stack {
       const arns = hooks.flatMap((name) => [this.formatArn({ service: 'lambda', resource: 'function', resourceName: name, arnFormat: ArnFormat.COLON_RESOURCE_NAME }), this.formatArn({ service: 'lambda', resource: 'function', resourceName: `${name}:*`, arnFormat: ArnFormat.COLON_RESOURCE_NAME })]);
       this.functions.get('map')!.addToRolePolicy(new iam.PolicyStatement({ actions: ['lambda:InvokeFunction'], resources: arns }));
     }
+    // Webhooks authenticate the map function by the HMAC it signs each request with (README "MapController"):
+    // the key is generated here, and read by the map function alone; hook authors read it from the output's ARN.
+    const hookSecret = new secretsmanager.Secret(this, 'MapHookSigningSecret', {
+      description: 'The key the map function signs webhook requests with (X-Outrigger-Signature: sha256=HMAC of "<timestamp>.<body>")',
+      generateSecretString: { passwordLength: 64, excludePunctuation: true },
+    });
+    const map = this.functions.get('map')!;
+    map.addEnvironment('OUTRIGGER_HOOK_SECRET_ARN', hookSecret.secretArn);
+    map.addToRolePolicy(new iam.PolicyStatement({ actions: ['secretsmanager:GetSecretValue'], resources: [hookSecret.secretArn] }));
+    new CfnOutput(this, 'MapHookSigningSecretArn', { description: 'The webhook signing key: verify X-Outrigger-Signature with it', value: hookSecret.secretArn });
   }
 
   private addFunction(spec: FunctionSpec, clusters: ClusterConfig[]): void {

@@ -4,7 +4,7 @@
 import { gvr, hasSubresource, resolveResource, type GVR, type KubeClient, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
 import { MAP_GROUP, MAP_VERSION, MapControllerError, parseMapController, type MapController, type ResourceRule } from '../../shared/map/api.ts';
 import type { ControllerKind, LabelSelector } from '../../shared/ownership/index.ts';
-import { clusterCache } from '../cluster-cache.ts';
+import { clusterCache, type ClusterCache } from '../cluster-cache.ts';
 import type { ControllerSource } from '../controllers.ts';
 
 export const mapControllers = gvr(MAP_GROUP, MAP_VERSION, 'mapcontrollers');
@@ -23,9 +23,10 @@ export interface MapControllerSet {
   invalid: Array<{ name: string; error: string }>;
 }
 
-const cache = clusterCache<MapControllerSet>(5_000);
+/** The process's MapControllers per cluster; tests make caches of their own to play two processes. */
+export const mapControllerCache = clusterCache<MapControllerSet>(5_000);
 
-export async function listMapControllers(kube: KubeClient, cluster: string): Promise<MapControllerSet> {
+export async function listMapControllers(kube: KubeClient, cluster: string, cache: ClusterCache<MapControllerSet> = mapControllerCache): Promise<MapControllerSet> {
   return cache.get(cluster, async () => {
     const out: MapControllerSet = { valid: [], invalid: [] };
     const objects = (await kube.listAll(mapControllers)).sort((a, b) => (a.metadata.name ?? '').localeCompare(b.metadata.name ?? ''));
@@ -45,7 +46,7 @@ export async function listMapControllers(kube: KubeClient, cluster: string): Pro
 }
 
 export function forgetMapControllers(cluster?: string): void {
-  cache.forget(cluster);
+  mapControllerCache.forget(cluster);
 }
 
 async function resolve(kube: KubeClient, mc: MapController): Promise<ResolvedMapController> {

@@ -1,9 +1,32 @@
 // The map handler's hook caller, built once per process: Lambda hooks go to AWS Lambda, or to the local
-// runtime's Invoke endpoint when OUTRIGGER_LAMBDA_ENDPOINT names one.
+// runtime's Invoke endpoint when OUTRIGGER_LAMBDA_ENDPOINT names one. Webhook requests are signed with the secret
+// in Secrets Manager (OUTRIGGER_HOOK_SECRET_ARN, set by the stack) or, locally, in a file
+// (OUTRIGGER_HOOK_SECRET_FILE); README "MapController" has the contract.
+import { readFile } from 'node:fs/promises';
 import { Hooks } from '../../shared/hooks/index.ts';
+import { secretTokenSource } from '../../shared/kube/secret-token.ts';
 
 let hooks: Hooks | undefined;
 
 export function hookCaller(env: NodeJS.ProcessEnv = process.env): Hooks {
-  return (hooks ??= new Hooks({ lambdaEndpoint: env.OUTRIGGER_LAMBDA_ENDPOINT, region: env.AWS_REGION }));
+  return (hooks ??= new Hooks({
+    lambdaEndpoint: env.OUTRIGGER_LAMBDA_ENDPOINT,
+    region: env.AWS_REGION,
+    // Only the local runtime serves a Lambda endpoint of its own; there, hooks on this machine may be plain http.
+    allowLoopbackHttp: Boolean(env.OUTRIGGER_LAMBDA_ENDPOINT),
+    signingSecret: signingSecret(env),
+  }));
+}
+
+function signingSecret(env: NodeJS.ProcessEnv): (() => Promise<string>) | undefined {
+  // Read again every few minutes, as a cluster token is, so a rotated secret is picked up without a redeploy.
+  if (env.OUTRIGGER_HOOK_SECRET_ARN) return secretTokenSource(env.OUTRIGGER_HOOK_SECRET_ARN, { region: env.AWS_REGION });
+  const file = env.OUTRIGGER_HOOK_SECRET_FILE;
+  if (!file) return undefined;
+  let secret: Promise<string> | undefined;
+  return () =>
+    (secret ??= readFile(file, 'utf8').then((text) => {
+      if (!text.trim()) throw new Error(`the hook signing secret file ${file} is empty`);
+      return text.trim();
+    }));
 }

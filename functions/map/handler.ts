@@ -1,7 +1,13 @@
+import type { ClusterCache } from '../cluster-cache.ts';
+import type { HookCaller } from '../../shared/hooks/index.ts';
+import type { KubeClient } from '../../shared/kube/index.ts';
 import { syncFunction } from '../../shared/lambda/sync-function.ts';
-import { makeSyncRequest } from '../../shared/lambda/sync-request.ts';
-import { MAP_GROUP } from '../../shared/map/api.ts';
-import { forgetMapControllers, listMapControllers, MAP_TARGET, mapControllerFor } from './controllers.ts';
+import { makeSyncRequest, type SyncRequest } from '../../shared/lambda/sync-request.ts';
+import type { SyncSink } from '../../shared/lambda/sync-sink.ts';
+import { controllerCause, definitionOf, MAP_GROUP } from '../../shared/map/api.ts';
+import { passDecision, type PassRecord } from '../../shared/map/plan.ts';
+import type { State } from '../../shared/state/index.ts';
+import { listMapControllers, MAP_TARGET, mapControllerCache, mapControllerFor, type MapControllerSet } from './controllers.ts';
 import { hookCaller } from './environment.ts';
 import { syncMap } from './sync.ts';
 
@@ -10,36 +16,68 @@ const SKEW_MS = 1_000;
 /** Pass records expire with the parent's activity: a parent not synced for a day has its record dropped. */
 const PASS_TTL_SECONDS = 86_400;
 
-export const handler = syncFunction('map', async ({ key, causes }, { env, logger, sentAt }) => {
-  const kube = env.clusters.client(key.cluster);
+export interface MapServeContext {
+  kube: KubeClient;
+  state: State;
+  syncSink: SyncSink;
+  hooks: HookCaller;
+  controllers: ClusterCache<MapControllerSet>;
+  log: (level: 'info' | 'warn', message: string, fields?: Record<string, unknown>) => void;
+}
+
+/** One sync request: a MapController's change queues its parents; a parent's runs a pass unless already served. */
+export async function serveMapRequest({ key, causes }: SyncRequest, sentAt: number, ctx: MapServeContext): Promise<void> {
+  const { kube } = ctx;
   if (key.kind === 'MapController' && key.group === MAP_GROUP) {
-    // The controller changed: every parent it governs syncs against the new definition.
-    forgetMapControllers(key.cluster);
-    const set = await listMapControllers(kube, key.cluster);
+    // The controller changed: every parent it governs syncs against the new definition, which its requests name.
+    ctx.controllers.forget(key.cluster);
+    const set = await listMapControllers(kube, key.cluster, ctx.controllers);
     const invalid = set.invalid.find((i) => i.name === key.name);
-    if (invalid) logger.warn('MapController is invalid; its parents are left as they are', { ...invalid });
+    if (invalid) ctx.log('warn', 'MapController is invalid; its parents are left as they are', { ...invalid });
     const mc = set.valid.find((m) => m.uid === key.uid);
     if (!mc) return;
     const parents = await kube.listAll(mc.parent);
-    const requests = parents.map((p) => makeSyncRequest({ cluster: key.cluster, group: mc.parent.group, kind: mc.parent.kind, namespace: p.metadata.namespace, name: p.metadata.name ?? '', uid: p.metadata.uid ?? '' }, causes));
-    await env.syncSink.send(MAP_TARGET, requests);
-    logger.info('MapController changed; parents queued', { controller: mc.name, parents: requests.length });
+    const requests = parents.map((p) =>
+      makeSyncRequest({ cluster: key.cluster, group: mc.parent.group, kind: mc.parent.kind, namespace: p.metadata.namespace, name: p.metadata.name ?? '', uid: p.metadata.uid ?? '' }, [controllerCause(mc), ...causes]),
+    );
+    await ctx.syncSink.send(MAP_TARGET, requests);
+    ctx.log('info', 'MapController changed; parents queued', { controller: mc.name, generation: mc.generation, parents: requests.length });
     return;
   }
-  const mc = mapControllerFor(await listMapControllers(kube, key.cluster), key.group, key.kind);
-  if (!mc) return;
-  // A pass that started after this request was queued read everything after the change that caused it: the
-  // request is already served. This keeps a pass's own output writes (whose events come back as requests)
-  // from starting one full pass each; at most one follow-up pass runs.
+  // A pass that started after this request was queued, with the same definition, read everything after the
+  // change that caused it: the request is already served. This keeps a pass's own output writes (whose events
+  // come back as requests) from starting one full pass each; at most one follow-up pass runs.
   const passKey = { cluster: key.cluster, kind: 'map-pass', name: key.uid };
-  const last = await env.state.records.get<{ startedAt: number }>(passKey);
-  if (last && last.value.startedAt > sentAt + SKEW_MS) {
-    logger.info('map sync already served by a later pass', { parent: `${key.namespace ?? ''}/${key.name}`, sentAt, passStartedAt: last.value.startedAt });
+  const last = (await ctx.state.records.get<PassRecord>(passKey))?.value;
+  const requested = definitionOf(causes);
+  let mc = mapControllerFor(await listMapControllers(kube, key.cluster, ctx.controllers), key.group, key.kind);
+  const decide = (refreshed: boolean) => passDecision({ last, sentAt, skewMs: SKEW_MS, current: mc, requested, refreshed });
+  let decision = decide(false);
+  if (decision === 'refresh') {
+    ctx.controllers.forget(key.cluster);
+    mc = mapControllerFor(await listMapControllers(kube, key.cluster, ctx.controllers), key.group, key.kind);
+    decision = decide(true);
+  }
+  if (!mc || decision === 'no-controller') return;
+  if (decision === 'served') {
+    ctx.log('info', 'map sync already served by a later pass', { parent: `${key.namespace ?? ''}/${key.name}`, sentAt, passStartedAt: last?.startedAt, generation: mc.generation });
     return;
   }
   const startedAt = Date.now();
-  const result = await syncMap({ kube, hooks: hookCaller(), log: (level, m, f) => logger[level](m, f ?? {}) }, mc, key);
+  const result = await syncMap({ kube, hooks: ctx.hooks, log: ctx.log }, mc, key);
   // Only a clean pass serves later requests: after a problem, the next trigger tries again.
-  if (!result.problems.length && !result.skipped) await env.state.records.put(passKey, { startedAt }, 'any', { ttlSeconds: PASS_TTL_SECONDS });
-  logger.info('map synced', { controller: mc.name, parent: `${key.namespace ?? ''}/${key.name}`, ...result, problems: result.problems.length });
-});
+  const record: PassRecord = { startedAt, controller: mc.uid, generation: mc.generation };
+  if (!result.problems.length && !result.skipped) await ctx.state.records.put(passKey, record, 'any', { ttlSeconds: PASS_TTL_SECONDS });
+  ctx.log('info', 'map synced', { controller: mc.name, generation: mc.generation, parent: `${key.namespace ?? ''}/${key.name}`, ...result, problems: result.problems.length });
+}
+
+export const handler = syncFunction('map', (request, { env, logger, sentAt }) =>
+  serveMapRequest(request, sentAt, {
+    kube: env.clusters.client(request.key.cluster),
+    state: env.state,
+    syncSink: env.syncSink,
+    hooks: hookCaller(),
+    controllers: mapControllerCache,
+    log: (level, m, f) => logger[level](m, f ?? {}),
+  }),
+);

@@ -6,7 +6,7 @@
 // (`outrigger`), conditional on the resourceVersion that was read, delete with a uid precondition.
 import pLimit from 'p-limit';
 import { HookError, type HookCaller } from '../../shared/hooks/index.ts';
-import { apiVersionOf, isKubeError, type KubeClient, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
+import { apiVersionOf, isKubeError, KubeError, type KubeClient, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
 import { HookResponseError, PARENT_LABEL, parseHookResponse } from '../../shared/map/api.ts';
 import {
   aggregate,
@@ -50,7 +50,10 @@ export interface Problem {
   /** The input (kind namespace/name), or "detached" for a tombstone group. */
   what: string;
   reason: string;
+  /** What the parent's status says: never text of the hook's answer. */
   message: string;
+  /** For the log only: what the hook or the apiserver answered. */
+  detail?: string | undefined;
 }
 
 export interface MapSyncResult {
@@ -225,10 +228,11 @@ async function toApplied(ctx: MapContext, k: ResolvedResource, o: KubeObject): P
 }
 
 function problemOf(err: unknown, mapKey: string, what: string): Problem {
-  if (err instanceof HookError) return { mapKey, what, reason: `Hook${err.reason}`, message: err.message };
+  if (err instanceof HookError) return { mapKey, what, reason: `Hook${err.reason}`, message: err.message, detail: err.detail };
   if (err instanceof HookResponseError) return { mapKey, what, reason: 'HookMalformedAnswer', message: err.message };
   if (err instanceof OutputError) return { mapKey, what, reason: 'InvalidOutput', message: err.message };
-  if (isKubeError(err)) return { mapKey, what, reason: 'WriteFailed', message: (err as Error).message };
+  // The apiserver's message may quote the output (an invalid value): it goes to the log, the status gets its kind.
+  if (err instanceof KubeError) return { mapKey, what, reason: 'WriteFailed', message: `the apiserver refused a write: HTTP ${err.status} ${err.kind}`, detail: err.message };
   throw err;
 }
 

@@ -1,21 +1,35 @@
 // Calling a user's hook: an HTTP POST of JSON (webhook) or an AWS Lambda Invoke, each with a timeout and
 // bounded retries for what a retry can fix (no answer, 429, 5xx, a throttled or failed invoke). Every failure
-// is a HookError whose message names the hook and what went wrong; the caller decides what it means.
+// is a HookError whose message names the hook and what went wrong, and never carries what the hook answered
+// (messages reach the parent's status; the answer goes to `detail`, for the log). A webhook is reached over
+// https only (plain http to a loopback address only when the local runtime allows it), never through a
+// redirect, its answer is read up to a size limit, and each request is signed (README "MapController").
+import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { LambdaClient } from '@aws-sdk/client-lambda';
 import pRetry, { AbortError } from 'p-retry';
 import type { Hook } from '../map/api.ts';
 
-export type HookFailure = 'Timeout' | 'Unreachable' | 'HTTPError' | 'MalformedAnswer' | 'FunctionError';
+export type HookFailure = 'Timeout' | 'Unreachable' | 'HTTPError' | 'MalformedAnswer' | 'FunctionError' | 'Refused' | 'AnswerTooLarge';
+
+/** The largest answer read, webhook or Lambda (a sync Lambda answer is at most 6 MB anyway). */
+export const MAX_ANSWER_BYTES = 4 * 1024 * 1024;
+/** The request's time, in Unix seconds, part of what is signed, so a hook can refuse a replayed request. */
+export const TIMESTAMP_HEADER = 'x-outrigger-timestamp';
+/** `sha256=<hex>`: HMAC-SHA256, keyed by the signing secret, of `<timestamp>.<body>` (see signRequest). */
+export const SIGNATURE_HEADER = 'x-outrigger-signature';
 
 export class HookError extends Error {
   readonly reason: HookFailure;
   /** The HTTP status of an HTTPError. */
   readonly status: number | undefined;
-  constructor(reason: HookFailure, message: string, opts: { cause?: unknown; status?: number } = {}) {
+  /** What the hook answered (an excerpt), for the log only: an answer is never echoed into the cluster. */
+  readonly detail: string | undefined;
+  constructor(reason: HookFailure, message: string, opts: { cause?: unknown; status?: number; detail?: string } = {}) {
     super(message, { cause: opts.cause });
     this.name = 'HookError';
     this.reason = reason;
     this.status = opts.status;
+    this.detail = opts.detail;
   }
 }
 
@@ -29,10 +43,52 @@ export interface HookCallerOptions {
   region?: string | undefined;
   /** First retry delay; doubles per retry. */
   minRetryDelayMs?: number;
+  /** Plain http to a loopback address (the local runtime's hooks); anything else must be https. */
+  allowLoopbackHttp?: boolean | undefined;
+  /** The webhook signing secret; without one, requests carry the timestamp but no signature. */
+  signingSecret?: (() => Promise<string>) | undefined;
+  maxAnswerBytes?: number;
+  now?: () => number;
 }
 
+/** `sha256=<hex of HMAC-SHA256(secret, "<timestamp>.<body>")>`, the value of SIGNATURE_HEADER. */
+export function signRequest(secret: string, timestamp: string, body: string): string {
+  return `sha256=${createHmac('sha256', secret).update(`${timestamp}.${body}`).digest('hex')}`;
+}
+
+/** For hook authors: whether a request's signature is good and its timestamp within `toleranceSeconds` of `nowMs`. */
+export function verifyRequest(secret: string, headers: { timestamp: string | undefined; signature: string | undefined }, body: string, nowMs = Date.now(), toleranceSeconds = 300): boolean {
+  const { timestamp, signature } = headers;
+  if (!timestamp || !signature || !/^\d+$/.test(timestamp) || Math.abs(nowMs / 1000 - Number(timestamp)) > toleranceSeconds) return false;
+  const expected = Buffer.from(signRequest(secret, timestamp, body));
+  const given = Buffer.from(signature);
+  return expected.length === given.length && timingSafeEqual(expected, given);
+}
+
+/** Why a webhook URL may not be called, or undefined. */
+export function webhookRefusal(url: string, allowLoopbackHttp: boolean): string | undefined {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return 'the URL does not parse';
+  }
+  if (parsed.username || parsed.password) return 'the URL carries credentials';
+  if (parsed.protocol === 'https:') return undefined;
+  const loopback = parsed.hostname === 'localhost' || parsed.hostname === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(parsed.hostname);
+  if (parsed.protocol === 'http:' && loopback && allowLoopbackHttp) return undefined;
+  return 'webhooks are called over https only (plain http only to a loopback address, in the local runtime)';
+}
+
+/** The hook as messages name it: a webhook by its origin and path (a query may carry a credential). */
 export function hookName(hook: Hook): string {
-  return hook.webhook ? `webhook ${hook.webhook.url}` : `lambda ${hook.lambda?.functionName ?? '?'}`;
+  if (!hook.webhook) return `lambda ${hook.lambda?.functionName ?? '?'}`;
+  try {
+    const u = new URL(hook.webhook.url);
+    return `webhook ${u.origin}${u.pathname}`;
+  } catch {
+    return 'webhook (bad URL)';
+  }
 }
 
 export class Hooks implements HookCaller {
@@ -55,7 +111,7 @@ export class Hooks implements HookCaller {
         try {
           return hook.webhook ? await this.post(hook, hook.webhook.url, body) : await this.invoke(hook, body);
         } catch (err) {
-          if (err instanceof HookError && (err.reason === 'MalformedAnswer' || err.reason === 'FunctionError' || (err.reason === 'HTTPError' && !retriable(err)))) throw new AbortError(err);
+          if (err instanceof HookError && err.reason !== 'Timeout' && err.reason !== 'Unreachable' && !(err.reason === 'HTTPError' && retriable(err))) throw new AbortError(err);
           throw err;
         }
       },
@@ -64,20 +120,53 @@ export class Hooks implements HookCaller {
   }
 
   private async post(hook: Hook, url: string, body: string): Promise<unknown> {
-    let res;
+    const refusal = webhookRefusal(url, this.opts.allowLoopbackHttp ?? false);
+    if (refusal) throw new HookError('Refused', `${hookName(hook)}: ${refusal}`);
+    const timestamp = String(Math.floor((this.opts.now ?? Date.now)() / 1000));
+    const headers: Record<string, string> = { 'content-type': 'application/json', [TIMESTAMP_HEADER]: timestamp };
+    if (this.opts.signingSecret) headers[SIGNATURE_HEADER] = signRequest(await this.opts.signingSecret(), timestamp, body);
+    let res: Response;
     try {
-      res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body, signal: AbortSignal.timeout(hook.timeoutSeconds * 1000) });
+      // A redirect is an answer, not followed: fetch would turn the POST into a GET to wherever it points.
+      res = await fetch(url, { method: 'POST', headers, body, redirect: 'manual', signal: AbortSignal.timeout(hook.timeoutSeconds * 1000) });
     } catch (err) {
       throw failure(hook, err);
     }
-    let text: string;
-    try {
-      text = await res.text();
-    } catch (err) {
-      throw failure(hook, err);
+    if (res.status >= 300 && res.status < 400) {
+      await res.body?.cancel().catch(() => undefined);
+      throw new HookError('Refused', `${hookName(hook)} answered a redirect (HTTP ${res.status}); redirects are not followed`, { status: res.status, detail: res.headers.get('location') ?? undefined });
     }
-    if (res.status < 200 || res.status > 299) throw new HookError('HTTPError', `${hookName(hook)} answered HTTP ${res.status}: ${text.slice(0, 200)}`, { status: res.status });
+    const text = await this.readCapped(hook, res);
+    if (res.status < 200 || res.status > 299) throw new HookError('HTTPError', `${hookName(hook)} answered HTTP ${res.status}`, { status: res.status, detail: text.slice(0, 300) });
     return parseAnswer(hook, text);
+  }
+
+  private async readCapped(hook: Hook, res: Response): Promise<string> {
+    const max = this.opts.maxAnswerBytes ?? MAX_ANSWER_BYTES;
+    const tooLarge = () => new HookError('AnswerTooLarge', `${hookName(hook)} answered more than ${max} bytes`);
+    if (Number(res.headers.get('content-length') ?? 0) > max) {
+      await res.body?.cancel().catch(() => undefined);
+      throw tooLarge();
+    }
+    const chunks: Uint8Array[] = [];
+    let total = 0;
+    try {
+      const reader = res.body?.getReader();
+      for (;;) {
+        const next = await reader?.read();
+        if (!next || next.done) break;
+        total += next.value.byteLength;
+        if (total > max) {
+          await reader!.cancel().catch(() => undefined);
+          throw tooLarge();
+        }
+        chunks.push(next.value);
+      }
+    } catch (err) {
+      if (err instanceof HookError) throw err;
+      throw failure(hook, err);
+    }
+    return Buffer.concat(chunks).toString('utf8');
   }
 
   private async invoke(hook: Hook, body: string): Promise<unknown> {
@@ -95,8 +184,10 @@ export class Hooks implements HookCaller {
       if (status) throw new HookError('HTTPError', `${hookName(hook)}: Invoke failed with HTTP ${status}: ${(err as Error).message}`, { cause: err, status });
       throw failure(hook, err);
     }
-    const text = Buffer.from(out.Payload ?? new Uint8Array()).toString('utf8');
-    if (out.FunctionError) throw new HookError('FunctionError', `${hookName(hook)} failed (${out.FunctionError}): ${text.slice(0, 300)}`);
+    const payload = out.Payload ?? new Uint8Array();
+    if (payload.byteLength > (this.opts.maxAnswerBytes ?? MAX_ANSWER_BYTES)) throw new HookError('AnswerTooLarge', `${hookName(hook)} answered more than ${this.opts.maxAnswerBytes ?? MAX_ANSWER_BYTES} bytes`);
+    const text = Buffer.from(payload).toString('utf8');
+    if (out.FunctionError) throw new HookError('FunctionError', `${hookName(hook)} failed (${out.FunctionError === 'Unhandled' ? 'Unhandled' : 'Handled'})`, { detail: text.slice(0, 300) });
     return parseAnswer(hook, text);
   }
 }
@@ -116,6 +207,7 @@ function parseAnswer(hook: Hook, text: string): unknown {
   try {
     return JSON.parse(text);
   } catch (err) {
-    throw new HookError('MalformedAnswer', `${hookName(hook)} answered something that is not JSON (${(err as Error).message}): ${text.slice(0, 100)}`);
+    // The parser's message quotes the answer: it goes to the log only.
+    throw new HookError('MalformedAnswer', `${hookName(hook)} answered something that is not JSON`, { detail: `${(err as Error).message}: ${text.slice(0, 100)}` });
   }
 }

@@ -83,15 +83,28 @@ export interface MapHookRequest {
 
 export type TombstoneHookRequest = Omit<MapHookRequest, 'input'>;
 
+/** The most outputs one answer may name: each is a write, and a hook that loops must not flood the cluster. */
+export const MAX_OUTPUTS_PER_ANSWER = 250;
+
+// The answer's identifying fields are the only parts of it that messages (and so the parent's status) quote:
+// they are held to the apiserver's own shapes, so no free text of the hook's travels.
+const pattern = (re: RegExp, max: number, what: string) => z.string().check(z.maxLength(max, `must be at most ${max} characters`), z.regex(re, `must be ${what}`));
+const objectName = pattern(/^[A-Za-z0-9]([-A-Za-z0-9_.:]*[A-Za-z0-9])?$/, 253, 'an object name');
+const namespaceName = pattern(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 63, 'a namespace name');
+const kindName = pattern(/^[A-Za-z][A-Za-z0-9]*$/, 63, 'a kind');
+const apiVersionName = pattern(/^([a-z0-9]([-a-z0-9.]*[a-z0-9])?\/)?v[a-z0-9]+$/, 253, 'an apiVersion');
+
 /** What a hook answers: `{outputs: [...]}` (for the tombstone hook, the detached outputs to keep). */
 const hookResponseSchema = z.object({
-  outputs: z.array(
-    z.looseObject({
-      apiVersion: nonEmpty(),
-      kind: nonEmpty(),
-      metadata: z.looseObject({ name: nonEmpty(), namespace: z.optional(nonEmpty()) }),
-    }),
-  ),
+  outputs: z
+    .array(
+      z.looseObject({
+        apiVersion: apiVersionName,
+        kind: kindName,
+        metadata: z.looseObject({ name: objectName, namespace: z.optional(namespaceName) }),
+      }),
+    )
+    .check(z.maxLength(MAX_OUTPUTS_PER_ANSWER, `must name at most ${MAX_OUTPUTS_PER_ANSWER} outputs`)),
 });
 
 export class HookResponseError extends Error {
@@ -108,4 +121,27 @@ export function parseHookResponse(value: unknown): KubeObject[] {
     throw new HookResponseError(`the answer's ${field} ${problem}`);
   }
   return result.data.outputs as KubeObject[];
+}
+
+/**
+ * The MapController definition a sync request was queued for, as one of its causes: a request queued because
+ * the controller changed names the generation it must be served with, so a process holding an older one
+ * refreshes it rather than serve the request with the old definition.
+ */
+export function controllerCause(mc: Pick<MapController, 'uid' | 'generation'>): string {
+  return `MapController-definition/${mc.uid}/${mc.generation}`;
+}
+
+export function definitionOf(causes: readonly string[]): Definition | undefined {
+  for (const c of causes) {
+    const [tag, uid, generation] = c.split('/');
+    if (tag === 'MapController-definition' && uid && Number.isSafeInteger(Number(generation))) return { uid, generation: Number(generation) };
+  }
+  return undefined;
+}
+
+/** A MapController as far as a pass depends on it: which one, and which version of its spec. */
+export interface Definition {
+  uid: string;
+  generation: number;
 }

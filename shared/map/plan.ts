@@ -6,7 +6,7 @@ import type { ResolvedResource } from '../kube/discovery.ts';
 import { parseApiVersion, type KubeObject } from '../kube/resource.ts';
 import { canonicalJson, revisionHash, type Json } from '../history/data.ts';
 import { compileSelector, controllerOf, matches, newControllerRef, type LabelSelector, type Selector } from '../ownership/index.ts';
-import { APPLIED_ANNOTATION, MAP_KEY_LABEL, PARENT_LABEL, type OutputMap } from './api.ts';
+import { APPLIED_ANNOTATION, MAP_KEY_LABEL, PARENT_LABEL, type Definition, type OutputMap } from './api.ts';
 
 /** The parent's duck-typed `spec.selector`; missing or empty selects every input in scope (the seed). */
 export function inputSelector(parent: KubeObject): Selector {
@@ -83,7 +83,7 @@ export function prepareOutputs(desired: readonly KubeObject[], ctx: { parent: Ku
     }
     if (kind.namespaced && !namespace) throw new OutputError(`${what}: a namespaced output of a cluster-scoped parent needs a namespace`);
     const ours = d.metadata.ownerReferences?.find((r) => r.controller === true && r.uid !== ctx.parent.metadata.uid);
-    if (ours) throw new OutputError(`${what}: names another controller (${ours.kind} ${ours.name}); outputs are owned by the parent`);
+    if (ours) throw new OutputError(`${what}: names another controller; outputs are owned by the parent`);
     const { uid: _uid, resourceVersion: _rv, generation: _g, creationTimestamp: _c, managedFields: _m, deletionTimestamp: _d, selfLink: _s, ...meta } = d.metadata;
     const { status: _status, ...body } = d;
     const object: KubeObject = {
@@ -270,4 +270,28 @@ export function resyncDue(uid: string, periodSeconds: number, now: Date, tickMs:
   const phase = createHash('sha256').update(uid).digest().readUInt32BE(0) % period;
   const index = Math.floor((t - phase) / period);
   return index !== Math.floor((t - tickMs - phase) / period) ? index : undefined;
+}
+
+/** What the map handler keeps per parent: when its last clean pass started, and with which definition. */
+export interface PassRecord {
+  startedAt: number;
+  controller?: string;
+  generation?: number;
+}
+
+/**
+ * Whether a request must run a pass, is already served by a later clean pass, or finds this process's
+ * definition of the MapController older than the request's or than the last pass's (refresh it, then ask again
+ * with `refreshed`). A pass serves later requests only with the definition they would be served with: a process
+ * whose cached definition is stale runs its pass, but does not make a request for the newer one look served.
+ */
+export function passDecision(opts: { last: PassRecord | undefined; sentAt: number; skewMs: number; current: Definition | undefined; requested: Definition | undefined; refreshed: boolean }): 'run' | 'served' | 'refresh' | 'no-controller' {
+  const { last, current, requested } = opts;
+  const behind =
+    (requested && (!current || requested.uid !== current.uid || requested.generation > current.generation)) ||
+    (current && last?.controller === current.uid && (last.generation ?? 0) > current.generation);
+  if (behind && !opts.refreshed) return 'refresh';
+  if (!current) return 'no-controller';
+  const sameDefinition = last?.controller === current.uid && last.generation === current.generation && (!requested || (requested.uid === current.uid && requested.generation <= current.generation));
+  return last && sameDefinition && last.startedAt > opts.sentAt + opts.skewMs ? 'served' : 'run';
 }

@@ -5,13 +5,16 @@
 // its test.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { forgetMapControllers, listMapControllers, mapControllerFor, type ResolvedMapController } from '../../functions/map/controllers.ts';
+import { clusterCache, type ClusterCache } from '../../functions/cluster-cache.ts';
+import { forgetMapControllers, listMapControllers, mapControllerFor, type MapControllerSet, type ResolvedMapController } from '../../functions/map/controllers.ts';
+import { serveMapRequest, type MapServeContext } from '../../functions/map/handler.ts';
+import { makeSyncRequest, type SyncRequest } from '../../shared/lambda/sync-request.ts';
 import { syncMap, type MapContext } from '../../functions/map/sync.ts';
 import { Hooks } from '../../shared/hooks/index.ts';
 import { connect, forgetDiscovery, gvr, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
 import { applyManifests } from '../../shared/kube/apply.ts';
 import type { SyncKey } from '../../shared/ownership/index.ts';
-import { adminClient, createNamespace, outriggerClient, testbed, uniqueName } from '../testbed/index.ts';
+import { adminClient, createNamespace, outriggerClient, testbed, testState, uniqueName } from '../testbed/index.ts';
 import { openCrd } from '../testbed/crds.ts';
 import { controllersGrant } from '../testbed/rbac.ts';
 
@@ -21,6 +24,7 @@ const shapers = gvr(GROUP, 'v1', 'shapers');
 const gadgets = gvr(GROUP, 'v1', 'gadgets');
 const seeds = gvr(GROUP, 'v1', 'seeds');
 const bares = gvr(GROUP, 'v1', 'bares');
+const racers = gvr(GROUP, 'v1', 'racers');
 const regions = gvr(GROUP, 'v1', 'regions');
 
 interface HookRequest {
@@ -31,7 +35,7 @@ interface HookRequest {
 }
 type Answer = { status?: number; body: unknown };
 /** Per parent name, how the map and tombstone hooks answer; the default map answer copies a ConfigMap input. */
-const mapAnswers = new Map<string, (req: HookRequest) => Answer>();
+const mapAnswers = new Map<string, (req: HookRequest, url: string) => Answer>();
 const tombstoneAnswers = new Map<string, (req: HookRequest) => Answer>();
 const calls = { map: 0, tombstone: 0 };
 
@@ -47,10 +51,10 @@ function serve(req: IncomingMessage, res: ServerResponse): void {
   req.on('data', (c: Buffer) => chunks.push(c));
   req.on('end', () => {
     const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as HookRequest;
-    const tombstone = req.url === '/tombstone';
+    const tombstone = req.url?.startsWith('/tombstone') ?? false;
     calls[tombstone ? 'tombstone' : 'map'] += 1;
     const how = (tombstone ? tombstoneAnswers : mapAnswers).get(body.parent.metadata.name ?? '');
-    const answer = how ? how(body) : tombstone ? { body: { outputs: [] } } : { body: { outputs: [copyOf(body)] } };
+    const answer = how ? how(body, req.url ?? '') : tombstone ? { body: { outputs: [] } } : { body: { outputs: [copyOf(body)] } };
     res.writeHead(answer.status ?? 200, { 'content-type': 'application/json' });
     res.end(JSON.stringify(answer.body));
   });
@@ -83,10 +87,10 @@ beforeAll(async () => {
   const admin = adminClient();
   await applyManifests(
     admin,
-    `${crd('Shaper', 'shapers')}${crd('Gadget', 'gadgets')}${crd('Seed', 'seeds')}${crd('Bare', 'bares', { status: false })}${crd('Region', 'regions', { scope: 'Cluster' })}
+    `${crd('Shaper', 'shapers')}${crd('Gadget', 'gadgets')}${crd('Seed', 'seeds')}${crd('Bare', 'bares', { status: false })}${crd('Region', 'regions', { scope: 'Cluster' })}${crd('Racer', 'racers')}
 ${controllersGrant('outrigger-map-contract-test', [
-  `{ apiGroups: ["${GROUP}"], resources: ["shapers", "bares", "regions"], verbs: ["get", "list", "watch"] }`,
-  `{ apiGroups: ["${GROUP}"], resources: ["shapers/status", "regions/status"], verbs: ["patch"] }`,
+  `{ apiGroups: ["${GROUP}"], resources: ["shapers", "bares", "regions", "racers"], verbs: ["get", "list", "watch"] }`,
+  `{ apiGroups: ["${GROUP}"], resources: ["shapers/status", "regions/status", "racers/status"], verbs: ["patch"] }`,
   // A parent without a status subresource has its status written on the object itself.
   `{ apiGroups: ["${GROUP}"], resources: ["bares"], verbs: ["patch"] }`,
   `{ apiGroups: ["${GROUP}"], resources: ["seeds"], verbs: ["list", "watch"] }`,
@@ -96,10 +100,11 @@ ${controllersGrant('outrigger-map-contract-test', [
 ${mapController('contract-shaper', 'shapers', ['configmaps', `${GROUP}/v1/seeds`], ['configmaps', `${GROUP}/v1/gadgets`], true)}
 ${mapController('contract-bare', 'bares', ['configmaps'], ['configmaps'], false)}
 ${mapController('contract-region', 'regions', ['configmaps'], ['configmaps'], false)}
+${mapController('contract-racer', 'racers', ['configmaps'], ['configmaps'], false).replace('/map"', '/map?definition=1"')}
 `,
   );
   const kube = outriggerClient();
-  for (const kind of ['Shaper', 'Bare', 'Region']) {
+  for (const kind of ['Shaper', 'Bare', 'Region', 'Racer']) {
     for (let i = 0; ; i += 1) {
       forgetMapControllers();
       forgetDiscovery(kube);
@@ -118,7 +123,7 @@ afterAll(async () => {
   await new Promise<void>((r) => server.close(() => r()));
 });
 
-const context = (kube: KubeClient = outriggerClient()): MapContext => ({ kube, hooks: new Hooks({ minRetryDelayMs: 10 }), concurrency: 4 });
+const context = (kube: KubeClient = outriggerClient()): MapContext => ({ kube, hooks: new Hooks({ minRetryDelayMs: 10, allowLoopbackHttp: true }), concurrency: 4 });
 const keyOf = (o: KubeObject, kind: string): SyncKey => ({ cluster: 'it', group: GROUP, kind, namespace: o.metadata.namespace, name: o.metadata.name ?? '', uid: o.metadata.uid ?? '' });
 const writes = (kube: KubeClient) => Object.entries(kube.stats.byVerb).filter(([v]) => !['get', 'list'].includes(v)).reduce((n, [, x]) => n + x, 0);
 const configMap = (name: string, namespace: string, labels: Record<string, string>, data: Record<string, string> = { v: name }) =>
@@ -269,5 +274,50 @@ describe('parents and hooks the seed allows', () => {
     tombstoneAnswers.set('tomb', () => ({ body: { outputs: [] } }));
     expect(await syncMap(ctx, controllers.Shaper!, keyOf(parent, 'Shaper'))).toMatchObject({ deleted: 1, problems: [] });
     expect(await names(ns)).toEqual(['stays', 'stays-copy']);
+  });
+});
+
+describe('a MapController change is never served with the old definition', () => {
+  test('two processes, one holding the old definition in its cache: the request the change queued is not taken as served by the stale pass', async () => {
+    const ns = await createNamespace('contract');
+    await configMap('in', ns, { app: 'race' });
+    const parent = await parentOf(racers, 'Racer', 'racer', ns, { app: 'race' });
+    // The hook answers with the definition it was called through (its URL differs per generation).
+    mapAnswers.set('racer', (req, hookUrl) => ({ body: { outputs: [copyOf(req, { definition: new URL(hookUrl, 'http://x').searchParams.get('definition') ?? '' })] } }));
+    const state = testState();
+    const sent: SyncRequest[] = [];
+    const cluster = uniqueName('race');
+    const serveContext = (controllers: ClusterCache<MapControllerSet>): MapServeContext => ({
+      kube: outriggerClient(),
+      state,
+      syncSink: { send: async (_target, requests) => void sent.push(...requests) },
+      hooks: new Hooks({ minRetryDelayMs: 10, allowLoopbackHttp: true }),
+      controllers,
+      log: () => undefined,
+    });
+    const stale = clusterCache<MapControllerSet>(60_000);
+    const fresh = clusterCache<MapControllerSet>(60_000);
+    const before = mapControllerFor(await listMapControllers(outriggerClient(), cluster, stale), GROUP, 'Racer')!;
+    // The MapController changes; the process that hears of it queues the parent for the new definition.
+    const admin = adminClient();
+    const mcs = gvr('metacontroller.k8s.io', 'v1alpha1', 'mapcontrollers');
+    await admin.patch(mcs, 'contract-racer', undefined, { spec: { hooks: { map: { webhook: { url: `${url}/map?definition=2` } } } } }, 'merge');
+    const changed = await admin.get(mcs, 'contract-racer');
+    expect(changed.metadata.generation).toBe(before.generation + 1);
+    const key = (o: KubeObject, kind: string, group: string) => ({ cluster, group, kind, namespace: o.metadata.namespace, name: o.metadata.name!, uid: o.metadata.uid! });
+    await serveMapRequest(makeSyncRequest(key(changed, 'MapController', 'metacontroller.k8s.io'), ['MapController/change']), Date.now(), serveContext(fresh));
+    const queued = sent.find((r) => r.key.uid === parent.metadata.uid)!;
+    expect(queued).toBeDefined();
+    const queuedAt = Date.now() - 5_000;
+    // Meanwhile the stale process serves another request for the parent (an input's event) with the old definition.
+    await serveMapRequest(makeSyncRequest({ ...keyOf(parent, 'Racer'), cluster }, ['ConfigMap/event']), Date.now(), serveContext(stale));
+    expect((await adminClient().get(configMaps, 'in-copy', ns)).data).toEqual({ definition: '1' });
+    // The queued request reaches the other process: it is not served yet.
+    await serveMapRequest(queued, queuedAt, serveContext(fresh));
+    expect((await adminClient().get(configMaps, 'in-copy', ns)).data).toEqual({ definition: '2' });
+    // And the stale process, given the parent again, refreshes rather than go back to the old definition.
+    await serveMapRequest(makeSyncRequest({ ...keyOf(parent, 'Racer'), cluster }, ['ConfigMap/event']), Date.now() + 10_000, serveContext(stale));
+    expect((await adminClient().get(configMaps, 'in-copy', ns)).data).toEqual({ definition: '2' });
+    expect(mapControllerFor(await listMapControllers(outriggerClient(), cluster, stale), GROUP, 'Racer')!.generation).toBe(changed.metadata.generation);
   });
 });

@@ -1,8 +1,10 @@
+import { createHmac } from 'node:crypto';
 import fc from 'fast-check';
+import { signRequest, verifyRequest, webhookRefusal } from '../../shared/hooks/index.ts';
 import { keepSnapshots, mapSnapshots, parseDuration } from '../../examples/snapshot-schedule/hooks.ts';
 import type { KubeObject, ResolvedResource } from '../../shared/kube/index.ts';
-import { APPLIED_ANNOTATION, MAP_KEY_LABEL, MapControllerError, PARENT_LABEL, parseHookResponse, parseMapController } from '../../shared/map/api.ts';
-import { aggregate, appliedOwnership, contains, detachedToDelete, diffOutputs, inputSelector, outputMap, outputsByKey, prepareOutputs, resyncDue, selectInputs, setCondition, statusChanged, statusPatch, type Condition } from '../../shared/map/plan.ts';
+import { APPLIED_ANNOTATION, controllerCause, definitionOf, MAP_KEY_LABEL, MapControllerError, MAX_OUTPUTS_PER_ANSWER, PARENT_LABEL, parseHookResponse, parseMapController } from '../../shared/map/api.ts';
+import { aggregate, appliedOwnership, contains, passDecision, type PassRecord, detachedToDelete, diffOutputs, inputSelector, outputMap, outputsByKey, prepareOutputs, resyncDue, selectInputs, setCondition, statusChanged, statusPatch, type Condition } from '../../shared/map/plan.ts';
 
 const parent: KubeObject = { apiVersion: 'snapshot.outrigger.dev/v1', kind: 'SnapshotSchedule', metadata: { name: 's', namespace: 'ns', uid: 'p-uid', generation: 1 }, spec: { selector: { matchLabels: { app: 'a' } } } };
 const configMaps: ResolvedResource = { group: '', version: 'v1', resource: 'configmaps', kind: 'ConfigMap', namespaced: true };
@@ -166,6 +168,26 @@ describe('a sync pass, decided', () => {
     expect(diffOutputs([{ ...observed, metadata: { ...observed.metadata, managedFields: [] } }], [desired], 'outrigger').unchanged).toHaveLength(1);
   });
 
+  test('a pass serves later requests only with the definition they need; a stale definition is refreshed first', () => {
+    const def = (generation: number, uid = 'mc') => ({ uid, generation });
+    const decide = (last: PassRecord | undefined, current: ReturnType<typeof def> | undefined, requested?: ReturnType<typeof def>, refreshed = false) =>
+      passDecision({ last, sentAt: 1_000, skewMs: 100, current, requested, refreshed });
+    const later = (generation: number, controller = 'mc') => ({ startedAt: 2_000, controller, generation });
+    expect(decide(later(2), def(2))).toBe('served');
+    expect(decide({ startedAt: 1_050, controller: 'mc', generation: 2 }, def(2))).toBe('run'); // within the skew
+    expect(decide(later(1), def(2))).toBe('run'); // a pass with the old definition serves nothing newer
+    expect(decide({ startedAt: 2_000 }, def(2))).toBe('run'); // a record from before definitions were kept
+    expect(decide(later(2), def(1))).toBe('refresh'); // this process is behind the last pass
+    expect(decide(later(2), def(2), def(3))).toBe('refresh'); // behind the request
+    expect(decide(later(2), def(2), def(1, 'old'))).toBe('refresh');
+    expect(decide(undefined, undefined, def(1))).toBe('refresh'); // a new controller this process has not seen
+    expect(decide(later(2), def(2), def(3), true)).toBe('run'); // refreshed and still behind: run, never serve
+    expect(decide(later(2), undefined, undefined, true)).toBe('no-controller');
+    expect(decide(later(2, 'other'), def(2))).toBe('run'); // another controller (recreated) of that kind
+    expect(definitionOf(['x/y', controllerCause(def(7))])).toEqual(def(7));
+    expect(definitionOf(['ConfigMap/c/u/1/modified'])).toBeUndefined();
+  });
+
   test('property: a resync tick queues each parent exactly once per period (every tick when the period is shorter)', () => {
     fc.assert(
       fc.property(fc.uuid(), fc.integer({ min: 61, max: 7_200 }), fc.integer({ min: 0, max: 10_000_000 }), (uid, period, start) => {
@@ -206,5 +228,43 @@ describe('the SnapshotSchedule hooks', () => {
     expect(parseDuration('10d')).toBe(864_000_000);
     expect(() => parseDuration('6 hours')).toThrow(/not a duration: "6 hours"/);
     expect(() => parseDuration('0s')).toThrow(/not a duration/);
+  });
+});
+
+describe('the webhook contract', () => {
+  test('a request is signed over "<timestamp>.<body>"; a hook verifies it, and refuses a changed body, another key or an old timestamp', () => {
+    const now = 1_800_000_000_000;
+    const timestamp = String(now / 1000);
+    const body = '{"mapKey":"k"}';
+    const signature = signRequest('key', timestamp, body);
+    expect(signature).toBe(`sha256=${createHmac('sha256', 'key').update(`${timestamp}.${body}`).digest('hex')}`);
+    expect(verifyRequest('key', { timestamp, signature }, body, now)).toBe(true);
+    expect(verifyRequest('key', { timestamp, signature }, `${body} `, now)).toBe(false);
+    expect(verifyRequest('other', { timestamp, signature }, body, now)).toBe(false);
+    expect(verifyRequest('key', { timestamp, signature }, body, now + 301_000)).toBe(false);
+    expect(verifyRequest('key', { timestamp, signature: undefined }, body, now)).toBe(false);
+  });
+
+  test.each([
+    ['https://hooks.example/map', false, undefined],
+    ['http://hooks.example/map', true, /https only/],
+    ['http://127.0.0.1:8080/map', false, /https only/],
+    ['http://127.0.0.1:8080/map', true, undefined],
+    ['http://localhost/map', true, undefined],
+    ['http://[::1]:9/map', true, undefined],
+    ['http://10.0.0.1/map', true, /https only/],
+    ['https://user:pw@hooks.example/map', false, /credentials/],
+  ])('webhook URL %s (loopback http allowed: %s)', (url, allow, refusal) => {
+    const why = webhookRefusal(url, allow);
+    if (refusal) expect(why).toMatch(refusal);
+    else expect(why).toBeUndefined();
+  });
+
+  test('answers: at most MAX_OUTPUTS_PER_ANSWER outputs, each named as the apiserver names objects', () => {
+    const many = (n: number) => ({ outputs: Array.from({ length: n }, (_, i) => cm(`c${i}`)) });
+    expect(parseHookResponse(many(MAX_OUTPUTS_PER_ANSWER))).toHaveLength(MAX_OUTPUTS_PER_ANSWER);
+    expect(() => parseHookResponse(many(MAX_OUTPUTS_PER_ANSWER + 1))).toThrow(/at most/);
+    expect(() => parseHookResponse({ outputs: [cm('a b')] })).toThrow(/outputs.0.metadata.name/);
+    expect(() => parseHookResponse({ outputs: [{ ...cm('a'), kind: 'Config Map' }] })).toThrow(/outputs.0.kind/);
   });
 });

@@ -217,13 +217,15 @@ describe('the Outrigger stack', () => {
         StoragePoll: [...table('dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:PutItem', 'dynamodb:ConditionCheckItem'), ...send('ProdSyncMigrator')],
         Storage: [...table('dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:PutItem', 'dynamodb:ConditionCheckItem'), ...consumer('ProdSyncStorage', 'ProdSyncMigrator')],
         Migrator: [...table('dynamodb:UpdateItem'), ...consumer('ProdSyncMigrator', 'ProdSyncMigrator')],
-        Map: [...table('dynamodb:GetItem', 'dynamodb:PutItem'), ...consumer('ProdSyncMap', 'ProdSyncMap')],
+        Map: [...table('dynamodb:GetItem', 'dynamodb:PutItem'), ...consumer('ProdSyncMap', 'ProdSyncMap'), `secretsmanager:GetSecretValue ${JSON.stringify({ Ref: signingSecretId(template) })}`],
         MapResync: send('ProdSyncMap'),
         Ingest: send('ProdEvents', 'IngestDeadLetter'),
         ProdForwarderRole: send('ProdEvents', 'ProdEventsDeadLetter'),
       }),
     );
   });
+
+  const signingSecretId = (t: Template) => Object.keys(t.findResources('AWS::SecretsManager::Secret')).find((id) => id.startsWith('MapHookSigningSecret'));
 
   test('names no resource by wildcard in any policy', () => {
     for (const type of ['AWS::IAM::Policy', 'AWS::IAM::Role', 'AWS::SQS::QueuePolicy']) {
@@ -456,10 +458,23 @@ describe('the Outrigger stack', () => {
     const arn = 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:outrigger/onprem';
     const t = synth([cluster, { id: 'onprem', access: { kind: 'secret', server: 'https://k8s.onprem.example:6443', secretArn: arn } }]);
     const reads = Object.entries(t.findResources('AWS::IAM::Policy')).flatMap(([id, p]) =>
-      (p.Properties.PolicyDocument.Statement as Array<{ Action: unknown; Resource: unknown }>).filter((st) => st.Action === 'secretsmanager:GetSecretValue').map((st) => [id.replace(/ServiceRoleDefaultPolicy.*$/, ''), st.Resource]),
+      // (The map function's webhook signing key, a secret of the stack's own, is the next test's.)
+      (p.Properties.PolicyDocument.Statement as Array<{ Action: unknown; Resource: unknown }>).filter((st) => st.Action === 'secretsmanager:GetSecretValue' && typeof st.Resource === 'string').map((st) => [id.replace(/ServiceRoleDefaultPolicy.*$/, ''), st.Resource]),
     );
     const readers = Object.fromEntries(reads);
     expect(Object.keys(readers).sort()).toEqual(['Heartbeat', 'History', 'Map', 'MapResync', 'Migrator', 'Router', 'Storage', 'StoragePoll', 'Truncate']);
     for (const resource of Object.values(readers)) expect(resource).toBe(`${arn}-??????`);
+  });
+
+  test('the webhook signing key: a generated secret that the map function alone may read (GetSecretValue, nothing else), named in its environment', () => {
+    const t = synth([cluster]);
+    const [secretId] = Object.keys(t.findResources('AWS::SecretsManager::Secret'));
+    expect(secretId).toMatch(/^MapHookSigningSecret/);
+    const grants = Object.entries(t.findResources('AWS::IAM::Policy')).flatMap(([id, p]) =>
+      (p.Properties.PolicyDocument.Statement as Array<{ Action: unknown; Resource: unknown }>).filter((st) => JSON.stringify(st.Resource).includes(secretId!)).map((st) => [id.replace(/ServiceRoleDefaultPolicy.*$/, ''), st.Action, st.Resource]),
+    );
+    expect(grants).toEqual([['Map', 'secretsmanager:GetSecretValue', { Ref: secretId }]]);
+    const withKey = Object.entries(t.findResources('AWS::Lambda::Function')).filter(([, f]) => (f.Properties.Environment?.Variables as Record<string, unknown> | undefined)?.OUTRIGGER_HOOK_SECRET_ARN);
+    expect(withKey.map(([id]) => id.replace(/[0-9A-F]{8}$/, ''))).toEqual(['Map']);
   });
 });
