@@ -13,6 +13,7 @@ import type { KubeClient } from '../../shared/kube/index.ts';
 import { Resources, isKubeError, resolveKind, type KubeList, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
 import { canonicalJson, fieldAt, labelSelectorString, parentLabels, revisionHash, revisionName, selectorLabels, semanticallyEqual, targetState, type Json, type JsonObject } from '../../shared/history/data.ts';
 import type { DefaultsSchema } from '../../shared/history/defaults.ts';
+import { recordEvent } from '../../shared/events/index.ts';
 import { goJson } from '../../shared/json.ts';
 import { historyLimit, truncationInputs, type RevisionPolicy } from '../../shared/history/policy.ts';
 import { HASH_LABEL, decide, truncationMayDelete, type ControllerRevision } from '../../shared/history/revisions.ts';
@@ -28,6 +29,9 @@ const LEASE_TTL_MS = 90_000;
 const LEASE_MARGIN_MS = 15_000;
 const LEASE_WAIT_MS = 20_000;
 const CHANGE_CAUSE = 'kubernetes.io/change-cause';
+
+/** How history's Kubernetes Events name their reporter. */
+export const HISTORY_CONTROLLER = 'outrigger.dev/history';
 
 export interface HistoryDeps {
   kube: KubeClient;
@@ -130,6 +134,7 @@ export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key
   let result: LockedOutcome | undefined;
   let heldDigest = digest;
   let heldTruncation: string | undefined;
+  let recorded = first.parent;
   try {
     // Read again under the lease: a sync that waited for it must decide on the state as it is now, not as it
     // was before another sync ran (which could otherwise make a stale state look like a rollback). The
@@ -148,12 +153,17 @@ export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key
       if (!deps.state.leases.stillHeld(lease, LEASE_MARGIN_MS)) throw new Error(`the history lease of ${key.namespace}/${key.name} is about to expire; not writing, the sync will be retried`);
     };
     result = await syncLocked(deps, policy, target, parent, candidate, guard, listed);
-    return result.outcome;
+    recorded = parent;
   } finally {
     // The record is a cache of what the sync found, left on the lease only while it is still held.
     const memo: HistoryRecord | undefined = result && { digest: heldDigest, revision: result.outcome.revision, number: result.outcome.number, revisionsVersion: result.revisionsVersion, revisionUid: result.revisionUid, truncation: heldTruncation };
     await deps.state.leases.release(lease, memo);
   }
+  // After the lease is free: an event is news of what was done, not part of doing it.
+  const { outcome } = result;
+  if (outcome.outcome === 'created') await recordEvent(deps.kube, recorded, { type: 'Normal', reason: 'RevisionCreated', action: 'Create', note: `Created revision ${outcome.number}: ${outcome.revision}` }, { controller: HISTORY_CONTROLLER, instance: deps.holder });
+  if (outcome.outcome === 'rollback') await recordEvent(deps.kube, recorded, { type: 'Normal', reason: 'RolledBack', action: 'Update', note: `Back to the target state of ${outcome.revision}, now revision ${outcome.number}` }, { controller: HISTORY_CONTROLLER, instance: deps.holder });
+  return outcome;
 }
 
 /** The parent's history lease; waits briefly while another sync holds it. */

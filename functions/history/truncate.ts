@@ -14,7 +14,8 @@ import { historyLimit, statusRevisions, type RevisionPolicy } from '../../shared
 import { HASH_LABEL, truncationPlan, type ControllerRevision } from '../../shared/history/revisions.ts';
 import { compileSelector, isControlledBy, selectorString, type LabelSelector, type SyncKey } from '../../shared/ownership/index.ts';
 import { targetDefaults } from './defaults.ts';
-import { currentRevisionKey, resolveTarget } from './sync.ts';
+import { currentRevisionKey, HISTORY_CONTROLLER, resolveTarget } from './sync.ts';
+import { recordEvent } from '../../shared/events/index.ts';
 
 export interface TruncateResult {
   deleted: string[];
@@ -83,6 +84,10 @@ export async function truncateHistory(deps: { kube: KubeClient }, policy: Revisi
     } catch (err) {
       if (!isKubeError(err, 'NotFound') && !isKubeError(err, 'Conflict')) throw err;
     }
+  }
+  if (deleted.length) {
+    const note = `Deleted ${deleted.length} revision(s) beyond the history limit: ${deleted.join(', ')}`;
+    await recordEvent(deps.kube, parent, { type: 'Normal', reason: 'Truncated', action: 'Delete', note }, { controller: HISTORY_CONTROLLER, instance: 'truncate' });
   }
   return { deleted, kept: owned.length - deleted.length, live: [...live] };
 }

@@ -10,6 +10,7 @@ import { Resources, connect, gvr, type KubeClient, type KubeObject } from '../..
 import { applyManifests } from '../../shared/kube/apply.ts';
 import { controllerOf, newControllerRef, type SyncKey } from '../../shared/ownership/index.ts';
 import { startFaultProxy } from '../testbed/fault-proxy.ts';
+import { kubectl } from '../testbed/kubectl.ts';
 import { DAEMONSET_POLICY, STATEFULSET_POLICY } from '../testbed/policies.ts';
 import { adminClient, createNamespace, eventually, outriggerClient, startTestRuntime, testState, testbed, uniqueName } from '../testbed/index.ts';
 import { openCrd } from '../testbed/crds.ts';
@@ -332,6 +333,12 @@ describe('truncation', () => {
     expect(result.deleted).toHaveLength(2);
     // Idempotent: a second run deletes nothing.
     expect((await truncateHistory({ kube }, policy, keyOf(sts))).deleted).toEqual([]);
+
+    // What was done shows on the StatefulSet, as stock kubectl describes it: one event per revision and one truncation.
+    const described = await kubectl('describe', 'statefulset', 'web', '-n', ns);
+    expect(described.match(/RevisionCreated/g)).toHaveLength(6);
+    expect(described).toMatch(/Normal\s+Truncated\s+.*Deleted 2 revision\(s\) beyond the history limit/);
+    expect(described).toContain(`Created revision 6: ${after.at(-1)!.metadata.name}`);
   }, 60_000);
 
   test("never deletes the revision holding the parent's target state, even before the sync has made it the latest (a rollback)", async () => {
