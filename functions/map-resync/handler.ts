@@ -3,6 +3,7 @@ import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import { environment } from '../../shared/lambda/environment.ts';
 import { functionLogger } from '../../shared/lambda/logger.ts';
 import { makeSyncRequest } from '../../shared/lambda/sync-request.ts';
+import { RESYNC_CAUSE } from '../../shared/map/api.ts';
 import { resyncDue } from '../../shared/map/plan.ts';
 import { listMapControllers, MAP_TARGET } from '../map/controllers.ts';
 
@@ -28,7 +29,7 @@ export const handler = middy(async (event: { cluster?: string }) => {
       for (const p of await kube.listAll(mc.parent)) {
         const index = resyncDue(p.metadata.uid ?? '', period, now, RESYNC_TICK_MS);
         if (index === undefined) continue;
-        requests.push(makeSyncRequest({ cluster, group: mc.parent.group, kind: mc.parent.kind, namespace: p.metadata.namespace, name: p.metadata.name ?? '', uid: p.metadata.uid ?? '' }, [`resync/${period}/${index}`]));
+        requests.push(makeSyncRequest({ cluster, group: mc.parent.group, kind: mc.parent.kind, namespace: p.metadata.namespace, name: p.metadata.name ?? '', uid: p.metadata.uid ?? '' }, [`${RESYNC_CAUSE}${period}/${index}`]));
       }
       await env.syncSink.send(MAP_TARGET, requests);
       queued += requests.length;

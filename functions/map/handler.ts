@@ -2,9 +2,9 @@ import type { ClusterCache } from '../cluster-cache.ts';
 import type { HookCaller } from '../../shared/hooks/index.ts';
 import type { KubeClient } from '../../shared/kube/index.ts';
 import { syncFunction } from '../../shared/lambda/sync-function.ts';
-import { makeSyncRequest, type SyncRequest } from '../../shared/lambda/sync-request.ts';
+import { makeSyncRequest, parseSyncCause, type SyncRequest } from '../../shared/lambda/sync-request.ts';
 import type { SyncSink } from '../../shared/lambda/sync-sink.ts';
-import { controllerCause, definitionOf, MAP_GROUP } from '../../shared/map/api.ts';
+import { controllerCause, definitionOf, MAP_GROUP, RESYNC_CAUSE } from '../../shared/map/api.ts';
 import { passDecision, type PassRecord } from '../../shared/map/plan.ts';
 import type { State } from '../../shared/state/index.ts';
 import { listMapControllers, MAP_TARGET, mapControllerCache, mapControllerFor, type MapControllerSet } from './controllers.ts';
@@ -13,6 +13,8 @@ import { syncMap } from './sync.ts';
 
 /** Clock skew allowed between SQS's SentTimestamp and this function's clock. */
 const SKEW_MS = 1_000;
+/** A request carries at most this many causes (makeSyncRequest): one with that many may have lost some. */
+const MAX_CAUSES = 10;
 /** Pass records expire with the parent's activity: a parent not synced for a day has its record dropped. */
 const PASS_TTL_SECONDS = 86_400;
 
@@ -64,11 +66,15 @@ export async function serveMapRequest({ key, causes }: SyncRequest, sentAt: numb
     return;
   }
   const startedAt = Date.now();
-  const result = await syncMap({ kube, hooks: ctx.hooks, log: ctx.log }, mc, key);
+  // An event-driven pass calls the hook only for inputs whose last answer no longer holds. A resync calls every
+  // hook (a hook may depend on the clock), and so does a request whose causes may have been cut short.
+  const incremental = !causes.some((c) => c.startsWith(RESYNC_CAUSE)) && causes.length < MAX_CAUSES;
+  const touched = new Set(causes.map((c) => parseSyncCause(c).uid).filter((u): u is string => Boolean(u)));
+  const { answers, ...result } = await syncMap({ kube, hooks: ctx.hooks, log: ctx.log }, mc, key, { reuse: incremental ? { previous: last?.answers, touched } : undefined });
   // Only a clean pass serves later requests: after a problem, the next trigger tries again.
-  const record: PassRecord = { startedAt, controller: mc.uid, generation: mc.generation };
+  const record: PassRecord = { startedAt, controller: mc.uid, generation: mc.generation, answers };
   if (!result.problems.length && !result.skipped) await ctx.state.records.put(passKey, record, 'any', { ttlSeconds: PASS_TTL_SECONDS });
-  ctx.log('info', 'map synced', { controller: mc.name, generation: mc.generation, parent: `${key.namespace ?? ''}/${key.name}`, ...result, problems: result.problems.length });
+  ctx.log('info', 'map synced', { controller: mc.name, generation: mc.generation, parent: `${key.namespace ?? ''}/${key.name}`, incremental, ...result, problems: result.problems.length });
 }
 
 export const handler = syncFunction('map', (request, { env, logger, sentAt }) =>

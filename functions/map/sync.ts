@@ -10,6 +10,8 @@ import { apiVersionOf, isKubeError, KubeError, type KubeClient, type KubeObject,
 import { HookResponseError, PARENT_LABEL, parseHookResponse } from '../../shared/map/api.ts';
 import {
   aggregate,
+  answerFingerprint,
+  answerHolds,
   appliedOwnership,
   detachedToDelete,
   diffOutputs,
@@ -24,6 +26,8 @@ import {
   setCondition,
   statusChanged,
   statusPatch,
+  MAX_RECORDED_INPUTS,
+  type AnswerRecord,
   type MapStatus,
 } from '../../shared/map/plan.ts';
 import { isBeingDeleted, isControlledBy, SelectorError, selectorString } from '../../shared/ownership/index.ts';
@@ -67,10 +71,22 @@ export interface MapSyncResult {
   detachedKept: number;
   problems: Problem[];
   statusWritten: boolean;
+  /** Inputs whose last answer still held: no hook call (answerHolds). */
+  reused: number;
+  /** What this pass's answers rest on, for the next incremental pass (none past MAX_RECORDED_INPUTS). */
+  answers?: AnswerRecord | undefined;
 }
 
-export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: SyncKey): Promise<MapSyncResult> {
-  const result: MapSyncResult = { inputs: 0, hookCalls: 0, created: 0, updated: 0, deleted: 0, unchanged: 0, detachedKept: 0, problems: [], statusWritten: false };
+export interface MapPassOptions {
+  /**
+   * An incremental pass: the last clean pass's answers, and the uids the request names (its causes' objects).
+   * Without it every input's hook is called (a resync, or nothing recorded).
+   */
+  reuse?: { previous: AnswerRecord | undefined; touched: ReadonlySet<string> } | undefined;
+}
+
+export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: SyncKey, opts: MapPassOptions = {}): Promise<MapSyncResult> {
+  const result: MapSyncResult = { inputs: 0, hookCalls: 0, created: 0, updated: 0, deleted: 0, unchanged: 0, detachedKept: 0, problems: [], statusWritten: false, reused: 0 };
   const found = await ctx.kube.find(mc.parent, key.name, mc.parent.namespaced ? key.namespace : undefined);
   if (!found || found.metadata.uid !== key.uid) return { ...result, skipped: 'parent gone' };
   // Listed and fetched objects carry no apiVersion or kind in some clients; hooks and ControllerRefs need both.
@@ -111,6 +127,8 @@ export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: S
     const claimed = new Map<string, string>();
     for (const [k, objs] of observed) for (const o of objs) claimed.set(identityOf(o), k);
     const tasks: Array<Promise<void>> = [];
+    const at = { parentGeneration: parent.metadata.generation ?? 0, controller: mc.uid, generation: mc.generation };
+    const answers: AnswerRecord = { ...at, inputs: {} };
     for (const input of inputs.flat()) {
       const mapKey = mapKeyOf(input);
       liveKeys.add(mapKey);
@@ -118,6 +136,12 @@ export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: S
       tasks.push(
         (async () => {
           const mine = observed.get(mapKey) ?? [];
+          if (opts.reuse && answerHolds(opts.reuse.previous, at, input, mine, opts.reuse.touched)) {
+            result.reused += 1;
+            result.unchanged += mine.length;
+            answers.inputs[mapKey] = opts.reuse.previous!.inputs[mapKey]!;
+            return;
+          }
           try {
             const answer = parseHookResponse(
               await hookLimit(() => {
@@ -134,6 +158,7 @@ export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: S
             const changes = diffOutputs(mine, desired, ctx.kube.fieldManager);
             if (changes.create.length || changes.update.length || changes.delete.length) await writeLimit(() => apply(ctx, mc, changes, final, result));
             else result.unchanged += changes.unchanged.length;
+            answers.inputs[mapKey] = answerFingerprint(input, desired);
           } catch (err) {
             result.problems.push(problemOf(err, mapKey, what));
           }
@@ -166,6 +191,7 @@ export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: S
       );
     }
     await Promise.all(tasks);
+    if (Object.keys(answers.inputs).length <= MAX_RECORDED_INPUTS) result.answers = answers;
   }
 
   for (const p of result.problems) ctx.log?.('warn', 'map sync problem; nothing was deleted for it', { parent: `${namespace ?? ''}/${parent.metadata.name ?? ''}`, ...p });

@@ -140,6 +140,9 @@ export function definitionOf(causes: readonly string[]): Definition | undefined 
   return undefined;
 }
 
+/** How a scheduled resync's causes begin: a resync calls every hook again (a hook may depend on the clock). */
+export const RESYNC_CAUSE = 'resync/';
+
 /** A MapController as far as a pass depends on it: which one, and which version of its spec. */
 export interface Definition {
   uid: string;

@@ -277,6 +277,40 @@ export interface PassRecord {
   startedAt: number;
   controller?: string;
   generation?: number;
+  /** What the last clean pass's answers rest on, so the next pass calls the hook only for inputs that changed. */
+  answers?: AnswerRecord | undefined;
+}
+
+/**
+ * Per map key, the input's resourceVersion and the outputs its answer named (a hash of their identities), with
+ * the parent's generation and the MapController's definition they were answered for.
+ */
+export interface AnswerRecord {
+  parentGeneration: number;
+  controller: string;
+  generation: number;
+  inputs: Record<string, string>;
+}
+
+/** More inputs than this and a parent's answers are not recorded (a DynamoDB item holds 400 KB): every pass calls every hook. */
+export const MAX_RECORDED_INPUTS = 4_000;
+
+/** An input's resourceVersion and the identities of its outputs, as AnswerRecord.inputs keeps them. */
+export function answerFingerprint(input: KubeObject, outputs: readonly KubeObject[]): string {
+  const ids = outputs.map(identityOf).sort().join('\n');
+  return `${input.metadata.resourceVersion ?? ''}:${createHash('sha256').update(ids).digest('hex').slice(0, 16)}`;
+}
+
+/**
+ * Whether the last answer for an input still holds, so its hook need not be called: an incremental pass (not a
+ * resync: hooks may depend on the clock), the same parent generation and MapController definition, the input
+ * unchanged (resourceVersion) and its outputs those the answer named (one deleted or added is a change), and no
+ * output of it named by the request (someone changed it: the hook's answer is what it is set back to).
+ */
+export function answerHolds(previous: AnswerRecord | undefined, at: { parentGeneration: number; controller: string; generation: number }, input: KubeObject, outputs: readonly KubeObject[], touched: ReadonlySet<string>): boolean {
+  if (!previous || previous.parentGeneration !== at.parentGeneration || previous.controller !== at.controller || previous.generation !== at.generation) return false;
+  if (outputs.some((o) => o.metadata.uid && touched.has(o.metadata.uid))) return false;
+  return previous.inputs[mapKeyOf(input)] === answerFingerprint(input, outputs);
 }
 
 /**

@@ -38,6 +38,7 @@ type Answer = { status?: number; body: unknown };
 const mapAnswers = new Map<string, (req: HookRequest, url: string) => Answer>();
 const tombstoneAnswers = new Map<string, (req: HookRequest) => Answer>();
 const calls = { map: 0, tombstone: 0 };
+const mapCallsOf = new Map<string, number>();
 
 const copyOf = (req: HookRequest, data?: Record<string, string>): KubeObject => ({
   apiVersion: 'v1',
@@ -53,6 +54,7 @@ function serve(req: IncomingMessage, res: ServerResponse): void {
     const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as HookRequest;
     const tombstone = req.url?.startsWith('/tombstone') ?? false;
     calls[tombstone ? 'tombstone' : 'map'] += 1;
+    if (!tombstone) mapCallsOf.set(body.parent.metadata.name ?? '', (mapCallsOf.get(body.parent.metadata.name ?? '') ?? 0) + 1);
     const how = (tombstone ? tombstoneAnswers : mapAnswers).get(body.parent.metadata.name ?? '');
     const answer = how ? how(body, req.url ?? '') : tombstone ? { body: { outputs: [] } } : { body: { outputs: [copyOf(body)] } };
     res.writeHead(answer.status ?? 200, { 'content-type': 'application/json' });
@@ -319,5 +321,47 @@ describe('a MapController change is never served with the old definition', () =>
     await serveMapRequest(makeSyncRequest({ ...keyOf(parent, 'Racer'), cluster }, ['ConfigMap/event']), Date.now() + 10_000, serveContext(stale));
     expect((await adminClient().get(configMaps, 'in-copy', ns)).data).toEqual({ definition: '2' });
     expect(mapControllerFor(await listMapControllers(outriggerClient(), cluster, stale), GROUP, 'Racer')!.generation).toBe(changed.metadata.generation);
+  });
+});
+
+describe('incremental passes', () => {
+  test('an event calls the hook only for the inputs it changed; an output someone deleted or changed is answered again; a resync and a parent change call every hook', async () => {
+    const ns = await createNamespace('contract');
+    const admin = adminClient();
+    for (const n of ['a', 'b', 'c']) await configMap(n, ns, { app: 'incr' });
+    const parent = await parentOf(shapers, 'Shaper', 'incr', ns, { app: 'incr' });
+    const cluster = uniqueName('incr');
+    const state = testState();
+    const ctx: MapServeContext = { kube: outriggerClient(), state, syncSink: { send: async () => undefined }, hooks: new Hooks({ minRetryDelayMs: 10, allowLoopbackHttp: true }), controllers: clusterCache<MapControllerSet>(60_000), log: () => undefined };
+    const pk = { ...keyOf(parent, 'Shaper'), cluster };
+    const cause = (o: KubeObject) => `ConfigMap/${cluster}/${o.metadata.uid}/${o.metadata.resourceVersion}/modified`;
+    // Queued after the last pass started: never taken as already served.
+    const serve = async (causes: string[]) => {
+      const before = mapCallsOf.get('incr') ?? 0;
+      await serveMapRequest(makeSyncRequest(pk, causes), Date.now() + 5_000, ctx);
+      return (mapCallsOf.get('incr') ?? 0) - before;
+    };
+    expect(await serve(['ConfigMap/first'])).toBe(3);
+    expect(await names(ns)).toEqual(['a', 'a-copy', 'b', 'b-copy', 'c', 'c-copy']);
+    // One input changes: one hook call, and its output follows.
+    const b = await admin.patch(configMaps, 'b', ns, { data: { v: 'b2' } }, 'merge');
+    expect(await serve([cause(b)])).toBe(1);
+    expect((await admin.get(configMaps, 'b-copy', ns)).data).toEqual({ v: 'b2' });
+    // The same event again (a redelivery): nothing to call.
+    expect(await serve([cause(b)])).toBe(0);
+    // An output deleted by someone: its input's hook is called and the output made again.
+    const aCopy = await admin.get(configMaps, 'a-copy', ns);
+    await admin.delete(configMaps, 'a-copy', ns);
+    expect(await serve([`ConfigMap/${cluster}/${aCopy.metadata.uid}/${aCopy.metadata.resourceVersion}/deleted`])).toBe(1);
+    expect(await names(ns)).toContain('a-copy');
+    // An output changed by someone: its event names it, its input's hook is called, and it is set back.
+    const cCopy = await connect({ kind: 'kubeconfig', path: testbed().kubeconfigs.admin }, { fieldManager: 'kubectl-edit' }).patch(configMaps, 'c-copy', ns, { data: { v: 'tampered' } }, 'merge');
+    expect(await serve([cause(cCopy)])).toBe(1);
+    expect((await admin.get(configMaps, 'c-copy', ns)).data).toEqual({ v: 'c' });
+    // A resync calls every hook (a hook may depend on the clock); so does a parent spec change.
+    expect(await serve(['resync/60/1'])).toBe(3);
+    await admin.patch(shapers, 'incr', ns, { spec: { note: 'x' } }, 'merge');
+    expect(await serve(['Shaper/spec'])).toBe(3);
+    expect(await serve(['ConfigMap/nothing-changed'])).toBe(0);
   });
 });

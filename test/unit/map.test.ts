@@ -4,7 +4,7 @@ import { signRequest, verifyRequest, webhookRefusal } from '../../shared/hooks/i
 import { keepSnapshots, mapSnapshots, parseDuration } from '../../examples/snapshot-schedule/hooks.ts';
 import type { KubeObject, ResolvedResource } from '../../shared/kube/index.ts';
 import { APPLIED_ANNOTATION, controllerCause, definitionOf, MAP_KEY_LABEL, MapControllerError, MAX_OUTPUTS_PER_ANSWER, PARENT_LABEL, parseHookResponse, parseMapController } from '../../shared/map/api.ts';
-import { aggregate, appliedOwnership, contains, passDecision, type PassRecord, detachedToDelete, diffOutputs, inputSelector, outputMap, outputsByKey, prepareOutputs, resyncDue, selectInputs, setCondition, statusChanged, statusPatch, type Condition } from '../../shared/map/plan.ts';
+import { aggregate, answerFingerprint, answerHolds, appliedOwnership, contains, passDecision, type PassRecord, detachedToDelete, diffOutputs, inputSelector, outputMap, outputsByKey, prepareOutputs, resyncDue, selectInputs, setCondition, statusChanged, statusPatch, type Condition } from '../../shared/map/plan.ts';
 
 const parent: KubeObject = { apiVersion: 'snapshot.outrigger.dev/v1', kind: 'SnapshotSchedule', metadata: { name: 's', namespace: 'ns', uid: 'p-uid', generation: 1 }, spec: { selector: { matchLabels: { app: 'a' } } } };
 const configMaps: ResolvedResource = { group: '', version: 'v1', resource: 'configmaps', kind: 'ConfigMap', namespaced: true };
@@ -228,6 +228,27 @@ describe('the SnapshotSchedule hooks', () => {
     expect(parseDuration('10d')).toBe(864_000_000);
     expect(() => parseDuration('6 hours')).toThrow(/not a duration: "6 hours"/);
     expect(() => parseDuration('0s')).toThrow(/not a duration/);
+  });
+});
+
+describe('incremental passes', () => {
+  test('the last answer holds while the input, its outputs, the parent generation and the definition are as answered, and no output of it is named', () => {
+    const input = cm('in', { uid: 'k', resourceVersion: '7' });
+    const outputs = [cm('in-copy', { namespace: 'ns', uid: 'o1' })];
+    const at = { parentGeneration: 2, controller: 'mc', generation: 1 };
+    const previous = { ...at, inputs: { k: answerFingerprint(input, outputs) } };
+    const none = new Set<string>();
+    expect(answerHolds(previous, at, input, outputs, none)).toBe(true);
+    expect(answerHolds(undefined, at, input, outputs, none)).toBe(false);
+    expect(answerHolds(previous, { ...at, parentGeneration: 3 }, input, outputs, none)).toBe(false);
+    expect(answerHolds(previous, { ...at, generation: 2 }, input, outputs, none)).toBe(false);
+    expect(answerHolds(previous, at, cm('in', { uid: 'k', resourceVersion: '8' }), outputs, none)).toBe(false);
+    expect(answerHolds(previous, at, input, [], none)).toBe(false); // an output was deleted
+    expect(answerHolds(previous, at, input, [...outputs, cm('extra', { namespace: 'ns' })], none)).toBe(false);
+    expect(answerHolds(previous, at, input, outputs, new Set(['o1']))).toBe(false); // someone changed it
+    // The fingerprint is of identities, whatever order they are listed in.
+    const two = [cm('a', { namespace: 'ns' }), cm('b', { namespace: 'ns' })];
+    expect(answerFingerprint(input, two)).toBe(answerFingerprint(input, [...two].reverse()));
   });
 });
 
