@@ -104,6 +104,7 @@ export class OutriggerStack extends Stack {
   /** Each cluster's part of construct ids and output names: its id in PascalCase. */
   private readonly clusterIds = new Map<string, string>();
   private readonly clusterSecrets: string[];
+  private readonly migratorSecrets: string[];
   /** The cluster configuration, as a file every function reads (OUTRIGGER_CLUSTERS_FILE). */
   readonly clustersLayer: lambda.LayerVersion;
   readonly ingestUrl: lambda.FunctionUrl;
@@ -120,6 +121,8 @@ export class OutriggerStack extends Stack {
     }
     // Clusters outside EKS: their tokens' secrets, readable by the functions that talk to clusters (and no other).
     this.clusterSecrets = [...new Set(clusters.flatMap((c) => (c.access.kind === 'secret' ? [c.access.secretArn] : [])))];
+    // The migrator's tokens (list and patch on everything): the migrator function alone reads them, and no other.
+    this.migratorSecrets = [...new Set(clusters.flatMap((c) => (c.access.kind === 'secret' && c.access.migratorTokenSecretArn ? [c.access.migratorTokenSecretArn] : [])))];
 
     this.table = new dynamodb.TableV2(this, 'State', {
       partitionKey: { name: TABLE.partitionKey, type: dynamodb.AttributeType.STRING },
@@ -215,10 +218,11 @@ export class OutriggerStack extends Stack {
     if (actions) {
       fn.addToRolePolicy(new iam.PolicyStatement({ actions, resources: [this.table.tableArn] }));
     }
-    if (!spec.functionUrl && this.clusterSecrets.length) {
-      // Every function but ingest talks to clusters. A secret's ARN in the configuration may lack the random
-      // suffix Secrets Manager appends; the grant allows it.
-      fn.addToRolePolicy(new iam.PolicyStatement({ actions: ['secretsmanager:GetSecretValue'], resources: this.clusterSecrets.map((a) => (/-[A-Za-z0-9]{6}$/.test(a) ? a : `${a}-??????`)) }));
+    // Every function but ingest talks to clusters; the migrator only with its own token (Clusters.migratorClient).
+    const secrets = spec.functionUrl ? [] : spec.name === 'migrator' ? this.migratorSecrets : this.clusterSecrets;
+    if (secrets.length) {
+      // A secret's ARN in the configuration may lack the random suffix Secrets Manager appends; the grant allows it.
+      fn.addToRolePolicy(new iam.PolicyStatement({ actions: ['secretsmanager:GetSecretValue'], resources: secrets.map((a) => (/-[A-Za-z0-9]{6}$/.test(a) ? a : `${a}-??????`)) }));
     }
     // What it consumes: its queue of each cluster, in batches it may partly fail, through one event source
     // mapping per queue held to the cluster's maxConcurrency (Lambda counts it per mapping, for FIFO queues too),

@@ -7,6 +7,8 @@ import * as z from 'zod/mini';
 import { clusterIdSchema, nonEmpty } from './envelope/index.ts';
 import { connect, type ClusterAccess, type KubeClient, type KubeClientOptions } from './kube/index.ts';
 
+const secretArnSchema = z.string().check(z.regex(/^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:.+$/, 'must be a Secrets Manager secret ARN'));
+
 const accessSchema = z.discriminatedUnion('kind', [
   z.strictObject({ kind: z.literal('kubeconfig'), path: z.optional(nonEmpty()), context: z.optional(nonEmpty()) }),
   z.strictObject({
@@ -21,7 +23,12 @@ const accessSchema = z.discriminatedUnion('kind', [
     kind: z.literal('secret'),
     server: z.url({ protocol: /^https$/, error: 'must be an https URL' }),
     caData: z.optional(nonEmpty()),
-    secretArn: z.string().check(z.regex(/^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:.+$/, 'must be a Secrets Manager secret ARN')),
+    secretArn: secretArnSchema,
+    /**
+     * The migrator's own token (its identity is in outrigger:migrators: list and patch on everything), which only
+     * the migrator function may read; README: "Cluster access". Required while storage migration is on.
+     */
+    migratorTokenSecretArn: z.optional(secretArnSchema),
   }),
 ]);
 
@@ -129,6 +136,9 @@ export function parseClusters(json: string): ClusterConfig[] {
   for (const c of result.data) {
     if (ids.has(c.id)) throw new Error(`cluster configuration: cluster id ${c.id} appears twice`);
     ids.add(c.id);
+    if (c.access.kind === 'secret' && c.storage?.enabled !== false && !c.access.migratorTokenSecretArn) {
+      throw new Error(`cluster configuration: cluster ${c.id}: access.migratorTokenSecretArn: required with storage migration on (storage.enabled: false turns it off): the migrator lists and patches everything, so it never acts with the token every other function reads`);
+    }
   }
   return result.data;
 }
@@ -161,6 +171,20 @@ function parsedFrom(source: string, json: string): ClusterConfig[] {
   } catch (err) {
     throw new Error(`${source}: ${(err as Error).message}`, { cause: err });
   }
+}
+
+/**
+ * How the migrator reaches a cluster: its own access where configured (the local runtime's migrator identity);
+ * with a token in Secrets Manager, its own secret, never the one every function reads; with EKS, the cluster's
+ * access, as the migrator function's own IAM role (mapped to outrigger:migrators).
+ */
+export function migratorAccess(config: ClusterConfig): ClusterAccess {
+  const { access } = config;
+  if (config.storage?.migratorAccess) return config.storage.migratorAccess as ClusterAccess;
+  if (access.kind !== 'secret') return access as ClusterAccess;
+  if (!access.migratorTokenSecretArn) throw new Error(`cluster ${config.id}: no access.migratorTokenSecretArn, so no migrator token: the migrator never acts with the controllers' token`);
+  const { migratorTokenSecretArn, ...rest } = access;
+  return { ...rest, secretArn: migratorTokenSecretArn };
 }
 
 /** One KubeClient per cluster, made on first use and kept for the life of the process (a warm Lambda). */
@@ -199,8 +223,7 @@ export class Clusters {
 
   /** The client the migrator rewrites objects with. */
   migratorClient(id: string): KubeClient {
-    const access = this.config(id).storage?.migratorAccess;
-    return access ? this.cached(`${id}\u0000migrator`, () => connect(access as ClusterAccess, this.options)) : this.client(id);
+    return this.cached(`${id}\u0000migrator`, () => connect(migratorAccess(this.config(id)), this.options));
   }
 
   client(id: string): KubeClient {

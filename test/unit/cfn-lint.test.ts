@@ -24,7 +24,7 @@ test('cfn-lint finds no error and no warning in the synthesized template', async
       outdir,
       context: {
         'aws:cdk:bundling-stacks': [],
-        'outrigger:clusters': [eks('prod'), eks('dr'), { id: 'onprem', access: { kind: 'secret', server: 'https://k8s.onprem.example:6443', secretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:outrigger/onprem' } }],
+        'outrigger:clusters': [eks('prod'), eks('dr'), { id: 'onprem', access: { kind: 'secret', server: 'https://k8s.onprem.example:6443', secretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:outrigger/onprem', migratorTokenSecretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:outrigger/onprem-migrator' } }],
         'outrigger:mapHookFunctions': ['my-map-hook'],
         'outrigger:examples': true,
         'outrigger:forwarderNamespace': 'outrigger',

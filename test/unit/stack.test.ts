@@ -212,7 +212,8 @@ describe('the Outrigger stack', () => {
       sorted({
         Heartbeat: table('dynamodb:GetItem', 'dynamodb:PutItem'),
         Router: consumer('ProdEvents', 'ProdSyncHistory', 'ProdSyncStorage', 'ProdSyncMap'),
-        History: [...table('dynamodb:GetItem', 'dynamodb:UpdateItem'), ...consumer('ProdSyncHistory', 'ProdSyncTruncate')],
+        History: [...table('dynamodb:GetItem', 'dynamodb:UpdateItem'), ...consumer('ProdSyncHistory', 'ProdSyncHistory', 'ProdSyncTruncate')],
+        HistoryResync: send('ProdSyncHistory'),
         Truncate: consumer('ProdSyncTruncate'),
         StoragePoll: [...table('dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:PutItem', 'dynamodb:ConditionCheckItem'), ...send('ProdSyncMigrator')],
         Storage: [...table('dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:PutItem', 'dynamodb:ConditionCheckItem'), ...consumer('ProdSyncStorage', 'ProdSyncMigrator')],
@@ -311,7 +312,7 @@ describe('the Outrigger stack', () => {
     expect(granted.ProdForwarderRole).toEqual(['sqs:SendMessage ProdEvents', 'sqs:SendMessage ProdEventsDeadLetter']);
     expect(granted.DrEuForwarderRole).toEqual(['sqs:SendMessage DrEuEvents', 'sqs:SendMessage DrEuEventsDeadLetter']);
     // A controller hands work on to the same cluster's queue of the next target, for every cluster.
-    expect(sends('History')).toEqual(['DrEuSyncHistoryDeadLetter', 'DrEuSyncTruncate', 'ProdSyncHistoryDeadLetter', 'ProdSyncTruncate']);
+    expect(sends('History')).toEqual(['DrEuSyncHistory', 'DrEuSyncHistoryDeadLetter', 'DrEuSyncTruncate', 'ProdSyncHistory', 'ProdSyncHistoryDeadLetter', 'ProdSyncTruncate']);
   });
 
   test('serves the ingest function on an IAM-authenticated Function URL, queueing to the events queues, refusing to its own dead-letter queue', () => {
@@ -333,7 +334,7 @@ describe('the Outrigger stack', () => {
     // By the cluster's ARN (region and account included), not its name alone.
     const arn = (region: string, name: string) => ({ 'Fn::Join': ['', ['arn:', { Ref: 'AWS::Partition' }, `:eks:${region}:`, { Ref: 'AWS::AccountId' }, `:cluster/${name}`]] });
     expect(trust(template, 'ProdForwarderRole')).toEqual([{ Effect: 'Allow', Principal: { Service: 'pods.eks.amazonaws.com' }, Action: ['sts:AssumeRole', 'sts:TagSession'], Condition: { StringEquals: { 'aws:RequestTag/eks-cluster-arn': [arn('eu-west-1', 'prod')] } } }]);
-    const onprem: ClusterConfig = { id: 'onprem', access: { kind: 'secret', server: 'https://k8s.onprem.example:6443', secretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:outrigger/onprem' } };
+    const onprem: ClusterConfig = { id: 'onprem', access: { kind: 'secret', server: 'https://k8s.onprem.example:6443', secretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:outrigger/onprem', migratorTokenSecretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:outrigger/onprem-migrator' } };
     const narrowed = synth([cluster, dr, onprem], { forwarder: { namespace: 'outrigger', serviceAccount: 'forwarder' } });
     const narrowing = { 'aws:RequestTag/kubernetes-namespace': ['outrigger'], 'aws:RequestTag/kubernetes-service-account': ['forwarder'] };
     expect(trust(narrowed, 'ProdForwarderRole')[0]!.Condition).toEqual({ StringEquals: { 'aws:RequestTag/eks-cluster-arn': [arn('eu-west-1', 'prod')], ...narrowing } });
@@ -454,16 +455,22 @@ describe('the Outrigger stack', () => {
     expect(() => synth([{ id: 'x', access: { kind: 'kubeconfig', path: '/home/me/.kube/config' } }])).toThrow('a deployed stack reaches clusters through EKS IAM tokens or a token in Secrets Manager');
   });
 
-  test('a cluster outside EKS: every function that talks to clusters may read its token secret, and only that secret; ingest may not', () => {
+  test('a cluster outside EKS: every function that talks to clusters may read its token secret, and only that secret; the migrator its own secret alone; ingest neither', () => {
     const arn = 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:outrigger/onprem';
-    const t = synth([cluster, { id: 'onprem', access: { kind: 'secret', server: 'https://k8s.onprem.example:6443', secretArn: arn } }]);
+    const migratorArn = 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:outrigger/onprem-migrator-AbCdEf';
+    const t = synth([cluster, { id: 'onprem', access: { kind: 'secret', server: 'https://k8s.onprem.example:6443', secretArn: arn, migratorTokenSecretArn: migratorArn } }]);
     const reads = Object.entries(t.findResources('AWS::IAM::Policy')).flatMap(([id, p]) =>
       // (The map function's webhook signing key, a secret of the stack's own, is the next test's.)
       (p.Properties.PolicyDocument.Statement as Array<{ Action: unknown; Resource: unknown }>).filter((st) => st.Action === 'secretsmanager:GetSecretValue' && typeof st.Resource === 'string').map((st) => [id.replace(/ServiceRoleDefaultPolicy.*$/, ''), st.Resource]),
     );
     const readers = Object.fromEntries(reads);
-    expect(Object.keys(readers).sort()).toEqual(['Heartbeat', 'History', 'Map', 'MapResync', 'Migrator', 'Router', 'Storage', 'StoragePoll', 'Truncate']);
-    for (const resource of Object.values(readers)) expect(resource).toBe(`${arn}-??????`);
+    expect(Object.keys(readers)).toEqual(expect.arrayContaining(['Heartbeat', 'History', 'Map', 'MapResync', 'Migrator', 'Router', 'Storage', 'StoragePoll', 'Truncate']));
+    expect(readers).not.toHaveProperty('Ingest');
+    const { Migrator: migratorReads, ...others } = readers;
+    for (const resource of Object.values(others)) expect(resource).toBe(`${arn}-??????`);
+    // The migrator lists and patches everything: its token is no other function's, and it needs no other.
+    expect(reads.filter(([id]) => id === 'Migrator')).toEqual([['Migrator', migratorArn]]);
+    expect(migratorReads).toBe(migratorArn);
   });
 
   test('the webhook signing key: a generated secret that the map function alone may read (GetSecretValue, nothing else), named in its environment', () => {
