@@ -115,3 +115,127 @@ export function selectorString(selector: Selector): string | undefined {
     })
     .join(',');
 }
+
+// The string form (apimachinery's labels.Parse, as `labelSelector` query parameters and a scale subresource's
+// selectorpath carry it): requirements separated by commas, each `k`, `!k`, `k=v`, `k==v`, `k!=v`,
+// `k in (v,...)` or `k notin (v,...)`; whitespace between tokens is ignored. The apiserver also takes `k>n`
+// and `k<n`, which a LabelSelector cannot hold: refused here by name.
+type Operator = '!' | '=' | '==' | '!=' | '(' | ')' | ',' | '<' | '>';
+type Token = { kind: 'word'; text: string } | { kind: 'op'; text: Operator };
+
+const SPECIAL = new Set(['!', '=', '(', ')', ',', '<', '>']);
+const isSpace = (c: string) => c === ' ' || c === '\t' || c === '\n' || c === '\r';
+
+function tokenize(s: string): Token[] {
+  const tokens: Token[] = [];
+  for (let i = 0; i < s.length; ) {
+    const c = s[i]!;
+    if (isSpace(c)) {
+      i += 1;
+    } else if (SPECIAL.has(c)) {
+      const two = s.slice(i, i + 2);
+      if (two === '==' || two === '!=') {
+        tokens.push({ kind: 'op', text: two });
+        i += 2;
+      } else {
+        tokens.push({ kind: 'op', text: c as Operator });
+        i += 1;
+      }
+    } else {
+      let j = i;
+      while (j < s.length && !isSpace(s[j]!) && !SPECIAL.has(s[j]!)) j += 1;
+      tokens.push({ kind: 'word', text: s.slice(i, j) });
+      i = j;
+    }
+  }
+  return tokens;
+}
+
+/**
+ * Parses a selector's string form into a LabelSelector (`=`/`==` into matchLabels unless the key is there
+ * already, the rest into matchExpressions), checked as compileSelector checks it. The empty string is the
+ * empty selector (it matches everything, as the apiserver reads it); anything malformed is a SelectorError
+ * naming the problem, never a selector that matches more than was written.
+ */
+export function parseSelector(input: string): LabelSelector {
+  const tokens = tokenize(input);
+  const matchLabels: Record<string, string> = {};
+  const matchExpressions: LabelSelectorRequirement[] = [];
+  let i = 0;
+  let requirementIndex = 0;
+  const where = () => `${JSON.stringify(input)}, requirement ${requirementIndex + 1}`;
+  const peek = () => tokens[i];
+  const fail = (problem: string): never => {
+    throw new SelectorError(`${where()}: ${problem}`);
+  };
+  const word = (what: string): string => {
+    const t = tokens[i];
+    if (t?.kind !== 'word') fail(`expected ${what}, found ${t ? `'${t.text}'` : 'the end'}`);
+    i += 1;
+    return (t as { text: string }).text;
+  };
+  // A value may be empty (`k=`, `k in (a,)`): the empty label value.
+  const value = (): string => (peek()?.kind === 'word' ? word('a value') : '');
+  const values = (): string[] => {
+    if (peek()?.text !== '(') fail(`expected '(' after the operator, found ${peek() ? `'${peek()!.text}'` : 'the end'}`);
+    i += 1;
+    const out = [value()];
+    while (peek()?.text === ',') {
+      i += 1;
+      out.push(value());
+    }
+    if (peek()?.text !== ')') fail(`expected ',' or ')' in the value list, found ${peek() ? `'${peek()!.text}'` : 'the end'}`);
+    i += 1;
+    return [...new Set(out)];
+  };
+  if (tokens.length === 0) return {};
+  for (;;) {
+    if (peek()?.text === '!') {
+      i += 1;
+      const key = word('a key after !');
+      checkKey(key, where());
+      matchExpressions.push({ key, operator: 'DoesNotExist' });
+    } else {
+      const key = word('a key');
+      checkKey(key, where());
+      const op = peek();
+      if (op === undefined || op.text === ',') {
+        matchExpressions.push({ key, operator: 'Exists' });
+      } else if (op.text === '=' || op.text === '==' || op.text === '!=') {
+        i += 1;
+        const v = value();
+        checkValue(v, where());
+        if (op.text === '!=') matchExpressions.push({ key, operator: 'NotIn', values: [v] });
+        else if (Object.hasOwn(matchLabels, key)) matchExpressions.push({ key, operator: 'In', values: [v] });
+        else matchLabels[key] = v;
+      } else if (op.kind === 'word' && (op.text === 'in' || op.text === 'notin')) {
+        i += 1;
+        const vs = values();
+        for (const v of vs) checkValue(v, where());
+        matchExpressions.push({ key, operator: op.text === 'in' ? 'In' : 'NotIn', values: vs });
+      } else if (op.text === '<' || op.text === '>') {
+        fail(`operator '${op.text}' (Gt/Lt) cannot be held by a LabelSelector`);
+      } else {
+        fail(`expected an operator (=, ==, !=, in, notin) or ',' after key ${JSON.stringify(key)}, found '${op.text}'`);
+      }
+    }
+    if (i === tokens.length) break;
+    if (peek()?.text !== ',') fail(`expected ',' between requirements, found '${peek()!.text}'`);
+    i += 1;
+    requirementIndex += 1;
+    if (i === tokens.length) fail('a trailing comma');
+  }
+  return { ...(Object.keys(matchLabels).length ? { matchLabels } : {}), ...(matchExpressions.length ? { matchExpressions } : {}) };
+}
+
+/**
+ * The selector at a parent's selector path, whatever its form: a LabelSelector object, or its string form
+ * (a scale subresource's selectorpath, such as LeaderWorkerSet's `status.hpaPodSelector`). Absent is the
+ * missing selector (matches nothing); any other value is a SelectorError.
+ */
+export function selectorAt(value: unknown): Selector {
+  if (value === null || value === undefined) return { kind: 'none' };
+  if (typeof value === 'string') return compileSelector(parseSelector(value));
+  if (typeof value !== 'object' || Array.isArray(value)) throw new SelectorError(`expected a LabelSelector or its string form, found ${Array.isArray(value) ? 'an array' : typeof value}`);
+  return compileSelector(value as LabelSelector);
+}
