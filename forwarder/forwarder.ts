@@ -61,8 +61,14 @@ export interface ForwarderOptions {
   sink: EnvelopeSink;
   /** The envelopes' `source` attribute. */
   source?: string;
-  /** What to watch; called again every `refreshMs` (new policies add resources). */
+  /** What to watch; called again every `refreshMs` (new policies add resources, deleted ones take them away). */
   resources: () => Promise<GVR[]>;
+  /**
+   * Events of these resources (RevisionPolicies, MapControllers) change what is watched: each is followed at
+   * once by `forget` (the definitions are read afresh) and a refresh, not only on the timer.
+   */
+  definitions?: readonly GVR[];
+  forget?: () => void;
   /** Watch namespaced resources in this namespace only. */
   namespace?: string | undefined;
   stateFile?: string | undefined;
@@ -105,6 +111,10 @@ export class Forwarder {
   private wakeSender: (() => void) | undefined;
   private readonly abort = new AbortController();
   private readonly watching = new Map<string, Promise<void>>();
+  /** Each watch's own stop, so that a resource no definition needs any longer stops being watched. */
+  private readonly stops = new Map<string, AbortController>();
+  private refreshing: Promise<void> = Promise.resolve();
+  private refreshQueued = false;
   private readonly syncedOnce = new Set<string>();
   /** What SQS has accepted, per resource, per uid: the checkpoint. */
   private readonly acked = new Map<string, Map<string, KubeObject>>();
@@ -158,28 +168,74 @@ export class Forwarder {
     this.opts.log?.(message, fields);
   }
 
-  private async refresh(): Promise<void> {
-    for (const resource of await this.opts.resources()) {
+  /** Refreshes run one after another, so a timer's and a definition's never decide on different reads at once. */
+  private refresh(): Promise<void> {
+    const next = this.refreshing.then(() => this.refreshOnce());
+    this.refreshing = next.catch(() => undefined);
+    return next;
+  }
+
+  private async refreshOnce(): Promise<void> {
+    const resources = await this.opts.resources();
+    const wanted = new Set(resources.map(gvrString));
+    // A resource no definition needs any longer (its last policy deleted, or found bad) is watched no more, and
+    // its index goes: should it be wanted again, every object is sent again, as for a new kind.
+    for (const [id, stop] of this.stops) {
+      if (wanted.has(id)) continue;
+      stop.abort();
+      this.stops.delete(id);
+      const watch = this.watching.get(id);
+      this.watching.delete(id);
+      this.syncedOnce.delete(id);
+      this.acked.delete(id);
+      this.dirty = true;
+      this.log('watch stopped: no definition needs it', { resource: id });
+      await watch?.catch(() => undefined);
+    }
+    for (const resource of resources) {
       const id = gvrString(resource);
       if (this.watching.has(id)) continue;
       const acked = this.acked.get(id) ?? new Map<string, KubeObject>();
       this.acked.set(id, acked);
-      // Registered before any await, so a refresh that overlaps this one cannot start a second watch.
+      const stop = new AbortController();
+      this.stops.set(id, stop);
+      const signal = AbortSignal.any([this.abort.signal, stop.signal]);
+      const definitions = new Set((this.opts.definitions ?? []).map(gvrString));
       const watch = async () => {
         const namespace = this.opts.namespace && (await isNamespaced(this.opts.kube, resource)) ? this.opts.namespace : undefined;
         await runWatchSource({
           client: this.opts.kube,
           resource,
           namespace,
-          signal: this.abort.signal,
+          signal,
           known: acked,
-          onSynced: () => this.syncedOnce.add(id),
+          onSynced: () => {
+            if (!stop.signal.aborted) this.syncedOnce.add(id);
+          },
           onError: (err) => this.log('watch failed; retrying with backoff', { resource: id, error: String(err) }),
-          onEvent: (e) => this.enqueue(id, e),
+          onEvent: async (e) => {
+            if (stop.signal.aborted) return;
+            await this.enqueue(id, e);
+            if (definitions.has(id)) this.definitionChanged();
+          },
         });
       };
       this.watching.set(id, watch());
     }
+  }
+
+  /** A definition's event (after it is queued, so it goes ahead of its kind's first events): watch what it needs now. */
+  private definitionChanged(): void {
+    // One refresh waiting is enough for any number of events (a first list of many policies): it reads afresh
+    // when it starts.
+    if (this.abort.signal.aborted || this.refreshQueued) return;
+    this.refreshQueued = true;
+    const next = this.refreshing.then(() => {
+      this.refreshQueued = false;
+      this.opts.forget?.();
+      return this.refreshOnce();
+    });
+    this.refreshing = next.catch((err: unknown) => this.log('refreshing watches failed', { error: String(err) }));
   }
 
   private async enqueue(gvr: string, e: SourceEvent): Promise<void> {

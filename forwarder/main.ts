@@ -8,6 +8,8 @@
 //   OUTRIGGER_NAMESPACE             watch namespaced resources in this namespace only
 //   OUTRIGGER_SQS_ENDPOINT          an SQS-compatible endpoint (tests)
 //   OUTRIGGER_MAX_BUFFERED          envelopes held in memory at most (default 1000)
+//   OUTRIGGER_REFRESH_MS            how often what to watch is read again besides on each definition's event
+//                                   (default 10000)
 //   OUTRIGGER_CLUSTERS              this cluster's entry, as the functions have it (for its storage settings),
 //                                   or OUTRIGGER_CLUSTERS_FILE naming a file that holds it;
 //                                   default: the cluster with default settings
@@ -63,9 +65,12 @@ const forwarder = new Forwarder({
   kube,
   sink: new SqsEnvelopeSink(sqs, queueUrl, process.env.OUTRIGGER_DEAD_LETTER_QUEUE_URL),
   resources: () => routerEvents.resources(cluster, kube),
+  definitions: routerEvents.definitions,
+  forget: () => routerEvents.forget?.(cluster),
   namespace: process.env.OUTRIGGER_NAMESPACE || undefined,
   stateFile: process.env.OUTRIGGER_FORWARDER_STATE || undefined,
   maxBuffered: Number(process.env.OUTRIGGER_MAX_BUFFERED ?? 1000),
+  refreshMs: Number(process.env.OUTRIGGER_REFRESH_MS ?? 10_000),
   log,
 });
 

@@ -4,8 +4,8 @@
 // bundle carries no controller code.
 import type { GVR, KubeClient } from '../shared/kube/index.ts';
 import type { ControllerKind } from '../shared/ownership/index.ts';
-import { historySource } from './history/policies.ts';
-import { mapSource } from './map/controllers.ts';
+import { historySource, revisionPolicies } from './history/policies.ts';
+import { mapControllers, mapSource } from './map/controllers.ts';
 import { storageSource } from './storage/source.ts';
 
 export interface ControllerSource {
@@ -14,6 +14,16 @@ export interface ControllerSource {
   kinds: (cluster: string, kube: KubeClient) => Promise<ControllerKind[]>;
   /** Resources whose events matter: the parents and the children they own or select (may change with policies). */
   watches: (cluster: string, kube: KubeClient) => Promise<GVR[]>;
+  /** Drops what the source caches for the cluster, so the next call reads the definitions again. */
+  forget?: (cluster: string) => void;
+}
+
+/** Every source reads its definitions afresh at its next call (a definition changed, or an event named a kind none knew). */
+export function forgetControllers(cluster: string): void {
+  for (const s of controllerSources) s.forget?.(cluster);
 }
 
 export const controllerSources: ControllerSource[] = [historySource, storageSource, mapSource];
+
+/** The definitions whose events change what is watched and routed (README, "The forwarder"). */
+export const definitionResources: readonly GVR[] = [revisionPolicies, mapControllers];

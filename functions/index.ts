@@ -1,5 +1,6 @@
 import { gvrString, type GVR } from '../shared/kube/index.ts';
-import { controllerSources } from './controllers.ts';
+import { controllerSources, definitionResources, forgetControllers } from './controllers.ts';
+import { HISTORY_RESYNC_MINUTES } from './history/resync.ts';
 import type { FunctionSpec } from './spec.ts';
 
 export const functions: FunctionSpec[] = [
@@ -21,6 +22,8 @@ export const functions: FunctionSpec[] = [
         const all = (await Promise.all(controllerSources.map((s) => s.watches(cluster, kube)))).flat();
         return [...new Map<string, GVR>(all.map((r) => [gvrString(r), r])).values()];
       },
+      definitions: definitionResources,
+      forget: forgetControllers,
     },
     // The targets of the controllers it routes for (history, storage, map); never truncate or migrator.
     sends: controllerSources.map((s) => s.target),
@@ -32,7 +35,17 @@ export const functions: FunctionSpec[] = [
     entry: 'functions/history/handler.ts',
     load: () => import('./history/handler.ts'),
     sync: { target: 'history' },
-    sends: ['truncate'],
+    // To itself: a policy's check queues a baseline sync of each of its parents.
+    sends: ['truncate', 'history'],
+    timeoutSeconds: 60,
+  },
+  {
+    name: 'history-resync',
+    description: 'Controller history: checks every RevisionPolicy again and syncs every parent of those in effect, without events',
+    entry: 'functions/history-resync/handler.ts',
+    load: () => import('./history-resync/handler.ts'),
+    schedule: { everyMinutes: HISTORY_RESYNC_MINUTES },
+    sends: ['history'],
     timeoutSeconds: 60,
   },
   {

@@ -15,7 +15,12 @@ export interface FunctionSpec {
   entry: string;
   load: () => Promise<{ handler: LambdaHandler }>;
   /** Watch events of these resources are queued for the function (as envelopes); re-read as policies change. */
-  events?: { resources: (cluster: string, kube: KubeClient) => Promise<GVR[]> };
+  events?: {
+    resources: (cluster: string, kube: KubeClient) => Promise<GVR[]>;
+    /** Resources whose events change `resources`: the forwarder refreshes on each, after `forget`. */
+    definitions?: readonly GVR[];
+    forget?: (cluster: string) => void;
+  };
   /** The router's sync requests for this target are queued for the function (Reconcile(key)). */
   sync?: { target: string };
   /** The sync targets the function sends requests to: in AWS it may send to these queues only. */

@@ -137,6 +137,8 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
         sink: new LocalQueueSink(queue, deadLetter),
         source: `outrigger://${clusterId}/local-runtime`,
         resources: () => resources(clusterId, source),
+        definitions: spec.events.definitions,
+        forget: () => spec.events?.forget?.(clusterId),
         namespace: opts.namespace,
         refreshMs: WATCH_REFRESH_MS,
         log: (m, f) => log(`${spec.name} forwarder: ${m}${f ? ` ${JSON.stringify(f)}` : ''}`),

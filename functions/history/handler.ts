@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { syncFunction } from '../../shared/lambda/sync-function.ts';
 import { makeSyncRequest } from '../../shared/lambda/sync-request.ts';
-import { listPolicies, policyFor } from './policies.ts';
+import { freshPolicyFor } from './policies.ts';
 import { reportPolicy } from './report.ts';
+import { RESYNC_CAUSE, parentCause } from './resync.ts';
 import { syncHistory } from './sync.ts';
 import { policyParents } from './truncate.ts';
 
@@ -15,11 +16,19 @@ export const handler = syncFunction('history', async ({ key, causes }, { env, lo
       const parents = await policyParents(kube, key.cluster, policy);
       if (parents.length > 0) await env.syncSink.send('truncate', parents.map((p) => makeSyncRequest(p, causes)));
     });
+    // Every parent gets a baseline revision from a new spec and from each history resync, events or none
+    // (README, "Policy conditions"): a parent whose first events were missed is never left without history.
+    let queued = 0;
+    if (r.policy && (r.newSpec || causes.some((c) => c.startsWith(RESYNC_CAUSE)))) {
+      const parents = await policyParents(kube, key.cluster, r.policy);
+      if (parents.length > 0) await env.syncSink.send('history', parents.map((p) => makeSyncRequest(p, [parentCause(p)])));
+      queued = parents.length;
+    }
     // `message` is the log line's own key (Powertools drops a field of that name).
-    logger.info('policy checked', { policy: key.name, ready: r.ready, condition: r.message });
+    logger.info('policy checked', { policy: key.name, ready: r.ready, reason: r.reason, condition: r.message, queued });
     return;
   }
-  const policy = policyFor(await listPolicies(kube, key.cluster), key.group, key.kind);
+  const policy = await freshPolicyFor(kube, key.cluster, key.group, key.kind);
   if (!policy) return;
   const result = await syncHistory({ kube, state: env.state, holder }, policy, key, causes);
   logger.info('history synced', { parent: `${key.namespace}/${key.name}`, ...result });

@@ -1,9 +1,11 @@
 // The RevisionPolicies of a cluster, read at most every few seconds per warm process, and what they mean to
-// the router: each valid policy makes its target kind a controller kind whose children (revisions, and the
-// objects it generates) route to the history handler.
-import { Resources, apiVersionOf, gvr, parseApiVersion, resolveKind, type GVR, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
+// the router: each policy in effect makes its target kind a controller kind whose children (revisions, and
+// the objects it generates) route to the history handler. A policy is in effect when it parses, its target
+// and generated kinds are served, its target is namespaced, and its last check found nothing against it
+// (README, "Policy conditions"); any other policy is watched and routed for nothing but its own events.
+import { Resources, apiVersionOf, gvr, parseApiVersion, resolveKind, type GVR, type KubeClient, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
 import { parentLabels } from '../../shared/history/data.ts';
-import { PolicyError, parsePolicy, POLICY_GROUP, type RevisionPolicy } from '../../shared/history/policy.ts';
+import { PolicyError, parsePolicy, POLICY_GROUP, reportedNotReady, type RevisionPolicy } from '../../shared/history/policy.ts';
 import type { ControllerKind } from '../../shared/ownership/index.ts';
 import { clusterCache } from '../cluster-cache.ts';
 import type { ControllerSource } from '../controllers.ts';
@@ -11,26 +13,79 @@ import type { ControllerSource } from '../controllers.ts';
 export const revisionPolicies = gvr(POLICY_GROUP, 'v1alpha1', 'revisionpolicies');
 const TTL_MS = 5_000;
 
+/** A policy in effect, with its kinds as discovery serves them. */
+export interface EffectivePolicy {
+  policy: RevisionPolicy;
+  target: ResolvedResource;
+  generated?: ResolvedResource | undefined;
+}
+
 export interface PolicySet {
   valid: RevisionPolicy[];
-  invalid: Array<{ name: string; error: string }>;
+  effective: EffectivePolicy[];
+  invalid: Array<{ name: string; reason: string; error: string }>;
+}
+
+/** Why a policy is not in effect, as its Ready condition's reason and message. */
+export class PolicyProblem extends Error {
+  readonly reason: string;
+  constructor(reason: string, message: string) {
+    super(message);
+    this.name = 'PolicyProblem';
+    this.reason = reason;
+  }
+}
+
+/** Discovery's answer that a group version or kind is not served (resolveKind), as opposed to a failed read. */
+export function isNotServed(err: unknown): boolean {
+  return err instanceof Error && /^the cluster (does not serve|serves no kind)/.test(err.message);
+}
+
+/**
+ * The policy's kinds, or the PolicyProblem that keeps it out of effect. A discovery read that fails for any
+ * other reason throws: the caller retries rather than take a policy for bad.
+ */
+export async function resolvePolicy(kube: KubeClient, policy: RevisionPolicy): Promise<EffectivePolicy> {
+  const resolve = async (t: { apiVersion: string; kind: string }, reason: string, what: string) => {
+    try {
+      return await resolveKind(kube, t.apiVersion, t.kind);
+    } catch (err) {
+      if (isNotServed(err)) throw new PolicyProblem(reason, `RevisionPolicy ${policy.name}: ${what}: ${(err as Error).message}`);
+      throw err;
+    }
+  };
+  const target = await resolve(policy.spec.target, 'UnknownKind', 'spec.target');
+  if (!target.namespaced) {
+    throw new PolicyProblem('ClusterScoped', `RevisionPolicy ${policy.name}: ${target.kind} is cluster-scoped; ControllerRevisions are namespaced, so it cannot have a history`);
+  }
+  const generated = policy.spec.generated ? await resolve(policy.spec.generated, 'UnknownGeneratedKind', 'spec.generated') : undefined;
+  return { policy, target, generated };
 }
 
 const cache = clusterCache<PolicySet>(TTL_MS);
 
 export async function listPolicies(kube: KubeClient, cluster: string): Promise<PolicySet> {
   return cache.get(cluster, async () => {
-    const out: PolicySet = { valid: [], invalid: [] };
-    for (const o of await kube.listAll(revisionPolicies)) {
+    const out: PolicySet = { valid: [], effective: [], invalid: [] };
+    const objects = await kube.listAll(revisionPolicies);
+    // The oldest-named policy wins when two name the same kind; the others report it in their status.
+    objects.sort((a, b) => (a.metadata.name ?? '').localeCompare(b.metadata.name ?? ''));
+    for (const o of objects) {
+      const name = o.metadata.name ?? '';
       try {
-        out.valid.push(parsePolicy(o));
+        const resolved = await resolvePolicy(kube, parsePolicy(o));
+        if (reportedNotReady(o)) {
+          out.invalid.push({ name, reason: 'Reported', error: 'its last check found it not in effect' });
+          continue;
+        }
+        out.effective.push(resolved);
+        out.valid.push(resolved.policy);
       } catch (err) {
-        if (!(err instanceof PolicyError)) throw err;
-        out.invalid.push({ name: o.metadata.name ?? '', error: err.message });
+        if (err instanceof PolicyError) out.invalid.push({ name, reason: 'InvalidPolicy', error: err.message });
+        else if (err instanceof PolicyProblem) out.invalid.push({ name, reason: err.reason, error: err.message });
+        else throw err;
       }
     }
-    // The oldest-named policy wins when two name the same kind; the others report it in their status.
-    out.valid.sort((a, b) => a.name.localeCompare(b.name));
     return out;
   });
 }
@@ -43,15 +98,24 @@ export function policyFor(set: PolicySet, group: string, kind: string): Revision
   return set.valid.find((p) => p.spec.target.kind === kind && parseApiVersion(p.spec.target.apiVersion).group === group);
 }
 
+/**
+ * The policy for a parent's kind; when the cached set has none, the policies are read again once (another
+ * process may have seen a new policy first: the forwarder starts watching its kind as soon as it exists).
+ */
+export async function freshPolicyFor(kube: KubeClient, cluster: string, group: string, kind: string): Promise<RevisionPolicy | undefined> {
+  const found = policyFor(await listPolicies(kube, cluster), group, kind);
+  if (found) return found;
+  forgetPolicies(cluster);
+  return policyFor(await listPolicies(kube, cluster), group, kind);
+}
+
 const policyKind: ControllerKind = { resource: revisionPolicies, kind: 'RevisionPolicy', namespaced: false, selectorOf: () => null, target: 'history' };
 
 async function targetKinds(kube: KubeClient, cluster: string): Promise<ControllerKind[]> {
-  const { valid } = await listPolicies(kube, cluster);
+  const { effective } = await listPolicies(kube, cluster);
   const kinds: ControllerKind[] = [policyKind];
-  for (const p of valid) {
-    const r = await resolveKind(kube, p.spec.target.apiVersion, p.spec.target.kind).catch(() => undefined);
-    if (!r || kinds.some((k) => k.kind === r.kind && k.resource.group === r.group)) continue;
-    const generated = p.spec.generated && { group: parseApiVersion(p.spec.generated.apiVersion).group, kind: p.spec.generated.kind };
+  for (const { target: r, generated } of effective) {
+    if (kinds.some((k) => k.kind === r.kind && k.resource.group === r.group)) continue;
     kinds.push({
       resource: r,
       kind: r.kind,
@@ -60,7 +124,7 @@ async function targetKinds(kube: KubeClient, cluster: string): Promise<Controlle
       // Listed items carry no apiVersion or kind, so they come from the kind resolved here.
       selectorOf: (parent: KubeObject) => ({ matchLabels: parentLabels({ ...parent, apiVersion: apiVersionOf(r), kind: r.kind }) }),
       // Its revisions and what it generates: another controller's children of the same parent are not history's.
-      owns: [{ group: 'apps', kind: 'ControllerRevision' }, ...(generated ? [generated] : [])],
+      owns: [{ group: 'apps', kind: 'ControllerRevision' }, ...(generated ? [{ group: generated.group, kind: generated.kind }] : [])],
       target: 'history',
     });
   }
@@ -68,15 +132,17 @@ async function targetKinds(kube: KubeClient, cluster: string): Promise<Controlle
 }
 
 async function watched(kube: KubeClient, cluster: string): Promise<GVR[]> {
-  const { valid } = await listPolicies(kube, cluster);
+  const { effective } = await listPolicies(kube, cluster);
   const out: GVR[] = [revisionPolicies, Resources.controllerRevisions];
-  for (const p of valid) {
-    for (const t of [p.spec.target, p.spec.generated].filter((x): x is { apiVersion: string; kind: string } => x !== undefined)) {
-      const r = await resolveKind(kube, t.apiVersion, t.kind).catch(() => undefined);
-      if (r) out.push(gvr(r.group, r.version, r.resource));
-    }
+  for (const { target, generated } of effective) {
+    for (const r of generated ? [target, generated] : [target]) out.push(gvr(r.group, r.version, r.resource));
   }
   return out;
 }
 
-export const historySource: ControllerSource = { target: 'history', kinds: (cluster, kube) => targetKinds(kube, cluster), watches: (cluster, kube) => watched(kube, cluster) };
+export const historySource: ControllerSource = {
+  target: 'history',
+  kinds: (cluster, kube) => targetKinds(kube, cluster),
+  watches: (cluster, kube) => watched(kube, cluster),
+  forget: (cluster) => forgetPolicies(cluster),
+};

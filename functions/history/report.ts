@@ -1,41 +1,70 @@
 // A RevisionPolicy's Ready condition: what the handler found when it checked the policy (the parts the CRD
-// schema cannot check, such as whether the target kind exists). A bad policy is reported, never acted on.
-// observedGeneration says which spec has been acted on: a new one is handed to `onNewSpec` first (a changed
-// limit or live set may leave every parent's history with revisions to trim), and recorded only after.
-import { isKubeError, type KubeClient } from '../../shared/kube/index.ts';
-import { PolicyError, parsePolicy, type RevisionPolicy } from '../../shared/history/policy.ts';
-import { revisionPolicies, forgetPolicies } from './policies.ts';
-import { resolveTarget } from './sync.ts';
+// schema cannot check, such as whether the target kind exists; README, "Policy conditions"). A bad policy is
+// reported, never acted on. observedGeneration says which spec has been acted on: a new one is handed to
+// `onNewSpec` first (a changed limit or live set may leave every parent's history with revisions to trim),
+// and recorded only after.
+import { Resources, isKubeError, type KubeClient, type ResolvedResource } from '../../shared/kube/index.ts';
+import { FOREIGN_HISTORY, PolicyError, parsePolicy, type RevisionPolicy } from '../../shared/history/policy.ts';
+import { foreignRevisions } from '../../shared/history/revisions.ts';
+import { PolicyProblem, forgetPolicies, resolvePolicy, revisionPolicies } from './policies.ts';
 
-export async function reportPolicy(kube: KubeClient, cluster: string, name: string, onNewSpec?: (policy: RevisionPolicy) => Promise<void>): Promise<{ ready: boolean; message: string }> {
+export interface PolicyReport {
+  ready: boolean;
+  reason?: string;
+  message: string;
+  /** The policy, when it is in effect. */
+  policy?: RevisionPolicy | undefined;
+  /** Its spec had not been acted on before this check. */
+  newSpec?: boolean;
+}
+
+/**
+ * Another controller's history of the kind (kube-controller-manager's StatefulSet and DaemonSet controllers):
+ * revisions controlled by an object of the kind that carry none of Outrigger's labels. One metadata list of
+ * the cluster's revisions per check.
+ */
+async function foreignHistory(kube: KubeClient, policy: RevisionPolicy, target: ResolvedResource): Promise<string | undefined> {
+  const listed = await kube.listMetadata(Resources.controllerRevisions);
+  const [first, ...rest] = foreignRevisions(listed.items, target);
+  if (!first) return undefined;
+  const owner = first.metadata.ownerReferences?.find((o) => o.controller === true)?.name ?? '?';
+  return (
+    `RevisionPolicy ${policy.name}: another controller keeps the history of ${target.kind} (revision ${first.metadata.namespace}/${first.metadata.name} of ` +
+    `${owner}${rest.length ? ` and ${rest.length} more` : ''}); set spec.foreignHistory: Coexist to keep Outrigger's beside it`
+  );
+}
+
+export async function reportPolicy(kube: KubeClient, cluster: string, name: string, onNewSpec?: (policy: RevisionPolicy) => Promise<void>): Promise<PolicyReport> {
   let obj;
   try {
     obj = await kube.get(revisionPolicies, name);
   } catch (err) {
-    if (isKubeError(err, 'NotFound')) return { ready: false, message: 'deleted' };
+    if (isKubeError(err, 'NotFound')) return { ready: false, reason: 'Deleted', message: 'deleted' };
     throw err;
   }
   forgetPolicies(cluster);
-  let ready = true;
   let reason = 'Valid';
   let message = 'the policy is in effect';
   let policy: RevisionPolicy | undefined;
   try {
     policy = parsePolicy(obj);
-    await resolveTarget(kube, policy);
+    const { target } = await resolvePolicy(kube, policy);
+    const foreign = policy.spec.foreignHistory === 'Coexist' ? undefined : await foreignHistory(kube, policy, target);
+    if (foreign) throw new PolicyProblem(FOREIGN_HISTORY, foreign);
   } catch (err) {
     policy = undefined;
-    if (!(err instanceof PolicyError) && !(err instanceof Error && /cluster does not serve|serves no kind|cluster-scoped/.test(err.message))) throw err;
-    ready = false;
-    reason = err instanceof PolicyError ? 'InvalidPolicy' : 'UnknownKind';
+    if (err instanceof PolicyError) reason = 'InvalidPolicy';
+    else if (err instanceof PolicyProblem) reason = err.reason;
+    else throw err;
     message = err.message;
   }
-  const observed = obj.status as { observedGeneration?: number; conditions?: Array<{ type: string; status: string; message?: string; lastTransitionTime?: string }> } | undefined;
+  const ready = policy !== undefined;
+  const observed = obj.status as { observedGeneration?: number; conditions?: Array<{ type: string; status: string; reason?: string; message?: string; lastTransitionTime?: string }> } | undefined;
   const current = (observed?.conditions ?? []).find((c) => c.type === 'Ready');
   const status = ready ? 'True' : 'False';
   const newSpec = observed?.observedGeneration !== obj.metadata.generation;
   if (policy && newSpec) await onNewSpec?.(policy);
-  if (current?.status !== status || current.message !== message || newSpec) {
+  if (current?.status !== status || current.message !== message || current.reason !== reason || newSpec) {
     const lastTransitionTime = current?.status === status && current.lastTransitionTime ? current.lastTransitionTime : new Date().toISOString();
     await kube.patch(
       revisionPolicies,
@@ -45,6 +74,8 @@ export async function reportPolicy(kube: KubeClient, cluster: string, name: stri
       'merge',
       { subresource: 'status' },
     );
+    // The verdict is part of what the policy set means (a refused policy is not in effect).
+    forgetPolicies(cluster);
   }
-  return { ready, message };
+  return { ready, reason, message, policy, newSpec };
 }

@@ -61,12 +61,24 @@ function envelopeFrom(cluster: string, body: string): Envelope {
   return envelope;
 }
 
+/**
+ * Whether any controller kind hears of the envelope's object: as a parent, a child it owns or an input.
+ * ControllerRevisions are watched whatever the definitions (their first events follow their policy's).
+ */
+export function heardOf(kinds: readonly ControllerKind[], envelope: Envelope): boolean {
+  const { group } = parseApiVersion(envelope.data.object.apiVersion ?? '');
+  const kind = envelope.data.object.kind;
+  if (group === 'apps' && kind === 'ControllerRevision') return true;
+  const is = (k: { group: string; kind: string }) => k.group === group && k.kind === kind;
+  return kinds.some((k) => is({ group: k.resource.group, kind: k.kind }) || (k.owns ?? []).some(is) || (k.inputs?.kinds ?? []).some(is));
+}
+
 export async function routeBatch(event: SQSEvent, deps: RouterDeps): Promise<SQSBatchResponse & { stats: RouteStats }> {
   const stats: RouteStats = { records: event.Records.length, deadLettered: 0, failed: 0, keys: 0, gets: 0, lists: 0 };
   const failures: string[] = [];
   const failedGroups = new Set<string>();
   const handled: string[] = [];
-  const resolvers = new Map<string, { resolver: BatchResolver; kinds: ControllerKind[] }>();
+  const resolvers = new Map<string, { resolver: BatchResolver; kinds: ControllerKind[]; fresh: boolean }>();
   const outbox = new Map<string, Map<string, { key: SyncKey; causes: string[] }>>();
 
   for (const record of event.Records) {
@@ -88,13 +100,18 @@ export async function routeBatch(event: SQSEvent, deps: RouterDeps): Promise<SQS
       continue;
     }
     try {
-      let entry = resolvers.get(envelope.cluster);
-      if (!entry) {
+      const load = async (fresh: boolean) => {
         const kube = deps.clusters.client(envelope.cluster);
+        if (fresh) for (const s of deps.sources) s.forget?.(envelope.cluster);
         const kinds = (await Promise.all(deps.sources.map((s) => s.kinds(envelope.cluster, kube)))).flat();
-        entry = { resolver: new BatchResolver(kube, envelope.cluster, kinds), kinds };
-        resolvers.set(envelope.cluster, entry);
-      }
+        const loaded = { resolver: new BatchResolver(kube, envelope.cluster, kinds), kinds, fresh };
+        resolvers.set(envelope.cluster, loaded);
+        return loaded;
+      };
+      let entry = resolvers.get(envelope.cluster) ?? (await load(false));
+      // An event of a kind no cached definition names: the forwarder may have started its watch on a policy
+      // this process has not read yet. The definitions are read again, once per batch, rather than drop it.
+      if (!entry.fresh && !heardOf(entry.kinds, envelope)) entry = await load(true);
       for (const { key, target } of await routeEnvelope(envelope, entry.resolver, entry.kinds)) {
         let byKey = outbox.get(target);
         if (!byKey) outbox.set(target, (byKey = new Map()));

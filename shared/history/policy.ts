@@ -11,6 +11,8 @@ import type { DefaultsSchema } from './defaults.ts';
 export const POLICY_GROUP = 'outrigger.dev';
 export const LIMIT_ANNOTATION = 'outrigger.dev/revision-history-limit';
 export const DEFAULT_REVISION_LABEL = 'controller-revision-hash';
+/** The Ready reason of a policy whose kind's history another controller keeps (README, "Coexistence"). */
+export const FOREIGN_HISTORY = 'ForeignHistory';
 
 const specSchema = z
   .object({
@@ -28,6 +30,8 @@ const specSchema = z
     statusRevisionPaths: z._default(z.array(z.string()), []),
     mode: z._default(z.enum(['snapshot', 'revisionKey']), 'snapshot'),
     revisionKey: z.optional(z.object({ label: nonEmpty(), rolloutCompleteCondition: nonEmpty() })),
+    /** Refuse: the policy is not in effect where another controller keeps the kind's history; Coexist: both keep one. */
+    foreignHistory: z._default(z.enum(['Refuse', 'Coexist']), 'Refuse'),
   })
   .check(
     z.superRefine((spec, ctx) => {
@@ -99,4 +103,21 @@ export function statusRevisions(policy: RevisionPolicy, parent: KubeObject): str
  */
 export function truncationInputs(policy: RevisionPolicy, parent: KubeObject): string {
   return JSON.stringify([historyLimit(policy, parent), ...statusRevisions(policy, parent)]);
+}
+
+interface PolicyStatus {
+  observedGeneration?: number;
+  conditions?: Array<{ type: string; status: string; reason?: string }>;
+}
+
+/**
+ * Whether the policy's check found it not in effect for its current spec (Ready=False at its generation) for
+ * one of `reasons`: those only the check can find (another controller keeps the kind's history), where
+ * discovery's answers are read afresh. Such a policy is watched and routed for no more than its own events
+ * until a check finds otherwise.
+ */
+export function reportedNotReady(obj: KubeObject, reasons: readonly string[] = [FOREIGN_HISTORY]): boolean {
+  const status = obj.status as PolicyStatus | undefined;
+  if (status?.observedGeneration !== obj.metadata.generation) return false;
+  return (status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'False' && reasons.includes(c.reason ?? ''));
 }

@@ -1,6 +1,6 @@
 // Pure history decisions over a parent's owned ControllerRevisions: order, the outcome of a sync
 // (unchanged, rollback, new revision), which revisions are live, and what truncation may delete.
-import type { KubeObject } from '../kube/resource.ts';
+import { parseApiVersion, type KubeObject } from '../kube/resource.ts';
 import { semanticallyEqual, type Json } from './data.ts';
 import type { DefaultsSchema } from './defaults.ts';
 
@@ -71,3 +71,18 @@ export const HASH_LABEL = 'controller.kubernetes.io/hash';
 export const PARENT_LABEL = 'outrigger.dev/parent';
 /** On each revision: the parent's kind and group, so that a DaemonSet never adopts a StatefulSet's history. */
 export const PARENT_KIND_LABEL = 'outrigger.dev/parent-kind';
+
+/**
+ * Revisions another controller keeps for a parent (the in-tree StatefulSet and DaemonSet controllers'): the
+ * parent controls them and they carry the hash label those controllers set, but neither of Outrigger's labels
+ * (README, "Coexistence"). A revision without the hash label is a stray, which history's claim releases.
+ */
+export function foreignRevisions<T extends KubeObject>(revisions: readonly T[], parentKind: { group: string; kind: string }, parentUid?: string): T[] {
+  return revisions.filter((r) => {
+    const ref = r.metadata.ownerReferences?.find((o) => o.controller === true);
+    if (!ref || ref.kind !== parentKind.kind || parseApiVersion(ref.apiVersion).group !== parentKind.group) return false;
+    if (parentUid !== undefined && ref.uid !== parentUid) return false;
+    const labels = r.metadata.labels ?? {};
+    return labels[HASH_LABEL] !== undefined && labels[PARENT_LABEL] === undefined && labels[PARENT_KIND_LABEL] === undefined;
+  });
+}

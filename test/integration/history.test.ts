@@ -487,7 +487,7 @@ describe('policies', () => {
     await adminClient().create(revisionPolicies, { apiVersion: 'outrigger.dev/v1alpha1', kind: 'RevisionPolicy', metadata: { name }, spec: { target: { apiVersion: 'example.com/v1', kind: 'Widget' }, targetState: ['spec.template'] } });
     const counted = outriggerClient();
     const report = await reportPolicy(counted, 'it', name);
-    expect(report).toEqual({ ready: false, message: expect.stringMatching(/the cluster does not serve example.com\/v1/) });
+    expect(report).toMatchObject({ ready: false, reason: 'UnknownKind', message: expect.stringMatching(/the cluster does not serve example.com\/v1/) });
     const obj = await kube.get(revisionPolicies, name);
     expect((obj.status as { conditions: unknown[] }).conditions).toEqual([expect.objectContaining({ type: 'Ready', status: 'False', reason: 'UnknownKind' })]);
     expect(Object.keys(counted.stats.byVerb).filter((v) => v !== 'get' && v !== 'discovery' && v !== 'patch/merge')).toEqual([]);

@@ -1,0 +1,251 @@
+// A RevisionPolicy in a live cluster: installed while the pipeline runs, bad, or deleted. The forwarder runs in
+// a process of its own (its own policy cache), the router and the history handler in this one (a cache read
+// before the policy existed), as they do on AWS.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { DeleteMessageBatchCommand, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
+import type { SQSRecord } from 'aws-lambda';
+import { Forwarder, type EnvelopeSink, type QueueEntry } from '../../forwarder/forwarder.ts';
+import { controllerSources, type ControllerSource } from '../../functions/controllers.ts';
+import { forgetPolicies, historySource, listPolicies, revisionPolicies } from '../../functions/history/policies.ts';
+import type * as PoliciesModule from '../../functions/history/policies.ts';
+import { reportPolicy } from '../../functions/history/report.ts';
+import { routeBatch } from '../../functions/router/route.ts';
+import { projectRoot } from '../../local/paths.ts';
+import { LocalSyncSink } from '../../runtime/sync-sink.ts';
+import { Clusters } from '../../shared/clusters.ts';
+import { makeEnvelope, messageGroupId, parseEnvelope, type Envelope } from '../../shared/envelope/index.ts';
+import { PARENT_LABEL, sortRevisions, type ControllerRevision } from '../../shared/history/revisions.ts';
+import { Resources, forgetDiscovery, gvr, gvrString, resolveKind, type KubeObject } from '../../shared/kube/index.ts';
+import { applyManifests } from '../../shared/kube/apply.ts';
+import { MemoryDeadLetterSink } from '../../shared/lambda/dead-letter.ts';
+import type { SyncRequest } from '../../shared/lambda/sync-request.ts';
+import type { SyncSink } from '../../shared/lambda/sync-sink.ts';
+import { openCrd } from '../testbed/crds.ts';
+import { controllersGrant } from '../testbed/rbac.ts';
+import { adminClient, createNamespace, eventually, outriggerClient, startTestRuntime, testbed, testQueue, uniqueName } from '../testbed/index.ts';
+
+const kube = outriggerClient();
+const admin = adminClient();
+
+/** A namespaced kind of the test's own, which Outrigger may read, served once this resolves. */
+async function ownKind(group: string, kind: string, plural: string) {
+  await applyManifests(admin, `${openCrd(group, kind, plural)}---\n${controllersGrant(`outrigger-${plural}-test`, [`{ apiGroups: ["${group}"], resources: ["${plural}"], verbs: ["get", "list", "watch"] }`])}`);
+  await eventually(async () => {
+    forgetDiscovery(kube);
+    return resolveKind(kube, `${group}/v1`, kind).then(() => true).catch(() => false);
+  });
+  return gvr(group, 'v1', plural);
+}
+
+function policy(name: string, apiVersion: string, kind: string, extra = ''): string {
+  return `
+apiVersion: outrigger.dev/v1alpha1
+kind: RevisionPolicy
+metadata: { name: ${name} }
+spec:
+  target: { apiVersion: ${apiVersion}, kind: ${kind} }
+  targetState: [spec.template]
+${extra}`;
+}
+
+async function history(ns: string, name: string): Promise<string[]> {
+  const list = await kube.list<ControllerRevision>(Resources.controllerRevisions, { namespace: ns, labelSelector: `${PARENT_LABEL}=${name}` });
+  return sortRevisions(list.items).map((r) => `${r.revision}:${(r.data as { spec: { template: { image: string } } }).spec.template.image}`);
+}
+
+function sqsRecord(e: { body: string; group: string; id: string }): SQSRecord {
+  return {
+    messageId: e.id,
+    receiptHandle: e.id,
+    body: e.body,
+    attributes: { ApproximateReceiveCount: '1', SentTimestamp: '0', SenderId: 't', ApproximateFirstReceiveTimestamp: '0', MessageGroupId: e.group },
+    messageAttributes: {},
+    md5OfBody: '',
+    eventSource: 'aws:sqs',
+    eventSourceARN: 'arn:aws:sqs:local:000000000000:it-events.fifo',
+    awsRegion: 'local',
+  };
+}
+
+/** The router as the events queue invokes it, for cluster `it`. (A variable, not a literal: only what routeBatch reads matters.) */
+function routerDeps(sink: SyncSink, sources: readonly ControllerSource[] = controllerSources) {
+  const deadLetter = new MemoryDeadLetterSink();
+  const deps = {
+    clusters: new Clusters([{ id: 'it', access: { kind: 'kubeconfig' as const, path: testbed().kubeconfigs.outrigger } }]),
+    sources,
+    sink,
+    deadLetter: () => deadLetter,
+    queueCluster: () => 'it',
+    log: (level: string, message: string, fields?: Record<string, unknown>) => process.stderr.write(`[router] ${level} ${message} ${JSON.stringify(fields)}\n`),
+  };
+  return { deps, deadLetter };
+}
+
+class MemorySyncSink implements SyncSink {
+  readonly sent: Array<{ target: string; request: SyncRequest }> = [];
+  async send(target: string, requests: SyncRequest[]): Promise<void> {
+    for (const request of requests) this.sent.push({ target, request });
+  }
+}
+
+describe('a policy installed on a live cluster loses no first events', () => {
+  test('applied with its first object, then three updates in 4.5 s: four revisions, the first holding the state it was created with', async () => {
+    const gadgets = await ownKind('race.outrigger.test', 'Gadget', 'gadgets');
+    const ns = await createNamespace('race');
+    const { sqs, url } = await testQueue('race');
+    let childLog = '';
+    // Its timer would refresh only after a minute: only the policy's own event can start the new watch in time.
+    const child: ChildProcess = spawn(process.execPath, ['forwarder/main.ts'], {
+      cwd: projectRoot,
+      env: { ...process.env, KUBECONFIG: testbed().kubeconfigs.outrigger, OUTRIGGER_CLUSTER_ID: 'it', OUTRIGGER_EVENT_QUEUE_URL: url, OUTRIGGER_SQS_ENDPOINT: testbed().sqsEndpoint, OUTRIGGER_NAMESPACE: ns, OUTRIGGER_REFRESH_MS: '60000', PORT: '0' },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    child.stderr?.on('data', (b: Buffer) => (childLog = (childLog + b.toString()).slice(-20_000)));
+    const runtime = await startTestRuntime('race', ['history'], { clusterId: 'it' });
+    const sink = new LocalSyncSink(new Map([['history', runtime.queues.get('history')!]]));
+    // The router's policies: a module instance of its own, so its cache is not the history handler's.
+    const separate = '../../functions/history/policies.ts?router';
+    const routerPolicies = (await import(separate)) as typeof PoliciesModule;
+    expect(routerPolicies.historySource).not.toBe(historySource);
+    const { deps, deadLetter } = routerDeps(sink, [routerPolicies.historySource]);
+    const seen: Envelope[] = [];
+    let pumping = true;
+    let routingFailures = 0;
+    // The events queue's consumer: each received batch goes through the router, then is deleted.
+    const pump = (async () => {
+      while (pumping) {
+        const out = await sqs.send(new ReceiveMessageCommand({ QueueUrl: url, MaxNumberOfMessages: 10, WaitTimeSeconds: 1, MessageSystemAttributeNames: ['MessageGroupId'] }));
+        const messages = out.Messages ?? [];
+        if (!messages.length) continue;
+        for (const m of messages) seen.push(parseEnvelope(m.Body ?? ''));
+        const result = await routeBatch({ Records: messages.map((m) => sqsRecord({ body: m.Body ?? '', group: m.Attributes?.MessageGroupId ?? '', id: m.MessageId ?? '' })) }, deps);
+        routingFailures += result.batchItemFailures.length;
+        await sqs.send(new DeleteMessageBatchCommand({ QueueUrl: url, Entries: messages.map((m, i) => ({ Id: String(i), ReceiptHandle: m.ReceiptHandle! })) }));
+      }
+    })();
+    const name = uniqueName('race');
+    try {
+      // The forwarder is up once a ControllerRevision made here comes through.
+      await kube.create(Resources.controllerRevisions, { apiVersion: 'apps/v1', kind: 'ControllerRevision', metadata: { name: 'ping', namespace: ns }, data: {}, revision: 1 });
+      await eventually(() => seen.some((e) => e.data.object.metadata.name === 'ping'), 30_000);
+      // The router's and the history handler's policies, each read before the policy exists (cached for 5 s).
+      await listPolicies(kube, 'it');
+      await routerPolicies.historySource.kinds('it', kube);
+      const started = Date.now();
+      const gadget = (image: number) => ({ apiVersion: 'race.outrigger.test/v1', kind: 'Gadget', metadata: { name: 'g', namespace: ns }, spec: { template: { image: `app:${image}` } } });
+      await applyManifests(admin, `${policy(name, 'race.outrigger.test/v1', 'Gadget')}---\n${JSON.stringify(gadget(1))}`);
+      for (const image of [2, 3, 4]) {
+        await new Promise((r) => setTimeout(r, 1_500));
+        await admin.patch(gadgets, 'g', ns, { spec: { template: { image: `app:${image}` } } }, 'merge');
+      }
+      const firstEvent = await eventually(() => seen.find((e) => e.data.object.kind === 'Gadget'), 30_000);
+      process.stderr.write(`[race] the gadget's first event was received ${Date.parse(firstEvent.time ?? '') - started} ms after the apply began\n`);
+      expect(await eventually(async () => ((await history(ns, 'g')).length === 4 ? history(ns, 'g') : undefined), 30_000)).toEqual(['1:app:1', '2:app:2', '3:app:3', '4:app:4']);
+      expect(routingFailures).toBe(0);
+      expect(deadLetter.letters).toEqual([]);
+    } catch (err) {
+      process.stderr.write(`[race] forwarder log:\n${childLog}\n`);
+      throw err;
+    } finally {
+      pumping = false;
+      await pump.catch(() => undefined);
+      child.kill('SIGTERM');
+      await runtime.stop();
+      await admin.delete(revisionPolicies, name).catch(() => undefined);
+    }
+  }, 120_000);
+
+  test('the history resync gives every parent of a policy a baseline revision, with no event', async () => {
+    const widgets = await ownKind('resync.outrigger.test', 'Sprocket', 'sprockets');
+    const ns = await createNamespace('resync');
+    await admin.create(widgets, { apiVersion: 'resync.outrigger.test/v1', kind: 'Sprocket', metadata: { name: 's', namespace: ns }, spec: { template: { image: 'app:1' } } });
+    const name = uniqueName('resync');
+    await applyManifests(admin, policy(name, 'resync.outrigger.test/v1', 'Sprocket'));
+    // No forwarder and no router: only the schedule can find the parent.
+    const runtime = await startTestRuntime('resync', ['history-resync', 'history'], { clusterId: 'it' });
+    try {
+      await runtime.runScheduled('history-resync');
+      expect(await eventually(async () => ((await history(ns, 's')).length ? history(ns, 's') : undefined))).toEqual(['1:app:1']);
+      const checked = await kube.get(revisionPolicies, name);
+      expect((checked.status as { conditions: unknown[] }).conditions).toEqual([expect.objectContaining({ type: 'Ready', status: 'True', reason: 'Valid' })]);
+    } finally {
+      await runtime.stop();
+      await admin.delete(revisionPolicies, name).catch(() => undefined);
+    }
+  }, 60_000);
+});
+
+describe('a bad policy says so, and stops costing', () => {
+  test('a cluster-scoped kind: Ready=False ClusterScoped, not watched, and its events route without a forbidden list', async () => {
+    const name = uniqueName('namespaces');
+    await applyManifests(admin, policy(name, 'v1', 'Namespace'));
+    try {
+      const sink = new MemorySyncSink();
+      const { deps } = routerDeps(sink, [historySource]);
+      const own = await kube.get(revisionPolicies, name);
+      const nsObject = await kube.get(Resources.namespaces, 'default').catch(() => admin.get(Resources.namespaces, 'default'));
+      const envelopes = [makeEnvelope({ cluster: 'it', type: 'added', object: own, source: 'test' }), makeEnvelope({ cluster: 'it', type: 'modified', object: { ...nsObject, apiVersion: 'v1', kind: 'Namespace' } as KubeObject, source: 'test' })];
+      const out = await routeBatch({ Records: envelopes.map((e, i) => sqsRecord({ body: JSON.stringify(e), group: messageGroupId(e), id: `m${i}` })) }, deps);
+      expect(out.batchItemFailures).toEqual([]);
+      expect(sink.sent.map((s) => `${s.target}:${s.request.key.kind}/${s.request.key.name}`)).toEqual([`history:RevisionPolicy/${name}`]);
+
+      const report = await reportPolicy(kube, 'it', name);
+      expect(report).toMatchObject({ ready: false, reason: 'ClusterScoped' });
+      const status = (await kube.get(revisionPolicies, name)).status as { conditions: unknown[] };
+      expect(status.conditions).toEqual([expect.objectContaining({ type: 'Ready', status: 'False', reason: 'ClusterScoped', message: expect.stringMatching(/Namespace is cluster-scoped/) })]);
+      expect((await historySource.watches('it', kube)).map(gvrString)).not.toContain(gvrString(Resources.namespaces));
+      expect((await historySource.kinds('it', kube)).map((k) => k.kind)).not.toContain('Namespace');
+    } finally {
+      await admin.delete(revisionPolicies, name).catch(() => undefined);
+    }
+  });
+
+  test('a generated kind that does not resolve: Ready=False UnknownGeneratedKind, and its target is not watched', async () => {
+    await ownKind('gen.outrigger.test', 'Cog', 'cogs');
+    const name = uniqueName('generated');
+    await applyManifests(admin, policy(name, 'gen.outrigger.test/v1', 'Cog', '  generated: { apiVersion: v1, kind: NoSuchKind }'));
+    try {
+      expect(await reportPolicy(kube, 'it', name)).toMatchObject({ ready: false, reason: 'UnknownGeneratedKind', message: expect.stringMatching(/spec.generated: the cluster serves no kind NoSuchKind in v1/) });
+      expect((await historySource.watches('it', kube)).map(gvrString)).not.toContain(gvrString(gvr('gen.outrigger.test', 'v1', 'cogs')));
+    } finally {
+      await admin.delete(revisionPolicies, name).catch(() => undefined);
+    }
+  });
+
+  test("the forwarder watches a policy's kind from the policy's event, and stops when its last policy goes", async () => {
+    const bolts = await ownKind('drop.outrigger.test', 'Bolt', 'bolts');
+    const id = gvrString(bolts);
+    const sent: QueueEntry[] = [];
+    const sink: EnvelopeSink = { sendBatch: async (entries) => (sent.push(...entries), []), deadLetter: async () => {} };
+    const log: string[] = [];
+    const forwarder = new Forwarder({
+      cluster: 'it',
+      kube,
+      sink,
+      resources: () => historySource.watches('it', kube),
+      definitions: [revisionPolicies],
+      forget: () => forgetPolicies('it'),
+      namespace: await createNamespace('drop'),
+      stateFile: join(await mkdtemp(join(tmpdir(), 'outrigger-drop-')), 'state.json'),
+      refreshMs: 60_000,
+      log: (m, f) => log.push(`${m} ${JSON.stringify(f)}`),
+    });
+    await forwarder.start();
+    const name = uniqueName('bolts');
+    try {
+      await forwarder.synced();
+      const before = forwarder.stats.watches;
+      await applyManifests(admin, policy(name, 'drop.outrigger.test/v1', 'Bolt'));
+      await eventually(() => forwarder.stats.watches === before + 1, 10_000);
+      await admin.delete(revisionPolicies, name);
+      await eventually(() => forwarder.stats.watches === before, 10_000);
+      expect(log).toContainEqual(expect.stringContaining(`watch stopped: no definition needs it {"resource":"${id}"}`));
+    } finally {
+      await forwarder.stop();
+      await admin.delete(revisionPolicies, name).catch(() => undefined);
+    }
+  });
+});
