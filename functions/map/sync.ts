@@ -214,7 +214,7 @@ async function apply(ctx: MapContext, mc: ResolvedMapController, changes: Return
       const made = await ctx.kube.create(k, d);
       // The create made Outrigger the owner of every field by an update; it becomes their applier, so the next
       // apply removes what the hook stops answering. Should this write be lost, the next pass makes it.
-      const owned = await toApplied(ctx, k, { ...made, apiVersion: d.apiVersion, kind: d.kind });
+      const owned = await toApplied(ctx, k, { ...made, apiVersion: d.apiVersion, kind: d.kind }, d);
       final.set(identityOf(d), { ...owned, apiVersion: d.apiVersion, kind: d.kind });
       result.created += 1;
     } catch (err) {
@@ -225,7 +225,7 @@ async function apply(ctx: MapContext, mc: ResolvedMapController, changes: Return
   }
   for (const { desired, observed } of changes.update) {
     const k = kindOf(desired);
-    const current = await toApplied(ctx, k, observed);
+    const current = await toApplied(ctx, k, observed, desired);
     // Conditional on what was read: an output whose owner changed since is not written.
     const body = { ...desired, metadata: { ...desired.metadata, resourceVersion: current.metadata.resourceVersion } };
     const written = await ctx.kube.patch(k, desired.metadata.name ?? '', k.namespaced ? desired.metadata.namespace : undefined, body, 'apply', { force: true });
@@ -246,8 +246,8 @@ async function apply(ctx: MapContext, mc: ResolvedMapController, changes: Return
 }
 
 /** The output with Outrigger's fields owned by its applies only (appliedOwnership), conditional on what was read. */
-async function toApplied(ctx: MapContext, k: ResolvedResource, o: KubeObject): Promise<KubeObject> {
-  const managedFields = appliedOwnership(o, ctx.kube.fieldManager);
+async function toApplied(ctx: MapContext, k: ResolvedResource, o: KubeObject, desired: KubeObject): Promise<KubeObject> {
+  const managedFields = appliedOwnership(o, ctx.kube.fieldManager, desired);
   if (!managedFields) return o;
   // Only managedFields change: no field changes owner to this patch's own update.
   return ctx.kube.patch(k, o.metadata.name ?? '', k.namespaced ? o.metadata.namespace : undefined, { metadata: { resourceVersion: o.metadata.resourceVersion, managedFields } }, 'merge');

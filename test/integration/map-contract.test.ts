@@ -25,6 +25,8 @@ const gadgets = gvr(GROUP, 'v1', 'gadgets');
 const seeds = gvr(GROUP, 'v1', 'seeds');
 const bares = gvr(GROUP, 'v1', 'bares');
 const racers = gvr(GROUP, 'v1', 'racers');
+const jobbers = gvr(GROUP, 'v1', 'jobbers');
+const jobs = gvr('batch', 'v1', 'jobs');
 const regions = gvr(GROUP, 'v1', 'regions');
 
 interface HookRequest {
@@ -89,24 +91,26 @@ beforeAll(async () => {
   const admin = adminClient();
   await applyManifests(
     admin,
-    `${crd('Shaper', 'shapers')}${crd('Gadget', 'gadgets')}${crd('Seed', 'seeds')}${crd('Bare', 'bares', { status: false })}${crd('Region', 'regions', { scope: 'Cluster' })}${crd('Racer', 'racers')}
+    `${crd('Shaper', 'shapers')}${crd('Gadget', 'gadgets')}${crd('Seed', 'seeds')}${crd('Bare', 'bares', { status: false })}${crd('Region', 'regions', { scope: 'Cluster' })}${crd('Racer', 'racers')}${crd('Jobber', 'jobbers')}
 ${controllersGrant('outrigger-map-contract-test', [
-  `{ apiGroups: ["${GROUP}"], resources: ["shapers", "bares", "regions", "racers"], verbs: ["get", "list", "watch"] }`,
-  `{ apiGroups: ["${GROUP}"], resources: ["shapers/status", "regions/status", "racers/status"], verbs: ["patch"] }`,
+  `{ apiGroups: ["${GROUP}"], resources: ["shapers", "bares", "regions", "racers", "jobbers"], verbs: ["get", "list", "watch"] }`,
+  `{ apiGroups: ["${GROUP}"], resources: ["shapers/status", "regions/status", "racers/status", "jobbers/status"], verbs: ["patch"] }`,
   // A parent without a status subresource has its status written on the object itself.
   `{ apiGroups: ["${GROUP}"], resources: ["bares"], verbs: ["patch"] }`,
   `{ apiGroups: ["${GROUP}"], resources: ["seeds"], verbs: ["list", "watch"] }`,
   `{ apiGroups: ["${GROUP}"], resources: ["gadgets"], verbs: ["list", "watch", "create", "patch", "delete"] }`,
   `{ apiGroups: [""], resources: ["configmaps"], verbs: ["list", "watch", "create", "patch", "delete"] }`,
+  `{ apiGroups: ["batch"], resources: ["jobs"], verbs: ["list", "watch", "create", "patch", "delete"] }`,
 ])}---
 ${mapController('contract-shaper', 'shapers', ['configmaps', `${GROUP}/v1/seeds`], ['configmaps', `${GROUP}/v1/gadgets`], true)}
 ${mapController('contract-bare', 'bares', ['configmaps'], ['configmaps'], false)}
 ${mapController('contract-region', 'regions', ['configmaps'], ['configmaps'], false)}
+${mapController('contract-jobber', 'jobbers', ['configmaps'], ['batch/v1/jobs'], false)}
 ${mapController('contract-racer', 'racers', ['configmaps'], ['configmaps'], false).replace('/map"', '/map?definition=1"')}
 `,
   );
   const kube = outriggerClient();
-  for (const kind of ['Shaper', 'Bare', 'Region', 'Racer']) {
+  for (const kind of ['Shaper', 'Bare', 'Region', 'Racer', 'Jobber']) {
     for (let i = 0; ; i += 1) {
       forgetMapControllers();
       forgetDiscovery(kube);
@@ -171,6 +175,38 @@ describe('outputs are exactly what the hook answered', () => {
     await person.patch(configMaps, 'in-copy', ns, { data: { mine: 'changed', theirs: 'b' } }, 'merge');
     expect(await syncMap(ctx, controllers.Shaper!, keyOf(parent, 'Shaper'))).toMatchObject({ updated: 1, problems: [] });
     expect((await adminClient().get(configMaps, 'in-copy', ns)).data).toEqual({ mine: 'a', theirs: 'b' });
+  });
+
+  test('what the apiserver fills in at creation (defaults, a Job\'s generated selector) is not taken for the hook\'s: it stays, and a later change applies', async () => {
+    const ns = await createNamespace('contract');
+    await configMap('in', ns, { app: 'job' });
+    const parent = await parentOf(jobbers, 'Jobber', 'jobber', ns, { app: 'job' });
+    let note = 'v1';
+    mapAnswers.set('jobber', (req) => ({
+      body: {
+        outputs: [
+          {
+            apiVersion: 'batch/v1',
+            kind: 'Job',
+            metadata: { name: `${req.input!.metadata.name}-job`, annotations: { note } },
+            spec: { suspend: true, template: { spec: { restartPolicy: 'Never', containers: [{ name: 'c', image: 'busybox' }] } } },
+          },
+        ],
+      },
+    }));
+    const ctx = context();
+    expect(await syncMap(ctx, controllers.Jobber!, keyOf(parent, 'Jobber'))).toMatchObject({ created: 1, problems: [] });
+    // Outrigger applies what the hook answered, not what defaulting or admission added: those stay, owned by nobody.
+    const created = await adminClient().get(jobs, 'in-job', ns);
+    const applied = (created.metadata.managedFields as Array<{ manager: string; operation: string; fieldsV1: { 'f:spec': Record<string, unknown> } }>).filter((e) => e.manager === 'outrigger');
+    expect(applied.map((e) => e.operation)).toEqual(['Apply']);
+    expect(Object.keys(applied[0]!.fieldsV1['f:spec']).sort()).toEqual(['f:suspend', 'f:template']);
+    expect((created.spec as { backoffLimit?: number }).backoffLimit).toBe(6);
+    note = 'v2';
+    expect(await syncMap(ctx, controllers.Jobber!, keyOf(parent, 'Jobber'))).toMatchObject({ updated: 1, problems: [] });
+    const job = await adminClient().get(jobs, 'in-job', ns);
+    expect(job.metadata.annotations?.note).toBe('v2');
+    expect((job.spec as { selector?: unknown }).selector).toBeDefined();
   });
 });
 

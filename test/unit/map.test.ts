@@ -4,7 +4,7 @@ import { signRequest, verifyRequest, webhookRefusal } from '../../shared/hooks/i
 import { keepSnapshots, mapSnapshots, parseDuration } from '../../examples/snapshot-schedule/hooks.ts';
 import type { KubeObject, ResolvedResource } from '../../shared/kube/index.ts';
 import { APPLIED_ANNOTATION, controllerCause, definitionOf, MAP_KEY_LABEL, MapControllerError, MAX_OUTPUTS_PER_ANSWER, PARENT_LABEL, parseHookResponse, parseMapController } from '../../shared/map/api.ts';
-import { aggregate, answerFingerprint, answerHolds, appliedOwnership, contains, passDecision, type PassRecord, detachedToDelete, diffOutputs, inputSelector, outputMap, outputsByKey, prepareOutputs, resyncDue, selectInputs, setCondition, statusChanged, statusPatch, type Condition } from '../../shared/map/plan.ts';
+import { aggregate, answerFingerprint, answerHolds, appliedOwnership, contains, fieldsWithin, passDecision, type PassRecord, detachedToDelete, diffOutputs, inputSelector, outputMap, outputsByKey, prepareOutputs, resyncDue, selectInputs, setCondition, statusChanged, statusPatch, type Condition } from '../../shared/map/plan.ts';
 
 const parent: KubeObject = { apiVersion: 'snapshot.outrigger.dev/v1', kind: 'SnapshotSchedule', metadata: { name: 's', namespace: 'ns', uid: 'p-uid', generation: 1 }, spec: { selector: { matchLabels: { app: 'a' } } } };
 const configMaps: ResolvedResource = { group: '', version: 'v1', resource: 'configmaps', kind: 'ConfigMap', namespaced: true };
@@ -186,6 +186,23 @@ describe('a sync pass, decided', () => {
     expect(decide(later(2, 'other'), def(2))).toBe('run'); // another controller (recreated) of that kind
     expect(definitionOf(['x/y', controllerCause(def(7))])).toEqual(def(7));
     expect(definitionOf(['ConfigMap/c/u/1/modified'])).toBeUndefined();
+  });
+
+  test('fieldsWithin: the fields of a set that a value has, through keyed list items, set members and indexes', () => {
+    const set = {
+      'f:spec': {
+        '.': {},
+        'f:backoffLimit': {},
+        'f:suspend': {},
+        'f:containers': { 'k:{"name":"c"}': { '.': {}, 'f:name': {}, 'f:image': {}, 'f:imagePullPolicy': {} }, 'k:{"name":"gone"}': { 'f:name': {} } },
+        'f:finalizers': { 'v:"a"': {}, 'v:"b"': {} },
+        'f:args': { 'i:0': {}, 'i:5': {} },
+      },
+    };
+    const value = { spec: { suspend: true, containers: [{ name: 'c', image: 'busybox' }], finalizers: ['a'], args: ['x'] } };
+    expect(fieldsWithin(set, value)).toEqual({
+      'f:spec': { '.': {}, 'f:suspend': {}, 'f:containers': { 'k:{"name":"c"}': { '.': {}, 'f:name': {}, 'f:image': {} } }, 'f:finalizers': { 'v:"a"': {} }, 'f:args': { 'i:0': {} } },
+    });
   });
 
   test('property: a resync tick queues each parent exactly once per period (every tick when the period is shorter)', () => {
