@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { kubectlBinary } from '../local/apiserver.ts';
 import { projectRoot } from '../local/paths.ts';
-import { historyCommand, rollbackCommand } from '../cli/history.ts';
+import { historyCommand, parseOutput, rollbackCommand } from '../cli/history.ts';
 import { startRuntime } from '../runtime/local.ts';
 import { connect } from '../shared/kube/index.ts';
 
@@ -19,11 +19,26 @@ commands:
              --cluster-id ID     the cluster's id in events and state keys (default: local)
              --namespace NS      watch namespaced resources in NS only
              --state-dir DIR     dead letters and runtime.json (default: .outrigger/)
-  history    outrigger history <kind>/<name> [--revision N]: the object's revisions; with --revision,
-             one revision and its diff against the one before
-  rollback   outrigger rollback <kind>/<name> --to-revision N: put revision N's target state back
+  history    outrigger history <kind>/<name> [--revision N] [-o json|yaml]: the object's revisions
+  rollback   outrigger rollback <kind>/<name> [--to-revision N] [--dry-run] [-o json|yaml]: put a
+             revision's target state back (by default the previous one)
 
-common options: -n/--namespace NS, --kubeconfig PATH, --context NAME
+common options: -n/--namespace NS, --kubeconfig PATH, --context NAME; \`outrigger <command> --help\`
+`;
+
+const historyUsage = `usage: outrigger history <kind>/<name> [--revision N] [-o json|yaml] [-n NS] [--kubeconfig PATH] [--context NAME]
+
+The object's revisions, oldest first: number, name, CURRENT (* on the revision the object holds now), AGE and
+change cause. With --revision N, that revision's target state and its diff against the one before. -o prints
+the same as JSON or YAML. Works as \`kubectl outrigger history\` too.
+`;
+
+const rollbackUsage = `usage: outrigger rollback <kind>/<name> [--to-revision N] [--dry-run] [-o json|yaml] [-n NS] [--kubeconfig PATH] [--context NAME]
+
+Puts revision N's target state back on the object (without --to-revision: the previous revision, the newest
+one the object does not already hold), as one JSON patch that first tests the object's uid and the current
+value of every path it removes. Nothing is written when the object already matches the revision, or with
+--dry-run, which prints the patch instead. Works as \`kubectl outrigger rollback\` too.
 `;
 
 const common = {
@@ -40,19 +55,30 @@ async function namespaceOf(values: { namespace?: string | undefined }, kube: Ret
   return values.namespace ?? (await kube.endpoint()).defaultNamespace ?? 'default';
 }
 
+/** `--help` anywhere in a subcommand's arguments prints its usage instead of running it. */
+function helpWanted(argv: string[], usage: string): boolean {
+  if (!argv.includes('--help') && !argv.includes('-h')) return false;
+  process.stdout.write(usage);
+  return true;
+}
+
 async function history(argv: string[]): Promise<void> {
-  const { values, positionals } = parseArgs({ args: argv, options: { ...common, revision: { type: 'string' } }, allowPositionals: true, strict: true });
-  if (positionals.length !== 1) throw new Error('usage: outrigger history <kind>/<name> [--revision N]');
+  if (helpWanted(argv, historyUsage)) return;
+  const { values, positionals } = parseArgs({ args: argv, options: { ...common, revision: { type: 'string' }, output: { type: 'string', short: 'o' } }, allowPositionals: true, strict: true });
+  if (positionals.length !== 1) throw new Error(`expected one <kind>/<name>\n${historyUsage}`);
   const revision = values.revision === undefined ? undefined : positiveInt(values.revision, '--revision');
   const kube = client(values);
-  process.stdout.write(await historyCommand(kube, positionals[0]!, await namespaceOf(values, kube), revision));
+  process.stdout.write(await historyCommand(kube, positionals[0]!, await namespaceOf(values, kube), { revision, output: parseOutput(values.output) }));
 }
 
 async function rollback(argv: string[]): Promise<void> {
-  const { values, positionals } = parseArgs({ args: argv, options: { ...common, 'to-revision': { type: 'string' } }, allowPositionals: true, strict: true });
-  if (positionals.length !== 1 || values['to-revision'] === undefined) throw new Error('usage: outrigger rollback <kind>/<name> --to-revision N');
+  if (helpWanted(argv, rollbackUsage)) return;
+  const options = { ...common, 'to-revision': { type: 'string' }, 'dry-run': { type: 'boolean' }, output: { type: 'string', short: 'o' } } as const;
+  const { values, positionals } = parseArgs({ args: argv, options, allowPositionals: true, strict: true });
+  if (positionals.length !== 1) throw new Error(`expected one <kind>/<name>\n${rollbackUsage}`);
+  const toRevision = values['to-revision'] === undefined ? undefined : positiveInt(values['to-revision'], '--to-revision');
   const kube = client(values);
-  process.stdout.write(await rollbackCommand(kube, positionals[0]!, await namespaceOf(values, kube), positiveInt(values['to-revision'], '--to-revision')));
+  process.stdout.write(await rollbackCommand(kube, positionals[0]!, await namespaceOf(values, kube), { toRevision, dryRun: values['dry-run'] === true, output: parseOutput(values.output) }));
 }
 
 function positiveInt(value: string, flag: string): number {
@@ -61,6 +87,7 @@ function positiveInt(value: string, flag: string): number {
 }
 
 async function run(argv: string[]): Promise<void> {
+  if (helpWanted(argv, usage)) return;
   const { values } = parseArgs({
     args: argv,
     options: {

@@ -2,7 +2,8 @@
 // makes the parent's target state what a revision holds, as `kubectl rollout undo` does with the revision's data
 // as a strategic merge patch, where `$patch: replace` replaces a path and a null removes it
 // (https://github.com/kubernetes/community/blob/master/contributors/devel/sig-api-machinery/strategic-merge-patch.md).
-import type { Json, JsonObject } from './data.ts';
+import { isDeepStrictEqual } from 'node:util';
+import { semanticallyEqual, type Json, type JsonObject } from './data.ts';
 
 export type JsonPatchOp = { op: 'add' | 'test'; path: string; value: Json } | { op: 'remove'; path: string };
 
@@ -52,4 +53,35 @@ export function rollbackPatch(data: Json | undefined, parent: JsonObject): JsonP
   };
   walk(data, parent, []);
   return ops;
+}
+
+/**
+ * The patch applied to `doc` (RFC 6902's add, remove and test, which is all rollbackPatch makes), without I/O:
+ * what the apiserver would make of it. Throws as the apiserver would refuse: a failed test, a missing parent.
+ */
+export function applyRollback(doc: JsonObject, ops: readonly JsonPatchOp[]): JsonObject {
+  const out = JSON.parse(JSON.stringify(doc)) as JsonObject;
+  for (const op of ops) {
+    const parts = op.path.split('/').slice(1).map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'));
+    const leaf = parts.pop()!;
+    let at: Json = out;
+    for (const p of parts) {
+      if (at === null || typeof at !== 'object' || Array.isArray(at) || !(p in at)) throw new Error(`${op.path}: no parent`);
+      at = at[p]!;
+    }
+    if (at === null || typeof at !== 'object' || Array.isArray(at)) throw new Error(`${op.path}: parent is not an object`);
+    if (op.op === 'add') at[leaf] = op.value;
+    else if (!(leaf in at)) throw new Error(`${op.path}: absent`);
+    else if (op.op === 'remove') delete at[leaf];
+    else if (!isDeepStrictEqual(at[leaf], op.value)) throw new Error(`${op.path}: test failed`);
+  }
+  return out;
+}
+
+/**
+ * Whether `parent` already holds the revision's target state: a rollback to it would change nothing (compared as
+ * a sync compares). The CLI marks that revision current, and refuses to write a rollback to it.
+ */
+export function matchesRevision(data: Json | undefined, parent: JsonObject): boolean {
+  return semanticallyEqual(applyRollback(parent, rollbackPatch(data, parent)), parent);
 }

@@ -73,17 +73,30 @@ test.each([
   const after = await kubectl('rollout', 'history', `${arg}/web`, '-n', ns);
   expect(after.split('\n').filter((l) => /^\d+\s/.test(l)).map((l) => l.split(/\s+/)[0])).toEqual(['2', '3', '4']);
 
-  // The same through the plugin: history, one revision with its diff, and a rollback.
+  // The same through the plugin: history (the current revision marked, ages), one revision with its diff, and rollbacks.
   const table = await kubectl('outrigger', 'history', `${arg}/web`, '-n', ns);
-  expect(table).toMatch(/REVISION\s+NAME\s+CREATED\s+CHANGE-CAUSE/);
-  expect(table.split('\n').filter((l) => /^\d+\s/.test(l)).map((l) => l.split(/\s+/)[0])).toEqual(['2', '3', '4']);
+  expect(table).toMatch(/REVISION\s+NAME\s+CURRENT\s+AGE\s+CHANGE-CAUSE/);
+  const rows = table.split('\n').filter((l) => /^\d+\s/.test(l)).map((l) => l.split(/\s+/));
+  expect(rows.map((r) => r[0])).toEqual(['2', '3', '4']);
+  expect(rows.map((r) => r[2])).toEqual([expect.stringMatching(/^\d+s$/), expect.stringMatching(/^\d+s$/), '*']);
+  const listed4 = JSON.parse(await kubectl('outrigger', 'history', `${arg}/web`, '-n', ns, '-o', 'json')) as { revisions: Array<{ revision: number; current: boolean }> };
+  expect(listed4.revisions.map((r) => [r.revision, r.current])).toEqual([[2, false], [3, false], [4, true]]);
+  expect(await kubectl('outrigger', 'history', `${arg}/web`, '-n', ns, '-o', 'yaml', '--revision', '4')).toMatch(/^current: true$/m);
   const shown = await kubectl('outrigger', 'history', `${arg}/web`, '-n', ns, '--revision', '3');
   expect(shown).toMatch(/^-\s+- image: registry\.example\/app:2$/m);
   expect(shown).toMatch(/^\+\s+- image: registry\.example\/app:3$/m);
+  expect(await kubectl('outrigger', 'history', '--help')).toMatch(/^usage: outrigger history/);
+  expect(await kubectl('outrigger', 'rollback', '--help')).toMatch(/^usage: outrigger rollback/);
+  // By default, back to the previous revision; a dry run shows the patch and changes nothing.
+  expect(await kubectl('outrigger', 'rollback', `${arg}/web`, '-n', ns, '--dry-run')).toMatch(/would be rolled back to revision 3 .*\(dry run\)[\s\S]*"op": "test"/);
+  expect(JSON.stringify((await admin.get(resource, 'web', ns)).spec)).toContain('registry.example/app:1');
+  expect(await kubectl('outrigger', 'rollback', `${arg}/web`, '-n', ns, '--to-revision', '4')).toMatch(/already matches revision 4 .*nothing to do/);
   expect(await kubectl('outrigger', 'rollback', `${arg}/web`, '-n', ns, '--to-revision', '2')).toMatch(/rolled back to revision 2/);
   obj = await admin.get(resource, 'web', ns);
   expect(JSON.stringify(obj.spec)).toContain('registry.example/app:2');
   expect(await syncOf(kind, obj)).toMatchObject({ outcome: 'rollback', number: 5 });
+  expect(JSON.parse(await kubectl('outrigger', 'rollback', `${arg}/web`, '-n', ns, '-o', 'json'))).toMatchObject({ revision: 4, changed: true, dryRun: false });
+  expect(JSON.stringify((await admin.get(resource, 'web', ns)).spec)).toContain('registry.example/app:1');
 }, 60_000);
 
 test.each([

@@ -1,8 +1,7 @@
 import fc from 'fast-check';
 import { canonicalJson, parsePath, revisionHash, revisionName, selectorLabels, semanticallyEqual, targetState, type Json } from '../../shared/history/data.ts';
 import { compileSelector, matches, type LabelSelector } from '../../shared/ownership/index.ts';
-import { isDeepStrictEqual } from 'node:util';
-import { rollbackPatch, type JsonPatchOp } from '../../shared/history/rollback.ts';
+import { applyRollback, matchesRevision, rollbackPatch } from '../../shared/history/rollback.ts';
 import type { JsonObject } from '../../shared/history/data.ts';
 import { historyLimit, parsePolicy, truncationInputs } from '../../shared/history/policy.ts';
 import { HASH_LABEL, decide, sortRevisions, truncationMayDelete, truncationPlan, type ControllerRevision } from '../../shared/history/revisions.ts';
@@ -168,25 +167,7 @@ describe('revision labels for stock kubectl', () => {
 });
 
 describe('rollback patches', () => {
-  /** RFC 6902's add, remove and test, enough to check what the apiserver would make of a patch. */
-  function applyPatch(doc: JsonObject, ops: readonly JsonPatchOp[]): JsonObject {
-    const out = JSON.parse(JSON.stringify(doc)) as JsonObject;
-    for (const op of ops) {
-      const parts = op.path.split('/').slice(1).map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'));
-      const leaf = parts.pop()!;
-      let at: Json = out;
-      for (const p of parts) {
-        if (at === null || typeof at !== 'object' || Array.isArray(at) || !(p in at)) throw new Error(`${op.path}: no parent`);
-        at = at[p]!;
-      }
-      if (at === null || typeof at !== 'object' || Array.isArray(at)) throw new Error(`${op.path}: parent is not an object`);
-      if (op.op === 'add') at[leaf] = op.value;
-      else if (!(leaf in at)) throw new Error(`${op.path}: absent`);
-      else if (op.op === 'remove') delete at[leaf];
-      else if (!isDeepStrictEqual(at[leaf], op.value)) throw new Error(`${op.path}: test failed`);
-    }
-    return out;
-  }
+  const applyPatch = applyRollback;
   const paths = ['spec.template', 'spec.sidecar', 'spec.deep.leaf'];
   const value = fc.oneof(fc.constant(undefined), fc.constantFrom('a', 'b'), fc.dictionary(fc.constantFrom('x', 'y'), fc.constantFrom('1', '2'), { maxKeys: 2 }));
   const spec = fc.record({ template: value, sidecar: value, deep: fc.oneof(fc.constant(undefined), fc.constant('scalar'), fc.record({ leaf: value }, { requiredKeys: [] })), replicas: fc.nat(3) }, { requiredKeys: ['replicas'] });
@@ -199,6 +180,9 @@ describe('rollback patches', () => {
         const after = applyPatch(parent, rollbackPatch(data, parent));
         expect(semanticallyEqual(targetState(after, paths), data)).toBe(true);
         expect((after.spec as JsonObject).replicas).toBe((parent.spec as JsonObject).replicas);
+        // What the CLI calls the current revision: the parent holds it exactly when its target state is the revision's.
+        expect(matchesRevision(data, after)).toBe(true);
+        expect(matchesRevision(data, parent)).toBe(semanticallyEqual(targetState(parent, paths), data));
       }),
     );
   });
