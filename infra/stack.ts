@@ -401,6 +401,7 @@ export class OutriggerStack extends Stack {
         const overdue = (metricName: string) => new cloudwatch.Metric({ namespace: METRICS_NAMESPACE, metricName, dimensionsMap: { service: METRICS_SERVICE, cluster: c.id }, statistic: 'Maximum', period: Duration.minutes(30) });
         this.alarm(`${id}StorageUnknown`, `A StorageState of cluster ${c.id} has listed Unknown for over an hour with no migration under way: see the storage-poll log's leader.overdue`, overdue('StorageStatesUnknownOverdue'), 1, cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD);
         this.alarm(`${id}StorageMigrationStuck`, `A storage version migration of cluster ${c.id} has been Pending, Running or Failed for over an hour: kubectl get svm`, overdue('StorageMigrationsOverdue'), 1, cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD);
+        this.alarm(`${id}StoragePollMissed`, `A storage poll reporter of cluster ${c.id} missed a poll: see the storage-poll log's missedPolls; one more in a row resets its StorageStates to Unknown`, overdue('StoragePollsMissed'), 1, cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD);
       }
     }
     this.alarm('IngestDeadLetters', 'The ingest dead-letter queue holds refused requests: read their reason attribute, fix the sender', deadLetterMetric(this.ingestDeadLetter), 1, cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD);

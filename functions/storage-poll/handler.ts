@@ -32,8 +32,9 @@ export const handler = middy(async (event: PollEvent) => {
   for (const r of results) {
     logger.info('storage poll', { ...r });
     const stuck = r.leader?.overdue;
-    // The stack's storage alarms watch these (README: "Storage version migration", alarms).
+    // The stack's storage alarms watch these (README: "Operating").
     if (stuck) publishCounts(r.cluster, { StorageStatesUnknownOverdue: stuck.unknown.length, StorageMigrationsOverdue: stuck.migrations.length });
+    publishCounts(r.cluster, { StoragePollsMissed: Object.values(r.missedPolls).reduce((a, b) => a + b, 0) });
   }
   return results;
 }).use(injectLambdaContext(logger));

@@ -54,6 +54,11 @@ export const migrationResource = (ctx: Pick<StorageContext, 'mode'>) => (ctx.mod
 export const epochKey = (cluster: string, stateName: string) => ({ cluster, kind: 'storage-epoch', name: stateName });
 export const decisionKey = (cluster: string, stateName: string) => ({ cluster, kind: 'storage-decision', name: stateName });
 export const LEADER_LEASE = 'storage-leader';
+/** Each reporter's last successful poll (every group version read, every entry written): one write per poll. */
+export const pollKey = (cluster: string, reporter: string) => ({ cluster, kind: 'storage-poll', name: reporter });
+export interface PollRecord {
+  time: string;
+}
 /** What Outrigger remembers of a sampled control plane. */
 export const controlPlaneKey = (cluster: string) => ({ cluster, kind: 'storage-control-plane', name: 'control-plane' });
 

@@ -11,8 +11,8 @@
 import pLimit from 'p-limit';
 import { apiVersionOf, discoverStorageVersions, isKubeError, Resources, type KubeClient, type KubeObject, type StorageDiscovery, type StorageVersionEntry } from '../../shared/kube/index.ts';
 import { VersionConflictError } from '../../shared/state/index.ts';
-import { heartbeatPatch, isStale, mergeSamples, observeControlPlane, report, storageStateName, type ControlPlaneRecord, type SampledResource, type StorageState } from '../../shared/storage/index.ts';
-import { controlPlaneKey, epochKey, storageStates, type StorageContext } from './context.ts';
+import { heartbeatPatch, isStale, mergeSamples, missedPolls, observeControlPlane, report, storageStateName, type ControlPlaneRecord, type SampledResource, type StorageState } from '../../shared/storage/index.ts';
+import { controlPlaneKey, epochKey, pollKey, storageStates, type PollRecord, type StorageContext } from './context.ts';
 import { lead, type LeadResult } from './leader.ts';
 
 export interface PollResult {
@@ -24,6 +24,8 @@ export interface PollResult {
   reset: number;
   conflicts: number;
   failedGroups: StorageDiscovery['failed'];
+  /** Configured reporters that missed polls since their last successful one, and how many (README: "Operating"). */
+  missedPolls: Record<string, number>;
   leader?: LeadResult | undefined;
   /** Wall time of the reporting part and of the leader step. */
   reportMs?: number;
@@ -43,9 +45,10 @@ export interface Reporter {
 export async function pollReporter(ctx: StorageContext, reporter: Reporter, opts: { groups?: readonly string[] | undefined; lead?: boolean } = {}): Promise<PollResult> {
   const now = ctx.now();
   const started = Date.now();
-  const [discovery, listed] = await Promise.all([discover(ctx, reporter, opts.groups, now), ctx.kube.listAll<StorageState>(storageStates)]);
+  const [discovery, listed, lastPolls] = await Promise.all([discover(ctx, reporter, opts.groups, now), ctx.kube.listAll<StorageState>(storageStates), readLastPolls(ctx, reporter.id)]);
   const existing = new Map(listed.map((s) => [s.metadata.name ?? '', s]));
-  const result: PollResult = { reporter: reporter.id, resources: discovery.resources.length, created: 0, changed: 0, heartbeats: 0, reset: 0, conflicts: 0, failedGroups: discovery.failed };
+  const missed = Object.entries(lastPolls).map(([id, t]) => [id, missedPolls(t, now, ctx.periodMs)] as const).filter(([, n]) => n > 0);
+  const result: PollResult = { reporter: reporter.id, resources: discovery.resources.length, created: 0, changed: 0, heartbeats: 0, reset: 0, conflicts: 0, failedGroups: discovery.failed, missedPolls: Object.fromEntries(missed) };
   for (const f of discovery.failed) ctx.log?.('discovery failed for a group version; resources served only there keep their last heartbeat', { reporter: reporter.id, ...f });
   const limit = pLimit(WRITE_CONCURRENCY);
   const reported = await Promise.all(
@@ -53,11 +56,13 @@ export async function pollReporter(ctx: StorageContext, reporter: Reporter, opts
       limit(async () => {
         // Each hash a sample saw, in turn: persisted gains every one of them.
         let state = existing.get(storageStateName(r));
-        for (const hash of r.hashes) state = await reportResource(ctx, reporter.id, { ...r, storageVersionHash: hash }, state, now, result);
+        for (const hash of r.hashes) state = await reportResource(ctx, reporter.id, { ...r, storageVersionHash: hash }, state, now, lastPolls, result);
         return state!;
       }),
     ),
   );
+  // Every group version read and every entry written: a successful poll, which vouches for every resource.
+  if (!discovery.failed.length) await ctx.state.records.put<PollRecord>(pollKey(ctx.cluster, reporter.id), { time: now.toISOString() }, 'any');
   result.reportMs = Date.now() - started;
   if (opts.lead !== false) {
     const leading = Date.now();
@@ -102,13 +107,21 @@ async function apiserverIdentities(kube: KubeClient): Promise<string[]> {
   return leases.map((l) => `${l.metadata.name ?? ''}/${l.spec?.holderIdentity ?? ''}`);
 }
 
+/** Each configured reporter's (and this one's) last successful poll: one read each, whatever the number of resources. */
+async function readLastPolls(ctx: StorageContext, self: string): Promise<Record<string, Date>> {
+  const ids = [...new Set([...ctx.reporters, self])];
+  const records = await Promise.all(ids.map((id) => ctx.state.records.get<PollRecord>(pollKey(ctx.cluster, id))));
+  const times = ids.map((id, i) => [id, new Date(records[i]?.value.time ?? NaN)] as const);
+  return Object.fromEntries(times.filter(([, t]) => Number.isFinite(t.getTime())));
+}
+
 /** Writes this reporter's entry; returns the state as written. */
-async function reportResource(ctx: StorageContext, reporter: string, r: StorageVersionEntry, listed: StorageState | undefined, now: Date, result: PollResult): Promise<StorageState> {
+async function reportResource(ctx: StorageContext, reporter: string, r: StorageVersionEntry, listed: StorageState | undefined, now: Date, lastPolls: Readonly<Record<string, Date>>, result: PollResult): Promise<StorageState> {
   const name = storageStateName(r);
   let current = listed;
   for (let attempt = 1; ; attempt += 1) {
     try {
-      if (current && isStale(current.status, now, ctx.periodMs)) {
+      if (current && isStale(current.status, now, ctx.periodMs, lastPolls)) {
         // Nobody has heartbeated for a period: changes may have been missed (the seed's start-up check).
         await ctx.kube.delete(storageStates, name, undefined, { preconditions: { uid: current.metadata.uid!, resourceVersion: current.metadata.resourceVersion! } });
         result.reset += 1;
@@ -123,7 +136,7 @@ async function reportResource(ctx: StorageContext, reporter: string, r: StorageV
           spec: { resource: { group: r.group, resource: r.resource } },
         });
       }
-      const next = report(current.status, { reporter, hash: r.storageVersionHash, now }, ctx.periodMs);
+      const next = report(current.status, { reporter, hash: r.storageVersionHash, now, lastPoll: lastPolls[reporter] }, ctx.periodMs);
       if (next.change === 'heartbeat' && attempt === 1) {
         const written = await ctx.kube.patch<StorageState>(storageStates, name, undefined, heartbeatPatch(current, { reporter, hash: r.storageVersionHash, now }), 'json', { subresource: 'status' });
         result.heartbeats += 1;

@@ -17,7 +17,9 @@
 //    serialised discovery and completion on one goroutine for a weaker form of the same safety.
 //  - The seed resets a state only when the whole trigger was down. Here each reporter counts on its own: a
 //    reporter whose entry is missing or older than one and a half periods may have missed its apiserver
-//    changing version and changing back, so its report persists Unknown (and moves the epoch).
+//    changing version and changing back, so its report persists Unknown (and moves the epoch). Where the
+//    reporter's last successful poll is recorded and wrote the entry, one missed poll is tolerated (it raises
+//    an alarm instead: a throttled or failed invocation would otherwise re-migrate every resource).
 //  - A success narrows persisted only after a confirmation round: every configured reporter has reported the
 //    same hash again after the migration succeeded, with the epoch unchanged. The reports that started the
 //    migration predate it; an apiserver rolled back while it ran (the migrator may even have rewritten objects
@@ -35,12 +37,38 @@ export const FORGET_AFTER_PERIODS = 3;
  */
 export const MISSED_AFTER_PERIODS = 1.5;
 
+/**
+ * Polls a reporter may miss in a row (a throttled or failed invocation) before its silence persists Unknown,
+ * when its last successful poll is known: each missed poll raises an alarm instead (README: "Operating").
+ */
+export const TOLERATED_MISSED_POLLS = 1;
+
 export type ReportChange = 'created' | 'hash' | 'heartbeat';
 
 export interface Observation {
   reporter: string;
   hash: string;
   now: Date;
+  /** The reporter's last successful poll before this one (DynamoDB), if one is recorded. */
+  lastPoll?: Date | undefined;
+}
+
+/** How many polls a reporter has missed since its last successful one (none recorded: none known). */
+export function missedPolls(lastPoll: Date | undefined, now: Date, periodMs = DEFAULT_PERIOD_MS): number {
+  if (!lastPoll) return 0;
+  const periods = (now.getTime() - lastPoll.getTime()) / periodMs;
+  return periods <= MISSED_AFTER_PERIODS ? 0 : Math.ceil(periods - MISSED_AFTER_PERIODS);
+}
+
+/**
+ * Whether a reporter's entry is too old to vouch that no change was missed. An entry the reporter's last
+ * successful poll wrote (a poll succeeds only once every resource's entry is written) may be as old as
+ * TOLERATED_MISSED_POLLS more periods; any other only MISSED_AFTER_PERIODS, as its heartbeat says.
+ */
+function silent(e: ReporterEntry, now: Date, periodMs: number, lastPoll: Date | undefined): boolean {
+  const seenByLastPoll = lastPoll !== undefined && heartbeatMs(e) >= Math.floor(lastPoll.getTime() / 1000) * 1000;
+  if (seenByLastPoll && missedPolls(lastPoll, now, periodMs) <= TOLERATED_MISSED_POLLS) return false;
+  return heartbeatMs(e) < now.getTime() - MISSED_AFTER_PERIODS * periodMs;
 }
 
 /** The status after one reporter's poll saw `hash` for the resource (the seed's HA reporter steps). */
@@ -54,7 +82,7 @@ export function report(status: StorageStateStatus | undefined, obs: Observation,
   // Missing (new, forgotten, or the state was made by another reporter) or silent: its apiserver may have
   // changed version and back since, writing objects in a version no poll saw. Always a change, so the epoch
   // moves and no migration made before it narrows persisted.
-  const missed = !previous || heartbeatMs(previous) < obs.now.getTime() - MISSED_AFTER_PERIODS * periodMs;
+  const missed = !previous || silent(previous, obs.now, periodMs, obs.lastPoll);
   const persisted = missed ? [UNKNOWN] : before.includes(UNKNOWN) || before.includes(obs.hash) ? [...before] : [...before, obs.hash];
   const forgetBefore = obs.now.getTime() - FORGET_AFTER_PERIODS * periodMs;
   const others = (status.currentStorageVersionHashes ?? []).filter((e) => e.reporterID !== obs.reporter && heartbeatMs(e) >= forgetBefore);
@@ -84,14 +112,15 @@ export function heartbeatPatch(state: Pick<StorageState, 'metadata' | 'status'>,
 }
 
 /**
- * No reporter has heartbeated for over a period (and MISSED_AFTER_PERIODS' grace): what is persisted may have
- * missed changes (seed: recreate with Unknown).
+ * No reporter has heartbeated for over a period (and MISSED_AFTER_PERIODS' grace; with reporters' last
+ * successful polls known, TOLERATED_MISSED_POLLS more): what is persisted may have missed changes (seed:
+ * recreate with Unknown).
  */
-export function isStale(status: StorageStateStatus | undefined, now: Date, periodMs = DEFAULT_PERIOD_MS): boolean {
+export function isStale(status: StorageStateStatus | undefined, now: Date, periodMs = DEFAULT_PERIOD_MS, lastPolls: Readonly<Record<string, Date>> = {}): boolean {
   // A state nobody reported into yet (just created by another reporter) is not stale: its first report sets Unknown.
   const entries = status?.currentStorageVersionHashes ?? [];
   if (entries.length === 0) return false;
-  return Math.max(...entries.map(heartbeatMs)) < now.getTime() - periodMs * MISSED_AFTER_PERIODS;
+  return entries.every((e) => silent(e, now, periodMs, Object.hasOwn(lastPolls, e.reporterID) ? lastPolls[e.reporterID] : undefined));
 }
 
 /** What the leader needs to know of a migration of the resource. */

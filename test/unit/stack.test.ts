@@ -371,8 +371,8 @@ describe('the Outrigger stack', () => {
       expect(watched(old)).toEqual({ names: ['ApproximateAgeOfOldestMessage'], queues: [...mine].sort(), expression: 'MAX(METRICS())' });
       expect(old).toMatchObject({ Threshold: 300, ComparisonOperator: 'GreaterThanThreshold' });
       expect(old.Metrics!.filter((m) => m.MetricStat).every((m) => m.MetricStat!.Period === 300 && m.MetricStat!.Stat === 'Maximum')).toBe(true);
-      // Storage: a StorageState Unknown, or a migration in its phase, for over an hour (the poll's EMF counts).
-      for (const [alarm, metric] of [['StorageUnknown', 'StorageStatesUnknownOverdue'], ['StorageMigrationStuck', 'StorageMigrationsOverdue']]) {
+      // Storage: a StorageState Unknown, or a migration in its phase, for over an hour; a missed poll (the poll's EMF counts).
+      for (const [alarm, metric] of [['StorageUnknown', 'StorageStatesUnknownOverdue'], ['StorageMigrationStuck', 'StorageMigrationsOverdue'], ['StoragePollMissed', 'StoragePollsMissed']]) {
         expect(alarms[`${id}${alarm}`]!.Properties).toMatchObject({
           Namespace: 'Outrigger',
           MetricName: metric,
@@ -390,7 +390,7 @@ describe('the Outrigger stack', () => {
     const errors = Object.values(alarms).filter((a) => a.Properties.MetricName === 'Errors').map((a) => a.Properties as Alarm);
     expect(errors.map((a) => a.Dimensions![0]!.Value.Ref).sort()).toEqual(Object.values(fns).map((f) => f.id).sort());
     for (const a of errors) expect(a).toMatchObject({ Threshold: 1, ComparisonOperator: 'GreaterThanOrEqualToThreshold', Period: 300, Statistic: 'Sum', EvaluationPeriods: 1 });
-    expect(Object.keys(alarms)).toHaveLength(errors.length + 2 * 4 + 1);
+    expect(Object.keys(alarms)).toHaveLength(errors.length + 2 * 5 + 1);
     t.resourceCountIs('AWS::CloudWatch::Dashboard', 1);
     const body = JSON.stringify(Object.values(t.findResources('AWS::CloudWatch::Dashboard'))[0]!.Properties.DashboardBody);
     for (const text of ['ApproximateNumberOfMessagesVisible', 'ApproximateAgeOfOldestMessage', 'Errors', 'prod: dead letters', 'dr-eu: oldest message age']) expect(body).toContain(text);

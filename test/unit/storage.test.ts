@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { conditionsFor, decide, heartbeatPatch, isStale, mergeSamples, migrationName, observeControlPlane, overdue, phaseOf, unstableReason, report, rfc3339, storageStateName, storageVersionHash, UNKNOWN, type StorageState } from '../../shared/storage/index.ts';
+import { conditionsFor, decide, heartbeatPatch, isStale, mergeSamples, migrationName, missedPolls, observeControlPlane, overdue, phaseOf, unstableReason, report, rfc3339, storageStateName, storageVersionHash, UNKNOWN, type StorageState } from '../../shared/storage/index.ts';
 import { minute, PERIOD, Sim } from './storage-sim.ts';
 
 describe('storage version hash and names', () => {
@@ -73,6 +73,26 @@ describe('reporter step', () => {
     expect(report(s, { reporter: 'c', hash: 'v1', now: minute(21) })).toMatchObject({ change: 'hash', status: { persistedStorageVersionHashes: [UNKNOWN] } });
     // Already Unknown: still a change, so the epoch moves and a migration made before cannot narrow.
     expect(report({ ...s, persistedStorageVersionHashes: [UNKNOWN] }, { reporter: 'a', hash: 'v1', now: minute(16) }).change).toBe('hash');
+  });
+
+  test("one missed poll, judged from the reporter's last successful poll, keeps what is persisted; a second one persists Unknown", () => {
+    const entry = (id: string, at: Date) => ({ reporterID: id, currentStorageVersionHash: 'v1', lastHeartbeatTime: rfc3339(at) });
+    const s = { currentStorageVersionHashes: [entry('a', minute(0))], persistedStorageVersionHashes: ['v1'] };
+    // The poll at 10 failed: the one at 20 sees a 20-minute-old heartbeat, written by the last successful poll.
+    expect(report(s, { reporter: 'a', hash: 'v1', now: minute(20), lastPoll: minute(0) })).toMatchObject({ change: 'heartbeat', status: { persistedStorageVersionHashes: ['v1'] } });
+    expect(report(s, { reporter: 'a', hash: 'v1', now: minute(25), lastPoll: minute(0) }).change).toBe('heartbeat');
+    // The polls at 10 and 20 failed.
+    expect(report(s, { reporter: 'a', hash: 'v1', now: minute(26), lastPoll: minute(0) })).toMatchObject({ change: 'hash', status: { persistedStorageVersionHashes: [UNKNOWN] } });
+    // The entry is older than the last successful poll: that poll did not see the resource, so its gap counts as before.
+    expect(report(s, { reporter: 'a', hash: 'v1', now: minute(20), lastPoll: minute(10) }).change).toBe('hash');
+    // No record of a successful poll (a deployment before it was kept): the heartbeat alone, as before.
+    expect(report(s, { reporter: 'a', hash: 'v1', now: minute(20) }).change).toBe('hash');
+    // The whole state: one missed poll of every reporter does not recreate it.
+    expect(isStale(s, minute(20), undefined, { a: minute(0) })).toBe(false);
+    expect(isStale(s, minute(26), undefined, { a: minute(0) })).toBe(true);
+    expect(isStale(s, minute(20), undefined, {})).toBe(true);
+    expect([minute(10), minute(15), minute(16), minute(20), minute(25), minute(26), minute(40)].map((t) => missedPolls(minute(0), t))).toEqual([0, 0, 1, 1, 1, 2, 3]);
+    expect(missedPolls(undefined, minute(40))).toBe(0);
   });
 
   test('a state is stale when no reporter heartbeated for over a period (with half a period for schedule drift)', () => {
