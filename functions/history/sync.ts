@@ -30,6 +30,11 @@ const LEASE_MARGIN_MS = 15_000;
 const LEASE_WAIT_MS = 20_000;
 const CHANGE_CAUSE = 'kubernetes.io/change-cause';
 
+/** Every name a revision of this data could take is held by a revision of other data (someone else's). */
+export class RevisionNamesTakenError extends Error {
+  override name = 'RevisionNamesTakenError';
+}
+
 /** How history's Kubernetes Events name their reporter. */
 export const HISTORY_CONTROLLER = 'outrigger.dev/history';
 
@@ -152,7 +157,15 @@ export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key
     const guard = () => {
       if (!deps.state.leases.stillHeld(lease, LEASE_MARGIN_MS)) throw new Error(`the history lease of ${key.namespace}/${key.name} is about to expire; not writing, the sync will be retried`);
     };
-    result = await syncLocked(deps, policy, target, parent, candidate, guard, listed);
+    try {
+      result = await syncLocked(deps, policy, target, parent, candidate, guard, listed);
+    } catch (err) {
+      // A failure a retry will not mend shows on the parent, as an in-tree controller's would.
+      if (err instanceof RevisionNamesTakenError || isKubeError(err, 'Forbidden') || isKubeError(err, 'Invalid') || isKubeError(err, 'BadRequest')) {
+        await recordEvent(deps.kube, parent, { type: 'Warning', reason: 'SyncFailed', action: 'Create', note: err.message }, { controller: HISTORY_CONTROLLER, instance: deps.holder });
+      }
+      throw err;
+    }
     recorded = parent;
   } finally {
     // The record is a cache of what the sync found, left on the lease only while it is still held.
@@ -293,7 +306,7 @@ export async function createRevision(
     }
     count += 1;
   }
-  throw new Error(`${target.kind} ${namespace}/${parent.metadata.name}: ${MAX_COLLISIONS} revision names in a row were taken by other data; not creating a revision`);
+  throw new RevisionNamesTakenError(`${target.kind} ${namespace}/${parent.metadata.name}: ${MAX_COLLISIONS} revision names in a row were taken by other data; not creating a revision`);
 }
 
 /**

@@ -1,7 +1,7 @@
 // Controller history against the real apiserver (as the outrigger identity) and DynamoDB Local.
 import { forgetPolicies, listPolicies, policyFor, revisionPolicies } from '../../functions/history/policies.ts';
 import { reportPolicy } from '../../functions/history/report.ts';
-import { syncHistory, type SyncOutcome } from '../../functions/history/sync.ts';
+import { MAX_COLLISIONS, syncHistory, type SyncOutcome } from '../../functions/history/sync.ts';
 import { truncateHistory } from '../../functions/history/truncate.ts';
 import { parentLabels, revisionHash, revisionName, semanticallyEqual, type JsonObject } from '../../shared/history/data.ts';
 import type { RevisionPolicy } from '../../shared/history/policy.ts';
@@ -182,6 +182,17 @@ describe('revision creation', () => {
     expect(out).toMatchObject({ outcome: 'created', revision: revisionName('web', revisionHash(data, 1)) });
     const [mine] = (await history(ns)).filter((r) => controllerOf(r)?.uid === sts.metadata.uid);
     expect(mine!.metadata.name!.endsWith(`-${mine!.metadata.labels![HASH_LABEL]}`)).toBe(true);
+  });
+
+  test('when every name a revision could take is held by other data, the sync fails and says so on the parent (a Warning event)', async () => {
+    const ns = await createNamespace('hist');
+    const sts = await createSts(ns);
+    const data = { spec: { template: { ...((sts.spec as { template: JsonObject }).template), $patch: 'replace' } } };
+    for (let count = 0; count < MAX_COLLISIONS; count += 1) {
+      await adminClient().create(Resources.controllerRevisions, { apiVersion: 'apps/v1', kind: 'ControllerRevision', metadata: { name: revisionName('web', revisionHash(data, count)), namespace: ns }, data: { other: count }, revision: 1 });
+    }
+    await expect(sync(sts)).rejects.toThrow(/10 revision names in a row were taken/);
+    expect(await kubectl('describe', 'statefulset', 'web', '-n', ns)).toMatch(/Warning\s+SyncFailed\s+.*revision names in a row were taken by other data/);
   });
 
   test("a revision's data survives the apiserver's own re-encoding: a strategic merge patch of its metadata, as the garbage collector's orphaning sends, is accepted", async () => {
