@@ -16,7 +16,7 @@ import type { DefaultsSchema } from '../../shared/history/defaults.ts';
 import { recordEvent } from '../../shared/events/index.ts';
 import { goJson } from '../../shared/json.ts';
 import { historyLimit, truncationInputs, type RevisionPolicy } from '../../shared/history/policy.ts';
-import { HASH_LABEL, decide, truncationMayDelete, type ControllerRevision } from '../../shared/history/revisions.ts';
+import { HASH_LABEL, decide, foreignRevisions, truncationMayDelete, type ControllerRevision } from '../../shared/history/revisions.ts';
 import { parseSyncCause } from '../../shared/lambda/sync-request.ts';
 import { claim, compileSelector, isControlledBy, newControllerRef, selectorString, type LabelSelector, type SyncKey } from '../../shared/ownership/index.ts';
 import type { Lease, State } from '../../shared/state/index.ts';
@@ -151,6 +151,9 @@ export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key
     ]);
     if (read.skipped) return read.skipped;
     const parent = read.parent;
+    // A parent with no history record yet: is another controller keeping its history? (README, "Coexistence")
+    const foreign = lease.memo === undefined ? await foreignHistoryOf(deps.kube, policy, target, parent) : undefined;
+    if (foreign) return { outcome: 'skipped', reason: `another controller keeps this parent's history (revision ${foreign}); the policy's check reports ForeignHistory unless spec.foreignHistory is Coexist` };
     const candidate = targetState(parent as unknown as JsonObject, policy.spec.targetState);
     heldDigest = digestOf(candidate, policy.defaults);
     heldTruncation = truncationInputs(policy, parent);
@@ -177,6 +180,18 @@ export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key
   if (outcome.outcome === 'created') await recordEvent(deps.kube, recorded, { type: 'Normal', reason: 'RevisionCreated', action: 'Create', note: `Created revision ${outcome.number}: ${outcome.revision}` }, { controller: HISTORY_CONTROLLER, instance: deps.holder });
   if (outcome.outcome === 'rollback') await recordEvent(deps.kube, recorded, { type: 'Normal', reason: 'RolledBack', action: 'Update', note: `Back to the target state of ${outcome.revision}, now revision ${outcome.number}` }, { controller: HISTORY_CONTROLLER, instance: deps.holder });
   return outcome;
+}
+
+/**
+ * The name of a revision another controller keeps for the parent (found by the parent's own selector, as that
+ * controller labels its revisions), unless the policy coexists with it or the parent has no selector.
+ */
+async function foreignHistoryOf(kube: KubeClient, policy: RevisionPolicy, target: ResolvedResource, parent: KubeObject): Promise<string | undefined> {
+  if (policy.spec.foreignHistory === 'Coexist') return undefined;
+  const labelSelector = selectorString(compileSelector(fieldAt(parent, 'spec.selector') as LabelSelector | undefined));
+  if (labelSelector === undefined) return undefined;
+  const listed = await kube.listMetadata(Resources.controllerRevisions, { namespace: parent.metadata.namespace, labelSelector });
+  return foreignRevisions(listed.items, target, parent.metadata.uid)[0]?.metadata.name;
 }
 
 /** The parent's history lease; waits briefly while another sync holds it. */
