@@ -9,6 +9,7 @@ import { labelSelectorString, parentLabels, type Json, type JsonObject } from '.
 import { matchesRevision, rollbackPatch, withoutDirectives } from '../shared/history/rollback.ts';
 import { sortRevisions, type ControllerRevision } from '../shared/history/revisions.ts';
 import { isControlledBy } from '../shared/ownership/index.ts';
+import { foreignHistory, foreignTable } from './foreign-history.ts';
 import { resolveResourceArg } from './resolve.ts';
 
 export async function ownedHistory(kube: KubeClient, arg: string, namespace: string): Promise<{ parent: KubeObject; revisions: ControllerRevision[]; kind: string }> {
@@ -61,14 +62,16 @@ export async function historyCommand(kube: KubeClient, arg: string, namespace: s
   });
   const revision = opts.revision;
   if (revision === undefined) {
-    if (opts.output) return render(opts.output, { kind, name: parent.metadata.name, namespace: parent.metadata.namespace ?? null, revisions: revisions.map(summary) });
-    if (revisions.length === 0) return `${title}: no revisions (is there a RevisionPolicy for ${kind}?)\n`;
+    const foreign = await foreignHistory(kube, parent);
+    if (opts.output) return render(opts.output, { kind, name: parent.metadata.name, namespace: parent.metadata.namespace ?? null, revisions: revisions.map(summary), ...(foreign.length ? { foreignRevisions: foreign.map(summary) } : {}) });
+    const readOnly = foreignTable(foreign, (since) => age(since, now));
+    if (revisions.length === 0) return `${title}: no revisions (is there a RevisionPolicy for ${kind}?)\n${readOnly}`;
     const rows = [
       ['REVISION', 'NAME', 'CURRENT', 'AGE', 'CHANGE-CAUSE'],
       ...revisions.map((r) => [String(r.revision), r.metadata.name ?? '', r === current ? '*' : '', age(r.metadata.creationTimestamp ?? undefined, now), r.metadata.annotations?.['kubernetes.io/change-cause'] ?? '<none>']),
     ];
     const widths = rows[0]!.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
-    return `${title}\n${rows.map((row) => row.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n')}\n`;
+    return `${title}\n${rows.map((row) => row.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n')}\n${readOnly}`;
   }
   const index = revisions.findIndex((r) => r.revision === revision);
   if (index < 0) throw new Error(`${title} has no revision ${revision} (it has ${revisions.map((r) => r.revision).join(', ') || 'none'})`);
