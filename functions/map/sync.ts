@@ -211,12 +211,17 @@ async function apply(ctx: MapContext, mc: ResolvedMapController, changes: Return
   for (const d of changes.create) {
     try {
       const k = kindOf(d);
-      const made = await ctx.kube.create(k, d);
-      // The create made Outrigger the owner of every field by an update; it becomes their applier, so the next
-      // apply removes what the hook stops answering. Should this write be lost, the next pass makes it.
-      const owned = await toApplied(ctx, k, { ...made, apiVersion: d.apiVersion, kind: d.kind }, d);
-      final.set(identityOf(d), { ...owned, apiVersion: d.apiVersion, kind: d.kind });
+      const made: KubeObject = { ...(await ctx.kube.create(k, d)), apiVersion: d.apiVersion, kind: d.kind };
       result.created += 1;
+      final.set(identityOf(d), made);
+      // The create made Outrigger the owner of every field by an update; it becomes their applier, so the next
+      // apply removes what the hook stops answering. Should this write be lost (someone wrote the output
+      // first), the next pass makes it: the output is still owned by update.
+      try {
+        final.set(identityOf(d), { ...(await toApplied(ctx, k, made, d)), apiVersion: d.apiVersion, kind: d.kind });
+      } catch (err) {
+        if (!isKubeError(err, 'Conflict')) throw err;
+      }
     } catch (err) {
       // Someone else's object by that name: never taken over.
       if (isKubeError(err, 'AlreadyExists')) throw new OutputError(`output ${d.kind ?? ''} ${d.metadata.name ?? ''} exists and is not this parent's; it is left alone`);
