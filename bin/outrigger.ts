@@ -8,6 +8,7 @@ import { projectRoot } from '../local/paths.ts';
 import { historyCommand, parseOutput, rollbackCommand } from '../cli/history.ts';
 import { startRuntime } from '../runtime/local.ts';
 import { connect } from '../shared/kube/index.ts';
+import { LOG_FORMAT_ENV, LOG_FORMATS } from '../shared/lambda/logger.ts';
 
 const usage = `usage: outrigger <command> [options]
 
@@ -19,6 +20,7 @@ commands:
              --cluster-id ID     the cluster's id in events and state keys (default: local)
              --namespace NS      watch namespaced resources in NS only
              --state-dir DIR     dead letters and runtime.json (default: .outrigger/)
+             --log-format FMT    text (one short line per action, the default) or json (as in AWS)
   history    outrigger history <kind>/<name> [--revision N] [-o json|yaml]: the object's revisions
   rollback   outrigger rollback <kind>/<name> [--to-revision N] [--dry-run] [-o json|yaml]: put a
              revision's target state back (by default the previous one)
@@ -96,9 +98,14 @@ async function run(argv: string[]): Promise<void> {
       'cluster-id': { type: 'string', default: 'local' },
       namespace: { type: 'string' },
       'state-dir': { type: 'string', default: join(projectRoot, '.outrigger') },
+      'log-format': { type: 'string', default: 'text' },
     },
     strict: true,
   });
+  const logFormat = values['log-format'];
+  if (!(LOG_FORMATS as readonly string[]).includes(logFormat)) throw new Error(`--log-format takes ${LOG_FORMATS.join(' or ')}, got ${JSON.stringify(logFormat)}`);
+  // Read by every function's logger, made when the runtime loads the handlers below.
+  process.env[LOG_FORMAT_ENV] = logFormat;
   const kubeconfig = values.kubeconfig ?? (process.env.KUBECONFIG || undefined);
   const log = (m: string) => process.stderr.write(`[outrigger] ${m}\n`);
   log(kubeconfig ? `watching the cluster of ${kubeconfig}` : 'KUBECONFIG is not set: starting a local kube-apiserver');
