@@ -18,7 +18,7 @@ import { goJson } from '../../shared/json.ts';
 import { historyLimit, truncationInputs, type RevisionPolicy } from '../../shared/history/policy.ts';
 import { HASH_LABEL, decide, foreignRevisions, truncationMayDelete, type ControllerRevision } from '../../shared/history/revisions.ts';
 import { parseSyncCause } from '../../shared/lambda/sync-request.ts';
-import { claim, compileSelector, isControlledBy, newControllerRef, selectorString, type LabelSelector, type SyncKey } from '../../shared/ownership/index.ts';
+import { claim, compileSelector, controllerOf, isControlledBy, newControllerRef, parseSelector, selectorAt, SelectorError, selectorString, type LabelSelector, type SyncKey } from '../../shared/ownership/index.ts';
 import type { Lease, State } from '../../shared/state/index.ts';
 import { targetDefaults } from './defaults.ts';
 
@@ -255,7 +255,18 @@ async function syncLocked(deps: HistoryDeps, policy: RevisionPolicy, target: Res
 
 /** Labels that let stock kubectl find a revision of `data` by the parent's selector (README, "What a sync does"). */
 function kubectlLabels(policy: RevisionPolicy, parent: KubeObject, data: JsonObject): Record<string, string> {
-  return selectorLabels(fieldAt(parent, policy.spec.generated?.selectorPath ?? 'spec.selector') as LabelSelector | undefined, data, policy.spec.targetState);
+  const at = fieldAt(parent, policy.spec.generated?.selectorPath ?? 'spec.selector');
+  return selectorLabels(typeof at === 'string' ? parsedOrNone(at) : (at as LabelSelector | undefined), data, policy.spec.targetState);
+}
+
+// A malformed string selector gives no labels, as a malformed object selector does in selectorLabels.
+function parsedOrNone(selector: string): LabelSelector | undefined {
+  try {
+    return parseSelector(selector);
+  } catch (err) {
+    if (err instanceof SelectorError) return undefined;
+    throw err;
+  }
 }
 
 /**
@@ -263,6 +274,8 @@ function kubectlLabels(policy: RevisionPolicy, parent: KubeObject, data: JsonObj
  * AlreadyExists the existing revision is read: if it holds the same target state and is the parent's (an
  * earlier attempt whose answer was lost), it is the one; otherwise the next count is tried, at most
  * MAX_COLLISIONS times. The hash label always matches the name; `labels` come under the parent labels and it.
+ * With `keyLabel` (revisionKey mode), an existing revision whose key differs is another key's revision, a
+ * collision: a key is how the objects made from a revision find it, so it is never rewritten.
  */
 export async function createRevision(
   kube: KubeClient,
@@ -272,6 +285,7 @@ export async function createRevision(
   number: number,
   labels: Record<string, string> = {},
   guard: () => void = () => {},
+  keyLabel?: string,
 ): Promise<ControllerRevision> {
   const namespace = parent.metadata.namespace!;
   const cause = parent.metadata.annotations?.[CHANGE_CAUSE];
@@ -305,7 +319,8 @@ export async function createRevision(
       if (isKubeError(err, 'NotFound')) continue; // deleted in between: the same name is free again
       throw err;
     }
-    if (semanticallyEqual(existing.data, data) && isControlledBy(existing, parent)) {
+    const sameKey = keyLabel === undefined || existing.metadata.labels?.[keyLabel] === revision.metadata.labels?.[keyLabel];
+    if (semanticallyEqual(existing.data, data) && isControlledBy(existing, parent) && sameKey) {
       // Ours, with this data: an earlier attempt whose answer was lost, or a revision this sync's list did not
       // select. Make it what this sync would have created (its labels, the number; never its data).
       const missing = Object.entries(revision.metadata.labels ?? {}).some(([k, v]) => existing.metadata.labels?.[k] !== v);
@@ -350,7 +365,7 @@ async function syncRevisionKey(
   const ofKey = (k: string) => sorted.filter((r) => r.metadata.labels?.[label] === k).at(-1);
   const done = (r: ControllerRevision): LockedOutcome => ({ outcome: { outcome: 'unchanged', revision: r.metadata.name!, number: r.revision }, revisionsVersion: listedVersion, revisionUid: r.metadata.uid });
   const create = async (key: string): Promise<LockedOutcome> => {
-    const r = await createRevision(deps.kube, target, parent, candidate, next, { ...kubectlLabels(policy, parent, candidate), [label]: key }, guard);
+    const r = await createRevision(deps.kube, target, parent, candidate, next, { ...kubectlLabels(policy, parent, candidate), [label]: key }, guard, label);
     return { outcome: { outcome: 'created', revision: r.metadata.name!, number: r.revision, truncate: true }, revisionsVersion: r.metadata.resourceVersion, revisionUid: r.metadata.uid };
   };
   if (current) {
@@ -364,18 +379,49 @@ async function syncRevisionKey(
   return create(revisionHash(candidate, 0));
 }
 
-/** The key on the generated object: the one named like the parent, or else the first by name. */
+/**
+ * The key on the generated objects the parent controls (README, "What a sync does"): directly, or through one
+ * object it controls (LWS's leader pods belong to the leader StatefulSet the LWS controls); objects being
+ * deleted do not count. The one named like the parent, or else the first by name.
+ */
 export async function currentRevisionKey(kube: KubeClient, policy: RevisionPolicy, parent: KubeObject): Promise<string | undefined> {
   const generated = policy.spec.generated;
   const label = policy.spec.revisionKey?.label;
   if (!generated || !label) return undefined;
-  const selector = compileSelector(fieldAt(parent, generated.selectorPath) as LabelSelector | undefined);
-  const labelSelector = selectorString(selector);
+  const labelSelector = selectorString(selectorAt(fieldAt(parent, generated.selectorPath)));
   if (labelSelector === undefined) return undefined;
   const resource = await resolveKind(kube, generated.apiVersion, generated.kind);
-  const objects = (await kube.listAll(resource, { namespace: parent.metadata.namespace, labelSelector })).filter((o) => o.metadata.labels?.[label]);
+  const labelled = (await kube.listAll(resource, { namespace: parent.metadata.namespace, labelSelector })).filter((o) => o.metadata.labels?.[label] && !o.metadata.deletionTimestamp);
+  const objects = await controlledByParent(kube, parent, labelled);
   objects.sort((a, b) => (a.metadata.name === parent.metadata.name ? -1 : b.metadata.name === parent.metadata.name ? 1 : (a.metadata.name ?? '').localeCompare(b.metadata.name ?? '')));
   return objects[0]?.metadata.labels?.[label];
+}
+
+/** The objects whose controller is the parent, or a live object whose controller is the parent. */
+async function controlledByParent(kube: KubeClient, parent: KubeObject, objects: KubeObject[]): Promise<KubeObject[]> {
+  const owners = new Map<string, Promise<boolean>>();
+  const ownerControlled = async (o: KubeObject): Promise<boolean> => {
+    const ref = controllerOf(o)!;
+    try {
+      const resource = await resolveKind(kube, ref.apiVersion, ref.kind);
+      const owner = await kube.get(resource, ref.name, resource.namespaced ? o.metadata.namespace : undefined);
+      return owner.metadata.uid === ref.uid && !owner.metadata.deletionTimestamp && isControlledBy(owner, parent);
+    } catch (err) {
+      // Gone, or not ours to read: nothing shows the parent controls it.
+      if (isKubeError(err, 'NotFound') || isKubeError(err, 'Forbidden')) return false;
+      throw err;
+    }
+  };
+  const kept = await Promise.all(
+    objects.map((o) => {
+      const ref = controllerOf(o);
+      if (!ref) return false;
+      if (ref.uid === parent.metadata.uid) return true;
+      if (!owners.has(ref.uid)) owners.set(ref.uid, ownerControlled(o));
+      return owners.get(ref.uid)!;
+    }),
+  );
+  return objects.filter((_, i) => kept[i]);
 }
 
 /** Looks a revision up by its key, as KEP-238's pod controller does. */

@@ -12,7 +12,7 @@ import { Resources, isKubeError, resolveKind, type KubeClient, type KubeObject }
 import { fieldAt, labelSelectorString, parentLabels, semanticallyEqual, targetState, type JsonObject } from '../../shared/history/data.ts';
 import { historyLimit, statusRevisions, type RevisionPolicy } from '../../shared/history/policy.ts';
 import { HASH_LABEL, truncationPlan, type ControllerRevision } from '../../shared/history/revisions.ts';
-import { compileSelector, isControlledBy, selectorString, type LabelSelector, type SyncKey } from '../../shared/ownership/index.ts';
+import { isControlledBy, selectorAt, SelectorError, selectorString, type SyncKey } from '../../shared/ownership/index.ts';
 import { targetDefaults } from './defaults.ts';
 import { currentRevisionKey, HISTORY_CONTROLLER, resolveTarget } from './sync.ts';
 import { recordEvent } from '../../shared/events/index.ts';
@@ -34,7 +34,13 @@ export async function liveRevisions(kube: KubeClient, policy: RevisionPolicy, pa
   const live = new Set<string>(statusRevisions(policy, parent));
   const generated = policy.spec.generated;
   if (generated) {
-    const labelSelector = selectorString(compileSelector(fieldAt(parent, generated.selectorPath) as LabelSelector | undefined));
+    let labelSelector: string | undefined;
+    try {
+      labelSelector = selectorString(selectorAt(fieldAt(parent, generated.selectorPath)));
+    } catch (err) {
+      if (err instanceof SelectorError) return undefined; // unreadable: which revisions are live cannot be known
+      throw err;
+    }
     if (labelSelector === undefined) return undefined;
     const resource = await resolveKind(kube, generated.apiVersion, generated.kind);
     const objects = await kube.listAll(resource, { namespace: parent.metadata.namespace, labelSelector });

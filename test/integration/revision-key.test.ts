@@ -6,7 +6,7 @@ import { truncateHistory } from '../../functions/history/truncate.ts';
 import { revisionHash, targetState, type JsonObject } from '../../shared/history/data.ts';
 import { Resources, forgetDiscovery, gvr, type KubeObject } from '../../shared/kube/index.ts';
 import { applyManifests } from '../../shared/kube/apply.ts';
-import type { SyncKey } from '../../shared/ownership/index.ts';
+import { newControllerRef, type SyncKey } from '../../shared/ownership/index.ts';
 import { adminClient, createNamespace, outriggerClient, testState } from '../testbed/index.ts';
 import { openCrd } from '../testbed/crds.ts';
 import { controllersGrant } from '../testbed/rbac.ts';
@@ -49,10 +49,12 @@ async function keys(ns: string): Promise<string[]> {
   return list.items.map((r) => `${(r as unknown as { revision: number }).revision}:${r.metadata.labels?.[KEY]}`).sort();
 }
 
-async function leaderPod(ns: string, name: string, key: string) {
+// Controlled by the widget: only what the parent controls counts toward its current key.
+async function leaderPod(owner: KubeObject, name: string, key: string) {
   const admin = adminClient();
+  const ns = owner.metadata.namespace!;
   await admin.create(Resources.serviceAccounts, { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'default', namespace: ns } }).catch(() => undefined);
-  return admin.create(Resources.pods, { apiVersion: 'v1', kind: 'Pod', metadata: { name, namespace: ns, labels: { app: 'w', [KEY]: key } }, spec: { containers: [{ name: 'c', image: 'x' }] } });
+  return admin.create(Resources.pods, { apiVersion: 'v1', kind: 'Pod', metadata: { name, namespace: ns, labels: { app: 'w', [KEY]: key }, ownerReferences: [newControllerRef(owner)] }, spec: { containers: [{ name: 'c', image: 'x' }] } });
 }
 
 test('the three cases of KEP-238, lookup by key, and cleanup once the rollout is done', async () => {
@@ -62,7 +64,7 @@ test('the three cases of KEP-238, lookup by key, and cleanup once the rollout is
 
   // Case 1, upgrade: the leader already carries a key from before history existed; it is adopted as is.
   let w = await admin.create(widgets, { apiVersion: 'test.outrigger.dev/v1', kind: 'Widget', metadata: { name: 'lws', namespace: ns }, spec: { replicas: 2, selector: { matchLabels: { app: 'w' } }, template: template('app:1') } });
-  await leaderPod(ns, 'lws', 'legacy-key');
+  await leaderPod(w, 'lws', 'legacy-key');
   expect(await sync(w)).toMatchObject({ outcome: 'created', number: 1 });
   expect(await keys(ns)).toEqual(['1:legacy-key']);
   expect((await revisionForKey(kube, policy, w, 'legacy-key'))?.revision).toBe(1);
@@ -80,7 +82,7 @@ test('the three cases of KEP-238, lookup by key, and cleanup once the rollout is
   expect(await sync(w)).toMatchObject({ outcome: 'unchanged', number: 2 }); // redelivery during the rollout
 
   // A worker still runs the old key: even once the rollout reads as done, its revision stays.
-  await leaderPod(ns, 'lws-worker', 'legacy-key');
+  await leaderPod(w, 'lws-worker', 'legacy-key');
   // Not done yet: nothing is deleted.
   expect((await truncateHistory({ kube }, policy, keyOf(w))).deleted).toEqual([]);
   // The parent's controller rolls the leader to the new key and reports the rollout done.
