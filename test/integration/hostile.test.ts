@@ -2,8 +2,8 @@
 // sender posts them, and straight onto a cluster's events queue, as a compromised forwarder sends them, to the
 // router. Each hostile one must reach its dead-letter queue with its reason; every valid one beside it must be
 // delivered (queued by the ingest, routed by the router).
-import { CreateQueueCommand, DeleteMessageBatchCommand, GetQueueAttributesCommand, ReceiveMessageCommand, SendMessageBatchCommand, type Message, type SQSClient } from '@aws-sdk/client-sqs';
-import type { APIGatewayProxyStructuredResultV2, Context, LambdaFunctionURLEventWithIAMAuthorizer, SQSRecord } from 'aws-lambda';
+import { CreateQueueCommand, GetQueueAttributesCommand, SendMessageBatchCommand, type Message } from '@aws-sdk/client-sqs';
+import type { APIGatewayProxyStructuredResultV2, Context, LambdaFunctionURLEventWithIAMAuthorizer } from 'aws-lambda';
 import fc from 'fast-check';
 import type { ControllerSource } from '../../functions/controllers.ts';
 import { SqsEventQueue, createIngestHandler } from '../../functions/ingest/handler.ts';
@@ -18,6 +18,7 @@ import type { SyncRequest } from '../../shared/lambda/sync-request.ts';
 import { SqsSyncSink } from '../../shared/lambda/sync-sink.ts';
 import type { LabelSelector } from '../../shared/ownership/index.ts';
 import { adminClient, createNamespace, testQueue, testbed, uniqueName } from '../testbed/index.ts';
+import { asRecord, drain } from './sqs-records.ts';
 import { hostileCase, mixedBatch, validCase, type Case, type HostileCase } from '../unit/hostile.ts';
 
 const statefulSets = gvr('apps', 'v1', 'statefulsets');
@@ -54,36 +55,6 @@ function urlEvent(body: string): LambdaFunctionURLEventWithIAMAuthorizer {
     },
     body,
     isBase64Encoded: false,
-  };
-}
-
-/** Every message on a queue, deleted as received (a FIFO group's next messages come only once those before are gone). */
-async function drain(sqs: SQSClient, url: string, expected: number): Promise<Message[]> {
-  const out: Message[] = [];
-  for (let empty = 0; empty < (out.length >= expected ? 1 : 20); ) {
-    const got = await sqs.send(new ReceiveMessageCommand({ QueueUrl: url, MaxNumberOfMessages: 10, WaitTimeSeconds: out.length >= expected ? 0 : 1, MessageSystemAttributeNames: ['All'], MessageAttributeNames: ['All'] }));
-    if (!got.Messages?.length) {
-      empty += 1;
-      continue;
-    }
-    out.push(...got.Messages);
-    await sqs.send(new DeleteMessageBatchCommand({ QueueUrl: url, Entries: got.Messages.map((m, i) => ({ Id: String(i), ReceiptHandle: m.ReceiptHandle! })) }));
-  }
-  return out;
-}
-
-function asRecord(m: Message, arn: string): SQSRecord {
-  const a = m.Attributes ?? {};
-  return {
-    messageId: m.MessageId!,
-    receiptHandle: m.ReceiptHandle!,
-    body: m.Body ?? '',
-    attributes: { ApproximateReceiveCount: '1', SentTimestamp: a.SentTimestamp ?? '0', SenderId: 'forwarder', ApproximateFirstReceiveTimestamp: '0', MessageGroupId: a.MessageGroupId! },
-    messageAttributes: {},
-    md5OfBody: '',
-    eventSource: 'aws:sqs',
-    eventSourceARN: arn,
-    awsRegion: 'local',
   };
 }
 
@@ -163,7 +134,7 @@ describe('hostile envelopes', () => {
         tried += bad.length;
         delivered += good.length;
       }),
-      { numRuns: 40 },
+      { numRuns: 40, endOnFailure: true },
     );
     console.log(`hostile envelopes tried through the ingest and the router: ${tried}, beside ${delivered} valid ones delivered`);
   }, 300_000);

@@ -26,7 +26,8 @@ import { forgetDiscovery } from '../../shared/kube/index.ts';
 import { adminClient, createNamespace, eventually, outriggerClient, testbed, testQueue, uniqueName } from '../testbed/index.ts';
 import { openCrd } from '../testbed/crds.ts';
 import { controllersGrant } from '../testbed/rbac.ts';
-import { CreateQueueCommand, DeleteMessageBatchCommand, GetQueueAttributesCommand, ReceiveMessageCommand, SendMessageCommand, type Message, type SQSClient } from '@aws-sdk/client-sqs';
+import { CreateQueueCommand, DeleteMessageBatchCommand, GetQueueAttributesCommand, ReceiveMessageCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
+import { asRecord, drain } from './sqs-records.ts';
 import { EVENTS_QUEUE, QueueUrls } from '../../shared/lambda/queues.ts';
 import { SqsSyncSink } from '../../shared/lambda/sync-sink.ts';
 
@@ -81,7 +82,7 @@ describe('routeBatch', () => {
     const child = (name: string, owned: boolean): KubeObject => ({
       apiVersion: 'apps/v1',
       kind: 'ControllerRevision',
-      metadata: { name, namespace: ns, uid: `uid-${name}`, resourceVersion: '1', labels, ...(owned ? { ownerReferences: [newControllerRef(sts)] } : {}) },
+      metadata: { name, namespace: ns, uid: randomUUID(), resourceVersion: '1', labels, ...(owned ? { ownerReferences: [newControllerRef(sts)] } : {}) },
     });
     const env = (cluster: string, obj: KubeObject): Envelope => makeEnvelope({ cluster, type: 'added', object: obj, source: 'test' });
     const orphan = env('it', child('a', false));
@@ -155,7 +156,7 @@ spec:
     });
     const ns = await createNamespace('router-dual');
     const dual: KubeObject = { ...(await adminClient().create<KubeObject>(duals, { apiVersion: 'router.outrigger.test/v1', kind: 'Dual', metadata: { name: 'd', namespace: ns }, spec: { template: { a: 1 } } })), apiVersion: 'router.outrigger.test/v1', kind: 'Dual' };
-    const owned = (apiVersion: string, kind: string, name: string): KubeObject => ({ apiVersion, kind, metadata: { name, namespace: ns, uid: `uid-${name}`, resourceVersion: '1', ownerReferences: [newControllerRef(dual)] } });
+    const owned = (apiVersion: string, kind: string, name: string): KubeObject => ({ apiVersion, kind, metadata: { name, namespace: ns, uid: randomUUID(), resourceVersion: '1', ownerReferences: [newControllerRef(dual)] } });
     const clusters = new Clusters([{ id: 'it', access: { kind: 'kubeconfig', path: testbed().kubeconfigs.outrigger } }]);
     const targets = async (object: KubeObject) => {
       const envelope = makeEnvelope({ cluster: 'it', type: 'added', object, source: 'test' });
@@ -175,7 +176,7 @@ describe('dead letters on a real queue', () => {
   test('a malformed, an oversized and an unknown-type event reach the dead-letter queue with their reasons; their batch-mates are routed', async () => {
     const ns = await createNamespace('router-dlq');
     const sts = await createStatefulSet(ns, 'web', { app: 'd' });
-    const good = makeEnvelope({ cluster: 'it', type: 'added', object: { apiVersion: 'apps/v1', kind: 'ControllerRevision', metadata: { name: 'g', namespace: ns, uid: 'uid-g', resourceVersion: '1', ownerReferences: [newControllerRef(sts)] } }, source: 'test' });
+    const good = makeEnvelope({ cluster: 'it', type: 'added', object: { apiVersion: 'apps/v1', kind: 'ControllerRevision', metadata: { name: 'g', namespace: ns, uid: randomUUID(), resourceVersion: '1', ownerReferences: [newControllerRef(sts)] } }, source: 'test' });
     const oversized = JSON.stringify({ ...good, id: 'big', data: { object: { ...good.data.object, padding: 'x'.repeat(300 * 1024) } } });
     const unknownType = JSON.stringify({ ...good, id: 'bookmark', type: 'dev.outrigger.watch.bookmark' });
     const event: SQSEvent = {
@@ -202,31 +203,6 @@ describe('dead letters on a real queue', () => {
   });
 });
 
-/** Every message on a queue now (ElasticMQ answers at once), as a Lambda event source mapping hands them over. */
-async function receiveAll(sqs: SQSClient, url: string): Promise<Message[]> {
-  const out: Message[] = [];
-  for (;;) {
-    const got = await sqs.send(new ReceiveMessageCommand({ QueueUrl: url, MaxNumberOfMessages: 10, WaitTimeSeconds: 1, MessageSystemAttributeNames: ['All'], MessageAttributeNames: ['All'] }));
-    if (!got.Messages?.length) return out;
-    out.push(...got.Messages);
-  }
-}
-
-function asRecord(m: Message, arn: string): SQSRecord {
-  const a = m.Attributes ?? {};
-  return {
-    messageId: m.MessageId!,
-    receiptHandle: m.ReceiptHandle!,
-    body: m.Body ?? '',
-    attributes: { ApproximateReceiveCount: a.ApproximateReceiveCount ?? '1', SentTimestamp: a.SentTimestamp ?? '0', SenderId: a.SenderId ?? '', ApproximateFirstReceiveTimestamp: a.ApproximateFirstReceiveTimestamp ?? '0', MessageGroupId: a.MessageGroupId!, MessageDeduplicationId: a.MessageDeduplicationId! },
-    messageAttributes: {},
-    md5OfBody: m.MD5OfBody ?? '',
-    eventSource: 'aws:sqs',
-    eventSourceARN: arn,
-    awsRegion: 'local',
-  };
-}
-
 /** A deployment's queues on ElasticMQ for `clusters`, named as the stack names them: events, the test controller's sync queue, and their dead-letter queues. */
 async function deploymentQueues(clusters: readonly string[]) {
   const { sqs, url } = await testQueue('router-deployment');
@@ -243,11 +219,11 @@ async function deploymentQueues(clusters: readonly string[]) {
   /** Routes what `cluster`'s events queue holds, as the router's event source mapping of that queue would. */
   const route = async (cluster: string) => {
     const queueArn = await arn(cluster);
-    const records = (await receiveAll(sqs, queues.url(cluster, EVENTS_QUEUE))).map((m) => asRecord(m, queueArn));
+    const records = (await drain(sqs, queues.url(cluster, EVENTS_QUEUE), 1)).map((m) => asRecord(m, queueArn));
     const kube = new Clusters(clusters.map((id) => ({ id, access: { kind: 'kubeconfig' as const, path: testbed().kubeconfigs.outrigger } })));
     return routeBatch({ Records: records }, { clusters: kube, sources: [source], sink: new SqsSyncSink(queues, sqs), deadLetter: () => new SqsDeadLetterSink(queues, sqs), queueCluster: (a) => queues.clusterOf(a, EVENTS_QUEUE) });
   };
-  return { sqs, queues, send, route, receive: (c: string, q: string, dlq = false) => receiveAll(sqs, queues.url(c, q, dlq)) };
+  return { sqs, queues, send, route, receive: (c: string, q: string, dlq = false) => drain(sqs, queues.url(c, q, dlq)) };
 }
 
 describe('the cluster an event speaks for', () => {
