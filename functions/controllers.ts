@@ -16,6 +16,8 @@ export interface ControllerSource {
   watches: (cluster: string, kube: KubeClient) => Promise<GVR[]>;
   /** Drops what the source caches for the cluster, so the next call reads the definitions again. */
   forget?: (cluster: string) => void;
+  /** Why an object of this kind cannot be routed now (its definition's kinds could not be resolved): it is retried. */
+  unresolved?: (cluster: string, kube: KubeClient, group: string, kind: string) => Promise<Error | undefined>;
 }
 
 /** Every source reads its definitions afresh at its next call (a definition changed, or an event named a kind none knew). */

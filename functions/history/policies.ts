@@ -24,6 +24,11 @@ export interface PolicySet {
   valid: RevisionPolicy[];
   effective: EffectivePolicy[];
   invalid: Array<{ name: string; reason: string; error: string }>;
+  /**
+   * Policies whose kinds discovery could not answer for now (a timeout, an aggregated API that is down): their
+   * kinds, as the spec names them, are neither routed nor dropped but retried (README, "Policy conditions").
+   */
+  unresolved: Array<{ name: string; kinds: Array<{ group: string; kind: string }>; error: string }>;
 }
 
 /** Why a policy is not in effect, as its Ready condition's reason and message. */
@@ -66,14 +71,16 @@ const cache = clusterCache<PolicySet>(TTL_MS);
 
 export async function listPolicies(kube: KubeClient, cluster: string): Promise<PolicySet> {
   return cache.get(cluster, async () => {
-    const out: PolicySet = { valid: [], effective: [], invalid: [] };
+    const out: PolicySet = { valid: [], effective: [], invalid: [], unresolved: [] };
     const objects = await kube.listAll(revisionPolicies);
     // The oldest-named policy wins when two name the same kind; the others report it in their status.
     objects.sort((a, b) => (a.metadata.name ?? '').localeCompare(b.metadata.name ?? ''));
     for (const o of objects) {
       const name = o.metadata.name ?? '';
+      let parsed: RevisionPolicy | undefined;
       try {
-        const resolved = await resolvePolicy(kube, parsePolicy(o));
+        parsed = parsePolicy(o);
+        const resolved = await resolvePolicy(kube, parsed);
         if (reportedNotReady(o)) {
           out.invalid.push({ name, reason: 'Reported', error: 'its last check found it not in effect' });
           continue;
@@ -83,11 +90,23 @@ export async function listPolicies(kube: KubeClient, cluster: string): Promise<P
       } catch (err) {
         if (err instanceof PolicyError) out.invalid.push({ name, reason: 'InvalidPolicy', error: err.message });
         else if (err instanceof PolicyProblem) out.invalid.push({ name, reason: err.reason, error: err.message });
+        else if (parsed) out.unresolved.push({ name, kinds: specKinds(parsed), error: String(err) });
         else throw err;
       }
     }
     return out;
   });
+}
+
+/** The kinds a policy names, as its spec names them (no discovery). */
+function specKinds(policy: RevisionPolicy): Array<{ group: string; kind: string }> {
+  return [policy.spec.target, ...(policy.spec.generated ? [policy.spec.generated] : [])].map((t) => ({ group: parseApiVersion(t.apiVersion).group, kind: t.kind }));
+}
+
+/** Thrown for an object of a kind whose policy discovery could not answer for: the event or request is retried. */
+export function unresolvedFor(set: PolicySet, group: string, kind: string): Error | undefined {
+  const u = set.unresolved.find((x) => x.kinds.some((k) => k.group === group && k.kind === kind));
+  return u && new Error(`RevisionPolicy ${u.name}: its kinds could not be resolved (${u.error}); retried`);
 }
 
 export function forgetPolicies(cluster?: string): void {
@@ -106,7 +125,10 @@ export async function freshPolicyFor(kube: KubeClient, cluster: string, group: s
   const found = policyFor(await listPolicies(kube, cluster), group, kind);
   if (found) return found;
   forgetPolicies(cluster);
-  return policyFor(await listPolicies(kube, cluster), group, kind);
+  const fresh = await listPolicies(kube, cluster);
+  const unresolved = unresolvedFor(fresh, group, kind);
+  if (unresolved) throw unresolved;
+  return policyFor(fresh, group, kind);
 }
 
 const policyKind: ControllerKind = { resource: revisionPolicies, kind: 'RevisionPolicy', namespaced: false, selectorOf: () => null, target: 'history' };
@@ -145,4 +167,5 @@ export const historySource: ControllerSource = {
   kinds: (cluster, kube) => targetKinds(kube, cluster),
   watches: (cluster, kube) => watched(kube, cluster),
   forget: (cluster) => forgetPolicies(cluster),
+  unresolved: async (cluster, kube, group, kind) => unresolvedFor(await listPolicies(kube, cluster), group, kind),
 };

@@ -112,6 +112,14 @@ export async function routeBatch(event: SQSEvent, deps: RouterDeps): Promise<SQS
       // An event of a kind no cached definition names: the forwarder may have started its watch on a policy
       // this process has not read yet. The definitions are read again, once per batch, rather than drop it.
       if (!entry.fresh && !heardOf(entry.kinds, envelope)) entry = await load(true);
+      if (!heardOf(entry.kinds, envelope)) {
+        const { group: objectGroup } = parseApiVersion(envelope.data.object.apiVersion ?? '');
+        const kube = deps.clusters.client(envelope.cluster);
+        for (const s of deps.sources) {
+          const why = await s.unresolved?.(envelope.cluster, kube, objectGroup, envelope.data.object.kind ?? '');
+          if (why) throw why;
+        }
+      }
       for (const { key, target } of await routeEnvelope(envelope, entry.resolver, entry.kinds)) {
         let byKey = outbox.get(target);
         if (!byKey) outbox.set(target, (byKey = new Map()));

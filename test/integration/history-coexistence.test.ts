@@ -34,7 +34,7 @@ afterAll(async () => {
 test("a StatefulSet policy reports ForeignHistory and writes nothing; opted in with foreignHistory: Coexist, both histories are kept; outrigger history shows the in-tree one read-only", async () => {
   const ns = uniqueName('coexist');
   await admin.create(Resources.namespaces, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
-  const sts = await admin.create(statefulSets, {
+  const sts = await admin.create<KubeObject>(statefulSets, {
     apiVersion: 'apps/v1',
     kind: 'StatefulSet',
     metadata: { name: 'web', namespace: ns },

@@ -2,6 +2,7 @@
 // a process of its own (its own policy cache), the router and the history handler in this one (a cache read
 // before the policy existed), as they do on AWS.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -202,6 +203,36 @@ describe('a bad policy says so, and stops costing', () => {
       await admin.delete(revisionPolicies, name).catch(() => undefined);
     }
   });
+
+  test('a kind discovery cannot answer for now (its aggregated API is down): its events are retried, not dropped; the others route', async () => {
+    const apiServices = gvr('apiregistration.k8s.io', 'v1', 'apiservices');
+    const name = uniqueName('broken');
+    await applyManifests(
+      admin,
+      `apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata: { name: v1.broken.outrigger.test }
+spec: { group: broken.outrigger.test, version: v1, groupPriorityMinimum: 100, versionPriority: 10, insecureSkipTLSVerify: true, service: { namespace: default, name: nowhere, port: 443 } }
+---
+${policy(name, 'broken.outrigger.test/v1', 'Thing')}`,
+    );
+    try {
+      const sink = new MemorySyncSink();
+      const { deps } = routerDeps(sink, [historySource]);
+      const own = await kube.get(revisionPolicies, name);
+      const thing: KubeObject = { apiVersion: 'broken.outrigger.test/v1', kind: 'Thing', metadata: { name: 't', namespace: 'default', uid: randomUUID(), resourceVersion: '1' } };
+      const envelopes = [makeEnvelope({ cluster: 'it', type: 'added', object: thing, source: 'test' }), makeEnvelope({ cluster: 'it', type: 'added', object: own, source: 'test' })];
+      forgetPolicies('it');
+      const out = await routeBatch({ Records: envelopes.map((e, i) => sqsRecord({ body: JSON.stringify(e), group: messageGroupId(e), id: `m${i}` })) }, deps);
+      expect(out.batchItemFailures).toEqual([{ itemIdentifier: 'm0' }]);
+      expect(sink.sent.map((s) => `${s.target}:${s.request.key.kind}/${s.request.key.name}`)).toEqual([`history:RevisionPolicy/${name}`]);
+      expect((await listPolicies(kube, 'it')).unresolved).toEqual([expect.objectContaining({ name, kinds: [{ group: 'broken.outrigger.test', kind: 'Thing' }] })]);
+    } finally {
+      await admin.delete(revisionPolicies, name).catch(() => undefined);
+      await admin.delete(apiServices, 'v1.broken.outrigger.test').catch(() => undefined);
+      forgetPolicies('it');
+    }
+  }, 60_000);
 
   test('a generated kind that does not resolve: Ready=False UnknownGeneratedKind, and its target is not watched', async () => {
     await ownKind('gen.outrigger.test', 'Cog', 'cogs');
