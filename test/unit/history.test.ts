@@ -3,8 +3,8 @@ import { canonicalJson, parsePath, revisionHash, revisionName, selectorLabels, s
 import { compileSelector, matches, type LabelSelector } from '../../shared/ownership/index.ts';
 import { applyRollback, matchesRevision, rollbackPatch } from '../../shared/history/rollback.ts';
 import type { JsonObject } from '../../shared/history/data.ts';
-import { historyLimit, parsePolicy, truncationInputs } from '../../shared/history/policy.ts';
-import { HASH_LABEL, decide, sortRevisions, truncationMayDelete, truncationPlan, type ControllerRevision } from '../../shared/history/revisions.ts';
+import { FOREIGN_HISTORY, historyLimit, parsePolicy, reportedNotReady, truncationInputs } from '../../shared/history/policy.ts';
+import { HASH_LABEL, PARENT_KIND_LABEL, PARENT_LABEL, decide, foreignRevisions, sortRevisions, truncationMayDelete, truncationPlan, type ControllerRevision } from '../../shared/history/revisions.ts';
 import { recordAnswers, recordMayAnswer } from '../../functions/history/sync.ts';
 
 const rev = (name: string, revision: number, image: string, created = '2026-01-01T00:00:00Z'): ControllerRevision => ({
@@ -248,5 +248,37 @@ describe('which sync requests the history record answers', () => {
   test('is read only when it may answer: never for a generated object', () => {
     expect(recordMayAnswer([cause('ControllerRevision', 'x', '1', 'added'), cause('StatefulSet', 'p', '2', 'modified')], 'p')).toBe(true);
     expect(recordMayAnswer([cause('Pod', 'pod-1', '3', 'deleted')], 'p')).toBe(false);
+  });
+});
+
+describe('coexistence (README, "Coexistence")', () => {
+  const ref = (kind: string, apiVersion = 'apps/v1', uid = 'p', controller = true) => ({ apiVersion, kind, name: 'web', uid, controller });
+  const rev = (name: string, labels: Record<string, string>, owners: ReturnType<typeof ref>[]) => ({ metadata: { name, labels, ownerReferences: owners } });
+  const sts = { group: 'apps', kind: 'StatefulSet' };
+
+  test.each([
+    ['the in-tree controller\'s: controlled, the hash label, none of ours', rev('a', { [HASH_LABEL]: 'h', app: 'web' }, [ref('StatefulSet')]), true],
+    ["Outrigger's own (its parent label)", rev('b', { [HASH_LABEL]: 'h', [PARENT_LABEL]: 'web' }, [ref('StatefulSet')]), false],
+    ["Outrigger's own (its parent-kind label only)", rev('c', { [HASH_LABEL]: 'h', [PARENT_KIND_LABEL]: 'StatefulSet.apps' }, [ref('StatefulSet')]), false],
+    ['a stray without the hash label (history releases it)', rev('d', { app: 'web' }, [ref('StatefulSet')]), false],
+    ['controlled by another kind', rev('e', { [HASH_LABEL]: 'h' }, [ref('DaemonSet')]), false],
+    ['controlled by the kind of another group', rev('f', { [HASH_LABEL]: 'h' }, [ref('StatefulSet', 'example.com/v1')]), false],
+    ['owned but not controlled', rev('g', { [HASH_LABEL]: 'h' }, [ref('StatefulSet', 'apps/v1', 'p', false)]), false],
+    ['controlled by another parent of the kind', rev('h', { [HASH_LABEL]: 'h' }, [ref('StatefulSet', 'apps/v1', 'other')]), false],
+  ])('%s', (_, revision, foreign) => {
+    expect(foreignRevisions([revision], sts, 'p').map((r) => r.metadata.name)).toEqual(foreign ? [revision.metadata.name] : []);
+  });
+
+  test("across the cluster (no parent uid), any parent of the kind's", () => {
+    expect(foreignRevisions([rev('h', { [HASH_LABEL]: 'h' }, [ref('StatefulSet', 'apps/v1', 'other')])], sts)).toHaveLength(1);
+  });
+
+  test('a policy is out of effect only for a ForeignHistory verdict on its current generation', () => {
+    const policy = (generation: number, observedGeneration: number, status: string, reason: string) => ({ metadata: { name: 'p', generation }, status: { observedGeneration, conditions: [{ type: 'Ready', status, reason }] } });
+    expect(reportedNotReady(policy(2, 2, 'False', FOREIGN_HISTORY))).toBe(true);
+    expect(reportedNotReady(policy(3, 2, 'False', FOREIGN_HISTORY))).toBe(false); // a new spec (Coexist, perhaps) is checked again
+    expect(reportedNotReady(policy(2, 2, 'True', 'Valid'))).toBe(false);
+    // Found again from discovery by every reader, so a CRD installed later takes effect without a new check.
+    expect(reportedNotReady(policy(2, 2, 'False', 'UnknownKind'))).toBe(false);
   });
 });
