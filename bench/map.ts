@@ -17,7 +17,7 @@ import { Hooks } from '../shared/hooks/index.ts';
 import { connect, forgetDiscovery, gvr, type KubeClient, type KubeObject } from '../shared/kube/index.ts';
 import { applyManifests } from '../shared/kube/apply.ts';
 import { openCrd } from '../test/testbed/crds.ts';
-import { controllersGrant } from '../test/testbed/rbac.ts';
+import { controllersGrant, MAP_TEST_IDENTITY } from '../test/testbed/rbac.ts';
 
 const { values } = parseArgs({ options: { inputs: { type: 'string', default: '1000' }, 'latency-ms': { type: 'string', default: '20' }, concurrency: { type: 'string', default: '32' } } });
 const INPUTS = Number(values.inputs);
@@ -45,6 +45,7 @@ const hookUrl = `http://127.0.0.1:${(hook.address() as AddressInfo).port}/map`;
 const bed = await startTestbed({ withCluster: true, log });
 try {
   const admin = connect({ kind: 'kubeconfig', path: bed.cluster!.kubeconfigs.admin });
+  await applyManifests(admin, MAP_TEST_IDENTITY);
   await applyManifests(admin, manifests(hookUrl));
   const ns = `bench-map-${Date.now().toString(36)}`;
   await admin.create(gvr('', 'v1', 'namespaces'), { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
@@ -97,6 +98,7 @@ apiVersion: metacontroller.k8s.io/v1alpha1
 kind: MapController
 metadata: { name: fanout-controller }
 spec:
+  serviceAccount: { namespace: outrigger-map-tests, name: mapper }
   parentResource: { apiVersion: bench.outrigger.test/v1, resource: fanouts }
   inputResources: [{ apiVersion: v1, resource: configmaps }]
   outputResources: [{ apiVersion: v1, resource: configmaps }]

@@ -5,7 +5,7 @@ import { functionLogger } from '../../shared/lambda/logger.ts';
 import { makeSyncRequest } from '../../shared/lambda/sync-request.ts';
 import { RESYNC_CAUSE } from '../../shared/map/api.ts';
 import { resyncDue } from '../../shared/map/plan.ts';
-import { listMapControllers, MAP_TARGET } from '../map/controllers.ts';
+import { actingAs, listMapControllers, MAP_TARGET, writeReadiness } from '../map/controllers.ts';
 
 const logger = functionLogger('map-resync');
 /** The schedule's period (functions/index.ts): each tick queues the parents whose resync falls in it. */
@@ -22,11 +22,14 @@ export const handler = middy(async (event: { cluster?: string }) => {
   let queued = 0;
   for (const cluster of event.cluster ? [event.cluster] : env.clusters.ids()) {
     const kube = env.clusters.client(cluster);
-    for (const mc of (await listMapControllers(kube, cluster)).valid) {
+    const set = await listMapControllers(kube, cluster);
+    // A ServiceAccount or a grant that came or went changes no MapController: each tick reports it.
+    await writeReadiness(kube, set, now);
+    for (const mc of set.valid) {
       const period = mc.spec.resyncPeriodSeconds;
       if (!period) continue;
       const requests = [];
-      for (const p of await kube.listAll(mc.parent)) {
+      for (const p of await actingAs(kube, mc).listAll(mc.parent)) {
         const index = resyncDue(p.metadata.uid ?? '', period, now, RESYNC_TICK_MS);
         if (index === undefined) continue;
         requests.push(makeSyncRequest({ cluster, group: mc.parent.group, kind: mc.parent.kind, namespace: p.metadata.namespace, name: p.metadata.name ?? '', uid: p.metadata.uid ?? '' }, [`${RESYNC_CAUSE}${period}/${index}`]));

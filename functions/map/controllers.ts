@@ -1,7 +1,8 @@
 // The MapControllers of a cluster, resolved against discovery (the spec names resources; hooks and
 // ControllerRefs name kinds), and what they mean to the router: each valid one makes its parent kind a
 // controller kind whose inputs route by the parent's selector and whose outputs route by ControllerRef.
-import { gvr, hasSubresource, resolveResource, type GVR, type KubeClient, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
+import { gvr, hasSubresource, isKubeError, resolveResource, Resources, serviceAccountUser, type GVR, type KubeClient, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
+import { setCondition, type Condition } from '../../shared/map/plan.ts';
 import { MAP_GROUP, MAP_VERSION, MapControllerError, parseMapController, type MapController, type ResourceRule } from '../../shared/map/api.ts';
 import type { ControllerKind, LabelSelector } from '../../shared/ownership/index.ts';
 import { clusterCache, type ClusterCache } from '../cluster-cache.ts';
@@ -11,6 +12,8 @@ export const mapControllers = gvr(MAP_GROUP, MAP_VERSION, 'mapcontrollers');
 export const MAP_TARGET = 'map';
 
 export interface ResolvedMapController extends MapController {
+  /** The ServiceAccount it acts as; a controller without one is not resolved. */
+  serviceAccount: { namespace: string; name: string };
   parent: ResolvedResource;
   /** Whether the parent kind has a status subresource; without one, status is written on the object. */
   parentStatus: boolean;
@@ -20,7 +23,9 @@ export interface ResolvedMapController extends MapController {
 
 export interface MapControllerSet {
   valid: ResolvedMapController[];
-  invalid: Array<{ name: string; error: string }>;
+  invalid: Array<{ name: string; reason: string; error: string }>;
+  /** Every MapController as listed, for its Ready condition (readiness). */
+  objects: KubeObject[];
 }
 
 /** The process's MapControllers per cluster; tests make caches of their own to play two processes. */
@@ -28,17 +33,18 @@ export const mapControllerCache = clusterCache<MapControllerSet>(5_000);
 
 export async function listMapControllers(kube: KubeClient, cluster: string, cache: ClusterCache<MapControllerSet> = mapControllerCache): Promise<MapControllerSet> {
   return cache.get(cluster, async () => {
-    const out: MapControllerSet = { valid: [], invalid: [] };
     const objects = (await kube.listAll(mapControllers)).sort((a, b) => (a.metadata.name ?? '').localeCompare(b.metadata.name ?? ''));
+    const out: MapControllerSet = { valid: [], invalid: [], objects };
     for (const o of objects) {
       try {
         const mc = await resolve(kube, parseMapController(o));
         // The first by name wins a parent kind; a second would fight it over the same parents.
         const earlier = out.valid.find((v) => v.parent.group === mc.parent.group && v.parent.kind === mc.parent.kind);
-        if (earlier) throw new MapControllerError(mc.name, `parent kind ${mc.parent.kind} is already controlled by MapController ${earlier.name}`);
+        if (earlier) throw new MapControllerError(mc.name, `parent kind ${mc.parent.kind} is already controlled by MapController ${earlier.name}`, 'ParentKindTaken');
+        await checkIdentity(kube, mc);
         out.valid.push(mc);
       } catch (err) {
-        out.invalid.push({ name: o.metadata.name ?? '', error: (err as Error).message });
+        out.invalid.push({ name: o.metadata.name ?? '', reason: err instanceof MapControllerError ? err.reason : 'InvalidSpec', error: (err as Error).message });
       }
     }
     return out;
@@ -49,17 +55,59 @@ export function forgetMapControllers(cluster?: string): void {
   mapControllerCache.forget(cluster);
 }
 
+/** The client a MapController's reads and writes of its parents, inputs and outputs go through: its ServiceAccount's. */
+export function actingAs(kube: KubeClient, mc: ResolvedMapController): KubeClient {
+  return kube.as(serviceAccountUser(mc.serviceAccount.namespace, mc.serviceAccount.name));
+}
+
+const selfAccessReviews = gvr('authorization.k8s.io', 'v1', 'selfsubjectaccessreviews');
+
+/**
+ * Whether Outrigger may act as the controller's ServiceAccount (a cluster admin's grant: `get` and `impersonate`
+ * on it), and whether the ServiceAccount may list the parent kind cluster-wide, as resyncs do. Anything finer
+ * (inputs, outputs, per namespace) the apiserver decides at each request, made as the ServiceAccount.
+ */
+async function checkIdentity(kube: KubeClient, mc: ResolvedMapController): Promise<void> {
+  const { namespace, name } = mc.serviceAccount;
+  const who = `ServiceAccount ${namespace}/${name}`;
+  try {
+    await kube.get(Resources.serviceAccounts, name, namespace);
+  } catch (err) {
+    if (isKubeError(err, 'NotFound')) throw new MapControllerError(mc.name, `${who} does not exist`, 'ServiceAccountNotFound');
+    if (isKubeError(err, 'Forbidden')) throw new MapControllerError(mc.name, `a cluster admin has not allowed Outrigger to act as ${who}`, 'ServiceAccountNotAllowed');
+    throw err;
+  }
+  let allowed: boolean;
+  try {
+    const review = await actingAs(kube, mc).create(selfAccessReviews, {
+      apiVersion: 'authorization.k8s.io/v1',
+      kind: 'SelfSubjectAccessReview',
+      metadata: {},
+      spec: { resourceAttributes: { group: mc.parent.group, resource: mc.parent.resource, verb: 'list' } },
+    } as KubeObject);
+    allowed = (review.status as { allowed?: boolean } | undefined)?.allowed === true;
+  } catch (err) {
+    // Impersonation itself refused: get was granted, impersonate was not.
+    if (isKubeError(err, 'Forbidden')) throw new MapControllerError(mc.name, `a cluster admin has not allowed Outrigger to act as ${who}`, 'ServiceAccountNotAllowed');
+    throw err;
+  }
+  if (!allowed) throw new MapControllerError(mc.name, `${who} may not list ${mc.parent.resource}${mc.parent.group ? `.${mc.parent.group}` : ''}`, 'Forbidden');
+}
+
 async function resolve(kube: KubeClient, mc: MapController): Promise<ResolvedMapController> {
   const one = async (r: ResourceRule, field: string): Promise<ResolvedResource> => {
     try {
       return await resolveResource(kube, r.apiVersion, r.resource);
     } catch (err) {
-      throw new MapControllerError(mc.name, `${field}: ${(err as Error).message}`);
+      throw new MapControllerError(mc.name, `${field}: ${(err as Error).message}`, 'UnresolvableResource');
     }
   };
+  const serviceAccount = mc.spec.serviceAccount;
+  if (!serviceAccount) throw new MapControllerError(mc.name, 'spec.serviceAccount is not set: a MapController acts only as a ServiceAccount of its own', 'NoServiceAccount');
   const parent = await one(mc.spec.parentResource, 'spec.parentResource');
   return {
     ...mc,
+    serviceAccount,
     parent,
     parentStatus: await hasSubresource(kube, parent, 'status'),
     inputs: await Promise.all(mc.spec.inputResources.map((r, i) => one(r, `spec.inputResources[${i}]`))),
@@ -77,7 +125,32 @@ function specChanged(parent: KubeObject): boolean {
   return parent.metadata.generation !== observed || Boolean(parent.metadata.deletionTimestamp);
 }
 
-const mapControllerKind: ControllerKind = { resource: mapControllers, kind: 'MapController', namespaced: false, selectorOf: () => null, target: MAP_TARGET };
+// Its own Ready writes (readiness) move no generation, and so queue nothing.
+const mapControllerKind: ControllerKind = { resource: mapControllers, kind: 'MapController', namespaced: false, selectorOf: () => null, ownChangeSyncs: specChanged, target: MAP_TARGET };
+
+/**
+ * Writes each MapController's Ready condition where it changed (status subresource, merge patch): True when it
+ * runs, otherwise False with the reason it does not. As Outrigger itself: the MapController is Outrigger's object.
+ */
+export async function writeReadiness(kube: KubeClient, set: MapControllerSet, now: Date = new Date()): Promise<void> {
+  await Promise.all(
+    set.objects.map(async (o) => {
+      const name = o.metadata.name ?? '';
+      const bad = set.invalid.find((i) => i.name === name);
+      const ready: Omit<Condition, 'lastTransitionTime'> = bad
+        ? { type: 'Ready', status: 'False', reason: bad.reason, message: bad.error }
+        : { type: 'Ready', status: 'True', reason: 'Ready', message: 'the controller runs as its ServiceAccount' };
+      const status = o.status as { observedGeneration?: number; conditions?: Condition[] } | undefined;
+      const before = status?.conditions?.find((c) => c.type === 'Ready');
+      if (status?.observedGeneration === o.metadata.generation && before?.status === ready.status && before.reason === ready.reason && before.message === ready.message) return;
+      const conditions = setCondition(status?.conditions, ready, now);
+      await kube.patch(mapControllers, name, undefined, { metadata: { resourceVersion: o.metadata.resourceVersion }, status: { observedGeneration: o.metadata.generation, conditions } }, 'merge', { subresource: 'status' }).catch((err: unknown) => {
+        // A newer MapController came in since the list: its own change writes its status.
+        if (!isKubeError(err, 'Conflict') && !isKubeError(err, 'NotFound')) throw err;
+      });
+    }),
+  );
+}
 
 async function kinds(kube: KubeClient, cluster: string): Promise<ControllerKind[]> {
   const { valid } = await listMapControllers(kube, cluster);

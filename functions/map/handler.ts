@@ -7,10 +7,14 @@ import type { SyncSink } from '../../shared/lambda/sync-sink.ts';
 import { controllerCause, definitionOf, MAP_GROUP, RESYNC_CAUSE } from '../../shared/map/api.ts';
 import { passDecision, type PassRecord } from '../../shared/map/plan.ts';
 import type { State } from '../../shared/state/index.ts';
-import { listMapControllers, MAP_TARGET, mapControllerCache, mapControllerFor, type MapControllerSet } from './controllers.ts';
+import { recordEvent } from '../../shared/events/index.ts';
+import { apiVersionOf } from '../../shared/kube/index.ts';
+import { actingAs, listMapControllers, MAP_TARGET, mapControllerCache, mapControllerFor, writeReadiness, type MapControllerSet } from './controllers.ts';
 import { hookCaller } from './environment.ts';
 import { syncMap } from './sync.ts';
 
+/** Events' reportingController. */
+const MAP_CONTROLLER = 'outrigger.dev/map';
 /** Clock skew allowed between SQS's SentTimestamp and this function's clock. */
 const SKEW_MS = 1_000;
 /** A request carries at most this many causes (makeSyncRequest): one with that many may have lost some. */
@@ -36,9 +40,10 @@ export async function serveMapRequest({ key, causes }: SyncRequest, sentAt: numb
     const set = await listMapControllers(kube, key.cluster, ctx.controllers);
     const invalid = set.invalid.find((i) => i.name === key.name);
     if (invalid) ctx.log('warn', 'MapController is invalid; its parents are left as they are', { ...invalid });
+    await writeReadiness(kube, set);
     const mc = set.valid.find((m) => m.uid === key.uid);
     if (!mc) return;
-    const parents = await kube.listAll(mc.parent);
+    const parents = await actingAs(kube, mc).listAll(mc.parent);
     const requests = parents.map((p) =>
       makeSyncRequest({ cluster: key.cluster, group: mc.parent.group, kind: mc.parent.kind, namespace: p.metadata.namespace, name: p.metadata.name ?? '', uid: p.metadata.uid ?? '' }, [controllerCause(mc), ...causes]),
     );
@@ -70,7 +75,17 @@ export async function serveMapRequest({ key, causes }: SyncRequest, sentAt: numb
   // hook (a hook may depend on the clock), and so does a request whose causes may have been cut short.
   const incremental = !causes.some((c) => c.startsWith(RESYNC_CAUSE)) && causes.length < MAX_CAUSES;
   const touched = new Set(causes.map((c) => parseSyncCause(c).uid).filter((u): u is string => Boolean(u)));
-  const { answers, ...result } = await syncMap({ kube, hooks: ctx.hooks, log: ctx.log }, mc, key, { reuse: incremental ? { previous: last?.answers, touched } : undefined });
+  // Every read and write of parents, inputs and outputs is the ServiceAccount's (README "MapController", identity).
+  const { answers, ...result } = await syncMap({ kube: actingAs(kube, mc), hooks: ctx.hooks, log: ctx.log }, mc, key, { reuse: incremental ? { previous: last?.answers, touched } : undefined });
+  // One Warning per hook failure reason per pass, as Outrigger (whose role may create events), not one per input.
+  const hookProblems = new Map<string, { count: number; first: string }>();
+  for (const p of result.problems.filter((q) => q.reason.startsWith('Hook'))) {
+    const seen = hookProblems.get(p.reason);
+    hookProblems.set(p.reason, { count: (seen?.count ?? 0) + 1, first: seen?.first ?? `${p.what}: ${p.message}` });
+  }
+  const regarding = { apiVersion: apiVersionOf(mc.parent), kind: mc.parent.kind, metadata: { name: key.name, namespace: key.namespace, uid: key.uid } };
+  for (const [reason, { count, first }] of hookProblems)
+    await recordEvent(kube, regarding, { type: 'Warning', reason, action: 'Sync', note: `${count} input(s) failed, nothing deleted for them: ${first}` }, { controller: MAP_CONTROLLER, instance: mc.name }, (m, f) => ctx.log('warn', m, f));
   // Only a clean pass serves later requests: after a problem, the next trigger tries again.
   const record: PassRecord = { startedAt, controller: mc.uid, generation: mc.generation, answers };
   if (!result.problems.length && !result.skipped) await ctx.state.records.put(passKey, record, 'any', { ttlSeconds: PASS_TTL_SECONDS });

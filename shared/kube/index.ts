@@ -1,5 +1,5 @@
 // Cluster access for Outrigger: the only module that talks to an apiserver.
-export { KubeClient, RequestStats, DEFAULT_FIELD_MANAGER, type EndpointSource, type KubeEndpoint, type TlsSettings, type KubeClientOptions, type ListOptions, type PatchType, type WatchEvent, type DeleteOptions } from './client.ts';
+export { KubeClient, RequestStats, serviceAccountUser, type Impersonation, DEFAULT_FIELD_MANAGER, type EndpointSource, type KubeEndpoint, type TlsSettings, type KubeClientOptions, type ListOptions, type PatchType, type WatchEvent, type DeleteOptions } from './client.ts';
 export { connect, type ClusterAccess } from './config.ts';
 export { KubeError, isKubeError, kubeErrorFromResponse, type KubeErrorKind } from './errors.ts';
 export { eksToken, eksTokenSource, EKS_TOKEN_PREFIX } from './eks-token.ts';

@@ -39,6 +39,8 @@ const specSchema = z.object({
   outputResources: z.array(resourceRule).check(z.minLength(1, 'names no output resource')),
   resyncPeriodSeconds: z.optional(z.number().check(z.int(), z.gte(1))),
   hooks: z.object({ map: hookSchema, tombstone: z.optional(hookSchema) }),
+  /** Whom the controller acts as for its parents, inputs and outputs (README "MapController", identity). */
+  serviceAccount: z.optional(z.object({ namespace: nonEmpty(), name: nonEmpty() })),
 });
 
 export type MapControllerSpec = z.infer<typeof specSchema>;
@@ -54,9 +56,12 @@ export interface MapController {
 }
 
 export class MapControllerError extends Error {
-  constructor(controller: string, message: string) {
+  /** The MapController's Ready reason. */
+  readonly reason: string;
+  constructor(controller: string, message: string, reason = 'InvalidSpec') {
     super(`MapController ${controller}: ${message}`);
     this.name = 'MapControllerError';
+    this.reason = reason;
   }
 }
 

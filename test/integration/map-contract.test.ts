@@ -16,7 +16,7 @@ import { applyManifests } from '../../shared/kube/apply.ts';
 import type { SyncKey } from '../../shared/ownership/index.ts';
 import { adminClient, createNamespace, outriggerClient, testbed, testState, uniqueName } from '../testbed/index.ts';
 import { openCrd } from '../testbed/crds.ts';
-import { controllersGrant } from '../testbed/rbac.ts';
+import { controllersGrant, MAP_TEST_IDENTITY } from '../testbed/rbac.ts';
 
 const GROUP = 'contract.outrigger.test';
 const configMaps = gvr('', 'v1', 'configmaps');
@@ -72,6 +72,7 @@ apiVersion: metacontroller.k8s.io/v1alpha1
 kind: MapController
 metadata: { name: ${name} }
 spec:
+  serviceAccount: { namespace: outrigger-map-tests, name: mapper }
   parentResource: { apiVersion: ${GROUP}/v1, resource: ${parents} }
   inputResources: [${inputs.map(rule).join(', ')}]
   outputResources: [${outputs.map(rule).join(', ')}]
@@ -89,6 +90,7 @@ beforeAll(async () => {
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const admin = adminClient();
+  await applyManifests(adminClient(), MAP_TEST_IDENTITY);
   await applyManifests(
     admin,
     `${crd('Shaper', 'shapers')}${crd('Gadget', 'gadgets')}${crd('Seed', 'seeds')}${crd('Bare', 'bares', { status: false })}${crd('Region', 'regions', { scope: 'Cluster' })}${crd('Racer', 'racers')}${crd('Jobber', 'jobbers')}

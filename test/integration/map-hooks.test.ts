@@ -14,7 +14,7 @@ import { MAX_OUTPUTS_PER_ANSWER } from '../../shared/map/api.ts';
 import type { SyncKey } from '../../shared/ownership/index.ts';
 import { adminClient, createNamespace, outriggerClient } from '../testbed/index.ts';
 import { openCrd } from '../testbed/crds.ts';
-import { controllersGrant } from '../testbed/rbac.ts';
+import { controllersGrant, MAP_TEST_IDENTITY } from '../testbed/rbac.ts';
 
 const GROUP = 'hooks.outrigger.test';
 const probers = gvr(GROUP, 'v1', 'probers');
@@ -64,6 +64,7 @@ beforeAll(async () => {
   server = createServer(serve);
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  await applyManifests(adminClient(), MAP_TEST_IDENTITY);
   await applyManifests(
     adminClient(),
     `${openCrd(GROUP, 'Prober', 'probers')}---
@@ -76,6 +77,7 @@ apiVersion: metacontroller.k8s.io/v1alpha1
 kind: MapController
 metadata: { name: hooks-prober }
 spec:
+  serviceAccount: { namespace: outrigger-map-tests, name: mapper }
   parentResource: { apiVersion: ${GROUP}/v1, resource: probers }
   inputResources: [{ apiVersion: v1, resource: configmaps }]
   outputResources: [{ apiVersion: v1, resource: configmaps }]

@@ -17,7 +17,7 @@ import { MAP_KEY_LABEL } from '../../shared/map/api.ts';
 import type { SyncKey } from '../../shared/ownership/index.ts';
 import { adminClient, createNamespace, eventually, outriggerClient, startTestRuntime, uniqueName } from '../testbed/index.ts';
 import { openCrd } from '../testbed/crds.ts';
-import { controllersGrant } from '../testbed/rbac.ts';
+import { controllersGrant, MAP_TEST_IDENTITY } from '../testbed/rbac.ts';
 
 const schedules = gvr('snapshot.outrigger.dev', 'v1', 'snapshotschedules');
 const snapshots = gvr('snapshot.storage.k8s.io', 'v1', 'volumesnapshots');
@@ -33,6 +33,15 @@ beforeAll(async () => {
   const dir = new URL('../../examples/snapshot-schedule/', import.meta.url);
   for (const f of ['crds.yaml', 'rbac.yaml']) await applyManifests(admin, await readFile(new URL(f, dir), 'utf8'));
   await applyManifests(admin, MAPPER_MANIFESTS);
+  await applyManifests(admin, MAP_TEST_IDENTITY);
+  // Passes below call syncMap as Outrigger itself; the map function acts as the example's ServiceAccount.
+  await applyManifests(admin, `
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: { name: outrigger-map-snapshot-schedule-test }
+roleRef: { apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: outrigger-map-snapshot-schedule }
+subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: Group, name: "outrigger:controllers" }]
+`);
   lambda = await startLambdaEndpoint(await exampleHooks());
   hookServer = createServer(webhook);
   await new Promise<void>((r) => hookServer.listen(0, '127.0.0.1', r));
@@ -174,6 +183,7 @@ apiVersion: metacontroller.k8s.io/v1alpha1
 kind: MapController
 metadata: { name: mapper-controller }
 spec:
+  serviceAccount: { namespace: outrigger-map-tests, name: mapper }
   parentResource: { apiVersion: map.outrigger.test/v1, resource: mappers }
   inputResources: [{ apiVersion: v1, resource: configmaps }]
   outputResources: [{ apiVersion: v1, resource: configmaps }]

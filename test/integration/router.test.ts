@@ -25,7 +25,7 @@ import { applyManifests } from '../../shared/kube/apply.ts';
 import { forgetDiscovery } from '../../shared/kube/index.ts';
 import { adminClient, createNamespace, eventually, outriggerClient, testbed, testQueue, uniqueName } from '../testbed/index.ts';
 import { openCrd } from '../testbed/crds.ts';
-import { controllersGrant } from '../testbed/rbac.ts';
+import { controllersGrant, MAP_TEST_IDENTITY } from '../testbed/rbac.ts';
 import { CreateQueueCommand, DeleteMessageBatchCommand, GetQueueAttributesCommand, ReceiveMessageCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
 import { asRecord, drain } from './sqs-records.ts';
 import { EVENTS_QUEUE, QueueUrls } from '../../shared/lambda/queues.ts';
@@ -131,6 +131,7 @@ apiVersion: metacontroller.k8s.io/v1alpha1
 kind: MapController
 metadata: { name: router-duals }
 spec:
+  serviceAccount: { namespace: outrigger-map-tests, name: mapper }
   parentResource: { apiVersion: router.outrigger.test/v1, resource: duals }
   inputResources: [{ apiVersion: v1, resource: configmaps }]
   outputResources: [{ apiVersion: v1, resource: configmaps }]
@@ -145,6 +146,7 @@ spec:
 
   test("each controller of the parent's kind gets the parent's own events, and each gets its own children's", async () => {
     await applyManifests(adminClient(), MANIFESTS);
+    await applyManifests(adminClient(), MAP_TEST_IDENTITY);
     const kube = outriggerClient();
     // Both controllers are in effect once discovery serves the new kind.
     await eventually(async () => {

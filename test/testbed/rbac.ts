@@ -12,6 +12,31 @@ apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
 metadata: { name: ${name} }
 roleRef: { apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: ${name} }
-subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: Group, name: "outrigger:controllers" }]
+subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: Group, name: "outrigger:controllers" }, { kind: ServiceAccount, name: mapper, namespace: outrigger-map-tests }]
 `;
 }
+
+/** The ServiceAccount test MapControllers act as (README "MapController", identity), with every controllersGrant. */
+export const MAP_TEST_SERVICE_ACCOUNT = { namespace: 'outrigger-map-tests', name: 'mapper' };
+
+/** The ServiceAccount, and a cluster admin's grant that lets Outrigger act as it. */
+export const MAP_TEST_IDENTITY = `
+apiVersion: v1
+kind: Namespace
+metadata: { name: outrigger-map-tests }
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: { name: mapper, namespace: outrigger-map-tests }
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: { name: outrigger-impersonate-mapper, namespace: outrigger-map-tests }
+rules: [{ apiGroups: [""], resources: ["serviceaccounts"], resourceNames: ["mapper"], verbs: ["get", "impersonate"] }]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: { name: outrigger-impersonate-mapper, namespace: outrigger-map-tests }
+roleRef: { apiGroup: rbac.authorization.k8s.io, kind: Role, name: outrigger-impersonate-mapper }
+subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: Group, name: "outrigger:controllers" }]
+`;
