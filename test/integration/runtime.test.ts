@@ -129,9 +129,10 @@ describe('the local runtime event path', () => {
       source: 'test',
       type: 'dev.outrigger.watch.added',
       cluster: 'it',
-      data: { object: { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'good', namespace: 'x', uid: 'u-good', resourceVersion: '1' } } },
+      data: { object: { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'good', namespace: 'x', uid: '6c3a4f0e-2b1d-4e8a-9f7c-0d5e1a2b3c4d', resourceVersion: '1' } } },
     });
-    const bad = good.replace('"uid":"u-good",', '').replace('good-1', 'bad-1');
+    // Envelopes carry uids as the apiserver assigns them (RFC 4122); this one has none.
+    const bad = good.replace('"uid":"6c3a4f0e-2b1d-4e8a-9f7c-0d5e1a2b3c4d",', '').replace('good-1', 'bad-1');
     await queue.enqueue(bad, 'g-bad', 'bad-1');
     await queue.enqueue(good, 'g-good', 'good-1');
     await eventually(() => received.some((e) => e.id === 'good-1'));
@@ -146,7 +147,7 @@ describe('the local runtime event path', () => {
   test('a duplicated delivery is deduplicated by the queue', async () => {
     const queue = runtime.queues.get('recorder')!;
     const before = queue.stats.deduplicated;
-    const body = JSON.stringify({ specversion: '1.0', id: 'dup-1', source: 't', type: 'dev.outrigger.watch.added', cluster: 'it', data: { object: { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'd', uid: 'u-d', resourceVersion: '1' } } } });
+    const body = JSON.stringify({ specversion: '1.0', id: 'dup-1', source: 't', type: 'dev.outrigger.watch.added', cluster: 'it', data: { object: { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'd', uid: '0b8e7d6c-5a4f-4e3d-8c2b-1a0f9e8d7c6b', resourceVersion: '1' } } } });
     await queue.enqueue(body, 'g', 'dup-1');
     await queue.enqueue(body, 'g', 'dup-1');
     await queue.idle();
