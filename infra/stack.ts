@@ -50,8 +50,12 @@ export interface QueuePair {
   deadLetter: sqs.Queue;
 }
 
-/** How often SQS redelivers a message before it moves it to the dead-letter queue. */
-export const MAX_RECEIVE_COUNT = 5;
+/**
+ * How often SQS redelivers a message before it moves it to the dead-letter queue. A failed message comes back
+ * after 2 s, doubling up to 10 minutes (shared/lambda/retry.ts), as a controller's workqueue retries: 12 receives
+ * give a failing cause about 37 minutes to clear before the message is given up.
+ */
+export const MAX_RECEIVE_COUNT = 12;
 /** AWS's advice for a queue a Lambda function consumes: a visibility timeout of at least six function timeouts. */
 const VISIBILITY_TIMEOUTS_PER_FUNCTION_TIMEOUT = 6;
 /** An event or sync request waiting longer than this means its consumer is failing or falling behind. */

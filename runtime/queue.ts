@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import type { EnvelopeSink, QueueEntry } from '../forwarder/forwarder.ts';
 import type { DeadLetterSink } from '../shared/lambda/dead-letter.ts';
+import { RETRY_MAX_SECONDS, retryDelay } from '../shared/lambda/retry.ts';
 
 interface Message {
   id: string;
@@ -156,7 +157,8 @@ export class LocalQueue {
         this.stats.deadLettered += 1;
         await this.opts.deadLetter.send({ body: m.body, reason: `received ${m.receiveCount} times without success; last: ${reason}`, source: this.name });
       } else {
-        retry.push({ ...m, notBefore: Date.now() + this.opts.retryDelayMs * m.receiveCount });
+        // Backoff as in AWS (shared/lambda/retry.ts): doubling with each failure, from retryDelayMs.
+        retry.push({ ...m, notBefore: Date.now() + retryDelay(m.receiveCount, this.opts.retryDelayMs, RETRY_MAX_SECONDS * 1000) });
       }
     }
     // Failed messages go back in front of what arrived since, so a group's order is kept.

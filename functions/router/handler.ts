@@ -2,6 +2,7 @@ import middy from '@middy/core';
 import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import type { SQSEvent } from 'aws-lambda';
 import { environment } from '../../shared/lambda/environment.ts';
+import { failedRecords } from '../../shared/lambda/batch.ts';
 import { EVENTS_QUEUE } from '../../shared/lambda/queues.ts';
 import { functionLogger } from '../../shared/lambda/logger.ts';
 import { controllerSources, type ControllerSource } from '../controllers.ts';
@@ -23,6 +24,7 @@ export function createRouterHandler(sources: readonly ControllerSource[]) {
       log: (level, message, fields) => logger[level](message, fields ?? {}),
     });
     logger.debug('routed', { ...stats });
+    await env.retry?.(failedRecords(event, { batchItemFailures }));
     return { batchItemFailures };
   }).use(injectLambdaContext(logger));
 }

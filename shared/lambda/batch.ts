@@ -8,6 +8,7 @@ import { SqsFifoPartialProcessorAsync, processPartialResponse } from '@aws-lambd
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import { MalformedMessageError, parseEnvelope, type Envelope } from '../envelope/index.ts';
 import type { DeadLetterSink } from './dead-letter.ts';
+import type { Retry } from './retry.ts';
 import { parseSyncRequest, type SyncRequest } from './sync-request.ts';
 
 export type Log = (level: 'info' | 'warn' | 'error', message: string, fields?: Record<string, unknown>) => void;
@@ -19,6 +20,8 @@ export interface BatchOptions<T> {
   /** Names this consumer in dead letters. */
   source: string;
   log?: Log;
+  /** Has failed records come back after a backoff (shared/lambda/retry.ts); without it, after the visibility timeout. */
+  retry?: Retry | undefined;
 }
 
 /**
@@ -36,6 +39,12 @@ export async function parseOrDeadLetter<T>(record: SQSRecord, parse: (body: stri
   }
 }
 
+/** The records a partial batch response reports as failed. */
+export function failedRecords(event: SQSEvent, response: SQSBatchResponse): SQSRecord[] {
+  const failed = new Set(response.batchItemFailures.map((f) => f.itemIdentifier));
+  return event.Records.filter((r) => failed.has(r.messageId));
+}
+
 function fifoBatchHandler<T>(parse: (body: string) => T, opts: BatchOptions<T>): (event: SQSEvent) => Promise<SQSBatchResponse> {
   const recordHandler = async (record: SQSRecord): Promise<void> => {
     const message = await parseOrDeadLetter(record, parse, opts);
@@ -47,11 +56,14 @@ function fifoBatchHandler<T>(parse: (body: string) => T, opts: BatchOptions<T>):
       throw err;
     }
   };
-  return async (event: SQSEvent) =>
-    processPartialResponse(event, recordHandler, new SqsFifoPartialProcessorAsync(), {
+  return async (event: SQSEvent) => {
+    const response = await processPartialResponse(event, recordHandler, new SqsFifoPartialProcessorAsync(), {
       skipGroupOnError: true,
       throwOnFullBatchFailure: false,
     });
+    await opts.retry?.(failedRecords(event, response));
+    return response;
+  };
 }
 
 /** For consumers of watch events (the router). */

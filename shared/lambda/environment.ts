@@ -12,6 +12,7 @@ import { Clusters, clustersFromEnv } from '../clusters.ts';
 import { openState, type State } from '../state/index.ts';
 import { deadLetterSinkFromEnv, type DeadLetterSink } from './dead-letter.ts';
 import { queueUrlsFromEnv, type QueueUrls } from './queues.ts';
+import { sqsRetry, type Retry } from './retry.ts';
 import { syncSinkFromEnv, type SyncSink } from './sync-sink.ts';
 
 export interface Environment {
@@ -26,6 +27,8 @@ export interface Environment {
    * them which cluster a record's queue belongs to. Absent in a process that consumes no queue (the forwarder).
    */
   readonly queues?: QueueUrls;
+  /** Backoff for failed messages on those queues (shared/lambda/retry.ts); absent where there are none. */
+  readonly retry?: Retry;
 }
 
 let current: Environment | undefined;
@@ -41,6 +44,7 @@ export function environment(env: NodeJS.ProcessEnv = process.env): Environment {
   let deadLetter: DeadLetterSink | undefined;
   let syncSink: SyncSink | undefined;
   let queues: QueueUrls | undefined;
+  let retry: Retry | undefined;
   current = {
     clusters: new Clusters(clustersFromEnv(env)),
     state: openState({ tableName: required(env, 'OUTRIGGER_TABLE'), endpoint: env.OUTRIGGER_DYNAMODB_ENDPOINT, region: env.AWS_REGION }),
@@ -52,6 +56,10 @@ export function environment(env: NodeJS.ProcessEnv = process.env): Environment {
     },
     get queues() {
       return (queues ??= queueUrlsFromEnv(env));
+    },
+    get retry() {
+      if (!env.OUTRIGGER_QUEUE_URL_PREFIX) return undefined;
+      return (retry ??= sqsRetry(queueUrlsFromEnv(env)));
     },
   };
   return current;

@@ -54,6 +54,14 @@ export class QueueUrls {
     return clusterIdSchema.safeParse(cluster).success ? cluster : undefined;
   }
 
+  /** The URL of this deployment's queue `sourceQueueArn` (a record's eventSourceARN). */
+  urlOf(sourceQueueArn: string): string {
+    const name = sourceQueueArn.slice(sourceQueueArn.lastIndexOf(':') + 1);
+    const slash = this.prefix.lastIndexOf('/') + 1;
+    if (!name.startsWith(this.prefix.slice(slash)) || !name.endsWith(FIFO)) throw new Error(`${sourceQueueArn} is not a queue of this deployment (${this.prefix}<cluster>-<queue>${FIFO})`);
+    return `${this.prefix.slice(0, slash)}${name}`;
+  }
+
   /** The dead-letter queue beside the queue a message came from (its SQS record's eventSourceARN). */
   deadLetterOf(sourceQueueArn: string): string {
     const name = sourceQueueArn.slice(sourceQueueArn.lastIndexOf(':') + 1);

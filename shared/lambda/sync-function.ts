@@ -26,6 +26,7 @@ export function syncFunction(name: string, process: (request: SyncRequest, tools
       source: name,
       deadLetter: () => environment().deadLetter,
       log: (level, message, fields) => logger[level](message, fields ?? {}),
+      retry: environment().retry,
       process: (request, record) => process(request, { env: environment(), logger, context, sentAt: Number(record.attributes.SentTimestamp) }),
     })(event),
   ).use(injectLambdaContext(logger));

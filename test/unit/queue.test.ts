@@ -48,6 +48,32 @@ describe('LocalQueue', () => {
     );
   });
 
+  test('brings a failed message back as a workqueue does, after a delay that doubles with each failure', async () => {
+    const at: number[] = [];
+    const queue = new LocalQueue({
+      name: 'b',
+      retryDelayMs: 60,
+      maxReceiveCount: 4,
+      deadLetter: new MemoryDeadLetterSink(),
+      deliver: async (event) => {
+        at.push(performance.now());
+        return { batchItemFailures: event.Records.map((r) => ({ itemIdentifier: r.messageId })) };
+      },
+    });
+    await queue.enqueue('{}', 'g', 'd1');
+    await queue.idle();
+    await queue.stop();
+    const gaps = at.slice(1).map((t, i) => t - at[i]!);
+    // 60, 120 and 240 ms (timers fire no earlier than asked); a linear backoff would make the last 180.
+    expect(gaps.map((g, i) => g >= 60 * 2 ** i - 5 && g < 60 * 2 ** i + 150)).toEqual([true, true, true]);
+  });
+
+  test('the delays of the deployed functions: 2 s doubling to at most 10 minutes', async () => {
+    const { retryDelay } = await import('../../shared/lambda/retry.ts');
+    expect([1, 2, 3, 4, 5, 9, 10, 1000].map((n) => retryDelay(n))).toEqual([2, 4, 8, 16, 32, 512, 600, 600]);
+    expect(retryDelay(Number('x'))).toBe(2);
+  });
+
   test('dead-letters a message after maxReceiveCount failed receives, with the reason', async () => {
     const deadLetter = new MemoryDeadLetterSink();
     let calls = 0;

@@ -252,7 +252,7 @@ describe('the Outrigger stack', () => {
         SqsManagedSseEnabled: true,
         // The consumer's timeout, six times: events go to the router, sync requests to their target's function.
         VisibilityTimeout: 6 * q.consumer.timeoutSeconds,
-        RedrivePolicy: { deadLetterTargetArn: { 'Fn::GetAtt': [queues[`${q.id}DeadLetter`]!.id, 'Arn'] }, maxReceiveCount: 5 },
+        RedrivePolicy: { deadLetterTargetArn: { 'Fn::GetAtt': [queues[`${q.id}DeadLetter`]!.id, 'Arn'] }, maxReceiveCount: 12 },
       });
       // SqsDeadLetterSink names only the message group.
       expect(queues[`${q.id}DeadLetter`]!.Properties).toEqual({ QueueName: `${q.name}-dlq.fifo`, FifoQueue: true, ContentBasedDeduplication: true, SqsManagedSseEnabled: true, MessageRetentionPeriod: 14 * 24 * 3600 });
