@@ -16,13 +16,27 @@ export async function resolveResourceArg(kube: KubeClient, arg: string): Promise
   const group = dot < 0 ? undefined : kindPart.slice(dot + 1);
   const versions: Array<{ group: string; version: string }> = [{ group: '', version: 'v1' }];
   for (const g of (await kube.getPath<GroupList>('/apis')).groups) versions.push({ group: g.name, version: g.preferredVersion.version });
+  const matches: ResolvedResource[] = [];
   for (const gv of versions) {
     if (group !== undefined && gv.group !== group) continue;
     const list = await getResourceList(kube, gv.group, gv.version);
     const found = list.resources.find(
       (r) => !r.name.includes('/') && (r.name === wanted || r.singularName === wanted || r.kind.toLowerCase() === wanted || (r.shortNames ?? []).includes(wanted)),
     );
-    if (found) return { resource: { group: gv.group, version: gv.version, resource: found.name, kind: found.kind, namespaced: found.namespaced }, name };
+    if (found) matches.push({ group: gv.group, version: gv.version, resource: found.name, kind: found.kind, namespaced: found.namespaced });
+    // A built-in resource wins, as with kubectl (statefulset is apps' whatever a CRD calls itself).
+    if (found && builtIn(gv.group)) break;
   }
-  throw new Error(`the cluster serves no resource called ${JSON.stringify(kindPart)}`);
+  const [first] = matches;
+  if (!first) throw new Error(`the cluster serves no resource called ${JSON.stringify(kindPart)}`);
+  // Two custom resources of one name: a rollback must never write to the other one.
+  if (!builtIn(first.group) && matches.length > 1) {
+    throw new Error(`${JSON.stringify(kindPart)} is served by ${matches.map((m) => `${m.resource}.${m.group}`).join(' and ')}; name one as <resource>.<group>/${name}`);
+  }
+  return { resource: first, name };
+}
+
+/** Kubernetes' own groups: the core group, the unqualified ones (apps, batch) and *.k8s.io. */
+function builtIn(group: string): boolean {
+  return !group.includes('.') || group.endsWith('.k8s.io');
 }

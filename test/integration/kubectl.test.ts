@@ -155,11 +155,18 @@ spec:
     obj = await admin.patch(gadgets, 'g', ns, { spec: { sidecar: { image: 'side:1' } } }, 'merge');
     expect(await sync(obj)).toMatchObject({ outcome: 'created', number: 2 });
 
-    expect(await kubectl('outrigger', 'rollback', 'gadget/g', '-n', ns, '--to-revision', '1')).toMatch(/rolled back to revision 1/);
+    expect(await kubectl('outrigger', 'rollback', 'gadgets.kubectl.outrigger.test/g', '-n', ns, '--to-revision', '1')).toMatch(/rolled back to revision 1/);
     obj = await admin.get(gadgets, 'g', ns);
     expect(obj.spec).toEqual({ replicas: 2, template: { image: 'app:1' } });
     expect(await sync(obj)).toMatchObject({ outcome: 'rollback', number: 3 });
-    expect(await kubectl('outrigger', 'history', 'gadget/g', '-n', ns)).toMatch(/^2\s.*\n3\s/m);
+    expect(await kubectl('outrigger', 'history', 'gadgets.kubectl.outrigger.test/g', '-n', ns)).toMatch(/^2\s.*\n3\s/m);
+    // Another group serving a Gadget too: the short name no longer says which, and nothing is written.
+    await applyManifests(admin, openCrd('other.outrigger.test', 'Gadget', 'gadgets'));
+    await eventually(async () => (await kubectl('api-resources', '--api-group', 'other.outrigger.test', '-o', 'name')).includes('gadgets'), 30_000);
+    await expect(kubectl('outrigger', 'rollback', 'gadget/g', '-n', ns, '--to-revision', '2')).rejects.toMatchObject({
+      stderr: expect.stringMatching(/"gadget" is served by gadgets\.\S+ and gadgets\.\S+; name one as <resource>\.<group>\/g/),
+    });
+    expect((await admin.get(gadgets, 'g', ns)).spec).toEqual({ replicas: 2, template: { image: 'app:1' } });
   }, 60_000);
 
   test('a change to that path made after the parent was read fails the rollback instead of being lost', async () => {
