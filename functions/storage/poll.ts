@@ -82,8 +82,15 @@ async function discover(ctx: StorageContext, reporter: Reporter, groups: readonl
     const one = await discoverStorageVersions(reporter.client, { groups });
     return { resources: one.resources.map((r) => ({ ...r, hashes: [r.storageVersionHash] })), failed: one.failed };
   }
-  const clients = Array.from({ length: ctx.samples }, () => reporter.sample!());
-  const [samples, identities] = await Promise.all([Promise.all(clients.map((c) => discoverStorageVersions(c, { groups }))), apiserverIdentities(reporter.client)]);
+  // One connection per sample, one sample after another: a sample's reads in parallel would spread over several
+  // connections, and with as many connections per sample as apiservers a round-robin balancer would hand every
+  // sample's first read to the same apiserver.
+  const sampled = async () => {
+    const out = [];
+    for (let i = 0; i < ctx.samples!; i += 1) out.push(await discoverStorageVersions(reporter.sample!(), { groups, concurrency: 1 }));
+    return out;
+  };
+  const [samples, identities] = await Promise.all([sampled(), apiserverIdentities(reporter.client)]);
   const merged = mergeSamples(samples.map((s) => s.resources));
   for (let attempt = 1; ; attempt += 1) {
     const previous = await ctx.state.records.get<ControlPlaneRecord>(controlPlaneKey(ctx.cluster));
