@@ -253,7 +253,15 @@ export class Forwarder {
   /** The envelope, trimmed to SQS's limit (managed fields, then the old object, carry nothing consumers need). */
   private async toPending(gvr: string, e: SourceEvent): Promise<Pending | undefined> {
     const source = this.opts.source ?? `outrigger://${this.opts.cluster}/forwarder`;
-    let envelope: Envelope = makeEnvelope({ cluster: this.opts.cluster, type: e.type, object: e.object, oldObject: e.oldObject, source });
+    let envelope: Envelope;
+    try {
+      envelope = makeEnvelope({ cluster: this.opts.cluster, type: e.type, object: e.object, oldObject: e.oldObject, source });
+    } catch (err) {
+      // An object Kubernetes allows but the envelope's bounds do not (an RBAC name such as system:foo): it goes to
+      // the dead letters with the reason, and the watch goes on with the next event.
+      await this.deadLetter(JSON.stringify({ type: e.type, object: skeletonOf(e.object) }), `cannot be sent as an event: ${err instanceof Error ? err.message : String(err)}`);
+      return undefined;
+    }
     let body = JSON.stringify(envelope);
     if (Buffer.byteLength(body) > MAX_ENVELOPE_BYTES) {
       this.counts.trimmed += 1;

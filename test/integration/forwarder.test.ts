@@ -11,7 +11,7 @@ import { Forwarder, SqsEnvelopeSink } from '../../forwarder/forwarder.ts';
 import { metricsText } from '../../forwarder/metrics.ts';
 import { projectRoot } from '../../local/paths.ts';
 import { parseEnvelope, type Envelope } from '../../shared/envelope/index.ts';
-import { connect, Resources, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
+import { connect, gvr, Resources, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
 import { applyManifests } from '../../shared/kube/apply.ts';
 import { adminClient, createNamespace, outriggerClient, testbed, testQueue } from '../testbed/index.ts';
 
@@ -87,6 +87,29 @@ describe('the forwarder', () => {
       expect(owned.metadata.uid).toBeTruthy();
       expect(fwd.healthy()).toBe(true);
       expect(metricsText(fwd.stats)).toMatch(/outrigger_forwarder_sent_total 4\n/);
+    } finally {
+      await fwd.stop();
+    }
+  });
+
+  test('an object Kubernetes allows but the envelope does not (an RBAC name with a colon) is dead-lettered with its reason, and the watch goes on', async () => {
+    const ns = await createNamespace('fwd');
+    const { sqs, url } = await testQueue('fwd');
+    const dead = await testQueue('fwd-dead');
+    const roles = gvr('rbac.authorization.k8s.io', 'v1', 'roles');
+    const fwd = new Forwarder({ cluster: 'it', kube: adminClient(), sink: new SqsEnvelopeSink(sqs, url, dead.url), namespace: ns, resources: async () => [roles] });
+    await fwd.start();
+    try {
+      const role = (name: string) => ({ apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata: { name, namespace: ns }, rules: [] });
+      await adminClient().create(roles, role('system:odd'));
+      await adminClient().create(roles, role('plain'));
+      const got: Array<{ envelope: Envelope; group: string; dedup: string }> = [];
+      await drain(sqs, url, got, () => got.some((g) => g.envelope.data.object.metadata.name === 'plain'));
+      expect(got.map((g) => g.envelope.data.object.metadata.name)).toEqual(['plain']);
+      const letters = await dead.sqs.send(new ReceiveMessageCommand({ QueueUrl: dead.url, MaxNumberOfMessages: 10, WaitTimeSeconds: 2, MessageAttributeNames: ['All'] }));
+      const letter = letters.Messages?.find((m) => m.Body?.includes('system:odd'));
+      expect(letter?.MessageAttributes?.reason?.StringValue).toMatch(/^cannot be sent as an event: .*metadata\.name/);
+      expect(fwd.healthy()).toBe(true);
     } finally {
       await fwd.stop();
     }
