@@ -180,9 +180,11 @@ describe('rollback patches', () => {
         const after = applyPatch(parent, rollbackPatch(data, parent));
         expect(semanticallyEqual(targetState(after, paths), data)).toBe(true);
         expect((after.spec as JsonObject).replicas).toBe((parent.spec as JsonObject).replicas);
-        // What the CLI calls the current revision: the parent holds it exactly when its target state is the revision's.
+        // What the CLI calls the current revision: after the rollback the parent holds it, and whenever the parent
+        // holds it a sync sees the revision's target state. (Not conversely in one degenerate shape: a scalar where
+        // the revision has an empty object, which a sync reads as absent but a rollback would still write.)
         expect(matchesRevision(data, after)).toBe(true);
-        expect(matchesRevision(data, parent)).toBe(semanticallyEqual(targetState(parent, paths), data));
+        if (matchesRevision(data, parent)) expect(semanticallyEqual(targetState(parent, paths), data)).toBe(true);
       }),
     );
   });
