@@ -18,7 +18,7 @@ function pureRouter(): { routeEventPerSec: number; routeAndMatchPerSec: number }
     kind: 'ControllerRevision',
     metadata: { name: `c-${i}`, namespace: 'ns', uid: `u-${i}`, resourceVersion: String(i), labels, ...(owned ? { ownerReferences: [newControllerRef(parent)] } : {}) },
   });
-  // A mix of the seed's rows: owned add/update/delete, ref removed, orphan add/update/delete.
+  // A mix of the routing table's rows: owned add/update/delete, ref removed, orphan add/update/delete.
   const cases: Array<Parameters<typeof routeEvent>> = [];
   for (let i = 0; i < 1000; i += 1) {
     const labels = { app: `a${i % 7}`, tier: i % 2 ? 'web' : 'db' };

@@ -1,7 +1,7 @@
 // The Outrigger stack: the state table, the queues between forwarders and functions (one set per cluster, each
 // FIFO, each with a dead-letter queue), every function in functions/index.ts with only the permissions it uses,
-// the ingest Function URL, each cluster's in-cluster forwarder role, and alarms on a dashboard. Each handler
-// issue adds its function to the registry and its table actions here; queues and their grants follow from the
+// the ingest Function URL, each cluster's in-cluster forwarder role, and alarms on a dashboard. A new handler
+// adds its function to the registry and its table actions here; queues and their grants follow from the
 // registry.
 import { ArnFormat, AssetStaging, CfnOutput, Duration, RemovalPolicy, Stack, Stage, type StackProps } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';

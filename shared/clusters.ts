@@ -32,7 +32,7 @@ const accessSchema = z.discriminatedUnion('kind', [
   }),
 ]);
 
-// Storage version migration (seed 004). A reporter is one apiserver endpoint whose discovery the poll reads:
+// Storage version migration (README, "Storage version migration"). A reporter is one apiserver endpoint whose discovery the poll reads:
 // one in a plain cluster (the access's own server), one per apiserver in an HA control plane, so that a
 // rolling upgrade shows as disagreeing reporters. `groups` limits the poll to some API groups ("" is core).
 const storageSchema = z.strictObject({

@@ -1,4 +1,4 @@
-// Controller history for one parent (seed 000): Reconcile(key) for the history controller.
+// Controller history for one parent (README, "Controller history"): Reconcile(key) for the history controller.
 //  1. Read the parent; compute its target object state (the candidate revision data).
 //  2. Fast path: when only the parent itself changed since the last sync and its target state is the one
 //     recorded in DynamoDB for it, nothing can have changed: one apiserver read, no write.

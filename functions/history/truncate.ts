@@ -1,4 +1,4 @@
-// Truncation (seed 000, History Maintenance), run whenever the parent's limit or live set may have changed
+// Truncation (README, "What a sync does": truncation), run whenever the parent's limit or live set may have changed
 // and it owns more revisions than the limit could keep (README, "What a sync does"), and for every parent of a
 // kind whose policy spec changed. It deletes the oldest non-live revisions the parent owns until at most the
 // limit remain. Never deleted: the latest revision, any revision holding the parent's target state as truncation

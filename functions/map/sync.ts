@@ -1,4 +1,4 @@
-// One MapController sync pass for one parent (seed 003): list the inputs and the parent's outputs, call the map
+// One MapController sync pass for one parent (README, "MapController"): list the inputs and the parent's outputs, call the map
 // hook once per input (in parallel, bounded), reconcile each input's outputs, hand detached outputs to the
 // tombstone hook, and write the aggregated status. A failed hook call or a bad answer changes nothing for its
 // input and is reported in the parent's status; the other inputs go on. A parent being deleted gets its status

@@ -1,4 +1,4 @@
-// One reporter's poll (seed 004, every 10 minutes): read the reporter's discovery, and for every resource with
+// One reporter's poll (README, "Storage version migration"; every 10 minutes): read the reporter's discovery, and for every resource with
 // a storage version hash write this reporter's entry into its StorageState (created when missing, recreated
 // with Unknown when nobody heartbeated for a period), each write a compare-and-set on the resourceVersion.
 // Except the steady-state write, a heartbeat: a JSON patch whose test operations pin what decisions read (see
@@ -129,7 +129,7 @@ async function reportResource(ctx: StorageContext, reporter: string, r: StorageV
   for (let attempt = 1; ; attempt += 1) {
     try {
       if (current && isStale(current.status, now, ctx.periodMs, lastPolls)) {
-        // Nobody has heartbeated for a period: changes may have been missed (the seed's start-up check).
+        // Nobody has heartbeated for a period: changes may have been missed (the start-up check).
         await ctx.kube.delete(storageStates, name, undefined, { preconditions: { uid: current.metadata.uid!, resourceVersion: current.metadata.resourceVersion! } });
         result.reset += 1;
         current = undefined;

@@ -45,7 +45,7 @@ export function decide<T extends ControllerRevision>(candidate: Json, owned: rea
 }
 
 /**
- * Truncation (seed 000, History Maintenance): delete the oldest revisions that are not live until at most
+ * Truncation (README, "What a sync does": truncation): delete the oldest revisions that are not live until at most
  * `limit` non-live revisions remain. `live` holds revision names (and hashes) that generated objects or the
  * parent's status name; the latest revision (the parent's target state) is always kept.
  */

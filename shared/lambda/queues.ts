@@ -1,4 +1,4 @@
-// Every cluster has queues of its own (issue 7): its events queue (the router's input) and one queue per sync
+// Every cluster has queues of its own (README, "Deploying"): its events queue (the router's input) and one queue per sync
 // target, each with a dead-letter queue beside it. A noisy cluster's backlog then never sits in front of another
 // cluster's messages, and each cluster's consumers scale to its own limit (one event source mapping per queue).
 // All queues of a deployment follow one naming pattern, so a function reaches any of them from one prefix

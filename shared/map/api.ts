@@ -1,4 +1,4 @@
-// MapController (seed 003) as the handlers read it: the controller's spec, the hook contracts, and the tags
+// MapController (README, "MapController") as the handlers read it: the controller's spec, the hook contracts, and the tags
 // Outrigger puts on outputs. Pure: parsing and types, no I/O. The CRD schema rejects most bad specs at the
 // apiserver; the parser repeats those checks, so a bad MapController is reported and never causes a write.
 // A namespace import, so bundles keep only what is used (see shared/envelope/index.ts).

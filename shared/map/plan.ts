@@ -1,4 +1,4 @@
-// One MapController sync pass (seed 003), the decisions only: which objects are inputs, which outputs belong to
+// One MapController sync pass (README, "MapController"), the decisions only: which objects are inputs, which outputs belong to
 // which map key, whether a hook's answer may be applied, what to create, update and delete, and the parent's
 // aggregated status. The shell (functions/map) lists, calls hooks and writes.
 import { createHash } from 'node:crypto';
@@ -8,7 +8,7 @@ import { canonicalJson, revisionHash, type Json } from '../history/data.ts';
 import { compileSelector, controllerOf, matches, newControllerRef, type LabelSelector, type Selector } from '../ownership/index.ts';
 import { APPLIED_ANNOTATION, MAP_KEY_LABEL, PARENT_LABEL, type Definition, type OutputMap } from './api.ts';
 
-/** The parent's duck-typed `spec.selector`; missing or empty selects every input in scope (the seed). */
+/** The parent's duck-typed `spec.selector`; missing or empty selects every input in scope (README, "MapController"). */
 export function inputSelector(parent: KubeObject): Selector {
   const raw = (parent.spec as { selector?: LabelSelector | null } | undefined)?.selector;
   return compileSelector(raw ?? {});

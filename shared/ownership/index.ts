@@ -1,4 +1,4 @@
-// Ownership (seed 002): ControllerRef helpers, label selectors, claiming (adopt/release), event routing.
+// Ownership (README, "Ownership and routing"): ControllerRef helpers, label selectors, claiming (adopt/release), event routing.
 export { controllerOf, isControlledBy, isBeingDeleted, newControllerRef, type ParentIdentity } from './controller-ref.ts';
 export { compileSelector, matches, parseSelector, selectorAt, selectorString, SelectorError, type LabelSelector, type LabelSelectorRequirement, type Selector, type Labels } from './selector.ts';
 export { planClaim, ordinalNameGuard, type ClaimOptions, type ClaimPlan } from './claim.ts';

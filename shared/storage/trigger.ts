@@ -1,9 +1,9 @@
-// The storage migration trigger's decisions (seed 004), pure: what a reporter writes for one resource after a
+// The storage migration trigger's decisions (README, "Storage version migration"), pure: what a reporter writes for one resource after a
 // poll, and what the leader does about one StorageState. The shell (functions/storage) reads discovery and the
 // cluster, applies these with compare-and-set writes, and fences the leader's actions on its DynamoDB lease.
 //
-// Where this departs from the seed's text, and why:
-//  - "Identical in the past two polls": the seed's own case walkthrough starts migrations at minutes 20 and
+// Where this departs from the upstream design's text (README, "Storage version migration"), and why:
+//  - "Identical in the past two polls": the design's own case walkthrough starts migrations at minutes 20 and
 //    40, the first polls at which the hashes agree, which the two-poll rule forbids. The rule's purpose is to
 //    give a newly deployed reporter the chance to report before a migration starts. Outrigger's reporters are
 //    configured, not discovered, so it asks for that directly: every configured reporter must have a fresh
@@ -23,13 +23,13 @@
 //  - A success narrows persisted only after a confirmation round: every configured reporter has reported the
 //    same hash again after the migration succeeded, with the epoch unchanged. The reports that started the
 //    migration predate it; an apiserver rolled back while it ran (the migrator may even have rewritten objects
-//    through it) shows only in a later report. This is the seed's "held identical for at least one polling
+//    through it) shows only in a later report. This is the design's "held identical for at least one polling
 //    period", placed after the migration rather than before it.
 import { revisionHash } from '../history/data.ts';
 import { isTerminal, storageStateName, UNKNOWN, type MigrationPhase, type ReporterEntry, type StorageState, type StorageStateStatus } from './api.ts';
 
 export const DEFAULT_PERIOD_MS = 10 * 60_000;
-/** Entries of reporters silent for this many periods are removed (the seed: reporter ids change on restart). */
+/** Entries of reporters silent for this many periods are removed (reporter ids change on restart). */
 export const FORGET_AFTER_PERIODS = 3;
 /**
  * A reporter silent for longer than this may have missed a change: one period, and half a period more because
@@ -71,7 +71,7 @@ function silent(e: ReporterEntry, now: Date, periodMs: number, lastPoll: Date | 
   return heartbeatMs(e) < now.getTime() - MISSED_AFTER_PERIODS * periodMs;
 }
 
-/** The status after one reporter's poll saw `hash` for the resource (the seed's HA reporter steps). */
+/** The status after one reporter's poll saw `hash` for the resource (the HA reporter steps). */
 export function report(status: StorageStateStatus | undefined, obs: Observation, periodMs = DEFAULT_PERIOD_MS): { status: StorageStateStatus; change: ReportChange } {
   const entry: ReporterEntry = { reporterID: obs.reporter, currentStorageVersionHash: obs.hash, lastHeartbeatTime: rfc3339(obs.now) };
   if (!status || (!status.currentStorageVersionHashes?.length && !status.persistedStorageVersionHashes?.length)) {
@@ -161,7 +161,7 @@ export type Decision =
   | { action: 'create'; reason: string; hash: string; epoch: number; persisted: string[]; cancel: MigrationView[]; controlPlaneGeneration?: number | undefined }
   | { action: 'narrow'; reason: string; hash: string; migration: MigrationView; cancel?: never };
 
-/** The persisted hashes, with an empty or missing list read as Unknown (the seed's default). */
+/** The persisted hashes, with an empty or missing list read as Unknown (the default of README "Storage version migration"). */
 export function persistedOf(status: StorageStateStatus | undefined): string[] {
   return status?.persistedStorageVersionHashes?.length ? status.persistedStorageVersionHashes : [UNKNOWN];
 }
@@ -173,7 +173,7 @@ export function isMigrated(status: StorageStateStatus | undefined): boolean {
   return hashes.size === 1 && persisted.length === 1 && hashes.has(persisted[0]!);
 }
 
-/** The leader's one step for one StorageState (seed 004, "Extending the work flow of the triggering controller"). */
+/** The leader's one step for one StorageState (README, "Storage version migration": what the states mean). */
 export function decide(input: DecideInput): Decision {
   const periodMs = input.periodMs ?? DEFAULT_PERIOD_MS;
   const status = input.state.status ?? {};

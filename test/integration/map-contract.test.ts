@@ -235,7 +235,7 @@ describe('status shrinks', () => {
   });
 });
 
-describe('parents and hooks the seed allows', () => {
+describe('parents and hooks the contract allows', () => {
   test('several input and output resources: one hook call per input of every input kind; outputs of every kind, counted per kind', async () => {
     const ns = await createNamespace('contract');
     await configMap('cm-in', ns, { app: 'multi' });

@@ -1,4 +1,4 @@
-// MapController (seed 003) on the real apiserver, as the `outrigger` identity under the project's RBAC plus what
+// MapController (README, "MapController") on the real apiserver, as the `outrigger` identity under the project's RBAC plus what
 // each controller's author grants. Hooks are real: the SnapshotSchedule example's Lambda handlers behind the
 // local Lambda Invoke endpoint (called with the AWS SDK's Lambda client), and HTTP webhooks the tests serve.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -74,7 +74,7 @@ async function controllerFor(kube: KubeClient, group: string, kind: string) {
 const keyOf = (o: KubeObject): SyncKey => ({ cluster: 'it', group: o.apiVersion?.split('/')[0] ?? '', kind: o.kind ?? '', namespace: o.metadata.namespace, name: o.metadata.name ?? '', uid: o.metadata.uid ?? '' });
 const writes = (kube: KubeClient) => Object.entries(kube.stats.byVerb).filter(([v]) => !['get', 'list'].includes(v)).reduce((n, [, x]) => n + x, 0);
 
-describe('MapController: SnapshotSchedule, the seed example, with Lambda hooks', () => {
+describe('MapController: SnapshotSchedule, the README example, with Lambda hooks', () => {
   test('PVCs get a snapshot per interval; a resync with nothing due writes nothing; a deleted PVC keeps its snapshots until their TTL; status counts', async () => {
     const admin = adminClient();
     const kube = outriggerClient();
@@ -112,7 +112,7 @@ describe('MapController: SnapshotSchedule, the seed example, with Lambda hooks',
     expect(await syncMap(ctx, mc, keyOf(parent))).toMatchObject({ created: 2, deleted: 0 });
     expect(await list()).toHaveLength(4);
 
-    // Conditions on outputs are counted per type (the seed's `ready`).
+    // Conditions on outputs are counted per type (the example's `ready`).
     const one = (await admin.listAll(snapshots, { namespace: ns }))[0]!;
     await admin.patch(snapshots, one.metadata.name!, ns, { status: { conditions: [{ type: 'Ready', status: 'True' }] } }, 'merge', { subresource: 'status' });
     await syncMap(ctx, mc, keyOf(parent));

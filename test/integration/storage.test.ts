@@ -1,4 +1,4 @@
-// Storage version migration (seed 004) end to end on the real apiserver and DynamoDB Local, acting as the
+// Storage version migration (README, "Storage version migration") end to end on the real apiserver and DynamoDB Local, acting as the
 // project's identities: `outrigger` polls and leads, `migrator` rewrites. Each test has its own CRD group and
 // DynamoDB cluster id, and limits the poll to its group, so tests sharing the bed do not meet.
 import { randomUUID } from 'node:crypto';

@@ -37,7 +37,7 @@ describe('ControllerRef helpers', () => {
   });
 });
 
-describe('routing watch events (seed 002, Watches)', () => {
+describe('routing watch events (README, "Ownership and routing": the router)', () => {
   const owned = child('c', { app: 'a' }, [ref('owner-1')]);
   const orphan = child('c', { app: 'a' });
   const revision = { group: 'apps', kind: 'ControllerRevision' };

@@ -112,12 +112,12 @@ describe('migration conditions', () => {
   });
 });
 
-describe("seed 004's case walkthrough, minute by minute, three reporters", () => {
+describe("the HA case walkthrough, minute by minute, three reporters", () => {
   const reporters = ['apiserver-1', 'apiserver-2', 'apiserver-3'];
   type Row = { sv: string[]; current: string[]; persisted: string[]; leader: string[] };
 
   /**
-   * Replays the seed's admin actions and polls (every reporter at every tenth minute, each followed by the
+   * Replays the walkthrough's admin actions and polls (every reporter at every tenth minute, each followed by the
    * leader step); at the minutes in `completions` the migrator finishes the pending migration and its event
    * reaches the leader. Every row given must match; at other minutes the leader must do nothing.
    */
@@ -151,7 +151,7 @@ describe("seed 004's case walkthrough, minute by minute, three reporters", () =>
     return sim;
   }
 
-  // The seed's table: minute → apiserver storage versions, CurrentSV, PersistedSV, what the leader did.
+  // The walkthrough's table: minute → apiserver storage versions, CurrentSV, PersistedSV, what the leader did.
   const seedRows: Record<number, Row> = {
     3: { sv: ['v2', 'v1', 'v1'], current: ['v1', 'v1', 'v1'], persisted: ['v1'], leader: [] },
     10: { sv: ['v2', 'v1', 'v1'], current: ['v2', 'v1', 'v1'], persisted: ['v1', 'v2'], leader: [] },
@@ -254,7 +254,7 @@ describe('property: persisted hashes cover every encoding in storage', () => {
   // partial discovery, duplicated polls, leader passes skipped (a crashed leader) or repeated, reporter outages
   // and restarts (an apiserver may change version any number of times, and write in each, while its reporter
   // is down), state resets, and a migrator that rewrites objects one by one through any apiserver. The one
-  // timeline left out is the one no poll can see (the seed's caveat): an apiserver changing version twice
+  // timeline left out is the one no poll can see (the 10-minute caveat): an apiserver changing version twice
   // between two reports of its reporter less than one and a half periods apart.
   const R = ['a', 'b', 'c'];
   const version = fc.constantFrom('v1', 'v2', 'v2', 'v3');
@@ -328,7 +328,7 @@ describe('property: persisted hashes cover every encoding in storage', () => {
             if (s.outage) down[r] = !down[r];
             for (const c of s.changes) {
               const to = c.to ?? rd.target;
-              // The seed's caveat: a second change before the next report only while the reporter has been silent long.
+              // The 10-minute caveat: a second change before the next report only while the reporter has been silent long.
               const changedSinceReport = servingSince[r]! > lastReport[r]!.seq;
               if (to === served[r] || (changedSinceReport && now - lastReport[r]!.at <= 15)) continue;
               seq += 1;
