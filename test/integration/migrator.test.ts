@@ -6,13 +6,14 @@
 import { readFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { randomUUID } from 'node:crypto';
-import { migrations, storageStates, type StorageContext } from '../../functions/storage/context.ts';
+import { migrations, storageStates } from '../../functions/storage/context.ts';
 import { lead } from '../../functions/storage/leader.ts';
 import { runMigration, type MigratorContext } from '../../functions/storage/migrator.ts';
 import { pollReporter } from '../../functions/storage/poll.ts';
 import { Resources, getResourceList, isKubeError, type GVR, type KubeError, type KubeObject } from '../../shared/kube/index.ts';
-import { DEFAULT_PERIOD_MS, MIGRATOR_LABEL, MIGRATOR_LABEL_VALUE, MIGRATOR_LEASE_MS, progressOf, storageVersionHash, type StorageState, type StorageVersionMigration } from '../../shared/storage/index.ts';
+import { MIGRATOR_LABEL, MIGRATOR_LABEL_VALUE, MIGRATOR_LEASE_MS, progressOf, storageVersionHash, type StorageState, type StorageVersionMigration } from '../../shared/storage/index.ts';
 import { compactEtcd, etcdRead, recordCompaction, registryKey } from '../testbed/etcd.ts';
+import { storageTestContext } from '../testbed/storage-scene.ts';
 import { adminClient, createNamespace, eventually, migratorClient, outriggerClient, testbed, testState, uniqueName } from '../testbed/index.ts';
 import { kubectl } from '../testbed/kubectl.ts';
 import { widgetCrd } from '../testbed/widgets.ts';
@@ -220,19 +221,12 @@ describe("Outrigger's migrator", () => {
     const queued: string[][] = [];
     const base = Date.now();
     let clock = base;
-    const ctx: StorageContext = {
-      cluster: uniqueName('storage'),
-      kube: outriggerClient(),
-      state: testState(),
-      holder: `test-${randomUUID()}`,
-      reporters: ['apiserver'],
-      mode: 'outrigger',
-      periodMs: DEFAULT_PERIOD_MS,
+    const ctx = storageTestContext({
       now: () => new Date(clock),
       queueMigrations: async (ms, cause) => {
         queued.push(ms.map((m) => `${cause}:${m.metadata.name}`));
       },
-    };
+    });
     const polled = await pollReporter(ctx, { id: 'apiserver', client: outriggerClient() }, { groups: [group] });
     const name = polled.leader!.created[0]!;
     expect((await migrationNamed(name)).metadata.labels).toMatchObject({ [MIGRATOR_LABEL]: MIGRATOR_LABEL_VALUE });

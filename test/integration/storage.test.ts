@@ -1,14 +1,14 @@
 // Storage version migration (README, "Storage version migration") end to end on the real apiserver and DynamoDB Local, acting as the
 // project's identities: `outrigger` polls and leads, `migrator` rewrites. Each test has its own CRD group and
 // DynamoDB cluster id, and limits the poll to its group, so tests sharing the bed do not meet.
-import { randomUUID } from 'node:crypto';
 import { decisionKey, epochKey, LEADER_LEASE, migrations, inTreeMigrations, storageStates, type StorageContext } from '../../functions/storage/context.ts';
 import { lead } from '../../functions/storage/leader.ts';
 import { runMigration } from '../../functions/storage/migrator.ts';
 import { pollReporter } from '../../functions/storage/poll.ts';
 import { Resources, getResourceList, gvr, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
 import { LeaseLostError } from '../../shared/state/index.ts';
-import { DEFAULT_PERIOD_MS, heartbeatPatch, STATE_LABEL, storageVersionHash, UNKNOWN, type StorageState, type StorageVersionMigration } from '../../shared/storage/index.ts';
+import { heartbeatPatch, STATE_LABEL, storageVersionHash, UNKNOWN, type StorageState, type StorageVersionMigration } from '../../shared/storage/index.ts';
+import { storageTestContext } from '../testbed/storage-scene.ts';
 import { adminClient, createNamespace, eventually, migratorClient, outriggerClient, startTestRuntime, testbed, testState, uniqueName } from '../testbed/index.ts';
 import { widgetCrd } from '../testbed/widgets.ts';
 
@@ -21,19 +21,7 @@ interface CRD extends KubeObject {
 
 
 
-function context(over: Partial<StorageContext> = {}): StorageContext {
-  return {
-    cluster: uniqueName('storage'),
-    kube: outriggerClient(),
-    state: testState(),
-    holder: `test-${randomUUID()}`,
-    reporters: ['apiserver'],
-    mode: 'outrigger',
-    periodMs: DEFAULT_PERIOD_MS,
-    now: () => new Date(),
-    ...over,
-  };
-}
+const context = storageTestContext;
 
 const stateOf = (kube: KubeClient, name: string) => kube.get<StorageState>(storageStates, name);
 /** The context a second or more later: heartbeats written with it come after anything done before the call. */

@@ -6,10 +6,10 @@ import { lead } from '../../functions/storage/leader.ts';
 import { runMigration, type MigratorContext } from '../../functions/storage/migrator.ts';
 import type { StorageContext } from '../../functions/storage/context.ts';
 import { gvr } from '../../shared/kube/index.ts';
-import { isOutriggers, isTerminal, phaseOf, storageStateName, storageVersionHash, UNKNOWN, type StorageState, type StorageVersionMigration } from '../../shared/storage/index.ts';
+import { DEFAULT_PERIOD_MS, isOutriggers, isTerminal, phaseOf, storageStateName, storageVersionHash, UNKNOWN, type StorageState, type StorageVersionMigration } from '../../shared/storage/index.ts';
 import type { TestControlPlane } from './control-plane.ts';
 import { etcdRead } from './etcd.ts';
-import { testState, uniqueName } from './index.ts';
+import { outriggerClient, testState, uniqueName } from './index.ts';
 
 export const GROUP = 'resource.k8s.io';
 export const MINUTE = 60_000;
@@ -31,21 +31,26 @@ export interface StorageScene {
   persisted(when: string): Promise<string[]>;
 }
 
-export function storageScene(cp: TestControlPlane, over: Partial<StorageContext>): StorageScene {
-  const start = Date.now();
-  let minute = 0;
-  const now = () => new Date(start + minute * MINUTE + (Date.now() - start) / 1000);
-  const ctx: StorageContext = {
-    cluster: uniqueName('ha'),
-    kube: cp.client('outrigger'),
+/** A storage controller's context on the default bed, as the outrigger identity, under a cluster id of its own. */
+export function storageTestContext(over: Partial<StorageContext> = {}): StorageContext {
+  return {
+    cluster: uniqueName('storage'),
+    kube: outriggerClient(),
     state: testState(),
     holder: `test-${randomUUID()}`,
     reporters: ['apiserver'],
     mode: 'outrigger',
-    periodMs: 10 * MINUTE,
-    now,
+    periodMs: DEFAULT_PERIOD_MS,
+    now: () => new Date(),
     ...over,
   };
+}
+
+export function storageScene(cp: TestControlPlane, over: Partial<StorageContext>): StorageScene {
+  const start = Date.now();
+  let minute = 0;
+  const now = () => new Date(start + minute * MINUTE + (Date.now() - start) / 1000);
+  const ctx = storageTestContext({ cluster: uniqueName('ha'), kube: cp.client('outrigger'), periodMs: 10 * MINUTE, now, ...over });
   const migrator: MigratorContext = { cluster: ctx.cluster, kube: cp.client('migrator'), state: ctx.state, holder: `migrator-${randomUUID()}`, now };
   const classes: string[] = [];
   const stored = async (name: string) => {
