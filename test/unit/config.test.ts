@@ -15,11 +15,11 @@ describe('cluster configuration', () => {
   test.each([
     ['not json', 'cluster configuration is not JSON'],
     ['[]', 'cluster configuration: (top): names no cluster'],
-    [JSON.stringify([{ ...eks, id: 'Prod' }]), 'cluster configuration: 0.id: must be a DNS label'],
-    [JSON.stringify([{ ...eks, access: { ...eks.access, region: 'europe' } }]), 'cluster configuration: 0.access.region: must be an AWS region'],
+    [JSON.stringify([{ ...eks, id: 'Prod' }]), 'cluster configuration: cluster Prod: id: must be a DNS label'],
+    [JSON.stringify([{ ...eks, access: { ...eks.access, region: 'europe' } }]), 'cluster configuration: cluster prod: access.region: must be an AWS region'],
     [JSON.stringify([eks, eks]), 'cluster id prod appears twice'],
     // A bearer token in the function's environment would be a plain-text secret: not accepted.
-    [JSON.stringify([{ id: 'x', access: { kind: 'token', server: 'https://x', token: 'secret' } }]), 'cluster configuration: 0.access.kind'],
+    [JSON.stringify([{ id: 'x', access: { kind: 'token', server: 'https://x', token: 'secret' } }]), 'cluster configuration: cluster x: access.kind'],
   ])('rejects %s', (json, message) => {
     expect(() => parseClusters(json)).toThrow(message);
   });
@@ -57,7 +57,7 @@ describe('the cluster configuration a process is given', () => {
     const bad = file('bad.json', '{"id":');
     expect(() => clustersFromEnv({ OUTRIGGER_CLUSTERS_FILE: bad })).toThrow(`OUTRIGGER_CLUSTERS_FILE ${bad}: cluster configuration is not JSON`);
     const wrong = file('wrong.json', JSON.stringify([{ id: 'Prod', access: { kind: 'kubeconfig' } }]));
-    expect(() => clustersFromEnv({ OUTRIGGER_CLUSTERS_FILE: wrong })).toThrow(`OUTRIGGER_CLUSTERS_FILE ${wrong}: cluster configuration: 0.id: must be a DNS label`);
+    expect(() => clustersFromEnv({ OUTRIGGER_CLUSTERS_FILE: wrong })).toThrow(`OUTRIGGER_CLUSTERS_FILE ${wrong}: cluster configuration: cluster Prod: id: must be a DNS label`);
   });
 });
 

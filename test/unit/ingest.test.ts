@@ -175,7 +175,7 @@ describe('who may speak for a cluster', () => {
     expect([...ingestClustersOf(configs, undefined)]).toEqual([]);
     expect(isPrincipal('arn:aws:iam::111122223333:role/a', 'arn:aws:sts::111122223333:assumed-role/a/s')).toBe(true);
     expect(() => parseClusters(JSON.stringify([{ id: 'prod', access: { kind: 'kubeconfig' }, ingestPrincipals: ['prod-ingest-signer'] }]))).toThrow(
-      'cluster configuration: 0.ingestPrincipals.0: must be an IAM role or user ARN (arn:aws:iam::<account>:role/<name>)',
+      'cluster configuration: cluster prod: ingestPrincipals.0: must be an IAM role or user ARN (arn:aws:iam::<account>:role/<name>)',
     );
   });
 

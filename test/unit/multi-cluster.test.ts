@@ -40,10 +40,10 @@ describe('a cluster\'s maxConcurrency', () => {
   });
 
   test.each([
-    [1, "cluster configuration: 1.maxConcurrency: must be at least 2: Lambda's lowest maximum concurrency for an SQS event source"],
-    [1001, "cluster configuration: 1.maxConcurrency: must be at most 1000: Lambda's highest maximum concurrency for an SQS event source"],
-    [2.5, 'cluster configuration: 1.maxConcurrency: must be a whole number'],
-    ['5', 'cluster configuration: 1.maxConcurrency: must be a whole number'],
+    [1, "cluster configuration: cluster busy: maxConcurrency: must be at least 2: Lambda's lowest maximum concurrency for an SQS event source"],
+    [1001, "cluster configuration: cluster busy: maxConcurrency: must be at most 1000: Lambda's highest maximum concurrency for an SQS event source"],
+    [2.5, 'cluster configuration: cluster busy: maxConcurrency: must be a whole number'],
+    ['5', 'cluster configuration: cluster busy: maxConcurrency: must be a whole number'],
   ])('refuses %j with an error naming the cluster entry and Lambda\'s bounds', (value, message) => {
     expect(() => parseClusters(JSON.stringify([eks, { ...eks, id: 'busy', maxConcurrency: value }]))).toThrow(message);
   });
