@@ -5,6 +5,7 @@ import { Hash } from '@smithy/hash-node';
 import { HttpRequest } from '@smithy/protocol-http';
 import { SignatureV4 } from '@smithy/signature-v4';
 import type { AwsCredentialIdentity, AwsCredentialIdentityProvider } from '@smithy/types';
+import { partition } from '@aws-sdk/core/client';
 import { reusableToken } from './token-source.ts';
 
 export const EKS_TOKEN_PREFIX = 'k8s-aws-v1.';
@@ -22,7 +23,7 @@ export interface EksTokenOptions {
 }
 
 export async function eksToken(opts: EksTokenOptions): Promise<string> {
-  const hostname = `sts.${opts.region}.amazonaws.com`;
+  const hostname = stsHostname(opts.region);
   const signer = new SignatureV4({
     service: 'sts',
     region: opts.region,
@@ -46,6 +47,15 @@ export async function eksToken(opts: EksTokenOptions): Promise<string> {
     .join('&');
   const url = `https://${hostname}/?${query}`;
   return EKS_TOKEN_PREFIX + Buffer.from(url, 'utf8').toString('base64url');
+}
+
+/**
+ * The regional STS endpoint EKS verifies the token against: `sts.<region>.<the partition's DNS suffix>`, the
+ * suffix from the AWS SDK's partition table (amazonaws.com.cn in China, amazonaws.com in the commercial and
+ * GovCloud regions), so a cluster in any partition gets the host its STS answers on.
+ */
+export function stsHostname(region: string): string {
+  return `sts.${region}.${partition(region).dnsSuffix}`;
 }
 
 /** A bearer token source for connect(): one token is reused for ten minutes, then renewed. */

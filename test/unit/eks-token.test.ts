@@ -1,4 +1,4 @@
-import { EKS_TOKEN_PREFIX, eksToken, eksTokenSource } from '../../shared/kube/index.ts';
+import { EKS_TOKEN_PREFIX, eksToken, eksTokenSource, stsHostname } from '../../shared/kube/index.ts';
 
 const credentials = { accessKeyId: 'AKIDEXAMPLE', secretAccessKey: 'wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY', sessionToken: 'session' };
 
@@ -33,5 +33,16 @@ describe('EKS IAM tokens', () => {
     expect(t1).toBe(t2);
     expect(await source()).toBe(t1);
     expect(calls).toBe(1);
+  });
+
+  test('are signed for the STS host of the cluster\'s partition: China regions answer on amazonaws.com.cn', async () => {
+    expect(stsHostname('eu-west-1')).toBe('sts.eu-west-1.amazonaws.com');
+    expect(stsHostname('us-gov-west-1')).toBe('sts.us-gov-west-1.amazonaws.com');
+    expect(stsHostname('cn-north-1')).toBe('sts.cn-north-1.amazonaws.com.cn');
+    expect(stsHostname('cn-northwest-1')).toBe('sts.cn-northwest-1.amazonaws.com.cn');
+    const token = await eksToken({ clusterName: 'prod', region: 'cn-north-1', credentials, now: () => new Date('2026-11-22T10:00:00Z') });
+    const url = new URL(Buffer.from(token.slice(EKS_TOKEN_PREFIX.length), 'base64url').toString('utf8'));
+    expect(url.origin).toBe('https://sts.cn-north-1.amazonaws.com.cn');
+    expect(url.searchParams.get('X-Amz-Credential')).toBe('AKIDEXAMPLE/20261122/cn-north-1/sts/aws4_request');
   });
 });
