@@ -1,23 +1,18 @@
-// A RevisionPolicy in a live cluster: installed while the pipeline runs, bad, or deleted. The forwarder runs in
-// a process of its own (its own policy cache), the router and the history handler in this one (a cache read
-// before the policy existed), as they do on AWS.
-import { spawn, type ChildProcess } from 'node:child_process';
+// A RevisionPolicy in a live cluster: installed while the pipeline runs, bad, or deleted. For the install, the
+// forwarder, the router and the history function each run in a process of their own with their own policy
+// caches (test/testbed/separate-pipeline.ts), as they do on AWS.
 import { randomUUID } from 'node:crypto';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DeleteMessageBatchCommand, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import type { SQSRecord } from 'aws-lambda';
 import { Forwarder, type EnvelopeSink, type QueueEntry } from '../../forwarder/forwarder.ts';
 import { controllerSources, type ControllerSource } from '../../functions/controllers.ts';
 import { forgetPolicies, historySource, listPolicies, revisionPolicies } from '../../functions/history/policies.ts';
-import type * as PoliciesModule from '../../functions/history/policies.ts';
 import { reportPolicy } from '../../functions/history/report.ts';
 import { routeBatch } from '../../functions/router/route.ts';
-import { projectRoot } from '../../local/paths.ts';
-import { LocalSyncSink } from '../../runtime/sync-sink.ts';
 import { Clusters } from '../../shared/clusters.ts';
-import { makeEnvelope, messageGroupId, parseEnvelope, type Envelope } from '../../shared/envelope/index.ts';
+import { makeEnvelope, messageGroupId } from '../../shared/envelope/index.ts';
 import { PARENT_LABEL, sortRevisions, type ControllerRevision } from '../../shared/history/revisions.ts';
 import { Resources, forgetDiscovery, gvr, gvrString, resolveKind, type KubeObject } from '../../shared/kube/index.ts';
 import { applyManifests } from '../../shared/kube/apply.ts';
@@ -26,7 +21,8 @@ import type { SyncRequest } from '../../shared/lambda/sync-request.ts';
 import type { SyncSink } from '../../shared/lambda/sync-sink.ts';
 import { openCrd } from '../testbed/crds.ts';
 import { controllersGrant } from '../testbed/rbac.ts';
-import { adminClient, createNamespace, eventually, outriggerClient, startTestRuntime, testbed, testQueue, uniqueName } from '../testbed/index.ts';
+import { adminClient, createNamespace, eventually, outriggerClient, startTestRuntime, testbed, uniqueName } from '../testbed/index.ts';
+import { separatePipeline } from '../testbed/separate-pipeline.ts';
 
 const kube = outriggerClient();
 const admin = adminClient();
@@ -93,71 +89,40 @@ class MemorySyncSink implements SyncSink {
 }
 
 describe('a policy installed on a live cluster loses no first events', () => {
-  test('applied with its first object, then three updates in 4.5 s: four revisions, the first holding the state it was created with', async () => {
+  test('applied with its first object, then three updates in 4.5 s, through forwarder, router and history in processes of their own whose caches predate the policy: four revisions, the first holding the state it was created with', async () => {
     const gadgets = await ownKind('race.outrigger.test', 'Gadget', 'gadgets');
+    const gizmos = await ownKind('race.outrigger.test', 'Gizmo', 'gizmos');
     const ns = await createNamespace('race');
-    const { sqs, url } = await testQueue('race');
-    let childLog = '';
-    // Its timer would refresh only after a minute: only the policy's own event can start the new watch in time.
-    const child: ChildProcess = spawn(process.execPath, ['forwarder/main.ts'], {
-      cwd: projectRoot,
-      env: { ...process.env, KUBECONFIG: testbed().kubeconfigs.outrigger, OUTRIGGER_CLUSTER_ID: 'it', OUTRIGGER_EVENT_QUEUE_URL: url, OUTRIGGER_SQS_ENDPOINT: testbed().sqsEndpoint, OUTRIGGER_NAMESPACE: ns, OUTRIGGER_REFRESH_MS: '60000', PORT: '0' },
-      stdio: ['ignore', 'ignore', 'pipe'],
-    });
-    child.stderr?.on('data', (b: Buffer) => (childLog = (childLog + b.toString()).slice(-20_000)));
-    const runtime = await startTestRuntime('race', ['history'], { clusterId: 'it' });
-    const sink = new LocalSyncSink(new Map([['history', runtime.queues.get('history')!]]));
-    // The router's policies: a module instance of its own, so its cache is not the history handler's.
-    const separate = '../../functions/history/policies.ts?router';
-    const routerPolicies = (await import(separate)) as typeof PoliciesModule;
-    expect(routerPolicies.historySource).not.toBe(historySource);
-    const { deps, deadLetter } = routerDeps(sink, [routerPolicies.historySource]);
-    const seen: Envelope[] = [];
-    let pumping = true;
-    let routingFailures = 0;
-    // The events queue's consumer: each received batch goes through the router, then is deleted.
-    const pump = (async () => {
-      while (pumping) {
-        const out = await sqs.send(new ReceiveMessageCommand({ QueueUrl: url, MaxNumberOfMessages: 10, WaitTimeSeconds: 1, MessageSystemAttributeNames: ['MessageGroupId'] }));
-        const messages = out.Messages ?? [];
-        if (!messages.length) continue;
-        for (const m of messages) seen.push(parseEnvelope(m.Body ?? ''));
-        const result = await routeBatch({ Records: messages.map((m) => sqsRecord({ body: m.Body ?? '', group: m.Attributes?.MessageGroupId ?? '', id: m.MessageId ?? '' })) }, deps);
-        routingFailures += result.batchItemFailures.length;
-        await sqs.send(new DeleteMessageBatchCommand({ QueueUrl: url, Entries: messages.map((m, i) => ({ Id: String(i), ReceiptHandle: m.ReceiptHandle! })) }));
-      }
-    })();
+    const pipeline = await separatePipeline(ns);
+    const warm = uniqueName('race-warm');
     const name = uniqueName('race');
+    const gizmo = (image: number) => ({ apiVersion: 'race.outrigger.test/v1', kind: 'Gizmo', metadata: { name: 'w', namespace: ns }, spec: { template: { image: `app:${image}` } } });
     try {
-      // The forwarder is up once a ControllerRevision made here comes through.
-      await kube.create(Resources.controllerRevisions, { apiVersion: 'apps/v1', kind: 'ControllerRevision', metadata: { name: 'ping', namespace: ns }, data: {}, revision: 1 });
-      await eventually(() => seen.some((e) => e.data.object.metadata.name === 'ping'), 30_000);
-      // The router's and the history handler's policies, each read before the policy exists (cached for 5 s).
-      await listPolicies(kube, 'it');
-      await routerPolicies.historySource.kinds('it', kube);
-      const started = Date.now();
+      // A policy already in force, whose parent's revisions show the whole pipeline working.
+      await applyManifests(admin, `${policy(warm, 'race.outrigger.test/v1', 'Gizmo')}---\n${JSON.stringify(gizmo(1))}`);
+      await eventually(async () => (await history(ns, 'w')).length === 1, 90_000);
+      // Once the caches have expired, one more change makes the router and the history function read the
+      // policies again, before the new one exists: they hold that list for the next 5 s.
+      await new Promise((r) => setTimeout(r, 5_500));
+      await admin.patch(gizmos, 'w', ns, { spec: { template: { image: 'app:2' } } }, 'merge');
+      await eventually(async () => (await history(ns, 'w')).length === 2, 30_000);
       const gadget = (image: number) => ({ apiVersion: 'race.outrigger.test/v1', kind: 'Gadget', metadata: { name: 'g', namespace: ns }, spec: { template: { image: `app:${image}` } } });
       await applyManifests(admin, `${policy(name, 'race.outrigger.test/v1', 'Gadget')}---\n${JSON.stringify(gadget(1))}`);
       for (const image of [2, 3, 4]) {
         await new Promise((r) => setTimeout(r, 1_500));
         await admin.patch(gadgets, 'g', ns, { spec: { template: { image: `app:${image}` } } }, 'merge');
       }
-      const firstEvent = await eventually(() => seen.find((e) => e.data.object.kind === 'Gadget'), 30_000);
-      process.stderr.write(`[race] the gadget's first event was received ${Date.parse(firstEvent.time ?? '') - started} ms after the apply began\n`);
       expect(await eventually(async () => ((await history(ns, 'g')).length === 4 ? history(ns, 'g') : undefined), 30_000)).toEqual(['1:app:1', '2:app:2', '3:app:3', '4:app:4']);
-      expect(routingFailures).toBe(0);
-      expect(deadLetter.letters).toEqual([]);
+      expect(await pipeline.deadLetters()).toEqual([]);
     } catch (err) {
-      process.stderr.write(`[race] forwarder log:\n${childLog}\n`);
+      process.stderr.write(`[race] process logs:\n${pipeline.logs()}\n`);
       throw err;
     } finally {
-      pumping = false;
-      await pump.catch(() => undefined);
-      child.kill('SIGTERM');
-      await runtime.stop();
+      await pipeline.stop();
       await admin.delete(revisionPolicies, name).catch(() => undefined);
+      await admin.delete(revisionPolicies, warm).catch(() => undefined);
     }
-  }, 120_000);
+  }, 180_000);
 
   test('the history resync gives every parent of a policy a baseline revision, with no event', async () => {
     const widgets = await ownKind('resync.outrigger.test', 'Sprocket', 'sprockets');
