@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { syncFunction } from '../../shared/lambda/sync-function.ts';
-import { makeSyncRequest } from '../../shared/lambda/sync-request.ts';
+import { makeSyncRequest, observedParent } from '../../shared/lambda/sync-request.ts';
 import { freshPolicyFor } from './policies.ts';
 import { reportPolicy } from './report.ts';
 import { RESYNC_CAUSE, parentCause } from './resync.ts';
@@ -9,7 +9,8 @@ import { policyParents } from './truncate.ts';
 
 const holder = `history-${randomUUID()}`;
 
-export const handler = syncFunction('history', async ({ key, causes }, { env, logger }) => {
+export const handler = syncFunction('history', async (request, { env, logger }) => {
+  const { key, causes } = request;
   const kube = env.clusters.client(key.cluster);
   if (key.kind === 'RevisionPolicy' && key.group === 'outrigger.dev') {
     const r = await reportPolicy(kube, key.cluster, key.name, async (policy) => {
@@ -30,7 +31,7 @@ export const handler = syncFunction('history', async ({ key, causes }, { env, lo
   }
   const policy = await freshPolicyFor(kube, key.cluster, key.group, key.kind);
   if (!policy) return;
-  const result = await syncHistory({ kube, state: env.state, holder }, policy, key, causes);
+  const result = await syncHistory({ kube, state: env.state, holder }, policy, key, causes, observedParent(request));
   logger.info('history synced', { parent: `${key.namespace}/${key.name}`, ...result });
   // In revisionKey mode always: a rollout that completed shows only in the parent's status.
   if (('truncate' in result && result.truncate) || policy.spec.mode === 'revisionKey') await env.syncSink.send('truncate', [makeSyncRequest(key, causes)]);

@@ -133,6 +133,11 @@ export async function freshPolicyFor(kube: KubeClient, cluster: string, group: s
 
 const policyKind: ControllerKind = { resource: revisionPolicies, kind: 'RevisionPolicy', namespaced: false, selectorOf: () => null, target: 'history' };
 
+function withoutManagedFields(parent: KubeObject): KubeObject {
+  const { managedFields: _, ...metadata } = parent.metadata;
+  return { ...parent, metadata };
+}
+
 async function targetKinds(kube: KubeClient, cluster: string): Promise<ControllerKind[]> {
   const { effective } = await listPolicies(kube, cluster);
   const kinds: ControllerKind[] = [policyKind];
@@ -148,6 +153,10 @@ async function targetKinds(kube: KubeClient, cluster: string): Promise<Controlle
       // Its revisions and what it generates: another controller's children of the same parent are not history's.
       owns: [{ group: 'apps', kind: 'ControllerRevision' }, ...(generated ? [{ group: generated.group, kind: generated.kind }] : [])],
       target: 'history',
+      // A sync may answer from the parent's own event (README, "What a sync does": cost); its managed fields
+      // are only bulk to it.
+      observe: withoutManagedFields,
+      checksRefUid: true,
     });
   }
   return kinds;

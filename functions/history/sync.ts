@@ -10,14 +10,14 @@
 //  4. When the history may hold more revisions than the limit keeps, ask the truncation handler to trim it.
 import { createHash } from 'node:crypto';
 import type { KubeClient } from '../../shared/kube/index.ts';
-import { Resources, isKubeError, resolveKind, type KubeList, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
+import { Resources, apiVersionOf, isKubeError, resolveKind, type KubeList, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
 import { canonicalJson, fieldAt, labelSelectorString, parentLabels, revisionHash, revisionName, selectorLabels, semanticallyEqual, targetState, type Json, type JsonObject } from '../../shared/history/data.ts';
 import type { DefaultsSchema } from '../../shared/history/defaults.ts';
 import { recordEvent } from '../../shared/events/index.ts';
 import { goJson } from '../../shared/json.ts';
 import { historyLimit, truncationInputs, type RevisionPolicy } from '../../shared/history/policy.ts';
 import { HASH_LABEL, decide, foreignRevisions, truncationMayDelete, type ControllerRevision } from '../../shared/history/revisions.ts';
-import { parseSyncCause } from '../../shared/lambda/sync-request.ts';
+import { observedSuffices, parentCauses, recordAnswers, recordMayAnswer, type HistoryRecord } from '../../shared/history/record.ts';
 import { claim, compileSelector, controllerOf, isControlledBy, newControllerRef, parseSelector, selectorAt, SelectorError, selectorString, type LabelSelector, type SyncKey } from '../../shared/ownership/index.ts';
 import type { Lease, State } from '../../shared/state/index.ts';
 import { targetDefaults } from './defaults.ts';
@@ -50,59 +50,12 @@ export type SyncOutcome =
   | { outcome: 'skipped'; reason: string }
   | { outcome: 'cached' | 'unchanged' | 'created' | 'rollback'; revision: string; number: number; truncate?: true };
 
-/**
- * What DynamoDB remembers per parent: the digest of the target state its latest revision holds. It is the
- * memo on the parent's history lease, so the holder gets it with the lease and leaves it at release.
- */
-interface HistoryRecord {
-  digest: string;
-  revision: string;
-  number: number;
-  /**
-   * The resourceVersion of the parent's revisions as the last sync left them (its own write, or its list).
-   * The next sync lists revisions "not older than" it, which the apiserver answers from its watch cache at
-   * once; a plain (consistent) list waits until that cache has caught up with etcd's latest revision, which
-   * after a write to another resource (the parent's update) takes up to a progress-notify round, ~50-100 ms.
-   */
-  revisionsVersion?: string;
-  /** The latest revision's uid. */
-  revisionUid?: string;
-  /** truncationInputs of the parent as the sync read it: when they change, truncation may have work. */
-  truncation?: string;
-}
-
 const leaseName = (parentUid: string) => `history/${parentUid}`;
 
 export async function resolveTarget(kube: KubeClient, policy: RevisionPolicy): Promise<ResolvedResource> {
   const target = await resolveKind(kube, policy.spec.target.apiVersion, policy.spec.target.kind);
   if (!target.namespaced) throw new Error(`RevisionPolicy ${policy.name}: ${target.kind} is cluster-scoped; ControllerRevisions are namespaced, so it cannot have a history`);
   return target;
-}
-
-/**
- * Whether the history record may answer for these causes (so it is worth reading): events of the parent itself
- * and of its revisions. An event of a generated object (a pod deleted) always takes the full sync.
- */
-export function recordMayAnswer(causes: readonly string[], parentUid: string): boolean {
-  return causes.length > 0 && causes.every((c) => {
-    const { kind, uid } = parseSyncCause(c);
-    return kind === 'ControllerRevision' || uid === parentUid;
-  });
-}
-
-/**
- * Whether the record answers for every cause, given that it holds the parent's current target state: the
- * parent's own events; the echo of the record's own write (a revision event at the resourceVersion it left);
- * the deletion of a revision other than the latest (truncation's), which changes no decision. The echoes of
- * a sync's writes are then no second sync in the parent's message group, ahead of its next change.
- */
-export function recordAnswers(causes: readonly string[], parentUid: string, record: Pick<HistoryRecord, 'revisionsVersion' | 'revisionUid'>): boolean {
-  return causes.length > 0 && causes.every((c) => {
-    const { kind, uid, resourceVersion, type } = parseSyncCause(c);
-    if (kind !== 'ControllerRevision') return uid === parentUid;
-    if (type === 'deleted') return record.revisionUid !== undefined && uid !== record.revisionUid;
-    return record.revisionsVersion !== undefined && resourceVersion === record.revisionsVersion;
-  });
 }
 
 type ParentRead = { parent: KubeObject; skipped?: undefined } | { parent?: undefined; skipped: { outcome: 'skipped'; reason: string } };
@@ -123,31 +76,48 @@ async function readParent(deps: HistoryDeps, target: ResolvedResource, key: Sync
 // Given the kind's defaults, so that a newly defaulted field does not make the recorded digest miss.
 const digestOf = (candidate: JsonObject, defaults: DefaultsSchema | undefined) => createHash('sha256').update(canonicalJson(candidate, defaults)).digest('hex');
 
-export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key: SyncKey, causes: readonly string[]): Promise<SyncOutcome> {
+/**
+ * `observed` is the parent as its latest own event in the request showed it (SyncRequest.observed), if any: the
+ * state at that resourceVersion. It stands in for reading the parent when it is at least as new as what the
+ * record was made from; otherwise the parent is read.
+ */
+export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key: SyncKey, causes: readonly string[], observed?: KubeObject): Promise<SyncOutcome> {
   const target = await resolveTarget(deps.kube, policy);
   // The kind's defaulted fields go with the policy: the digest and every comparison below ignore them.
   policy = { ...policy, defaults: await targetDefaults(deps.kube, key.cluster, target) };
   const readRecord = async () => ((await deps.state.leases.get(key.cluster, leaseName(key.uid)))?.memo as HistoryRecord | undefined);
-  const [first, record] = await Promise.all([readParent(deps, target, key), policy.spec.mode === 'snapshot' && recordMayAnswer(causes, key.uid) ? readRecord() : undefined]);
-  if (first.skipped) return first.skipped;
-  const digest = digestOf(targetState(first.parent as unknown as JsonObject, policy.spec.targetState), policy.defaults);
-  if (record && record.digest === digest && record.truncation === truncationInputs(policy, first.parent) && recordAnswers(causes, key.uid, record)) {
-    return { outcome: 'cached', revision: record.revision, number: record.number };
+  const seen = observed?.metadata.uid === key.uid && !observed.metadata.deletionTimestamp ? observed : undefined;
+  const mayAnswer = policy.spec.mode === 'snapshot' && recordMayAnswer(causes, key.uid);
+  // The parent is read ahead only for the record's answer, and only when no event's object can stand in for it.
+  const readFirst = mayAnswer && !seen && parentCauses(causes, key.uid);
+  const [ahead, record] = await Promise.all([readFirst ? readParent(deps, target, key) : undefined, mayAnswer ? readRecord() : undefined]);
+  if (ahead?.skipped) return ahead.skipped;
+  if (record) {
+    const known = ahead?.parent ?? seen;
+    const state = known && { resourceVersion: known.metadata.resourceVersion, digest: digestOf(targetState(known as unknown as JsonObject, policy.spec.targetState), policy.defaults), truncation: truncationInputs(policy, known), current: ahead !== undefined };
+    if (recordAnswers(causes, key.uid, record, state)) return { outcome: 'cached', revision: record.revision, number: record.number };
   }
+  // A parent gone or replaced takes no lease; without an event's object, that takes a read.
+  const first = ahead ?? (seen ? undefined : await readParent(deps, target, key));
+  if (first?.skipped) return first.skipped;
+  const known = first?.parent ?? seen;
 
   const lease = await acquireParentLease(deps, key);
+  const held = lease.memo as HistoryRecord | undefined;
   let result: LockedOutcome | undefined;
-  let heldDigest = digest;
+  let heldDigest = '';
   let heldTruncation: string | undefined;
-  let recorded = first.parent;
+  let recorded: KubeObject | undefined;
   try {
-    // Read again under the lease: a sync that waited for it must decide on the state as it is now, not as it
-    // was before another sync ran (which could otherwise make a stale state look like a rollback). The
-    // revisions are listed meanwhile (the labels need only the parent's name and kind), "not older than" what
-    // the record, which came with the lease, says every earlier holder's writes left.
+    // Decide on the state as it is now, not as it was before another sync ran (which could otherwise make a
+    // stale state look like a rollback): the event's object (or the read above) when it is at least as new as
+    // the state the last holder decided on (any later change brings its own event), else the parent read
+    // again under the lease.
+    // The revisions are listed meanwhile (the labels need only the parent's name and kind), "not older than"
+    // what the record, which came with the lease, says every earlier holder's writes left.
     const [read, listed] = await Promise.all([
-      readParent(deps, target, key),
-      listRevisions(deps.kube, first.parent.metadata.namespace!, labelSelectorString(parentLabels(first.parent)), (lease.memo as HistoryRecord | undefined)?.revisionsVersion),
+      known && observedSuffices(known.metadata.resourceVersion, held) ? Promise.resolve<ParentRead>({ parent: known }) : readParent(deps, target, key),
+      listRevisions(deps.kube, key.namespace!, labelSelectorString(parentLabels({ apiVersion: apiVersionOf(target), kind: target.kind, metadata: { name: key.name } })), held?.revisionsVersion),
     ]);
     if (read.skipped) return read.skipped;
     const parent = read.parent;
@@ -172,11 +142,12 @@ export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key
     recorded = parent;
   } finally {
     // The record is a cache of what the sync found, left on the lease only while it is still held.
-    const memo: HistoryRecord | undefined = result && { digest: heldDigest, revision: result.outcome.revision, number: result.outcome.number, revisionsVersion: result.revisionsVersion, revisionUid: result.revisionUid, truncation: heldTruncation };
+    const memo: HistoryRecord | undefined = result && { digest: heldDigest, revision: result.outcome.revision, number: result.outcome.number, revisionsVersion: result.revisionsVersion, revisionUid: result.revisionUid, truncation: heldTruncation, parentVersion: recorded?.metadata.resourceVersion };
     await deps.state.leases.release(lease, memo);
   }
   // After the lease is free: an event is news of what was done, not part of doing it.
   const { outcome } = result;
+  if (!recorded) return outcome;
   if (outcome.outcome === 'created') await recordEvent(deps.kube, recorded, { type: 'Normal', reason: 'RevisionCreated', action: 'Create', note: `Created revision ${outcome.number}: ${outcome.revision}` }, { controller: HISTORY_CONTROLLER, instance: deps.holder });
   if (outcome.outcome === 'rollback') await recordEvent(deps.kube, recorded, { type: 'Normal', reason: 'RolledBack', action: 'Update', note: `Back to the target state of ${outcome.revision}, now revision ${outcome.number}` }, { controller: HISTORY_CONTROLLER, instance: deps.holder });
   return outcome;

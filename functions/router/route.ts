@@ -7,7 +7,7 @@
 import type { SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import type { Clusters } from '../../shared/clusters.ts';
 import { EnvelopeError, parseEnvelope, watchEventType, type Envelope } from '../../shared/envelope/index.ts';
-import { parseApiVersion } from '../../shared/kube/index.ts';
+import { parseApiVersion, type KubeObject } from '../../shared/kube/index.ts';
 import { parseOrDeadLetter, type Log } from '../../shared/lambda/batch.ts';
 import type { DeadLetterSink } from '../../shared/lambda/dead-letter.ts';
 import { makeSyncRequest, syncCause } from '../../shared/lambda/sync-request.ts';
@@ -49,7 +49,9 @@ export async function routeEnvelope(envelope: Envelope, resolver: BatchResolver,
   for (const self of kinds) {
     if (self.kind !== object.kind || self.resource.group !== group || !(self.ownChangeSyncs?.(object) ?? true)) continue;
     const key: SyncKey = { cluster: envelope.cluster, group, kind: self.kind, namespace: object.metadata.namespace, name: object.metadata.name ?? '', uid: object.metadata.uid ?? '' };
-    routed.push({ key, target: self.target });
+    // A deletion's object is no state to decide on: the handler finds the parent gone.
+    const observed = self.observe && watchEventType(envelope) !== 'deleted' ? self.observe(object) : undefined;
+    routed.push({ key, target: self.target, ...(observed ? { observed } : {}) });
   }
   return routed;
 }
@@ -79,7 +81,7 @@ export async function routeBatch(event: SQSEvent, deps: RouterDeps): Promise<SQS
   const failedGroups = new Set<string>();
   const handled: string[] = [];
   const resolvers = new Map<string, { resolver: BatchResolver; kinds: ControllerKind[]; fresh: boolean }>();
-  const outbox = new Map<string, Map<string, { key: SyncKey; causes: string[] }>>();
+  const outbox = new Map<string, Map<string, { key: SyncKey; causes: string[]; observed?: KubeObject | undefined }>>();
 
   for (const record of event.Records) {
     const group = record.attributes.MessageGroupId ?? record.messageId;
@@ -120,14 +122,17 @@ export async function routeBatch(event: SQSEvent, deps: RouterDeps): Promise<SQS
           if (why) throw why;
         }
       }
-      for (const { key, target } of await routeEnvelope(envelope, entry.resolver, entry.kinds)) {
+      for (const { key, target, observed } of await routeEnvelope(envelope, entry.resolver, entry.kinds)) {
         let byKey = outbox.get(target);
         if (!byKey) outbox.set(target, (byKey = new Map()));
         const id = syncKeyString(key);
         const cause = syncCause(envelope);
         const pending = byKey.get(id);
-        if (pending) pending.causes.push(cause);
-        else byKey.set(id, { key, causes: [cause] });
+        if (pending) {
+          pending.causes.push(cause);
+          // A parent's events come in order within its message group: the later object is the newer state.
+          if (observed) pending.observed = observed;
+        } else byKey.set(id, { key, causes: [cause], observed });
       }
       handled.push(record.messageId);
     } catch (err) {
@@ -139,7 +144,7 @@ export async function routeBatch(event: SQSEvent, deps: RouterDeps): Promise<SQS
 
   try {
     for (const [target, byKey] of outbox) {
-      const requests = [...byKey.values()].map((p) => makeSyncRequest(p.key, p.causes));
+      const requests = [...byKey.values()].map((p) => makeSyncRequest(p.key, p.causes, p.observed));
       stats.keys += requests.length;
       await deps.sink.send(target, requests);
     }

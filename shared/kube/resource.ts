@@ -94,3 +94,16 @@ export const Resources = {
   leases: gvr('coordination.k8s.io', 'v1', 'leases'),
   customResourceDefinitions: gvr('apiextensions.k8s.io', 'v1', 'customresourcedefinitions'),
 } as const;
+
+/**
+ * Orders two resourceVersions of objects of one resource, as apimachinery's CompareResourceVersion does
+ * (https://github.com/kubernetes/kubernetes/blob/v1.35.4/staging/src/k8s.io/apimachinery/pkg/util/resourceversion/resourceversion.go):
+ * both must be positive decimal integers without leading zeros, then the longer is the greater and equal lengths
+ * compare by their digits. Undefined when either is not of that form: nothing is known of their order.
+ */
+export function compareResourceVersions(a: string | undefined, b: string | undefined): -1 | 0 | 1 | undefined {
+  const wellFormed = (v: string | undefined): v is string => v !== undefined && /^[1-9][0-9]*$/.test(v);
+  if (!wellFormed(a) || !wellFormed(b)) return undefined;
+  if (a.length !== b.length) return a.length < b.length ? -1 : 1;
+  return a < b ? -1 : a > b ? 1 : 0;
+}

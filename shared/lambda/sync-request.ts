@@ -3,6 +3,7 @@
 // A namespace import, so bundles keep only what is used (see shared/envelope/index.ts).
 import * as z from 'zod/mini';
 import { MalformedMessageError, clusterIdSchema, nonEmpty, parseMessage, type Envelope } from '../envelope/index.ts';
+import type { KubeObject } from '../kube/resource.ts';
 import type { SyncKey } from '../ownership/router.ts';
 
 export const syncRequestSchema = z.strictObject({
@@ -17,6 +18,16 @@ export const syncRequestSchema = z.strictObject({
   }),
   /** The envelope ids that caused it, for tracing; at most a few. */
   causes: z.array(z.string()).check(z.maxLength(10)),
+  /**
+   * The parent as its own latest event in the batch showed it, for a controller kind that asks for it
+   * (ControllerKind.observe): the state at that resourceVersion, which may answer without a read. A trigger's
+   * snapshot, never the truth: the handler checks it against what it recorded and reads when in doubt.
+   */
+  observed: z.optional(
+    z.looseObject({
+      metadata: z.looseObject({ uid: nonEmpty(), resourceVersion: nonEmpty(), name: nonEmpty(), namespace: z.optional(nonEmpty()) }),
+    }),
+  ),
 });
 
 export type SyncRequest = z.infer<typeof syncRequestSchema>;
@@ -28,8 +39,22 @@ export class SyncRequestError extends MalformedMessageError {
   }
 }
 
-export function makeSyncRequest(key: SyncKey, causes: string[]): SyncRequest {
-  return { type: 'dev.outrigger.sync', key: { ...key, namespace: key.namespace || undefined }, causes: causes.slice(0, 10) };
+export function makeSyncRequest(key: SyncKey, causes: string[], observed?: KubeObject): SyncRequest {
+  const request: SyncRequest = { type: 'dev.outrigger.sync', key: { ...key, namespace: key.namespace || undefined }, causes: causes.slice(0, 10) };
+  // Only a snapshot of this very parent that fits comfortably in a message: SQS takes 256 KiB per batch of
+  // sends, and the handler reads the parent when there is none.
+  if (observed && observed.metadata.uid === key.uid && observed.metadata.resourceVersion && Buffer.byteLength(JSON.stringify(observed)) <= MAX_OBSERVED_BYTES) {
+    request.observed = observed as SyncRequest['observed'];
+  }
+  return request;
+}
+
+/** The largest snapshot a sync request carries, in bytes of JSON. */
+export const MAX_OBSERVED_BYTES = 16 * 1024;
+
+/** The observed parent of a request, as a KubeObject. */
+export function observedParent(request: Pick<SyncRequest, 'observed'>): KubeObject | undefined {
+  return request.observed as KubeObject | undefined;
 }
 
 /**

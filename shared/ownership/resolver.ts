@@ -21,6 +21,17 @@ export interface ControllerKind {
   ownChangeSyncs?: (parent: KubeObject) => boolean;
   /** The child kinds whose events reach it by ControllerRef or selector (absent: every kind). */
   owns?: ReadonlyArray<{ group: string; kind: string }>;
+  /**
+   * What of a parent's own event its sync request carries (SyncRequest.observed), for a handler that may
+   * answer from it without reading the parent; absent: nothing.
+   */
+  observe?: (parent: KubeObject) => KubeObject;
+  /**
+   * Its handler reads the parent by name and drops a request whose uid is not the parent's: a child's event is
+   * keyed by its ControllerRef as it stands, with no read of the parent here (an informer's cache makes that
+   * check free upstream; here it would be a request per child event).
+   */
+  checksRefUid?: boolean;
 }
 
 /** Whether a child of this group and kind concerns the controller kind. */
@@ -31,6 +42,8 @@ export function ownsKind(controller: ControllerKind, group: string, kind: string
 export interface RoutedKey {
   key: SyncKey;
   target: string;
+  /** The parent as its own event showed it, for a kind that observes (ControllerKind.observe). */
+  observed?: KubeObject;
 }
 
 /** One batch's worth of reads; build a new one per batch so nothing stale outlives it. */
@@ -61,6 +74,10 @@ export class BatchResolver {
     const first = kinds[0];
     if (!first) return []; // owned by a controller Outrigger does not run: not ours to sync
     const namespace = first.namespaced ? step.namespace : undefined;
+    if (kinds.every((k) => k.checksRefUid)) {
+      const key = (kind: ControllerKind): SyncKey => ({ cluster: this.cluster, group, kind: kind.kind, namespace, name: step.ref.name, uid: step.ref.uid });
+      return kinds.map((kind) => ({ key: key(kind), target: kind.target }));
+    }
     const id = `${group}/${first.kind}/${namespace ?? ''}/${step.ref.name}`;
     let parent = this.parents.get(id);
     if (!parent) {

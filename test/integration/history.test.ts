@@ -54,9 +54,12 @@ function keyOf(obj: KubeObject, cluster = 'it'): SyncKey {
 const parentCause = (obj: KubeObject) => [`StatefulSet/it/${obj.metadata.uid}/${obj.metadata.resourceVersion}/modified`];
 const childCause = ['ControllerRevision/it/some-revision/1/added'];
 
-async function sync(obj: KubeObject, causes = childCause, client: KubeClient = kube): Promise<SyncOutcome> {
-  return syncHistory({ kube: client, state, holder: uniqueName('h') }, policy, keyOf(obj), causes);
+async function sync(obj: KubeObject, causes = childCause, client: KubeClient = kube, observed?: KubeObject): Promise<SyncOutcome> {
+  return syncHistory({ kube: client, state, holder: uniqueName('h') }, policy, keyOf(obj), causes, observed);
 }
+
+/** A sync request as the router makes it from the parent's own event: the cause, and the event's object. */
+const ownEvent = (obj: KubeObject, client: KubeClient = kube) => sync(obj, parentCause(obj), client, obj);
 
 async function history(ns: string, name = 'web'): Promise<ControllerRevision[]> {
   const list = await kube.list<ControllerRevision>(Resources.controllerRevisions, { namespace: ns, labelSelector: `${PARENT_LABEL}=${name}` });
@@ -102,7 +105,49 @@ describe('revision creation', () => {
     expect(await history(ns)).toHaveLength(1);
   });
 
-  test("the echo of a sync's own write, and truncation's deletes, cost one read; a deleted latest revision is made again", async () => {
+  test("with its event's object, a label, annotation, status or replica change costs no apiserver request (README, \"What a sync does\": cost)", async () => {
+    const ns = await createNamespace('hist');
+    let sts = await createSts(ns);
+    await ownEvent(sts);
+    const counted = outriggerClient();
+    // A warm Lambda has resolved the target kind once already (discovery is cached per client).
+    await ownEvent(sts, counted);
+    const reads = { dynamodb: 0 };
+    const leases = Object.create(state.leases) as typeof state.leases;
+    leases.get = async (...a) => ((reads.dynamodb += 1), state.leases.get(...a));
+    const countingState = { ...state, leases };
+    const noop = (o: KubeObject) => syncHistory({ kube: counted, state: countingState, holder: uniqueName('h') }, policy, keyOf(o), parentCause(o), o);
+    counted.stats.reset();
+    sts = await adminClient().patch(statefulSets, 'web', ns, { spec: { replicas: 5 } }, 'merge');
+    expect(await noop(sts)).toMatchObject({ outcome: 'cached', number: 1 });
+    sts = await adminClient().patch(statefulSets, 'web', ns, { metadata: { labels: { tier: 'x' }, annotations: { note: 'y' } } }, 'merge');
+    expect(await noop(sts)).toMatchObject({ outcome: 'cached', number: 1 });
+    sts = await adminClient().patch(statefulSets, 'web', ns, { status: { replicas: 0, observedGeneration: 9 } }, 'merge', { subresource: 'status' });
+    expect(await noop(sts)).toMatchObject({ outcome: 'cached', number: 1 });
+    expect(counted.stats.total).toBe(0);
+    expect(reads.dynamodb).toBe(3);
+    // A change with its object: no read before the lease, and none under it (the object is newer than the record).
+    sts = await setImage(ns, 'web', 'registry.example/app:2');
+    counted.stats.reset();
+    expect(await noop(sts)).toMatchObject({ outcome: 'created', number: 2 });
+    expect(counted.stats.byVerb).toEqual({ list: 1, create: 2 });
+    expect(summary(await history(ns))).toEqual(['1:registry.example/app:1', '2:registry.example/app:2']);
+  });
+
+  test("an event's object older than the record is not taken for the parent's state: no revision from a stale delivery", async () => {
+    const ns = await createNamespace('hist');
+    const v1 = await createSts(ns, 'web', 'registry.example/s:1');
+    await ownEvent(v1);
+    const v2 = await setImage(ns, 'web', 'registry.example/s:2');
+    await ownEvent(v2);
+    // The first event again, late: its object holds s:1, which would read as a rollback.
+    const counted = outriggerClient();
+    expect(await ownEvent(v1, counted)).toMatchObject({ outcome: 'unchanged', number: 2 });
+    expect(counted.stats.byVerb.get).toBeGreaterThan(0);
+    expect(summary(await history(ns))).toEqual(['1:registry.example/s:1', '2:registry.example/s:2']);
+  });
+
+  test("the echo of a sync's own write, and truncation's deletes, cost no read; a deleted latest revision is made again", async () => {
     const ns = await createNamespace('hist');
     let sts = await createSts(ns, 'web', 'registry.example/e:1');
     await sync(sts);
@@ -117,7 +162,11 @@ describe('revision creation', () => {
     expect(await sync(sts, [cause(latest!, 'added'), ...parentCause(sts)], counted)).toMatchObject({ outcome: 'cached', number: 2 });
     await kube.delete(Resources.controllerRevisions, older!.metadata.name!, ns);
     expect(await sync(sts, [cause(older!, 'deleted')], counted)).toMatchObject({ outcome: 'cached', number: 2 });
-    expect(counted.stats.byVerb).toEqual({ get: 2 });
+    // One read, for the parent's event without its object; the echo and the delete alone cost none.
+    expect(counted.stats.byVerb).toEqual({ get: 1 });
+    counted.stats.reset();
+    expect(await sync(sts, [cause(latest!, 'added')], counted)).toMatchObject({ outcome: 'cached', number: 2 });
+    expect(counted.stats.total).toBe(0);
     // Someone else's change to a revision, or the latest one deleted: the full sync.
     expect(await sync(sts, [cause(older!, 'modified')], counted)).toMatchObject({ outcome: 'unchanged' });
     await kube.delete(Resources.controllerRevisions, latest!.metadata.name!, ns);
@@ -283,6 +332,21 @@ describe('reliability', () => {
     for (const d of deliveries.reverse()) await d();
     // One clean run: b:1 was never synced before the first change, so b:2 is revision 1 and b:1 a new revision 3.
     expect(summary(await history(ns))).toEqual(['1:registry.example/b:2', '2:registry.example/b:3', '3:registry.example/b:1']);
+  }, 60_000);
+
+  test("with the events' objects: concurrent, repeated and reordered deliveries give the history of one clean run", async () => {
+    const ns = await createNamespace('dupobs');
+    let sts = await createSts(ns, 'web', 'registry.example/o:1');
+    const deliveries: Array<() => Promise<SyncOutcome>> = [];
+    for (const image of ['o:2', 'o:3', 'o:1']) {
+      sts = await setImage(ns, 'web', `registry.example/${image}`);
+      const snapshot = sts;
+      for (let i = 0; i < 3; i += 1) deliveries.push(() => ownEvent(snapshot));
+      const outs = await Promise.all(Array.from({ length: 5 }, () => ownEvent(snapshot)));
+      expect(outs.filter((o) => o.outcome === 'created' || o.outcome === 'rollback')).toHaveLength(1);
+    }
+    for (const d of deliveries.reverse()) await d();
+    expect(summary(await history(ns))).toEqual(['1:registry.example/o:2', '2:registry.example/o:3', '3:registry.example/o:1']);
   }, 60_000);
 
   test('through a proxy that fails about 20% of requests, the history equals a clean run', async () => {

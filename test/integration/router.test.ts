@@ -113,6 +113,39 @@ describe('routeBatch', () => {
   });
 });
 
+describe('a kind that observes its parents and checks ControllerRef uids itself (history)', () => {
+  test("a parent's own event carries its object without managed fields; a child's event is keyed by its ControllerRef, with no read", async () => {
+    const ns = await createNamespace('router');
+    const labels = { app: 'o' };
+    const sts = await createStatefulSet(ns, 'web', labels);
+    const observing: ControllerSource = {
+      target: 'observer',
+      kinds: async () => [{ resource: statefulSets, kind: 'StatefulSet', namespaced: true, selectorOf: () => ({ matchLabels: labels }), target: 'observer', owns: [{ group: 'apps', kind: 'ControllerRevision' }], observe: ({ metadata: { managedFields: _, ...metadata }, ...rest }) => ({ ...rest, metadata }), checksRefUid: true }],
+      watches: async () => [statefulSets, Resources.controllerRevisions],
+    };
+    const revision = (uid: string): KubeObject => ({ apiVersion: 'apps/v1', kind: 'ControllerRevision', metadata: { name: 'web-1', namespace: ns, uid: randomUUID(), resourceVersion: '7', ownerReferences: [{ ...newControllerRef(sts), uid }] } });
+    const gone = randomUUID();
+    const envelopes = [
+      makeEnvelope({ cluster: 'it', type: 'modified', object: { ...sts, apiVersion: 'apps/v1', kind: 'StatefulSet' }, source: 'test' }),
+      makeEnvelope({ cluster: 'it', type: 'added', object: revision(sts.metadata.uid!), source: 'test' }),
+      // A ControllerRef to a parent that no longer exists: keyed all the same; the handler finds the uid gone.
+      makeEnvelope({ cluster: 'it', type: 'added', object: revision(gone), source: 'test' }),
+    ];
+    const sink = new MemorySyncSink();
+    const clusters = new Clusters([{ id: 'it', access: { kind: 'kubeconfig', path: testbed().kubeconfigs.outrigger } }]);
+    const out = await routeBatch({ Records: envelopes.map((e, i) => record(JSON.stringify(e), messageGroupId(e), `m${i}`)) }, { clusters, sources: [observing], sink, deadLetter: () => new MemoryDeadLetterSink(), queueCluster });
+    expect(out.stats).toMatchObject({ failed: 0, keys: 2, gets: 0, lists: 0 });
+    const [own, other] = sink.sent.map((s) => s.request);
+    expect(own?.key.uid).toBe(sts.metadata.uid);
+    expect(own?.causes).toHaveLength(2);
+    expect(own?.observed?.metadata).toMatchObject({ uid: sts.metadata.uid, resourceVersion: sts.metadata.resourceVersion, name: 'web' });
+    expect(sts.metadata.managedFields).toBeDefined();
+    expect(own?.observed?.metadata).not.toHaveProperty('managedFields');
+    expect(other).toMatchObject({ key: { name: 'web', uid: gone } });
+    expect(other).not.toHaveProperty('observed');
+  });
+});
+
 describe('a kind with several controllers', () => {
   // A kind of its own, which both a RevisionPolicy and a MapController take as their parent.
   const duals = gvr('router.outrigger.test', 'v1', 'duals');

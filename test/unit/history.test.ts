@@ -5,7 +5,8 @@ import { applyRollback, matchesRevision, rollbackPatch } from '../../shared/hist
 import type { JsonObject } from '../../shared/history/data.ts';
 import { FOREIGN_HISTORY, historyLimit, parsePolicy, reportedNotReady, truncationInputs } from '../../shared/history/policy.ts';
 import { HASH_LABEL, PARENT_KIND_LABEL, PARENT_LABEL, decide, foreignRevisions, sortRevisions, truncationMayDelete, truncationPlan, type ControllerRevision } from '../../shared/history/revisions.ts';
-import { recordAnswers, recordMayAnswer } from '../../functions/history/sync.ts';
+import { observedSuffices, recordAnswers, recordMayAnswer } from '../../shared/history/record.ts';
+import { compareResourceVersions } from '../../shared/kube/resource.ts';
 
 const rev = (name: string, revision: number, image: string, created = '2026-01-01T00:00:00Z'): ControllerRevision => ({
   apiVersion: 'apps/v1',
@@ -230,21 +231,65 @@ describe('policy parsing (the handler side of validation)', () => {
 });
 
 describe('which sync requests the history record answers', () => {
-  const record = { revisionsVersion: '120', revisionUid: 'rev-latest' };
+  const record = { digest: 'd1', revision: 'p-abc', number: 3, revisionsVersion: '120', revisionUid: 'rev-latest', truncation: '[10]', parentVersion: '118' };
   const cause = (kind: string, uid: string, rv: string, type: string) => `${kind}/c1/${uid}/${rv}/${type}`;
+  const read = { resourceVersion: '119', digest: 'd1', truncation: '[10]', current: true };
+  const observed = (resourceVersion: string, digest = 'd1', truncation = '[10]') => ({ resourceVersion, digest, truncation, current: false });
 
   test("the parent's own events, the echo of the record's write and deletions of older revisions", () => {
-    expect(recordAnswers([cause('StatefulSet', 'p', '130', 'modified')], 'p', record)).toBe(true);
+    expect(recordAnswers([cause('StatefulSet', 'p', '130', 'modified')], 'p', record, read)).toBe(true);
     expect(recordAnswers([cause('ControllerRevision', 'rev-latest', '120', 'added'), cause('ControllerRevision', 'rev-old', '125', 'deleted')], 'p', record)).toBe(true);
   });
 
   test('not: a revision changed by someone else, the latest deleted, a generated object, another parent, no cause', () => {
     expect(recordAnswers([cause('ControllerRevision', 'rev-old', '121', 'modified')], 'p', record)).toBe(false);
     expect(recordAnswers([cause('ControllerRevision', 'rev-latest', '122', 'deleted')], 'p', record)).toBe(false);
-    expect(recordAnswers([cause('Pod', 'pod-1', '123', 'deleted')], 'p', record)).toBe(false);
-    expect(recordAnswers([cause('StatefulSet', 'q', '124', 'modified')], 'p', record)).toBe(false);
-    expect(recordAnswers([], 'p', record)).toBe(false);
-    expect(recordAnswers([cause('ControllerRevision', 'rev-latest', '120', 'added')], 'p', {})).toBe(false);
+    expect(recordAnswers([cause('Pod', 'pod-1', '123', 'deleted')], 'p', record, read)).toBe(false);
+    expect(recordAnswers([cause('StatefulSet', 'q', '124', 'modified')], 'p', record, read)).toBe(false);
+    expect(recordAnswers([], 'p', record, read)).toBe(false);
+    expect(recordAnswers([cause('ControllerRevision', 'rev-latest', '120', 'added')], 'p', { digest: 'd1', revision: 'p-abc', number: 3 })).toBe(false);
+  });
+
+  test("a parent's event needs its state: another target state or truncation inputs, or none, is not answered", () => {
+    const own = [cause('StatefulSet', 'p', '130', 'modified')];
+    expect(recordAnswers(own, 'p', record)).toBe(false);
+    expect(recordAnswers(own, 'p', record, { ...read, digest: 'd2' })).toBe(false);
+    expect(recordAnswers(own, 'p', record, { ...read, truncation: '[3]' })).toBe(false);
+  });
+
+  test("an event's object answers without a read when at least as new as the record's state and the event", () => {
+    // A label, annotation, status or replica change: the event's object holds the recorded target state.
+    expect(recordAnswers([cause('StatefulSet', 'p', '130', 'modified')], 'p', record, observed('130'))).toBe(true);
+    expect(recordAnswers([cause('StatefulSet', 'p', '118', 'modified')], 'p', record, observed('118'))).toBe(true);
+    // Several events of one batch, the object of the latest: it stands for the earlier ones too.
+    expect(recordAnswers([cause('StatefulSet', 'p', '125', 'modified'), cause('ControllerRevision', 'rev-latest', '120', 'added'), cause('StatefulSet', 'p', '130', 'modified')], 'p', record, observed('130'))).toBe(true);
+    // 1000 > 999: resourceVersions order as integers, not as strings.
+    expect(recordAnswers([cause('StatefulSet', 'p', '1000', 'modified')], 'p', { ...record, parentVersion: '999' }, observed('1000'))).toBe(true);
+  });
+
+  test("not: an event's object older than the record (a reordered or repeated delivery), older than an event, of no known order, or a deletion", () => {
+    expect(recordAnswers([cause('StatefulSet', 'p', '117', 'modified')], 'p', record, observed('117'))).toBe(false);
+    expect(recordAnswers([cause('StatefulSet', 'p', '131', 'modified')], 'p', record, observed('130'))).toBe(false);
+    expect(recordAnswers([cause('StatefulSet', 'p', '130', 'modified')], 'p', { ...record, parentVersion: undefined }, observed('130'))).toBe(false);
+    expect(recordAnswers([cause('StatefulSet', 'p', 'x1', 'modified')], 'p', { ...record, parentVersion: 'x0' }, observed('x1'))).toBe(false);
+    expect(recordAnswers([cause('StatefulSet', 'p', '130', 'deleted')], 'p', record, observed('130'))).toBe(false);
+    expect(recordAnswers([cause('StatefulSet', 'p', '130', 'modified')], 'p', record, observed('130', 'd2'))).toBe(false);
+  });
+
+  test('an event object stands in for the read under the lease only when at least as new as what the last holder decided on', () => {
+    expect(observedSuffices('130', record)).toBe(true);
+    expect(observedSuffices('118', record)).toBe(true);
+    expect(observedSuffices('117', record)).toBe(false);
+    expect(observedSuffices('130', undefined)).toBe(false);
+    expect(observedSuffices('130', {})).toBe(false);
+  });
+
+  test('resourceVersions compare as apimachinery compares them', () => {
+    expect(compareResourceVersions('9', '10')).toBe(-1);
+    expect(compareResourceVersions('10', '10')).toBe(0);
+    expect(compareResourceVersions('20', '19')).toBe(1);
+    for (const bad of ['', '0', '010', 'a1', '-1', undefined]) expect(compareResourceVersions(bad, '5')).toBeUndefined();
+    fc.assert(fc.property(fc.bigInt({ min: 1n, max: 10n ** 30n }), fc.bigInt({ min: 1n, max: 10n ** 30n }), (a, b) => compareResourceVersions(String(a), String(b)) === (a < b ? -1 : a > b ? 1 : 0)));
   });
 
   test('is read only when it may answer: never for a generated object', () => {
