@@ -3,8 +3,10 @@
 // StatefulSets under a RevisionPolicy each get U template changes as fast as the apiserver takes them; the run
 // ends when every StatefulSet's final template has its revision (handlers are level-triggered: a template that
 // was replaced before its parent was synced is rightly never recorded). Prints its figures as the last line,
-// in JSON.
-//   npm run bench:pipeline [-- --parents 50 --updates 5]
+// in JSON. Then the cost of what is not a parent: 1,000 status changes of pods a StatefulSet owns (readiness
+// flapping), with the forwarder sending children as metadata only (as it does) and, for comparison, whole:
+// events-queue messages, bytes and router invocations per 1,000 changes.
+//   npm run bench:pipeline [-- --parents 50 --updates 5 --pods 50 --status-changes 1000]
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,16 +19,19 @@ import { startRuntime } from '../runtime/local.ts';
 import { connect, gvr, Resources, type KubeObject } from '../shared/kube/index.ts';
 import { applyManifests } from '../shared/kube/apply.ts';
 
-const { values } = parseArgs({ options: { parents: { type: 'string', default: '50' }, updates: { type: 'string', default: '5' } } });
+const { values } = parseArgs({ options: { parents: { type: 'string', default: '50' }, updates: { type: 'string', default: '5' }, pods: { type: 'string', default: '50' }, 'status-changes': { type: 'string', default: '1000' } } });
 const PARENTS = Number(values.parents);
 const UPDATES = Number(values.updates);
 const log = (m: string) => process.stderr.write(`[bench] ${m}\n`);
 const statefulSets = gvr('apps', 'v1', 'statefulsets');
+const PODS = Number(values.pods);
+const STATUS_CHANGES = Number(values['status-changes']);
+const pipelineFunctions = functions.filter((f) => ['router', 'history', 'truncate'].includes(f.name));
 
 const bed = await startTestbed({ withCluster: true, log });
 try {
   const admin = connect({ kind: 'kubeconfig', path: bed.cluster!.kubeconfigs.admin });
-  await applyManifests(admin, 'apiVersion: outrigger.dev/v1alpha1\nkind: RevisionPolicy\nmetadata: {name: statefulsets}\nspec: {target: {apiVersion: apps/v1, kind: StatefulSet}, targetState: [spec.template], revisionHistoryLimit: 20}\n');
+  await applyManifests(admin, 'apiVersion: outrigger.dev/v1alpha1\nkind: RevisionPolicy\nmetadata: {name: statefulsets}\nspec: {target: {apiVersion: apps/v1, kind: StatefulSet}, targetState: [spec.template], revisionHistoryLimit: 20, generated: {apiVersion: v1, kind: Pod}}\n');
   const ns = `pipeline-${Date.now().toString(36)}`;
   await admin.create(Resources.namespaces, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
   const runtime = await startRuntime({
@@ -34,7 +39,7 @@ try {
     clusterId: 'bench',
     namespace: ns,
     stateDir: await mkdtemp(join(tmpdir(), 'outrigger-pipeline-')),
-    functions: functions.filter((f) => ['router', 'history', 'truncate'].includes(f.name)),
+    functions: pipelineFunctions,
     log: () => {},
   });
   try {
@@ -85,10 +90,61 @@ try {
       lost: PARENTS - converged,
       deadLettered: [...runtime.queues.values()].reduce((n, q) => n + q.stats.deadLettered, 0),
     };
-    log(JSON.stringify(figures));
-    console.log(JSON.stringify(figures));
-  } finally {
     await runtime.stop();
+    const statusChanges = { metadataOnly: await podStatusChanges(true), whole: await podStatusChanges(false) };
+    const all = { ...figures, statusChanges };
+    log(JSON.stringify(all));
+    console.log(JSON.stringify(all));
+  } catch (err) {
+    await runtime.stop();
+    throw err;
+  }
+
+  /**
+   * PODS pods owned by one StatefulSet, STATUS_CHANGES status updates spread over them (Ready flipping), through
+   * a fresh runtime whose forwarder sends children as metadata only, or (for comparison) whole.
+   */
+  async function podStatusChanges(metadataOnly: boolean) {
+    const router = pipelineFunctions.find((f) => f.name === 'router')!;
+    const specs = metadataOnly ? pipelineFunctions : pipelineFunctions.map((f) => (f === router ? { ...router, events: { ...router.events!, wholeObjects: undefined } } : f));
+    const podNs = `pods-${metadataOnly ? 'meta' : 'whole'}-${Date.now().toString(36)}`;
+    await admin.create(Resources.namespaces, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: podNs } });
+    await admin.create(Resources.serviceAccounts, { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'default', namespace: podNs } });
+    const rt = await startRuntime({ kubeconfig: bed.cluster!.kubeconfigs.outrigger, clusterId: 'bench', namespace: podNs, stateDir: await mkdtemp(join(tmpdir(), 'outrigger-pods-')), functions: specs, log: () => {} });
+    try {
+      const owner = await admin.create<KubeObject>(statefulSets, { apiVersion: 'apps/v1', kind: 'StatefulSet', metadata: { name: 'web', namespace: podNs }, spec: { serviceName: 'web', replicas: 0, selector: { matchLabels: { app: 'web' } }, template: { metadata: { labels: { app: 'web' } }, spec: { containers: [{ name: 'c', image: 'app:1' }] } } } });
+      const limit = pLimit(16);
+      await Promise.all(
+        Array.from({ length: PODS }, (_, i) =>
+          limit(() => admin.create(Resources.pods, { apiVersion: 'v1', kind: 'Pod', metadata: { name: `web-${i}`, namespace: podNs, labels: { app: 'web' }, ownerReferences: [{ apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'web', uid: owner.metadata.uid!, controller: true }] }, spec: { containers: [{ name: 'c', image: 'app:1' }] } })),
+        ),
+      );
+      await rt.settled();
+      const queue = rt.queues.get('router')!;
+      const before = { ...queue.stats };
+      const seen = () => rt.forwarderStats().reduce((n, f) => n + f.events + f.statusOnly, 0);
+      const seenBefore = seen();
+      // One pod at a time flips, in turn: each change a status update the apiserver takes on its own.
+      for (let c = 0; c < STATUS_CHANGES; c += 1) {
+        const status = { conditions: [{ type: 'Ready', status: c % (2 * PODS) < PODS ? 'True' : 'False', lastTransitionTime: new Date().toISOString() }] };
+        await admin.patch(Resources.pods, `web-${c % PODS}`, podNs, { status }, 'merge', { subresource: 'status' });
+      }
+      // Each status update is one watch event: the forwarder has seen them all once it counted that many.
+      for (const deadline = Date.now() + 120_000; seen() - seenBefore < STATUS_CHANGES; ) {
+        if (Date.now() > deadline) throw new Error(`the forwarder saw ${seen() - seenBefore} of ${STATUS_CHANGES} status changes in 120 s`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      await rt.settled();
+      const per1000 = (n: number) => Math.round((n * 1000) / STATUS_CHANGES);
+      return {
+        statusChanges: STATUS_CHANGES,
+        sqsMessagesPer1000: per1000(queue.stats.sent - before.sent),
+        bytesPer1000: per1000(queue.stats.bytes - before.bytes),
+        routerInvocationsPer1000: per1000(queue.stats.batches - before.batches),
+      };
+    } finally {
+      await rt.stop();
+    }
   }
 } finally {
   await bed.stop();

@@ -8,6 +8,7 @@ const HELP: Record<keyof ForwarderStats, [string, 'counter' | 'gauge']> = {
   sendFailures: ['Envelopes SQS did not take on a try (they are retried)', 'counter'],
   deadLettered: ['Events too large for SQS even when trimmed, sent to the dead-letter queue', 'counter'],
   trimmed: ['Envelopes trimmed (managed fields, old object) to fit SQS', 'counter'],
+  statusOnly: ['Status-only changes of objects watched as metadata only, not sent', 'counter'],
   buffered: ['Envelopes waiting to be sent', 'gauge'],
   maxBuffered: ['Most envelopes waiting at once since start', 'gauge'],
   watches: ['Resources watched', 'gauge'],

@@ -20,6 +20,8 @@ export interface FunctionSpec {
     /** Resources whose events change `resources`: the forwarder refreshes on each, after `forget`. */
     definitions?: readonly GVR[];
     forget?: (cluster: string) => void;
+    /** Of `resources`, those whose events must carry whole objects; the rest are watched as metadata only. */
+    wholeObjects?: (cluster: string, kube: KubeClient) => Promise<GVR[]>;
   };
   /** The router's sync requests for this target are queued for the function (Reconcile(key)). */
   sync?: { target: string };

@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { SQSBatchResponse } from 'aws-lambda';
-import { Forwarder } from '../forwarder/forwarder.ts';
+import { Forwarder, type ForwarderStats } from '../forwarder/forwarder.ts';
 import { functions as registry } from '../functions/index.ts';
 import type { FunctionSpec, LambdaHandler } from '../functions/spec.ts';
 import { exampleHooks, startLambdaEndpoint, type LocalFunction } from '../local/lambda-endpoint.ts';
@@ -56,6 +56,8 @@ export interface Runtime {
   /** Where Lambda hooks are invoked, when the map function runs here. */
   lambdaEndpoint: string | undefined;
   queues: Map<string, LocalQueue>;
+  /** Each forwarder's counters (one forwarder per function that consumes watch events). */
+  forwarderStats(): ForwarderStats[];
   /** Runs a scheduled function now (as its schedule would). */
   runScheduled(name: string): Promise<unknown>;
   /** Resolves once every watch has listed and every queue is empty. */
@@ -139,6 +141,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
         resources: () => resources(clusterId, source),
         definitions: spec.events.definitions,
         forget: () => spec.events?.forget?.(clusterId),
+        ...(spec.events.wholeObjects ? { wholeObjects: () => spec.events!.wholeObjects!(clusterId, source) } : {}),
         namespace: opts.namespace,
         refreshMs: WATCH_REFRESH_MS,
         log: (m, f) => log(`${spec.name} forwarder: ${m}${f ? ` ${JSON.stringify(f)}` : ''}`),
@@ -162,6 +165,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     deadLetterFile,
     lambdaEndpoint: lambda?.url,
     queues,
+    forwarderStats: () => forwarders.map((f) => f.stats),
     runScheduled: async (name) => {
       const h = handlers.get(name);
       if (!h?.spec.schedule) throw new Error(`${name} is not a scheduled function`);

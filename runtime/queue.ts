@@ -35,7 +35,8 @@ export interface LocalQueueOptions {
 
 export class LocalQueue {
   readonly name: string;
-  readonly stats = { sent: 0, deduplicated: 0, delivered: 0, failedReceives: 0, deadLettered: 0, batches: 0 };
+  /** `bytes`: of the messages sent, as SQS would bill them (their bodies). */
+  readonly stats = { sent: 0, bytes: 0, deduplicated: 0, delivered: 0, failedReceives: 0, deadLettered: 0, batches: 0 };
   private readonly opts: Required<Omit<LocalQueueOptions, 'onError' | 'arn'>> & Pick<LocalQueueOptions, 'onError'>;
   private readonly arn: string;
   private pending: Message[] = [];
@@ -70,6 +71,7 @@ export class LocalQueue {
     if (this.recentDedupIds.size > 4 * this.opts.capacity) this.pruneDedupIds(now);
     this.pending.push({ id: randomUUID(), body, groupId, dedupId, receiveCount: 0, sentAt: now, notBefore: 0 });
     this.stats.sent += 1;
+    this.stats.bytes += Buffer.byteLength(body);
     this.wake?.();
   }
 

@@ -298,19 +298,20 @@ export class KubeClient {
   /**
    * Streams watch events until the server closes the watch, `signal` aborts, or an error event arrives. A
    * `410 Gone` (as HTTP status or as an ERROR event) is thrown as a KubeError of kind Gone: relist and retry.
+   * With `metadataOnly`, each event's object is a PartialObjectMetadata: the server sends no spec, status or data.
    */
   async watch<T extends KubeObject = KubeObject>(
     r: GVR,
-    opts: ListOptions & { allowWatchBookmarks?: boolean; timeoutSeconds?: number },
+    opts: ListOptions & { allowWatchBookmarks?: boolean; timeoutSeconds?: number; metadataOnly?: boolean },
     onEvent: (event: WatchEvent<T>) => void | Promise<void>,
     signal?: AbortSignal,
   ): Promise<void> {
-    const { namespace, ...rest } = opts;
+    const { namespace, metadataOnly, ...rest } = opts;
     const path = resourcePath(r, { namespace });
     const what = `watch ${path}`;
-    this.stats.count('watch');
+    this.stats.count(metadataOnly ? 'watch/metadata' : 'watch');
     const query = { ...rest, watch: true };
-    const prepared = await this.prepare('GET', path, { query, ...(signal ? { signal } : {}) });
+    const prepared = await this.prepare('GET', path, { query, ...(signal ? { signal } : {}), ...(metadataOnly ? { accept: METADATA } : {}) });
     let res: IncomingMessage;
     try {
       res = await respond(prepared);

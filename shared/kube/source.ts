@@ -31,6 +31,11 @@ export interface WatchSourceOptions {
   watchTimeoutSeconds?: number;
   maxBackoffMs?: number;
   /**
+   * Watch and list the objects' metadata only (PartialObjectMetadata), stamped with this type so consumers see
+   * the resource's own apiVersion and kind: no spec, status or data crosses the wire.
+   */
+  metadataOnly?: { apiVersion: string; kind: string } | undefined;
+  /**
    * What the consumer already has, by uid, to diff the first list against (a restarted forwarder's last
    * acknowledged state): objects unchanged since produce no event, objects gone since produce a deletion.
    */
@@ -57,10 +62,12 @@ export async function runWatchSource(opts: WatchSourceOptions): Promise<void> {
             resourceVersion: rv,
             allowWatchBookmarks: true,
             timeoutSeconds: opts.watchTimeoutSeconds ?? 300,
+            metadataOnly: opts.metadataOnly !== undefined,
           },
-          async (e) => {
-            rv = e.object.metadata.resourceVersion ?? rv;
-            if (e.type === 'BOOKMARK') return;
+          async (watched) => {
+            rv = watched.object.metadata.resourceVersion ?? rv;
+            if (watched.type === 'BOOKMARK') return;
+            const e = opts.metadataOnly ? { ...watched, object: { ...watched.object, ...opts.metadataOnly } } : watched;
             const uid = e.object.metadata.uid ?? '';
             if (e.type === 'DELETED') {
               known.delete(uid);
@@ -89,17 +96,13 @@ async function relist(opts: WatchSourceOptions, known: Map<string, KubeObject>):
   let cont: string | undefined;
   let resourceVersion = '';
   do {
-    const page = await opts.client.list(opts.resource, {
-      namespace: opts.namespace,
-      labelSelector: opts.labelSelector,
-      limit: 500,
-      continue: cont,
-    });
+    const listOptions = { namespace: opts.namespace, labelSelector: opts.labelSelector, limit: 500, continue: cont };
+    const page = opts.metadataOnly ? await opts.client.listMetadata(opts.resource, listOptions) : await opts.client.list(opts.resource, listOptions);
     resourceVersion = page.metadata.resourceVersion ?? resourceVersion;
     cont = page.metadata.continue || undefined;
     for (const item of page.items) {
       // A list's items carry no apiVersion/kind; events do, so consumers see the same shape either way.
-      const obj = withTypeMeta(item, page.apiVersion, page.kind);
+      const obj = opts.metadataOnly ? { ...item, ...opts.metadataOnly } : withTypeMeta(item, page.apiVersion, page.kind);
       const uid = obj.metadata.uid ?? '';
       seen.add(uid);
       const old = known.get(uid);

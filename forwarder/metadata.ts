@@ -1,0 +1,27 @@
+// What the forwarder sends whole and what as metadata only (README, "The forwarder"). The router needs, of an
+// object that is not a parent, only its labels, ownerReferences and deletion state; the handlers read parents and
+// children from the apiserver themselves. So only parents and definitions are watched whole: a pod's spec and
+// status, and a Secret's data, never leave the cluster.
+import { isDeepStrictEqual } from 'node:util';
+import { gvr, gvrString, type GVR, type KubeObject } from '../shared/kube/index.ts';
+
+const SECRETS = gvrString(gvr('', 'v1', 'secrets'));
+
+/** Whether `resource` is watched as metadata only, given the resources whose events must carry whole objects. */
+export function watchedAsMetadata(resource: GVR, whole: ReadonlySet<string> | undefined): boolean {
+  // A Secret's data stays in the cluster even when a controller names Secrets as its parents.
+  if (gvrString(resource) === SECRETS) return true;
+  return whole !== undefined && !whole.has(gvrString(resource));
+}
+
+/**
+ * Whether a modification seen as metadata only changed nothing routing could read: the same metadata apart from
+ * the resourceVersion and managed fields, and the same generation, so the change was to status alone (a pod's
+ * readiness). An object with no generation (a ConfigMap) cannot tell a status change from a data change: its
+ * modifications are all sent.
+ */
+export function statusOnly(old: KubeObject | undefined, next: KubeObject): boolean {
+  if (!old || old.metadata.generation === undefined || next.metadata.generation === undefined) return false;
+  const routed = (o: KubeObject) => ({ ...o.metadata, resourceVersion: undefined, managedFields: undefined });
+  return isDeepStrictEqual(routed(old), routed(next));
+}

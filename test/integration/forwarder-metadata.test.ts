@@ -1,0 +1,97 @@
+// What the forwarder sends of objects that are not parents: metadata only, and nothing for a status-only change,
+// against the real apiserver (README, "The forwarder").
+import { Forwarder, type EnvelopeSink } from '../../forwarder/forwarder.ts';
+import { parseEnvelope, type Envelope } from '../../shared/envelope/index.ts';
+import { gvr, Resources, type KubeObject } from '../../shared/kube/index.ts';
+import { adminClient, createNamespace, eventually, outriggerClient } from '../testbed/index.ts';
+
+const secrets = gvr('', 'v1', 'secrets');
+const statefulSets = gvr('apps', 'v1', 'statefulsets');
+const admin = adminClient();
+
+function memorySink(into: Envelope[]): EnvelopeSink {
+  return {
+    sendBatch: async (entries) => {
+      into.push(...entries.map((e) => parseEnvelope(e.body)));
+      return [];
+    },
+    deadLetter: async () => {},
+  };
+}
+
+describe('the forwarder sends what is not a parent as metadata only', () => {
+  test("a pod's readiness flapping sends nothing, its label change sends its metadata alone; a Secret's data never leaves; a parent is sent whole", async () => {
+    const ns = await createNamespace('fwd-meta');
+    await admin.create(Resources.serviceAccounts, { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'default', namespace: ns } });
+    const sent: Envelope[] = [];
+    const forwarder = new Forwarder({
+      cluster: 'it',
+      // The outrigger identity may not read Secrets; the forwarder's own role may (as metadata).
+      kube: admin,
+      sink: memorySink(sent),
+      namespace: ns,
+      resources: async () => [Resources.pods, secrets, statefulSets],
+      wholeObjects: async () => [statefulSets, secrets],
+      refreshMs: 60_000,
+    });
+    await forwarder.start();
+    const of = (name: string) => sent.filter((e) => e.data.object.metadata.name === name);
+    try {
+      await forwarder.synced();
+      const pod = await admin.create<KubeObject>(Resources.pods, { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p', namespace: ns, labels: { app: 'a' } }, spec: { containers: [{ name: 'c', image: 'x' }] } });
+      await admin.create(secrets, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 's', namespace: ns }, stringData: { password: 'hunter2' } });
+      await admin.create(statefulSets, { apiVersion: 'apps/v1', kind: 'StatefulSet', metadata: { name: 'web', namespace: ns }, spec: { replicas: 0, selector: { matchLabels: { app: 'web' } }, template: { metadata: { labels: { app: 'web' } }, spec: { containers: [{ name: 'c', image: 'x' }] } } } });
+      await eventually(() => of('p').length === 1 && of('s').length === 1 && of('web').length >= 1);
+      expect(pod.metadata.generation).toBeDefined();
+
+      for (const status of ['True', 'False', 'True']) {
+        await admin.patch(Resources.pods, 'p', ns, { status: { conditions: [{ type: 'Ready', status, lastTransitionTime: new Date().toISOString() }] } }, 'merge', { subresource: 'status' });
+      }
+      await eventually(() => forwarder.stats.statusOnly === 3);
+      await admin.patch(Resources.pods, 'p', ns, { metadata: { labels: { app: 'b' } } }, 'merge');
+      await eventually(() => of('p').length === 2);
+      // Every event of the pod so far: its creation and its label change, and no status change.
+      expect(of('p').map((e) => [e.type, e.data.object.metadata.labels?.app])).toEqual([
+        ['dev.outrigger.watch.added', 'a'],
+        ['dev.outrigger.watch.modified', 'b'],
+      ]);
+      for (const e of of('p')) {
+        expect(e.data.object).toMatchObject({ apiVersion: 'v1', kind: 'Pod' });
+        expect(e.data.object).not.toHaveProperty('spec');
+        expect(e.data.object).not.toHaveProperty('status');
+      }
+      const secret = of('s')[0]!.data.object;
+      expect(secret).toMatchObject({ apiVersion: 'v1', kind: 'Secret' });
+      expect(JSON.stringify(of('s'))).not.toContain(Buffer.from('hunter2').toString('base64'));
+      expect(secret).not.toHaveProperty('data');
+      expect(of('web')[0]!.data.object).toHaveProperty('spec.template');
+    } finally {
+      await forwarder.stop();
+    }
+  });
+
+  test('a resource that becomes a parent is watched whole from then on, without sending its objects again', async () => {
+    const ns = await createNamespace('fwd-reshape');
+    const sent: Envelope[] = [];
+    let whole: typeof statefulSets[] = [];
+    const forwarder = new Forwarder({ cluster: 'it', kube: outriggerClient(), sink: memorySink(sent), namespace: ns, resources: async () => [statefulSets], wholeObjects: async () => whole, definitions: [], refreshMs: 500 });
+    await forwarder.start();
+    try {
+      await forwarder.synced();
+      const web = { apiVersion: 'apps/v1', kind: 'StatefulSet', metadata: { name: 'web', namespace: ns }, spec: { replicas: 0, selector: { matchLabels: { app: 'web' } }, template: { metadata: { labels: { app: 'web' } }, spec: { containers: [{ name: 'c', image: 'x' }] } } } };
+      await admin.create(statefulSets, web);
+      await eventually(() => sent.length === 1);
+      expect(sent[0]!.data.object).not.toHaveProperty('spec');
+      whole = [statefulSets];
+      // The next refresh (every 500 ms) restarts the watch whole; its relist finds nothing newer than was sent.
+      await new Promise((r) => setTimeout(r, 1_500));
+      await forwarder.synced();
+      expect(sent).toHaveLength(1);
+      await admin.patch(statefulSets, 'web', ns, { spec: { template: { spec: { containers: [{ name: 'c', image: 'y' }] } } } }, 'merge');
+      await eventually(() => sent.length === 2);
+      expect(sent[1]!.data.object).toHaveProperty('spec.template.spec.containers', [expect.objectContaining({ image: 'y' })]);
+    } finally {
+      await forwarder.stop();
+    }
+  });
+});
