@@ -4,20 +4,20 @@
 // resourceVersion, type).
 //
 // At least once: an envelope leaves the buffer only when SQS has accepted it, and what SQS accepted is
-// checkpointed (a compact index, per uid, every second) to a state file. A restarted forwarder diffs its first
+// checkpointed (a compact index, per uid, every second) to a state file or ConfigMaps in the forwarder's
+// namespace (forwarder/checkpoint.ts). A restarted forwarder, or a new pod, diffs its first
 // list against that index, so a change or deletion made while it was down, or sent but not acknowledged, is
 // sent again. (An object acknowledged less than a second before a kill, then deleted while the forwarder was
 // down, is the one change that can go unsent; an object created and deleted while it was down leaves nothing.)
 // Memory is bounded: when `maxBuffered` envelopes wait, the watch callbacks wait, and the watch streams
 // stop being read (HTTP flow control holds the rest at the apiserver).
-import { readFile, rename, writeFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { SendMessageBatchCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { deduplicationId, makeEnvelope, MAX_ENVELOPE_BYTES, messageGroupId, type Envelope } from '../shared/envelope/index.ts';
 import { SqsDeadLetterSink } from '../shared/lambda/dead-letter.ts';
 import { BATCH_BYTES, BATCH_ENTRIES } from '../shared/lambda/sqs.ts';
-import { apiVersionOf, gvrString, isNamespaced, resolveResource, runWatchSource, type GVR, type KubeClient, type KubeObject, type SourceEvent } from '../shared/kube/index.ts';
-import { statusOnly, watchedAsMetadata } from './metadata.ts';
+import { FileCheckpoint, type CheckpointStore } from './checkpoint.ts';
+import { gvrString, isNamespaced, runWatchSource, type GVR, type KubeClient, type KubeObject, type SourceEvent } from '../shared/kube/index.ts';
 
 /** One envelope for the events queue. */
 export interface QueueEntry {
@@ -65,12 +65,6 @@ export interface ForwarderOptions {
   /** What to watch; called again every `refreshMs` (new policies add resources, deleted ones take them away). */
   resources: () => Promise<GVR[]>;
   /**
-   * The resources whose events carry whole objects (the controllers' parents and the definitions); every other
-   * watched resource is watched as metadata only, and its status-only changes are not sent (forwarder/metadata.ts).
-   * Without it every resource is sent whole, Secrets excepted.
-   */
-  wholeObjects?: () => Promise<GVR[]>;
-  /**
    * Events of these resources (RevisionPolicies, MapControllers) change what is watched: each is followed at
    * once by `forget` (the definitions are read afresh) and a refresh, not only on the timer.
    */
@@ -78,7 +72,9 @@ export interface ForwarderOptions {
   forget?: () => void;
   /** Watch namespaced resources in this namespace only. */
   namespace?: string | undefined;
+  /** A checkpoint file (or `checkpoint`, a store of any kind). */
   stateFile?: string | undefined;
+  checkpoint?: CheckpointStore | undefined;
   refreshMs?: number;
   maxBuffered?: number;
   checkpointMs?: number;
@@ -103,8 +99,6 @@ export interface ForwarderStats {
   sendFailures: number;
   deadLettered: number;
   trimmed: number;
-  /** Modifications of objects watched as metadata only that changed only their status: not sent. */
-  statusOnly: number;
   buffered: number;
   maxBuffered: number;
   watches: number;
@@ -113,7 +107,7 @@ export interface ForwarderStats {
 
 export class Forwarder {
   lastSendError: string | undefined;
-  private readonly counts = { events: 0, sent: 0, batches: 0, sendFailures: 0, deadLettered: 0, trimmed: 0, statusOnly: 0, maxBuffered: 0 };
+  private readonly counts = { events: 0, sent: 0, batches: 0, sendFailures: 0, deadLettered: 0, trimmed: 0, maxBuffered: 0 };
   private readonly opts: ForwarderOptions;
   private readonly buffer: Pending[] = [];
   private readonly waiters: Array<() => void> = [];
@@ -122,8 +116,6 @@ export class Forwarder {
   private readonly watching = new Map<string, Promise<void>>();
   /** Each watch's own stop, so that a resource no definition needs any longer stops being watched. */
   private readonly stops = new Map<string, AbortController>();
-  /** Whether each watched resource is watched as metadata only. */
-  private readonly asMetadata = new Map<string, boolean>();
   private refreshing: Promise<void> = Promise.resolve();
   private refreshQueued = false;
   private readonly syncedOnce = new Set<string>();
@@ -133,17 +125,19 @@ export class Forwarder {
   private inFlight = false;
   private dirty = false;
   private timers: NodeJS.Timeout[] = [];
+  private readonly store: CheckpointStore | undefined;
 
   constructor(opts: ForwarderOptions) {
     this.opts = opts;
+    this.store = opts.checkpoint ?? (opts.stateFile ? new FileCheckpoint(opts.stateFile) : undefined);
   }
 
   async start(): Promise<void> {
-    if (this.opts.stateFile) await this.loadCheckpoint(this.opts.stateFile);
+    if (this.store) await this.loadCheckpoint(this.store);
     this.sender = this.sendLoop();
     await this.refresh();
     this.timers.push(setInterval(() => void this.refresh().catch((err: unknown) => this.log('refreshing watches failed', { error: String(err) })), this.opts.refreshMs ?? 10_000));
-    if (this.opts.stateFile) this.timers.push(setInterval(() => void this.checkpoint().catch((err: unknown) => this.log('checkpoint failed', { error: String(err) })), this.opts.checkpointMs ?? 1_000));
+    if (this.store) this.timers.push(setInterval(() => void this.checkpoint().catch((err: unknown) => this.log('checkpoint failed', { error: String(err) })), this.opts.checkpointMs ?? 1_000));
   }
 
   /** Resolves once every resource watched now has listed once. */
@@ -168,7 +162,7 @@ export class Forwarder {
     this.wakeSender?.();
     for (const w of this.waiters.splice(0)) w();
     await Promise.allSettled([...this.watching.values(), this.sender]);
-    if (this.opts.stateFile) await this.checkpoint();
+    if (this.store) await this.checkpoint();
   }
 
   get stats(): ForwarderStats {
@@ -189,22 +183,18 @@ export class Forwarder {
   private async refreshOnce(): Promise<void> {
     const resources = await this.opts.resources();
     const wanted = new Set(resources.map(gvrString));
-    const whole = this.opts.wholeObjects ? new Set((await this.opts.wholeObjects()).map(gvrString)) : undefined;
-    const metadataOnly = new Map(resources.map((r) => [gvrString(r), watchedAsMetadata(r, whole)]));
     // A resource no definition needs any longer (its last policy deleted, or found bad) is watched no more, and
-    // its index goes: should it be wanted again, every object is sent again, as for a new kind. A resource that
-    // became a parent, or stopped being one, is watched again in its new form, from the index it has.
+    // its index goes: should it be wanted again, every object is sent again, as for a new kind.
     for (const [id, stop] of this.stops) {
-      const reshaped = wanted.has(id) && metadataOnly.get(id) !== this.asMetadata.get(id);
-      if (wanted.has(id) && !reshaped) continue;
+      if (wanted.has(id)) continue;
       stop.abort();
       this.stops.delete(id);
       const watch = this.watching.get(id);
       this.watching.delete(id);
       this.syncedOnce.delete(id);
-      if (!reshaped) this.acked.delete(id);
+      this.acked.delete(id);
       this.dirty = true;
-      this.log(reshaped ? 'watch restarted: its objects are now sent as a parent\'s or a child\'s' : 'watch stopped: no definition needs it', { resource: id });
+      this.log('watch stopped: no definition needs it', { resource: id });
       await watch?.catch(() => undefined);
     }
     for (const resource of resources) {
@@ -216,19 +206,14 @@ export class Forwarder {
       this.stops.set(id, stop);
       const signal = AbortSignal.any([this.abort.signal, stop.signal]);
       const definitions = new Set((this.opts.definitions ?? []).map(gvrString));
-      const asMetadata = metadataOnly.get(id) ?? false;
-      this.asMetadata.set(id, asMetadata);
-      this.log('watching', { resource: id, ...(asMetadata ? { metadataOnly: true } : {}) });
+      this.log('watching', { resource: id });
       const watch = async () => {
         const namespace = this.opts.namespace && (await isNamespaced(this.opts.kube, resource)) ? this.opts.namespace : undefined;
-        const apiVersion = apiVersionOf(resource);
-        const type = asMetadata ? { apiVersion, kind: (await resolveResource(this.opts.kube, apiVersion, resource.resource)).kind } : undefined;
         await runWatchSource({
           client: this.opts.kube,
           resource,
           namespace,
           signal,
-          metadataOnly: type,
           known: acked,
           onSynced: () => {
             if (!stop.signal.aborted) this.syncedOnce.add(id);
@@ -236,10 +221,6 @@ export class Forwarder {
           onError: (err) => this.log('watch failed; retrying with backoff', { resource: id, error: String(err) }),
           onEvent: async (e) => {
             if (stop.signal.aborted) return;
-            if (asMetadata && e.type === 'modified' && statusOnly(e.oldObject, e.object)) {
-              this.counts.statusOnly += 1;
-              return;
-            }
             await this.enqueue(id, e);
             if (definitions.has(id)) this.definitionChanged();
           },
@@ -369,23 +350,26 @@ export class Forwarder {
   }
 
   private async checkpoint(): Promise<void> {
-    const file = this.opts.stateFile;
-    if (!file || !this.dirty) return;
+    if (!this.store || !this.dirty) return;
     this.dirty = false;
     const data = Object.fromEntries([...this.acked].map(([gvr, byUid]) => [gvr, [...byUid.values()]]));
-    // Written aside and renamed: a kill mid-write leaves the previous checkpoint whole.
-    await writeFile(`${file}.tmp`, JSON.stringify({ cluster: this.opts.cluster, resources: data }));
-    await rename(`${file}.tmp`, file);
+    try {
+      await this.store.save(JSON.stringify({ cluster: this.opts.cluster, resources: data }));
+    } catch (err) {
+      // Written again at the next tick.
+      this.dirty = true;
+      throw err;
+    }
   }
 
-  private async loadCheckpoint(file: string): Promise<void> {
-    const text = await readFile(file, 'utf8').catch(() => undefined);
+  private async loadCheckpoint(store: CheckpointStore): Promise<void> {
+    const text = await store.load();
     if (!text) return;
     try {
       const parsed = JSON.parse(text) as { cluster?: string; resources?: Record<string, KubeObject[]> };
       if (parsed.cluster !== this.opts.cluster) return; // another cluster's checkpoint is no use here
       for (const [gvr, objects] of Object.entries(parsed.resources ?? {})) this.acked.set(gvr, new Map(objects.map((o) => [o.metadata.uid ?? '', o])));
-      this.log('checkpoint loaded', { resources: this.acked.size, objects: [...this.acked.values()].reduce((n, m) => n + m.size, 0) });
+      this.log('checkpoint loaded', { from: store.where, resources: this.acked.size, objects: [...this.acked.values()].reduce((n, m) => n + m.size, 0) });
     } catch (err) {
       this.log('checkpoint unreadable; every object will be sent again', { error: String(err) });
     }

@@ -4,32 +4,63 @@
 //   OUTRIGGER_CLUSTER_ID            the cluster's id in envelopes and state keys (required)
 //   OUTRIGGER_EVENT_QUEUE_URL       this cluster's SQS FIFO events queue (required; each cluster has its own)
 //   OUTRIGGER_DEAD_LETTER_QUEUE_URL where events too large for SQS go, with their reason (its dead-letter queue)
-//   OUTRIGGER_FORWARDER_STATE       checkpoint file (an emptyDir volume survives container restarts)
+//   OUTRIGGER_CHECKPOINT_CONFIGMAP  keep the checkpoint in ConfigMaps of this name in the forwarder's namespace,
+//                                   where a new pod finds it (the manifests in deploy/forwarder set it)
+//   OUTRIGGER_FORWARDER_STATE       or a checkpoint file (the local runtime; an emptyDir only survives container
+//                                   restarts, so a new pod would send every object again and no deletion)
+//   OUTRIGGER_LEADER_ELECTION_LEASE run as one of several replicas: only the holder of this Lease (in the
+//                                   forwarder's namespace) watches and sends; the others stand by (forwarder/leader.ts)
+//   OUTRIGGER_LEASE_DURATION_SECONDS, OUTRIGGER_RENEW_DEADLINE_SECONDS, OUTRIGGER_RETRY_PERIOD_SECONDS
+//                                   the election's timing (default 15, 10, 2: client-go's)
+//   OUTRIGGER_POD_NAME              this replica's identity in the Lease (default: the host name and pid)
+//   OUTRIGGER_POD_NAMESPACE         the forwarder's own namespace (default: its service account's)
 //   OUTRIGGER_NAMESPACE             watch namespaced resources in this namespace only
 //   OUTRIGGER_SQS_ENDPOINT          an SQS-compatible endpoint (tests)
 //   OUTRIGGER_MAX_BUFFERED          envelopes held in memory at most (default 1000)
 //   OUTRIGGER_REFRESH_MS            how often what to watch is read again besides on each definition's event
 //                                   (default 10000)
-//   OUTRIGGER_CLUSTERS              this cluster's entry, as the functions have it (for its storage settings),
-//                                   or OUTRIGGER_CLUSTERS_FILE naming a file that holds it;
-//                                   default: the cluster with default settings
+//   OUTRIGGER_CLUSTERS              this cluster's entry, as the functions have it: its storage settings decide
+//                                   whether and which StorageVersionMigrations are watched (migration.k8s.io,
+//                                   or storagemigration.k8s.io with in-tree migrations, or none with storage
+//                                   off); or OUTRIGGER_CLUSTERS_FILE naming a file that holds it. It must name
+//                                   OUTRIGGER_CLUSTER_ID. Default: the cluster with default settings
 //   PORT                            health and metrics (default 8080): /healthz, /readyz, /metrics
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
+import { hostname } from 'node:os';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { functions } from '../functions/index.ts';
 import { Clusters, clustersFromEnv, parseClusters } from '../shared/clusters.ts';
 import { connect } from '../shared/kube/index.ts';
 import { setEnvironment } from '../shared/lambda/environment.ts';
+import { ConfigMapCheckpoint, type CheckpointStore } from './checkpoint.ts';
 import { Forwarder, SqsEnvelopeSink } from './forwarder.ts';
+import { LeaderElector } from './leader.ts';
 import { metricsText } from './metrics.ts';
 
+function refuse(message: string): never {
+  process.stderr.write(`forwarder: ${message}\n`);
+  process.exit(2);
+}
+
 function required(name: string): string {
-  const v = process.env[name];
-  if (!v) {
-    process.stderr.write(`forwarder: ${name} is not set\n`);
-    process.exit(2);
+  return process.env[name] || refuse(`${name} is not set`);
+}
+
+function seconds(name: string, fallback: number): number {
+  const v = Number(process.env[name] ?? fallback);
+  if (!Number.isFinite(v) || v <= 0) refuse(`${name} must be a positive number of seconds`);
+  return v * 1000;
+}
+
+/** The forwarder's own namespace: where its Lease and checkpoint live. */
+function ownNamespace(): string {
+  if (process.env.OUTRIGGER_POD_NAMESPACE) return process.env.OUTRIGGER_POD_NAMESPACE;
+  try {
+    return readFileSync('/var/run/secrets/kubernetes.io/serviceaccount/namespace', 'utf8').trim();
+  } catch {
+    return refuse('OUTRIGGER_POD_NAMESPACE is not set and no service account namespace is mounted: where do the Lease and checkpoint live?');
   }
-  return v;
 }
 
 const cluster = required('OUTRIGGER_CLUSTER_ID');
@@ -42,8 +73,16 @@ const kube = connect({ kind: 'kubeconfig', path: process.env.KUBECONFIG || undef
 const unused = (what: string) => () => {
   throw new Error(`the forwarder has no ${what}`);
 };
+let configs;
+try {
+  configs = process.env.OUTRIGGER_CLUSTERS || process.env.OUTRIGGER_CLUSTERS_FILE ? clustersFromEnv() : parseClusters(JSON.stringify([{ id: cluster, access: { kind: 'kubeconfig' } }]));
+} catch (err) {
+  refuse((err as Error).message);
+}
+// Without its own entry the forwarder would fail at its first read of what to watch; say so at once.
+if (!configs.some((c) => c.id === cluster)) refuse(`the cluster configuration has no entry for OUTRIGGER_CLUSTER_ID ${cluster} (it names ${configs.map((c) => c.id).join(', ')})`);
 setEnvironment({
-  clusters: new Clusters(process.env.OUTRIGGER_CLUSTERS || process.env.OUTRIGGER_CLUSTERS_FILE ? clustersFromEnv() : parseClusters(JSON.stringify([{ id: cluster, access: { kind: 'kubeconfig' } }]))),
+  clusters: new Clusters(configs),
   get state(): never {
     return unused('state table')();
   },
@@ -60,6 +99,26 @@ const router = functions.find((f) => f.name === 'router');
 if (!router?.events) throw new Error('the function registry has no router');
 const routerEvents = router.events;
 
+if (process.env.OUTRIGGER_CHECKPOINT_CONFIGMAP && process.env.OUTRIGGER_FORWARDER_STATE) refuse('OUTRIGGER_CHECKPOINT_CONFIGMAP and OUTRIGGER_FORWARDER_STATE are both set: set one');
+const needsNamespace = Boolean(process.env.OUTRIGGER_CHECKPOINT_CONFIGMAP || process.env.OUTRIGGER_LEADER_ELECTION_LEASE);
+const namespace = needsNamespace ? ownNamespace() : undefined;
+const checkpoint: CheckpointStore | undefined = process.env.OUTRIGGER_CHECKPOINT_CONFIGMAP
+  ? new ConfigMapCheckpoint({ kube, namespace: namespace!, name: process.env.OUTRIGGER_CHECKPOINT_CONFIGMAP, log })
+  : undefined;
+const identity = process.env.OUTRIGGER_POD_NAME || `${hostname()}-${process.pid}`;
+const elector = process.env.OUTRIGGER_LEADER_ELECTION_LEASE
+  ? new LeaderElector({
+      kube,
+      namespace: namespace!,
+      name: process.env.OUTRIGGER_LEADER_ELECTION_LEASE,
+      identity,
+      leaseDurationMs: seconds('OUTRIGGER_LEASE_DURATION_SECONDS', 15),
+      renewDeadlineMs: seconds('OUTRIGGER_RENEW_DEADLINE_SECONDS', 10),
+      retryPeriodMs: seconds('OUTRIGGER_RETRY_PERIOD_SECONDS', 2),
+      log,
+    })
+  : undefined;
+
 const forwarder = new Forwarder({
   cluster,
   kube,
@@ -67,9 +126,9 @@ const forwarder = new Forwarder({
   resources: () => routerEvents.resources(cluster, kube),
   definitions: routerEvents.definitions,
   forget: () => routerEvents.forget?.(cluster),
-  ...(routerEvents.wholeObjects ? { wholeObjects: () => routerEvents.wholeObjects!(cluster, kube) } : {}),
   namespace: process.env.OUTRIGGER_NAMESPACE || undefined,
   stateFile: process.env.OUTRIGGER_FORWARDER_STATE || undefined,
+  checkpoint,
   maxBuffered: Number(process.env.OUTRIGGER_MAX_BUFFERED ?? 1000),
   refreshMs: Number(process.env.OUTRIGGER_REFRESH_MS ?? 10_000),
   log,
@@ -79,6 +138,9 @@ const server = createServer((req, res) => {
   if (req.url === '/healthz') {
     // Alive: the process answers. Ready: every watch listed and SQS takes what is sent.
     res.writeHead(200).end('ok\n');
+  } else if (req.url === '/readyz' && elector && !elector.isLeader) {
+    // A standby is ready: it is what a rollout waits for before stopping the leader, which hands it the Lease.
+    res.writeHead(200).end(`standby; leader: ${elector.leader || 'none'}\n`);
   } else if (req.url === '/readyz') {
     const ok = forwarder.healthy();
     res.writeHead(ok ? 200 : 503).end(ok ? 'ready\n' : `not ready${forwarder.lastSendError ? `: ${forwarder.lastSendError}` : ''}\n`);
@@ -88,20 +150,45 @@ const server = createServer((req, res) => {
     res.writeHead(404).end();
   }
 });
-server.listen(Number(process.env.PORT ?? 8080), () => log('forwarder listening', { port: Number(process.env.PORT ?? 8080), cluster }));
+server.listen(Number(process.env.PORT ?? 8080), () => {
+  const address = server.address();
+  log('forwarder listening', { port: typeof address === 'object' && address ? address.port : process.env.PORT, cluster });
+});
 
 let stopping = false;
+let started = false;
+const standby = new AbortController();
 for (const signal of ['SIGTERM', 'SIGINT'] as const) {
   process.on(signal, () => {
     if (stopping) process.exit(130);
     stopping = true;
-    log(`${signal}: sending what is buffered, then stopping`);
-    void forwarder.stop({ flush: true }).then(() => {
-      server.close();
+    if (!started) {
+      log(`${signal}: stopping (not leading)`);
+      standby.abort();
       process.exit(0);
-    });
+    }
+    log(`${signal}: sending what is buffered, then stopping`);
+    // Flushed and checkpointed before the Lease goes back, so that the next leader reads the last checkpoint.
+    void forwarder
+      .stop({ flush: true })
+      .catch((err: unknown) => log('stopping failed', { error: String(err) }))
+      .then(() => elector?.release())
+      .then(() => {
+        server.close();
+        process.exit(0);
+      });
   });
 }
 
+if (elector) {
+  log('leader election: standing by', { lease: process.env.OUTRIGGER_LEADER_ELECTION_LEASE, namespace, identity });
+  await elector.acquire((reason) => {
+    // Another replica may lead now: not one more event from this one. Kubernetes restarts the container, which
+    // stands by again.
+    log('leader election: lost the lease; exiting', { reason });
+    process.exit(1);
+  }, standby.signal);
+}
+started = true;
 await forwarder.start();
-log('forwarder started', { watches: forwarder.stats.watches });
+log('forwarder started', { watches: forwarder.stats.watches, checkpoint: checkpoint?.where ?? process.env.OUTRIGGER_FORWARDER_STATE });

@@ -12,7 +12,7 @@ import { metricsText } from '../../forwarder/metrics.ts';
 import { projectRoot } from '../../local/paths.ts';
 import { parseEnvelope, type Envelope } from '../../shared/envelope/index.ts';
 import { connect, gvr, Resources, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
-import { applyManifests } from '../../shared/kube/apply.ts';
+import { forwarderKubeconfig } from '../testbed/forwarder.ts';
 import { adminClient, createNamespace, outriggerClient, testbed, testQueue } from '../testbed/index.ts';
 
 const revision = (namespace: string, name: string, owner?: string): KubeObject => ({
@@ -35,17 +35,9 @@ async function drain(sqs: SQSClient, url: string, into: Array<{ envelope: Envelo
   }
 }
 
-/** A client acting as the forwarder's ServiceAccount from cluster/forwarder/forwarder.yaml (a TokenRequest token). */
+/** A client acting as the forwarder's ServiceAccount, with the RBAC of its kustomize base (deploy/forwarder/base). */
 async function forwarderIdentity(): Promise<KubeClient> {
-  const admin = adminClient();
-  await applyManifests(admin, await readFile(join(projectRoot, 'cluster', 'forwarder', 'forwarder.yaml'), 'utf8'));
-  const { status } = await admin.request<{ status: { token: string } }>('POST', '/api/v1/namespaces/outrigger-system/serviceaccounts/outrigger-forwarder/token', {
-    verb: 'create',
-    body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 3600 } },
-  });
-  const token = status.token;
-  const bed = testbed();
-  return connect({ kind: 'token', server: bed.server, caData: (await readFile(bed.caFile)).toString('base64'), token });
+  return connect({ kind: 'kubeconfig', path: await forwarderKubeconfig() });
 }
 
 describe('the forwarder', () => {

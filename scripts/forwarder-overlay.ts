@@ -1,0 +1,164 @@
+// npm run forwarder-overlay -- --cluster <id> [--outputs cdk-outputs.json] [--image REF] [--out DIR]:
+// writes the kustomize overlay that installs one cluster's forwarder (README, "Deploying", step 3) from the
+// cluster configuration (the stack's `outrigger:clusters`) and the stack's outputs, so nothing is edited by hand.
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { join, relative, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
+import { dump } from 'js-yaml';
+import { projectRoot } from '../local/paths.ts';
+import { parseClusters, type ClusterConfig } from '../shared/clusters.ts';
+
+const usage = `usage: npm run forwarder-overlay -- --cluster ID [options]
+
+Writes a kustomize overlay for cluster ID's forwarder: apply it with kubectl apply -k DIR.
+
+options:
+  --cluster ID            the cluster's id in the configuration (required)
+  --clusters FILE         the cluster configuration, a JSON array (default: OUTRIGGER_CLUSTERS, else the context
+                          value outrigger:clusters in cdk.json)
+  --outputs FILE          the stack's outputs, as \`cdk deploy --outputs-file FILE\` writes them: the queue URLs
+                          <Cluster>EventsQueueUrl and <Cluster>EventsDeadLetterQueueUrl (<Cluster> is the id in
+                          PascalCase: prod-eu -> ProdEu), and the image from ForwarderImageUri if there is one
+  --events-queue-url URL  instead of the output (and --dead-letter-queue-url URL)
+  --image REF             the forwarder image (forwarder/Dockerfile), e.g. <registry>/outrigger-forwarder:0.1.0
+  --out DIR               where to write (default: deploy/forwarder/overlays/ID)
+  --base PATH|URL         the base (default: deploy/forwarder/base; written relative to DIR), or a remote
+                          kustomize URL`;
+
+export interface OverlayInput {
+  cluster: string;
+  clusters: ClusterConfig[];
+  /** `cdk deploy --outputs-file`'s content: outputs per stack. */
+  outputs?: Record<string, Record<string, string>>;
+  eventsQueueUrl?: string | undefined;
+  deadLetterQueueUrl?: string | undefined;
+  image?: string | undefined;
+  /** The base, as kustomize resolves it from the overlay's directory. */
+  base: string;
+}
+
+/** The cluster's part of construct ids and output names (infra: the id in PascalCase). */
+export function pascal(id: string): string {
+  return id.replace(/(^|-)([a-z])/g, (_, __, c: string) => c.toUpperCase()).replace(/[^A-Za-z0-9]/g, '');
+}
+
+/**
+ * An output by name: the stack's own (`ProdEventsQueueUrl`), or one CDK named inside a construct (a prefix of
+ * construct ids, a hash suffix of 8 hex digits), when exactly one matches.
+ */
+export function findOutput(outputs: Record<string, Record<string, string>>, name: string): string | undefined {
+  const all = Object.entries(outputs).flatMap(([stack, values]) => Object.entries(values).map(([key, value]) => ({ stack, key, value })));
+  const exact = all.filter((o) => o.key === name || new RegExp(`^${name}[0-9A-F]{8}$`).test(o.key));
+  const loose = exact.length ? exact : all.filter((o) => new RegExp(`${name}([0-9A-F]{8})?$`).test(o.key));
+  if (loose.length > 1) throw new Error(`several outputs match ${name}: ${loose.map((o) => `${o.stack}.${o.key}`).join(', ')}; name the value with a flag instead`);
+  return loose[0]?.value;
+}
+
+/** The region of an SQS queue URL (https://sqs.<region>.amazonaws.com/...): the SDK needs one, and Pod Identity sets none. */
+export function queueRegion(url: string): string | undefined {
+  return /^https:\/\/sqs[.-]([a-z]{2}(?:-[a-z]+)+-\d)\.amazonaws\.com(?:\.cn)?\//.exec(url)?.[1];
+}
+
+/** The overlay's files, by name. */
+export function forwarderOverlay(input: OverlayInput): Record<string, string> {
+  const config = input.clusters.find((c) => c.id === input.cluster);
+  if (!config) throw new Error(`the cluster configuration has no cluster ${input.cluster} (it names ${input.clusters.map((c) => c.id).join(', ')})`);
+  const id = pascal(input.cluster);
+  const fromOutputs = (name: string) => (input.outputs ? findOutput(input.outputs, name) : undefined);
+  const events = input.eventsQueueUrl ?? fromOutputs(`${id}EventsQueueUrl`);
+  const deadLetter = input.deadLetterQueueUrl ?? fromOutputs(`${id}EventsDeadLetterQueueUrl`);
+  const image = input.image ?? fromOutputs('ForwarderImageUri');
+  if (!events) throw new Error(`no events queue for cluster ${input.cluster}: pass --outputs with ${id}EventsQueueUrl, or --events-queue-url`);
+  if (!deadLetter) throw new Error(`no events dead-letter queue for cluster ${input.cluster}: pass --outputs with ${id}EventsDeadLetterQueueUrl, or --dead-letter-queue-url`);
+  if (!image) throw new Error('no forwarder image: pass --image (built from forwarder/Dockerfile), or --outputs with ForwarderImageUri');
+  // What the forwarder needs of the cluster's entry: its id and storage settings, which decide whether and
+  // which StorageVersionMigrations it watches. Its access is in-cluster, whatever the functions use.
+  // (migratorAccess is the local runtime's; JSON leaves the undefined out.)
+  const entry = [{ id: config.id, access: { kind: 'kubeconfig' }, ...(config.storage ? { storage: { ...config.storage, migratorAccess: undefined } } : {}) }];
+  const region = queueRegion(events);
+  const env = [
+    `OUTRIGGER_CLUSTER_ID=${config.id}`,
+    `OUTRIGGER_EVENT_QUEUE_URL=${events}`,
+    `OUTRIGGER_DEAD_LETTER_QUEUE_URL=${deadLetter}`,
+    `OUTRIGGER_CLUSTERS=${JSON.stringify(entry)}`,
+    ...(region ? [`AWS_REGION=${region}`] : []),
+  ];
+  const at = image.lastIndexOf('@');
+  const colon = image.lastIndexOf(':');
+  const tagged = colon > image.lastIndexOf('/');
+  const imageEntry =
+    at > 0
+      ? { name: 'outrigger-forwarder', newName: image.slice(0, at), digest: image.slice(at + 1) }
+      : { name: 'outrigger-forwarder', newName: tagged ? image.slice(0, colon) : image, ...(tagged ? { newTag: image.slice(colon + 1) } : {}) };
+  const kustomization = {
+    apiVersion: 'kustomize.config.k8s.io/v1beta1',
+    kind: 'Kustomization',
+    resources: [input.base],
+    images: [imageEntry],
+    configMapGenerator: [{ name: 'outrigger-forwarder', behavior: 'merge', envs: ['forwarder.env'] }],
+  };
+  const header = `# Cluster ${config.id}'s forwarder, generated by \`npm run forwarder-overlay\` from the cluster configuration and the\n# stack's outputs: generate it again rather than editing it. Apply with: kubectl apply -k <this directory>\n`;
+  return {
+    'kustomization.yaml': header + dump(kustomization, { lineWidth: -1 }),
+    'forwarder.env': `${env.join('\n')}\n`,
+  };
+}
+
+async function readJson(file: string): Promise<unknown> {
+  try {
+    return JSON.parse(await readFile(file, 'utf8'));
+  } catch (err) {
+    throw new Error(`${file}: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+async function main(argv: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      cluster: { type: 'string' },
+      clusters: { type: 'string' },
+      outputs: { type: 'string' },
+      'events-queue-url': { type: 'string' },
+      'dead-letter-queue-url': { type: 'string' },
+      image: { type: 'string' },
+      out: { type: 'string' },
+      base: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+    strict: true,
+  });
+  if (values.help || !values.cluster) {
+    process.stderr.write(`${usage}\n`);
+    process.exit(values.help ? 0 : 2);
+  }
+  let clustersJson: string;
+  if (values.clusters) clustersJson = await readFile(values.clusters, 'utf8');
+  else if (process.env.OUTRIGGER_CLUSTERS) clustersJson = process.env.OUTRIGGER_CLUSTERS;
+  else {
+    const cdk = (await readJson(join(projectRoot, 'cdk.json'))) as { context?: Record<string, unknown> };
+    clustersJson = JSON.stringify(cdk.context?.['outrigger:clusters'] ?? []);
+  }
+  const out = resolve(values.out ?? join(projectRoot, 'deploy', 'forwarder', 'overlays', values.cluster));
+  const files = forwarderOverlay({
+    cluster: values.cluster,
+    clusters: parseClusters(clustersJson),
+    outputs: values.outputs ? ((await readJson(values.outputs)) as Record<string, Record<string, string>>) : undefined,
+    eventsQueueUrl: values['events-queue-url'],
+    deadLetterQueueUrl: values['dead-letter-queue-url'],
+    image: values.image,
+    // kustomize takes a local base only as a relative path.
+    base: values.base && /^[a-z]+:\/\/|^github\.com\//.test(values.base) ? values.base : relative(out, resolve(values.base ?? join(projectRoot, 'deploy', 'forwarder', 'base'))),
+  });
+  await mkdir(out, { recursive: true });
+  for (const [name, text] of Object.entries(files)) await writeFile(join(out, name), text);
+  process.stdout.write(`wrote ${relative(process.cwd(), out) || '.'}: kubectl apply -k ${relative(process.cwd(), out) || '.'}\n`);
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  await main(process.argv.slice(2)).catch((err: unknown) => {
+    process.stderr.write(`forwarder-overlay: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exit(2);
+  });
+}
