@@ -1,11 +1,12 @@
 import type { ClusterCache } from '../cluster-cache.ts';
 import type { HookCaller } from '../../shared/hooks/index.ts';
 import type { KubeClient } from '../../shared/kube/index.ts';
-import { syncFunction } from '../../shared/lambda/sync-function.ts';
+import { RetryLater } from '../../shared/lambda/retry.ts';
+import { syncFunction, type SyncTools } from '../../shared/lambda/sync-function.ts';
 import { makeSyncRequest, parseSyncCause, type SyncRequest } from '../../shared/lambda/sync-request.ts';
 import type { SyncSink } from '../../shared/lambda/sync-sink.ts';
 import { controllerCause, definitionOf, MAP_GROUP, RESYNC_CAUSE } from '../../shared/map/api.ts';
-import { passDecision, type PassRecord } from '../../shared/map/plan.ts';
+import { CONTINUE_CAUSE, continuationCause, continuationOf, passBudgetMs, passDecision, passOutcome, type PassRecord } from '../../shared/map/plan.ts';
 import type { State } from '../../shared/state/index.ts';
 import { recordEvent } from '../../shared/events/index.ts';
 import { apiVersionOf } from '../../shared/kube/index.ts';
@@ -29,6 +30,12 @@ export interface MapServeContext {
   hooks: HookCaller;
   controllers: ClusterCache<MapControllerSet>;
   log: (level: 'info' | 'warn', message: string, fields?: Record<string, unknown>) => void;
+  /** The pass's time budget (passBudgetMs of the invocation's remaining time); without it a pass calls every hook. */
+  budget?: { deadline: number; budgetMs: number } | undefined;
+  /** How many times this request has been received (1: the first time). */
+  receiveCount?: number | undefined;
+  /** Hook calls in flight per pass (functions/map/sync.ts, MAP_CONCURRENCY by default). */
+  concurrency?: number | undefined;
 }
 
 /** One sync request: a MapController's change queues its parents; a parent's runs a pass unless already served. */
@@ -74,9 +81,16 @@ export async function serveMapRequest({ key, causes }: SyncRequest, sentAt: numb
   // An event-driven pass calls the hook only for inputs whose last answer no longer holds. A resync calls every
   // hook (a hook may depend on the clock), and so does a request whose causes may have been cut short.
   const incremental = !causes.some((c) => c.startsWith(RESYNC_CAUSE)) && causes.length < MAX_CAUSES;
-  const touched = new Set(causes.map((c) => parseSyncCause(c).uid).filter((u): u is string => Boolean(u)));
+  const touched = new Set(causes.filter((c) => !c.startsWith(CONTINUE_CAUSE)).map((c) => parseSyncCause(c).uid).filter((u): u is string => Boolean(u)));
+  // A follow-up goes on from where its pass stopped; a retried one (its message failed) is a whole pass again.
+  const receiveCount = ctx.receiveCount ?? 1;
+  const continuation = receiveCount > 1 ? undefined : continuationOf(causes);
   // Every read and write of parents, inputs and outputs is the ServiceAccount's (README "MapController", identity).
-  const { answers, ...result } = await syncMap({ kube: actingAs(kube, mc), hooks: ctx.hooks, log: ctx.log }, mc, key, { reuse: incremental ? { previous: last?.answers, touched } : undefined });
+  const { answers, ...result } = await syncMap({ kube: actingAs(kube, mc), hooks: ctx.hooks, log: ctx.log, ...(ctx.concurrency ? { concurrency: ctx.concurrency } : {}) }, mc, key, {
+    reuse: incremental ? { previous: last?.answers, touched } : undefined,
+    budget: ctx.budget,
+    continuation,
+  });
   // One Warning per hook failure reason per pass, as Outrigger (whose role may create events), not one per input.
   const hookProblems = new Map<string, { count: number; first: string }>();
   for (const p of result.problems.filter((q) => q.reason.startsWith('Hook'))) {
@@ -86,19 +100,43 @@ export async function serveMapRequest({ key, causes }: SyncRequest, sentAt: numb
   const regarding = { apiVersion: apiVersionOf(mc.parent), kind: mc.parent.kind, metadata: { name: key.name, namespace: key.namespace, uid: key.uid } };
   for (const [reason, { count, first }] of hookProblems)
     await recordEvent(kube, regarding, { type: 'Warning', reason, action: 'Sync', note: `${count} input(s) failed, nothing deleted for them: ${first}` }, { controller: MAP_CONTROLLER, instance: mc.name }, (m, f) => ctx.log('warn', m, f));
-  // Only a clean pass serves later requests: after a problem, the next trigger tries again.
-  const record: PassRecord = { startedAt, controller: mc.uid, generation: mc.generation, answers };
-  if (!result.problems.length && !result.skipped) await ctx.state.records.put(passKey, record, 'any', { ttlSeconds: PASS_TTL_SECONDS });
-  ctx.log('info', 'map synced', { controller: mc.name, generation: mc.generation, parent: `${key.namespace ?? ''}/${key.name}`, incremental, ...result, problems: result.problems.length });
+  const outcome = passOutcome({ deferred: result.deferred, problems: result.problems, retryAfterSeconds: result.retryAfterSeconds, earlier: continuation, receiveCount });
+  // Only a clean pass (of a whole sync) serves later requests: after a problem or with inputs left, the next
+  // request runs a pass. The answers are kept either way, so a follow-up or retry calls only what is still owed.
+  const clean = outcome.kind === 'done' && !result.problems.length && !continuation?.problems;
+  const record: PassRecord = { startedAt: clean ? startedAt : 0, controller: mc.uid, generation: mc.generation, answers };
+  if (!result.skipped && (clean || answers)) await ctx.state.records.put(passKey, record, 'any', { ttlSeconds: PASS_TTL_SECONDS });
+  const parent = `${key.namespace ?? ''}/${key.name}`;
+  ctx.log('info', 'map synced', { controller: mc.name, generation: mc.generation, parent, incremental, ...result, deferred: result.deferred.length, problems: result.problems.length, durationMs: Date.now() - startedAt, budgetMs: ctx.budget?.budgetMs, outcome: outcome.kind });
+  if (outcome.kind === 'continue') {
+    // The rest in a follow-up for the same parent (its FIFO group, behind what is queued): each pass fits its
+    // invocation, and other parents of the batch keep their time. The nonce keeps SQS from taking it for a copy.
+    const definition = causes.filter((c) => c.startsWith('MapController-definition/'));
+    await ctx.syncSink.send(MAP_TARGET, [makeSyncRequest(key, [continuationCause(outcome.continuation, String(Date.now())), ...definition])]);
+  } else if (outcome.kind === 'retry') {
+    throw new RetryLater(
+      `map pass of ${parent} had problems (${outcome.reason || 'hook'}); retried ${outcome.afterSeconds === undefined ? 'with backoff' : `after ${outcome.afterSeconds} s, as the hook asked`}`,
+      outcome.afterSeconds,
+    );
+  } else if (outcome.kind === 'give-up') {
+    ctx.log('warn', 'map pass still failing after its retries; the next change or resync tries again', { parent, reason: outcome.reason, receiveCount });
+  }
 }
 
-export const handler = syncFunction('map', (request, { env, logger, sentAt }) =>
-  serveMapRequest(request, sentAt, {
-    kube: env.clusters.client(request.key.cluster),
-    state: env.state,
-    syncSink: env.syncSink,
+/** What a pass is given of the invocation: its budget from the remaining time, shared with the batch's later records. */
+export function passTiming(tools: Pick<SyncTools, 'context' | 'later' | 'receiveCount'>): Pick<MapServeContext, 'budget' | 'receiveCount'> {
+  const budgetMs = passBudgetMs(tools.context.getRemainingTimeInMillis(), tools.later);
+  return { budget: { deadline: Date.now() + budgetMs, budgetMs }, receiveCount: tools.receiveCount };
+}
+
+export const handler = syncFunction('map', (request, tools) =>
+  serveMapRequest(request, tools.sentAt, {
+    kube: tools.env.clusters.client(request.key.cluster),
+    state: tools.env.state,
+    syncSink: tools.env.syncSink,
     hooks: hookCaller(),
     controllers: mapControllerCache,
-    log: (level, m, f) => logger[level](m, f ?? {}),
+    log: (level, m, f) => tools.logger[level](m, f ?? {}),
+    ...passTiming(tools),
   }),
 );

@@ -9,10 +9,12 @@ import { HookError, type HookCaller } from '../../shared/hooks/index.ts';
 import { apiVersionOf, isKubeError, KubeError, type KubeClient, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
 import { HookResponseError, PARENT_LABEL, parseHookResponse } from '../../shared/map/api.ts';
 import {
+  AFTER_ALL_KEYS,
   aggregate,
   answerFingerprint,
   answerHolds,
   appliedOwnership,
+  callFits,
   detachedToDelete,
   diffOutputs,
   identityOf,
@@ -28,6 +30,7 @@ import {
   statusPatch,
   MAX_RECORDED_INPUTS,
   type AnswerRecord,
+  type Continuation,
   type MapStatus,
 } from '../../shared/map/plan.ts';
 import { isBeingDeleted, isControlledBy, SelectorError, selectorString } from '../../shared/ownership/index.ts';
@@ -75,6 +78,12 @@ export interface MapSyncResult {
   reused: number;
   /** What this pass's answers rest on, for the next incremental pass (none past MAX_RECORDED_INPUTS). */
   answers?: AnswerRecord | undefined;
+  /** Map keys whose hook was not called for want of time or because the hook asked to wait (AFTER_ALL_KEYS: a detached group's). */
+  deferred: string[];
+  /** Inputs before the continuation's cursor that needed a call: they had their turn earlier in this sync. */
+  left: number;
+  /** The longest wait a hook asked for (Retry-After); no call of that hook was started after it asked. */
+  retryAfterSeconds?: number | undefined;
 }
 
 export interface MapPassOptions {
@@ -83,10 +92,20 @@ export interface MapPassOptions {
    * Without it every input's hook is called (a resync, or nothing recorded).
    */
   reuse?: { previous: AnswerRecord | undefined; touched: ReadonlySet<string> } | undefined;
+  /**
+   * The pass's time budget: hook calls start only while one fits (callFits), each clamped to `deadline` (ms since
+   * the epoch); the inputs not reached are `deferred`, for a follow-up. Without it, a pass calls every hook.
+   */
+  budget?: { deadline: number; budgetMs: number } | undefined;
+  /** A follow-up's continuation: inputs whose map key sorts before its cursor are not called again in this sync. */
+  continuation?: Continuation | undefined;
 }
 
+/** What a hook slot answers when the call was not started (no time left, or the hook asked to wait). */
+const DEFERRED = Symbol('deferred');
+
 export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: SyncKey, opts: MapPassOptions = {}): Promise<MapSyncResult> {
-  const result: MapSyncResult = { inputs: 0, hookCalls: 0, created: 0, updated: 0, deleted: 0, unchanged: 0, detachedKept: 0, problems: [], statusWritten: false, reused: 0 };
+  const result: MapSyncResult = { inputs: 0, hookCalls: 0, created: 0, updated: 0, deleted: 0, unchanged: 0, detachedKept: 0, problems: [], statusWritten: false, reused: 0, deferred: [], left: 0 };
   const found = await ctx.kube.find(mc.parent, key.name, mc.parent.namespaced ? key.namespace : undefined);
   if (!found || found.metadata.uid !== key.uid) return { ...result, skipped: 'parent gone' };
   // Listed and fetched objects carry no apiVersion or kind in some clients; hooks and ControllerRefs need both.
@@ -100,7 +119,7 @@ export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: S
   } catch (err) {
     if (!(err instanceof SelectorError)) throw err;
     result.problems.push({ mapKey: '', what: 'spec.selector', reason: 'InvalidSelector', message: err.message });
-    await writeStatus(ctx, mc, parent, undefined, undefined, result, now());
+    await writeStatus(ctx, mc, parent, undefined, undefined, result, now(), opts.continuation);
     return result;
   }
 
@@ -129,8 +148,25 @@ export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: S
     const tasks: Array<Promise<void>> = [];
     const at = { parentGeneration: parent.metadata.generation ?? 0, controller: mc.uid, generation: mc.generation };
     const answers: AnswerRecord = { ...at, inputs: {} };
-    for (const input of inputs.flat()) {
-      const mapKey = mapKeyOf(input);
+    // A hook call starts only while the budget has room for it, and none after a hook asked to be called later.
+    const clock = Date.now;
+    const mayCall = (hook: typeof mc.spec.hooks.map) =>
+      result.retryAfterSeconds === undefined && (!opts.budget || callFits(opts.budget.deadline - clock(), hook.timeoutSeconds * 1000, opts.budget.budgetMs));
+    const call = (hook: typeof mc.spec.hooks.map, request: unknown) =>
+      hookLimit(async () => {
+        if (!mayCall(hook)) return DEFERRED;
+        result.hookCalls += 1;
+        try {
+          return await ctx.hooks.call(hook, request, { deadline: opts.budget?.deadline });
+        } catch (err) {
+          if (err instanceof HookError && err.retryAfterSeconds !== undefined) result.retryAfterSeconds = Math.max(result.retryAfterSeconds ?? 0, err.retryAfterSeconds);
+          throw err;
+        }
+      });
+    const from = opts.continuation?.cursor;
+    // In map-key order, so a follow-up goes on from the first key its pass did not reach.
+    const ordered = inputs.flat().map((input) => ({ input, mapKey: mapKeyOf(input) })).sort((a, b) => (a.mapKey < b.mapKey ? -1 : a.mapKey > b.mapKey ? 1 : 0));
+    for (const { input, mapKey } of ordered) {
       liveKeys.add(mapKey);
       const what = `${input.kind ?? ''} ${input.metadata.namespace ? `${input.metadata.namespace}/` : ''}${input.metadata.name ?? ''}`;
       tasks.push(
@@ -142,13 +178,20 @@ export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: S
             answers.inputs[mapKey] = opts.reuse.previous!.inputs[mapKey]!;
             return;
           }
+          // Earlier in this sync: left as it is (its problem, if it had one, was reported then).
+          if (from !== undefined && mapKey < from) {
+            result.left += 1;
+            result.unchanged += mine.length;
+            return;
+          }
           try {
-            const answer = parseHookResponse(
-              await hookLimit(() => {
-                result.hookCalls += 1;
-                return ctx.hooks.call(mc.spec.hooks.map, { controller: mc.object, parent, mapKey, input, outputs: outputMap(mine) });
-              }),
-            );
+            const answered = await call(mc.spec.hooks.map, { controller: mc.object, parent, mapKey, input, outputs: outputMap(mine) });
+            if (answered === DEFERRED) {
+              result.deferred.push(mapKey);
+              result.unchanged += mine.length;
+              return;
+            }
+            const answer = parseHookResponse(answered);
             const desired = prepareOutputs(answer, { parent, mapKey, outputKinds: mc.outputs });
             for (const d of desired) {
               const owner = claimed.get(identityOf(d));
@@ -174,12 +217,13 @@ export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: S
             let doomed = objs;
             const tombstone = mc.spec.hooks.tombstone;
             if (tombstone) {
-              const keep = parseHookResponse(
-                await hookLimit(() => {
-                  result.hookCalls += 1;
-                  return ctx.hooks.call(tombstone, { controller: mc.object, parent, mapKey, outputs: outputMap(objs) });
-                }),
-              );
+              const answered = await call(tombstone, { controller: mc.object, parent, mapKey, outputs: outputMap(objs) });
+              if (answered === DEFERRED) {
+                result.deferred.push(AFTER_ALL_KEYS);
+                result.unchanged += objs.length;
+                return;
+              }
+              const keep = parseHookResponse(answered);
               doomed = detachedToDelete(objs, keep);
               result.detachedKept += objs.length - doomed.length;
             }
@@ -197,7 +241,7 @@ export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: S
   for (const p of result.problems) ctx.log?.('warn', 'map sync problem; nothing was deleted for it', { parent: `${namespace ?? ''}/${parent.metadata.name ?? ''}`, ...p });
   const inputTotals = new Map<ResolvedResource, number>(mc.inputs.map((k, i) => [k, inputs[i]!.length]));
   const outputsNow = new Map<ResolvedResource, KubeObject[]>(mc.outputs.map((k) => [k, [...final.values()].filter((o) => o.kind === k.kind && o.apiVersion === apiVersionOf(k))]));
-  await writeStatus(ctx, mc, parent, inputTotals, outputsNow, result, now());
+  await writeStatus(ctx, mc, parent, inputTotals, outputsNow, result, now(), opts.continuation);
   return result;
 }
 
@@ -275,16 +319,27 @@ async function writeStatus(
   outputs: ReadonlyMap<ResolvedResource, KubeObject[]> | undefined,
   result: MapSyncResult,
   now: Date,
+  earlier: Continuation | undefined,
 ): Promise<void> {
   const current = parent.status as Partial<MapStatus> | undefined;
   const counts = inputs && outputs ? aggregate(inputs, outputs) : { inputs: current?.inputs ?? {}, outputs: current?.outputs ?? {} };
   const first = result.problems.slice(0, MESSAGE_PROBLEMS).map((p) => `${p.what}: ${p.message}`);
   const more = result.problems.length > MESSAGE_PROBLEMS ? `; and ${result.problems.length - MESSAGE_PROBLEMS} more` : '';
+  const deferred = result.deferred.filter((k) => k !== AFTER_ALL_KEYS).length;
+  const rest = !result.deferred.length
+    ? ''
+    : result.retryAfterSeconds !== undefined
+      ? `; ${deferred} input(s) not called yet: the hook asked to be called again after ${result.retryAfterSeconds} s`
+      : `; ${deferred} input(s) not reached within the pass's time budget, continued by a follow-up pass`;
   const synced = result.problems.length
-    ? { type: 'Synced', status: 'False' as const, reason: result.problems[0]!.reason, message: `${result.problems.length} problem(s), nothing deleted for them: ${first.join('; ')}${more}` }
+    ? { type: 'Synced', status: 'False' as const, reason: result.problems[0]!.reason, message: `${result.problems.length} problem(s), nothing deleted for them: ${first.join('; ')}${more}${rest}` }
     : isBeingDeleted(parent)
       ? { type: 'Synced', status: 'False' as const, reason: 'Deleting', message: 'the parent is being deleted: status only' }
-      : { type: 'Synced', status: 'True' as const, reason: 'Synced', message: `${result.inputs} input(s) mapped` };
+      : earlier?.problems
+        ? { type: 'Synced', status: 'False' as const, reason: earlier.reason, message: `${earlier.problems} problem(s) in the earlier passes of this sync, nothing deleted for them (each pass's status and the log named them)${rest}` }
+        : result.deferred.length
+          ? { type: 'Synced', status: 'False' as const, reason: 'InProgress', message: `${result.inputs - deferred} of ${result.inputs} input(s) mapped${rest}` }
+          : { type: 'Synced', status: 'True' as const, reason: 'Synced', message: `${result.inputs} input(s) mapped` };
   const next: MapStatus = { observedGeneration: parent.metadata.generation, ...counts, conditions: setCondition(current?.conditions, synced, now) };
   if (!statusChanged(current, next)) return;
   const name = parent.metadata.name ?? '';

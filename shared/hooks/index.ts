@@ -7,9 +7,10 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { LambdaClient } from '@aws-sdk/client-lambda';
 import pRetry, { AbortError } from 'p-retry';
+import { parseRetryAfter } from '../kube/errors.ts';
 import type { Hook } from '../map/api.ts';
 
-export type HookFailure = 'Timeout' | 'Unreachable' | 'HTTPError' | 'MalformedAnswer' | 'FunctionError' | 'Refused' | 'AnswerTooLarge';
+export type HookFailure = 'Timeout' | 'Unreachable' | 'HTTPError' | 'MalformedAnswer' | 'FunctionError' | 'Refused' | 'AnswerTooLarge' | 'Unavailable';
 
 /** The largest answer read, webhook or Lambda (a sync Lambda answer is at most 6 MB anyway). */
 export const MAX_ANSWER_BYTES = 4 * 1024 * 1024;
@@ -24,17 +25,28 @@ export class HookError extends Error {
   readonly status: number | undefined;
   /** What the hook answered (an excerpt), for the log only: an answer is never echoed into the cluster. */
   readonly detail: string | undefined;
-  constructor(reason: HookFailure, message: string, opts: { cause?: unknown; status?: number; detail?: string } = {}) {
+  /** When the hook asked to be called again (a webhook's Retry-After, a Lambda hook's retryAfterSeconds), in seconds. */
+  readonly retryAfterSeconds: number | undefined;
+  constructor(reason: HookFailure, message: string, opts: { cause?: unknown; status?: number; detail?: string; retryAfterSeconds?: number | undefined } = {}) {
     super(message, { cause: opts.cause });
     this.name = 'HookError';
     this.reason = reason;
     this.status = opts.status;
     this.detail = opts.detail;
+    this.retryAfterSeconds = opts.retryAfterSeconds;
   }
 }
 
+export interface CallOptions {
+  /**
+   * When the call must be over (ms since the epoch): the pass's time budget. Each attempt's timeout and the
+   * retries are clamped to it, so `timeoutSeconds × (retries + 1)` never outlasts the invocation.
+   */
+  deadline?: number | undefined;
+}
+
 export interface HookCaller {
-  call(hook: Hook, request: unknown): Promise<unknown>;
+  call(hook: Hook, request: unknown, opts?: CallOptions): Promise<unknown>;
 }
 
 export interface HookCallerOptions {
@@ -102,24 +114,38 @@ export class Hooks implements HookCaller {
     this.opts = opts;
   }
 
-  async call(hook: Hook, request: unknown): Promise<unknown> {
+  async call(hook: Hook, request: unknown, opts: CallOptions = {}): Promise<unknown> {
     this.stats.calls += 1;
     const body = JSON.stringify(request);
+    const now = this.opts.now ?? Date.now;
+    const { deadline } = opts;
     return pRetry(
       async () => {
+        // An attempt gets the hook's timeout, or what is left of the pass's budget if that is less.
+        const left = deadline === undefined ? Infinity : deadline - now();
+        if (left <= 0) throw new AbortError(new HookError('Timeout', `${hookName(hook)}: the pass's time budget ran out before it answered`));
+        const timeoutMs = Math.min(hook.timeoutSeconds * 1000, left);
         this.stats.attempts += 1;
         try {
-          return hook.webhook ? await this.post(hook, hook.webhook.url, body) : await this.invoke(hook, body);
+          return hook.webhook ? await this.post(hook, hook.webhook.url, body, timeoutMs) : await this.invoke(hook, body, timeoutMs);
         } catch (err) {
+          // A hook that says when to come back is not called again before then: the parent's retry waits for it.
+          if (err instanceof HookError && err.retryAfterSeconds !== undefined) throw new AbortError(err);
           if (err instanceof HookError && err.reason !== 'Timeout' && err.reason !== 'Unreachable' && !(err.reason === 'HTTPError' && retriable(err))) throw new AbortError(err);
           throw err;
         }
       },
-      { retries: hook.retries, minTimeout: this.opts.minRetryDelayMs ?? 200, factor: 2, randomize: true },
+      {
+        retries: hook.retries,
+        minTimeout: this.opts.minRetryDelayMs ?? 200,
+        factor: 2,
+        randomize: true,
+        ...(deadline === undefined ? {} : { maxRetryTime: Math.max(0, deadline - now()) }),
+      },
     );
   }
 
-  private async post(hook: Hook, url: string, body: string): Promise<unknown> {
+  private async post(hook: Hook, url: string, body: string, timeoutMs: number): Promise<unknown> {
     const refusal = webhookRefusal(url, this.opts.allowLoopbackHttp ?? false);
     if (refusal) throw new HookError('Refused', `${hookName(hook)}: ${refusal}`);
     const timestamp = String(Math.floor((this.opts.now ?? Date.now)() / 1000));
@@ -128,20 +154,24 @@ export class Hooks implements HookCaller {
     let res: Response;
     try {
       // A redirect is an answer, not followed: fetch would turn the POST into a GET to wherever it points.
-      res = await fetch(url, { method: 'POST', headers, body, redirect: 'manual', signal: AbortSignal.timeout(hook.timeoutSeconds * 1000) });
+      res = await fetch(url, { method: 'POST', headers, body, redirect: 'manual', signal: AbortSignal.timeout(timeoutMs) });
     } catch (err) {
-      throw failure(hook, err);
+      throw failure(hook, err, timeoutMs);
     }
     if (res.status >= 300 && res.status < 400) {
       await res.body?.cancel().catch(() => undefined);
       throw new HookError('Refused', `${hookName(hook)} answered a redirect (HTTP ${res.status}); redirects are not followed`, { status: res.status, detail: res.headers.get('location') ?? undefined });
     }
-    const text = await this.readCapped(hook, res);
-    if (res.status < 200 || res.status > 299) throw new HookError('HTTPError', `${hookName(hook)} answered HTTP ${res.status}`, { status: res.status, detail: text.slice(0, 300) });
+    const text = await this.readCapped(hook, res, timeoutMs);
+    if (res.status < 200 || res.status > 299) {
+      const retryAfterSeconds = res.status === 429 || res.status >= 500 ? parseRetryAfter(res.headers.get('retry-after') ?? undefined, new Date((this.opts.now ?? Date.now)())) : undefined;
+      const after = retryAfterSeconds === undefined ? '' : `; it asked to be called again after ${retryAfterSeconds} s`;
+      throw new HookError('HTTPError', `${hookName(hook)} answered HTTP ${res.status}${after}`, { status: res.status, detail: text.slice(0, 300), retryAfterSeconds });
+    }
     return parseAnswer(hook, text);
   }
 
-  private async readCapped(hook: Hook, res: Response): Promise<string> {
+  private async readCapped(hook: Hook, res: Response, timeoutMs: number): Promise<string> {
     const max = this.opts.maxAnswerBytes ?? MAX_ANSWER_BYTES;
     const tooLarge = () => new HookError('AnswerTooLarge', `${hookName(hook)} answered more than ${max} bytes`);
     if (Number(res.headers.get('content-length') ?? 0) > max) {
@@ -164,12 +194,12 @@ export class Hooks implements HookCaller {
       }
     } catch (err) {
       if (err instanceof HookError) throw err;
-      throw failure(hook, err);
+      throw failure(hook, err, timeoutMs);
     }
     return Buffer.concat(chunks).toString('utf8');
   }
 
-  private async invoke(hook: Hook, body: string): Promise<unknown> {
+  private async invoke(hook: Hook, body: string, timeoutMs: number): Promise<unknown> {
     // A local endpoint checks no signature; it gets placeholder credentials, as DynamoDB Local does.
     const local = this.opts.lambdaEndpoint ? { endpoint: this.opts.lambdaEndpoint, region: this.opts.region ?? 'local', credentials: { accessKeyId: 'local', secretAccessKey: 'local' } } : {};
     const { InvokeCommand, LambdaClient } = await import('@aws-sdk/client-lambda');
@@ -177,28 +207,42 @@ export class Hooks implements HookCaller {
     let out;
     try {
       out = await this.lambda.send(new InvokeCommand({ FunctionName: hook.lambda!.functionName, Qualifier: hook.lambda!.qualifier, Payload: Buffer.from(body) }), {
-        abortSignal: AbortSignal.timeout(hook.timeoutSeconds * 1000),
+        abortSignal: AbortSignal.timeout(timeoutMs),
       });
     } catch (err) {
       const status = (err as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
       if (status) throw new HookError('HTTPError', `${hookName(hook)}: Invoke failed with HTTP ${status}: ${(err as Error).message}`, { cause: err, status });
-      throw failure(hook, err);
+      throw failure(hook, err, timeoutMs);
     }
     const payload = out.Payload ?? new Uint8Array();
     if (payload.byteLength > (this.opts.maxAnswerBytes ?? MAX_ANSWER_BYTES)) throw new HookError('AnswerTooLarge', `${hookName(hook)} answered more than ${this.opts.maxAnswerBytes ?? MAX_ANSWER_BYTES} bytes`);
     const text = Buffer.from(payload).toString('utf8');
     if (out.FunctionError) throw new HookError('FunctionError', `${hookName(hook)} failed (${out.FunctionError === 'Unhandled' ? 'Unhandled' : 'Handled'})`, { detail: text.slice(0, 300) });
-    return parseAnswer(hook, text);
+    const answer = parseAnswer(hook, text);
+    // A Lambda hook has no Retry-After header: it answers {retryAfterSeconds: N} (and no outputs) instead.
+    const retryAfterSeconds = lambdaRetryAfter(answer);
+    if (retryAfterSeconds !== undefined) throw new HookError('Unavailable', `${hookName(hook)} asked to be called again after ${retryAfterSeconds} s`, { retryAfterSeconds });
+    return answer;
   }
+}
+
+/** A Lambda hook's "call me again after N s": `{retryAfterSeconds: N}` with no outputs, N a non-negative number. */
+export function lambdaRetryAfter(answer: unknown): number | undefined {
+  if (answer === null || typeof answer !== 'object' || Array.isArray(answer) || 'outputs' in answer) return undefined;
+  const n = (answer as { retryAfterSeconds?: unknown }).retryAfterSeconds;
+  return typeof n === 'number' && Number.isFinite(n) && n >= 0 ? Math.ceil(n) : undefined;
 }
 
 function retriable(err: HookError): boolean {
   return err.status === 429 || (err.status ?? 0) >= 500;
 }
 
-function failure(hook: Hook, err: unknown): HookError {
+function failure(hook: Hook, err: unknown, timeoutMs: number): HookError {
   const name = (err as { name?: string }).name;
-  if (name === 'TimeoutError' || name === 'AbortError') return new HookError('Timeout', `${hookName(hook)} did not answer within ${hook.timeoutSeconds} s`, { cause: err });
+  if (name === 'TimeoutError' || name === 'AbortError') {
+    const clamped = timeoutMs < hook.timeoutSeconds * 1000 ? ` (what was left of the pass's time budget; its timeout is ${hook.timeoutSeconds} s)` : '';
+    return new HookError('Timeout', `${hookName(hook)} did not answer within ${Math.round(timeoutMs / 100) / 10} s${clamped}`, { cause: err });
+  }
   const cause = (err as { cause?: { code?: string; message?: string } }).cause;
   return new HookError('Unreachable', `${hookName(hook)} could not be reached: ${cause?.code ?? cause?.message ?? (err as Error).message}`, { cause: err });
 }

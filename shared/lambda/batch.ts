@@ -8,7 +8,7 @@ import { SqsFifoPartialProcessorAsync, processPartialResponse } from '@aws-lambd
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import { MalformedMessageError, parseEnvelope, type Envelope } from '../envelope/index.ts';
 import type { DeadLetterSink } from './dead-letter.ts';
-import type { Retry } from './retry.ts';
+import { askedDelay, RetryLater, type Retry } from './retry.ts';
 import { parseSyncRequest, type SyncRequest } from './sync-request.ts';
 
 export type Log = (level: 'info' | 'warn' | 'error', message: string, fields?: Record<string, unknown>) => void;
@@ -46,22 +46,26 @@ export function failedRecords(event: SQSEvent, response: SQSBatchResponse): SQSR
 }
 
 function fifoBatchHandler<T>(parse: (body: string) => T, opts: BatchOptions<T>): (event: SQSEvent) => Promise<SQSBatchResponse> {
-  const recordHandler = async (record: SQSRecord): Promise<void> => {
-    const message = await parseOrDeadLetter(record, parse, opts);
-    if (message === undefined) return;
-    try {
-      await opts.process(message, record);
-    } catch (err) {
-      opts.log?.('error', 'processing failed; it will be retried', { messageId: record.messageId, error: String(err) });
-      throw err;
-    }
-  };
   return async (event: SQSEvent) => {
+    // The delays messages asked for (RetryLater), by messageId, for the retry.
+    const asked = new Map<string, number>();
+    const recordHandler = async (record: SQSRecord): Promise<void> => {
+      const message = await parseOrDeadLetter(record, parse, opts);
+      if (message === undefined) return;
+      try {
+        await opts.process(message, record);
+      } catch (err) {
+        const delay = err instanceof RetryLater ? askedDelay(err.afterSeconds) : undefined;
+        if (delay !== undefined) asked.set(record.messageId, delay);
+        opts.log?.(err instanceof RetryLater ? 'warn' : 'error', 'processing failed; it will be retried', { messageId: record.messageId, error: String(err), ...(delay === undefined ? {} : { retryAfterSeconds: delay }) });
+        throw err;
+      }
+    };
     const response = await processPartialResponse(event, recordHandler, new SqsFifoPartialProcessorAsync(), {
       skipGroupOnError: true,
       throwOnFullBatchFailure: false,
     });
-    await opts.retry?.(failedRecords(event, response));
+    await opts.retry?.(failedRecords(event, response), asked);
     return response;
   };
 }

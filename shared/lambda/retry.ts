@@ -19,21 +19,43 @@ export function retryDelay(receiveCount: number, base = RETRY_BASE_SECONDS, max 
   return Math.min(base * 2 ** Math.min(failures - 1, 30), max);
 }
 
-/** Has the failed records come back after their backoff. */
-export type Retry = (records: readonly SQSRecord[]) => Promise<void>;
+/**
+ * Thrown by a handler to have its message come back later: after `afterSeconds` when the work said when (a hook's
+ * Retry-After), else after the message's backoff.
+ */
+export class RetryLater extends Error {
+  readonly afterSeconds: number | undefined;
+  constructor(message: string, afterSeconds?: number) {
+    super(message);
+    this.name = 'RetryLater';
+    this.afterSeconds = afterSeconds;
+  }
+}
+
+/** The delay a failed message asked for, bounded: at least 1 s, at most RETRY_MAX_SECONDS; undefined for none. */
+export function askedDelay(afterSeconds: number | undefined): number | undefined {
+  if (afterSeconds === undefined || !Number.isFinite(afterSeconds)) return undefined;
+  return Math.min(Math.max(Math.ceil(afterSeconds), 1), RETRY_MAX_SECONDS);
+}
+
+/**
+ * Has the failed records come back after their backoff; `asked` holds, by messageId, the delays (seconds) some
+ * asked for (RetryLater), which replace their backoff.
+ */
+export type Retry = (records: readonly SQSRecord[], asked?: ReadonlyMap<string, number>) => Promise<void>;
 
 /**
  * Backoff on the deployment's queues. A record whose visibility cannot be changed (its receipt expired, the call
  * failed) is only logged: it comes back after the queue's visibility timeout, as it would without backoff.
  */
 export function sqsRetry(queues: QueueUrls, client?: SQSClient, log?: Log): Retry {
-  return async (records) => {
+  return async (records, asked) => {
     if (records.length === 0) return;
     const { ChangeMessageVisibilityCommand } = await import('@aws-sdk/client-sqs');
     const sqs = client ?? (await sqsClient());
     await Promise.all(
       records.map(async (r) => {
-        const seconds = retryDelay(Number(r.attributes.ApproximateReceiveCount));
+        const seconds = asked?.get(r.messageId) ?? retryDelay(Number(r.attributes.ApproximateReceiveCount));
         try {
           await sqs.send(new ChangeMessageVisibilityCommand({ QueueUrl: queues.urlOf(r.eventSourceARN), ReceiptHandle: r.receiptHandle, VisibilityTimeout: seconds }));
         } catch (err) {

@@ -17,17 +17,31 @@ export interface SyncTools {
   context: Context;
   /** When the request was queued (SQS SentTimestamp, ms). */
   sentAt: number;
+  /** How many times it has been received, this time included (SQS ApproximateReceiveCount). */
+  receiveCount: number;
+  /** How many records of the batch come after this one (they share what is left of the invocation). */
+  later: number;
 }
 
-export function syncFunction(name: string, process: (request: SyncRequest, tools: SyncTools) => Promise<void>) {
+/** `environment` replaces the process's environment (tests run a handler against their own queues and table). */
+export function syncFunction(name: string, process: (request: SyncRequest, tools: SyncTools) => Promise<void>, opts: { environment?: () => Environment } = {}) {
   const logger = functionLogger(name);
+  const env = opts.environment ?? (() => environment());
   return middy(async (event: SQSEvent, context: Context) =>
     syncBatchHandler({
       source: name,
-      deadLetter: () => environment().deadLetter,
+      deadLetter: () => env().deadLetter,
       log: (level, message, fields) => logger[level](message, fields ?? {}),
-      retry: environment().retry,
-      process: (request, record) => process(request, { env: environment(), logger, context, sentAt: Number(record.attributes.SentTimestamp) }),
+      retry: env().retry,
+      process: (request, record) =>
+        process(request, {
+          env: env(),
+          logger,
+          context,
+          sentAt: Number(record.attributes.SentTimestamp),
+          receiveCount: Number(record.attributes.ApproximateReceiveCount) || 1,
+          later: event.Records.length - 1 - event.Records.findIndex((r) => r.messageId === record.messageId),
+        }),
     })(event),
   ).use(injectLambdaContext(logger));
 }

@@ -370,3 +370,87 @@ export function passDecision(opts: { last: PassRecord | undefined; sentAt: numbe
   const sameDefinition = last?.controller === current.uid && last.generation === current.generation && (!requested || (requested.uid === current.uid && requested.generation <= current.generation));
   return last && sameDefinition && last.startedAt > opts.sentAt + opts.skewMs ? 'served' : 'run';
 }
+
+// A pass fits its invocation (README "MapController", time budget and follow-ups): it gets a share of the
+// invocation's remaining time, starts a hook call only while one attempt still fits, and hands the inputs it did
+// not reach to a follow-up request for the same parent, which takes them in map-key order from where it stopped.
+
+/** Kept from the invocation's remaining time for the pass's last writes (status, Events, its record, a follow-up). */
+export const PASS_RESERVE_MS = 5_000;
+/** Kept for each later record of the batch, unless an equal share of what remains is more. */
+export const PASS_SHARE_MS = 10_000;
+
+/**
+ * A pass's time budget: what remains of the invocation, less the reserve and a share for each of the `later`
+ * records of the batch (at least an equal share of it), so one slow parent leaves the rest of its batch time to run.
+ */
+export function passBudgetMs(remainingMs: number, later: number): number {
+  const usable = Math.max(0, remainingMs - PASS_RESERVE_MS);
+  return Math.max(usable / (later + 1), usable - later * PASS_SHARE_MS);
+}
+
+/**
+ * Whether a hook call may start with `leftMs` of the pass's budget left: one attempt must fit (its timeout), or,
+ * for a hook whose timeout is longer than half the budget, half the budget must be left, so every pass starts some.
+ */
+export function callFits(leftMs: number, timeoutMs: number, budgetMs: number): boolean {
+  return leftMs > 0 && leftMs >= Math.min(timeoutMs, budgetMs / 2);
+}
+
+/** Sorts after every map key (a uid): a follow-up that owes only detached outputs their tombstone call. */
+export const AFTER_ALL_KEYS = '~';
+
+/** How a follow-up request's cause begins: `continue/<map key>/<problems so far>/<first reason>/<nonce>`. */
+export const CONTINUE_CAUSE = 'continue/';
+
+export interface Continuation {
+  /** The first map key not reached; keys before it had their turn earlier in this sync. */
+  cursor: string;
+  /** Problems of the earlier passes of this sync, and the first one's reason. */
+  problems: number;
+  reason: string;
+}
+
+export function continuationCause(c: Continuation, nonce: string): string {
+  return `${CONTINUE_CAUSE}${c.cursor}/${c.problems}/${c.reason || '-'}/${nonce}`;
+}
+
+export function continuationOf(causes: readonly string[]): Continuation | undefined {
+  for (const c of causes) {
+    if (!c.startsWith(CONTINUE_CAUSE)) continue;
+    const [cursor, problems, reason] = c.slice(CONTINUE_CAUSE.length).split('/');
+    if (cursor && Number.isSafeInteger(Number(problems)) && Number(problems) >= 0) return { cursor, problems: Number(problems), reason: reason === '-' ? '' : (reason ?? '') };
+  }
+  return undefined;
+}
+
+/** Reasons a retry cannot cure (the parent's or the MapController's spec must change, which queues a sync anyway). */
+const NOT_RETRIED = new Set(['InvalidSelector', 'HookRefused']);
+
+/**
+ * A failing parent is retried with backoff this many receives at most; then its message is consumed and the next
+ * change or resync tries again, so a tenant's broken hook never fills a dead-letter queue (infra's
+ * MAX_RECEIVE_COUNT is higher).
+ */
+export const MAP_RETRY_RECEIVES = 10;
+
+export type PassOutcome =
+  | { kind: 'done' }
+  | { kind: 'continue'; continuation: Continuation }
+  | { kind: 'retry'; afterSeconds: number | undefined; reason: string }
+  | { kind: 'give-up'; reason: string };
+
+/**
+ * What follows a pass: nothing (done), a follow-up for the inputs it did not reach, a retry of its message (after
+ * the hook's Retry-After, else the message's backoff), or, past MAP_RETRY_RECEIVES, nothing more for now.
+ * A hook that asked to be called later is not called again before then: the retry, not a follow-up, continues.
+ */
+export function passOutcome(pass: { deferred: readonly string[]; problems: ReadonlyArray<{ reason: string }>; retryAfterSeconds: number | undefined; earlier: Continuation | undefined; receiveCount: number }): PassOutcome {
+  const problems = (pass.earlier?.problems ?? 0) + pass.problems.length;
+  const reason = pass.earlier?.problems ? pass.earlier.reason : (pass.problems[0]?.reason ?? '');
+  const retry = (afterSeconds: number | undefined): PassOutcome => (pass.receiveCount >= MAP_RETRY_RECEIVES ? { kind: 'give-up', reason } : { kind: 'retry', afterSeconds, reason });
+  if (pass.retryAfterSeconds !== undefined) return retry(pass.retryAfterSeconds);
+  if (pass.deferred.length) return { kind: 'continue', continuation: { cursor: [...pass.deferred].sort()[0]!, problems, reason } };
+  const retriable = pass.problems.some((p) => !NOT_RETRIED.has(p.reason)) || (pass.earlier !== undefined && pass.earlier.problems > 0 && !NOT_RETRIED.has(pass.earlier.reason));
+  return retriable ? retry(undefined) : { kind: 'done' };
+}

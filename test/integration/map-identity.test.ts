@@ -5,6 +5,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { readFile } from 'node:fs/promises';
 import { serveMapRequest } from '../../functions/map/handler.ts';
+import { RetryLater } from '../../shared/lambda/retry.ts';
 import { mapControllers, type MapControllerSet } from '../../functions/map/controllers.ts';
 import { makeSyncRequest } from '../../shared/lambda/sync-request.ts';
 import { clusterCache } from '../../functions/cluster-cache.ts';
@@ -173,7 +174,8 @@ subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: Group, name: "outrigger:
 
       failing = true;
       await admin.patch(configMaps, 'in', ns, { data: { a: '2' } }, 'merge');
-      await serve(key, name);
+      // A pass with a hook failure has its message retried with backoff (README "MapController").
+      await expect(serve(key, name)).rejects.toThrow(RetryLater);
       const ev = await eventually(async () => (await admin.listAll(events, { namespace: ns })).find((e) => (e as { reason?: string }).reason === 'HookHTTPError'));
       expect(ev).toMatchObject({ type: 'Warning', regarding: { kind: 'TeamMap', name: 'p' } });
     } finally {
