@@ -17,7 +17,8 @@ import { deduplicationId, makeEnvelope, MAX_ENVELOPE_BYTES, messageGroupId, type
 import { SqsDeadLetterSink } from '../shared/lambda/dead-letter.ts';
 import { BATCH_BYTES, BATCH_ENTRIES } from '../shared/lambda/sqs.ts';
 import { FileCheckpoint, type CheckpointStore } from './checkpoint.ts';
-import { gvrString, isNamespaced, runWatchSource, type GVR, type KubeClient, type KubeObject, type SourceEvent } from '../shared/kube/index.ts';
+import { apiVersionOf, gvrString, isNamespaced, resolveResource, runWatchSource, type GVR, type KubeClient, type KubeObject, type SourceEvent } from '../shared/kube/index.ts';
+import { statusOnly, watchedAsMetadata } from './metadata.ts';
 
 /** One envelope for the events queue. */
 export interface QueueEntry {
@@ -65,6 +66,12 @@ export interface ForwarderOptions {
   /** What to watch; called again every `refreshMs` (new policies add resources, deleted ones take them away). */
   resources: () => Promise<GVR[]>;
   /**
+   * The resources whose events carry whole objects (the controllers' parents and the definitions); every other
+   * watched resource is watched as metadata only, and its status-only changes are not sent (forwarder/metadata.ts).
+   * Without it every resource is sent whole, Secrets excepted.
+   */
+  wholeObjects?: () => Promise<GVR[]>;
+  /**
    * Events of these resources (RevisionPolicies, MapControllers) change what is watched: each is followed at
    * once by `forget` (the definitions are read afresh) and a refresh, not only on the timer.
    */
@@ -99,6 +106,8 @@ export interface ForwarderStats {
   sendFailures: number;
   deadLettered: number;
   trimmed: number;
+  /** Modifications of objects watched as metadata only that changed only their status: not sent. */
+  statusOnly: number;
   buffered: number;
   maxBuffered: number;
   watches: number;
@@ -107,7 +116,7 @@ export interface ForwarderStats {
 
 export class Forwarder {
   lastSendError: string | undefined;
-  private readonly counts = { events: 0, sent: 0, batches: 0, sendFailures: 0, deadLettered: 0, trimmed: 0, maxBuffered: 0 };
+  private readonly counts = { events: 0, sent: 0, batches: 0, sendFailures: 0, deadLettered: 0, trimmed: 0, statusOnly: 0, maxBuffered: 0 };
   private readonly opts: ForwarderOptions;
   private readonly buffer: Pending[] = [];
   private readonly waiters: Array<() => void> = [];
@@ -116,6 +125,8 @@ export class Forwarder {
   private readonly watching = new Map<string, Promise<void>>();
   /** Each watch's own stop, so that a resource no definition needs any longer stops being watched. */
   private readonly stops = new Map<string, AbortController>();
+  /** Whether each watched resource is watched as metadata only. */
+  private readonly asMetadata = new Map<string, boolean>();
   private refreshing: Promise<void> = Promise.resolve();
   private refreshQueued = false;
   private readonly syncedOnce = new Set<string>();
@@ -183,18 +194,22 @@ export class Forwarder {
   private async refreshOnce(): Promise<void> {
     const resources = await this.opts.resources();
     const wanted = new Set(resources.map(gvrString));
+    const whole = this.opts.wholeObjects ? new Set((await this.opts.wholeObjects()).map(gvrString)) : undefined;
+    const metadataOnly = new Map(resources.map((r) => [gvrString(r), watchedAsMetadata(r, whole)]));
     // A resource no definition needs any longer (its last policy deleted, or found bad) is watched no more, and
-    // its index goes: should it be wanted again, every object is sent again, as for a new kind.
+    // its index goes: should it be wanted again, every object is sent again, as for a new kind. A resource that
+    // became a parent, or stopped being one, is watched again in its new form, from the index it has.
     for (const [id, stop] of this.stops) {
-      if (wanted.has(id)) continue;
+      const reshaped = wanted.has(id) && metadataOnly.get(id) !== this.asMetadata.get(id);
+      if (wanted.has(id) && !reshaped) continue;
       stop.abort();
       this.stops.delete(id);
       const watch = this.watching.get(id);
       this.watching.delete(id);
       this.syncedOnce.delete(id);
-      this.acked.delete(id);
+      if (!reshaped) this.acked.delete(id);
       this.dirty = true;
-      this.log('watch stopped: no definition needs it', { resource: id });
+      this.log(reshaped ? 'watch restarted: its objects are now sent as a parent\'s or a child\'s' : 'watch stopped: no definition needs it', { resource: id });
       await watch?.catch(() => undefined);
     }
     for (const resource of resources) {
@@ -206,14 +221,19 @@ export class Forwarder {
       this.stops.set(id, stop);
       const signal = AbortSignal.any([this.abort.signal, stop.signal]);
       const definitions = new Set((this.opts.definitions ?? []).map(gvrString));
-      this.log('watching', { resource: id });
+      const asMetadata = metadataOnly.get(id) ?? false;
+      this.asMetadata.set(id, asMetadata);
+      this.log('watching', { resource: id, ...(asMetadata ? { metadataOnly: true } : {}) });
       const watch = async () => {
         const namespace = this.opts.namespace && (await isNamespaced(this.opts.kube, resource)) ? this.opts.namespace : undefined;
+        const apiVersion = apiVersionOf(resource);
+        const type = asMetadata ? { apiVersion, kind: (await resolveResource(this.opts.kube, apiVersion, resource.resource)).kind } : undefined;
         await runWatchSource({
           client: this.opts.kube,
           resource,
           namespace,
           signal,
+          metadataOnly: type,
           known: acked,
           onSynced: () => {
             if (!stop.signal.aborted) this.syncedOnce.add(id);
@@ -221,6 +241,10 @@ export class Forwarder {
           onError: (err) => this.log('watch failed; retrying with backoff', { resource: id, error: String(err) }),
           onEvent: async (e) => {
             if (stop.signal.aborted) return;
+            if (asMetadata && e.type === 'modified' && statusOnly(e.oldObject, e.object)) {
+              this.counts.statusOnly += 1;
+              return;
+            }
             await this.enqueue(id, e);
             if (definitions.has(id)) this.definitionChanged();
           },

@@ -126,6 +126,7 @@ const forwarder = new Forwarder({
   resources: () => routerEvents.resources(cluster, kube),
   definitions: routerEvents.definitions,
   forget: () => routerEvents.forget?.(cluster),
+  ...(routerEvents.wholeObjects ? { wholeObjects: () => routerEvents.wholeObjects!(cluster, kube) } : {}),
   namespace: process.env.OUTRIGGER_NAMESPACE || undefined,
   stateFile: process.env.OUTRIGGER_FORWARDER_STATE || undefined,
   checkpoint,
