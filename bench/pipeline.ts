@@ -122,6 +122,8 @@ try {
       await rt.settled();
       const queue = rt.queues.get('router')!;
       const before = { ...queue.stats };
+      const invocations = () => [...rt.queues.values()].reduce((n, q) => n + q.stats.batches, 0);
+      const invocationsBefore = invocations();
       const seen = () => rt.forwarderStats().reduce((n, f) => n + f.events + f.statusOnly, 0);
       const seenBefore = seen();
       // One pod at a time flips, in turn: each change a status update the apiserver takes on its own.
@@ -141,6 +143,8 @@ try {
         sqsMessagesPer1000: per1000(queue.stats.sent - before.sent),
         bytesPer1000: per1000(queue.stats.bytes - before.bytes),
         routerInvocationsPer1000: per1000(queue.stats.batches - before.batches),
+        // The router's and the handlers' it sent to (history), as Lambda would invoke them for these batches.
+        lambdaInvocationsPer1000: per1000(invocations() - invocationsBefore),
       };
     } finally {
       await rt.stop();
