@@ -99,6 +99,10 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     state: openState({ tableName: bed.tableName, endpoint: bed.dynamodb.endpoint }),
     deadLetter,
     syncSink: new LocalSyncSink(syncQueues, log),
+    // A delay a failed message asked for (a hook's Retry-After) replaces its queue's backoff, as in AWS.
+    retry: async (records, asked) => {
+      for (const q of queues.values()) await q.retry()(records, asked);
+    },
   });
   const source: KubeClient = connect(clusterConfig.access);
   // The map function invokes Lambda hooks through the real Lambda client, pointed at a local endpoint.

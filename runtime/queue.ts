@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import type { EnvelopeSink, QueueEntry } from '../forwarder/forwarder.ts';
 import type { DeadLetterSink } from '../shared/lambda/dead-letter.ts';
-import { RETRY_MAX_SECONDS, retryDelay } from '../shared/lambda/retry.ts';
+import { RETRY_MAX_SECONDS, retryDelay, type Retry } from '../shared/lambda/retry.ts';
 
 interface Message {
   id: string;
@@ -41,6 +41,8 @@ export class LocalQueue {
   private readonly arn: string;
   private pending: Message[] = [];
   private readonly recentDedupIds = new Map<string, number>();
+  /** Delays (ms) that failed messages asked for (a hook's Retry-After), by message id, until their redelivery. */
+  private readonly asked = new Map<string, number>();
   private readonly waiters: Array<() => void> = [];
   private readonly idleWaiters: Array<() => void> = [];
   private wake: (() => void) | undefined;
@@ -73,6 +75,19 @@ export class LocalQueue {
     this.stats.sent += 1;
     this.stats.bytes += Buffer.byteLength(body);
     this.wake?.();
+  }
+
+  /**
+   * The handlers' retry (shared/lambda/retry.ts) for this queue's records: a delay a failed record asked for
+   * replaces its backoff, as ChangeMessageVisibility does in AWS; other records keep the queue's own backoff.
+   */
+  retry(): Retry {
+    return async (records, asked) => {
+      for (const r of records) {
+        const seconds = asked?.get(r.messageId);
+        if (r.eventSourceARN === this.arn && seconds !== undefined) this.asked.set(r.messageId, seconds * 1000);
+      }
+    };
   }
 
   /** Resolves once nothing is pending or in flight. */
@@ -150,6 +165,8 @@ export class LocalQueue {
     }
     const retry: Message[] = [];
     for (const m of batch) {
+      const askedMs = this.asked.get(m.id);
+      this.asked.delete(m.id);
       if (!failedIds.has(m.id)) {
         this.stats.delivered += 1;
         continue;
@@ -159,8 +176,9 @@ export class LocalQueue {
         this.stats.deadLettered += 1;
         await this.opts.deadLetter.send({ body: m.body, reason: `received ${m.receiveCount} times without success; last: ${reason}`, source: this.name });
       } else {
-        // Backoff as in AWS (shared/lambda/retry.ts): doubling with each failure, from retryDelayMs.
-        retry.push({ ...m, notBefore: Date.now() + retryDelay(m.receiveCount, this.opts.retryDelayMs, RETRY_MAX_SECONDS * 1000) });
+        // Backoff as in AWS (shared/lambda/retry.ts): doubling with each failure, from retryDelayMs, unless the
+        // handler asked for a delay.
+        retry.push({ ...m, notBefore: Date.now() + (askedMs ?? retryDelay(m.receiveCount, this.opts.retryDelayMs, RETRY_MAX_SECONDS * 1000)) });
       }
     }
     // Failed messages go back in front of what arrived since, so a group's order is kept.

@@ -3,6 +3,7 @@
 import type { SQSRecord } from 'aws-lambda';
 import fc from 'fast-check';
 import { MAX_RECEIVE_COUNT } from '../../infra/stack.ts';
+import { LocalQueue } from '../../runtime/queue.ts';
 import { lambdaRetryAfter } from '../../shared/hooks/index.ts';
 import { syncBatchHandler } from '../../shared/lambda/batch.ts';
 import { MemoryDeadLetterSink } from '../../shared/lambda/dead-letter.ts';
@@ -100,5 +101,26 @@ describe('follow-ups and retries', () => {
     const response = await handler({ Records: [record('later', 'a'), record('fine', 'b'), record('broken', 'c'), record('huge', 'd')] });
     expect(response.batchItemFailures.map((f) => f.itemIdentifier).sort()).toEqual(['broken', 'huge', 'later']);
     expect(seen).toEqual([{ ids: ['later', 'broken', 'huge'], asked: [['later', 3], ['huge', RETRY_MAX_SECONDS]] }]);
+  });
+  test("the local runtime's queue honours an asked delay too: 1 s, where its own backoff would be 60 ms", async () => {
+    const at: number[] = [];
+    const local: { queue?: LocalQueue } = {};
+    const handler = syncBatchHandler({
+      source: 'map',
+      deadLetter: () => new MemoryDeadLetterSink(),
+      retry: async (records, asked) => local.queue!.retry()(records, asked),
+      process: async () => {
+        at.push(performance.now());
+        if (at.length === 1) throw new RetryLater('the hook asked', 1);
+      },
+    });
+    const queue = new LocalQueue({ name: 'map', retryDelayMs: 60, deadLetter: new MemoryDeadLetterSink(), deliver: handler });
+    local.queue = queue;
+    await queue.enqueue(JSON.stringify(makeSyncRequest({ cluster: 'c1', group: 'g', kind: 'K', namespace: 'ns', name: 'p', uid: 'p-uid' }, [])), 'g', 'd1');
+    await queue.idle();
+    await queue.stop();
+    expect(at).toHaveLength(2);
+    expect(at[1]! - at[0]!).toBeGreaterThanOrEqual(995);
+    expect(at[1]! - at[0]!).toBeLessThan(1_300);
   });
 });
