@@ -1,11 +1,15 @@
-// `cdk synth` / `cdk deploy` entry. The clusters come from the context value `outrigger:clusters` (a JSON
-// array, in cdk.json or `-c`), in the shape of OUTRIGGER_CLUSTERS (the stack gives it to the functions as a file
-// in a layer: OUTRIGGER_CLUSTERS_FILE). MapController hooks the map function may invoke:
-// `outrigger:mapHookFunctions` (function names); `outrigger:examples=true` also deploys the SnapshotSchedule
-// example's hooks. `outrigger:forwarderNamespace` and `outrigger:forwarderServiceAccount` narrow who may assume
-// the forwarder's role (EKS Pod Identity).
+// `cdk synth` / `cdk deploy` entry: the repository's own use of the Outrigger construct (infra/outrigger.ts), one
+// stack named Outrigger, configured from context (`-c key=value` or cdk.json; README "Deploying"):
+//   outrigger:clusters          the cluster configuration (a JSON array, in the shape of OUTRIGGER_CLUSTERS), or
+//   outrigger:clustersFile      a file holding it
+//   outrigger:mapHookFunctions  Lambda functions (names) MapControllers may call
+//   outrigger:examples=true     also the SnapshotSchedule example's hooks
+//   outrigger:forwarderNamespace, outrigger:forwarderServiceAccount   where the forwarder runs in each cluster
+// Anything else a user would set (a VPC, an alarm topic, log retention) is a prop of the construct, in an app of
+// their own.
 import { App, type AppProps } from 'aws-cdk-lib';
-import { parseClusters } from '../shared/clusters.ts';
+import { readFileSync } from 'node:fs';
+import type { ClusterConfig } from '../shared/clusters.ts';
 import { OutriggerStack } from './stack.ts';
 
 /** The app as the CDK CLI runs it; tests build it with their own context (and an outdir). */
@@ -15,15 +19,28 @@ export function outriggerApp(props: AppProps = {}): { app: App; stack: Outrigger
   // CLI's own context (`--no-asset-metadata`) still wins.
   const app = new App({ ...props, context: { 'aws:cdk:enable-asset-metadata': true, ...props.context } });
   const context = (key: string): unknown => app.node.tryGetContext(`outrigger:${key}`);
-  const raw = context('clusters');
-  const hooks = context('mapHookFunctions');
-  const examples = context('examples');
+  const json = (key: string): unknown => {
+    const value = context(key);
+    try {
+      return typeof value === 'string' ? (JSON.parse(value) as unknown) : value;
+    } catch (err) {
+      throw new Error(`context outrigger:${key} is not JSON: ${(err as Error).message}`, { cause: err });
+    }
+  };
   const text = (v: unknown) => (typeof v === 'string' && v ? v : undefined);
+  const file = text(context('clustersFile'));
+  const clusters = file ? (JSON.parse(readFileSync(file, 'utf8')) as unknown) : json('clusters');
+  if (clusters === undefined) {
+    throw new Error('no clusters: pass -c outrigger:clustersFile=clusters.json (or -c outrigger:clusters=\'[...]\'); README "Deploying" writes the file');
+  }
+  if (!Array.isArray(clusters)) throw new Error(`the cluster configuration${file ? ` in ${file}` : ''} is not a JSON array`);
   const namespace = text(context('forwarderNamespace'));
   const serviceAccount = text(context('forwarderServiceAccount'));
+  const examples = context('examples');
   const stack = new OutriggerStack(app, 'Outrigger', {
-    clusters: parseClusters(typeof raw === 'string' ? raw : JSON.stringify(raw ?? [])),
-    mapHookFunctions: typeof hooks === 'string' ? (JSON.parse(hooks) as string[]) : ((hooks as string[] | undefined) ?? []),
+    // Checked by the construct, which names the cluster and field of anything wrong.
+    clusters: clusters as ClusterConfig[],
+    mapHookFunctions: (json('mapHookFunctions') as string[] | undefined) ?? [],
     examples: examples === true || examples === 'true',
     forwarder: { ...(namespace ? { namespace } : {}), ...(serviceAccount ? { serviceAccount } : {}) },
     env: { account: process.env.CDK_DEFAULT_ACCOUNT, region: process.env.CDK_DEFAULT_REGION },

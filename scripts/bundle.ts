@@ -1,6 +1,6 @@
 // A function's Lambda bundle, built outside CDK for the tools that run or measure the deployed code itself
 // (`npm run invoke`, `npm run bench:bundle`). What Lambda runs is what CDK's NodejsFunction makes of
-// infra/stack.ts's `bundled()`; these options restate that esbuild command and MUST be kept equal to it: a
+// infra/bundling.ts's `bundled()`; these options restate that esbuild command and MUST be kept equal to it: a
 // change to `bundled()` (or to the CDK defaults it relies on) is a change here too. test/unit/invoke.test.ts
 // builds every function both ways and compares the bytes.
 import { stat, writeFile } from 'node:fs/promises';
@@ -10,7 +10,7 @@ import type { FunctionSpec } from '../functions/spec.ts';
 import { projectRoot } from '../local/paths.ts';
 
 /**
- * infra/stack.ts `bundled().bundling.externalModules`, which replaces NodejsFunction's default (`@aws-sdk/*`: use the
+ * infra/bundling.ts `bundled().bundling.externalModules`, which replaces NodejsFunction's default (`@aws-sdk/*`: use the
  * SDK Lambda provides). The AWS SDK is bundled: the functions run the SDK version the tests ran, and one
  * tree-shaken CommonJS file loads in a fresh process faster than the runtime's copy (hundreds of files, each
  * resolved and compiled on its own). `@kubernetes/client-node` reads kubeconfigs, which deployed functions never
@@ -20,7 +20,7 @@ import { projectRoot } from '../local/paths.ts';
 export const EXTERNALS = ['@kubernetes/client-node'];
 
 /**
- * infra/stack.ts `bundled().bundling.esbuildArgs['--alias']`: a Lambda function's AWS credentials are only ever in
+ * infra/bundling.ts `bundled().bundling.esbuildArgs['--alias']`: a Lambda function's AWS credentials are only ever in
  * its environment, so the SDK's default provider chain is replaced by the environment provider (shared/lambda/credentials.ts).
  */
 export const ALIASES = { '@aws-sdk/credential-provider-node': './shared/lambda/credentials.ts' };

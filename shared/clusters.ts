@@ -130,8 +130,10 @@ export function parseClusters(json: string): ClusterConfig[] {
   const result = z.array(clusterConfigSchema).check(z.minLength(1, 'names no cluster')).safeParse(value);
   if (!result.success) {
     const issue = result.error.issues[0]!;
-    const [entry, ...field] = issue.path;
-    if (typeof entry !== 'number') throw new Error(`cluster configuration: ${issue.path.map(String).join('.') || '(top)'}: ${issue.message}`);
+    // An unknown field is named as a field (`access.roleArn`), not as its object.
+    const path = issue.code === 'unrecognized_keys' ? [...issue.path, issue.keys.join(', ')] : issue.path;
+    const [entry, ...field] = path;
+    if (typeof entry !== 'number') throw new Error(`cluster configuration: ${path.map(String).join('.') || '(top)'}: ${issue.message}`);
     // Named by the cluster's id where it has one: an operator reads ids, not positions in an array.
     const id = (value as Array<{ id?: unknown } | null>)[entry]?.id;
     const which = typeof id === 'string' && id ? `cluster ${id}` : `entry ${entry} (no id)`;

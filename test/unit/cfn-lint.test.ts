@@ -7,10 +7,10 @@ import { join } from 'node:path';
 import { outriggerApp } from '../../infra/app.ts';
 import { cfnLint, formatFinding } from '../../local/cfn-lint.ts';
 import type { ClusterConfig } from '../../shared/clusters.ts';
+import { eksCluster } from './clusters.ts';
 
-const eks = (id: string): ClusterConfig => ({
-  id,
-  access: { kind: 'eks', server: `https://${id}.gr7.eu-west-1.eks.amazonaws.com`, caData: 'Q0E=', clusterName: id, region: 'eu-west-1' },
+const eks = (id: string, region?: string): ClusterConfig => ({
+  ...eksCluster(id, region ? { region } : {}),
   storage: { enabled: true, migrations: 'outrigger', reporters: [{ id: 'apiserver-a' }, { id: 'apiserver-b' }] },
 });
 
@@ -18,13 +18,14 @@ const eks = (id: string): ClusterConfig => ({
 test('cfn-lint finds no error and no warning in the synthesized template', async () => {
   const outdir = await mkdtemp(join(tmpdir(), 'outrigger-cfn-lint-'));
   try {
-    // Everything the stack can hold: two EKS clusters and one outside EKS (its token in Secrets Manager), storage
-    // reporters, named hooks, the example's hooks, a narrowed forwarder.
+    // Everything the stack can hold: EKS clusters in the stack's region and another and one outside EKS (its token
+    // in Secrets Manager), storage reporters, named hooks, the example's hooks, a forwarder elsewhere than the
+    // default. The stack's region is the deploy's (no env), so access entries are made under a region condition.
     const { app, stack } = outriggerApp({
       outdir,
       context: {
         'aws:cdk:bundling-stacks': [],
-        'outrigger:clusters': [eks('prod'), eks('dr'), { id: 'onprem', access: { kind: 'secret', server: 'https://k8s.onprem.example:6443', secretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:outrigger/onprem', migratorTokenSecretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:outrigger/onprem-migrator' } }],
+        'outrigger:clusters': [eks('prod'), eks('dr', 'us-east-1'), { id: 'onprem', access: { kind: 'secret', server: 'https://k8s.onprem.corp.internal:6443', secretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:outrigger/onprem', migratorTokenSecretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:outrigger/onprem-migrator' } }],
         'outrigger:mapHookFunctions': ['my-map-hook'],
         'outrigger:examples': true,
         'outrigger:forwarderNamespace': 'outrigger',

@@ -10,6 +10,7 @@ import type { CfnFunction } from 'aws-cdk-lib/aws-lambda';
 import type { SQSEvent } from 'aws-lambda';
 import { functions } from '../../functions/index.ts';
 import { OutriggerStack } from '../../infra/stack.ts';
+import { eksCluster } from './clusters.ts';
 import { projectRoot } from '../../local/paths.ts';
 import { BUNDLE_FILE, bundleFunction } from '../../scripts/bundle.ts';
 import { MalformedMessageError, deduplicationId, messageGroupId, parseEnvelope } from '../../shared/envelope/index.ts';
@@ -102,13 +103,12 @@ describe('the sample events', () => {
 describe('the bundles npm run invoke and bench:bundle build', () => {
   test('are the bytes the stack deploys, for every function, without what Lambda never needs', async () => {
     const app = new App({ outdir: mkdtempSync(join(tmpdir(), 'outrigger-synth-')) });
-    const cluster = { id: 'prod', access: { kind: 'eks' as const, server: 'https://x.gr7.eu-west-1.eks.amazonaws.com', caData: 'Q0E=', clusterName: 'prod', region: 'eu-west-1' } };
-    const stack = new OutriggerStack(app, 'Invoke', { clusters: [cluster] });
+    const stack = new OutriggerStack(app, 'Invoke', { clusters: [eksCluster('prod')] });
     const assembly = app.synth();
     const ours = mkdtempSync(join(tmpdir(), 'outrigger-bundles-'));
     const bundles = await Promise.all(functions.map((spec) => bundleFunction(spec, join(ours, spec.name))));
     const compared = functions.map((spec, i) => {
-      const code = stack.resolve((stack.functions.get(spec.name)!.node.defaultChild as CfnFunction).code) as { s3Key: string };
+      const code = stack.resolve((stack.outrigger.functions.get(spec.name)!.node.defaultChild as CfnFunction).code) as { s3Key: string };
       const deployed = readFileSync(join(assembly.directory, `asset.${code.s3Key.replace(/\.zip$/, '')}`, BUNDLE_FILE));
       return { name: spec.name, same: readFileSync(bundles[i]!.file).equals(deployed) };
     });

@@ -11,13 +11,11 @@ import { sendTargets } from '../../functions/spec.ts';
 import { outriggerApp } from '../../infra/app.ts';
 import { CLUSTERS_FILE_IN_LAYER, OutriggerStack, TARGETS_PER_RULE, type OutriggerStackProps } from '../../infra/stack.ts';
 import { DEFAULT_MAX_CONCURRENCY, clustersFromEnv, type ClusterConfig } from '../../shared/clusters.ts';
+import { CA_DATA, eksCluster } from './clusters.ts';
 
-const cluster: ClusterConfig = {
-  id: 'prod',
-  access: { kind: 'eks', server: 'https://x.gr7.eu-west-1.eks.amazonaws.com', caData: 'Q0E=', clusterName: 'prod', region: 'eu-west-1' },
-};
+const cluster: ClusterConfig = eksCluster('prod');
 /** A second EKS cluster with a concurrency of its own. */
-const dr: ClusterConfig = { id: 'dr-eu', access: { ...(cluster.access as Extract<ClusterConfig['access'], { kind: 'eks' }>), clusterName: 'prod-dr' }, maxConcurrency: 20 };
+const dr: ClusterConfig = { ...eksCluster('dr-eu', { clusterName: 'prod-dr' }), maxConcurrency: 20 };
 
 const targets = functions.flatMap((f) => (f.sync ? [f.sync.target] : []));
 
@@ -167,7 +165,7 @@ describe('the Outrigger stack', () => {
       expect(fn.Properties.Architectures).toEqual(['arm64']);
       expect(fn.Properties.Layers).toEqual([{ Ref: layer }]);
       expect(fn.Properties.Environment.Variables.OUTRIGGER_CLUSTERS_FILE).toBe(`/opt/${CLUSTERS_FILE_IN_LAYER}`);
-      expect(fn.Properties.Environment.Variables.OUTRIGGER_CLUSTERS).toBeUndefined();
+      expect(fn.Properties.Environment.Variables.OUTRIGGER_CLUSTERS).toBe('');
     }
   });
 
@@ -180,7 +178,7 @@ describe('the Outrigger stack', () => {
   }
 
   test('runs the heartbeat and the map resync every minute, each from one rule for every cluster', () => {
-    const t = synth(Array.from({ length: 6 }, (_, i) => ({ ...cluster, id: `c${i}` })));
+    const t = synth(Array.from({ length: 6 }, (_, i) => eksCluster(`c${i}`)));
     expect(scheduled(t, 'rate(1 minute)').sort((a, b) => a.description.localeCompare(b.description))).toEqual([
       { description: 'Runs heartbeat every 1 minute(s)', inputs: [undefined] },
       { description: 'Runs map-resync every 1 minute(s)', inputs: [undefined] },
@@ -188,18 +186,18 @@ describe('the Outrigger stack', () => {
   });
 
   test('polls storage every 10 minutes, one invocation per cluster and reporter, from a rule per cluster', () => {
-    const ha = (id: string, reporters: number): ClusterConfig => ({ ...cluster, id, storage: { enabled: true, migrations: 'outrigger', reporters: Array.from({ length: reporters }, (_, i) => ({ id: `apiserver-${i}` })) } });
+    const ha = (id: string, reporters: number): ClusterConfig => ({ ...eksCluster(id), storage: { enabled: true, migrations: 'outrigger', reporters: Array.from({ length: reporters }, (_, i) => ({ id: `apiserver-${i}` })) } });
     const polls = (clusters: ClusterConfig[]) => scheduled(synth(clusters), 'rate(10 minutes)').sort((a, b) => a.description.localeCompare(b.description));
     expect(polls([ha('prod', 2)])).toEqual([{ description: 'Runs storage-poll for cluster prod every 10 minute(s)', inputs: [{ cluster: 'prod', reporter: 'apiserver-0' }, { cluster: 'prod', reporter: 'apiserver-1' }] }]);
     // A rule takes at most 5 targets: one rule for all clusters would refuse 6 clusters, or 3 with 2 reporters each.
-    expect(polls(Array.from({ length: 6 }, (_, i) => ({ ...cluster, id: `c${i}` })))).toEqual(Array.from({ length: 6 }, (_, i) => ({ description: `Runs storage-poll for cluster c${i} every 10 minute(s)`, inputs: [{ cluster: `c${i}`, reporter: 'apiserver' }] })));
+    expect(polls(Array.from({ length: 6 }, (_, i) => eksCluster(`c${i}`)))).toEqual(Array.from({ length: 6 }, (_, i) => ({ description: `Runs storage-poll for cluster c${i} every 10 minute(s)`, inputs: [{ cluster: `c${i}`, reporter: 'apiserver' }] })));
     expect(polls([ha('a', 2), ha('b', 2), ha('c', 2)]).map((r) => r.inputs.length)).toEqual([2, 2, 2]);
     // More reporters than a rule takes: a further rule for the rest.
     const seven = polls([ha('big', 7)]);
     expect(seven.map((r) => r.description)).toEqual(['Runs storage-poll for cluster big (reporters 1-5 of 7) every 10 minute(s)', 'Runs storage-poll for cluster big (reporters 6-7 of 7) every 10 minute(s)']);
     expect(seven.flatMap((r) => r.inputs)).toEqual(Array.from({ length: 7 }, (_, i) => ({ cluster: 'big', reporter: `apiserver-${i}` })));
     // Storage migration off: nothing to poll.
-    expect(polls([cluster, { ...cluster, id: 'off', storage: { enabled: false, migrations: 'outrigger' } }]).map((r) => r.description)).toEqual(['Runs storage-poll for cluster prod every 10 minute(s)']);
+    expect(polls([cluster, { ...eksCluster('off'), storage: { enabled: false, migrations: 'outrigger' } }]).map((r) => r.description)).toEqual(['Runs storage-poll for cluster prod every 10 minute(s)']);
   });
 
   test('grants each function only what its code does: its table actions, its queue, its dead letters, the queues it sends to', () => {
@@ -208,8 +206,10 @@ describe('the Outrigger stack', () => {
     const send = (...queues: string[]) => queues.map((q) => `sqs:SendMessage ${q}`);
     const consumer = (queue: string, ...sendsTo: string[]) => [...consume(queue), ...send(`${queue}DeadLetter`, ...sendsTo)];
     const granted = grants(template);
+    // Each function writes its logs to its own log group (not AWSLambdaBasicExecutionRole's every log group).
+    const withLogs = (byFunction: Record<string, string[]>) => Object.fromEntries(Object.entries(byFunction).map(([fn, g]) => [fn, fn.endsWith('ForwarderRole') ? g : [...g, `logs:CreateLogStream ${fn}Logs`, `logs:PutLogEvents ${fn}Logs`]]));
     expect(granted).toEqual(
-      sorted({
+      sorted(withLogs({
         Heartbeat: table('dynamodb:GetItem', 'dynamodb:PutItem'),
         Router: consumer('ProdEvents', 'ProdSyncHistory', 'ProdSyncStorage', 'ProdSyncMap'),
         History: [...table('dynamodb:GetItem', 'dynamodb:UpdateItem'), ...consumer('ProdSyncHistory', 'ProdSyncHistory', 'ProdSyncTruncate')],
@@ -222,8 +222,10 @@ describe('the Outrigger stack', () => {
         MapResync: send('ProdSyncMap'),
         Ingest: send('ProdEvents', 'IngestDeadLetter'),
         ProdForwarderRole: send('ProdEvents', 'ProdEventsDeadLetter'),
-      }),
+      })),
     );
+    // No function role carries a managed policy (AWSLambdaBasicExecutionRole's logs:* on every log group).
+    for (const role of Object.values(template.findResources('AWS::IAM::Role'))) expect(role.Properties.ManagedPolicyArns).toBeUndefined();
   });
 
   const signingSecretId = (t: Template) => Object.keys(t.findResources('AWS::SecretsManager::Secret')).find((id) => id.startsWith('MapHookSigningSecret'));
@@ -259,13 +261,22 @@ describe('the Outrigger stack', () => {
     }
     expect(queues.IngestDeadLetter!.Properties).toEqual({ QueueName: 'Test-ingest-dlq.fifo', FifoQueue: true, ContentBasedDeduplication: true, SqsManagedSseEnabled: true, MessageRetentionPeriod: 14 * 24 * 3600 });
     expect(queues.DrEuSyncMigrator!.Properties.VisibilityTimeout).toBe(5400);
-    // Every queue refuses requests without TLS.
-    expect(Object.keys(t.findResources('AWS::SQS::QueuePolicy'))).toHaveLength(Object.keys(queues).length);
+    // Every queue refuses requests without TLS: one policy per cluster for all its queues (and one for ingest's).
+    const policies = Object.values(t.findResources('AWS::SQS::QueuePolicy'));
+    expect(policies).toHaveLength(3);
+    const tlsOnly = policies.flatMap((p) => {
+      const deny = (p.Properties.PolicyDocument.Statement as Statement[]).find((st) => st.Effect === 'Deny' && JSON.stringify(st.Condition) === JSON.stringify({ Bool: { 'aws:SecureTransport': 'false' } }));
+      const urls = (p.Properties.Queues as Array<{ Ref: string }>).map((q) => q.Ref);
+      // The statement names the ARNs of the queues the policy is attached to, and only those.
+      expect(([deny?.Resource].flat() as Array<{ 'Fn::GetAtt': [string, string] }>).map((r) => r['Fn::GetAtt'][0]).sort()).toEqual([...urls].sort());
+      return deny ? urls : [];
+    });
+    expect(tlsOnly.sort()).toEqual(Object.values(queues).map((q) => q.id).sort());
   });
 
   test('refuses a cluster id that makes a queue name longer than SQS allows, or two ids that name the same resources', () => {
     expect(() => synth([{ ...cluster, id: 'a'.repeat(60) }])).toThrow(`queue name Test-${'a'.repeat(60)}-events-dlq.fifo is 81 characters, over SQS's 80: shorten the cluster id or the stack name`);
-    expect(() => synth([cluster, { ...cluster, id: 'a-1' }, { ...cluster, id: 'a1' }])).toThrow('clusters a-1 and a1 would share the name A1');
+    expect(() => synth([cluster, eksCluster('a-1'), eksCluster('a1')])).toThrow('clusters a-1 and a1 would share the name A1');
   });
 
   test('feeds the router and each controller from each cluster\'s queue in partial batches, at most the cluster\'s maxConcurrency at once', () => {
@@ -291,12 +302,12 @@ describe('the Outrigger stack', () => {
       const env = fns[fnName(spec.name)]!.Properties.Environment.Variables as Record<string, unknown>;
       const usesQueues = Boolean(spec.events || spec.sync || spec.functionUrl || sendTargets(spec, functions).length);
       if (usesQueues) expect(urlPrefix(env.OUTRIGGER_QUEUE_URL_PREFIX)).toBe('https://sqs.<AWS::Region>.<AWS::URLSuffix>/<AWS::AccountId>/Test-');
-      else expect(env.OUTRIGGER_QUEUE_URL_PREFIX).toBeUndefined();
+      else expect(env.OUTRIGGER_QUEUE_URL_PREFIX).toBe('');
       expect(env.OUTRIGGER_SYNC_QUEUES).toBeUndefined();
       expect(env.OUTRIGGER_EVENT_QUEUE_URL).toBeUndefined();
       // Only ingest has one dead-letter queue for everything; a consumer's dead letters go beside each message's queue.
       if (spec.functionUrl) expect(refName(env.OUTRIGGER_DEAD_LETTER_QUEUE_URL)).toBe('IngestDeadLetter');
-      else expect(env.OUTRIGGER_DEAD_LETTER_QUEUE_URL).toBeUndefined();
+      else expect(env.OUTRIGGER_DEAD_LETTER_QUEUE_URL).toBe('');
     }
   });
 
@@ -333,8 +344,10 @@ describe('the Outrigger stack', () => {
     const trust = (t: Template, role: string) => Object.values(byName(t.findResources('AWS::IAM::Role'))[role]!.Properties.AssumeRolePolicyDocument.Statement as Statement[]);
     // By the cluster's ARN (region and account included), not its name alone.
     const arn = (region: string, name: string) => ({ 'Fn::Join': ['', ['arn:', { Ref: 'AWS::Partition' }, `:eks:${region}:`, { Ref: 'AWS::AccountId' }, `:cluster/${name}`]] });
-    expect(trust(template, 'ProdForwarderRole')).toEqual([{ Effect: 'Allow', Principal: { Service: 'pods.eks.amazonaws.com' }, Action: ['sts:AssumeRole', 'sts:TagSession'], Condition: { StringEquals: { 'aws:RequestTag/eks-cluster-arn': [arn('eu-west-1', 'prod')] } } }]);
-    const onprem: ClusterConfig = { id: 'onprem', access: { kind: 'secret', server: 'https://k8s.onprem.example:6443', secretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:outrigger/onprem', migratorTokenSecretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:outrigger/onprem-migrator' } };
+    // By default, the forwarder's namespace and service account in cluster/forwarder/forwarder.yaml.
+    const defaults = { 'aws:RequestTag/kubernetes-namespace': ['outrigger-system'], 'aws:RequestTag/kubernetes-service-account': ['outrigger-forwarder'] };
+    expect(trust(template, 'ProdForwarderRole')).toEqual([{ Effect: 'Allow', Principal: { Service: 'pods.eks.amazonaws.com' }, Action: ['sts:AssumeRole', 'sts:TagSession'], Condition: { StringEquals: { 'aws:RequestTag/eks-cluster-arn': [arn('eu-west-1', 'prod')], ...defaults } } }]);
+    const onprem: ClusterConfig = { id: 'onprem', access: { kind: 'secret', server: 'https://k8s.onprem.corp.internal:6443', secretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:outrigger/onprem', migratorTokenSecretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:outrigger/onprem-migrator' } };
     const narrowed = synth([cluster, dr, onprem], { forwarder: { namespace: 'outrigger', serviceAccount: 'forwarder' } });
     const narrowing = { 'aws:RequestTag/kubernetes-namespace': ['outrigger'], 'aws:RequestTag/kubernetes-service-account': ['forwarder'] };
     expect(trust(narrowed, 'ProdForwarderRole')[0]!.Condition).toEqual({ StringEquals: { 'aws:RequestTag/eks-cluster-arn': [arn('eu-west-1', 'prod')], ...narrowing } });
@@ -414,7 +427,9 @@ describe('the Outrigger stack', () => {
   });
 
   test('with 10 EKS clusters (1,500 bytes of CA data each), keeps every function\'s environment under Lambda\'s 4 KB, the layer\'s file holding every cluster', async () => {
-    const caData = (i: number) => Buffer.alloc(1125, `cluster ${i} certificate authority `).toString('base64');
+    // A certificate behind text PEM readers skip, to 1,125 bytes: an EKS CA's size.
+    const pem = Buffer.from(CA_DATA, 'base64').toString('utf8');
+    const caData = (i: number) => Buffer.from(`${Buffer.alloc(1125 - pem.length - 1, `cluster ${i} certificate authority `).toString()}\n${pem}`).toString('base64');
     const clusters: ClusterConfig[] = Array.from({ length: 10 }, (_, i) => ({
       id: `cluster-${i}`,
       access: { kind: 'eks', server: `https://${'0123456789ABCDEF'.repeat(2)}.gr7.eu-west-1.eks.amazonaws.com`, caData: caData(i), clusterName: `outrigger-cluster-${i}`, region: 'eu-west-1' },
@@ -458,7 +473,7 @@ describe('the Outrigger stack', () => {
   test('a cluster outside EKS: every function that talks to clusters may read its token secret, and only that secret; the migrator its own secret alone; ingest neither', () => {
     const arn = 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:outrigger/onprem';
     const migratorArn = 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:outrigger/onprem-migrator-AbCdEf';
-    const t = synth([cluster, { id: 'onprem', access: { kind: 'secret', server: 'https://k8s.onprem.example:6443', secretArn: arn, migratorTokenSecretArn: migratorArn } }]);
+    const t = synth([cluster, { id: 'onprem', access: { kind: 'secret', server: 'https://k8s.onprem.corp.internal:6443', secretArn: arn, migratorTokenSecretArn: migratorArn } }]);
     const reads = Object.entries(t.findResources('AWS::IAM::Policy')).flatMap(([id, p]) =>
       // (The map function's webhook signing key, a secret of the stack's own, is the next test's.)
       (p.Properties.PolicyDocument.Statement as Array<{ Action: unknown; Resource: unknown }>).filter((st) => st.Action === 'secretsmanager:GetSecretValue' && typeof st.Resource === 'string').map((st) => [id.replace(/ServiceRoleDefaultPolicy.*$/, ''), st.Resource]),

@@ -1,0 +1,38 @@
+// How every function of the project is built and run: one esbuild bundle per entry, CommonJS, arm64, Node 24
+// (see scripts/bundle.ts, which builds the same bundles for `npm run invoke` and bench/bundle).
+import { AssetStaging } from 'aws-cdk-lib';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
+import { OutputFormat, type NodejsFunctionProps } from 'aws-cdk-lib/aws-lambda-nodejs';
+import { join } from 'node:path';
+import { projectRoot } from '../local/paths.ts';
+
+export const RUNTIME = lambda.Runtime.NODEJS_24_X;
+
+export function bundled(entry: string): NodejsFunctionProps & { entry: string } {
+  return {
+    entry: join(projectRoot, entry),
+    runtime: RUNTIME,
+    architecture: lambda.Architecture.ARM_64,
+    projectRoot,
+    depsLockFilePath: join(projectRoot, 'package-lock.json'),
+    bundling: {
+      // CommonJS: it loads 20-50 ms faster than ESM (scripts/bundle.ts BUNDLE_FILE says why).
+      format: OutputFormat.CJS,
+      target: 'node24',
+      minify: true,
+      sourceMap: true,
+      // NODE_OPTIONS=--enable-source-maps reads the map at every cold start, and stack traces need only its
+      // mappings: without the sources' text it is a third of the size, and quicker to load.
+      sourcesContent: false,
+      mainFields: ['module', 'main'],
+      // Replaces the default (['@aws-sdk/*']: Lambda's own SDK), so the SDK is bundled; client-node only reads
+      // kubeconfigs, which deployed functions never use (see scripts/bundle.ts EXTERNALS).
+      externalModules: ['@kubernetes/client-node'],
+      // Credentials from the environment only, as Lambda provides them (scripts/bundle.ts ALIASES). esbuild
+      // resolves the alias's path from its working directory: the project root when bundling locally, and this
+      // (the project's mount) when bundling in Docker, where it would otherwise be `/`.
+      esbuildArgs: { '--alias': '@aws-sdk/credential-provider-node=./shared/lambda/credentials.ts' },
+      workingDirectory: AssetStaging.BUNDLING_INPUT_DIR,
+    },
+  };
+}

@@ -1,0 +1,62 @@
+// Alarms (all to one SNS topic) and the dashboard: what an operator watches (README "Deploying", "Operating").
+import { Duration } from 'aws-cdk-lib';
+import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
+import * as cwActions from 'aws-cdk-lib/aws-cloudwatch-actions';
+import type * as lambda from 'aws-cdk-lib/aws-lambda';
+import type * as sns from 'aws-cdk-lib/aws-sns';
+import type * as sqs from 'aws-cdk-lib/aws-sqs';
+import type { Construct } from 'constructs';
+import type { QueuePair } from './queues.ts';
+
+/** Where every alarm goes, and every alarm made so far (the dashboard shows them all). */
+export class Alarms {
+  readonly all: cloudwatch.Alarm[] = [];
+  readonly topic: sns.ITopic;
+  constructor(topic: sns.ITopic) {
+    this.topic = topic;
+  }
+
+  add(scope: Construct, id: string, description: string, metric: cloudwatch.IMetric, threshold: number, comparisonOperator: cloudwatch.ComparisonOperator): cloudwatch.Alarm {
+    const alarm = new cloudwatch.Alarm(scope, id, { alarmDescription: description, metric, threshold, comparisonOperator, evaluationPeriods: 1, treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING });
+    alarm.addAlarmAction(new cwActions.SnsAction(this.topic));
+    this.all.push(alarm);
+    return alarm;
+  }
+}
+
+/** What the alarms and the dashboard watch: a dead-letter queue's depth, and a queue's oldest message's age. */
+export function deadLetterMetric(deadLetter: sqs.IQueue, label?: string): cloudwatch.Metric {
+  return deadLetter.metricApproximateNumberOfMessagesVisible({ period: Duration.minutes(1), statistic: 'Maximum', ...(label ? { label } : {}) });
+}
+
+export function oldestMessageMetric(pair: QueuePair, label?: string): cloudwatch.Metric {
+  return pair.queue.metricApproximateAgeOfOldestMessage({ period: Duration.minutes(5), statistic: 'Maximum', ...(label ? { label } : {}) });
+}
+
+export interface DashboardProps {
+  alarms: Alarms;
+  functions: ReadonlyMap<string, lambda.Function>;
+  /** Per cluster id, its queue pairs, each named by what it holds. */
+  clusters: ReadonlyMap<string, Array<[string, QueuePair]>>;
+  ingestDeadLetter: sqs.IQueue;
+}
+
+/** Alarms and functions on top, then a row per cluster: a graph widget shows at most 100 metrics, an alarm widget 100 alarms. */
+export function addDashboard(scope: Construct, id: string, props: DashboardProps): cloudwatch.Dashboard {
+  const fns = [...props.functions];
+  return new cloudwatch.Dashboard(scope, id, {
+    widgets: [
+      [new cloudwatch.AlarmStatusWidget({ title: 'Alarms', alarms: props.alarms.all, width: 24 })],
+      [
+        new cloudwatch.GraphWidget({ title: 'Function errors', width: 8, left: fns.map(([name, fn]) => fn.metricErrors({ label: name, period: Duration.minutes(5), statistic: 'Sum' })) }),
+        new cloudwatch.GraphWidget({ title: 'Invocations', width: 8, left: fns.map(([name, fn]) => fn.metricInvocations({ label: name, period: Duration.minutes(5), statistic: 'Sum' })) }),
+        new cloudwatch.GraphWidget({ title: 'Duration p99 (ms)', width: 8, left: fns.map(([name, fn]) => fn.metricDuration({ label: name, period: Duration.minutes(5), statistic: 'p99' })) }),
+      ],
+      ...[...props.clusters].map(([cluster, pairs]) => [
+        new cloudwatch.GraphWidget({ title: `${cluster}: dead letters (messages visible)`, width: 12, left: pairs.map(([name, p]) => deadLetterMetric(p.deadLetter, name)) }),
+        new cloudwatch.GraphWidget({ title: `${cluster}: oldest message age (s)`, width: 12, left: pairs.map(([name, p]) => oldestMessageMetric(p, name)) }),
+      ]),
+      [new cloudwatch.GraphWidget({ title: 'Ingest: refused requests (dead letters visible)', width: 24, left: [deadLetterMetric(props.ingestDeadLetter, 'ingest')] })],
+    ],
+  });
+}
