@@ -5,11 +5,12 @@ import { freshPolicyFor } from './policies.ts';
 import { reportPolicy } from './report.ts';
 import { RESYNC_CAUSE, parentCause } from './resync.ts';
 import { syncHistory } from './sync.ts';
-import { policyParents } from './truncate.ts';
+import { policyParents, truncateSynced } from './truncate.ts';
+import type { ControllerRevision } from '../../shared/history/revisions.ts';
 
 const holder = `history-${randomUUID()}`;
 
-export const handler = syncFunction('history', async (request, { env, logger }) => {
+export const handler = syncFunction('history', async (request, { env, logger, metrics }) => {
   const { key, causes } = request;
   const kube = env.clusters.client(key.cluster);
   if (key.kind === 'RevisionPolicy' && key.group === 'outrigger.dev') {
@@ -31,8 +32,24 @@ export const handler = syncFunction('history', async (request, { env, logger }) 
   }
   const policy = await freshPolicyFor(kube, key.cluster, key.group, key.kind);
   if (!policy) return;
-  const result = await syncHistory({ kube, state: env.state, holder }, policy, key, causes, observedParent(request));
+  let revisions: ControllerRevision[] | undefined;
+  const result = await syncHistory({ kube, state: env.state, holder, onRevisions: (r) => (revisions = r) }, policy, key, causes, observedParent(request));
   logger.info('history synced', { parent: `${key.namespace}/${key.name}`, ...result });
-  // In revisionKey mode always: a rollout that completed shows only in the parent's status.
-  if (('truncate' in result && result.truncate) || policy.spec.mode === 'revisionKey') await env.syncSink.send('truncate', [makeSyncRequest(key, causes)]);
+  if (result.outcome === 'created') metrics.count(key.cluster, 'RevisionsCreated');
+  if (result.outcome === 'rollback') metrics.count(key.cluster, 'Rollbacks');
+  const due = 'truncate' in result && result.truncate === true;
+  if (due && revisions && policy.spec.mode === 'snapshot') {
+    // Right here, from the revisions the sync listed and wrote: no second list, no second queue. A failure
+    // goes to the truncation queue, which retries it on its own: a redelivered sync would find nothing to do.
+    try {
+      const truncated = await truncateSynced({ kube }, policy, key, revisions);
+      logger.info('history truncated', { parent: `${key.namespace}/${key.name}`, ...truncated });
+    } catch (err) {
+      logger.warn('truncation after the sync failed; queued for the truncation function', { parent: `${key.namespace}/${key.name}`, error: String(err) });
+      await env.syncSink.send('truncate', [makeSyncRequest(key, causes)]);
+    }
+  } else if (due || policy.spec.mode === 'revisionKey') {
+    // In revisionKey mode always: a rollout that completed shows only in the parent's status.
+    await env.syncSink.send('truncate', [makeSyncRequest(key, causes)]);
+  }
 });

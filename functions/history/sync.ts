@@ -43,6 +43,8 @@ export interface HistoryDeps {
   state: State;
   /** Identifies this invocation as a lease holder. */
   holder: string;
+  /** Told the parent's revisions as a full sync left them (those it listed, with its own write). */
+  onRevisions?: (revisions: ControllerRevision[]) => void;
 }
 
 /** `truncate`: the parent owns more revisions than its limit could keep, so truncation may have work. */
@@ -147,6 +149,7 @@ export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key
   }
   // After the lease is free: an event is news of what was done, not part of doing it.
   const { outcome } = result;
+  if (result.revisions) deps.onRevisions?.(result.revisions);
   if (!recorded) return outcome;
   if (outcome.outcome === 'created') await recordEvent(deps.kube, recorded, { type: 'Normal', reason: 'RevisionCreated', action: 'Create', note: `Created revision ${outcome.number}: ${outcome.revision}` }, { controller: HISTORY_CONTROLLER, instance: deps.holder });
   if (outcome.outcome === 'rollback') await recordEvent(deps.kube, recorded, { type: 'Normal', reason: 'RolledBack', action: 'Update', note: `Back to the target state of ${outcome.revision}, now revision ${outcome.number}` }, { controller: HISTORY_CONTROLLER, instance: deps.holder });
@@ -173,7 +176,7 @@ async function acquireParentLease(deps: HistoryDeps, key: SyncKey): Promise<Leas
   return lease;
 }
 
-type LockedOutcome = { outcome: Exclude<SyncOutcome, { outcome: 'skipped' | 'cached' }>; revisionsVersion: string | undefined; revisionUid: string | undefined };
+type LockedOutcome = { outcome: Exclude<SyncOutcome, { outcome: 'skipped' | 'cached' }>; revisionsVersion: string | undefined; revisionUid: string | undefined; revisions?: ControllerRevision[] };
 
 /**
  * The parent's revisions, at least as new as `notOlderThan` (from the history record). Without one (a first
@@ -209,17 +212,17 @@ async function syncLocked(deps: HistoryDeps, policy: RevisionPolicy, target: Res
   const truncate = (count: number) => (truncationMayDelete(count, limit) ? { truncate: true as const } : {});
   switch (outcome.kind) {
     case 'unchanged':
-      return { outcome: { outcome: 'unchanged', revision: outcome.revision.metadata.name!, number: outcome.revision.revision, ...truncate(owned.length) }, revisionsVersion: listedVersion, revisionUid: outcome.revision.metadata.uid };
+      return { outcome: { outcome: 'unchanged', revision: outcome.revision.metadata.name!, number: outcome.revision.revision, ...truncate(owned.length) }, revisionsVersion: listedVersion, revisionUid: outcome.revision.metadata.uid, revisions: owned };
     case 'rollback': {
       // Only the number changes; the apiserver would refuse a change to data, and we never send one.
       const r = outcome.revision;
       guard();
       const patched = await deps.kube.patch<ControllerRevision>(Resources.controllerRevisions, r.metadata.name!, namespace, { metadata: { uid: r.metadata.uid, resourceVersion: r.metadata.resourceVersion }, revision: outcome.number }, 'merge');
-      return { outcome: { outcome: 'rollback', revision: r.metadata.name!, number: outcome.number, ...truncate(owned.length) }, revisionsVersion: patched.metadata.resourceVersion, revisionUid: patched.metadata.uid };
+      return { outcome: { outcome: 'rollback', revision: r.metadata.name!, number: outcome.number, ...truncate(owned.length) }, revisionsVersion: patched.metadata.resourceVersion, revisionUid: patched.metadata.uid, revisions: owned.map((o) => (o === r ? patched : o)) };
     }
     case 'create': {
       const created = await createRevision(deps.kube, target, parent, candidate, outcome.number, kubectlLabels(policy, parent, candidate), guard);
-      return { outcome: { outcome: 'created', revision: created.metadata.name!, number: created.revision, ...truncate(owned.length + 1) }, revisionsVersion: created.metadata.resourceVersion, revisionUid: created.metadata.uid };
+      return { outcome: { outcome: 'created', revision: created.metadata.name!, number: created.revision, ...truncate(owned.length + 1) }, revisionsVersion: created.metadata.resourceVersion, revisionUid: created.metadata.uid, revisions: [...owned.filter((o) => o.metadata.name !== created.metadata.name), created] };
     }
   }
 }

@@ -56,6 +56,25 @@ export async function liveRevisions(kube: KubeClient, policy: RevisionPolicy, pa
 }
 
 export async function truncateHistory(deps: { kube: KubeClient }, policy: RevisionPolicy, key: SyncKey): Promise<TruncateResult> {
+  return truncateFrom(deps, policy, key, async (parent) => {
+    const listed = await deps.kube.list<ControllerRevision>(Resources.controllerRevisions, {
+      namespace: parent.metadata.namespace,
+      labelSelector: labelSelectorString(parentLabels(parent)),
+    });
+    return listed.items;
+  });
+}
+
+/**
+ * Truncation right after a history sync, from the revisions that sync listed and wrote (the parent's, as they
+ * stood under its lease): no list of its own. The parent is read afresh all the same: what it holds and names now
+ * (a rollback since, a revision its status names since) is what keeps a revision.
+ */
+export async function truncateSynced(deps: { kube: KubeClient }, policy: RevisionPolicy, key: SyncKey, revisions: readonly ControllerRevision[]): Promise<TruncateResult> {
+  return truncateFrom(deps, policy, key, async () => [...revisions]);
+}
+
+async function truncateFrom(deps: { kube: KubeClient }, policy: RevisionPolicy, key: SyncKey, revisionsOf: (parent: KubeObject) => Promise<ControllerRevision[]>): Promise<TruncateResult> {
   const target = await resolveTarget(deps.kube, policy);
   let parent: KubeObject;
   try {
@@ -67,11 +86,7 @@ export async function truncateHistory(deps: { kube: KubeClient }, policy: Revisi
   if (parent.metadata.uid !== key.uid) return { deleted: [], kept: 0, live: [], skipped: 'the parent was replaced' };
   if (parent.metadata.deletionTimestamp) return { deleted: [], kept: 0, live: [], skipped: 'the parent is being deleted' };
 
-  const listed = await deps.kube.list<ControllerRevision>(Resources.controllerRevisions, {
-    namespace: parent.metadata.namespace,
-    labelSelector: labelSelectorString(parentLabels(parent)),
-  });
-  const owned = listed.items.filter((r) => isControlledBy(r, parent));
+  const owned = (await revisionsOf(parent)).filter((r) => isControlledBy(r, parent));
   const live = await liveRevisions(deps.kube, policy, parent);
   if (!live) {
     return { deleted: [], kept: owned.length, live: [], skipped: `the parent has no readable selector at ${policy.spec.generated?.selectorPath}, so live revisions cannot be known` };

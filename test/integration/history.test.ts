@@ -504,6 +504,24 @@ describe('when truncation runs, and by which limit', () => {
     expect(await sync(sts, parentCause(sts))).toEqual({ outcome: 'cached', revision: expect.any(String), number: 3 });
   });
 
+  test('the history handler truncates right after a change, from the revisions its sync listed and wrote (local runtime, no truncation function)', async () => {
+    const ns = await createNamespace('trunc-inline');
+    const runtime = await startTestRuntime('trunc-inline', ['router', 'history'], { namespace: ns });
+    try {
+      await createSts(ns, 'web', 'registry.example/i:1', { [LIMIT]: '1' });
+      await eventually(async () => (await history(ns)).length === 1);
+      for (const [n, image] of [[2, 'i:2'], [3, 'i:3'], [4, 'i:4']] as const) {
+        await setImage(ns, 'web', `registry.example/${image}`);
+        await eventually(async () => (await history(ns)).some((r) => r.revision === n));
+      }
+      // The latest and one more (the limit): the oldest two deleted, with nothing consuming the truncation queue.
+      await eventually(async () => summary(await history(ns)).join() === '3:registry.example/i:3,4:registry.example/i:4', 15_000);
+      expect(summary(await history(ns))).toEqual(['3:registry.example/i:3', '4:registry.example/i:4']);
+    } finally {
+      await runtime.stop();
+    }
+  }, 60_000);
+
   test("a lowered limit in the RevisionPolicy trims every parent's history, with no change to any parent (local runtime)", async () => {
     const group = 'history.outrigger.test';
     const trimmed = gvr(group, 'v1', 'trimmeds');
