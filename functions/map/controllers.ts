@@ -64,8 +64,10 @@ const selfAccessReviews = gvr('authorization.k8s.io', 'v1', 'selfsubjectaccessre
 
 /**
  * Whether Outrigger may act as the controller's ServiceAccount (a cluster admin's grant: `get` and `impersonate`
- * on it), and whether the ServiceAccount may list the parent kind cluster-wide, as resyncs do. Anything finer
- * (inputs, outputs, per namespace) the apiserver decides at each request, made as the ServiceAccount.
+ * on it), and whether the ServiceAccount may list what a pass lists cluster-wide: the parent kind (resyncs list it
+ * so), and the input and output resources a pass lists across namespaces (those of a cluster-scoped parent, and
+ * cluster-scoped ones). Inputs and outputs listed in a parent's namespace are judged by the pass itself, whose
+ * list as the ServiceAccount answers Forbidden there (the parent's Synced condition says so).
  */
 async function checkIdentity(kube: KubeClient, mc: ResolvedMapController): Promise<void> {
   const { namespace, name } = mc.serviceAccount;
@@ -77,21 +79,26 @@ async function checkIdentity(kube: KubeClient, mc: ResolvedMapController): Promi
     if (isKubeError(err, 'Forbidden')) throw new MapControllerError(mc.name, `a cluster admin has not allowed Outrigger to act as ${who}`, 'ServiceAccountNotAllowed');
     throw err;
   }
-  let allowed: boolean;
-  try {
-    const review = await actingAs(kube, mc).create(selfAccessReviews, {
-      apiVersion: 'authorization.k8s.io/v1',
-      kind: 'SelfSubjectAccessReview',
-      metadata: {},
-      spec: { resourceAttributes: { group: mc.parent.group, resource: mc.parent.resource, verb: 'list' } },
-    } as KubeObject);
-    allowed = (review.status as { allowed?: boolean } | undefined)?.allowed === true;
-  } catch (err) {
-    // Impersonation itself refused: get was granted, impersonate was not.
-    if (isKubeError(err, 'Forbidden')) throw new MapControllerError(mc.name, `a cluster admin has not allowed Outrigger to act as ${who}`, 'ServiceAccountNotAllowed');
-    throw err;
-  }
-  if (!allowed) throw new MapControllerError(mc.name, `${who} may not list ${mc.parent.resource}${mc.parent.group ? `.${mc.parent.group}` : ''}`, 'Forbidden');
+  const mayList = async (r: ResolvedResource): Promise<boolean> => {
+    try {
+      const review = await actingAs(kube, mc).create(selfAccessReviews, {
+        apiVersion: 'authorization.k8s.io/v1',
+        kind: 'SelfSubjectAccessReview',
+        metadata: {},
+        spec: { resourceAttributes: { group: r.group, resource: r.resource, verb: 'list' } },
+      } as KubeObject);
+      return (review.status as { allowed?: boolean } | undefined)?.allowed === true;
+    } catch (err) {
+      // Impersonation itself refused: get was granted, impersonate was not.
+      if (isKubeError(err, 'Forbidden')) throw new MapControllerError(mc.name, `a cluster admin has not allowed Outrigger to act as ${who}`, 'ServiceAccountNotAllowed');
+      throw err;
+    }
+  };
+  const named = (r: ResolvedResource) => `${r.resource}${r.group ? `.${r.group}` : ''}`;
+  if (!(await mayList(mc.parent))) throw new MapControllerError(mc.name, `${who} may not list ${named(mc.parent)}`, 'Forbidden');
+  const across = [...new Map([...mc.inputs, ...mc.outputs].filter((r) => !r.namespaced || !mc.parent.namespaced).map((r) => [`${r.group}/${r.resource}`, r])).values()];
+  const denied = (await Promise.all(across.map(async (r) => ((await mayList(r)) ? undefined : r)))).filter((r): r is ResolvedResource => r !== undefined);
+  if (denied.length) throw new MapControllerError(mc.name, `${who} may not list ${denied.map(named).join(', ')} in every namespace, as its passes would`, 'Forbidden');
 }
 
 async function resolve(kube: KubeClient, mc: MapController): Promise<ResolvedMapController> {

@@ -126,10 +126,28 @@ export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: S
   // Inputs: objects of every input resource matching the selector, in the parent's namespace (cluster-wide for
   // a cluster-scoped parent or input resource). Outputs: the parent's, found by its label, judged by ControllerRef.
   const labelSelector = selectorString(selector);
+  // Lists as the controller's ServiceAccount: one it may not make is the parent's Forbidden, and nothing is done.
+  const forbidden: Problem[] = [];
+  const list = async (k: ResolvedResource, labels: string | undefined, role: string): Promise<KubeObject[]> => {
+    const ns = k.namespaced ? namespace : undefined;
+    try {
+      return typed(k, await ctx.kube.listAll(k, { namespace: ns, labelSelector: labels }));
+    } catch (err) {
+      if (!isKubeError(err, 'Forbidden')) throw err;
+      const where = ns ? `in namespace ${ns}` : 'in every namespace';
+      forbidden.push({ mapKey: '', what: role, reason: 'Forbidden', message: `the controller's ServiceAccount may not list ${k.resource}${k.group ? `.${k.group}` : ''} ${where}` });
+      return [];
+    }
+  };
   const [inputLists, outputLists] = await Promise.all([
-    Promise.all(mc.inputs.map(async (k) => typed(k, await ctx.kube.listAll(k, { namespace: k.namespaced ? namespace : undefined, labelSelector })))),
-    Promise.all(mc.outputs.map(async (k) => typed(k, await ctx.kube.listAll(k, { namespace: k.namespaced ? namespace : undefined, labelSelector: `${PARENT_LABEL}=${parent.metadata.uid ?? ''}` })))),
+    Promise.all(mc.inputs.map((k) => list(k, labelSelector, 'inputResources'))),
+    Promise.all(mc.outputs.map((k) => list(k, `${PARENT_LABEL}=${parent.metadata.uid ?? ''}`, 'outputResources'))),
   ]);
+  if (forbidden.length) {
+    result.problems.push(...forbidden);
+    await writeStatus(ctx, mc, parent, undefined, undefined, result, now(), opts.continuation);
+    return result;
+  }
   const inputs = inputLists.map((list) => selectInputs(parent, selector, list));
   result.inputs = inputs.reduce((n, l) => n + l.length, 0);
   const observed = outputsByKey(parent, outputLists.flat());

@@ -19,6 +19,7 @@ import { openCrd } from '../testbed/crds.ts';
 
 const GROUP = 'identity.outrigger.test';
 const teams = gvr(GROUP, 'v1', 'teammaps');
+const regions = gvr(GROUP, 'v1', 'teamregions');
 const configMaps = gvr('', 'v1', 'configmaps');
 const pvcs = gvr('', 'v1', 'persistentvolumeclaims');
 const snapshots = gvr('snapshot.storage.k8s.io', 'v1', 'volumesnapshots');
@@ -33,7 +34,7 @@ beforeAll(async () => {
   const admin = adminClient();
   const dir = new URL('../../examples/snapshot-schedule/', import.meta.url);
   for (const f of ['crds.yaml', 'rbac.yaml']) await applyManifests(admin, await readFile(new URL(f, dir), 'utf8'));
-  await applyManifests(admin, openCrd(GROUP, 'TeamMap', 'teammaps'));
+  await applyManifests(admin, `${openCrd(GROUP, 'TeamMap', 'teammaps')}---\n${openCrd(GROUP, 'TeamRegion', 'teamregions', { scope: 'Cluster' })}`);
   hookServer = createServer((req: IncomingMessage, res: ServerResponse) => {
     let body = '';
     req.on('data', (c: Buffer) => (body += c.toString()));
@@ -117,13 +118,13 @@ subjects: [{ kind: ServiceAccount, name: ${name}, namespace: ${ns} }]`
 }`;
 }
 
-function teamController(name: string, sa: { namespace: string; name: string } | undefined): string {
+function teamController(name: string, sa: { namespace: string; name: string } | undefined, parents = 'teammaps'): string {
   return `
 apiVersion: metacontroller.k8s.io/v1alpha1
 kind: MapController
 metadata: { name: ${name} }
 spec:
-  parentResource: { apiVersion: ${GROUP}/v1, resource: teammaps }
+  parentResource: { apiVersion: ${GROUP}/v1, resource: ${parents} }
   inputResources: [{ apiVersion: v1, resource: configmaps }]
   outputResources: [{ apiVersion: v1, resource: configmaps }]
   ${sa ? `serviceAccount: { namespace: ${sa.namespace}, name: ${sa.name} }` : ''}
@@ -203,6 +204,41 @@ subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: Group, name: "outrigger:
       expect(await ready(name)).toMatchObject({ status: 'False', reason: 'ServiceAccountNotAllowed' });
     } finally {
       await admin.delete(mapControllers, name);
+    }
+  }, 60_000);
+
+  test('a ServiceAccount that may list its parents but not its inputs: Forbidden up front when a pass would list them in every namespace, in the parent\'s Synced condition when in its namespace; no hook call, nothing written', async () => {
+    const admin = adminClient();
+    const ns = await createNamespace('mapid');
+    const name = uniqueName('team');
+    calls.length = 0;
+    await applyManifests(
+      admin,
+      serviceAccount(ns, 'lister', [
+        `{ apiGroups: ["${GROUP}"], resources: ["teammaps", "teamregions"], verbs: ["get", "list", "watch"] }`,
+        `{ apiGroups: ["${GROUP}"], resources: ["teammaps/status", "teamregions/status"], verbs: ["patch"] }`,
+      ]),
+    );
+    await admin.create(configMaps, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'in', namespace: ns } } as KubeObject);
+    const parent = await admin.create(teams, { apiVersion: `${GROUP}/v1`, kind: 'TeamMap', metadata: { name: 'p', namespace: ns }, spec: {} } as KubeObject);
+    const region = await admin.create(regions, { apiVersion: `${GROUP}/v1`, kind: 'TeamRegion', metadata: { name: `${ns}-r` }, spec: {} } as KubeObject);
+    try {
+      // A namespaced parent: its pass lists ConfigMaps in its namespace only, which the apiserver refuses there.
+      await applyManifests(admin, teamController(name, { namespace: ns, name: 'lister' }));
+      await expect(serve(keyOf(parent, GROUP, 'TeamMap'), name)).rejects.toThrow(RetryLater);
+      expect(await ready(name)).toMatchObject({ status: 'True' });
+      const synced = ((await admin.get(teams, 'p', ns)).status as { conditions?: Array<{ type: string }> }).conditions?.find((c) => c.type === 'Synced');
+      expect(synced).toMatchObject({ status: 'False', reason: 'Forbidden', message: expect.stringContaining(`inputResources: the controller's ServiceAccount may not list configmaps in namespace ${ns}`) });
+      await admin.delete(mapControllers, name);
+      // A cluster-scoped parent: its passes would list ConfigMaps in every namespace, which is checked up front.
+      await applyManifests(admin, teamController(name, { namespace: ns, name: 'lister' }, 'teamregions'));
+      await serve({ ...keyOf(region, GROUP, 'TeamRegion'), namespace: undefined }, name);
+      expect(await ready(name)).toMatchObject({ status: 'False', reason: 'Forbidden', message: expect.stringContaining('may not list configmaps in every namespace') });
+      expect(calls).toEqual([]);
+      expect((await admin.listAll(configMaps, { namespace: ns })).map((c) => c.metadata.name)).toEqual(['in']);
+    } finally {
+      await admin.delete(mapControllers, name).catch(() => undefined);
+      await admin.delete(regions, region.metadata.name ?? '');
     }
   }, 60_000);
 });
