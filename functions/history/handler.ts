@@ -32,24 +32,24 @@ export const handler = syncFunction('history', async (request, { env, logger, me
   }
   const policy = await freshPolicyFor(kube, key.cluster, key.group, key.kind);
   if (!policy) return;
-  let revisions: ControllerRevision[] | undefined;
-  const result = await syncHistory({ kube, state: env.state, holder, onRevisions: (r) => (revisions = r) }, policy, key, causes, observedParent(request));
-  logger.info('history synced', { parent: `${key.namespace}/${key.name}`, ...result });
-  if (result.outcome === 'created') metrics.count(key.cluster, 'RevisionsCreated');
-  if (result.outcome === 'rollback') metrics.count(key.cluster, 'Rollbacks');
-  const due = 'truncate' in result && result.truncate === true;
-  if (due && revisions && policy.spec.mode === 'snapshot') {
-    // Right here, from the revisions the sync listed and wrote: no second list, no second queue. A failure
-    // goes to the truncation queue, which retries it on its own: a redelivered sync would find nothing to do.
+  // Truncation right after the sync, from the revisions it listed and wrote (no second list, no second queue).
+  // A failure goes to the truncation queue, which retries on its own: a redelivered sync would find nothing to do.
+  const truncate = async (revisions: ControllerRevision[], quiet: boolean): Promise<string[]> => {
     try {
-      const truncated = await truncateSynced({ kube }, policy, key, revisions);
+      const truncated = await truncateSynced({ kube }, policy, key, revisions, { quiet });
       logger.info('history truncated', { parent: `${key.namespace}/${key.name}`, ...truncated });
+      return truncated.deleted;
     } catch (err) {
       logger.warn('truncation after the sync failed; queued for the truncation function', { parent: `${key.namespace}/${key.name}`, error: String(err) });
       await env.syncSink.send('truncate', [makeSyncRequest(key, causes)]);
+      return [];
     }
-  } else if (due || policy.spec.mode === 'revisionKey') {
-    // In revisionKey mode always: a rollout that completed shows only in the parent's status.
-    await env.syncSink.send('truncate', [makeSyncRequest(key, causes)]);
-  }
+  };
+  const inline = policy.spec.mode === 'snapshot';
+  const result = await syncHistory({ kube, state: env.state, holder, ...(inline ? { truncate } : {}) }, policy, key, causes, observedParent(request));
+  logger.info('history synced', { parent: `${key.namespace}/${key.name}`, ...result });
+  if (result.outcome === 'created') metrics.count(key.cluster, 'RevisionsCreated');
+  if (result.outcome === 'rollback') metrics.count(key.cluster, 'Rollbacks');
+  // In revisionKey mode always: a rollout that completed shows only in the parent's status.
+  if (!inline) await env.syncSink.send('truncate', [makeSyncRequest(key, causes)]);
 });

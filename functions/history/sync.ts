@@ -43,8 +43,12 @@ export interface HistoryDeps {
   state: State;
   /** Identifies this invocation as a lease holder. */
   holder: string;
-  /** Told the parent's revisions as a full sync left them (those it listed, with its own write). */
-  onRevisions?: (revisions: ControllerRevision[]) => void;
+  /**
+   * Truncates right after a full sync that may leave more revisions than the limit keeps, from the revisions it
+   * listed and wrote; `quiet` when the sync's own Event will say what was deleted. Returns the names deleted.
+   * Without it, the sync only says truncation is due (`truncate`).
+   */
+  truncate?: (revisions: ControllerRevision[], quiet: boolean) => Promise<string[]>;
 }
 
 /** `truncate`: the parent owns more revisions than its limit could keep, so truncation may have work. */
@@ -149,10 +153,13 @@ export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key
   }
   // After the lease is free: an event is news of what was done, not part of doing it.
   const { outcome } = result;
-  if (result.revisions) deps.onRevisions?.(result.revisions);
+  const speaks = recorded !== undefined && (outcome.outcome === 'created' || outcome.outcome === 'rollback');
+  // One Event for a change and the truncation it made due (README, "Events"): the truncation first.
+  const deleted = 'truncate' in outcome && outcome.truncate && result.revisions && deps.truncate ? await deps.truncate(result.revisions, speaks) : [];
+  const also = deleted.length ? `; deleted ${deleted.length} revision(s) beyond the history limit: ${deleted.join(', ')}` : '';
   if (!recorded) return outcome;
-  if (outcome.outcome === 'created') await recordEvent(deps.kube, recorded, { type: 'Normal', reason: 'RevisionCreated', action: 'Create', note: `Created revision ${outcome.number}: ${outcome.revision}` }, { controller: HISTORY_CONTROLLER, instance: deps.holder });
-  if (outcome.outcome === 'rollback') await recordEvent(deps.kube, recorded, { type: 'Normal', reason: 'RolledBack', action: 'Update', note: `Back to the target state of ${outcome.revision}, now revision ${outcome.number}` }, { controller: HISTORY_CONTROLLER, instance: deps.holder });
+  if (outcome.outcome === 'created') await recordEvent(deps.kube, recorded, { type: 'Normal', reason: 'RevisionCreated', action: 'Create', note: `Created revision ${outcome.number}: ${outcome.revision}${also}` }, { controller: HISTORY_CONTROLLER, instance: deps.holder });
+  if (outcome.outcome === 'rollback') await recordEvent(deps.kube, recorded, { type: 'Normal', reason: 'RolledBack', action: 'Update', note: `Back to the target state of ${outcome.revision}, now revision ${outcome.number}${also}` }, { controller: HISTORY_CONTROLLER, instance: deps.holder });
   return outcome;
 }
 

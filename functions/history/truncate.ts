@@ -70,11 +70,12 @@ export async function truncateHistory(deps: { kube: KubeClient }, policy: Revisi
  * stood under its lease): no list of its own. The parent is read afresh all the same: what it holds and names now
  * (a rollback since, a revision its status names since) is what keeps a revision.
  */
-export async function truncateSynced(deps: { kube: KubeClient }, policy: RevisionPolicy, key: SyncKey, revisions: readonly ControllerRevision[]): Promise<TruncateResult> {
-  return truncateFrom(deps, policy, key, async () => [...revisions]);
+export async function truncateSynced(deps: { kube: KubeClient }, policy: RevisionPolicy, key: SyncKey, revisions: readonly ControllerRevision[], opts: { quiet?: boolean } = {}): Promise<TruncateResult> {
+  return truncateFrom(deps, policy, key, async () => [...revisions], opts);
 }
 
-async function truncateFrom(deps: { kube: KubeClient }, policy: RevisionPolicy, key: SyncKey, revisionsOf: (parent: KubeObject) => Promise<ControllerRevision[]>): Promise<TruncateResult> {
+/** `quiet`: no Truncated Event (the sync's own Event says what was deleted). */
+async function truncateFrom(deps: { kube: KubeClient }, policy: RevisionPolicy, key: SyncKey, revisionsOf: (parent: KubeObject) => Promise<ControllerRevision[]>, opts: { quiet?: boolean } = {}): Promise<TruncateResult> {
   const target = await resolveTarget(deps.kube, policy);
   let parent: KubeObject;
   try {
@@ -106,7 +107,7 @@ async function truncateFrom(deps: { kube: KubeClient }, policy: RevisionPolicy, 
       if (!isKubeError(err, 'NotFound') && !isKubeError(err, 'Conflict')) throw err;
     }
   }
-  if (deleted.length) {
+  if (deleted.length && !opts.quiet) {
     const note = `Deleted ${deleted.length} revision(s) beyond the history limit: ${deleted.join(', ')}`;
     await recordEvent(deps.kube, parent, { type: 'Normal', reason: 'Truncated', action: 'Delete', note }, { controller: HISTORY_CONTROLLER, instance: 'truncate' });
   }

@@ -504,7 +504,7 @@ describe('when truncation runs, and by which limit', () => {
     expect(await sync(sts, parentCause(sts))).toEqual({ outcome: 'cached', revision: expect.any(String), number: 3 });
   });
 
-  test('the history handler truncates right after a change, from the revisions its sync listed and wrote (local runtime, no truncation function)', async () => {
+  test('the history handler truncates right after a change, from the revisions its sync listed and wrote, and says both in one Event (local runtime, no truncation function)', async () => {
     const ns = await createNamespace('trunc-inline');
     const runtime = await startTestRuntime('trunc-inline', ['router', 'history'], { namespace: ns });
     try {
@@ -517,6 +517,10 @@ describe('when truncation runs, and by which limit', () => {
       // The latest and one more (the limit): the oldest two deleted, with nothing consuming the truncation queue.
       await eventually(async () => summary(await history(ns)).join() === '3:registry.example/i:3,4:registry.example/i:4', 15_000);
       expect(summary(await history(ns))).toEqual(['3:registry.example/i:3', '4:registry.example/i:4']);
+      // One Event for each change and the truncation it made due.
+      const described = await kubectl('describe', 'statefulset', 'web', '-n', ns);
+      expect(described).toMatch(/Created revision 4: \S+; deleted 1 revision\(s\) beyond the history limit/);
+      expect(described).not.toMatch(/Truncated/);
     } finally {
       await runtime.stop();
     }
