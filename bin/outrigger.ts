@@ -3,10 +3,7 @@
 // `kubectl-outrigger` too, so that `kubectl outrigger ...` works as a kubectl plugin.
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { kubectlBinary } from '../local/apiserver.ts';
-import { projectRoot } from '../local/paths.ts';
 import { historyCommand, parseOutput, rollbackCommand } from '../cli/history.ts';
-import { startRuntime } from '../runtime/local.ts';
 import { connect } from '../shared/kube/index.ts';
 import { LOG_FORMAT_ENV, LOG_FORMATS } from '../shared/lambda/logger.ts';
 
@@ -88,8 +85,23 @@ function positiveInt(value: string, flag: string): number {
   return Number(value);
 }
 
+/**
+ * What `run` needs of a checkout (the local runtime builds kube-apiserver from test/cluster and fetches DynamoDB
+ * Local with test/dynamodb/pom.xml), imported only for `run`: the kubectl plugin's npm package has history and
+ * rollback only (README, "The kubectl plugin").
+ */
+async function checkout() {
+  try {
+    const [{ kubectlBinary }, { projectRoot }, { startRuntime }] = await Promise.all([import('../local/apiserver.ts'), import('../local/paths.ts'), import('../runtime/local.ts')]);
+    return { kubectlBinary, projectRoot, startRuntime };
+  } catch (err) {
+    throw new Error(`run needs a checkout of Outrigger (npm ci && npm start there); this installation has history and rollback only (${(err as Error).message})`, { cause: err });
+  }
+}
+
 async function run(argv: string[]): Promise<void> {
   if (helpWanted(argv, usage)) return;
+  const { kubectlBinary, projectRoot, startRuntime } = await checkout();
   const { values } = parseArgs({
     args: argv,
     options: {
