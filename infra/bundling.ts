@@ -3,10 +3,18 @@
 import { AssetStaging } from 'aws-cdk-lib';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { OutputFormat, type NodejsFunctionProps } from 'aws-cdk-lib/aws-lambda-nodejs';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { projectRoot } from '../local/paths.ts';
 
 export const RUNTIME = lambda.Runtime.NODEJS_24_X;
+
+/**
+ * NodejsFunction wants a lock file to tell the package manager; esbuild bundles everything, so only its name
+ * matters. Installed as a dependency, the package has no package-lock.json (npm never packs one): package.json
+ * stands in, which NodejsFunction takes for npm.
+ */
+const lockFile = [join(projectRoot, 'package-lock.json'), join(projectRoot, 'package.json')].find((f) => existsSync(f))!;
 
 export function bundled(entry: string): NodejsFunctionProps & { entry: string } {
   return {
@@ -14,7 +22,7 @@ export function bundled(entry: string): NodejsFunctionProps & { entry: string } 
     runtime: RUNTIME,
     architecture: lambda.Architecture.ARM_64,
     projectRoot,
-    depsLockFilePath: join(projectRoot, 'package-lock.json'),
+    depsLockFilePath: lockFile,
     bundling: {
       // CommonJS: it loads 20-50 ms faster than ESM (scripts/bundle.ts BUNDLE_FILE says why).
       format: OutputFormat.CJS,

@@ -20,8 +20,8 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { projectRoot } from '../local/paths.ts';
-import { isAlive } from '../local/process.ts';
 import { invokeAsLambda, type Handler } from '../runtime/lambda-context.ts';
+import { DEFAULT_TABLE, RUNTIME_CLUSTER, runningRuntime, type RuntimeFile } from './runtime-file.ts';
 
 
 const usage = `usage: npm run invoke -- <function> [event-file] [options]
@@ -94,37 +94,8 @@ function shown(path: string): string {
 
 // ---- the handler's environment ---------------------------------------------------------------------------
 
-/** What the local runtime writes to <state-dir>/runtime.json (runtime/local.ts). */
-interface RuntimeFile {
-  kubeconfig: string;
-  server: string;
-  dynamodb: string;
-  pid: number;
-}
-
-/**
- * The local runtime's table name (local/testbed.ts DEFAULT_TABLE, not imported: the child process this file
- * also runs as loads nothing but the bundle) and cluster id (its default).
- */
-const DEFAULT_TABLE = 'outrigger';
-const RUNTIME_CLUSTER = 'local';
 /** What the stack's queue names start with (its name, `Outrigger`, and a dash); the sample events' queues have it too. */
 const CAPTURE_QUEUE_PREFIX = 'Outrigger-';
-
-async function runningRuntime(stateDir: string): Promise<{ file: string; info: RuntimeFile } | undefined> {
-  const file = join(stateDir, 'runtime.json');
-  let info: RuntimeFile;
-  try {
-    info = JSON.parse(await readFile(file, 'utf8')) as RuntimeFile;
-  } catch {
-    return undefined;
-  }
-  if (!info.pid || !isAlive(info.pid)) {
-    log(`ignoring ${shown(file)}: its runtime (pid ${info.pid}) is not running`);
-    return undefined;
-  }
-  return { file, info };
-}
 
 /**
  * The cluster configuration the runtime gives its handlers. On its own kube-apiserver they act as the
@@ -162,7 +133,7 @@ interface Setup {
 async function environmentFor(spec: { name: string }, syncTargets: string[], opts: { stateDir: string; useRuntime: boolean; dir: string }): Promise<Setup> {
   const env: NodeJS.ProcessEnv = { ...process.env };
   const fromRuntime: string[] = [];
-  const runtime = opts.useRuntime ? await runningRuntime(opts.stateDir) : undefined;
+  const runtime = opts.useRuntime ? await runningRuntime(opts.stateDir, (message) => log(message.replace(opts.stateDir, shown(opts.stateDir)))) : undefined;
   if (runtime) {
     const supplied: Record<string, () => Promise<string> | string> = {
       OUTRIGGER_CLUSTERS: () => runtimeClusters(runtime.info),

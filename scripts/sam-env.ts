@@ -1,0 +1,65 @@
+// npm run sam-env [-- --state-dir DIR] [--out FILE] [--host HOST]: writes the `--env-vars` file with which
+// `sam local invoke -t cdk.out/Outrigger.template.json <Function>` runs a deployed bundle against the running local
+// runtime's state: its DynamoDB Local and table, and dead letters to a file in the container. SAM overrides only
+// variables the template declares; the stack declares every variable the functions read (infra/outrigger.ts
+// FUNCTION_ENVIRONMENT), and this file sets them for every function (its "Parameters").
+import { writeFile } from 'node:fs/promises';
+import { resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import type { FUNCTION_ENVIRONMENT } from '../infra/outrigger.ts';
+import { projectRoot } from '../local/paths.ts';
+import { DEFAULT_TABLE, runningRuntime, type RuntimeFile } from './runtime-file.ts';
+
+const usage = `usage: npm run sam-env -- [--state-dir DIR] [--out FILE] [--host HOST]
+
+Writes FILE (default env.json) for sam local invoke --env-vars FILE, from the local runtime (npm start) whose
+runtime.json is in DIR (default .outrigger/).
+
+  --host HOST   how the container reaches this machine: 127.0.0.1 (the default) with sam's --docker-network host
+                on Linux, host.docker.internal with Docker Desktop`;
+
+/** Where a function in the container writes dead letters (SAM's container has a writable /tmp, as Lambda does). */
+export const CONTAINER_DEAD_LETTER_FILE = '/tmp/outrigger-dead-letter.jsonl';
+
+type Variable = (typeof FUNCTION_ENVIRONMENT)[number];
+
+/**
+ * The variables for every function: the runtime's state; the deployment's dead-letter queue, queue prefix and
+ * webhook signing key stay the template's unless named here (a CloudFormation reference SAM cannot resolve is
+ * replaced, so nothing reaches for a resource of a stack that may not exist).
+ */
+export function samEnvironment(runtime: RuntimeFile, host: string): { Parameters: Partial<Record<Variable, string>> } {
+  const dynamodb = new URL(runtime.dynamodb);
+  dynamodb.hostname = host;
+  return {
+    Parameters: {
+      OUTRIGGER_TABLE: DEFAULT_TABLE,
+      OUTRIGGER_DYNAMODB_ENDPOINT: dynamodb.origin,
+      OUTRIGGER_DEAD_LETTER_FILE: CONTAINER_DEAD_LETTER_FILE,
+      // The ingest function's dead-letter queue is a reference to the stack's queue: the file instead.
+      OUTRIGGER_DEAD_LETTER_QUEUE_URL: '',
+      // The signing key is a secret of the deployed stack: webhooks go unsigned, as they do locally without one.
+      OUTRIGGER_HOOK_SECRET_ARN: '',
+    },
+  };
+}
+
+async function main(argv: string[]): Promise<number> {
+  const { values } = parseArgs({ args: argv, options: { 'state-dir': { type: 'string' }, out: { type: 'string' }, host: { type: 'string' }, help: { type: 'boolean' } } });
+  if (values.help) {
+    process.stdout.write(`${usage}\n`);
+    return 0;
+  }
+  const stateDir = resolve(values['state-dir'] ?? resolve(projectRoot, '.outrigger'));
+  const runtime = await runningRuntime(stateDir, (message) => process.stderr.write(`[sam-env] ${message}\n`));
+  if (!runtime) {
+    process.stderr.write(`sam-env: no local runtime is running (no live ${resolve(stateDir, 'runtime.json')}): start one with npm start\n`);
+    return 2;
+  }
+  const out = resolve(values.out ?? 'env.json');
+  await writeFile(out, `${JSON.stringify(samEnvironment(runtime.info, values.host ?? '127.0.0.1'), null, 2)}\n`);
+  process.stdout.write(`${out}\n`);
+  return 0;
+}
+
+if (import.meta.main) process.exitCode = await main(process.argv.slice(2));

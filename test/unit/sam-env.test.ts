@@ -1,0 +1,57 @@
+// `sam local invoke --env-vars` overrides only what the template declares: every variable the functions' code
+// reads is declared in every function, and `npm run sam-env` writes the file for the running local runtime.
+import { App } from 'aws-cdk-lib';
+import { Template } from 'aws-cdk-lib/assertions';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { FUNCTION_ENVIRONMENT } from '../../infra/outrigger.ts';
+import { OutriggerStack } from '../../infra/stack.ts';
+import { projectRoot } from '../../local/paths.ts';
+import { CONTAINER_DEAD_LETTER_FILE } from '../../scripts/sam-env.ts';
+import { eksCluster } from './clusters.ts';
+
+/** Every `OUTRIGGER_*` name in the code the bundles are built from (functions/ and shared/). */
+function variablesRead(): string[] {
+  const names = new Set<string>();
+  const walk = (dir: string) => {
+    for (const entry of readdirSync(dir)) {
+      const path = join(dir, entry);
+      if (statSync(path).isDirectory()) walk(path);
+      else if (path.endsWith('.ts')) for (const m of readFileSync(path, 'utf8').matchAll(/OUTRIGGER_[A-Z_]+/g)) names.add(m[0]);
+    }
+  };
+  walk(join(projectRoot, 'functions'));
+  walk(join(projectRoot, 'shared'));
+  return [...names].sort();
+}
+
+test('every variable the functions read is declared in every function of the template', () => {
+  expect(variablesRead()).toEqual([...FUNCTION_ENVIRONMENT].sort());
+  const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+  const template = Template.fromStack(new OutriggerStack(app, 'Sam', { clusters: [eksCluster('prod')] }));
+  const fns = Object.values(template.findResources('AWS::Lambda::Function'));
+  for (const fn of fns) expect(Object.keys(fn.Properties.Environment.Variables as object)).toEqual(expect.arrayContaining([...FUNCTION_ENVIRONMENT]));
+});
+
+test('npm run sam-env writes the local runtime\'s state for every function, and refuses without a runtime', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'outrigger-sam-env-'));
+  const run = (...args: string[]) => promisify(execFile)(process.execPath, [join(projectRoot, 'scripts/sam-env.ts'), '--state-dir', dir, ...args], { cwd: dir });
+  await expect(run()).rejects.toMatchObject({ code: 2, stderr: expect.stringContaining('no local runtime is running') });
+  // A runtime.json as runtime/local.ts writes it, of a live process (this one).
+  writeFileSync(join(dir, 'runtime.json'), JSON.stringify({ kubeconfig: '/tmp/k/admin.kubeconfig', server: 'https://127.0.0.1:6443', dynamodb: 'http://127.0.0.1:8123', pid: process.pid }));
+  await run('--host', 'host.docker.internal', '--out', join(dir, 'env.json'));
+  const env = JSON.parse(readFileSync(join(dir, 'env.json'), 'utf8')) as { Parameters: Record<string, string> };
+  expect(env).toEqual({
+    Parameters: {
+      OUTRIGGER_TABLE: 'outrigger',
+      OUTRIGGER_DYNAMODB_ENDPOINT: 'http://host.docker.internal:8123',
+      OUTRIGGER_DEAD_LETTER_FILE: CONTAINER_DEAD_LETTER_FILE,
+      OUTRIGGER_DEAD_LETTER_QUEUE_URL: '',
+      OUTRIGGER_HOOK_SECRET_ARN: '',
+    },
+  });
+  for (const name of Object.keys(env.Parameters)) expect(FUNCTION_ENVIRONMENT).toContain(name);
+});
