@@ -1,0 +1,51 @@
+// The forwarder's generated overlay (scripts/forwarder-overlay.ts): outputs found by the cluster's PascalCase
+// name, with or without a construct's prefix and hash; the region from the queue URL; images by tag or digest;
+// the cluster's storage settings carried, the rest of its entry not.
+import { load } from 'js-yaml';
+import { findOutput, forwarderOverlay, pascal, queueRegion } from '../../scripts/forwarder-overlay.ts';
+import { parseClusters } from '../../shared/clusters.ts';
+
+const eks = { kind: 'eks', server: 'https://X.gr7.eu-west-1.eks.amazonaws.com', caData: 'Q0E=', clusterName: 'prod', region: 'eu-west-1' };
+const queue = (name: string) => `https://sqs.eu-west-1.amazonaws.com/123456789012/Outrigger-${name}.fifo`;
+
+test('outputs are found by the PascalCase id, exactly, with a hash suffix, or under a construct prefix when only one matches', () => {
+  expect(pascal('prod-eu')).toBe('ProdEu');
+  expect(pascal('prod-1')).toBe('Prod1');
+  expect(findOutput({ S: { ProdEuEventsQueueUrl: 'a', EuEventsQueueUrl: 'b' } }, 'EuEventsQueueUrl')).toBe('b');
+  expect(findOutput({ S: { OutriggerProdEventsQueueUrlA1B2C3D4: 'a' } }, 'ProdEventsQueueUrl')).toBe('a');
+  expect(() => findOutput({ S: { ProdEuEventsQueueUrl: 'a', XEuEventsQueueUrl: 'b' } }, 'EuEventsQueueUrl')).toThrow(/several outputs match EuEventsQueueUrl/);
+  expect(findOutput({ S: {} }, 'ProdEventsQueueUrl')).toBeUndefined();
+  expect(queueRegion(queue('prod-events'))).toBe('eu-west-1');
+  expect(queueRegion('https://sqs.cn-north-1.amazonaws.com.cn/123456789012/q.fifo')).toBe('cn-north-1');
+  expect(queueRegion('http://127.0.0.1:9324/000000000000/q.fifo')).toBeUndefined();
+});
+
+test('the overlay carries the cluster id, queues, region, image and storage settings, and refuses what it lacks', () => {
+  const clusters = parseClusters(JSON.stringify([{ id: 'prod', access: eks, storage: { enabled: false } }, { id: 'other', access: eks }]));
+  const outputs = { Outrigger: { ProdEventsQueueUrl: queue('prod-events'), ProdEventsDeadLetterQueueUrl: queue('prod-events-dlq'), ForwarderImageUri: '123456789012.dkr.ecr.eu-west-1.amazonaws.com/fwd@sha256:abc' } };
+  const files = forwarderOverlay({ cluster: 'prod', clusters, outputs, base: '../../base' });
+  const env = Object.fromEntries(files['forwarder.env']!.trim().split('\n').map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]));
+  expect(env).toEqual({
+    OUTRIGGER_CLUSTER_ID: 'prod',
+    OUTRIGGER_EVENT_QUEUE_URL: queue('prod-events'),
+    OUTRIGGER_DEAD_LETTER_QUEUE_URL: queue('prod-events-dlq'),
+    OUTRIGGER_CLUSTERS: JSON.stringify([{ id: 'prod', access: { kind: 'kubeconfig' }, storage: { enabled: false, migrations: 'outrigger' } }]),
+    AWS_REGION: 'eu-west-1',
+  });
+  // What the forwarder is given parses as the functions' configuration does.
+  expect(parseClusters(env.OUTRIGGER_CLUSTERS!)[0]!.storage?.enabled).toBe(false);
+  const kustomization = load(files['kustomization.yaml']!) as Record<string, unknown>;
+  expect(kustomization).toMatchObject({
+    resources: ['../../base'],
+    images: [{ name: 'outrigger-forwarder', newName: '123456789012.dkr.ecr.eu-west-1.amazonaws.com/fwd', digest: 'sha256:abc' }],
+    configMapGenerator: [{ name: 'outrigger-forwarder', behavior: 'merge', envs: ['forwarder.env'] }],
+  });
+  const tagged = load(forwarderOverlay({ cluster: 'prod', clusters, outputs, image: 'registry:5000/fwd:1.2', base: 'b' })['kustomization.yaml']!) as { images: unknown[] };
+  expect(tagged.images).toEqual([{ name: 'outrigger-forwarder', newName: 'registry:5000/fwd', newTag: '1.2' }]);
+  const untagged = load(forwarderOverlay({ cluster: 'prod', clusters, outputs, image: 'registry:5000/fwd', base: 'b' })['kustomization.yaml']!) as { images: unknown[] };
+  expect(untagged.images).toEqual([{ name: 'outrigger-forwarder', newName: 'registry:5000/fwd' }]);
+
+  expect(() => forwarderOverlay({ cluster: 'nope', clusters, outputs, base: 'b' })).toThrow(/has no cluster nope \(it names prod, other\)/);
+  expect(() => forwarderOverlay({ cluster: 'other', clusters, outputs, base: 'b' })).toThrow(/no events queue for cluster other: pass --outputs with OtherEventsQueueUrl/);
+  expect(() => forwarderOverlay({ cluster: 'prod', clusters, outputs: { S: { ProdEventsQueueUrl: 'q', ProdEventsDeadLetterQueueUrl: 'd' } }, base: 'b' })).toThrow(/no forwarder image/);
+});
