@@ -1,6 +1,6 @@
 // One reachability record per cluster: the last time its apiserver answered, its version, and the last
 // error. Compare-and-set keeps concurrent runs from losing each other's writes.
-import type { KubeClient } from '../../shared/kube/index.ts';
+import { isKubeError, Resources, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
 import { VersionConflictError, type State } from '../../shared/state/index.ts';
 
 export interface Heartbeat {
@@ -30,5 +30,24 @@ export async function recordHeartbeat(cluster: string, kube: KubeClient, state: 
     } catch (err) {
       if (!(err instanceof VersionConflictError) || attempt >= 3) throw err;
     }
+  }
+}
+
+/** The forwarder's leader-election Lease, as its kustomize base names it (deploy/forwarder/base). */
+export const FORWARDER_LEASE = { namespace: 'outrigger-system', name: 'outrigger-forwarder-leader' };
+
+/**
+ * Seconds since the forwarder's leader last renewed its Lease (it renews every few seconds while it watches), or
+ * undefined when the cluster has no such Lease or Outrigger may not read it (a cluster wired through the ingest
+ * URL instead): then no figure is published and the alarm has nothing to judge.
+ */
+export async function forwarderSilence(kube: KubeClient, now = new Date()): Promise<number | undefined> {
+  try {
+    const lease = await kube.get<KubeObject & { spec?: { renewTime?: string } }>(Resources.leases, FORWARDER_LEASE.name, FORWARDER_LEASE.namespace);
+    const renewed = Date.parse(lease.spec?.renewTime ?? '');
+    return Number.isNaN(renewed) ? undefined : Math.max(0, Math.round((now.getTime() - renewed) / 1000));
+  } catch (err) {
+    if (isKubeError(err, 'NotFound') || isKubeError(err, 'Forbidden')) return undefined;
+    throw err;
   }
 }

@@ -1,5 +1,6 @@
 import type { ClusterCache } from '../cluster-cache.ts';
-import type { HookCaller } from '../../shared/hooks/index.ts';
+import { HookError, type HookCaller } from '../../shared/hooks/index.ts';
+import { failureReason, type MetricsRecorder } from '../../shared/lambda/metrics.ts';
 import type { KubeClient } from '../../shared/kube/index.ts';
 import { RetryLater } from '../../shared/lambda/retry.ts';
 import { syncFunction, type SyncTools } from '../../shared/lambda/sync-function.ts';
@@ -129,12 +130,30 @@ export function passTiming(tools: Pick<SyncTools, 'context' | 'later' | 'receive
   return { budget: { deadline: Date.now() + budgetMs, budgetMs }, receiveCount: tools.receiveCount };
 }
 
+/** Each hook call counted and timed (HookCalls, HookFailures by reason, HookLatency; README "Operating"). */
+function measuredHooks(hooks: HookCaller, metrics: MetricsRecorder, cluster: string): HookCaller {
+  return {
+    call: async (hook, request, opts) => {
+      const started = performance.now();
+      metrics.count(cluster, 'HookCalls');
+      try {
+        return await hooks.call(hook, request, opts);
+      } catch (err) {
+        metrics.count(cluster, 'HookFailures', 1, { reason: err instanceof HookError ? err.reason : failureReason(err) });
+        throw err;
+      } finally {
+        metrics.milliseconds(cluster, 'HookLatency', performance.now() - started);
+      }
+    },
+  };
+}
+
 export const handler = syncFunction('map', (request, tools) =>
   serveMapRequest(request, tools.sentAt, {
     kube: tools.env.clusters.client(request.key.cluster),
     state: tools.env.state,
     syncSink: tools.env.syncSink,
-    hooks: hookCaller(),
+    hooks: measuredHooks(hookCaller(), tools.metrics, request.key.cluster),
     controllers: mapControllerCache,
     log: (level, m, f) => tools.logger[level](m, f ?? {}),
     ...passTiming(tools),

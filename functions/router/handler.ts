@@ -5,6 +5,7 @@ import { environment } from '../../shared/lambda/environment.ts';
 import { failedRecords } from '../../shared/lambda/batch.ts';
 import { EVENTS_QUEUE } from '../../shared/lambda/queues.ts';
 import { functionLogger } from '../../shared/lambda/logger.ts';
+import { MetricsRecorder } from '../../shared/lambda/metrics.ts';
 import { controllerSources, type ControllerSource } from '../controllers.ts';
 import { routeBatch } from './route.ts';
 
@@ -24,6 +25,16 @@ export function createRouterHandler(sources: readonly ControllerSource[]) {
       log: (level, message, fields) => logger[level](message, fields ?? {}),
     });
     logger.debug('routed', { ...stats });
+    // One queue per cluster: the batch's cluster is its queue's (README: "Operating").
+    const cluster = event.Records[0] && queues.clusterOf(event.Records[0].eventSourceARN, EVENTS_QUEUE);
+    if (cluster) {
+      const metrics = new MetricsRecorder();
+      metrics.count(cluster, 'EventsReceived', stats.records);
+      metrics.count(cluster, 'EventsDeadLettered', stats.deadLettered);
+      metrics.count(cluster, 'EventsRetried', stats.failed);
+      metrics.count(cluster, 'SyncRequestsSent', stats.keys);
+      metrics.flush();
+    }
     await env.retry?.(failedRecords(event, { batchItemFailures }));
     return { batchItemFailures };
   }).use(injectLambdaContext(logger));

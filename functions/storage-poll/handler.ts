@@ -3,7 +3,7 @@ import middy from '@middy/core';
 import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import { environment } from '../../shared/lambda/environment.ts';
 import { functionLogger } from '../../shared/lambda/logger.ts';
-import { publishCounts } from '../../shared/lambda/metrics.ts';
+import { MetricsRecorder, publishCounts } from '../../shared/lambda/metrics.ts';
 import { storageContext } from '../storage/environment.ts';
 import { pollReporter } from '../storage/poll.ts';
 
@@ -29,12 +29,15 @@ export const handler = middy(async (event: PollEvent) => {
         .map(async (r) => ({ cluster, ...(await pollReporter(ctx, r, { groups })) }));
     }),
   );
+  const metrics = new MetricsRecorder();
   for (const r of results) {
     logger.info('storage poll', { ...r });
     const stuck = r.leader?.overdue;
     // The stack's storage alarms watch these (README: "Operating").
     if (stuck) publishCounts(r.cluster, { StorageStatesUnknownOverdue: stuck.unknown.length, StorageMigrationsOverdue: stuck.migrations.length });
     publishCounts(r.cluster, { StoragePollsMissed: Object.values(r.missedPolls).reduce((a, b) => a + b, 0) });
+    metrics.count(r.cluster, 'StoragePolls', 1, { reporter: r.reporter });
   }
+  metrics.flush();
   return results;
 }).use(injectLambdaContext(logger));

@@ -3,7 +3,7 @@ import { syncFunction } from '../../shared/lambda/sync-function.ts';
 import { forgetPolicies, listPolicies, policyFor } from '../history/policies.ts';
 import { truncateHistory } from '../history/truncate.ts';
 
-export const handler = syncFunction('truncate', async ({ key, causes }, { env, logger }) => {
+export const handler = syncFunction('truncate', async ({ key, causes }, { env, logger, metrics }) => {
   const kube = env.clusters.client(key.cluster);
   // Asked because a policy's spec changed: its new limit, not the one a warm process may still hold.
   if (causes.some((c) => parseSyncCause(c).kind === 'RevisionPolicy')) forgetPolicies(key.cluster);
@@ -11,4 +11,5 @@ export const handler = syncFunction('truncate', async ({ key, causes }, { env, l
   if (!policy) return;
   const result = await truncateHistory({ kube }, policy, key);
   logger.info('history truncated', { parent: `${key.namespace}/${key.name}`, ...result });
+  if (result.deleted.length) metrics.count(key.cluster, 'RevisionsTruncated', result.deleted.length);
 });

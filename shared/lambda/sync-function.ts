@@ -8,11 +8,14 @@ import type { Context, SQSEvent } from 'aws-lambda';
 import { syncBatchHandler } from './batch.ts';
 import { environment, type Environment } from './environment.ts';
 import { functionLogger } from './logger.ts';
+import { failureReason, MetricsRecorder } from './metrics.ts';
 import type { SyncRequest } from './sync-request.ts';
 
 export interface SyncTools {
   env: Environment;
   logger: Logger;
+  /** The invocation's domain metrics, written when the batch is done. */
+  metrics: MetricsRecorder;
   /** The invocation's Lambda context (remaining time). */
   context: Context;
   /** When the request was queued (SQS SentTimestamp, ms). */
@@ -27,21 +30,33 @@ export interface SyncTools {
 export function syncFunction(name: string, process: (request: SyncRequest, tools: SyncTools) => Promise<void>, opts: { environment?: () => Environment } = {}) {
   const logger = functionLogger(name);
   const env = opts.environment ?? (() => environment());
-  return middy(async (event: SQSEvent, context: Context) =>
-    syncBatchHandler({
-      source: name,
-      deadLetter: () => env().deadLetter,
-      log: (level, message, fields) => logger[level](message, fields ?? {}),
-      retry: env().retry,
-      process: (request, record) =>
-        process(request, {
-          env: env(),
-          logger,
-          context,
-          sentAt: Number(record.attributes.SentTimestamp),
-          receiveCount: Number(record.attributes.ApproximateReceiveCount) || 1,
-          later: event.Records.length - 1 - event.Records.findIndex((r) => r.messageId === record.messageId),
-        }),
-    })(event),
-  ).use(injectLambdaContext(logger));
+  return middy(async (event: SQSEvent, context: Context) => {
+    const metrics = new MetricsRecorder();
+    try {
+      return await syncBatchHandler({
+        source: name,
+        deadLetter: () => env().deadLetter,
+        log: (level, message, fields) => logger[level](message, fields ?? {}),
+        retry: env().retry,
+        process: async (request, record) => {
+          try {
+            await process(request, {
+              env: env(),
+              logger,
+              metrics,
+              context,
+              sentAt: Number(record.attributes.SentTimestamp),
+              receiveCount: Number(record.attributes.ApproximateReceiveCount) || 1,
+              later: event.Records.length - 1 - event.Records.findIndex((r) => r.messageId === record.messageId),
+            });
+          } catch (err) {
+            metrics.count(request.key.cluster, 'SyncsFailed', 1, { function: name, reason: failureReason(err) });
+            throw err;
+          }
+        },
+      })(event);
+    } finally {
+      metrics.flush();
+    }
+  }).use(injectLambdaContext(logger));
 }
