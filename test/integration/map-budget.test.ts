@@ -39,8 +39,8 @@ interface HookRequest {
   parent: KubeObject;
   input: KubeObject;
 }
-/** Per parent name: how its map hook answers (undefined: it never answers). */
-const answers = new Map<string, (req: HookRequest) => { status: number; headers?: Record<string, string>; body: unknown } | undefined>();
+/** Per parent name: how its map hook answers (undefined: it never answers), and after how long. */
+const answers = new Map<string, (req: HookRequest) => { status: number; headers?: Record<string, string>; body: unknown; afterMs?: number } | undefined>();
 /** Per parent name, each call: when, and for which input. */
 const calls = new Map<string, Array<{ at: number; input: string }>>();
 
@@ -53,8 +53,10 @@ function serve(req: IncomingMessage, res: ServerResponse): void {
     calls.set(parent, [...(calls.get(parent) ?? []), { at: Date.now(), input: body.input.metadata.name ?? '' }]);
     const answer = answers.get(parent)?.(body);
     if (!answer) return; // hangs: the caller's timeout ends it
-    res.writeHead(answer.status, { 'content-type': 'application/json', ...answer.headers });
-    res.end(JSON.stringify(answer.body));
+    setTimeout(() => {
+      res.writeHead(answer.status, { 'content-type': 'application/json', ...answer.headers });
+      res.end(JSON.stringify(answer.body));
+    }, answer.afterMs ?? 0);
   });
 }
 
@@ -216,6 +218,29 @@ describe('a pass fits its invocation', () => {
     expect(await outputsOf(slow)).toBe(8);
     await sqs.send(new DeleteMessageCommand({ QueueUrl: queueUrl, ReceiptHandle: followUp!.ReceiptHandle }));
   }, 90_000);
+});
+
+describe('a pass fits its invocation, with a slow hook that answers', () => {
+  test('the inputs not reached are InProgress; the follow-up maps them, calling each input once, and the parent is Synced', async () => {
+    const p = await parentWithInputs('steady', 20);
+    answers.set('steady', (req) => ({ status: 200, body: copyOf(req), afterMs: 800 }));
+    await send([requestFor(p, ['ConfigMap/event-steady'])]);
+    const [message] = await receive(1, ['steady']);
+    // 8 s left, one record: a 3 s budget, in which 4 calls at a time of 0.8 s each start while 1 s is left.
+    expect(await handler({ Records: [asRecord(message!, arn)] }, runtimeLambdaContext(8))).toEqual({ batchItemFailures: [] });
+    const first = calls.get('steady')!.length;
+    expect(first).toBeLessThan(20);
+    expect(await synced('steady')).toMatchObject({ status: 'False', reason: 'InProgress', message: `${first} of 20 input(s) mapped; ${20 - first} input(s) not reached within the pass's time budget, continued by a follow-up pass` });
+    expect(await outputsOf(p)).toBe(first);
+    const [followUp] = await receive(1, ['steady']);
+    expect(await handler({ Records: [asRecord(followUp!, arn)] }, runtimeLambdaContext(60))).toEqual({ batchItemFailures: [] });
+    expect(new Set(calls.get('steady')!.map((c) => c.input)).size).toBe(20);
+    expect(calls.get('steady')!.length).toBe(20);
+    expect(await synced('steady')).toMatchObject({ status: 'True', reason: 'Synced', message: '20 input(s) mapped' });
+    expect(await outputsOf(p)).toBe(20);
+    // The sync is over: no further follow-up.
+    expect(await receive(1, ['steady'], 3_000).catch(() => [])).toEqual([]);
+  }, 60_000);
 });
 
 describe('per-parent backoff', () => {
