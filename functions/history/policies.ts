@@ -3,7 +3,7 @@
 // the objects it generates) route to the history handler. A policy is in effect when it parses, its target
 // and generated kinds are served, its target is namespaced, and its last check found nothing against it
 // (README, "Policy conditions"); any other policy is watched and routed for nothing but its own events.
-import { Resources, apiVersionOf, gvr, parseApiVersion, resolveKind, type GVR, type KubeClient, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
+import { NotServedError, Resources, apiVersionOf, gvr, parseApiVersion, resolveKind, type GVR, type KubeClient, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
 import { parentLabels } from '../../shared/history/data.ts';
 import { PolicyError, parsePolicy, POLICY_GROUP, reportedNotReady, type RevisionPolicy } from '../../shared/history/policy.ts';
 import type { ControllerKind } from '../../shared/ownership/index.ts';
@@ -41,11 +41,6 @@ export class PolicyProblem extends Error {
   }
 }
 
-/** Discovery's answer that a group version or kind is not served (resolveKind), as opposed to a failed read. */
-export function isNotServed(err: unknown): boolean {
-  return err instanceof Error && /^the cluster (does not serve|serves no kind)/.test(err.message);
-}
-
 /**
  * The policy's kinds, or the PolicyProblem that keeps it out of effect. A discovery read that fails for any
  * other reason throws: the caller retries rather than take a policy for bad.
@@ -55,7 +50,7 @@ export async function resolvePolicy(kube: KubeClient, policy: RevisionPolicy): P
     try {
       return await resolveKind(kube, t.apiVersion, t.kind);
     } catch (err) {
-      if (isNotServed(err)) throw new PolicyProblem(reason, `RevisionPolicy ${policy.name}: ${what}: ${(err as Error).message}`);
+      if (err instanceof NotServedError) throw new PolicyProblem(reason, `RevisionPolicy ${policy.name}: ${what}: ${(err as Error).message}`);
       throw err;
     }
   };

@@ -29,19 +29,27 @@ export interface ResolvedResource extends GVR {
   namespaced: boolean;
 }
 
+/** Discovery's answer that a group version, kind or resource is not served, as opposed to a failed read. */
+export class NotServedError extends Error {
+  constructor(message: string, opts: { cause?: unknown } = {}) {
+    super(message, opts);
+    this.name = 'NotServedError';
+  }
+}
+
 const cache = new WeakMap<KubeClient, Map<string, Promise<APIResourceList>>>();
 
 /** Finds the resource serving `kind` in `apiVersion`; cached per client, since it does not change under us. */
 export async function resolveKind(client: KubeClient, apiVersion: string, kind: string): Promise<ResolvedResource> {
   const found = (await cachedResourceList(client, apiVersion)).resources.find((r) => r.kind === kind && !r.name.includes('/'));
-  if (!found) throw new Error(`the cluster serves no kind ${kind} in ${apiVersion}`);
+  if (!found) throw new NotServedError(`the cluster serves no kind ${kind} in ${apiVersion}`);
   return { ...parseApiVersion(apiVersion), resource: found.name, kind, namespaced: found.namespaced };
 }
 
 /** Finds the kind served as `resource` (plural) in `apiVersion`, with the same cache. */
 export async function resolveResource(client: KubeClient, apiVersion: string, resource: string): Promise<ResolvedResource> {
   const found = (await cachedResourceList(client, apiVersion)).resources.find((r) => r.name === resource);
-  if (!found) throw new Error(`the cluster serves no resource ${resource} in ${apiVersion}`);
+  if (!found) throw new NotServedError(`the cluster serves no resource ${resource} in ${apiVersion}`);
   return { ...parseApiVersion(apiVersion), resource, kind: found.kind, namespaced: found.namespaced };
 }
 
@@ -58,7 +66,7 @@ async function cachedResourceList(client: KubeClient, apiVersion: string): Promi
   try {
     return await list;
   } catch (err) {
-    if (isKubeError(err, 'NotFound')) throw new Error(`the cluster does not serve ${apiVersion}`, { cause: err });
+    if (isKubeError(err, 'NotFound')) throw new NotServedError(`the cluster does not serve ${apiVersion}`, { cause: err });
     throw err;
   }
 }

@@ -3,6 +3,6 @@ export { KubeClient, RequestStats, serviceAccountUser, type Impersonation, DEFAU
 export { connect, type ClusterAccess } from './config.ts';
 export { KubeError, isKubeError, kubeErrorFromResponse, type KubeErrorKind } from './errors.ts';
 export { eksToken, eksTokenSource, stsHostname, EKS_TOKEN_PREFIX } from './eks-token.ts';
-export { getResourceList, hasSubresource, isNamespaced, resolveKind, resolveResource, forgetDiscovery, discoverStorageVersions, servingVersion, type APIResource, type APIResourceList, type ResolvedResource, type StorageDiscovery, type StorageVersionEntry } from './discovery.ts';
+export { NotServedError, getResourceList, hasSubresource, isNamespaced, resolveKind, resolveResource, forgetDiscovery, discoverStorageVersions, servingVersion, type APIResource, type APIResourceList, type ResolvedResource, type StorageDiscovery, type StorageVersionEntry } from './discovery.ts';
 export * from './resource.ts';
 export { runWatchSource, type SourceEvent, type SourceEventType, type WatchSourceOptions } from './source.ts';
