@@ -5,9 +5,11 @@
 //   outrigger:mapHookFunctions  Lambda functions (names) MapControllers may call
 //   outrigger:examples=true     also the SnapshotSchedule example's hooks
 //   outrigger:forwarderNamespace, outrigger:forwarderServiceAccount   where the forwarder runs in each cluster
+//   outrigger:forwarderImage    linux/arm64 or linux/amd64: build the forwarder's image for nodes of that platform
 // Anything else a user would set (a VPC, an alarm topic, log retention) is a prop of the construct, in an app of
 // their own.
 import { App, type AppProps } from 'aws-cdk-lib';
+import { Platform } from 'aws-cdk-lib/aws-ecr-assets';
 import { readFileSync } from 'node:fs';
 import type { ClusterConfig } from '../shared/clusters.ts';
 import { OutriggerStack } from './stack.ts';
@@ -37,12 +39,15 @@ export function outriggerApp(props: AppProps = {}): { app: App; stack: Outrigger
   const namespace = text(context('forwarderNamespace'));
   const serviceAccount = text(context('forwarderServiceAccount'));
   const examples = context('examples');
+  const platform = text(context('forwarderImage'));
+  if (platform && platform !== 'linux/arm64' && platform !== 'linux/amd64') throw new Error(`context outrigger:forwarderImage is ${platform}: linux/arm64 or linux/amd64`);
   const stack = new OutriggerStack(app, 'Outrigger', {
     // Checked by the construct, which names the cluster and field of anything wrong.
     clusters: clusters as ClusterConfig[],
     mapHookFunctions: (json('mapHookFunctions') as string[] | undefined) ?? [],
     examples: examples === true || examples === 'true',
     forwarder: { ...(namespace ? { namespace } : {}), ...(serviceAccount ? { serviceAccount } : {}) },
+    ...(platform ? { forwarderImage: { platform: Platform.custom(platform) } } : {}),
     env: { account: process.env.CDK_DEFAULT_ACCOUNT, region: process.env.CDK_DEFAULT_REGION },
   });
   return { app, stack };

@@ -2,10 +2,11 @@
 // forwarder role and (EKS in the stack's region) access entries and Pod Identity association (infra/cluster.ts),
 // every function in functions/index.ts with only the permissions it uses, the ingest Function URL, the schedules,
 // and a dashboard. The repository's own app (infra/app.ts) is one use of it; README "Deploying" has another.
-import { ArnFormat, Aws, CfnCondition, Duration, Fn, RemovalPolicy, Stack, Stage, Validations } from 'aws-cdk-lib';
+import { ArnFormat, Aws, CfnCondition, Duration, Fn, IgnoreMode, RemovalPolicy, Stack, Stage, Validations } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
+import * as ecrAssets from 'aws-cdk-lib/aws-ecr-assets';
 import * as events from 'aws-cdk-lib/aws-events';
 import * as targets from 'aws-cdk-lib/aws-events-targets';
 import * as iam from 'aws-cdk-lib/aws-iam';
@@ -22,6 +23,7 @@ import { dirname, join } from 'node:path';
 import { functions } from '../functions/index.ts';
 import { sendTargets, type FunctionSpec } from '../functions/spec.ts';
 import { maxConcurrency, type ClusterConfig } from '../shared/clusters.ts';
+import { projectRoot } from '../local/paths.ts';
 import { TABLE } from '../shared/state/table.ts';
 import { acknowledgeWildcard } from './acknowledge.ts';
 import { bundled, RUNTIME } from './bundling.ts';
@@ -113,6 +115,13 @@ export interface OutriggerProps {
   tracing?: lambda.Tracing;
   /** What deleting the stack does with the state table and the logs (default RETAIN). */
   removalPolicy?: RemovalPolicy;
+  /**
+   * Builds the forwarder's image (forwarder/Dockerfile) as a container image asset in the CDK's ECR repository,
+   * for the nodes' platform (linux/arm64 for Graviton), and outputs it as ForwarderImageUri. `cdk deploy` then
+   * needs Docker (and, for a platform other than the machine's, an emulator such as binfmt/QEMU); synth does not.
+   * Default: no image; the forwarder's overlay names one (README "Deploying").
+   */
+  forwarderImage?: { platform: ecrAssets.Platform };
 }
 
 export class Outrigger extends Construct {
@@ -207,6 +216,18 @@ export class Outrigger extends Construct {
     output(this, 'AlarmTopicArn', 'Every alarm notifies this topic: subscribe to it', this.alarmTopic.topicArn);
 
     this.addMapHooks();
+    if (props.forwarderImage) {
+      const image = new ecrAssets.DockerImageAsset(this, 'ForwarderImage', {
+        directory: projectRoot,
+        file: 'forwarder/Dockerfile',
+        platform: props.forwarderImage.platform,
+        // The build reads these only (see the Dockerfile's COPY lines): staging the whole project would copy
+        // node_modules and .cache into every cloud assembly.
+        ignoreMode: IgnoreMode.DOCKER,
+        exclude: ['*', '!package.json', '!package-lock.json', '!shared', '!functions', '!forwarder'],
+      });
+      output(this, 'ForwarderImageUri', 'The forwarder\'s image (forwarder/Dockerfile), built by the stack', image.imageUri);
+    }
     addDashboard(this, 'Dashboard', {
       alarms: this.alarms,
       functions: this.functions,

@@ -6,6 +6,10 @@ import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as sns from 'aws-cdk-lib/aws-sns';
+import { Platform } from 'aws-cdk-lib/aws-ecr-assets';
+import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { functions } from '../../functions/index.ts';
 import { Outrigger, type OutriggerProps } from '../../infra/index.ts';
@@ -194,4 +198,25 @@ describe('configuration refused at synth, naming the cluster and the field', () 
 test('is the package entry outrigger/infra (package.json "exports")', async () => {
   const entry: { Outrigger: unknown } = await import('outrigger/infra');
   expect(entry.Outrigger).toBe(Outrigger);
+});
+
+test('builds the forwarder\'s image for the nodes\' platform as an asset, and outputs its URI; synth needs no Docker', () => {
+  const docker = process.env.CDK_DOCKER;
+  // Any call to Docker at synth would fail: the CDK runs this instead of `docker`.
+  process.env.CDK_DOCKER = '/nonexistent/docker';
+  try {
+    const app = new App({ context: { 'aws:cdk:bundling-stacks': [] }, outdir: mkdtempSync(join(tmpdir(), 'outrigger-image-')) });
+    const stack = new Stack(app, 'Platform', { env: { account: ACCOUNT, region: 'eu-west-1' } });
+    new Outrigger(stack, 'Outrigger', { clusters: [eksCluster('prod')], forwarderImage: { platform: Platform.LINUX_ARM64 } });
+    const assembly = app.synth();
+    const images = Object.values((JSON.parse(readFileSync(join(assembly.directory, 'Platform.assets.json'), 'utf8')) as { dockerImages: Record<string, { source: { directory: string; dockerFile: string; platform: string } }> }).dockerImages);
+    expect(images.map((i) => ({ dockerFile: i.source.dockerFile, platform: i.source.platform }))).toEqual([{ dockerFile: 'forwarder/Dockerfile', platform: 'linux/arm64' }]);
+    // Staged: what the Dockerfile copies, not the whole project.
+    expect(readdirSync(join(assembly.directory, images[0]!.source.directory)).sort()).toEqual(['forwarder', 'functions', 'package-lock.json', 'package.json', 'shared']);
+    const uri = Template.fromStack(stack).findOutputs('ForwarderImageUri').ForwarderImageUri!.Value as { 'Fn::Sub': string };
+    expect(uri['Fn::Sub']).toMatch(new RegExp(`^${ACCOUNT}\\.dkr\\.ecr\\.eu-west-1\\.\\$\\{AWS::URLSuffix\\}/cdk-[a-z0-9]+-container-assets-${ACCOUNT}-eu-west-1:[0-9a-f]{64}$`));
+  } finally {
+    if (docker === undefined) delete process.env.CDK_DOCKER;
+    else process.env.CDK_DOCKER = docker;
+  }
 });
