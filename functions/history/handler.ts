@@ -6,7 +6,7 @@ import { reportPolicy } from './report.ts';
 import { RESYNC_CAUSE, parentCause } from './resync.ts';
 import { syncHistory } from './sync.ts';
 import { policyParents, truncateSynced } from './truncate.ts';
-import type { ControllerRevision } from '../../shared/history/revisions.ts';
+import type { KnownRevision } from '../../shared/history/record.ts';
 
 const holder = `history-${randomUUID()}`;
 
@@ -34,15 +34,15 @@ export const handler = syncFunction('history', async (request, { env, logger, me
   if (!policy) return;
   // Truncation right after the sync, from the revisions it listed and wrote (no second list, no second queue).
   // A failure goes to the truncation queue, which retries on its own: a redelivered sync would find nothing to do.
-  const truncate = async (revisions: ControllerRevision[], quiet: boolean): Promise<string[]> => {
+  const truncate = async (revisions: KnownRevision[], quiet: boolean): Promise<{ deleted: string[]; gone: string[] }> => {
     try {
       const truncated = await truncateSynced({ kube }, policy, key, revisions, { quiet });
       logger.info('history truncated', { parent: `${key.namespace}/${key.name}`, ...truncated });
-      return truncated.deleted;
+      return { deleted: truncated.deleted, gone: truncated.gone ?? [] };
     } catch (err) {
       logger.warn('truncation after the sync failed; queued for the truncation function', { parent: `${key.namespace}/${key.name}`, error: String(err) });
       await env.syncSink.send('truncate', [makeSyncRequest(key, causes)]);
-      return [];
+      return { deleted: [], gone: [] };
     }
   };
   const inline = policy.spec.mode === 'snapshot';

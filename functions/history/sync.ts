@@ -8,16 +8,15 @@
 //     equal to the latest -> nothing; equal to an older one -> rollback (that revision gets the next number,
 //     its data untouched); otherwise -> a new revision with the next number.
 //  4. When the history may hold more revisions than the limit keeps, ask the truncation handler to trim it.
-import { createHash } from 'node:crypto';
 import type { KubeClient } from '../../shared/kube/index.ts';
 import { Resources, apiVersionOf, isKubeError, resolveKind, type KubeList, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
-import { canonicalJson, fieldAt, labelSelectorString, parentLabels, revisionHash, revisionName, selectorLabels, semanticallyEqual, targetState, type Json, type JsonObject } from '../../shared/history/data.ts';
+import { fieldAt, labelSelectorString, parentLabels, revisionHash, revisionName, selectorLabels, semanticallyEqual, targetState, type Json, type JsonObject } from '../../shared/history/data.ts';
 import type { DefaultsSchema } from '../../shared/history/defaults.ts';
 import { recordEvent } from '../../shared/events/index.ts';
 import { goJson } from '../../shared/json.ts';
 import { historyLimit, truncationInputs, type RevisionPolicy } from '../../shared/history/policy.ts';
-import { HASH_LABEL, decide, foreignRevisions, truncationMayDelete, type ControllerRevision } from '../../shared/history/revisions.ts';
-import { observedSuffices, parentCauses, recordAnswers, recordMayAnswer, type HistoryRecord } from '../../shared/history/record.ts';
+import { HASH_LABEL, decide, foreignRevisions, truncationMayDelete, type ControllerRevision, type Outcome } from '../../shared/history/revisions.ts';
+import { decideByDigest, defaultsKey, observedSuffices, parentCauses, recordAnswers, recordedRevisions, recordListSuffices, recordMayAnswer, recordRevisions, targetDigest, type HistoryRecord, type KnownRevision } from '../../shared/history/record.ts';
 import { claim, compileSelector, controllerOf, isControlledBy, newControllerRef, parseSelector, selectorAt, SelectorError, selectorString, type LabelSelector, type SyncKey } from '../../shared/ownership/index.ts';
 import type { Lease, State } from '../../shared/state/index.ts';
 import { targetDefaults } from './defaults.ts';
@@ -45,10 +44,10 @@ export interface HistoryDeps {
   holder: string;
   /**
    * Truncates right after a full sync that may leave more revisions than the limit keeps, from the revisions it
-   * listed and wrote; `quiet` when the sync's own Event will say what was deleted. Returns the names deleted.
-   * Without it, the sync only says truncation is due (`truncate`).
+   * listed and wrote; `quiet` when the sync's own Event will say what was deleted. Returns the names deleted, and
+   * those found gone already. Without it, the sync only says truncation is due (`truncate`).
    */
-  truncate?: (revisions: ControllerRevision[], quiet: boolean) => Promise<string[]>;
+  truncate?: (revisions: KnownRevision[], quiet: boolean) => Promise<{ deleted: string[]; gone: string[] }>;
 }
 
 /** `truncate`: the parent owns more revisions than its limit could keep, so truncation may have work. */
@@ -80,7 +79,7 @@ async function readParent(deps: HistoryDeps, target: ResolvedResource, key: Sync
 }
 
 // Given the kind's defaults, so that a newly defaulted field does not make the recorded digest miss.
-const digestOf = (candidate: JsonObject, defaults: DefaultsSchema | undefined) => createHash('sha256').update(canonicalJson(candidate, defaults)).digest('hex');
+const digestOf = (candidate: JsonObject, defaults: DefaultsSchema | undefined) => targetDigest(candidate, defaults);
 
 /**
  * `observed` is the parent as its latest own event in the request showed it (SyncRequest.observed), if any: the
@@ -114,6 +113,7 @@ export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key
   let heldDigest = '';
   let heldTruncation: string | undefined;
   let recorded: KubeObject | undefined;
+  let deleted: string[] = [];
   try {
     // Decide on the state as it is now, not as it was before another sync ran (which could otherwise make a
     // stale state look like a rollback): the event's object (or the read above) when it is at least as new as
@@ -121,9 +121,14 @@ export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key
     // again under the lease.
     // The revisions are listed meanwhile (the labels need only the parent's name and kind), "not older than"
     // what the record, which came with the lease, says every earlier holder's writes left.
+    // With the record's revisions (README, "What a sync does": the history record), no list at all: it holds
+    // them as the last holder left them, and every other change to them brings an event that takes the list.
+    const dk = defaultsKey(policy.defaults);
+    const fromRecord = policy.spec.mode === 'snapshot' && recordListSuffices(causes, key.uid, held, dk);
+    const list = () => listRevisions(deps.kube, key.namespace!, labelSelectorString(parentLabels({ apiVersion: apiVersionOf(target), kind: target.kind, metadata: { name: key.name } })), held?.revisionsVersion);
     const [read, listed] = await Promise.all([
       known && observedSuffices(known.metadata.resourceVersion, held) ? Promise.resolve<ParentRead>({ parent: known }) : readParent(deps, target, key),
-      listRevisions(deps.kube, key.namespace!, labelSelectorString(parentLabels({ apiVersion: apiVersionOf(target), kind: target.kind, metadata: { name: key.name } })), held?.revisionsVersion),
+      fromRecord ? undefined : list(),
     ]);
     if (read.skipped) return read.skipped;
     const parent = read.parent;
@@ -137,7 +142,16 @@ export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key
       if (!deps.state.leases.stillHeld(lease, LEASE_MARGIN_MS)) throw new Error(`the history lease of ${key.namespace}/${key.name} is about to expire; not writing, the sync will be retried`);
     };
     try {
-      result = await syncLocked(deps, policy, target, parent, candidate, guard, listed);
+      result = (fromRecord && held?.revisions ? await syncFromRecord(deps, policy, target, parent, candidate, heldDigest, guard, held) : undefined) ?? (await syncLocked(deps, policy, target, parent, candidate, guard, listed ?? (await list())));
+      // One Event for a change and the truncation it made due (README, "Events"): the truncation first, under the
+      // lease, so that the record holds the revisions it left.
+      const due = 'truncate' in result.outcome && result.outcome.truncate;
+      if (due && result.revisions && deps.truncate) {
+        const truncated = await deps.truncate(result.revisions, result.outcome.outcome === 'created' || result.outcome.outcome === 'rollback');
+        const removed = new Set([...truncated.deleted, ...truncated.gone]);
+        result.revisions = result.revisions.filter((r) => !removed.has(r.metadata.name ?? ''));
+        deleted = truncated.deleted;
+      }
     } catch (err) {
       // A failure a retry will not mend shows on the parent, as an in-tree controller's would.
       if (err instanceof RevisionNamesTakenError || isKubeError(err, 'Forbidden') || isKubeError(err, 'Invalid') || isKubeError(err, 'BadRequest')) {
@@ -148,14 +162,20 @@ export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key
     recorded = parent;
   } finally {
     // The record is a cache of what the sync found, left on the lease only while it is still held.
-    const memo: HistoryRecord | undefined = result && { digest: heldDigest, revision: result.outcome.revision, number: result.outcome.number, revisionsVersion: result.revisionsVersion, revisionUid: result.revisionUid, truncation: heldTruncation, parentVersion: recorded?.metadata.resourceVersion };
+    const memo: HistoryRecord | undefined = result && {
+      digest: heldDigest,
+      revision: result.outcome.revision,
+      number: result.outcome.number,
+      revisionsVersion: result.revisionsVersion,
+      revisionUid: result.revisionUid,
+      truncation: heldTruncation,
+      parentVersion: recorded?.metadata.resourceVersion,
+      ...(result.revisions && recorded ? { revisions: recordRevisions(result.revisions, policy.defaults), defaults: defaultsKey(policy.defaults) } : {}),
+    };
     await deps.state.leases.release(lease, memo);
   }
   // After the lease is free: an event is news of what was done, not part of doing it.
   const { outcome } = result;
-  const speaks = recorded !== undefined && (outcome.outcome === 'created' || outcome.outcome === 'rollback');
-  // One Event for a change and the truncation it made due (README, "Events"): the truncation first.
-  const deleted = 'truncate' in outcome && outcome.truncate && result.revisions && deps.truncate ? await deps.truncate(result.revisions, speaks) : [];
   const also = deleted.length ? `; deleted ${deleted.length} revision(s) beyond the history limit: ${deleted.join(', ')}` : '';
   if (!recorded) return outcome;
   if (outcome.outcome === 'created') await recordEvent(deps.kube, recorded, { type: 'Normal', reason: 'RevisionCreated', action: 'Create', note: `Created revision ${outcome.number}: ${outcome.revision}${also}` }, { controller: HISTORY_CONTROLLER, instance: deps.holder });
@@ -183,7 +203,7 @@ async function acquireParentLease(deps: HistoryDeps, key: SyncKey): Promise<Leas
   return lease;
 }
 
-type LockedOutcome = { outcome: Exclude<SyncOutcome, { outcome: 'skipped' | 'cached' }>; revisionsVersion: string | undefined; revisionUid: string | undefined; revisions?: ControllerRevision[] };
+type LockedOutcome = { outcome: Exclude<SyncOutcome, { outcome: 'skipped' | 'cached' }>; revisionsVersion: string | undefined; revisionUid: string | undefined; revisions?: KnownRevision[] };
 
 /**
  * The parent's revisions, at least as new as `notOlderThan` (from the history record). Without one (a first
@@ -202,7 +222,6 @@ async function listRevisions(kube: KubeClient, namespace: string, labelSelector:
 }
 
 async function syncLocked(deps: HistoryDeps, policy: RevisionPolicy, target: ResolvedResource, parent: KubeObject, candidate: JsonObject, guard: () => void, listed: KubeList<ControllerRevision>): Promise<LockedOutcome> {
-  const namespace = parent.metadata.namespace!;
   const labels = parentLabels(parent);
   const listedVersion = listed.metadata.resourceVersion;
   const claimed = await claim(
@@ -214,18 +233,40 @@ async function syncLocked(deps: HistoryDeps, policy: RevisionPolicy, target: Res
   if (claimed.parentGone) throw new Error(`not syncing history: ${claimed.parentGone}`);
   const owned = claimed.owned as ControllerRevision[];
   if (policy.spec.mode === 'revisionKey') return syncRevisionKey(deps, policy, target, parent, candidate, owned, guard, listedVersion);
-  const outcome = decide(candidate, owned, policy.defaults);
+  return writeDecision(deps, policy, target, parent, candidate, guard, owned, listedVersion, decide(candidate, owned, policy.defaults));
+}
+
+/**
+ * The sync from the record's revisions, with no list: undefined when the record proves stale (the revision a
+ * rollback reuses was changed or deleted meanwhile), and the sync then lists.
+ */
+async function syncFromRecord(deps: HistoryDeps, policy: RevisionPolicy, target: ResolvedResource, parent: KubeObject, candidate: JsonObject, digest: string, guard: () => void, held: HistoryRecord): Promise<LockedOutcome | undefined> {
+  const owned = recordedRevisions(held.revisions ?? [], parent);
+  const outcome = decideByDigest(digest, owned);
+  try {
+    const result = await writeDecision(deps, policy, target, parent, candidate, guard, owned, held.revisionsVersion, outcome);
+    if (outcome.kind === 'create' && result.revisions) result.revisions = result.revisions.map((r) => (r.metadata.name === result.outcome.revision ? { ...r, digest } : r));
+    return result;
+  } catch (err) {
+    if (outcome.kind === 'rollback' && (isKubeError(err, 'Conflict') || isKubeError(err, 'NotFound'))) return undefined;
+    throw err;
+  }
+}
+
+/** Writes what was decided: nothing, a rollback's new number (its data untouched) or a new revision. */
+async function writeDecision<T extends KnownRevision>(deps: HistoryDeps, policy: RevisionPolicy, target: ResolvedResource, parent: KubeObject, candidate: JsonObject, guard: () => void, owned: T[], version: string | undefined, outcome: Outcome<T>): Promise<LockedOutcome> {
+  const namespace = parent.metadata.namespace!;
   const limit = historyLimit(policy, parent);
   const truncate = (count: number) => (truncationMayDelete(count, limit) ? { truncate: true as const } : {});
   switch (outcome.kind) {
     case 'unchanged':
-      return { outcome: { outcome: 'unchanged', revision: outcome.revision.metadata.name!, number: outcome.revision.revision, ...truncate(owned.length) }, revisionsVersion: listedVersion, revisionUid: outcome.revision.metadata.uid, revisions: owned };
+      return { outcome: { outcome: 'unchanged', revision: outcome.revision.metadata.name!, number: outcome.revision.revision, ...truncate(owned.length) }, revisionsVersion: version, revisionUid: outcome.revision.metadata.uid, revisions: owned };
     case 'rollback': {
       // Only the number changes; the apiserver would refuse a change to data, and we never send one.
       const r = outcome.revision;
       guard();
       const patched = await deps.kube.patch<ControllerRevision>(Resources.controllerRevisions, r.metadata.name!, namespace, { metadata: { uid: r.metadata.uid, resourceVersion: r.metadata.resourceVersion }, revision: outcome.number }, 'merge');
-      return { outcome: { outcome: 'rollback', revision: r.metadata.name!, number: outcome.number, ...truncate(owned.length) }, revisionsVersion: patched.metadata.resourceVersion, revisionUid: patched.metadata.uid, revisions: owned.map((o) => (o === r ? patched : o)) };
+      return { outcome: { outcome: 'rollback', revision: r.metadata.name!, number: outcome.number, ...truncate(owned.length) }, revisionsVersion: patched.metadata.resourceVersion, revisionUid: patched.metadata.uid, revisions: owned.map((o): KnownRevision => (o === r ? patched : o)) };
     }
     case 'create': {
       const created = await createRevision(deps.kube, target, parent, candidate, outcome.number, kubectlLabels(policy, parent, candidate), guard);

@@ -12,6 +12,7 @@ import { Resources, isKubeError, resolveKind, type KubeClient, type KubeObject }
 import { fieldAt, labelSelectorString, parentLabels, semanticallyEqual, targetState, type JsonObject } from '../../shared/history/data.ts';
 import { historyLimit, statusRevisions, type RevisionPolicy } from '../../shared/history/policy.ts';
 import { HASH_LABEL, truncationPlan, type ControllerRevision } from '../../shared/history/revisions.ts';
+import { targetDigest, type KnownRevision } from '../../shared/history/record.ts';
 import { isControlledBy, selectorAt, SelectorError, selectorString, type SyncKey } from '../../shared/ownership/index.ts';
 import { targetDefaults } from './defaults.ts';
 import { currentRevisionKey, HISTORY_CONTROLLER, resolveTarget } from './sync.ts';
@@ -19,6 +20,8 @@ import { recordEvent } from '../../shared/events/index.ts';
 
 export interface TruncateResult {
   deleted: string[];
+  /** Revisions it would have deleted that were gone already (someone else's delete, which the history record may not know of). */
+  gone?: string[];
   kept: number;
   live: string[];
   skipped?: string;
@@ -66,16 +69,16 @@ export async function truncateHistory(deps: { kube: KubeClient }, policy: Revisi
 }
 
 /**
- * Truncation right after a history sync, from the revisions that sync listed and wrote (the parent's, as they
- * stood under its lease): no list of its own. The parent is read afresh all the same: what it holds and names now
+ * Truncation right after a history sync, from the revisions that sync listed and wrote, or knew from the history
+ * record (the parent's, as they stood under its lease): no list of its own. The parent is read afresh all the same: what it holds and names now
  * (a rollback since, a revision its status names since) is what keeps a revision.
  */
-export async function truncateSynced(deps: { kube: KubeClient }, policy: RevisionPolicy, key: SyncKey, revisions: readonly ControllerRevision[], opts: { quiet?: boolean } = {}): Promise<TruncateResult> {
+export async function truncateSynced(deps: { kube: KubeClient }, policy: RevisionPolicy, key: SyncKey, revisions: readonly KnownRevision[], opts: { quiet?: boolean } = {}): Promise<TruncateResult> {
   return truncateFrom(deps, policy, key, async () => [...revisions], opts);
 }
 
 /** `quiet`: no Truncated Event (the sync's own Event says what was deleted). */
-async function truncateFrom(deps: { kube: KubeClient }, policy: RevisionPolicy, key: SyncKey, revisionsOf: (parent: KubeObject) => Promise<ControllerRevision[]>, opts: { quiet?: boolean } = {}): Promise<TruncateResult> {
+async function truncateFrom(deps: { kube: KubeClient }, policy: RevisionPolicy, key: SyncKey, revisionsOf: (parent: KubeObject) => Promise<KnownRevision[]>, opts: { quiet?: boolean } = {}): Promise<TruncateResult> {
   const target = await resolveTarget(deps.kube, policy);
   let parent: KubeObject;
   try {
@@ -94,9 +97,13 @@ async function truncateFrom(deps: { kube: KubeClient }, policy: RevisionPolicy, 
   }
   const candidate = targetState(parent as unknown as JsonObject, policy.spec.targetState);
   const defaults = await targetDefaults(deps.kube, key.cluster, target);
-  for (const r of owned) if (semanticallyEqual(r.data, candidate, defaults)) live.add(r.metadata.name!);
+  // A revision known from the history record alone carries the digest of its data instead; one with neither is kept.
+  const held = targetDigest(candidate, defaults);
+  const holds = (r: KnownRevision) => (r.data !== undefined ? semanticallyEqual(r.data, candidate, defaults) : r.digest === undefined || r.digest === held);
+  for (const r of owned) if (holds(r)) live.add(r.metadata.name!);
   const doomed = policy.spec.mode === 'revisionKey' ? await revisionKeyPlan(deps.kube, policy, parent, owned, live) : truncationPlan(owned, live, historyLimit(policy, parent));
   const deleted: string[] = [];
+  const gone: string[] = [];
   for (const r of doomed) {
     try {
       await deps.kube.delete(Resources.controllerRevisions, r.metadata.name!, r.metadata.namespace, {
@@ -104,14 +111,15 @@ async function truncateFrom(deps: { kube: KubeClient }, policy: RevisionPolicy, 
       });
       deleted.push(r.metadata.name!);
     } catch (err) {
-      if (!isKubeError(err, 'NotFound') && !isKubeError(err, 'Conflict')) throw err;
+      if (isKubeError(err, 'NotFound')) gone.push(r.metadata.name!);
+      else if (!isKubeError(err, 'Conflict')) throw err;
     }
   }
   if (deleted.length && !opts.quiet) {
     const note = `Deleted ${deleted.length} revision(s) beyond the history limit: ${deleted.join(', ')}`;
     await recordEvent(deps.kube, parent, { type: 'Normal', reason: 'Truncated', action: 'Delete', note }, { controller: HISTORY_CONTROLLER, instance: 'truncate' });
   }
-  return { deleted, kept: owned.length - deleted.length, live: [...live] };
+  return { deleted, kept: owned.length - deleted.length, live: [...live], ...(gone.length ? { gone } : {}) };
 }
 
 /**

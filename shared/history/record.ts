@@ -1,8 +1,13 @@
 // The per-parent history record (README, "What a sync does": the history record) and what it answers without
 // the lease. Pure: the history handler reads the record and, at most, the parent, and asks here whether a sync
 // request needs anything more.
-import { compareResourceVersions } from '../kube/resource.ts';
+import { createHash } from 'node:crypto';
+import { compareResourceVersions, type KubeObject } from '../kube/resource.ts';
 import { parseSyncCause } from '../lambda/sync-request.ts';
+import { newControllerRef } from '../ownership/controller-ref.ts';
+import { canonicalJson, type Json } from './data.ts';
+import type { DefaultsSchema } from './defaults.ts';
+import { HASH_LABEL, maxRevision, sortRevisions, type ControllerRevision, type Outcome } from './revisions.ts';
 
 /**
  * What DynamoDB remembers per parent: the digest of the target state its latest revision holds. It is the
@@ -24,7 +29,11 @@ export interface HistoryRecord {
   /** truncationInputs of the parent as the sync read it: when they change, truncation may have work. */
   truncation?: string;
   /** The parent's resourceVersion the last sync decided on: an event's object at least as new can stand in for a read. */
-  parentVersion?: string;
+  parentVersion?: string | undefined;
+  /** The parent's revisions as the last sync left them (truncation's deletes removed), when few enough. */
+  revisions?: RecordedRevision[] | undefined;
+  /** defaultsKey of the defaults the digests were made with. */
+  defaults?: string | undefined;
 }
 
 /** The parent's state as the handler has it: read now, or an event's object (at its resourceVersion). */
@@ -91,4 +100,96 @@ export function recordAnswers(causes: readonly string[], parentUid: string, reco
 /** Whether an event's object may stand in for reading the parent under the lease: at least as new as what the last holder decided on. */
 export function observedSuffices(observedVersion: string | undefined, record: Pick<HistoryRecord, 'parentVersion'> | undefined): boolean {
   return record !== undefined && (compareResourceVersions(observedVersion, record.parentVersion) ?? -1) >= 0;
+}
+
+/** A revision as the record keeps it: enough to decide and truncate without listing, given one set of defaults. */
+export interface RecordedRevision {
+  name: string;
+  uid: string;
+  resourceVersion: string;
+  number: number;
+  /** Its hash label (what generated objects may name it by). */
+  hash?: string | undefined;
+  created?: string | undefined;
+  /** targetDigest of its data. */
+  digest: string;
+}
+
+/** A revision the sync knows the digest of (from its data, or from the record). */
+export type KnownRevision = ControllerRevision & { digest?: string };
+
+/** More than this many revisions are not kept in the record (an item stays far below DynamoDB's 400 KB): the next sync lists. */
+export const MAX_RECORDED_REVISIONS = 100;
+
+/** The digest of a target state (or of a revision's data), given the kind's defaults: equal digests, semantically equal. */
+export function targetDigest(state: Json | undefined, defaults: DefaultsSchema | undefined): string {
+  return createHash('sha256').update(canonicalJson(state, defaults)).digest('hex');
+}
+
+/** Which defaults the record's digests were made with: digests made with others do not compare. */
+export function defaultsKey(defaults: DefaultsSchema | undefined): string {
+  return createHash('sha256').update(JSON.stringify(defaults ?? null)).digest('hex');
+}
+
+/** The revisions as the record keeps them, or undefined when there are too many to keep. */
+export function recordRevisions(revisions: readonly KnownRevision[], defaults: DefaultsSchema | undefined): RecordedRevision[] | undefined {
+  if (revisions.length > MAX_RECORDED_REVISIONS) return undefined;
+  return revisions.map((r) => ({
+    name: r.metadata.name ?? '',
+    uid: r.metadata.uid ?? '',
+    resourceVersion: r.metadata.resourceVersion ?? '',
+    number: r.revision,
+    hash: r.metadata.labels?.[HASH_LABEL],
+    created: r.metadata.creationTimestamp ?? undefined,
+    digest: r.digest ?? targetDigest(r.data, defaults),
+  }));
+}
+
+/** The record's revisions as ControllerRevisions without data, each controlled by the parent (only those are recorded). */
+export function recordedRevisions(recorded: readonly RecordedRevision[], parent: KubeObject): KnownRevision[] {
+  const ref = newControllerRef(parent);
+  return recorded.map((r) => ({
+    apiVersion: 'apps/v1',
+    kind: 'ControllerRevision',
+    metadata: {
+      name: r.name,
+      namespace: parent.metadata.namespace,
+      uid: r.uid,
+      resourceVersion: r.resourceVersion,
+      ...(r.created ? { creationTimestamp: r.created } : {}),
+      labels: r.hash ? { [HASH_LABEL]: r.hash } : ({} as Record<string, string>),
+      ownerReferences: [ref],
+    },
+    revision: r.number,
+    digest: r.digest,
+  }));
+}
+
+/**
+ * Whether the record's revisions may stand in for listing them: they were recorded with these defaults, and every
+ * cause is the parent's own event or a revision event the record accounts for (the echo of its write, or the
+ * deletion of a revision it no longer holds or that is not the latest). A generated object's event, an orphan's
+ * or a revision changed by someone else takes the list (and the claim).
+ */
+export function recordListSuffices(causes: readonly string[], parentUid: string, record: HistoryRecord | undefined, defaults: string): boolean {
+  if (!record?.revisions || record.defaults !== defaults) return false;
+  const held = new Set(record.revisions.map((r) => r.uid));
+  return causes.length > 0 && causes.every((c) => {
+    const { kind, uid, resourceVersion, type } = parseSyncCause(c);
+    if (kind !== 'ControllerRevision') return uid === parentUid;
+    if (type === 'deleted') return uid !== record.revisionUid || !held.has(uid ?? '');
+    return record.revisionsVersion !== undefined && resourceVersion === record.revisionsVersion;
+  });
+}
+
+/** Seed 000's decision (decide) by digests: equal digests are semantically equal data, given one set of defaults. */
+export function decideByDigest<T extends KnownRevision>(digest: string, owned: readonly T[]): Outcome<T> {
+  const sorted = sortRevisions(owned);
+  const latest = sorted[sorted.length - 1];
+  const next = maxRevision(sorted) + 1;
+  if (latest && latest.digest === digest) return { kind: 'unchanged', revision: latest };
+  for (let i = sorted.length - 2; i >= 0; i -= 1) {
+    if (sorted[i]!.digest === digest) return { kind: 'rollback', revision: sorted[i]!, number: next };
+  }
+  return { kind: 'create', number: next };
 }

@@ -126,12 +126,38 @@ describe('revision creation', () => {
     expect(await noop(sts)).toMatchObject({ outcome: 'cached', number: 1 });
     expect(counted.stats.total).toBe(0);
     expect(reads.dynamodb).toBe(3);
-    // A change with its object: no read before the lease, and none under it (the object is newer than the record).
+    // A change with its object: no read at all (the object is newer than the record, which holds the revisions).
     sts = await setImage(ns, 'web', 'registry.example/app:2');
     counted.stats.reset();
     expect(await noop(sts)).toMatchObject({ outcome: 'created', number: 2 });
-    expect(counted.stats.byVerb).toEqual({ list: 1, create: 2 });
+    expect(counted.stats.byVerb).toEqual({ create: 2 });
     expect(summary(await history(ns))).toEqual(['1:registry.example/app:1', '2:registry.example/app:2']);
+  });
+
+  test("from the record's revisions: a rollback is recognised without a list; a revision deleted behind the record's back is made again", async () => {
+    const ns = await createNamespace('hist');
+    let sts = await createSts(ns, 'web', 'registry.example/r:1');
+    await ownEvent(sts);
+    sts = await setImage(ns, 'web', 'registry.example/r:2');
+    await ownEvent(sts);
+    const counted = outriggerClient();
+    await ownEvent(sts, counted);
+    sts = await setImage(ns, 'web', 'registry.example/r:1');
+    counted.stats.reset();
+    expect(await ownEvent(sts, counted)).toMatchObject({ outcome: 'rollback', number: 3 });
+    // The revision's number (a patch) and the RolledBack Event.
+    expect(counted.stats.byVerb).toEqual({ 'patch/merge': 1, create: 1 });
+    expect(summary(await history(ns))).toEqual(['2:registry.example/r:2', '3:registry.example/r:1']);
+    // r:2's revision deleted, its event never delivered: the record still holds it, the rollback to it finds it
+    // gone, and the sync lists and makes it again.
+    const [r2] = await history(ns);
+    await adminClient().delete(Resources.controllerRevisions, r2!.metadata.name!, ns);
+    sts = await setImage(ns, 'web', 'registry.example/r:2');
+    expect(await ownEvent(sts)).toMatchObject({ outcome: 'created', number: 4 });
+    expect(summary(await history(ns))).toEqual(['3:registry.example/r:1', '4:registry.example/r:2']);
+    sts = await setImage(ns, 'web', 'registry.example/r:1');
+    expect(await ownEvent(sts)).toMatchObject({ outcome: 'rollback', number: 5 });
+    expect(summary(await history(ns))).toEqual(['4:registry.example/r:2', '5:registry.example/r:1']);
   });
 
   test("an event's object older than the record is not taken for the parent's state: no revision from a stale delivery", async () => {

@@ -5,7 +5,7 @@ import { applyRollback, matchesRevision, rollbackPatch } from '../../shared/hist
 import type { JsonObject } from '../../shared/history/data.ts';
 import { FOREIGN_HISTORY, historyLimit, parsePolicy, reportedNotReady, truncationInputs } from '../../shared/history/policy.ts';
 import { HASH_LABEL, PARENT_KIND_LABEL, PARENT_LABEL, decide, foreignRevisions, sortRevisions, truncationMayDelete, truncationPlan, type ControllerRevision } from '../../shared/history/revisions.ts';
-import { observedSuffices, recordAnswers, recordMayAnswer } from '../../shared/history/record.ts';
+import { decideByDigest, observedSuffices, recordAnswers, recordedRevisions, recordListSuffices, recordMayAnswer, recordRevisions, targetDigest } from '../../shared/history/record.ts';
 import { compareResourceVersions } from '../../shared/kube/resource.ts';
 
 const rev = (name: string, revision: number, image: string, created = '2026-01-01T00:00:00Z'): ControllerRevision => ({
@@ -290,6 +290,30 @@ describe('which sync requests the history record answers', () => {
     expect(compareResourceVersions('20', '19')).toBe(1);
     for (const bad of ['', '0', '010', 'a1', '-1', undefined]) expect(compareResourceVersions(bad, '5')).toBeUndefined();
     fc.assert(fc.property(fc.bigInt({ min: 1n, max: 10n ** 30n }), fc.bigInt({ min: 1n, max: 10n ** 30n }), (a, b) => compareResourceVersions(String(a), String(b)) === (a < b ? -1 : a > b ? 1 : 0)));
+  });
+
+  test("its revisions stand in for a list only for the parent's events and the echoes it accounts for, with the same defaults", () => {
+    const withRevisions = { ...record, revisions: [{ name: 'p-a', uid: 'rev-old', resourceVersion: '100', number: 2, digest: 'd0' }], defaults: 'k' };
+    expect(recordListSuffices([cause('StatefulSet', 'p', '130', 'modified'), cause('ControllerRevision', 'rev-latest', '120', 'added')], 'p', withRevisions, 'k')).toBe(true);
+    expect(recordListSuffices([cause('ControllerRevision', 'rev-gone', '125', 'deleted')], 'p', withRevisions, 'k')).toBe(true);
+    expect(recordListSuffices([cause('StatefulSet', 'p', '130', 'modified')], 'p', withRevisions, 'other defaults')).toBe(false);
+    expect(recordListSuffices([cause('StatefulSet', 'p', '130', 'modified')], 'p', record, 'k')).toBe(false);
+    expect(recordListSuffices([cause('ControllerRevision', 'orphan', '126', 'added')], 'p', withRevisions, 'k')).toBe(false);
+    expect(recordListSuffices([cause('Pod', 'pod-1', '127', 'deleted')], 'p', withRevisions, 'k')).toBe(false);
+  });
+
+  test('deciding by digests is deciding by semantic equality, for revisions kept in the record', () => {
+    const parent = { apiVersion: 'apps/v1', kind: 'StatefulSet', metadata: { name: 'p', namespace: 'n', uid: 'p' } };
+    const images = ['a', 'b', 'c', 'b'];
+    const revs = images.map((image, i) => ({ ...rev(`p-${i}`, i + 1, image), metadata: { ...rev(`p-${i}`, i + 1, image).metadata, uid: `u${i}`, resourceVersion: String(10 + i) } }));
+    const kept = recordedRevisions(recordRevisions(revs, undefined)!, parent);
+    for (const image of ['a', 'b', 'c', 'd']) {
+      const candidate = { spec: { template: { spec: { image } } } };
+      const byData = decide(candidate, revs);
+      const byDigest = decideByDigest(targetDigest(candidate, undefined), kept);
+      expect({ kind: byDigest.kind, name: 'revision' in byDigest ? byDigest.revision.metadata.name : undefined, number: 'number' in byDigest ? byDigest.number : undefined }).toEqual({ kind: byData.kind, name: 'revision' in byData ? byData.revision.metadata.name : undefined, number: 'number' in byData ? byData.number : undefined });
+    }
+    expect(kept[0]?.metadata.ownerReferences?.[0]).toMatchObject({ uid: 'p', controller: true });
   });
 
   test('is read only when it may answer: never for a generated object', () => {
