@@ -21,6 +21,11 @@ export function outriggerApp(props: AppProps = {}): { app: App; stack: Outrigger
   // CLI's own context (`--no-asset-metadata`) still wins.
   const app = new App({ ...props, context: { 'aws:cdk:enable-asset-metadata': true, ...props.context } });
   const context = (key: string): unknown => app.node.tryGetContext(`outrigger:${key}`);
+  // A misspelt key would otherwise be ignored, and its setting silently not applied.
+  const known = ['clusters', 'clustersFile', 'mapHookFunctions', 'examples', 'forwarderNamespace', 'forwarderServiceAccount', 'forwarderImage'].map((k) => `outrigger:${k}`);
+  for (const key of Object.keys(app.node.getAllContext() as Record<string, unknown>)) {
+    if (key.startsWith('outrigger:') && !known.includes(key)) throw new Error(`unknown context ${key} (known: ${known.join(', ')})`);
+  }
   const json = (key: string): unknown => {
     const value = context(key);
     try {

@@ -466,6 +466,11 @@ describe('the Outrigger stack', () => {
     expect(JSON.stringify(template.findResources('AWS::IAM::Policy'))).not.toContain('lambda:InvokeFunction');
   });
 
+  test('the app refuses a context key it does not know, and says where the clusters come from when none are given', () => {
+    expect(() => outriggerApp({ context: { 'aws:cdk:bundling-stacks': [], 'outrigger:clusterFile': 'clusters.json' } })).toThrow('unknown context outrigger:clusterFile (known: outrigger:clusters, outrigger:clustersFile,');
+    expect(() => outriggerApp({ context: { 'aws:cdk:bundling-stacks': [] } })).toThrow('no clusters: pass -c outrigger:clustersFile=clusters.json');
+  });
+
   test('refuses clusters reached any way but EKS IAM tokens or a token in Secrets Manager', () => {
     expect(() => synth([{ id: 'x', access: { kind: 'kubeconfig', path: '/home/me/.kube/config' } }])).toThrow('a deployed stack reaches clusters through EKS IAM tokens or a token in Secrets Manager');
   });
