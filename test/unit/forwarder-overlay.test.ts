@@ -45,6 +45,14 @@ test('the overlay carries the cluster id, queues, region, image and storage sett
   const untagged = load(forwarderOverlay({ cluster: 'prod', clusters, outputs, image: 'registry:5000/fwd', base: 'b' })['kustomization.yaml']!) as { images: unknown[] };
   expect(untagged.images).toEqual([{ name: 'outrigger-forwarder', newName: 'registry:5000/fwd' }]);
 
+  // Another namespace: the bindings' ServiceAccount subjects follow it (kustomize's namespace leaves them).
+  const moved = load(forwarderOverlay({ cluster: 'prod', clusters, outputs, base: 'b', namespace: 'ops' })['kustomization.yaml']!) as { namespace: string; patches: Array<{ target: { kind: string }; patch: string }> };
+  expect(moved.namespace).toBe('ops');
+  expect(moved.patches.map((p) => [p.target.kind, JSON.parse(p.patch) as unknown])).toEqual([
+    ['ClusterRoleBinding', [{ op: 'replace', path: '/subjects/0/namespace', value: 'ops' }]],
+    ['RoleBinding', [{ op: 'replace', path: '/subjects/0/namespace', value: 'ops' }]],
+  ]);
+
   expect(() => forwarderOverlay({ cluster: 'nope', clusters, outputs, base: 'b' })).toThrow(/has no cluster nope \(it names prod, other\)/);
   expect(() => forwarderOverlay({ cluster: 'other', clusters, outputs, base: 'b' })).toThrow(/no events queue for cluster other: pass --outputs with OtherEventsQueueUrl/);
   expect(() => forwarderOverlay({ cluster: 'prod', clusters, outputs: { S: { ProdEventsQueueUrl: 'q', ProdEventsDeadLetterQueueUrl: 'd' } }, base: 'b' })).toThrow(/no forwarder image/);
