@@ -15,8 +15,8 @@ Writes a kustomize overlay for cluster ID's forwarder: apply it with kubectl app
 
 options:
   --cluster ID            the cluster's id in the configuration (required)
-  --clusters FILE         the cluster configuration, a JSON array (default: OUTRIGGER_CLUSTERS, else the context
-                          value outrigger:clusters in cdk.json)
+  --clusters FILE         the cluster configuration, a JSON array (default: OUTRIGGER_CLUSTERS, else cdk.json's
+                          context outrigger:clustersFile, the file, or outrigger:clusters, the JSON)
   --outputs FILE          the stack's outputs, as \`cdk deploy --outputs-file FILE\` writes them: the queue URLs
                           <Cluster>EventsQueueUrl and <Cluster>EventsDeadLetterQueueUrl (<Cluster> is the id in
                           PascalCase: prod-eu -> ProdEu), and the image from ForwarderImageUri if there is one
@@ -149,7 +149,10 @@ async function main(argv: string[]): Promise<void> {
   else if (process.env.OUTRIGGER_CLUSTERS) clustersJson = process.env.OUTRIGGER_CLUSTERS;
   else {
     const cdk = (await readJson(join(projectRoot, 'cdk.json'))) as { context?: Record<string, unknown> };
-    clustersJson = JSON.stringify(cdk.context?.['outrigger:clusters'] ?? []);
+    const file = cdk.context?.['outrigger:clustersFile'];
+    const inline = cdk.context?.['outrigger:clusters'];
+    if (typeof file !== 'string' && inline === undefined) throw new Error('no cluster configuration: pass --clusters FILE (the file `cdk deploy` was given as outrigger:clustersFile)');
+    clustersJson = typeof file === 'string' ? await readFile(resolve(projectRoot, file), 'utf8') : JSON.stringify(inline);
   }
   const out = resolve(values.out ?? join(projectRoot, 'deploy', 'forwarder', 'overlays', values.cluster));
   const files = forwarderOverlay({
