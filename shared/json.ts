@@ -41,3 +41,7 @@ function byUtf8(a: string, b: string): number {
   if (/^[\x00-\x7f]*$/.test(a + b)) return a < b ? -1 : a > b ? 1 : 0;
   return Buffer.compare(Buffer.from(a), Buffer.from(b));
 }
+
+/** A JSON value, as JSON.parse gives it. */
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+export type JsonObject = { [key: string]: Json };

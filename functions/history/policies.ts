@@ -8,7 +8,7 @@ import { parentLabels } from '../../shared/history/data.ts';
 import { PolicyError, parsePolicy, POLICY_GROUP, reportedNotReady, type RevisionPolicy } from '../../shared/history/policy.ts';
 import type { ControllerKind } from '../../shared/ownership/index.ts';
 import { clusterCache } from '../cluster-cache.ts';
-import type { ControllerSource } from '../controllers.ts';
+import type { ControllerSource } from '../controller-source.ts';
 
 export const revisionPolicies = gvr(POLICY_GROUP, 'v1alpha1', 'revisionpolicies');
 const TTL_MS = 5_000;

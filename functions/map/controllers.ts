@@ -6,7 +6,7 @@ import { setCondition, type Condition } from '../../shared/map/plan.ts';
 import { MAP_GROUP, MAP_VERSION, MapControllerError, parseMapController, type MapController, type ResourceRule } from '../../shared/map/api.ts';
 import type { ControllerKind, LabelSelector } from '../../shared/ownership/index.ts';
 import { clusterCache, type ClusterCache } from '../cluster-cache.ts';
-import type { ControllerSource } from '../controllers.ts';
+import type { ControllerSource } from '../controller-source.ts';
 
 export const mapControllers = gvr(MAP_GROUP, MAP_VERSION, 'mapcontrollers');
 export const MAP_TARGET = 'map';

@@ -2,7 +2,7 @@
 // (a parent with no children: its own events sync it). Which API the migrations live in is per cluster.
 import { environment } from '../../shared/lambda/environment.ts';
 import type { ControllerKind } from '../../shared/ownership/index.ts';
-import type { ControllerSource } from '../controllers.ts';
+import type { ControllerSource } from '../controller-source.ts';
 import { migrationResource } from './context.ts';
 
 function kinds(cluster: string): ControllerKind[] {

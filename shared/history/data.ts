@@ -11,8 +11,9 @@
 import { compileSelector, matches, SelectorError, type LabelSelector } from '../ownership/selector.ts';
 import type { DefaultsSchema } from './defaults.ts';
 
-export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
-export type JsonObject = { [key: string]: Json };
+import type { Json, JsonObject } from '../json.ts';
+
+export type { Json, JsonObject };
 
 export class PathError extends Error {
   constructor(message: string) {

@@ -14,7 +14,7 @@
 // field documentation in k8s.io/api core/v1 types.go, and the defaulting the apiserver applies to the pod
 // templates of apps/v1 and batch/v1 objects and to StatefulSet volumeClaimTemplates), and the image pull
 // policy rule gives up on any image reference it does not parse with certainty.
-import type { Json, JsonObject } from './data.ts';
+import type { Json, JsonObject } from '../json.ts';
 
 /** A structural-schema subset: where defaults are, and what they are. Mirrors the object's shape. */
 export interface DefaultsSchema {

@@ -7,11 +7,11 @@
 import { SqsFifoPartialProcessorAsync, processPartialResponse } from '@aws-lambda-powertools/batch';
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import { MalformedMessageError, parseEnvelope, type Envelope } from '../envelope/index.ts';
+import type { Log } from '../log.ts';
 import type { DeadLetterSink } from './dead-letter.ts';
 import { askedDelay, RetryLater, type Retry } from './retry.ts';
 import { parseSyncRequest, type SyncRequest } from './sync-request.ts';
 
-export type Log = (level: 'info' | 'warn' | 'error', message: string, fields?: Record<string, unknown>) => void;
 
 export interface BatchOptions<T> {
   /** Does the work for one message. Throw to have it retried. */

@@ -6,7 +6,7 @@
 // queue as before.
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import type { SQSRecord } from 'aws-lambda';
-import type { Log } from './batch.ts';
+import type { Log } from '../log.ts';
 import type { QueueUrls } from './queues.ts';
 import { sqsClient } from './sqs.ts';
 
