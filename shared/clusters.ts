@@ -16,7 +16,8 @@ const accessSchema = z.discriminatedUnion('kind', [
     server: z.url(),
     caData: nonEmpty(),
     clusterName: nonEmpty(),
-    region: z.string().check(z.regex(/^[a-z]{2}(-[a-z]+)+-\d$/, 'must be an AWS region such as eu-west-1')),
+    // Every partition's form: eu-west-1, cn-north-1, us-gov-west-1, us-isob-east-1, eusc-de-east-1.
+    region: z.string().check(z.regex(/^[a-z]{2,4}(-[a-z]+)+-\d{1,2}$/, 'must be an AWS region such as eu-west-1')),
   }),
   // A cluster outside EKS: its bearer token lives in Secrets Manager (the configuration holds only its ARN).
   z.strictObject({

@@ -8,6 +8,12 @@ import { itemKey } from '../../shared/state/index.ts';
 describe('cluster configuration', () => {
   const eks = { id: 'prod', access: { kind: 'eks', server: 'https://abc.gr7.eu-west-1.eks.amazonaws.com', caData: 'Q0E=', clusterName: 'prod', region: 'eu-west-1' } };
 
+  test('accepts an EKS cluster in a region of any partition', () => {
+    for (const region of ['eu-west-1', 'cn-north-1', 'us-gov-west-1', 'us-isob-east-1', 'eusc-de-east-1', 'ap-southeast-5']) {
+      expect(parseClusters(JSON.stringify([{ ...eks, access: { ...eks.access, region } }]))[0]!.access).toMatchObject({ region });
+    }
+  });
+
   test('accepts EKS and kubeconfig access', () => {
     expect(parseClusters(JSON.stringify([eks, { id: 'local', access: { kind: 'kubeconfig' } }])).map((c) => c.id)).toEqual(['prod', 'local']);
   });
