@@ -216,7 +216,7 @@ describe('the forwarder installed from its kustomize base and generated overlay'
     expect(await stop(c)).toBe(0);
   }, 120_000);
 
-  test('a checkpoint too large for one ConfigMap is kept in parts, and a later small one leaves no part behind', async () => {
+  test('a checkpoint too large for one ConfigMap is kept in parts, a later small one leaves no part behind, and another writer\'s write is overwritten', async () => {
     const kubeconfig = await forwarderKubeconfig();
     const kube = connect({ kind: 'kubeconfig', path: kubeconfig });
     const name = uniqueName('fwd-parts');
@@ -231,5 +231,12 @@ describe('the forwarder installed from its kustomize base and generated overlay'
     await store.save(big.slice(0, 100));
     expect(await new ConfigMapCheckpoint({ kube, namespace: FORWARDER_NAMESPACE, name }).load()).toBe(big.slice(0, 100));
     expect((await parts()).items).toEqual([]);
+    // Another writer in between (a previous leader's last write): the conditional write conflicts, and this
+    // writer, the leader, writes again over it.
+    const other = new ConfigMapCheckpoint({ kube, namespace: FORWARDER_NAMESPACE, name });
+    await other.load();
+    await other.save('{"cluster":"it","from":"other"}');
+    await store.save('{"cluster":"it","from":"leader"}');
+    expect(await new ConfigMapCheckpoint({ kube, namespace: FORWARDER_NAMESPACE, name }).load()).toBe('{"cluster":"it","from":"leader"}');
   });
 });
