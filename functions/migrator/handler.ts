@@ -9,7 +9,7 @@ const RESERVE_MS = 90_000;
 
 export const handler = syncFunction('migrator', async ({ key, causes }, { env, logger, metrics, context }) => {
   const result = await runMigration(
-    { cluster: key.cluster, kube: env.clusters.migratorClient(key.cluster), state: env.state, holder, now: () => new Date(), log: (m, f) => logger.info(m, f ?? {}) },
+    { cluster: key.cluster, kube: env.clusters.migratorClient(key.cluster), state: env.state, holder, now: () => new Date(), log: (level, m, f) => logger[level](m, f ?? {}) },
     key.name,
     { shouldPause: () => context.getRemainingTimeInMillis() < RESERVE_MS },
   );

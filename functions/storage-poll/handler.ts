@@ -21,7 +21,7 @@ export const handler = middy(async (event: PollEvent) => {
   const clusters = (event.cluster ? [event.cluster] : env.clusters.ids()).filter((id) => env.clusters.config(id).storage?.enabled !== false);
   const results = await Promise.all(
     clusters.flatMap((cluster) => {
-      const ctx = storageContext(env, cluster, holder, (m, f) => logger.info(m, { cluster, ...f }));
+      const ctx = storageContext(env, cluster, holder, (level, m, f) => logger[level](m, { cluster, ...f }));
       const groups = env.clusters.config(cluster).storage?.groups;
       return env.clusters
         .reporters(cluster)

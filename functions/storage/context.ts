@@ -1,6 +1,7 @@
 // What the storage functions share: where the StorageStates and migrations live, how a migration becomes the
 // leader's MigrationView, and the per-cluster context the poll, the leader and the migrator run in.
 import { gvr, type KubeClient } from '../../shared/kube/index.ts';
+import type { Log } from '../../shared/log.ts';
 import { controllerOf } from '../../shared/ownership/index.ts';
 import type { State } from '../../shared/state/index.ts';
 import {
@@ -37,7 +38,7 @@ export interface StorageContext {
   mode: 'outrigger' | 'in-tree';
   periodMs: number;
   now: () => Date;
-  log?: (message: string, fields?: Record<string, unknown>) => void;
+  log?: Log;
   /**
    * Set where the apiservers sit behind one endpoint (README: "Storage version migration", one endpoint): the
    * poll samples discovery over this many fresh connections, and the leader waits on the control plane's

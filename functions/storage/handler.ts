@@ -13,7 +13,7 @@ const holder = `storage-${randomUUID()}`;
 // it has started is queued by the migrator itself (when it pauses) or by the leader (when it is stranded), not
 // on each of its own progress writes.
 export const handler = syncFunction('storage', async ({ key, causes }, { env, logger }) => {
-  const ctx = storageContext(env, key.cluster, holder, (m, f) => logger.info(m, f ?? {}));
+  const ctx = storageContext(env, key.cluster, holder, (level, m, f) => logger[level](m, f ?? {}));
   const svm = await ctx.kube.find<StorageVersionMigration>(migrationResource(ctx), key.name);
   if (!svm || svm.metadata.uid !== key.uid) return;
   // A cluster limited to some API groups leaves the others' migrations alone.

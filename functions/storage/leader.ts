@@ -138,7 +138,7 @@ export async function lead(ctx: StorageContext, opts: { states?: readonly Storag
       if (o.status === 'fulfilled' || o.reason instanceof LeaseLostError) return;
       const failure = { state: states[i]!.metadata.name ?? '', error: o.reason instanceof Error ? o.reason.message : String(o.reason) };
       result.failed.push(failure);
-      ctx.log?.('storage leader step failed for a state', failure);
+      ctx.log?.('warn', 'storage leader step failed for a state', failure);
     });
     if (hold.lost) throw new LeaseLostError(lease.name, lease.term);
     const byName = new Map(states.map((st) => [st.metadata.name ?? '', st]));
@@ -187,7 +187,7 @@ async function act(ctx: StorageContext, hold: Hold, state: StorageState, d: Excl
   const lease = await hold.check();
   // The decision is recorded, fenced on the lease, before anything in the cluster changes.
   await ctx.state.records.put(decisionKey(ctx.cluster, name), { action: d.action, reason: d.reason, term: lease.term, at: ctx.now().toISOString(), ...('hash' in d ? { hash: d.hash } : {}) }, 'any', { fence: lease });
-  ctx.log?.('storage leader decision', { state: name, action: d.action, reason: d.reason });
+  ctx.log?.('info', 'storage leader decision', { state: name, action: d.action, reason: d.reason });
   for (const m of d.cancel ?? []) {
     await guard();
     await deleteMigration(ctx, m);
@@ -242,7 +242,7 @@ async function resumeStranded(ctx: StorageContext, listed: readonly StorageVersi
   if (!stranded.length) return;
   await ctx.queueMigrations(stranded, 'resume');
   result.resumed.push(...stranded.map((m) => m.metadata.name ?? ''));
-  ctx.log?.('stranded migrations queued again', { migrations: result.resumed });
+  ctx.log?.('info', 'stranded migrations queued again', { migrations: result.resumed });
 }
 
 async function deleteMigration(ctx: StorageContext, m: MigrationView): Promise<void> {

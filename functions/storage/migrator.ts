@@ -10,6 +10,7 @@
 // rewrote the whole list and the CRD did not change in between (the upstream migrator never did this).
 import pLimit from 'p-limit';
 import { isKubeError, Resources, gvr, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
+import type { Log } from '../../shared/log.ts';
 import type { State } from '../../shared/state/index.ts';
 import {
   afterChunk,
@@ -35,7 +36,7 @@ export interface MigratorContext {
   state: State;
   holder: string;
   now: () => Date;
-  log?: (message: string, fields?: Record<string, unknown>) => void;
+  log?: Log;
 }
 
 export interface MigrateResult {
@@ -92,7 +93,7 @@ export async function runMigration(ctx: MigratorContext, name: string, opts: { s
         page = await ctx.kube.listMetadata(target, { limit: opts.chunk ?? CHUNK, continue: progress.continueToken || undefined });
       } catch (err) {
         if (isKubeError(err, 'Gone') && progress.continueToken) {
-          ctx.log?.(err.continueToken ? 'continue token expired; going on from the apiserver\'s token' : 'continue token expired; restarting the list', { migration: name });
+          ctx.log?.('info', err.continueToken ? 'continue token expired; going on from the apiserver\'s token' : 'continue token expired; restarting the list', { migration: name });
           result.expiredTokens += 1;
           progress = await saveProgress(ctx, name, afterExpiry(progress, err.continueToken, ctx.now()));
           continue;
@@ -169,6 +170,6 @@ async function narrowStoredVersions(kube: KubeClient, name: string, progress: Mi
 async function finish(ctx: MigratorContext, svm: StorageVersionMigration, result: MigrateResult, phase: 'Succeeded' | 'Failed', reason: string, message: string): Promise<MigrateResult> {
   const conditions = conditionsFor(svm.status?.conditions, phase, ctx.now(), reason, message);
   await ctx.kube.patch(migrations, svm.metadata.name ?? '', undefined, { status: { conditions } }, 'merge', { subresource: 'status', metadataOnly: true });
-  ctx.log?.(`migration ${phase.toLowerCase()}`, { migration: svm.metadata.name, detail: message });
+  ctx.log?.('info', `migration ${phase.toLowerCase()}`, { migration: svm.metadata.name, detail: message });
   return { ...result, outcome: phase, message };
 }

@@ -49,7 +49,7 @@ export async function pollReporter(ctx: StorageContext, reporter: Reporter, opts
   const existing = new Map(listed.map((s) => [s.metadata.name ?? '', s]));
   const missed = Object.entries(lastPolls).map(([id, t]) => [id, missedPolls(t, now, ctx.periodMs)] as const).filter(([, n]) => n > 0);
   const result: PollResult = { reporter: reporter.id, resources: discovery.resources.length, created: 0, changed: 0, heartbeats: 0, reset: 0, conflicts: 0, failedGroups: discovery.failed, missedPolls: Object.fromEntries(missed) };
-  for (const f of discovery.failed) ctx.log?.('discovery failed for a group version; resources served only there keep their last heartbeat', { reporter: reporter.id, ...f });
+  for (const f of discovery.failed) ctx.log?.('warn', 'discovery failed for a group version; resources served only there keep their last heartbeat', { reporter: reporter.id, ...f });
   const limit = pLimit(WRITE_CONCURRENCY);
   const reported = await Promise.all(
     discovery.resources.map((r) =>
@@ -98,7 +98,7 @@ async function discover(ctx: StorageContext, reporter: Reporter, groups: readonl
     if (next === previous?.value) break;
     try {
       await ctx.state.records.put(controlPlaneKey(ctx.cluster), next, previous?.version ?? 'absent');
-      ctx.log?.('control plane changed', { generation: next.generation, identities: next.identities.length, disagreeing: merged.disagreeing.slice(0, 10) });
+      ctx.log?.('info', 'control plane changed', { generation: next.generation, identities: next.identities.length, disagreeing: merged.disagreeing.slice(0, 10) });
       break;
     } catch (err) {
       // Another poll wrote first: observe again on top of what it wrote.

@@ -318,7 +318,7 @@ describe('storage version migration: the leader step', () => {
     const state = testState({ now: () => clock });
     // Each decision takes 15 s of the lease's clock: four of them outlast a 60 s lease unless it is renewed.
     let perDecisionMs = 15_000;
-    const ctx = context({ state, log: (message) => { if (message === 'storage leader decision') clock += perDecisionMs; } });
+    const ctx = context({ state, log: (_level, message) => { if (message === 'storage leader decision') clock += perDecisionMs; } });
     const { names } = await reportedStates(ctx, 4);
     const renewed = await lead(ctx, { states: await Promise.all(names.map((n) => stateOf(ctx.kube, n))) });
     expect(renewed).toMatchObject({ failed: [] });
