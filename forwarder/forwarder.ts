@@ -137,6 +137,7 @@ export class Forwarder {
   private dirty = false;
   private timers: NodeJS.Timeout[] = [];
   private readonly store: CheckpointStore | undefined;
+  private saving: Promise<void> | undefined;
 
   constructor(opts: ForwarderOptions) {
     this.opts = opts;
@@ -148,7 +149,7 @@ export class Forwarder {
     this.sender = this.sendLoop();
     await this.refresh();
     this.timers.push(setInterval(() => void this.refresh().catch((err: unknown) => this.log('refreshing watches failed', { error: String(err) })), this.opts.refreshMs ?? 10_000));
-    if (this.store) this.timers.push(setInterval(() => void this.checkpoint().catch((err: unknown) => this.log('checkpoint failed', { error: String(err) })), this.opts.checkpointMs ?? 1_000));
+    if (this.store) this.timers.push(setInterval(() => this.checkpointOnce(), this.opts.checkpointMs ?? 1_000));
   }
 
   /** Resolves once every resource watched now has listed once. */
@@ -173,7 +174,10 @@ export class Forwarder {
     this.wakeSender?.();
     for (const w of this.waiters.splice(0)) w();
     await Promise.allSettled([...this.watching.values(), this.sender]);
-    if (this.store) await this.checkpoint();
+    if (this.store) {
+      await this.saving;
+      await this.checkpoint();
+    }
   }
 
   get stats(): ForwarderStats {
@@ -371,6 +375,17 @@ export class Forwarder {
     this.dirty = true;
     if (p.type === 'deleted') acked.delete(p.uid);
     else if (!isOlder(p.skeleton, acked.get(p.uid))) acked.set(p.uid, p.skeleton);
+  }
+
+  /**
+   * The timer's write: one at a time, so that a slow one (a large index, a busy apiserver) is never overtaken by
+   * the next tick's, which could leave the older index written last.
+   */
+  private checkpointOnce(): void {
+    if (this.saving) return;
+    this.saving = this.checkpoint()
+      .catch((err: unknown) => this.log('checkpoint failed', { error: String(err) }))
+      .finally(() => (this.saving = undefined));
   }
 
   private async checkpoint(): Promise<void> {
