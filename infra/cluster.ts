@@ -17,6 +17,8 @@ import { queuePair, tlsOnly, type QueuePair } from './queues.ts';
 
 /** An event or sync request waiting longer than this means its consumer is failing or falling behind. */
 const OLDEST_MESSAGE_ALARM_SECONDS = 300;
+/** The forwarder's leader renews its Lease every 2 s: two minutes unrenewed is no leader at all. */
+const FORWARDER_SILENT_ALARM_SECONDS = 120;
 /** CloudWatch's hard limit on the metrics one metric-math alarm reads (each cluster's alarms read all of its queues). */
 const METRICS_PER_ALARM = 10;
 
@@ -75,7 +77,7 @@ export class OutriggerCluster extends Construct {
     if (isEks(c)) this.forwarderRole = this.addForwarder(c, props.forwarder);
     this.addAlarms(props.alarms);
 
-    // What the cluster's forwarder is configured with (cluster/forwarder/forwarder.yaml).
+    // What the cluster's forwarder is configured with (deploy/forwarder/base, through its generated overlay).
     output(this, `${id}EventsQueueUrl`, `Cluster ${c.id}'s events queue: where its forwarder sends watch-event envelopes (FIFO)`, this.events.queue.queueUrl);
     output(this, `${id}EventsDeadLetterQueueUrl`, `Cluster ${c.id}'s events dead-letter queue: where its forwarder sends what it cannot send as an envelope`, this.events.deadLetter.queueUrl);
     if (this.forwarderRole) output(this, `${id}ForwarderRoleArn`, `Cluster ${c.id}'s forwarder role (EKS Pod Identity): SendMessage on its events queue and dead-letter queue only`, this.forwarderRole.roleArn);
@@ -158,6 +160,10 @@ export class OutriggerCluster extends Construct {
     const atLeastOne = cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD;
     alarms.add(this, 'DeadLetters', `A dead-letter queue of cluster ${c.id} holds messages: read their reason attribute, fix the cause, redrive`, worst((p) => deadLetterMetric(p.deadLetter), Duration.minutes(1)), 1, atLeastOne);
     alarms.add(this, 'OldestMessage', `A queue of cluster ${c.id} has a message that waited over ${OLDEST_MESSAGE_ALARM_SECONDS} s: its consumer is failing or falling behind`, worst(oldestMessageMetric, Duration.minutes(5)), OLDEST_MESSAGE_ALARM_SECONDS, cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD);
+    // The heartbeat's figures, once a minute: the least of five is the state the whole five minutes long.
+    const heartbeat = (metricName: string) => new cloudwatch.Metric({ namespace: METRICS_NAMESPACE, metricName, dimensionsMap: { service: METRICS_SERVICE, cluster: c.id }, statistic: 'Minimum', period: Duration.minutes(5) });
+    alarms.add(this, 'ClusterUnreachable', `The apiserver of cluster ${c.id} has not answered the heartbeat for 5 minutes: see the heartbeat log's error (network path, endpoint access, credentials)`, heartbeat('ClusterUnreachable'), 1, atLeastOne);
+    alarms.add(this, 'ForwarderSilent', `The forwarder of cluster ${c.id} has not renewed its leader Lease for over ${FORWARDER_SILENT_ALARM_SECONDS} s in 5 minutes: kubectl -n outrigger-system get pods,lease`, heartbeat('ForwarderSilentSeconds'), FORWARDER_SILENT_ALARM_SECONDS, cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD);
     if (c.storage?.enabled !== false) {
       // Published by every storage poll's leader step; three polls' worth, so one poll that did not lead is no gap.
       const overdue = (metricName: string) => new cloudwatch.Metric({ namespace: METRICS_NAMESPACE, metricName, dimensionsMap: { service: METRICS_SERVICE, cluster: c.id }, statistic: 'Maximum', period: Duration.minutes(30) });

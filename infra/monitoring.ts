@@ -6,6 +6,7 @@ import type * as lambda from 'aws-cdk-lib/aws-lambda';
 import type * as sns from 'aws-cdk-lib/aws-sns';
 import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
+import { METRICS_NAMESPACE, METRICS_SERVICE } from '../shared/lambda/metrics.ts';
 import type { QueuePair } from './queues.ts';
 
 /** Where every alarm goes, and every alarm made so far (the dashboard shows them all). */
@@ -53,10 +54,27 @@ export function addDashboard(scope: Construct, id: string, props: DashboardProps
         new cloudwatch.GraphWidget({ title: 'Duration p99 (ms)', width: 8, left: fns.map(([name, fn]) => fn.metricDuration({ label: name, period: Duration.minutes(5), statistic: 'p99' })) }),
       ],
       ...[...props.clusters].map(([cluster, pairs]) => [
-        new cloudwatch.GraphWidget({ title: `${cluster}: dead letters (messages visible)`, width: 12, left: pairs.map(([name, p]) => deadLetterMetric(p.deadLetter, name)) }),
-        new cloudwatch.GraphWidget({ title: `${cluster}: oldest message age (s)`, width: 12, left: pairs.map(([name, p]) => oldestMessageMetric(p, name)) }),
+        new cloudwatch.GraphWidget({ title: `${cluster}: dead letters (messages visible)`, width: 8, left: pairs.map(([name, p]) => deadLetterMetric(p.deadLetter, name)) }),
+        new cloudwatch.GraphWidget({ title: `${cluster}: oldest message age (s)`, width: 8, left: pairs.map(([name, p]) => oldestMessageMetric(p, name)) }),
+        new cloudwatch.GraphWidget({ title: `${cluster}: events and syncs`, width: 8, left: DOMAIN_COUNTS.map((name) => domainMetric(cluster, name)), right: [syncsFailed(cluster)] }),
       ]),
       [new cloudwatch.GraphWidget({ title: 'Ingest: refused requests (dead letters visible)', width: 24, left: [deadLetterMetric(props.ingestDeadLetter, 'ingest')] })],
     ],
+  });
+}
+
+/** The domain counts each cluster's row graphs (README "Operating" lists them all). */
+const DOMAIN_COUNTS = ['EventsReceived', 'SyncRequestsSent', 'RevisionsCreated', 'RevisionsTruncated', 'ObjectsMigrated', 'HookCalls'];
+
+function domainMetric(cluster: string, metricName: string): cloudwatch.Metric {
+  return new cloudwatch.Metric({ namespace: METRICS_NAMESPACE, metricName, dimensionsMap: { service: METRICS_SERVICE, cluster }, statistic: 'Sum', period: Duration.minutes(5), label: metricName });
+}
+
+/** Failed syncs of every function and reason (dimensions of their own), summed for the cluster. */
+function syncsFailed(cluster: string): cloudwatch.MathExpression {
+  return new cloudwatch.MathExpression({
+    expression: `SUM(SEARCH('{${METRICS_NAMESPACE},service,cluster,function,reason} MetricName="SyncsFailed" cluster="${cluster}"', 'Sum', 300))`,
+    label: 'SyncsFailed',
+    period: Duration.minutes(5),
   });
 }

@@ -37,7 +37,7 @@ import { deadLetterQueue, fifoName, queueUrlPrefix, tlsOnly } from './queues.ts'
 export const TARGETS_PER_RULE = 5;
 /** The cluster configuration's file in the layer every function has; Lambda extracts layers under /opt. */
 export const CLUSTERS_FILE_IN_LAYER = 'outrigger/clusters.json';
-/** Where cluster/forwarder/forwarder.yaml runs the forwarder: its Pod Identity association's default. */
+/** Where the forwarder's kustomize base (deploy/forwarder/base) runs it: its Pod Identity association's default. */
 export const DEFAULT_FORWARDER = { namespace: 'outrigger-system', serviceAccount: 'outrigger-forwarder' } as const;
 /** The example hooks: function name -> export of examples/snapshot-schedule/hooks.ts. */
 export const EXAMPLE_HOOKS: Record<string, string> = { 'outrigger-snapshot-schedule-map': 'map', 'outrigger-snapshot-schedule-tombstone': 'tombstone' };

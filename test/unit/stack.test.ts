@@ -344,7 +344,7 @@ describe('the Outrigger stack', () => {
     const trust = (t: Template, role: string) => Object.values(byName(t.findResources('AWS::IAM::Role'))[role]!.Properties.AssumeRolePolicyDocument.Statement as Statement[]);
     // By the cluster's ARN (region and account included), not its name alone.
     const arn = (region: string, name: string) => ({ 'Fn::Join': ['', ['arn:', { Ref: 'AWS::Partition' }, `:eks:${region}:`, { Ref: 'AWS::AccountId' }, `:cluster/${name}`]] });
-    // By default, the forwarder's namespace and service account in cluster/forwarder/forwarder.yaml.
+    // By default, the forwarder's namespace and service account in deploy/forwarder/base.
     const defaults = { 'aws:RequestTag/kubernetes-namespace': ['outrigger-system'], 'aws:RequestTag/kubernetes-service-account': ['outrigger-forwarder'] };
     expect(trust(template, 'ProdForwarderRole')).toEqual([{ Effect: 'Allow', Principal: { Service: 'pods.eks.amazonaws.com' }, Action: ['sts:AssumeRole', 'sts:TagSession'], Condition: { StringEquals: { 'aws:RequestTag/eks-cluster-arn': [arn('eu-west-1', 'prod')], ...defaults } } }]);
     const onprem: ClusterConfig = { id: 'onprem', access: { kind: 'secret', server: 'https://k8s.onprem.corp.internal:6443', secretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:outrigger/onprem', migratorTokenSecretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:outrigger/onprem-migrator' } };
@@ -384,6 +384,19 @@ describe('the Outrigger stack', () => {
       expect(watched(old)).toEqual({ names: ['ApproximateAgeOfOldestMessage'], queues: [...mine].sort(), expression: 'MAX(METRICS())' });
       expect(old).toMatchObject({ Threshold: 300, ComparisonOperator: 'GreaterThanThreshold' });
       expect(old.Metrics!.filter((m) => m.MetricStat).every((m) => m.MetricStat!.Period === 300 && m.MetricStat!.Stat === 'Maximum')).toBe(true);
+      // The heartbeat's: the apiserver unanswered, the forwarder's Lease unrenewed, each for five minutes.
+      for (const [alarm, metric, threshold, operator] of [['ClusterUnreachable', 'ClusterUnreachable', 1, 'GreaterThanOrEqualToThreshold'], ['ForwarderSilent', 'ForwarderSilentSeconds', 120, 'GreaterThanThreshold']] as const) {
+        expect(alarms[`${id}${alarm}`]!.Properties).toMatchObject({
+          Namespace: 'Outrigger',
+          MetricName: metric,
+          Dimensions: expect.arrayContaining([{ Name: 'service', Value: 'outrigger' }, { Name: 'cluster', Value: c.id }]),
+          Statistic: 'Minimum',
+          Period: 300,
+          Threshold: threshold,
+          ComparisonOperator: operator,
+          TreatMissingData: 'notBreaching',
+        });
+      }
       // Storage: a StorageState Unknown, or a migration in its phase, for over an hour; a missed poll (the poll's EMF counts).
       for (const [alarm, metric] of [['StorageUnknown', 'StorageStatesUnknownOverdue'], ['StorageMigrationStuck', 'StorageMigrationsOverdue'], ['StoragePollMissed', 'StoragePollsMissed']]) {
         expect(alarms[`${id}${alarm}`]!.Properties).toMatchObject({
@@ -403,10 +416,10 @@ describe('the Outrigger stack', () => {
     const errors = Object.values(alarms).filter((a) => a.Properties.MetricName === 'Errors').map((a) => a.Properties as Alarm);
     expect(errors.map((a) => a.Dimensions![0]!.Value.Ref).sort()).toEqual(Object.values(fns).map((f) => f.id).sort());
     for (const a of errors) expect(a).toMatchObject({ Threshold: 1, ComparisonOperator: 'GreaterThanOrEqualToThreshold', Period: 300, Statistic: 'Sum', EvaluationPeriods: 1 });
-    expect(Object.keys(alarms)).toHaveLength(errors.length + 2 * 5 + 1);
+    expect(Object.keys(alarms)).toHaveLength(errors.length + 2 * 7 + 1);
     t.resourceCountIs('AWS::CloudWatch::Dashboard', 1);
     const body = JSON.stringify(Object.values(t.findResources('AWS::CloudWatch::Dashboard'))[0]!.Properties.DashboardBody);
-    for (const text of ['ApproximateNumberOfMessagesVisible', 'ApproximateAgeOfOldestMessage', 'Errors', 'prod: dead letters', 'dr-eu: oldest message age']) expect(body).toContain(text);
+    for (const text of ['ApproximateNumberOfMessagesVisible', 'ApproximateAgeOfOldestMessage', 'Errors', 'prod: dead letters', 'dr-eu: oldest message age', 'prod: events and syncs', 'RevisionsCreated', 'MetricName=\\\\\\"SyncsFailed']) expect(body).toContain(text);
     // Every queue is on the dashboard.
     for (const q of Object.values(queues)) expect(body).toContain(q.id);
   });
