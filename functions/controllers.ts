@@ -1,12 +1,15 @@
-// The controllers the router serves. Each names the sync target its keys go to (its handler's queue), the
-// parent kinds it reconciles (possibly read from the cluster, as from RevisionPolicies) and what must be
-// watched for it. Controller issues add their entries here; the router reads only this module, so its
-// bundle carries no controller code.
+// The controllers, each declared in a module of its own (functions/<name>/controller.ts): its source names the
+// sync target its keys go to (its handler's queue), the parent kinds it reconciles (possibly read from the
+// cluster, as from RevisionPolicies) and what must be watched for it. Declarations are data (a function's
+// handler is loaded from its entry), so the router, which reads only this module, bundles no handler code.
 import type { GVR } from '../shared/kube/index.ts';
 import type { ControllerSource } from './controller-source.ts';
-import { historySource, revisionPolicies } from './history/policies.ts';
-import { mapControllers, mapSource } from './map/controllers.ts';
-import { storageSource } from './storage/source.ts';
+import { historyController } from './history/controller.ts';
+import { revisionPolicies } from './history/policies.ts';
+import { mapController } from './map/controller.ts';
+import { mapControllers } from './map/controllers.ts';
+import type { Controller } from './spec.ts';
+import { storageController } from './storage/controller.ts';
 
 export type { ControllerSource };
 
@@ -15,7 +18,10 @@ export function forgetControllers(cluster: string): void {
   for (const s of controllerSources) s.forget?.(cluster);
 }
 
-export const controllerSources: ControllerSource[] = [historySource, storageSource, mapSource];
+/** Every controller, each declared in one module (README "Adding a controller"). */
+export const controllers: readonly Controller[] = [historyController, storageController, mapController];
+
+export const controllerSources: ControllerSource[] = controllers.map((c) => c.source);
 
 /** The definitions whose events change what is watched and routed (README, "The forwarder"). */
 export const definitionResources: readonly GVR[] = [revisionPolicies, mapControllers];

@@ -1,7 +1,10 @@
-// What Outrigger's functions are and what triggers them. The CDK stack and the local runtime both read this
-// list, so a function is declared once and runs the same way in AWS and on one machine.
+// What Outrigger's functions are, what triggers them and what each needs of AWS. The CDK stack and the local
+// runtime both read these declarations, so a function is declared once and runs the same way in AWS and on one
+// machine. A declaration is data only: its handler is loaded from `entry` (esbuild bundles it for the stack;
+// the local runtime imports it), so a module that reads the declarations bundles no handler.
 import type { Context } from 'aws-lambda';
 import type { GVR, KubeClient } from '../shared/kube/index.ts';
+import type { ControllerSource } from './controller-source.ts';
 
 // Handlers differ in event and result types; the registry only passes events through.
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- each handler types its own event
@@ -11,9 +14,8 @@ export interface FunctionSpec {
   /** Also the Lambda function's construct id. */
   name: string;
   description: string;
-  /** The handler module, relative to the project root (esbuild's entry point). */
+  /** The handler module, relative to the project root (esbuild's entry point; it exports `handler`). */
   entry: string;
-  load: () => Promise<{ handler: LambdaHandler }>;
   /** Watch events of these resources are queued for the function (as envelopes); re-read as policies change. */
   events?: {
     resources: (cluster: string, kube: KubeClient) => Promise<GVR[]>;
@@ -33,6 +35,27 @@ export interface FunctionSpec {
   schedule?: { everyMinutes: number; perReporter?: boolean };
   /** Seconds; the Lambda timeout and the local runtime's limit for one invocation. */
   timeoutSeconds: number;
+  /** The DynamoDB actions its code performs on the state table (README "Deploying"); none: no table access. */
+  table?: readonly string[];
+  /**
+   * How it reaches clusters: as the controllers' identity (`outrigger:controllers`), as the storage migrator's
+   * (also `outrigger:migrators`, with a token of its own), or not at all (the ingest function talks to SQS only).
+   */
+  clusterAccess: 'controllers' | 'migrator' | 'none';
+  /** Calls the MapController hooks the deployment names (lambda:InvokeFunction on them, the webhook signing key). */
+  callsHooks?: true;
+}
+
+/**
+ * One controller, declared in one module (README "Adding a controller"): what the router knows of it (its parent
+ * kinds and what to watch) and its functions with their AWS needs. The function registry, the router, the
+ * forwarder and the CDK construct all read it from there.
+ */
+export interface Controller {
+  /** As in the README's section for it. */
+  name: string;
+  source: ControllerSource;
+  functions: readonly FunctionSpec[];
 }
 
 /** The sync targets `spec` sends to, checked against the targets the registry's functions consume. */

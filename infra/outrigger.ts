@@ -62,22 +62,6 @@ export const FUNCTION_ENVIRONMENT = [
   'OUTRIGGER_LOG_FORMAT',
 ] as const;
 
-/** DynamoDB actions each function's code performs on the table; nothing else is granted. */
-// Leases are UpdateItem; fenced writes are TransactWriteItems, authorised per item (ConditionCheckItem, PutItem).
-const tableActions: Record<string, string[]> = {
-  heartbeat: ['dynamodb:GetItem', 'dynamodb:PutItem'],
-  // The parent's history lease, its memo read on the fast path. (Truncation needs no table: its deletes are
-  // preconditioned on each revision's resourceVersion instead of a lease.)
-  history: ['dynamodb:GetItem', 'dynamodb:UpdateItem'],
-  // Storage: epochs (UpdateItem ADD, GetItem), the leader lease (UpdateItem) and its fenced decision log
-  // (PutItem in a transaction with a ConditionCheckItem on the lease).
-  'storage-poll': ['dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:PutItem', 'dynamodb:ConditionCheckItem'],
-  storage: ['dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:PutItem', 'dynamodb:ConditionCheckItem'],
-  // The migrator: its per-migration lease only.
-  migrator: ['dynamodb:UpdateItem'],
-  // MapController: when each parent's last clean pass started.
-  map: ['dynamodb:GetItem', 'dynamodb:PutItem'],
-};
 
 export interface OutriggerProps {
   /**
@@ -199,7 +183,7 @@ export class Outrigger extends Construct {
 
     // Cluster access: every function but the ingest (which talks to SQS only) reads and writes clusters; the
     // migrator alone also as outrigger:migrators. The forwarder watches with its service account, not IAM.
-    const clusterRoles = functions.filter((f) => !f.functionUrl).map((f) => ({ name: f.name, role: this.functions.get(f.name)!.role!, migrator: f.name === 'migrator' }));
+    const clusterRoles = functions.filter((f) => f.clusterAccess !== 'none').map((f) => ({ name: f.name, role: this.functions.get(f.name)!.role!, migrator: f.clusterAccess === 'migrator' }));
     for (const cluster of this.clusters.values()) cluster.grantAccess(clusterRoles);
     if ([...this.clusters.values()].some((c) => c.access !== 'stack')) {
       // For access entries made by hand (another region, or a region known only at deploy) and a token's identity.
@@ -239,7 +223,9 @@ export class Outrigger extends Construct {
   /** The hooks the map function may invoke, the example's hooks on request, and the webhook signing key. */
   private addMapHooks(): void {
     const stack = Stack.of(this);
-    const map = this.functions.get('map')!;
+    const callers = functions.filter((f) => f.callsHooks);
+    if (callers.length !== 1) throw new Error(`one function calls MapController hooks, not ${callers.length}`);
+    const map = this.functions.get(callers[0]!.name)!;
     const arns: string[] = [];
     const byName = (name: string) => [stack.formatArn({ service: 'lambda', resource: 'function', resourceName: name, arnFormat: ArnFormat.COLON_RESOURCE_NAME }), stack.formatArn({ service: 'lambda', resource: 'function', resourceName: `${name}:*`, arnFormat: ArnFormat.COLON_RESOURCE_NAME })];
     // A hook may be called through an alias or version (hooks.<x>.lambda.qualifier).
@@ -290,10 +276,10 @@ export class Outrigger extends Construct {
         NODE_OPTIONS: '--enable-source-maps',
       },
     });
-    const actions = tableActions[spec.name];
-    if (actions) fn.addToRolePolicy(new iam.PolicyStatement({ actions, resources: [this.table.tableArn] }));
-    // Every function but ingest talks to clusters; the migrator only with its own token (Clusters.migratorClient).
-    const secrets = spec.functionUrl ? [] : spec.name === 'migrator' ? this.migratorSecrets : this.clusterSecrets;
+    // The DynamoDB actions its code performs on the table (its declaration's), nothing else.
+    if (spec.table?.length) fn.addToRolePolicy(new iam.PolicyStatement({ actions: [...spec.table], resources: [this.table.tableArn] }));
+    // As its declaration says it reaches clusters: the migrator only with its own token (Clusters.migratorClient).
+    const secrets = { none: [], migrator: this.migratorSecrets, controllers: this.clusterSecrets }[spec.clusterAccess];
     if (secrets.length) {
       // A secret's ARN in the configuration may lack the random suffix Secrets Manager appends; the grant allows it.
       fn.addToRolePolicy(new iam.PolicyStatement({ actions: ['secretsmanager:GetSecretValue'], resources: secrets.map((a) => (/-[A-Za-z0-9]{6}$/.test(a) ? a : `${a}-??????`)) }));

@@ -19,11 +19,15 @@ import { EVENTS_QUEUE, QueueUrls } from '../shared/lambda/queues.ts';
 import { MAP_RETRY_RECEIVES } from '../shared/map/plan.ts';
 import { openState } from '../shared/state/index.ts';
 import { invokeAsLambda } from './lambda-context.ts';
+import { loadHandler } from './load-handler.ts';
 import { LocalQueue, LocalQueueSink } from './queue.ts';
 import { LocalSyncSink } from './sync-sink.ts';
 
 /** How often the runtime re-reads what it should watch (new policies, new target kinds). */
 const WATCH_REFRESH_MS = 2_000;
+
+/** A function the runtime runs: its declaration, and (tests) a handler given in process instead of its entry's. */
+export type RuntimeFunction = FunctionSpec & { handler?: LambdaHandler };
 
 export interface RuntimeOptions {
   /** A real cluster's kubeconfig; without one the runtime starts the local kube-apiserver. */
@@ -33,7 +37,7 @@ export interface RuntimeOptions {
   /** Watch namespaced resources in this namespace only (cluster-scoped ones, such as policies, everywhere). */
   namespace?: string | undefined;
   stateDir: string;
-  functions?: FunctionSpec[];
+  functions?: RuntimeFunction[];
   /** The storage migrator's own kubeconfig (on the local apiserver: its `migrator` identity). */
   migratorKubeconfig?: string | undefined;
   /** Limit the storage poll to these API groups ("" is core). */
@@ -69,7 +73,7 @@ export interface Runtime {
 export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   const log = opts.log ?? (() => {});
   const clusterId = opts.clusterId ?? 'local';
-  const specs = opts.functions ?? registry;
+  const specs: RuntimeFunction[] = opts.functions ?? registry;
   await mkdir(opts.stateDir, { recursive: true });
 
   const bed: Testbed = await startTestbed({ withCluster: !opts.kubeconfig, log });
@@ -107,17 +111,17 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   });
   const source: KubeClient = connect(clusterConfig.access);
   // The map function invokes Lambda hooks through the real Lambda client, pointed at a local endpoint.
-  const lambda = specs.some((f) => f.name === 'map') ? await startLambdaEndpoint(opts.hooks ?? (await exampleHooks())) : undefined;
+  const lambda = specs.some((f) => f.callsHooks) ? await startLambdaEndpoint(opts.hooks ?? (await exampleHooks())) : undefined;
   if (lambda) process.env.OUTRIGGER_LAMBDA_ENDPOINT = lambda.url;
 
   const timers: NodeJS.Timeout[] = [];
   const forwarders: Forwarder[] = [];
-  const handlers = new Map<string, { spec: FunctionSpec; handler: LambdaHandler }>();
+  const handlers = new Map<string, { spec: RuntimeFunction; handler: LambdaHandler }>();
 
   // Every function and its queue exists before the first event or tick, so no handler sends to a queue
   // that is not there yet.
   for (const spec of specs) {
-    const { handler } = await spec.load();
+    const handler = spec.handler ?? (await loadHandler(spec));
     handlers.set(spec.name, { spec, handler });
     if (spec.events && spec.sync) throw new Error(`${spec.name}: a function consumes either watch events or sync requests, not both`);
     if (!spec.events && !spec.sync) continue;

@@ -8,8 +8,7 @@ import type { SQSEvent, SQSRecord } from 'aws-lambda';
 import type { ControllerSource } from '../../functions/controllers.ts';
 import { routeBatch } from '../../functions/router/route.ts';
 import { createRouterHandler } from '../../functions/router/handler.ts';
-import type { FunctionSpec } from '../../functions/spec.ts';
-import { startRuntime, type Runtime } from '../../runtime/local.ts';
+import { startRuntime, type Runtime, type RuntimeFunction } from '../../runtime/local.ts';
 import { Clusters } from '../../shared/clusters.ts';
 import { deduplicationId, makeEnvelope, messageGroupId, type Envelope } from '../../shared/envelope/index.ts';
 import { Resources, gvr, type KubeObject } from '../../shared/kube/index.ts';
@@ -290,22 +289,21 @@ describe('the cluster an event speaks for', () => {
 describe('the router in the local runtime', () => {
   let runtime: Runtime;
   const synced: SyncRequest[] = [];
-  const specs: FunctionSpec[] = [
-    { name: 'router', description: 'router', entry: 'functions/router/handler.ts', timeoutSeconds: 30, events: { resources: source.watches }, load: async () => ({ handler: createRouterHandler([source]) }) },
+  const specs: RuntimeFunction[] = [
+    { name: 'router', description: 'router', entry: 'functions/router/handler.ts', timeoutSeconds: 30, events: { resources: source.watches }, clusterAccess: 'controllers', handler: createRouterHandler([source]) },
     {
       name: 'test-controller',
       description: 'records sync requests',
       entry: 'test/integration/router.test.ts',
       timeoutSeconds: 30,
       sync: { target: 'test-controller' },
-      load: async () => ({
-        handler: syncBatchHandler({
-          source: 'test-controller',
-          deadLetter: () => environment().deadLetter,
-          process: async (request) => {
-            synced.push(request);
-          },
-        }),
+      clusterAccess: 'controllers',
+      handler: syncBatchHandler({
+        source: 'test-controller',
+        deadLetter: () => environment().deadLetter,
+        process: async (request) => {
+          synced.push(request);
+        },
       }),
     },
   ];

@@ -5,14 +5,14 @@ import { mkdtemp, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import type { FunctionSpec } from '../../functions/spec.ts';
 import { projectRoot } from '../../local/paths.ts';
-import { startRuntime, type Runtime } from '../../runtime/local.ts';
+import { startRuntime, type Runtime, type RuntimeFunction } from '../../runtime/local.ts';
 import type { Envelope } from '../../shared/envelope/index.ts';
 import { Resources, type KubeObject } from '../../shared/kube/index.ts';
 import { envelopeBatchHandler } from '../../shared/lambda/batch.ts';
 import { environment } from '../../shared/lambda/environment.ts';
 import { createNamespace, eventually, outriggerClient, testbed } from '../testbed/index.ts';
+import { loadHandler } from '../../runtime/load-handler.ts';
 
 const run = promisify(execFile);
 
@@ -53,26 +53,25 @@ describe('the local runtime event path', () => {
   let failUntil = new Map<string, number>();
   let stateDir: string;
 
-  const recorder: FunctionSpec = {
+  const recorder: RuntimeFunction = {
     name: 'recorder',
     description: 'test function: records envelopes; fails on demand',
     entry: 'test/integration/runtime.test.ts',
     timeoutSeconds: 10,
     events: { resources: async () => [Resources.controllerRevisions] },
-    load: async () => ({
-      handler: envelopeBatchHandler({
-        source: 'recorder',
-        deadLetter: () => environment().deadLetter,
-        process: async (envelope) => {
-          const name = envelope.data.object.metadata.name ?? '';
-          const failures = failUntil.get(name) ?? 0;
-          if (failures > 0) {
-            failUntil.set(name, failures - 1);
-            throw new Error(`asked to fail ${name}`);
-          }
-          received.push(envelope);
-        },
-      }),
+    clusterAccess: 'controllers',
+    handler: envelopeBatchHandler({
+      source: 'recorder',
+      deadLetter: () => environment().deadLetter,
+      process: async (envelope) => {
+        const name = envelope.data.object.metadata.name ?? '';
+        const failures = failUntil.get(name) ?? 0;
+        if (failures > 0) {
+          failUntil.set(name, failures - 1);
+          throw new Error(`asked to fail ${name}`);
+        }
+        received.push(envelope);
+      },
     }),
   };
 
@@ -158,7 +157,7 @@ describe('the local runtime event path', () => {
   test('the scheduled heartbeat function records that the cluster answered', async () => {
     const { functions } = await import('../../functions/index.ts');
     const spec = functions.find((f) => f.name === 'heartbeat')!;
-    const { handler } = await spec.load();
+    const handler = await loadHandler(spec);
     const result = await handler({}, { functionName: 'heartbeat', awsRequestId: 'test', getRemainingTimeInMillis: () => 10_000 } as never);
     expect(result).toEqual({ clusters: 1, unreachable: 0 });
     const record = await environment().state.records.get<{ gitVersion: string }>({ cluster: 'it', kind: 'heartbeat', name: 'apiserver' });

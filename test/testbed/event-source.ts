@@ -10,6 +10,7 @@ import { DeleteMessageBatchCommand, ReceiveMessageCommand, SQSClient } from '@aw
 import type { SQSBatchResponse } from 'aws-lambda';
 import { functions } from '../../functions/index.ts';
 import { invokeAsLambda } from '../../runtime/lambda-context.ts';
+import { loadHandler } from '../../runtime/load-handler.ts';
 import { asRecord } from '../integration/sqs-records.ts';
 
 const [name, url] = process.argv.slice(2);
@@ -18,7 +19,7 @@ if (!spec || !url) {
   process.stderr.write(`usage: node test/testbed/event-source.ts <function> <queue url>; functions: ${functions.map((f) => f.name).join(', ')}\n`);
   process.exit(2);
 }
-const { handler } = await spec.load();
+const handler = await loadHandler(spec);
 const sqs = new SQSClient({});
 // The ARN Lambda would put on each record; the router and the dead-letter sink read the queue's name from it.
 const arn = `arn:aws:sqs:local:000000000000:${url.slice(url.lastIndexOf('/') + 1)}`;

@@ -1,0 +1,41 @@
+// Controller history (README "Controller history"): RevisionPolicies, their parents' revisions, truncation.
+import type { Controller } from '../spec.ts';
+import { historySource } from './policies.ts';
+import { HISTORY_RESYNC_MINUTES } from './resync.ts';
+
+export const historyController: Controller = {
+  name: 'history',
+  source: historySource,
+  functions: [
+    {
+      name: 'history',
+      description: 'Controller history: keeps every revision of a RevisionPolicy target as a ControllerRevision, recognises rollbacks',
+      entry: 'functions/history/handler.ts',
+      sync: { target: 'history' },
+      // To itself: a policy's check queues a baseline sync of each of its parents.
+      sends: ['truncate', 'history'],
+      // The parent's history lease and its memo. (Truncation needs no table: its deletes are preconditioned on
+      // each revision's resourceVersion instead of a lease.)
+      table: ['dynamodb:GetItem', 'dynamodb:UpdateItem'],
+      clusterAccess: 'controllers',
+      timeoutSeconds: 60,
+    },
+    {
+      name: 'history-resync',
+      description: 'Controller history: checks every RevisionPolicy again and syncs every parent of those in effect, without events',
+      entry: 'functions/history-resync/handler.ts',
+      schedule: { everyMinutes: HISTORY_RESYNC_MINUTES },
+      sends: ['history'],
+      clusterAccess: 'controllers',
+      timeoutSeconds: 60,
+    },
+    {
+      name: 'truncate',
+      description: 'Controller history: deletes the oldest non-live revisions beyond the history limit',
+      entry: 'functions/truncate/handler.ts',
+      sync: { target: 'truncate' },
+      clusterAccess: 'controllers',
+      timeoutSeconds: 60,
+    },
+  ],
+};

@@ -1,0 +1,31 @@
+// MapController (README "MapController"): a hook per input, outputs kept as answered, tombstones.
+import type { Controller } from '../spec.ts';
+import { mapSource } from './controllers.ts';
+
+export const mapController: Controller = {
+  name: 'map',
+  source: mapSource,
+  functions: [
+    {
+      name: 'map',
+      description: 'MapController: for every matching input, calls the map hook and reconciles its outputs; tombstones; status',
+      entry: 'functions/map/handler.ts',
+      sync: { target: 'map' },
+      sends: ['map'],
+      // When each parent's last clean pass started, and the answers it kept.
+      table: ['dynamodb:GetItem', 'dynamodb:PutItem'],
+      clusterAccess: 'controllers',
+      callsHooks: true,
+      timeoutSeconds: 300,
+    },
+    {
+      name: 'map-resync',
+      description: 'MapController: queues a sync of every parent once per resyncPeriodSeconds, without events',
+      entry: 'functions/map-resync/handler.ts',
+      schedule: { everyMinutes: 1 },
+      sends: ['map'],
+      clusterAccess: 'controllers',
+      timeoutSeconds: 60,
+    },
+  ],
+};
