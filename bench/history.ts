@@ -4,12 +4,16 @@
 //   - p50/p99 from a StatefulSet update to its revision being visible, through the whole local runtime
 //     (watch, router, history): each update on a settled pipeline, then back to back;
 //   - truncating a history of 1,000 revisions.
-//   npm run bench:history [-- --unchanged 500 --changed 100 --latency 100 --truncate 1000]
+//   - with --scale (for example 1000,10000): that many parents each changed once, each change delivered as the router
+//     delivers it (its cause and object), syncs 16 at a time: changes/s and apiserver requests per change, which
+//     should not grow with the number of parents.
+//   npm run bench:history [-- --unchanged 500 --changed 100 --latency 100 --truncate 1000 --scale 1000,10000]
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
+import pLimit from 'p-limit';
 import { functions, STORAGE_FUNCTIONS } from '../functions/index.ts';
 import { forgetPolicies, listPolicies, policyFor } from '../functions/history/policies.ts';
 import { syncHistory } from '../functions/history/sync.ts';
@@ -22,7 +26,7 @@ import { applyManifests } from '../shared/kube/apply.ts';
 import { newControllerRef, type SyncKey } from '../shared/ownership/index.ts';
 import { openState } from '../shared/state/index.ts';
 
-const { values } = parseArgs({ options: { unchanged: { type: 'string', default: '500' }, changed: { type: 'string', default: '100' }, latency: { type: 'string', default: '100' }, truncate: { type: 'string', default: '1000' } } });
+const { values } = parseArgs({ options: { unchanged: { type: 'string', default: '500' }, changed: { type: 'string', default: '100' }, latency: { type: 'string', default: '100' }, truncate: { type: 'string', default: '1000' }, scale: { type: 'string', default: '' } } });
 const statefulSets = gvr('apps', 'v1', 'statefulsets');
 const WARMUP = 5;
 const log = (m: string) => process.stderr.write(`[bench] ${m}\n`);
@@ -57,7 +61,9 @@ try {
   const unchangedN = Number(values.unchanged);
   kube.stats.reset();
   let t0 = performance.now();
-  for (let i = 0; i < unchangedN; i += 1) await syncHistory(deps, policy, keyOf(sts), [`StatefulSet/bench/${sts.metadata.uid}/${i}/modified`]);
+  // As the router delivers a parent's own event: its cause and its object (at or after the recorded state).
+  const rv = Number(sts.metadata.resourceVersion);
+  for (let i = 0; i < unchangedN; i += 1) await syncHistory(deps, policy, keyOf(sts), [`StatefulSet/bench/${sts.metadata.uid}/${rv}/modified`], sts);
   const unchangedSeconds = (performance.now() - t0) / 1000;
   const unchangedRequests = { ...kube.stats.byVerb };
   const unchangedPerEvent = kube.stats.total / unchangedN;
@@ -72,7 +78,7 @@ try {
     const p = await setImage('bench-changed', 'web', `registry.example/app:${i}`);
     kube.stats.reset();
     const s = performance.now();
-    await syncHistory(deps, policy, keyOf(p), [`StatefulSet/bench/${p.metadata.uid}/${p.metadata.resourceVersion}/modified`]);
+    await syncHistory(deps, policy, keyOf(p), [`StatefulSet/bench/${p.metadata.uid}/${p.metadata.resourceVersion}/modified`], p);
     syncMs += performance.now() - s;
     changedRequests += kube.stats.total;
     for (const [k, v] of Object.entries(kube.stats.byVerb)) changedVerbs[k] = (changedVerbs[k] ?? 0) + v;
@@ -140,6 +146,26 @@ try {
   t0 = performance.now();
   const truncated = await truncateHistory(deps, policy, keyOf(big));
   const truncateSeconds = (performance.now() - t0) / 1000;
+  const truncateRequests = kube.stats.total;
+
+  // Many parents, each changed once: the per-change work must not depend on how many parents there are.
+  const scale: Array<Record<string, unknown>> = [];
+  for (const n of values.scale ? values.scale.split(',').map(Number) : []) {
+    const ns = `bench-scale-${n}`;
+    await admin.create(Resources.namespaces, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
+    const writes = pLimit(32);
+    const syncs = pLimit(16);
+    const own = (o: KubeObject) => syncHistory(deps, policy, keyOf(o), [`StatefulSet/bench/${o.metadata.uid}/${o.metadata.resourceVersion}/modified`], o);
+    const created = await Promise.all(Array.from({ length: n }, (_, i) => writes(() => makeSts(ns, `s${i}`))));
+    await Promise.all(created.map((o) => syncs(() => own(o))));
+    const changed = await Promise.all(created.map((o) => writes(() => setImage(ns, o.metadata.name!, 'registry.example/app:1'))));
+    kube.stats.reset();
+    const s0 = performance.now();
+    const outcomes = await Promise.all(changed.map((o) => syncs(() => own(o))));
+    const seconds = (performance.now() - s0) / 1000;
+    scale.push({ parents: n, changesPerSec: Math.round(n / seconds), created: outcomes.filter((o) => o.outcome === 'created').length, apiserverRequestsPerChange: round(kube.stats.total / n, 2), byVerb: Object.fromEntries(Object.entries(kube.stats.byVerb).map(([k, v]) => [k, round(v / n, 2)])) });
+    log(`scale ${n}: ${JSON.stringify(scale.at(-1))}`);
+  }
 
   console.log(
     JSON.stringify({
@@ -148,8 +174,9 @@ try {
       changed: { events: changedN, eventsPerSec: Math.round(changedN / (syncMs / 1000)), apiserverRequestsPerEvent: changedPerEvent },
       updateToRevisionMs: { warmup: WARMUP, samples: latencies.length, p50: round(pct(latencies, 50)), p99: round(pct(latencies, 99)), max: round(Math.max(...latencies)) },
       backToBackUpdateToRevisionMs: { samples: backToBackLatencies.length, p50: round(pct(backToBackLatencies, 50)), p99: round(pct(backToBackLatencies, 99)), max: round(Math.max(...backToBackLatencies)) },
-      truncation: { revisions: truncateN, deleted: truncated.deleted.length, kept: truncated.kept, seconds: round(truncateSeconds, 2), requests: kube.stats.total },
-      targets: { unchangedReadsPerEvent: 1, unchangedWritesPerEvent: 0, updateToRevisionP99Ms: 100 },
+      truncation: { revisions: truncateN, deleted: truncated.deleted.length, kept: truncated.kept, seconds: round(truncateSeconds, 2), requests: truncateRequests },
+      ...(scale.length ? { scale } : {}),
+      targets: { unchangedReadsPerEvent: 0, unchangedWritesPerEvent: 0, updateToRevisionP99Ms: 100 },
     }),
   );
 } finally {

@@ -34,9 +34,9 @@ export const handler = syncFunction('history', async (request, { env, logger, me
   if (!policy) return;
   // Truncation right after the sync, from the revisions it listed and wrote (no second list, no second queue).
   // A failure goes to the truncation queue, which retries on its own: a redelivered sync would find nothing to do.
-  const truncate = async (revisions: KnownRevision[], quiet: boolean): Promise<{ deleted: string[]; gone: string[] }> => {
+  const truncate = async (revisions: KnownRevision[], quiet: boolean, seen: { generatedVersion?: string | undefined }): Promise<{ deleted: string[]; gone: string[] }> => {
     try {
-      const truncated = await truncateSynced({ kube }, policy, key, revisions, { quiet });
+      const truncated = await truncateSynced({ kube }, policy, key, revisions, { quiet, seen });
       logger.info('history truncated', { parent: `${key.namespace}/${key.name}`, ...truncated });
       return { deleted: truncated.deleted, gone: truncated.gone ?? [] };
     } catch (err) {

@@ -47,7 +47,7 @@ export interface HistoryDeps {
    * listed and wrote; `quiet` when the sync's own Event will say what was deleted. Returns the names deleted, and
    * those found gone already. Without it, the sync only says truncation is due (`truncate`).
    */
-  truncate?: (revisions: KnownRevision[], quiet: boolean) => Promise<{ deleted: string[]; gone: string[] }>;
+  truncate?: (revisions: KnownRevision[], quiet: boolean, seen: { generatedVersion?: string | undefined }) => Promise<{ deleted: string[]; gone: string[] }>;
 }
 
 /** `truncate`: the parent owns more revisions than its limit could keep, so truncation may have work. */
@@ -114,15 +114,17 @@ export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key
   let heldTruncation: string | undefined;
   let recorded: KubeObject | undefined;
   let deleted: string[] = [];
+  // The generated objects' version as the last truncation listed them, for the next one (listGenerated).
+  const generated = { generatedVersion: held?.generatedVersion };
   try {
     // Decide on the state as it is now, not as it was before another sync ran (which could otherwise make a
     // stale state look like a rollback): the event's object (or the read above) when it is at least as new as
     // the state the last holder decided on (any later change brings its own event), else the parent read
     // again under the lease.
-    // The revisions are listed meanwhile (the labels need only the parent's name and kind), "not older than"
-    // what the record, which came with the lease, says every earlier holder's writes left.
-    // With the record's revisions (README, "What a sync does": the history record), no list at all: it holds
-    // them as the last holder left them, and every other change to them brings an event that takes the list.
+    // The revisions come from the record, which came with the lease, when it holds them and every cause is one
+    // it accounts for (README, "What a sync does": the history record): as the last holder left them, every
+    // other change to them bringing an event that takes the list. Otherwise they are listed meanwhile (the labels
+    // need only the parent's name and kind), "not older than" what the record says earlier holders' writes left.
     const dk = defaultsKey(policy.defaults);
     const fromRecord = policy.spec.mode === 'snapshot' && recordListSuffices(causes, key.uid, held, dk);
     const list = () => listRevisions(deps.kube, key.namespace!, labelSelectorString(parentLabels({ apiVersion: apiVersionOf(target), kind: target.kind, metadata: { name: key.name } })), held?.revisionsVersion);
@@ -147,7 +149,7 @@ export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key
       // lease, so that the record holds the revisions it left.
       const due = 'truncate' in result.outcome && result.outcome.truncate;
       if (due && result.revisions && deps.truncate) {
-        const truncated = await deps.truncate(result.revisions, result.outcome.outcome === 'created' || result.outcome.outcome === 'rollback');
+        const truncated = await deps.truncate(result.revisions, result.outcome.outcome === 'created' || result.outcome.outcome === 'rollback', generated);
         const removed = new Set([...truncated.deleted, ...truncated.gone]);
         result.revisions = result.revisions.filter((r) => !removed.has(r.metadata.name ?? ''));
         deleted = truncated.deleted;
@@ -170,6 +172,7 @@ export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key
       revisionUid: result.revisionUid,
       truncation: heldTruncation,
       parentVersion: recorded?.metadata.resourceVersion,
+      ...(generated.generatedVersion ? { generatedVersion: generated.generatedVersion } : {}),
       ...(result.revisions && recorded ? { revisions: recordRevisions(result.revisions, policy.defaults), defaults: defaultsKey(policy.defaults) } : {}),
     };
     await deps.state.leases.release(lease, memo);

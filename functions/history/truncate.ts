@@ -8,7 +8,7 @@
 // changed after it was read (renumbered by a rollback, relabelled by an adoption) is left for the next run to
 // decide on, and a sync that loses the race to reuse a deleted revision fails its write and is retried. So a
 // history sync never waits for truncation.
-import { Resources, isKubeError, resolveKind, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
+import { Resources, isKubeError, resolveKind, type GVR, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
 import { fieldAt, labelSelectorString, parentLabels, semanticallyEqual, targetState, type JsonObject } from '../../shared/history/data.ts';
 import { historyLimit, statusRevisions, type RevisionPolicy } from '../../shared/history/policy.ts';
 import { HASH_LABEL, truncationPlan, type ControllerRevision } from '../../shared/history/revisions.ts';
@@ -33,7 +33,7 @@ export interface TruncateResult {
  * and in revisionKey mode the key label) and by the parent's status. Undefined when the generated objects
  * cannot be found (no readable selector): then nothing can be known to be dead, and nothing is deleted.
  */
-export async function liveRevisions(kube: KubeClient, policy: RevisionPolicy, parent: KubeObject): Promise<Set<string> | undefined> {
+export async function liveRevisions(kube: KubeClient, policy: RevisionPolicy, parent: KubeObject, seen: { generatedVersion?: string | undefined } = {}): Promise<Set<string> | undefined> {
   const live = new Set<string>(statusRevisions(policy, parent));
   const generated = policy.spec.generated;
   if (generated) {
@@ -46,7 +46,7 @@ export async function liveRevisions(kube: KubeClient, policy: RevisionPolicy, pa
     }
     if (labelSelector === undefined) return undefined;
     const resource = await resolveKind(kube, generated.apiVersion, generated.kind);
-    const objects = await kube.listAll(resource, { namespace: parent.metadata.namespace, labelSelector });
+    const objects = await listGenerated(kube, resource, parent.metadata.namespace, labelSelector, seen);
     const labels = [generated.revisionLabel, ...(policy.spec.revisionKey ? [policy.spec.revisionKey.label] : [])];
     for (const o of objects) {
       for (const l of labels) {
@@ -56,6 +56,37 @@ export async function liveRevisions(kube: KubeClient, policy: RevisionPolicy, pa
     }
   }
   return live;
+}
+
+/**
+ * The generated objects, from the apiserver's watch cache as soon as it has seen `seen.generatedVersion` (the
+ * version the last truncation's list answered at; it then records this one's there). A consistent list instead
+ * waits until that cache has caught up with etcd, which after a write to another resource (the revision just
+ * made) takes up to a progress-notify round, ~95 ms here: within the parent's sync, that delay would hold up its
+ * next change. The cache is what kube-controller-manager decides by too (its informer's); a consistent list
+ * where nothing was seen yet, or when the cache answers 504 (a restored etcd), or the objects take more pages.
+ */
+async function listGenerated(kube: KubeClient, resource: GVR, namespace: string | undefined, labelSelector: string, seen: { generatedVersion?: string | undefined }): Promise<KubeObject[]> {
+  if (seen.generatedVersion) {
+    try {
+      const page = await kube.list(resource, { namespace, labelSelector, resourceVersion: seen.generatedVersion, resourceVersionMatch: 'NotOlderThan' });
+      if (!page.metadata.continue) {
+        seen.generatedVersion = page.metadata.resourceVersion;
+        return page.items;
+      }
+    } catch (err) {
+      if (!(isKubeError(err) && err.status === 504)) throw err;
+    }
+  }
+  const first = await kube.list(resource, { namespace, labelSelector, limit: 500 });
+  seen.generatedVersion = first.metadata.resourceVersion;
+  const items = [...first.items];
+  for (let cont = first.metadata.continue || undefined; cont; ) {
+    const page = await kube.list(resource, { namespace, labelSelector, limit: 500, continue: cont });
+    items.push(...page.items);
+    cont = page.metadata.continue || undefined;
+  }
+  return items;
 }
 
 export async function truncateHistory(deps: { kube: KubeClient }, policy: RevisionPolicy, key: SyncKey): Promise<TruncateResult> {
@@ -73,12 +104,12 @@ export async function truncateHistory(deps: { kube: KubeClient }, policy: Revisi
  * record (the parent's, as they stood under its lease): no list of its own. The parent is read afresh all the same: what it holds and names now
  * (a rollback since, a revision its status names since) is what keeps a revision.
  */
-export async function truncateSynced(deps: { kube: KubeClient }, policy: RevisionPolicy, key: SyncKey, revisions: readonly KnownRevision[], opts: { quiet?: boolean } = {}): Promise<TruncateResult> {
+export async function truncateSynced(deps: { kube: KubeClient }, policy: RevisionPolicy, key: SyncKey, revisions: readonly KnownRevision[], opts: { quiet?: boolean; seen?: { generatedVersion?: string | undefined } } = {}): Promise<TruncateResult> {
   return truncateFrom(deps, policy, key, async () => [...revisions], opts);
 }
 
 /** `quiet`: no Truncated Event (the sync's own Event says what was deleted). */
-async function truncateFrom(deps: { kube: KubeClient }, policy: RevisionPolicy, key: SyncKey, revisionsOf: (parent: KubeObject) => Promise<KnownRevision[]>, opts: { quiet?: boolean } = {}): Promise<TruncateResult> {
+async function truncateFrom(deps: { kube: KubeClient }, policy: RevisionPolicy, key: SyncKey, revisionsOf: (parent: KubeObject) => Promise<KnownRevision[]>, opts: { quiet?: boolean; seen?: { generatedVersion?: string | undefined } } = {}): Promise<TruncateResult> {
   const target = await resolveTarget(deps.kube, policy);
   let parent: KubeObject;
   try {
@@ -91,7 +122,7 @@ async function truncateFrom(deps: { kube: KubeClient }, policy: RevisionPolicy, 
   if (parent.metadata.deletionTimestamp) return { deleted: [], kept: 0, live: [], skipped: 'the parent is being deleted' };
 
   const owned = (await revisionsOf(parent)).filter((r) => isControlledBy(r, parent));
-  const live = await liveRevisions(deps.kube, policy, parent);
+  const live = await liveRevisions(deps.kube, policy, parent, opts.seen);
   if (!live) {
     return { deleted: [], kept: owned.length, live: [], skipped: `the parent has no readable selector at ${policy.spec.generated?.selectorPath}, so live revisions cannot be known` };
   }

@@ -34,6 +34,8 @@ export interface HistoryRecord {
   revisions?: RecordedRevision[] | undefined;
   /** defaultsKey of the defaults the digests were made with. */
   defaults?: string | undefined;
+  /** The resourceVersion the last truncation's list of the generated objects answered at. */
+  generatedVersion?: string | undefined;
 }
 
 /** The parent's state as the handler has it: read now, or an event's object (at its resourceVersion). */

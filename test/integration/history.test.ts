@@ -534,18 +534,26 @@ describe('when truncation runs, and by which limit', () => {
     const ns = await createNamespace('trunc-inline');
     const runtime = await startTestRuntime('trunc-inline', ['router', 'history'], { namespace: ns });
     try {
+      await adminClient().create(Resources.serviceAccounts, { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'default', namespace: ns } });
       await createSts(ns, 'web', 'registry.example/i:1', { [LIMIT]: '1' });
       await eventually(async () => (await history(ns)).length === 1);
-      for (const [n, image] of [[2, 'i:2'], [3, 'i:3'], [4, 'i:4']] as const) {
+      for (const [n, image] of [[2, 'i:2'], [3, 'i:3'], [4, 'i:4'], [5, 'i:5']] as const) {
         await setImage(ns, 'web', `registry.example/${image}`);
         await eventually(async () => (await history(ns)).some((r) => r.revision === n));
+        // A pod still runs revision 2: it is live, and the truncations after it (which read the pods from the
+        // apiserver's cache once one has listed them) keep it.
+        if (n === 2) {
+          const rev2 = (await history(ns)).find((r) => r.revision === 2)!;
+          await adminClient().create(Resources.pods, { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'web-0', namespace: ns, labels: { app: 'web', 'controller-revision-hash': rev2.metadata.name! } }, spec: { containers: [{ name: 'c', image: 'registry.example/i:2' }] } });
+        }
       }
-      // The latest and one more (the limit): the oldest two deleted, with nothing consuming the truncation queue.
-      await eventually(async () => summary(await history(ns)).join() === '3:registry.example/i:3,4:registry.example/i:4', 15_000);
-      expect(summary(await history(ns))).toEqual(['3:registry.example/i:3', '4:registry.example/i:4']);
+      // The latest, the live one and one more (the limit), with nothing consuming the truncation queue.
+      const kept = ['2:registry.example/i:2', '4:registry.example/i:4', '5:registry.example/i:5'];
+      await eventually(async () => summary(await history(ns)).join() === kept.join(), 15_000);
+      expect(summary(await history(ns))).toEqual(kept);
       // One Event for each change and the truncation it made due.
       const described = await kubectl('describe', 'statefulset', 'web', '-n', ns);
-      expect(described).toMatch(/Created revision 4: \S+; deleted 1 revision\(s\) beyond the history limit/);
+      expect(described).toMatch(/Created revision 5: \S+; deleted 1 revision\(s\) beyond the history limit/);
       expect(described).not.toMatch(/Truncated/);
     } finally {
       await runtime.stop();
