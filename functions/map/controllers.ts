@@ -3,7 +3,7 @@
 // controller kind whose inputs route by the parent's selector and whose outputs route by ControllerRef.
 import { gvr, hasSubresource, isKubeError, resolveResource, Resources, serviceAccountUser, type GVR, type KubeClient, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
 import { setCondition, type Condition } from '../../shared/map/plan.ts';
-import { MAP_GROUP, MAP_VERSION, MapControllerError, parseMapController, type MapController, type ResourceRule } from '../../shared/map/api.ts';
+import { MAP_GROUP, MAP_VERSION, MapControllerError, parseMapController, type MapController, type ResourceRule, type UpdateMethod } from '../../shared/map/api.ts';
 import type { ControllerKind, LabelSelector } from '../../shared/ownership/index.ts';
 import { clusterCache, type ClusterCache } from '../cluster-cache.ts';
 import type { ControllerSource } from '../controller-source.ts';
@@ -18,8 +18,11 @@ export interface ResolvedMapController extends MapController {
   /** Whether the parent kind has a status subresource; without one, status is written on the object. */
   parentStatus: boolean;
   inputs: ResolvedResource[];
-  outputs: ResolvedResource[];
+  /** Each with how a changed output of it is written (spec.outputResources[].updateStrategy). */
+  outputs: ResolvedOutput[];
 }
+
+export type ResolvedOutput = ResolvedResource & { updateMethod: UpdateMethod };
 
 export interface MapControllerSet {
   valid: ResolvedMapController[];
@@ -118,7 +121,7 @@ async function resolve(kube: KubeClient, mc: MapController): Promise<ResolvedMap
     parent,
     parentStatus: await hasSubresource(kube, parent, 'status'),
     inputs: await Promise.all(mc.spec.inputResources.map((r, i) => one(r, `spec.inputResources[${i}]`))),
-    outputs: await Promise.all(mc.spec.outputResources.map((r, i) => one(r, `spec.outputResources[${i}]`))),
+    outputs: await Promise.all(mc.spec.outputResources.map(async (r, i) => ({ ...(await one(r, `spec.outputResources[${i}]`)), updateMethod: r.updateStrategy?.method ?? 'InPlace' }))),
   };
 }
 

@@ -2,12 +2,26 @@ import type { ClusterCache } from '../cluster-cache.ts';
 import { HookError, type HookCaller } from '../../shared/hooks/index.ts';
 import { failureReason, type MetricsRecorder } from '../../shared/lambda/metrics.ts';
 import type { KubeClient } from '../../shared/kube/index.ts';
-import { RetryLater } from '../../shared/lambda/retry.ts';
+import { NotYet, RetryLater } from '../../shared/lambda/retry.ts';
 import { syncFunction, type SyncTools } from '../../shared/lambda/sync-function.ts';
-import { makeSyncRequest, parseSyncCause, type SyncRequest } from '../../shared/lambda/sync-request.ts';
+import { makeSyncRequest, parseSyncCause, syncGroupId, type SyncRequest } from '../../shared/lambda/sync-request.ts';
 import type { SyncSink } from '../../shared/lambda/sync-sink.ts';
 import { controllerCause, definitionOf, MAP_GROUP, RESYNC_CAUSE } from '../../shared/map/api.ts';
-import { CONTINUE_CAUSE, continuationCause, continuationOf, passBudgetMs, passDecision, passOutcome, type PassRecord } from '../../shared/map/plan.ts';
+import {
+  CONTINUE_CAUSE,
+  continuationCause,
+  continuationOf,
+  nextWake,
+  passBudgetMs,
+  passDecision,
+  passOutcome,
+  timerCause,
+  timerOf,
+  timerStep,
+  WAKE_CAUSE,
+  wakeCause,
+  type PassRecord,
+} from '../../shared/map/plan.ts';
 import type { State } from '../../shared/state/index.ts';
 import { recordEvent } from '../../shared/events/index.ts';
 import { apiVersionOf } from '../../shared/kube/index.ts';
@@ -59,10 +73,12 @@ export async function serveMapRequest({ key, causes }: SyncRequest, sentAt: numb
     ctx.log('info', 'MapController changed; parents queued', { controller: mc.name, generation: mc.generation, parents: requests.length });
     return;
   }
+  const passKey = { cluster: key.cluster, kind: 'map-pass', name: key.uid };
+  const timer = timerOf(causes);
+  if (timer !== undefined) return serveTimer(key, timer, sentAt, ctx, (await ctx.state.records.get<PassRecord>(passKey))?.value);
   // A pass that started after this request was queued, with the same definition, read everything after the
   // change that caused it: the request is already served. This keeps a pass's own output writes (whose events
   // come back as requests) from starting one full pass each; at most one follow-up pass runs.
-  const passKey = { cluster: key.cluster, kind: 'map-pass', name: key.uid };
   const last = (await ctx.state.records.get<PassRecord>(passKey))?.value;
   const requested = definitionOf(causes);
   let mc = mapControllerFor(await listMapControllers(kube, key.cluster, ctx.controllers), key.group, key.kind);
@@ -82,7 +98,7 @@ export async function serveMapRequest({ key, causes }: SyncRequest, sentAt: numb
   // An event-driven pass calls the hook only for inputs whose last answer no longer holds. A resync calls every
   // hook (a hook may depend on the clock), and so does a request whose causes may have been cut short.
   const incremental = !causes.some((c) => c.startsWith(RESYNC_CAUSE)) && causes.length < MAX_CAUSES;
-  const touched = new Set(causes.filter((c) => !c.startsWith(CONTINUE_CAUSE)).map((c) => parseSyncCause(c).uid).filter((u): u is string => Boolean(u)));
+  const touched = new Set(causes.filter((c) => !c.startsWith(CONTINUE_CAUSE) && !c.startsWith(WAKE_CAUSE)).map((c) => parseSyncCause(c).uid).filter((u): u is string => Boolean(u)));
   // A follow-up goes on from where its pass stopped; a retried one (its message failed) is a whole pass again.
   const receiveCount = ctx.receiveCount ?? 1;
   const continuation = receiveCount > 1 ? undefined : continuationOf(causes);
@@ -105,10 +121,13 @@ export async function serveMapRequest({ key, causes }: SyncRequest, sentAt: numb
   // Only a clean pass (of a whole sync) serves later requests: after a problem or with inputs left, the next
   // request runs a pass. The answers are kept either way, so a follow-up or retry calls only what is still owed.
   const clean = outcome.kind === 'done' && !result.problems.length && !continuation?.problems;
-  const record: PassRecord = { startedAt: clean ? startedAt : 0, controller: mc.uid, generation: mc.generation, answers };
-  if (!result.skipped && (clean || answers)) await ctx.state.records.put(passKey, record, 'any', { ttlSeconds: PASS_TTL_SECONDS });
+  // The earliest wake a hook asked for: a timer is sent for it unless one already pending is due no later.
+  const wake = result.skipped || result.finalized ? { wakeAt: undefined, send: false } : nextWake(last?.wakeAt, result.wakeAt, Date.now());
+  const record: PassRecord = { startedAt: clean ? startedAt : 0, controller: mc.uid, generation: mc.generation, answers, ...(wake.wakeAt === undefined ? {} : { wakeAt: wake.wakeAt }) };
+  if (!result.skipped && (clean || answers || wake.wakeAt !== undefined || last?.wakeAt !== undefined)) await ctx.state.records.put(passKey, record, 'any', { ttlSeconds: PASS_TTL_SECONDS });
+  if (wake.send && wake.wakeAt !== undefined) await sendTimer(ctx, key, wake.wakeAt);
   const parent = `${key.namespace ?? ''}/${key.name}`;
-  ctx.log('info', 'map synced', { controller: mc.name, generation: mc.generation, parent, incremental, ...result, deferred: result.deferred.length, problems: result.problems.length, durationMs: Date.now() - startedAt, budgetMs: ctx.budget?.budgetMs, outcome: outcome.kind });
+  ctx.log('info', 'map synced', { controller: mc.name, generation: mc.generation, parent, incremental, ...result, deferred: result.deferred.length, problems: result.problems.length, durationMs: Date.now() - startedAt, budgetMs: ctx.budget?.budgetMs, outcome: outcome.kind, wakeAt: wake.wakeAt, timerSent: wake.send });
   if (outcome.kind === 'continue') {
     // The rest in a follow-up for the same parent (its FIFO group, behind what is queued): each pass fits its
     // invocation, and other parents of the batch keep their time. The nonce keeps SQS from taking it for a copy.
@@ -121,6 +140,35 @@ export async function serveMapRequest({ key, causes }: SyncRequest, sentAt: numb
     );
   } else if (outcome.kind === 'give-up') {
     ctx.log('warn', 'map pass still failing after its retries; the next change or resync tries again', { parent, reason: outcome.reason, receiveCount });
+  }
+}
+
+/** A timer waits in a group of its own: held back in the parent's group, it would hold back the parent's events. */
+const timerGroup = (r: SyncRequest) => `${syncGroupId(r.key)}/timer`;
+
+async function sendTimer(ctx: Pick<MapServeContext, 'syncSink'>, key: SyncRequest['key'], dueAt: number): Promise<void> {
+  await ctx.syncSink.send(MAP_TARGET, [makeSyncRequest(key, [timerCause(dueAt, String(Date.now()))])], timerGroup);
+}
+
+/**
+ * A parent's wake-up timer (resyncAfterSeconds; README "MapController", lifecycle): held back until due, then an
+ * ordinary sync request for the parent, in the parent's own group, whose pass calls the hooks that asked.
+ */
+async function serveTimer(key: SyncRequest['key'], dueAt: number, sentAt: number, ctx: MapServeContext, record: PassRecord | undefined): Promise<void> {
+  const parent = `${key.namespace ?? ''}/${key.name}`;
+  const step = timerStep({ now: Date.now(), sentAt, dueAt, recorded: record?.wakeAt, hasRecord: record !== undefined });
+  switch (step.kind) {
+    case 'stale':
+      ctx.log('info', 'map wake-up timer replaced by a later pass; dropped', { parent, dueAt, recorded: record?.wakeAt });
+      return;
+    case 'hold':
+      throw new NotYet(`map wake-up timer of ${parent} due at ${new Date(dueAt).toISOString()}`, step.seconds);
+    case 'renew':
+      await sendTimer(ctx, key, dueAt);
+      return;
+    case 'fire':
+      await ctx.syncSink.send(MAP_TARGET, [makeSyncRequest(key, [wakeCause(dueAt, String(Date.now()))])]);
+      ctx.log('info', 'map wake-up timer due; parent queued', { parent, dueAt, lateMs: Date.now() - dueAt });
   }
 }
 

@@ -2,12 +2,14 @@
 // hook once per input (in parallel, bounded), reconcile each input's outputs, hand detached outputs to the
 // tombstone hook, and write the aggregated status. A failed hook call or a bad answer changes nothing for its
 // input and is reported in the parent's status; the other inputs go on. A parent being deleted gets its status
-// only. Writes: create (never takes over an existing object), server-side apply with Outrigger's field manager
-// (`outrigger`), conditional on the resourceVersion that was read, delete with a uid precondition.
+// and, while it carries the controller's finalizer, its finalize hook only. Writes: create (never takes over an
+// existing object), server-side apply with Outrigger's field manager (`outrigger`), conditional on the
+// resourceVersion that was read, or a delete and a create for updateStrategy Recreate, delete with a uid
+// precondition.
 import pLimit from 'p-limit';
 import { HookError, type HookCaller } from '../../shared/hooks/index.ts';
 import { apiVersionOf, isKubeError, KubeError, type KubeClient, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
-import { HookResponseError, PARENT_LABEL, parseHookResponse } from '../../shared/map/api.ts';
+import { finalizerName, HookResponseError, PARENT_LABEL, parseFinalizeAnswer, parseHookAnswer } from '../../shared/map/api.ts';
 import {
   AFTER_ALL_KEYS,
   aggregate,
@@ -17,6 +19,8 @@ import {
   callFits,
   detachedToDelete,
   diffOutputs,
+  FINALIZE_AGAIN_SECONDS,
+  finalizersWith,
   identityOf,
   inputSelector,
   mapKeyOf,
@@ -24,6 +28,7 @@ import {
   outputMap,
   outputsByKey,
   prepareOutputs,
+  releasePatch,
   selectInputs,
   setCondition,
   statusChanged,
@@ -35,7 +40,7 @@ import {
 } from '../../shared/map/plan.ts';
 import { isBeingDeleted, isControlledBy, SelectorError, selectorString } from '../../shared/ownership/index.ts';
 import type { SyncKey } from '../../shared/ownership/index.ts';
-import type { ResolvedMapController } from './controllers.ts';
+import type { ResolvedMapController, ResolvedOutput } from './controllers.ts';
 
 /** Hook calls in flight per pass (a Lambda hook scales out; a webhook should take this many at once). */
 export const MAP_CONCURRENCY = 32;
@@ -84,6 +89,14 @@ export interface MapSyncResult {
   left: number;
   /** The longest wait a hook asked for (Retry-After); no call of that hook was started after it asked. */
   retryAfterSeconds?: number | undefined;
+  /** Outputs deleted and created again for a changed answer (updateStrategy Recreate). */
+  recreated: number;
+  /** Outputs a finalize hook kept, released from the parent before it goes. */
+  released: number;
+  /** For a parent being deleted with our finalizer: whether the finalize hook finished, and the finalizer went. */
+  finalized?: boolean | undefined;
+  /** The earliest time (ms since the epoch) a hook of this pass asked to be called again (resyncAfterSeconds). */
+  wakeAt?: number | undefined;
 }
 
 export interface MapPassOptions {
@@ -105,22 +118,40 @@ export interface MapPassOptions {
 const DEFERRED = Symbol('deferred');
 
 export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: SyncKey, opts: MapPassOptions = {}): Promise<MapSyncResult> {
-  const result: MapSyncResult = { inputs: 0, hookCalls: 0, created: 0, updated: 0, deleted: 0, unchanged: 0, detachedKept: 0, problems: [], statusWritten: false, reused: 0, deferred: [], left: 0 };
+  const result: MapSyncResult = { inputs: 0, hookCalls: 0, created: 0, updated: 0, deleted: 0, unchanged: 0, detachedKept: 0, problems: [], statusWritten: false, reused: 0, deferred: [], left: 0, recreated: 0, released: 0 };
   const found = await ctx.kube.find(mc.parent, key.name, mc.parent.namespaced ? key.namespace : undefined);
   if (!found || found.metadata.uid !== key.uid) return { ...result, skipped: 'parent gone' };
   // Listed and fetched objects carry no apiVersion or kind in some clients; hooks and ControllerRefs need both.
-  const parent: KubeObject = { ...found, apiVersion: apiVersionOf(mc.parent), kind: mc.parent.kind };
+  let parent: KubeObject = { ...found, apiVersion: apiVersionOf(mc.parent), kind: mc.parent.kind };
   const namespace = parent.metadata.namespace;
   const now = ctx.now ?? (() => new Date());
+  const wish = (seconds: number | undefined) => {
+    if (seconds !== undefined) result.wakeAt = Math.min(result.wakeAt ?? Infinity, Date.now() + seconds * 1000);
+  };
+
+  // The controller's finalizer is on every parent while it has a finalize hook, and on none otherwise (README
+  // "MapController", lifecycle). A parent being deleted only ever loses it, once its finalize hook is done.
+  if (!isBeingDeleted(parent) && finalizersWith(parent.metadata.finalizers, finalizerName(mc.name), Boolean(mc.spec.hooks.finalize))) {
+    try {
+      parent = await setFinalizer(ctx, mc, parent, Boolean(mc.spec.hooks.finalize));
+    } catch (err) {
+      if (!(err instanceof KubeError)) throw err;
+      result.problems.push(finalizerProblem(err, mc));
+    }
+  }
 
   let selector;
   try {
     selector = inputSelector(parent);
   } catch (err) {
     if (!(err instanceof SelectorError)) throw err;
-    result.problems.push({ mapKey: '', what: 'spec.selector', reason: 'InvalidSelector', message: err.message });
-    await writeStatus(ctx, mc, parent, undefined, undefined, result, now(), opts.continuation);
-    return result;
+    if (!isBeingDeleted(parent)) {
+      result.problems.push({ mapKey: '', what: 'spec.selector', reason: 'InvalidSelector', message: err.message });
+      await writeStatus(ctx, mc, parent, undefined, undefined, result, now(), opts.continuation);
+      return result;
+    }
+    // A parent being deleted still gets its finalize hook: its inputs no longer matter.
+    selector = inputSelector({ ...parent, spec: {} });
   }
 
   // Inputs: objects of every input resource matching the selector, in the parent's namespace (cluster-wide for
@@ -154,33 +185,72 @@ export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: S
   // What the parent owns now (the list already selected its label; ownership is the ControllerRef's).
   const final = new Map<string, KubeObject>(outputLists.flat().filter((o) => isControlledBy(o, parent)).map((o) => [identityOf(o), o]));
 
+  // Hook calls and apiserver writes are bounded apart: a hook slot is not held while its outputs are written,
+  // so a pass takes as long as the slower of the two, not their sum.
+  const hookLimit = pLimit(ctx.concurrency ?? MAP_CONCURRENCY);
+  const writeLimit = pLimit(WRITE_CONCURRENCY);
+  // A hook call starts only while the budget has room for it, and none after a hook asked to be called later.
+  const clock = Date.now;
+  const mayCall = (hook: typeof mc.spec.hooks.map) =>
+    result.retryAfterSeconds === undefined && (!opts.budget || callFits(opts.budget.deadline - clock(), hook.timeoutSeconds * 1000, opts.budget.budgetMs));
+  const call = (hook: typeof mc.spec.hooks.map, request: unknown) =>
+    hookLimit(async () => {
+      if (!mayCall(hook)) return DEFERRED;
+      result.hookCalls += 1;
+      try {
+        return await ctx.hooks.call(hook, request, { deadline: opts.budget?.deadline });
+      } catch (err) {
+        if (err instanceof HookError && err.retryAfterSeconds !== undefined) result.retryAfterSeconds = Math.max(result.retryAfterSeconds ?? 0, err.retryAfterSeconds);
+        throw err;
+      }
+    });
+
+  if (isBeingDeleted(parent) && parent.metadata.finalizers?.includes(finalizerName(mc.name))) {
+    const finalize = mc.spec.hooks.finalize;
+    try {
+      if (!finalize) {
+        // The hook was dropped from the spec: the finalizer goes, and the outputs are left to the garbage collector.
+        await setFinalizer(ctx, mc, parent, false);
+        result.finalized = true;
+      } else {
+        const outputs = [...final.values()];
+        const answered = await call(finalize, { controller: mc.object, parent, outputs: outputMap(outputs) });
+        if (answered === DEFERRED) result.deferred.push(AFTER_ALL_KEYS);
+        else {
+          const answer = parseFinalizeAnswer(answered);
+          // The outputs it does not keep are deleted now, whether or not it is done; those it keeps stay the
+          // parent's until it is, then are released so they outlive the parent.
+          const doomed = detachedToDelete(outputs, answer.outputs);
+          if (doomed.length) await apply(ctx, mc, { create: [], update: [], delete: doomed, unchanged: [] }, final, result);
+          if (answer.finalized) {
+            for (const kept of final.values()) await release(ctx, mc, parent, kept, result);
+            await setFinalizer(ctx, mc, parent, false);
+            result.finalized = true;
+          } else {
+            result.finalized = false;
+            wish(answer.resyncAfterSeconds ?? FINALIZE_AGAIN_SECONDS);
+          }
+        }
+      }
+    } catch (err) {
+      result.problems.push(err instanceof KubeError && isKubeError(err, 'Forbidden') ? finalizerProblem(err, mc) : problemOf(err, '', 'finalize'));
+    }
+    // A parent whose finalizer went is gone, or going with someone else's: nothing more is written to it.
+    if (result.finalized) return result;
+  }
+
   if (!isBeingDeleted(parent)) {
-    // Hook calls and apiserver writes are bounded apart: a hook slot is not held while its outputs are written,
-    // so a pass takes as long as the slower of the two, not their sum.
-    const hookLimit = pLimit(ctx.concurrency ?? MAP_CONCURRENCY);
-    const writeLimit = pLimit(WRITE_CONCURRENCY);
     const liveKeys = new Set<string>();
     // Which map key each output identity belongs to, so two inputs never fight over one output.
     const claimed = new Map<string, string>();
     for (const [k, objs] of observed) for (const o of objs) claimed.set(identityOf(o), k);
     const tasks: Array<Promise<void>> = [];
     const at = { parentGeneration: parent.metadata.generation ?? 0, controller: mc.uid, generation: mc.generation };
-    const answers: AnswerRecord = { ...at, inputs: {} };
-    // A hook call starts only while the budget has room for it, and none after a hook asked to be called later.
-    const clock = Date.now;
-    const mayCall = (hook: typeof mc.spec.hooks.map) =>
-      result.retryAfterSeconds === undefined && (!opts.budget || callFits(opts.budget.deadline - clock(), hook.timeoutSeconds * 1000, opts.budget.budgetMs));
-    const call = (hook: typeof mc.spec.hooks.map, request: unknown) =>
-      hookLimit(async () => {
-        if (!mayCall(hook)) return DEFERRED;
-        result.hookCalls += 1;
-        try {
-          return await ctx.hooks.call(hook, request, { deadline: opts.budget?.deadline });
-        } catch (err) {
-          if (err instanceof HookError && err.retryAfterSeconds !== undefined) result.retryAfterSeconds = Math.max(result.retryAfterSeconds ?? 0, err.retryAfterSeconds);
-          throw err;
-        }
-      });
+    const answers: AnswerRecord = { ...at, inputs: {}, wakes: {} };
+    const wakeFor = (mapKey: string, dueAt: number) => {
+      answers.wakes![mapKey] = dueAt;
+      result.wakeAt = Math.min(result.wakeAt ?? Infinity, dueAt);
+    };
     const from = opts.continuation?.cursor;
     // In map-key order, so a follow-up goes on from the first key its pass did not reach.
     const ordered = inputs.flat().map((input) => ({ input, mapKey: mapKeyOf(input) })).sort((a, b) => (a.mapKey < b.mapKey ? -1 : a.mapKey > b.mapKey ? 1 : 0));
@@ -194,6 +264,9 @@ export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: S
             result.reused += 1;
             result.unchanged += mine.length;
             answers.inputs[mapKey] = opts.reuse.previous!.inputs[mapKey]!;
+            // A wish not yet due still holds.
+            const wake = opts.reuse.previous!.wakes?.[mapKey];
+            if (wake !== undefined) wakeFor(mapKey, wake);
             return;
           }
           // Earlier in this sync: left as it is (its problem, if it had one, was reported then).
@@ -209,8 +282,9 @@ export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: S
               result.unchanged += mine.length;
               return;
             }
-            const answer = parseHookResponse(answered);
-            const desired = prepareOutputs(answer, { parent, mapKey, outputKinds: mc.outputs });
+            const answer = parseHookAnswer(answered);
+            if (answer.resyncAfterSeconds !== undefined) wakeFor(mapKey, Date.now() + answer.resyncAfterSeconds * 1000);
+            const desired = prepareOutputs(answer.outputs, { parent, mapKey, outputKinds: mc.outputs });
             for (const d of desired) {
               const owner = claimed.get(identityOf(d));
               if (owner !== undefined && owner !== mapKey) throw new OutputError(`output ${d.kind ?? ''} ${d.metadata.name ?? ''} already belongs to map key ${owner}`);
@@ -241,8 +315,9 @@ export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: S
                 result.unchanged += objs.length;
                 return;
               }
-              const keep = parseHookResponse(answered);
-              doomed = detachedToDelete(objs, keep);
+              const answer = parseHookAnswer(answered);
+              wish(answer.resyncAfterSeconds);
+              doomed = detachedToDelete(objs, answer.outputs);
               result.detachedKept += objs.length - doomed.length;
             }
             if (doomed.length) await writeLimit(() => apply(ctx, mc, { create: [], update: [], delete: doomed, unchanged: [] }, final, result));
@@ -268,30 +343,38 @@ function typed(k: ResolvedResource, objects: KubeObject[]): KubeObject[] {
   return objects.map((o) => ({ ...o, apiVersion: apiVersionOf(k), kind: k.kind }));
 }
 
+/** Creates an output, then makes Outrigger's fields its applied ones. */
+async function createOutput(ctx: MapContext, k: ResolvedOutput, d: KubeObject, final: Map<string, KubeObject>): Promise<void> {
+  const made: KubeObject = { ...(await ctx.kube.create(k, d)), apiVersion: d.apiVersion, kind: d.kind };
+  final.set(identityOf(d), made);
+  // The create made Outrigger the owner of every field by an update; it becomes their applier, so the next
+  // apply removes what the hook stops answering. Should this write be lost (someone wrote the output
+  // first), the next pass makes it: the output is still owned by update.
+  try {
+    final.set(identityOf(d), { ...(await toApplied(ctx, k, made, d)), apiVersion: d.apiVersion, kind: d.kind });
+  } catch (err) {
+    if (!isKubeError(err, 'Conflict')) throw err;
+  }
+}
+
 async function apply(ctx: MapContext, mc: ResolvedMapController, changes: ReturnType<typeof diffOutputs>, final: Map<string, KubeObject>, result: MapSyncResult): Promise<void> {
   const kindOf = (o: KubeObject) => mc.outputs.find((k) => k.kind === o.kind && apiVersionOf(k) === o.apiVersion)!;
   for (const d of changes.create) {
     try {
-      const k = kindOf(d);
-      const made: KubeObject = { ...(await ctx.kube.create(k, d)), apiVersion: d.apiVersion, kind: d.kind };
+      await createOutput(ctx, kindOf(d), d, final);
       result.created += 1;
-      final.set(identityOf(d), made);
-      // The create made Outrigger the owner of every field by an update; it becomes their applier, so the next
-      // apply removes what the hook stops answering. Should this write be lost (someone wrote the output
-      // first), the next pass makes it: the output is still owned by update.
-      try {
-        final.set(identityOf(d), { ...(await toApplied(ctx, k, made, d)), apiVersion: d.apiVersion, kind: d.kind });
-      } catch (err) {
-        if (!isKubeError(err, 'Conflict')) throw err;
-      }
     } catch (err) {
       // Someone else's object by that name: never taken over.
       if (isKubeError(err, 'AlreadyExists')) throw new OutputError(`output ${d.kind ?? ''} ${d.metadata.name ?? ''} exists and is not this parent's; it is left alone`);
       throw err;
     }
   }
-  for (const { desired, observed } of changes.update) {
+  for (const { desired, observed, content } of changes.update) {
     const k = kindOf(desired);
+    if (k.updateMethod === 'Recreate' && content) {
+      await recreate(ctx, k, observed, desired, final, result);
+      continue;
+    }
     const current = await toApplied(ctx, k, observed, desired);
     // Conditional on what was read: an output whose owner changed since is not written.
     const body = { ...desired, metadata: { ...desired.metadata, resourceVersion: current.metadata.resourceVersion } };
@@ -309,6 +392,69 @@ async function apply(ctx: MapContext, mc: ResolvedMapController, changes: Return
     }
     final.delete(identityOf(o));
     result.deleted += 1;
+  }
+}
+
+/**
+ * updateStrategy Recreate: the output as read is deleted (conditional on its uid and resourceVersion: one changed
+ * since is left for the next pass) and created anew from the answer. One that is still going (a finalizer of its
+ * own) is created by the pass its deletion event brings.
+ */
+async function recreate(ctx: MapContext, k: ResolvedOutput, observed: KubeObject, desired: KubeObject, final: Map<string, KubeObject>, result: MapSyncResult): Promise<void> {
+  const ns = k.namespaced ? observed.metadata.namespace : undefined;
+  if (!isBeingDeleted(observed)) {
+    try {
+      await ctx.kube.delete(k, observed.metadata.name ?? '', ns, { preconditions: { uid: observed.metadata.uid!, resourceVersion: observed.metadata.resourceVersion! } });
+    } catch (err) {
+      if (!isKubeError(err, 'NotFound')) throw err;
+    }
+  }
+  final.delete(identityOf(observed));
+  try {
+    await createOutput(ctx, k, desired, final);
+    result.recreated += 1;
+  } catch (err) {
+    if (!isKubeError(err, 'AlreadyExists')) throw err;
+    ctx.log?.('info', 'output being deleted for its recreation; the pass its deletion brings creates it', { output: `${ns ?? ''}/${observed.metadata.name ?? ''}` });
+  }
+}
+
+/** Adds or removes the controller's finalizer on the parent (a merge patch conditional on the resourceVersion read, re-read on a conflict). */
+async function setFinalizer(ctx: MapContext, mc: ResolvedMapController, parent: KubeObject, want: boolean): Promise<KubeObject> {
+  const name = finalizerName(mc.name);
+  const ns = mc.parent.namespaced ? parent.metadata.namespace : undefined;
+  let current = parent;
+  for (let attempt = 0; ; attempt += 1) {
+    const finalizers = finalizersWith(current.metadata.finalizers, name, want);
+    if (!finalizers) return current;
+    try {
+      const written = await ctx.kube.patch(mc.parent, current.metadata.name ?? '', ns, { metadata: { resourceVersion: current.metadata.resourceVersion, finalizers: finalizers.length ? finalizers : null } }, 'merge');
+      return { ...written, apiVersion: parent.apiVersion, kind: parent.kind };
+    } catch (err) {
+      if (!isKubeError(err, 'Conflict') || attempt >= 4) throw err;
+      const fresh = await ctx.kube.find(mc.parent, current.metadata.name ?? '', ns);
+      // Gone, or another object of that name: nothing to add or remove any more.
+      if (!fresh || fresh.metadata.uid !== parent.metadata.uid) return current;
+      current = { ...fresh, apiVersion: parent.apiVersion, kind: parent.kind };
+    }
+  }
+}
+
+function finalizerProblem(err: KubeError, mc: ResolvedMapController): Problem {
+  if (isKubeError(err, 'Forbidden'))
+    return { mapKey: '', what: 'finalizer', reason: 'Forbidden', message: `the controller's ServiceAccount may not patch ${mc.parent.resource}${mc.parent.group ? `.${mc.parent.group}` : ''} to set its finalizer`, detail: err.message };
+  return problemOf(err, '', 'finalizer');
+}
+
+/** An output the finalize hook kept: no longer the parent's, so it outlives it. */
+async function release(ctx: MapContext, mc: ResolvedMapController, parent: KubeObject, o: KubeObject, result: MapSyncResult): Promise<void> {
+  const k = mc.outputs.find((r) => r.kind === o.kind && apiVersionOf(r) === o.apiVersion);
+  if (!k) return;
+  try {
+    await ctx.kube.patch(k, o.metadata.name ?? '', k.namespaced ? o.metadata.namespace : undefined, releasePatch(o, parent.metadata.uid ?? ''), 'merge');
+    result.released += 1;
+  } catch (err) {
+    if (!isKubeError(err, 'NotFound')) throw err;
   }
 }
 
@@ -352,7 +498,7 @@ async function writeStatus(
   const synced = result.problems.length
     ? { type: 'Synced', status: 'False' as const, reason: result.problems[0]!.reason, message: `${result.problems.length} problem(s), nothing deleted for them: ${first.join('; ')}${more}${rest}` }
     : isBeingDeleted(parent)
-      ? { type: 'Synced', status: 'False' as const, reason: 'Deleting', message: 'the parent is being deleted: status only' }
+      ? { type: 'Synced', status: 'False' as const, reason: 'Deleting', message: result.finalized === false ? 'the parent is being deleted: its finalize hook has not finished' : 'the parent is being deleted: status only' }
       : earlier?.problems
         ? { type: 'Synced', status: 'False' as const, reason: earlier.reason, message: `${earlier.problems} problem(s) in the earlier passes of this sync, nothing deleted for them (each pass's status and the log named them)${rest}` }
         : result.deferred.length

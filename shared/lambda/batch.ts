@@ -9,7 +9,7 @@ import type { SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import { MalformedMessageError, parseEnvelope, type Envelope } from '../envelope/index.ts';
 import type { Log } from '../log.ts';
 import type { DeadLetterSink } from './dead-letter.ts';
-import { askedDelay, RetryLater, type Retry } from './retry.ts';
+import { askedDelay, NotYet, RetryLater, type Retry } from './retry.ts';
 import { parseSyncRequest, type SyncRequest } from './sync-request.ts';
 
 
@@ -57,7 +57,8 @@ function fifoBatchHandler<T>(parse: (body: string) => T, opts: BatchOptions<T>):
       } catch (err) {
         const delay = err instanceof RetryLater ? askedDelay(err.afterSeconds) : undefined;
         if (delay !== undefined) asked.set(record.messageId, delay);
-        opts.log?.(err instanceof RetryLater ? 'warn' : 'error', 'processing failed; it will be retried', { messageId: record.messageId, error: String(err), ...(delay === undefined ? {} : { retryAfterSeconds: delay }) });
+        if (err instanceof NotYet) opts.log?.('info', 'not due yet; held back', { messageId: record.messageId, reason: err.message, retryAfterSeconds: delay });
+        else opts.log?.(err instanceof RetryLater ? 'warn' : 'error', 'processing failed; it will be retried', { messageId: record.messageId, error: String(err), ...(delay === undefined ? {} : { retryAfterSeconds: delay }) });
         throw err;
       }
     };

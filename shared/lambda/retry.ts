@@ -32,6 +32,17 @@ export class RetryLater extends Error {
   }
 }
 
+/**
+ * Thrown for a message that is not due yet (a MapController's wake-up timer): held back `afterSeconds` as a
+ * RetryLater is, but a wait, not a failure (logged as such, and counted in no failure metric).
+ */
+export class NotYet extends RetryLater {
+  constructor(message: string, afterSeconds: number) {
+    super(message, afterSeconds);
+    this.name = 'NotYet';
+  }
+}
+
 /** The delay a failed message asked for, bounded: at least 1 s, at most RETRY_MAX_SECONDS; undefined for none. */
 export function askedDelay(afterSeconds: number | undefined): number | undefined {
   if (afterSeconds === undefined || !Number.isFinite(afterSeconds)) return undefined;

@@ -9,6 +9,7 @@ import { syncBatchHandler } from './batch.ts';
 import { environment, type Environment } from './environment.ts';
 import { functionLogger } from './logger.ts';
 import { failureReason, MetricsRecorder } from './metrics.ts';
+import { NotYet } from './retry.ts';
 import type { SyncRequest } from './sync-request.ts';
 
 export interface SyncTools {
@@ -50,7 +51,7 @@ export function syncFunction(name: string, process: (request: SyncRequest, tools
               later: event.Records.length - 1 - event.Records.findIndex((r) => r.messageId === record.messageId),
             });
           } catch (err) {
-            metrics.count(request.key.cluster, 'SyncsFailed', 1, { function: name, reason: failureReason(err) });
+            if (!(err instanceof NotYet)) metrics.count(request.key.cluster, 'SyncsFailed', 1, { function: name, reason: failureReason(err) });
             throw err;
           }
         },

@@ -2,6 +2,7 @@
 // Outrigger puts on outputs. Pure: parsing and types, no I/O. The CRD schema rejects most bad specs at the
 // apiserver; the parser repeats those checks, so a bad MapController is reported and never causes a write.
 // A namespace import, so bundles keep only what is used (see shared/envelope/index.ts).
+import { createHash } from 'node:crypto';
 import * as z from 'zod/mini';
 import { firstIssue, nonEmpty } from '../envelope/index.ts';
 import type { KubeObject } from '../kube/resource.ts';
@@ -21,6 +22,18 @@ export const DEFAULT_HOOK_RETRIES = 2;
 
 const resourceRule = z.object({ apiVersion: nonEmpty(), resource: nonEmpty() });
 
+/**
+ * How an output whose answer changed is written (README "MapController", lifecycle): `InPlace`, a server-side
+ * apply; `Recreate`, a delete and a create, for kinds whose changed fields are immutable.
+ */
+export const UPDATE_METHODS = ['InPlace', 'Recreate'] as const;
+export type UpdateMethod = (typeof UPDATE_METHODS)[number];
+const outputRule = z.object({
+  apiVersion: nonEmpty(),
+  resource: nonEmpty(),
+  updateStrategy: z.optional(z.object({ method: z._default(z.enum(UPDATE_METHODS), 'InPlace') })),
+});
+
 const hookSchema = z
   .object({
     webhook: z.optional(z.object({ url: z.url({ protocol: /^https?$/, error: 'must be an http or https URL' }) })),
@@ -36,9 +49,10 @@ export type Hook = z.infer<typeof hookSchema>;
 const specSchema = z.object({
   parentResource: resourceRule,
   inputResources: z.array(resourceRule).check(z.minLength(1, 'names no input resource')),
-  outputResources: z.array(resourceRule).check(z.minLength(1, 'names no output resource')),
+  outputResources: z.array(outputRule).check(z.minLength(1, 'names no output resource')),
   resyncPeriodSeconds: z.optional(z.number().check(z.int(), z.gte(1))),
-  hooks: z.object({ map: hookSchema, tombstone: z.optional(hookSchema) }),
+  /** finalize: called for a parent being deleted, which carries the controller's finalizer while this is set. */
+  hooks: z.object({ map: hookSchema, tombstone: z.optional(hookSchema), finalize: z.optional(hookSchema) }),
   /** Whom the controller acts as for its parents, inputs and outputs (README "MapController", identity). */
   serviceAccount: z.optional(z.object({ namespace: nonEmpty(), name: nonEmpty() })),
 });
@@ -88,6 +102,21 @@ export interface MapHookRequest {
 
 export type TombstoneHookRequest = Omit<MapHookRequest, 'input'>;
 
+/** The finalize hook's request: the parent being deleted and every output it owns (mapKey is not set). */
+export type FinalizeHookRequest = Omit<MapHookRequest, 'input' | 'mapKey'>;
+
+/**
+ * The finalizer a MapController with a finalize hook puts on each parent: one per controller, so two controllers
+ * (past and present) of one parent kind never remove each other's. A finalizer's name part holds 63 characters:
+ * a longer controller name is cut and made unique with a hash of the whole.
+ */
+export function finalizerName(controller: string): string {
+  const prefix = 'map.outrigger.dev/';
+  if (controller.length <= 63) return `${prefix}${controller}`;
+  const hash = createHash('sha256').update(controller).digest('hex').slice(0, 12);
+  return `${prefix}${controller.slice(0, 50).replace(/[^A-Za-z0-9]+$/, '')}-${hash}`;
+}
+
 /** The most outputs one answer may name: each is a write, and a hook that loops must not flood the cluster. */
 export const MAX_OUTPUTS_PER_ANSWER = 250;
 
@@ -99,9 +128,17 @@ const namespaceName = pattern(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 63, 'a namespac
 const kindName = pattern(/^[A-Za-z][A-Za-z0-9]*$/, 63, 'a kind');
 const apiVersionName = pattern(/^([a-z0-9]([-a-z0-9.]*[a-z0-9])?\/)?v[a-z0-9]+$/, 253, 'an apiVersion');
 
-/** What a hook answers: `{outputs: [...]}` (for the tombstone hook, the detached outputs to keep). */
-const hookResponseSchema = z.object({
-  outputs: z
+/**
+ * The longest `resyncAfterSeconds` kept: a hook asking for more is called again after a day, and may ask again
+ * (a parent's pass record, which holds its wake time, expires after a day without passes).
+ */
+export const MAX_RESYNC_AFTER_SECONDS = 86_400;
+
+/**
+ * What a hook answers: `{outputs: [...]}` (for the tombstone and finalize hooks, the outputs to keep), and, for
+ * any hook, `resyncAfterSeconds`: call me again after that long even if nothing changes (0 or absent: no wish).
+ */
+const outputsSchema = z
     .array(
       z.looseObject({
         apiVersion: apiVersionName,
@@ -109,8 +146,11 @@ const hookResponseSchema = z.object({
         metadata: z.looseObject({ name: objectName, namespace: z.optional(namespaceName) }),
       }),
     )
-    .check(z.maxLength(MAX_OUTPUTS_PER_ANSWER, `must name at most ${MAX_OUTPUTS_PER_ANSWER} outputs`)),
-});
+    .check(z.maxLength(MAX_OUTPUTS_PER_ANSWER, `must name at most ${MAX_OUTPUTS_PER_ANSWER} outputs`));
+const resyncAfter = z.optional(z.number().check(z.gte(0, 'must be a number of seconds, 0 or more')));
+const hookResponseSchema = z.object({ outputs: outputsSchema, resyncAfterSeconds: resyncAfter });
+/** The finalize hook's answer: `finalized` says whether the parent may go (its finalizer is removed). */
+const finalizeResponseSchema = z.object({ outputs: outputsSchema, resyncAfterSeconds: resyncAfter, finalized: z.boolean() });
 
 export class HookResponseError extends Error {
   constructor(message: string) {
@@ -119,13 +159,41 @@ export class HookResponseError extends Error {
   }
 }
 
-export function parseHookResponse(value: unknown): KubeObject[] {
-  const result = hookResponseSchema.safeParse(value);
+export interface HookAnswer {
+  outputs: KubeObject[];
+  /** Seconds after which the hook wants to be called again without a change; undefined for no wish (0 included). */
+  resyncAfterSeconds: number | undefined;
+}
+
+export interface FinalizeAnswer extends HookAnswer {
+  finalized: boolean;
+}
+
+function parsed<T extends z.ZodMiniType>(schema: T, value: unknown): z.infer<T> {
+  const result = schema.safeParse(value);
   if (!result.success) {
     const [field, problem] = firstIssue(result.error, '(answer)');
     throw new HookResponseError(`the answer's ${field} ${problem}`);
   }
-  return result.data.outputs as KubeObject[];
+  return result.data;
+}
+
+const wish = (seconds: number | undefined) => (seconds ? Math.min(seconds, MAX_RESYNC_AFTER_SECONDS) : undefined);
+
+/** A map or tombstone hook's answer. */
+export function parseHookAnswer(value: unknown): HookAnswer {
+  const { outputs, resyncAfterSeconds } = parsed(hookResponseSchema, value);
+  return { outputs: outputs as KubeObject[], resyncAfterSeconds: wish(resyncAfterSeconds) };
+}
+
+/** A finalize hook's answer: `finalized` is required (a hook that forgot it never lets a parent go by mistake). */
+export function parseFinalizeAnswer(value: unknown): FinalizeAnswer {
+  const { outputs, resyncAfterSeconds, finalized } = parsed(finalizeResponseSchema, value);
+  return { outputs: outputs as KubeObject[], resyncAfterSeconds: wish(resyncAfterSeconds), finalized };
+}
+
+export function parseHookResponse(value: unknown): KubeObject[] {
+  return parseHookAnswer(value).outputs;
 }
 
 /**

@@ -105,7 +105,8 @@ export function prepareOutputs(desired: readonly KubeObject[], ctx: { parent: Ku
 
 export interface OutputChanges {
   create: KubeObject[];
-  update: Array<{ desired: KubeObject; observed: KubeObject }>;
+  /** `content`: what was applied or a field the hook sets differs; otherwise only the field ownership is rewritten. */
+  update: Array<{ desired: KubeObject; observed: KubeObject; content: boolean }>;
   delete: KubeObject[];
   unchanged: KubeObject[];
 }
@@ -123,9 +124,12 @@ export function diffOutputs(observed: readonly KubeObject[], desired: readonly K
     const id = identityOf(d);
     wanted.add(id);
     const o = byId.get(id);
-    if (!o) changes.create.push(d);
-    else if (o.metadata.annotations?.[APPLIED_ANNOTATION] !== d.metadata.annotations?.[APPLIED_ANNOTATION] || !contains(o as unknown as Json, d as unknown as Json) || (manager !== undefined && appliedOwnership(o, manager, d)))
-      changes.update.push({ desired: d, observed: o });
+    if (!o) {
+      changes.create.push(d);
+      continue;
+    }
+    const content = o.metadata.annotations?.[APPLIED_ANNOTATION] !== d.metadata.annotations?.[APPLIED_ANNOTATION] || !contains(o as unknown as Json, d as unknown as Json);
+    if (content || (manager !== undefined && appliedOwnership(o, manager, d))) changes.update.push({ desired: d, observed: o, content });
     else changes.unchanged.push(o);
   }
   for (const o of observed) if (!wanted.has(identityOf(o))) changes.delete.push(o);
@@ -320,6 +324,8 @@ export interface PassRecord {
   generation?: number;
   /** What the last clean pass's answers rest on, so the next pass calls the hook only for inputs that changed. */
   answers?: AnswerRecord | undefined;
+  /** When the parent's pending wake-up timer is due (ms since the epoch): a timer due at another time is stale. */
+  wakeAt?: number | undefined;
 }
 
 /**
@@ -331,6 +337,8 @@ export interface AnswerRecord {
   controller: string;
   generation: number;
   inputs: Record<string, string>;
+  /** Per map key, when its hook asked to be called again (resyncAfterSeconds, ms since the epoch). */
+  wakes?: Record<string, number> | undefined;
 }
 
 /** More inputs than this and a parent's answers are not recorded (a DynamoDB item holds 400 KB): every pass calls every hook. */
@@ -348,10 +356,107 @@ export function answerFingerprint(input: KubeObject, outputs: readonly KubeObjec
  * unchanged (resourceVersion) and its outputs those the answer named (one deleted or added is a change), and no
  * output of it named by the request (someone changed it: the hook's answer is what it is set back to).
  */
-export function answerHolds(previous: AnswerRecord | undefined, at: { parentGeneration: number; controller: string; generation: number }, input: KubeObject, outputs: readonly KubeObject[], touched: ReadonlySet<string>): boolean {
+export function answerHolds(
+  previous: AnswerRecord | undefined,
+  at: { parentGeneration: number; controller: string; generation: number },
+  input: KubeObject,
+  outputs: readonly KubeObject[],
+  touched: ReadonlySet<string>,
+  now = Date.now(),
+): boolean {
   if (!previous || previous.parentGeneration !== at.parentGeneration || previous.controller !== at.controller || previous.generation !== at.generation) return false;
   if (outputs.some((o) => o.metadata.uid && touched.has(o.metadata.uid))) return false;
+  // The hook asked to be called again by now (resyncAfterSeconds): its answer no longer holds.
+  const wake = previous.wakes?.[mapKeyOf(input)];
+  if (wake !== undefined && wake <= now + WAKE_EARLY_MS) return false;
   return previous.inputs[mapKeyOf(input)] === answerFingerprint(input, outputs);
+}
+
+// resyncAfterSeconds (README "MapController", lifecycle): a hook's wish to be called again after a while, with no
+// change. Sync queues are FIFO, which take no per-message delay, and a message held back in a parent's own group
+// would hold back that parent's events too. So a pass that leaves a wish sends one *timer* message in a group of
+// its own (the parent's group and "/timer"): each receive before it is due holds it back (its visibility, as a
+// retry's backoff is set) and, once due, it sends the parent an ordinary sync request, in the parent's group.
+
+/** A wake this close (ms) is due: timers are held in whole seconds, and a wake a little early is harmless. */
+export const WAKE_EARLY_MS = 250;
+/** How long one timer message is held at most, counted from when it was sent: below the queues' oldest-message alarm. */
+export const TIMER_HOLD_MAX_SECONDS = 240;
+/** How a timer message's cause begins: `timer/<due, ms since the epoch>/<nonce>`. */
+export const TIMER_CAUSE = 'timer/';
+/** How the sync request a due timer sends begins: `wake/<due>/<nonce>`. */
+export const WAKE_CAUSE = 'wake/';
+/** A finalize hook that answers `finalized: false` without resyncAfterSeconds is called again after this long. */
+export const FINALIZE_AGAIN_SECONDS = 10;
+
+export function timerCause(dueAt: number, nonce: string): string {
+  return `${TIMER_CAUSE}${dueAt}/${nonce}`;
+}
+
+export function wakeCause(dueAt: number, nonce: string): string {
+  return `${WAKE_CAUSE}${dueAt}/${nonce}`;
+}
+
+/** The due time a timer message names, or undefined for any other request. */
+export function timerOf(causes: readonly string[]): number | undefined {
+  for (const c of causes) {
+    if (!c.startsWith(TIMER_CAUSE)) continue;
+    const due = Number(c.slice(TIMER_CAUSE.length).split('/')[0]);
+    if (Number.isSafeInteger(due) && due > 0) return due;
+  }
+  return undefined;
+}
+
+export type TimerStep = { kind: 'fire' } | { kind: 'hold'; seconds: number } | { kind: 'renew' } | { kind: 'stale' };
+
+/**
+ * What a received timer message does: `stale` when the parent's record names another wake (a later pass replaced
+ * it); `fire` when due; `hold` it back, in whole seconds, until due or until it is TIMER_HOLD_MAX_SECONDS old;
+ * `renew` (a fresh timer for the same time) when it is that old.
+ */
+export function timerStep(t: { now: number; sentAt: number; dueAt: number; recorded: number | undefined; hasRecord: boolean }): TimerStep {
+  if (t.hasRecord && t.recorded !== t.dueAt) return { kind: 'stale' };
+  const remaining = t.dueAt - t.now;
+  if (remaining <= WAKE_EARLY_MS) return { kind: 'fire' };
+  const ageLimit = t.sentAt + TIMER_HOLD_MAX_SECONDS * 1000;
+  if (t.dueAt <= ageLimit) return { kind: 'hold', seconds: Math.ceil(remaining / 1000) };
+  const left = Math.floor((ageLimit - t.now) / 1000);
+  return left >= 1 ? { kind: 'hold', seconds: left } : { kind: 'renew' };
+}
+
+/**
+ * After a pass: the wake it leaves (the earliest its hooks asked for), and whether a timer must be sent for it. A
+ * pending timer (`pending`, not yet due) due no later than what is wanted serves it: the pass it starts sends the
+ * next one. With no wish, the pending timer becomes stale.
+ */
+export function nextWake(pending: number | undefined, wanted: number | undefined, now: number): { wakeAt: number | undefined; send: boolean } {
+  if (wanted === undefined) return { wakeAt: undefined, send: false };
+  if (pending !== undefined && pending > now && pending <= wanted) return { wakeAt: pending, send: false };
+  return { wakeAt: wanted, send: true };
+}
+
+/** The finalizer list with `name` added (`want`) or removed, or undefined when it already is so. */
+export function finalizersWith(finalizers: readonly string[] | undefined, name: string, want: boolean): string[] | undefined {
+  const list = finalizers ?? [];
+  if (list.includes(name) === want) return undefined;
+  return want ? [...list, name] : list.filter((f) => f !== name);
+}
+
+/**
+ * A kept output released from a parent that goes (the finalize hook kept it): a merge patch, conditional on the
+ * resourceVersion read, that removes the parent's ControllerRef and Outrigger's labels and annotation, so the
+ * garbage collector leaves it when the parent is gone and no later pass takes it for an output.
+ */
+export function releasePatch(o: KubeObject, parentUid: string): Record<string, unknown> {
+  const refs = (o.metadata.ownerReferences ?? []).filter((r) => r.uid !== parentUid);
+  return {
+    metadata: {
+      resourceVersion: o.metadata.resourceVersion,
+      ownerReferences: refs.length ? refs : null,
+      labels: { [MAP_KEY_LABEL]: null, [PARENT_LABEL]: null },
+      annotations: { [APPLIED_ANNOTATION]: null },
+    },
+  };
 }
 
 /**
