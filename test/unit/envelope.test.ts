@@ -91,6 +91,18 @@ describe('sync requests', () => {
     expect(() => parseSyncRequest(JSON.stringify({ ...request, extra: 1 }))).toThrow('invalid sync request: extra: is not a known field');
     expect(() => parseSyncRequest('nope')).toThrow(/^invalid sync request: \(message\): is not JSON/);
   });
+
+  test("carry the parent's event object only when it is this parent's, has a resourceVersion and is small", async () => {
+    const { MAX_OBSERVED_BYTES, makeSyncRequest, observedParent, parseSyncRequest } = await import('../../shared/lambda/sync-request.ts');
+    const key = { cluster: 'c1', group: 'apps', kind: 'StatefulSet', namespace: 'ns', name: 'web', uid: 'u' };
+    const parent = { apiVersion: 'apps/v1', kind: 'StatefulSet', metadata: { name: 'web', namespace: 'ns', uid: 'u', resourceVersion: '7' }, spec: { replicas: 0 } };
+    const request = makeSyncRequest(key, ['StatefulSet/c1/u/7/modified'], parent);
+    expect(observedParent(parseSyncRequest(JSON.stringify(request)))).toEqual(parent);
+    expect(makeSyncRequest(key, [], { ...parent, metadata: { ...parent.metadata, uid: 'other' } })).not.toHaveProperty('observed');
+    expect(makeSyncRequest(key, [], { ...parent, metadata: { name: 'web', uid: 'u' } })).not.toHaveProperty('observed');
+    expect(makeSyncRequest(key, [], { ...parent, spec: { big: 'x'.repeat(MAX_OBSERVED_BYTES) } })).not.toHaveProperty('observed');
+    expect(() => parseSyncRequest(JSON.stringify({ ...request, observed: { metadata: { uid: 'u' } } }))).toThrow(/^invalid sync request: observed\.metadata\./);
+  });
 });
 
 describe('what JSON.parse does not say', () => {
