@@ -220,7 +220,7 @@ export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: S
           const answer = parseFinalizeAnswer(answered);
           // The outputs it does not keep are deleted now, whether or not it is done; those it keeps stay the
           // parent's until it is, then are released so they outlive the parent.
-          const doomed = detachedToDelete(outputs, answer.outputs);
+          const doomed = detachedToDelete(outputs, answer.outputs, { hook: 'finalize', namespace: mc.parent.namespaced ? parent.metadata.namespace : undefined });
           if (doomed.length) await apply(ctx, mc, { create: [], update: [], delete: doomed, unchanged: [] }, final, result);
           if (answer.finalized) {
             for (const kept of final.values()) await release(ctx, mc, parent, kept, result);

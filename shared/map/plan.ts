@@ -222,13 +222,18 @@ export function contains(actual: Json | undefined, expected: Json | undefined): 
 }
 
 /**
- * The tombstone hook's answer: which detached outputs to keep. Answering an object that is not one of them
- * is an error (it would otherwise be silently ignored, or mistaken for a request to create it).
+ * The tombstone hook's answer: which detached outputs to keep (or the finalize hook's: which of the outputs of a
+ * parent being deleted). Answering an object that is not one of them is an error (it would otherwise be silently
+ * ignored, or mistaken for a request to create it). With `namespace` (the finalize hook's, a namespaced
+ * parent's), an answer that names no namespace means the parent's, as in a map hook's answer.
  */
-export function detachedToDelete(detached: readonly KubeObject[], keep: readonly KubeObject[]): KubeObject[] {
+export function detachedToDelete(detached: readonly KubeObject[], keep: readonly KubeObject[], opts: { hook?: string; namespace?: string | undefined } = {}): KubeObject[] {
   const ids = new Set(detached.map(identityOf));
-  for (const k of keep) if (!ids.has(identityOf(k))) throw new OutputError(`the tombstone hook answered ${k.kind ?? '?'} ${k.metadata.name ?? '?'}, which is not one of the detached outputs`);
-  const kept = new Set(keep.map(identityOf));
+  const keepIds = keep.map((k) => identityOf(opts.namespace && !k.metadata.namespace ? { ...k, metadata: { ...k.metadata, namespace: opts.namespace } } : k));
+  keep.forEach((k, i) => {
+    if (!ids.has(keepIds[i]!)) throw new OutputError(`the ${opts.hook ?? 'tombstone'} hook answered ${k.kind ?? '?'} ${k.metadata.name ?? '?'}, which is not one of the ${opts.hook ? 'parent' : 'detached'} outputs`);
+  });
+  const kept = new Set(keepIds);
   return detached.filter((d) => !kept.has(identityOf(d)));
 }
 

@@ -7,6 +7,7 @@ import { APPLIED_ANNOTATION, finalizerName, MAP_KEY_LABEL, MAX_RESYNC_AFTER_SECO
 import {
   answerFingerprint,
   answerHolds,
+  detachedToDelete,
   diffOutputs,
   finalizersWith,
   nextWake,
@@ -82,6 +83,14 @@ describe('the finalizer', () => {
       }),
     );
     expect(finalizersWith(undefined, 'x/y', true)).toEqual(['x/y']);
+  });
+  test("the finalize hook's keep list: a name without a namespace is the parent's; naming an output the parent does not own is refused", () => {
+    const owned = [{ ...cm('a'), metadata: { name: 'a', namespace: 'ns' } }, { ...cm('b'), metadata: { name: 'b', namespace: 'ns' } }];
+    expect(detachedToDelete(owned, [cm('a')], { hook: 'finalize', namespace: 'ns' }).map((o) => o.metadata.name)).toEqual(['b']);
+    expect(detachedToDelete(owned, [], { hook: 'finalize', namespace: 'ns' })).toHaveLength(2);
+    expect(() => detachedToDelete(owned, [cm('c')], { hook: 'finalize', namespace: 'ns' })).toThrow('the finalize hook answered ConfigMap c, which is not one of the parent outputs');
+    // The tombstone hook's answer is taken as it is, as before.
+    expect(() => detachedToDelete(owned, [cm('a')])).toThrow(/tombstone hook answered ConfigMap a/);
   });
   test("a released output loses the parent's ControllerRef and Outrigger's labels and annotation, conditional on what was read", () => {
     const other = { apiVersion: 'v1', kind: 'ConfigMap', name: 'o', uid: 'o-uid' };
