@@ -6,12 +6,27 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { forgetMapControllers, listMapControllers, mapControllerFor, type ResolvedMapController } from '../../functions/map/controllers.ts';
 import { syncMap, type MapContext } from '../../functions/map/sync.ts';
+import { clusterCache } from '../../functions/cluster-cache.ts';
+import { passTiming, serveMapRequest } from '../../functions/map/handler.ts';
+import type { MapControllerSet } from '../../functions/map/controllers.ts';
+import { Clusters } from '../../shared/clusters.ts';
+import { MemoryDeadLetterSink } from '../../shared/lambda/dead-letter.ts';
+import type { Environment } from '../../shared/lambda/environment.ts';
+import { QueueUrls } from '../../shared/lambda/queues.ts';
+import { sqsRetry } from '../../shared/lambda/retry.ts';
+import { syncFunction } from '../../shared/lambda/sync-function.ts';
+import { makeSyncRequest, parseSyncRequest } from '../../shared/lambda/sync-request.ts';
+import { SqsSyncSink } from '../../shared/lambda/sync-sink.ts';
+import { lambdaContext } from '../../runtime/lambda-context.ts';
+import { asRecord } from './sqs-records.ts';
+import { CreateQueueCommand, DeleteMessageCommand, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
+import type { SQSRecord } from 'aws-lambda';
 import { Hooks } from '../../shared/hooks/index.ts';
 import { forgetDiscovery, gvr, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
 import { applyManifests } from '../../shared/kube/apply.ts';
 import { finalizerName, MAP_KEY_LABEL, PARENT_LABEL } from '../../shared/map/api.ts';
 import type { SyncKey } from '../../shared/ownership/index.ts';
-import { adminClient, createNamespace, eventually, outriggerClient, startTestRuntime } from '../testbed/index.ts';
+import { adminClient, createNamespace, eventually, outriggerClient, startTestRuntime, testQueue, testState, uniqueName } from '../testbed/index.ts';
 import { openCrd } from '../testbed/crds.ts';
 import { controllersGrant, MAP_TEST_IDENTITY } from '../testbed/rbac.ts';
 
@@ -23,6 +38,7 @@ const stampers = gvr(GROUP, 'v1', 'stampers');
 const restampers = gvr(GROUP, 'v1', 'restampers');
 const wakers = gvr(GROUP, 'v1', 'wakers');
 const closers = gvr(GROUP, 'v1', 'closers');
+const sleepers = gvr(GROUP, 'v1', 'sleepers');
 
 interface HookRequest {
   parent: KubeObject;
@@ -35,6 +51,9 @@ const finalizeCalls = new Map<string, HookRequest[]>();
 /** Per parent name, the data its map hook answers for each output (default: the input's). */
 const stamps = new Map<string, Record<string, string>>();
 const mapCalls = new Map<string, number>();
+/** Per parent name, when its /map-wake hook was called; it answers resyncAfterSeconds: 2 while `sleepWake` is set. */
+const wakeCalls = new Map<string, number[]>();
+let sleepWake = true;
 
 const copyOf = (input: KubeObject, data?: Record<string, string>, extra: Record<string, unknown> = {}): KubeObject =>
   ({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `${input.metadata.name}-copy` }, data: data ?? (input as { data?: Record<string, string> }).data ?? {}, ...extra }) as KubeObject;
@@ -51,8 +70,12 @@ function serve(req: IncomingMessage, res: ServerResponse): void {
       answer = finalizeAnswers.get(parent)?.(body) ?? { outputs: [], finalized: true };
     } else {
       mapCalls.set(parent, (mapCalls.get(parent) ?? 0) + 1);
+      if (req.url === '/map-wake') wakeCalls.set(parent, [...(wakeCalls.get(parent) ?? []), Date.now()]);
       // /map-immutable answers immutable ConfigMaps with the data the test stamps.
-      answer = { outputs: [req.url === '/map-immutable' ? copyOf(body.input!, stamps.get(parent), { immutable: true }) : copyOf(body.input!)] };
+      answer = {
+        outputs: [req.url === '/map-immutable' ? copyOf(body.input!, stamps.get(parent), { immutable: true }) : copyOf(body.input!)],
+        ...(req.url === '/map-wake' && sleepWake ? { resyncAfterSeconds: 2 } : {}),
+      };
     }
     res.writeHead(200, { 'content-type': 'application/json' });
     res.end(JSON.stringify(answer));
@@ -82,7 +105,7 @@ beforeAll(async () => {
   url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const admin = adminClient();
   await applyManifests(admin, MAP_TEST_IDENTITY);
-  const plurals = ['keepers', 'droppers', 'stampers', 'restampers', 'wakers', 'closers'];
+  const plurals = ['keepers', 'droppers', 'stampers', 'restampers', 'wakers', 'closers', 'sleepers'];
   await applyManifests(
     admin,
     `${plurals.map((p) => openCrd(GROUP, p[0]!.toUpperCase() + p.slice(1, -1), p)).join('---\n')}---
@@ -95,7 +118,8 @@ ${controllersGrant('outrigger-map-lifecycle-test', [
 ${controller('lifecycle-keeper', 'keepers', `    map: ${hook('/map')}\n    finalize: ${hook('/finalize')}`)}---
 ${controller('lifecycle-dropper', 'droppers', `    map: ${hook('/map')}\n    finalize: ${hook('/finalize')}`)}---
 ${controller('lifecycle-stamper', 'stampers', `    map: ${hook('/map-immutable')}`)}---
-${controller('lifecycle-restamper', 'restampers', `    map: ${hook('/map-immutable')}`, '{ apiVersion: v1, resource: configmaps, updateStrategy: { method: Recreate } }')}
+${controller('lifecycle-restamper', 'restampers', `    map: ${hook('/map-immutable')}`, '{ apiVersion: v1, resource: configmaps, updateStrategy: { method: Recreate } }')}---
+${controller('lifecycle-sleeper', 'sleepers', `    map: ${hook('/map-wake')}`)}
 `,
   );
 }, 60_000);
@@ -330,4 +354,68 @@ ${controller('lifecycle-closer', 'closers', '    map: { lambda: { functionName: 
       await runtime.stop();
     }
   }, 120_000);
+});
+
+describe('resyncAfterSeconds on SQS (ElasticMQ), as Lambda runs the map function', () => {
+  test("the timer is held back by its visibility in a group of its own: the parent's own events are not held up, and the hook is called again about 2 s later", async () => {
+    const kube = outriggerClient();
+    const ns = await createNamespace('map-wake-sqs');
+    await controllerFor(kube, 'Sleeper');
+    const { sqs, url: anyQueue } = await testQueue('map-wake');
+    const queues = new QueueUrls(`${anyQueue.slice(0, anyQueue.lastIndexOf('/') + 1)}${uniqueName('mw')}-`);
+    const queueUrl = (await sqs.send(new CreateQueueCommand({ QueueName: queues.name('it', 'map'), Attributes: { FifoQueue: 'true', VisibilityTimeout: '60' } }))).QueueUrl!;
+    const arn = `arn:aws:sqs:elasticmq:000000000000:${queues.name('it', 'map')}`;
+    const env: Environment = { clusters: new Clusters([]), state: testState(), deadLetter: new MemoryDeadLetterSink(), syncSink: new SqsSyncSink(queues, sqs), queues, retry: sqsRetry(queues, sqs) };
+    const hooks = new Hooks({ minRetryDelayMs: 10, allowLoopbackHttp: true });
+    const controllers = clusterCache<MapControllerSet>(60_000);
+    const lambda = syncFunction('map', (request, tools) => serveMapRequest(request, tools.sentAt, { kube, state: tools.env.state, syncSink: tools.env.syncSink, hooks, controllers, log: () => undefined, ...passTiming(tools) }), {
+      environment: () => env,
+    }) as unknown as (event: { Records: SQSRecord[] }, context: unknown) => Promise<{ batchItemFailures: Array<{ itemIdentifier: string }> }>;
+    /** One message at a time, as the event source mapping hands it over, deleted unless it failed (or was held). */
+    const handled: Array<{ at: number; causes: string[]; group: string; held: boolean; receiveCount: number }> = [];
+    const pump = async (until: () => boolean, timeoutMs: number) => {
+      for (const deadline = Date.now() + timeoutMs; !until() && Date.now() < deadline; ) {
+        const got = await sqs.send(new ReceiveMessageCommand({ QueueUrl: queueUrl, MaxNumberOfMessages: 1, WaitTimeSeconds: 1, MessageSystemAttributeNames: ['All'] }));
+        for (const m of got.Messages ?? []) {
+          const response = await lambda({ Records: [asRecord(m, arn)] }, lambdaContext({ name: 'map', timeoutSeconds: 60 }));
+          const held = response.batchItemFailures.length > 0;
+          if (!held) await sqs.send(new DeleteMessageCommand({ QueueUrl: queueUrl, ReceiptHandle: m.ReceiptHandle! }));
+          handled.push({ at: Date.now(), causes: parseSyncRequest(m.Body ?? '').causes, group: m.Attributes?.MessageGroupId ?? '', held, receiveCount: Number(m.Attributes?.ApproximateReceiveCount) });
+        }
+      }
+    };
+    const p = await parentWithInputs(sleepers, 'Sleeper', ns, 'z1', ['in-z']);
+    const request = (cause: string) => makeSyncRequest({ cluster: 'it', group: GROUP, kind: 'Sleeper', namespace: ns, name: 'z1', uid: p.metadata.uid ?? '' }, [cause]);
+    await new SqsSyncSink(queues, sqs).send('map', [request('ConfigMap/first-event')]);
+    // The pass calls the hook and sends the timer; the timer's first receive holds it back.
+    await pump(() => handled.some((h) => h.held), 15_000);
+    expect(wakeCalls.get('z1')).toHaveLength(1);
+    const timer = handled.find((h) => h.held)!;
+    expect(timer.causes[0]).toMatch(/^timer\//);
+    expect(timer.group).toBe(`it/${p.metadata.uid ?? ''}/timer`);
+    // The next answer asks for nothing more.
+    sleepWake = false;
+    // Meanwhile an event for the parent is served at once: its group is not the timer's.
+    const sentAt = Date.now();
+    await new SqsSyncSink(queues, sqs).send('map', [request('ConfigMap/second-event')]);
+    await pump(() => handled.some((h) => h.causes[0] === 'ConfigMap/second-event'), 10_000);
+    const eventServedMs = handled.find((h) => h.causes[0] === 'ConfigMap/second-event')!.at - sentAt;
+    // Its pass keeps the answer (nothing changed, the wish not yet due): no call.
+    expect(wakeCalls.get('z1')).toHaveLength(1);
+    // Then the timer comes back when due, sends the parent a wake request in its own group, and that pass calls the hook.
+    await pump(() => (wakeCalls.get('z1')?.length ?? 0) >= 2, 15_000);
+    const [t1, t2] = wakeCalls.get('z1')!;
+    const gapSeconds = (t2! - t1!) / 1000;
+    console.log(JSON.stringify({ figure: 'resyncAfterSeconds 2 on ElasticMQ: gap between hook calls (s); an event served while the timer was held (ms)', gapSeconds, eventServedMs, handled: handled.map((h) => ({ cause: h.causes[0]?.split('/')[0], held: h.held, receiveCount: h.receiveCount })) }));
+    expect(eventServedMs).toBeLessThan(1_900);
+    expect(gapSeconds).toBeGreaterThanOrEqual(1.9);
+    expect(gapSeconds).toBeLessThan(4);
+    const fired = handled.filter((h) => h.causes[0]?.startsWith('timer/') && !h.held);
+    expect(fired).toHaveLength(1);
+    expect(fired[0]!.receiveCount).toBe(2);
+    expect(handled.find((h) => h.causes[0]?.startsWith('wake/'))!.group).toBe(`it/${p.metadata.uid ?? ''}`);
+    // No wish any more: nothing else comes.
+    await pump(() => false, 3_000);
+    expect(wakeCalls.get('z1')).toHaveLength(2);
+  }, 60_000);
 });
