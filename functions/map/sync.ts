@@ -135,8 +135,8 @@ export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: S
     try {
       parent = await setFinalizer(ctx, mc, parent, Boolean(mc.spec.hooks.finalize));
     } catch (err) {
-      if (!(err instanceof KubeError)) throw err;
-      result.problems.push(finalizerProblem(err, mc));
+      if (!(err instanceof FinalizerError)) throw err;
+      result.problems.push(err.problem);
     }
   }
 
@@ -233,7 +233,7 @@ export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: S
         }
       }
     } catch (err) {
-      result.problems.push(err instanceof KubeError && isKubeError(err, 'Forbidden') ? finalizerProblem(err, mc) : problemOf(err, '', 'finalize'));
+      result.problems.push(err instanceof FinalizerError ? err.problem : problemOf(err, '', 'finalize'));
     }
     // A parent whose finalizer went is gone, or going with someone else's: nothing more is written to it.
     if (result.finalized) return result;
@@ -419,8 +419,30 @@ async function recreate(ctx: MapContext, k: ResolvedOutput, observed: KubeObject
   }
 }
 
-/** Adds or removes the controller's finalizer on the parent (a merge patch conditional on the resourceVersion read, re-read on a conflict). */
+/** A write of the parent's finalizer refused: the parent's problem, named as such. */
+class FinalizerError extends Error {
+  readonly problem: Problem;
+  constructor(problem: Problem) {
+    super(problem.message);
+    this.name = 'FinalizerError';
+    this.problem = problem;
+  }
+}
+
+/**
+ * Adds or removes the controller's finalizer on the parent (a merge patch conditional on the resourceVersion read,
+ * re-read on a conflict). Throws FinalizerError when the apiserver refuses it.
+ */
 async function setFinalizer(ctx: MapContext, mc: ResolvedMapController, parent: KubeObject, want: boolean): Promise<KubeObject> {
+  try {
+    return await writeFinalizer(ctx, mc, parent, want);
+  } catch (err) {
+    if (err instanceof KubeError) throw new FinalizerError(finalizerProblem(err, mc));
+    throw err;
+  }
+}
+
+async function writeFinalizer(ctx: MapContext, mc: ResolvedMapController, parent: KubeObject, want: boolean): Promise<KubeObject> {
   const name = finalizerName(mc.name);
   const ns = mc.parent.namespaced ? parent.metadata.namespace : undefined;
   let current = parent;

@@ -39,6 +39,7 @@ const restampers = gvr(GROUP, 'v1', 'restampers');
 const wakers = gvr(GROUP, 'v1', 'wakers');
 const closers = gvr(GROUP, 'v1', 'closers');
 const sleepers = gvr(GROUP, 'v1', 'sleepers');
+const lockers = gvr(GROUP, 'v1', 'lockers');
 
 interface HookRequest {
   parent: KubeObject;
@@ -106,20 +107,24 @@ beforeAll(async () => {
   const admin = adminClient();
   await applyManifests(admin, MAP_TEST_IDENTITY);
   const plurals = ['keepers', 'droppers', 'stampers', 'restampers', 'wakers', 'closers', 'sleepers'];
+  // Lockers: no patch on the parents themselves, so a finalize hook's finalizer cannot be set.
+  const all = [...plurals, 'lockers'];
   await applyManifests(
     admin,
-    `${plurals.map((p) => openCrd(GROUP, p[0]!.toUpperCase() + p.slice(1, -1), p)).join('---\n')}---
+    `${all.map((p) => openCrd(GROUP, p[0]!.toUpperCase() + p.slice(1, -1), p)).join('---\n')}---
 ${controllersGrant('outrigger-map-lifecycle-test', [
   // patch on the parents themselves: a finalize hook's finalizer is set and removed on the parent.
   `{ apiGroups: ["${GROUP}"], resources: [${plurals.map((p) => `"${p}"`).join(', ')}], verbs: ["get", "list", "watch", "patch"] }`,
-  `{ apiGroups: ["${GROUP}"], resources: [${plurals.map((p) => `"${p}/status"`).join(', ')}], verbs: ["patch"] }`,
+  `{ apiGroups: ["${GROUP}"], resources: ["lockers"], verbs: ["get", "list", "watch"] }`,
+  `{ apiGroups: ["${GROUP}"], resources: [${all.map((p) => `"${p}/status"`).join(', ')}], verbs: ["patch"] }`,
   `{ apiGroups: [""], resources: ["configmaps"], verbs: ["list", "watch", "create", "patch", "delete"] }`,
 ])}---
 ${controller('lifecycle-keeper', 'keepers', `    map: ${hook('/map')}\n    finalize: ${hook('/finalize')}`)}---
 ${controller('lifecycle-dropper', 'droppers', `    map: ${hook('/map')}\n    finalize: ${hook('/finalize')}`)}---
 ${controller('lifecycle-stamper', 'stampers', `    map: ${hook('/map-immutable')}`)}---
 ${controller('lifecycle-restamper', 'restampers', `    map: ${hook('/map-immutable')}`, '{ apiVersion: v1, resource: configmaps, updateStrategy: { method: Recreate } }')}---
-${controller('lifecycle-sleeper', 'sleepers', `    map: ${hook('/map-wake')}`)}
+${controller('lifecycle-sleeper', 'sleepers', `    map: ${hook('/map-wake')}`)}---
+${controller('lifecycle-locker', 'lockers', `    map: ${hook('/map')}\n    finalize: ${hook('/finalize')}`)}
 `,
   );
 }, 60_000);
@@ -240,6 +245,22 @@ describe('finalize hook', () => {
     const other = await parentWithInputs(droppers, 'Dropper', ns, 'd2', []);
     await syncMap(ctx, without, keyOf(other));
     expect((await admin.get(droppers, 'd2', ns)).metadata.finalizers).toBeUndefined();
+  }, 60_000);
+});
+
+describe('finalize hook without patch on the parents', () => {
+  test("a ServiceAccount that may not patch the parent: Forbidden in the parent's status, naming the finalizer, and the outputs are mapped all the same", async () => {
+    const admin = adminClient();
+    const kube = outriggerClient();
+    const ns = await createNamespace('map-finalize');
+    const mc = await controllerFor(kube, 'Locker');
+    const parent = await parentWithInputs(lockers, 'Locker', ns, 'l1', ['in-l']);
+    const result = await syncMap(context(kube), mc, keyOf(parent));
+    expect(result).toMatchObject({ created: 1, problems: [{ reason: 'Forbidden', what: 'finalizer', message: `the controller's ServiceAccount may not patch lockers.${GROUP} to set its finalizer` }] });
+    const now = await admin.get(lockers, 'l1', ns);
+    expect(now.metadata.finalizers).toBeUndefined();
+    expect((now.status as { conditions: Array<{ type: string; status: string; reason: string }> }).conditions.find((c) => c.type === 'Synced')).toMatchObject({ status: 'False', reason: 'Forbidden' });
+    expect(await outputsOf(ns, parent)).toEqual(['in-l-copy']);
   }, 60_000);
 });
 
