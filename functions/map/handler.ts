@@ -125,7 +125,16 @@ export async function serveMapRequest({ key, causes }: SyncRequest, sentAt: numb
   const wake = result.skipped || result.finalized ? { wakeAt: undefined, send: false } : nextWake(last?.wakeAt, result.wakeAt, Date.now());
   const record: PassRecord = { startedAt: clean ? startedAt : 0, controller: mc.uid, generation: mc.generation, answers, ...(wake.wakeAt === undefined ? {} : { wakeAt: wake.wakeAt }) };
   if (!result.skipped && (clean || answers || wake.wakeAt !== undefined || last?.wakeAt !== undefined)) await ctx.state.records.put(passKey, record, 'any', { ttlSeconds: PASS_TTL_SECONDS });
-  if (wake.send && wake.wakeAt !== undefined) await sendTimer(ctx, key, wake.wakeAt);
+  // The record names the timer before it is sent, or a timer received at once (another invocation) would find its
+  // time unnamed and be dropped as stale. A send that fails takes the name back, so the retried pass sends it.
+  if (wake.send && wake.wakeAt !== undefined) {
+    try {
+      await sendTimer(ctx, key, wake.wakeAt);
+    } catch (err) {
+      await ctx.state.records.put(passKey, { ...record, wakeAt: undefined }, 'any', { ttlSeconds: PASS_TTL_SECONDS });
+      throw err;
+    }
+  }
   const parent = `${key.namespace ?? ''}/${key.name}`;
   ctx.log('info', 'map synced', { controller: mc.name, generation: mc.generation, parent, incremental, ...result, deferred: result.deferred.length, problems: result.problems.length, durationMs: Date.now() - startedAt, budgetMs: ctx.budget?.budgetMs, outcome: outcome.kind, wakeAt: wake.wakeAt, timerSent: wake.send });
   if (outcome.kind === 'continue') {
