@@ -30,9 +30,8 @@ import { createServer } from 'node:http';
 import { hostname } from 'node:os';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { functions } from '../functions/index.ts';
-import { Clusters, clustersFromEnv, parseClusters } from '../shared/clusters.ts';
+import { clustersFromEnv, parseClusters } from '../shared/clusters.ts';
 import { connect } from '../shared/kube/index.ts';
-import { setEnvironment } from '../shared/lambda/environment.ts';
 import { ConfigMapCheckpoint, type CheckpointStore } from './checkpoint.ts';
 import { Forwarder, SqsEnvelopeSink } from './forwarder.ts';
 import { LeaderElector } from './leader.ts';
@@ -68,31 +67,14 @@ const queueUrl = required('OUTRIGGER_EVENT_QUEUE_URL');
 const endpoint = process.env.OUTRIGGER_SQS_ENDPOINT;
 const log = (message: string, fields: Record<string, unknown> = {}) => process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), message, ...fields })}\n`);
 const kube = connect({ kind: 'kubeconfig', path: process.env.KUBECONFIG || undefined });
-// The controllers' sources read the cluster's settings from the functions' environment; the forwarder has the
-// settings and nothing else of it (no table, no queues of the functions).
-const unused = (what: string) => () => {
-  throw new Error(`the forwarder has no ${what}`);
-};
 let configs;
 try {
   configs = process.env.OUTRIGGER_CLUSTERS || process.env.OUTRIGGER_CLUSTERS_FILE ? clustersFromEnv() : parseClusters(JSON.stringify([{ id: cluster, access: { kind: 'kubeconfig' } }]));
 } catch (err) {
   refuse((err as Error).message);
 }
-// Without its own entry the forwarder would fail at its first read of what to watch; say so at once.
-if (!configs.some((c) => c.id === cluster)) refuse(`the cluster configuration has no entry for OUTRIGGER_CLUSTER_ID ${cluster} (it names ${configs.map((c) => c.id).join(', ')})`);
-setEnvironment({
-  clusters: new Clusters(configs),
-  get state(): never {
-    return unused('state table')();
-  },
-  get deadLetter(): never {
-    return unused('dead-letter sink of the functions')();
-  },
-  get syncSink(): never {
-    return unused('sync queues')();
-  },
-});
+// Its own entry tells the controllers' sources its settings (storage: which migrations API to watch).
+const config = configs.find((c) => c.id === cluster) ?? refuse(`the cluster configuration has no entry for OUTRIGGER_CLUSTER_ID ${cluster} (it names ${configs.map((c) => c.id).join(', ')})`);
 const sqs = new SQSClient(endpoint ? { endpoint, region: process.env.AWS_REGION ?? 'local', credentials: { accessKeyId: 'local', secretAccessKey: 'local' } } : {});
 // What the router consumes is what must be watched: the same function the local runtime asks.
 const router = functions.find((f) => f.name === 'router');
@@ -123,10 +105,10 @@ const forwarder = new Forwarder({
   cluster,
   kube,
   sink: new SqsEnvelopeSink(sqs, queueUrl, process.env.OUTRIGGER_DEAD_LETTER_QUEUE_URL),
-  resources: () => routerEvents.resources(cluster, kube),
+  resources: () => routerEvents.resources(config, kube),
   definitions: routerEvents.definitions,
   forget: () => routerEvents.forget?.(cluster),
-  ...(routerEvents.wholeObjects ? { wholeObjects: () => routerEvents.wholeObjects!(cluster, kube) } : {}),
+  ...(routerEvents.wholeObjects ? { wholeObjects: () => routerEvents.wholeObjects!(config, kube) } : {}),
   namespace: process.env.OUTRIGGER_NAMESPACE || undefined,
   stateFile: process.env.OUTRIGGER_FORWARDER_STATE || undefined,
   checkpoint,

@@ -3,6 +3,7 @@
 // machine. A declaration is data only: its handler is loaded from `entry` (esbuild bundles it for the stack;
 // the local runtime imports it), so a module that reads the declarations bundles no handler.
 import type { Context } from 'aws-lambda';
+import type { ClusterConfig } from '../shared/clusters.ts';
 import type { GVR, KubeClient } from '../shared/kube/index.ts';
 import type { ControllerSource } from './controller-source.ts';
 
@@ -18,12 +19,12 @@ export interface FunctionSpec {
   entry: string;
   /** Watch events of these resources are queued for the function (as envelopes); re-read as policies change. */
   events?: {
-    resources: (cluster: string, kube: KubeClient) => Promise<GVR[]>;
+    resources: (cluster: ClusterConfig, kube: KubeClient) => Promise<GVR[]>;
     /** Resources whose events change `resources`: the forwarder refreshes on each, after `forget`. */
     definitions?: readonly GVR[];
     forget?: (cluster: string) => void;
     /** Of `resources`, those whose events must carry whole objects; the rest are watched as metadata only. */
-    wholeObjects?: (cluster: string, kube: KubeClient) => Promise<GVR[]>;
+    wholeObjects?: (cluster: ClusterConfig, kube: KubeClient) => Promise<GVR[]>;
   };
   /** The router's sync requests for this target are queued for the function (Reconcile(key)). */
   sync?: { target: string };

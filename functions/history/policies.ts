@@ -168,8 +168,8 @@ async function watched(kube: KubeClient, cluster: string): Promise<GVR[]> {
 
 export const historySource: ControllerSource = {
   target: 'history',
-  kinds: (cluster, kube) => targetKinds(kube, cluster),
-  watches: (cluster, kube) => watched(kube, cluster),
+  kinds: (cluster, kube) => targetKinds(kube, cluster.id),
+  watches: (cluster, kube) => watched(kube, cluster.id),
   forget: (cluster) => forgetPolicies(cluster),
-  unresolved: async (cluster, kube, group, kind) => unresolvedFor(await listPolicies(kube, cluster), group, kind),
+  unresolved: async (cluster, kube, group, kind) => unresolvedFor(await listPolicies(kube, cluster.id), group, kind),
 };

@@ -187,4 +187,4 @@ async function watches(kube: KubeClient, cluster: string): Promise<GVR[]> {
   return [mapControllers, ...valid.flatMap((m) => [m.parent, ...m.inputs, ...m.outputs])];
 }
 
-export const mapSource: ControllerSource = { target: MAP_TARGET, kinds: (cluster, kube) => kinds(kube, cluster), watches: (cluster, kube) => watches(kube, cluster) };
+export const mapSource: ControllerSource = { target: MAP_TARGET, kinds: (cluster, kube) => kinds(kube, cluster.id), watches: (cluster, kube) => watches(kube, cluster.id) };

@@ -106,7 +106,8 @@ export async function routeBatch(event: SQSEvent, deps: RouterDeps): Promise<SQS
       const load = async (fresh: boolean) => {
         const kube = deps.clusters.client(envelope.cluster);
         if (fresh) for (const s of deps.sources) s.forget?.(envelope.cluster);
-        const kinds = (await Promise.all(deps.sources.map((s) => s.kinds(envelope.cluster, kube)))).flat();
+        const config = deps.clusters.config(envelope.cluster);
+        const kinds = (await Promise.all(deps.sources.map((s) => s.kinds(config, kube)))).flat();
         const loaded = { resolver: new BatchResolver(kube, envelope.cluster, kinds), kinds, fresh };
         resolvers.set(envelope.cluster, loaded);
         return loaded;
@@ -119,7 +120,7 @@ export async function routeBatch(event: SQSEvent, deps: RouterDeps): Promise<SQS
         const { group: objectGroup } = parseApiVersion(envelope.data.object.apiVersion ?? '');
         const kube = deps.clusters.client(envelope.cluster);
         for (const s of deps.sources) {
-          const why = await s.unresolved?.(envelope.cluster, kube, objectGroup, envelope.data.object.kind ?? '');
+          const why = await s.unresolved?.(deps.clusters.config(envelope.cluster), kube, objectGroup, envelope.data.object.kind ?? '');
           if (why) throw why;
         }
       }

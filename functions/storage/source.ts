@@ -1,12 +1,12 @@
 // What the router does for storage migration: a StorageVersionMigration's changes go to the storage handler
 // (a parent with no children: its own events sync it). Which API the migrations live in is per cluster.
-import { environment } from '../../shared/lambda/environment.ts';
+import type { ClusterConfig } from '../../shared/clusters.ts';
 import type { ControllerKind } from '../../shared/ownership/index.ts';
 import type { ControllerSource } from '../controller-source.ts';
 import { migrationResource } from './context.ts';
 
-function kinds(cluster: string): ControllerKind[] {
-  const storage = environment().clusters.config(cluster).storage;
+function kinds(cluster: ClusterConfig): ControllerKind[] {
+  const storage = cluster.storage;
   if (storage?.enabled === false) return [];
   const resource = migrationResource({ mode: storage?.migrations ?? 'outrigger' });
   return [{ resource, kind: 'StorageVersionMigration', namespaced: false, selectorOf: () => null, target: 'storage' }];

@@ -11,7 +11,7 @@ import { applyManifests } from '../../shared/kube/apply.ts';
 import { controllerOf, type SyncKey } from '../../shared/ownership/index.ts';
 import { GC_CONTROLLERS, startTestControlPlane, type TestControlPlane } from '../testbed/control-plane.ts';
 import { STATEFULSET_POLICY } from '../testbed/policies.ts';
-import { eventually, testState, uniqueName } from '../testbed/index.ts';
+import { eventually, testCluster, testState, uniqueName } from '../testbed/index.ts';
 
 const statefulSets = gvr('apps', 'v1', 'statefulsets');
 const CLUSTER = 'kcm';
@@ -54,7 +54,7 @@ test("a StatefulSet policy reports ForeignHistory and writes nothing; opted in w
   // Not in effect: not watched, not routed, no parent synced.
   forgetPolicies(CLUSTER);
   expect(policyFor(await listPolicies(kube, CLUSTER), 'apps', 'StatefulSet')).toBeUndefined();
-  expect((await historySource.watches(CLUSTER, kube)).map(gvrString)).not.toContain(gvrString(statefulSets));
+  expect((await historySource.watches(testCluster(CLUSTER), kube)).map(gvrString)).not.toContain(gvrString(statefulSets));
 
   // A sync that comes anyway (a request queued before the check) writes nothing.
   const key: SyncKey = { cluster: CLUSTER, group: 'apps', kind: 'StatefulSet', namespace: ns, name: 'web', uid: sts.metadata.uid! };

@@ -21,7 +21,7 @@ import type { SyncRequest } from '../../shared/lambda/sync-request.ts';
 import type { SyncSink } from '../../shared/lambda/sync-sink.ts';
 import { openCrd } from '../testbed/crds.ts';
 import { controllersGrant } from '../testbed/rbac.ts';
-import { adminClient, createNamespace, eventually, outriggerClient, startTestRuntime, testbed, uniqueName } from '../testbed/index.ts';
+import { adminClient, createNamespace, eventually, outriggerClient, startTestRuntime, testbed, testCluster, uniqueName } from '../testbed/index.ts';
 import { separatePipeline } from '../testbed/separate-pipeline.ts';
 
 const kube = outriggerClient();
@@ -162,8 +162,8 @@ describe('a bad policy says so, and stops costing', () => {
       expect(report).toMatchObject({ ready: false, reason: 'ClusterScoped' });
       const status = (await kube.get(revisionPolicies, name)).status as { conditions: unknown[] };
       expect(status.conditions).toEqual([expect.objectContaining({ type: 'Ready', status: 'False', reason: 'ClusterScoped', message: expect.stringMatching(/Namespace is cluster-scoped/) })]);
-      expect((await historySource.watches('it', kube)).map(gvrString)).not.toContain(gvrString(Resources.namespaces));
-      expect((await historySource.kinds('it', kube)).map((k) => k.kind)).not.toContain('Namespace');
+      expect((await historySource.watches(testCluster('it'), kube)).map(gvrString)).not.toContain(gvrString(Resources.namespaces));
+      expect((await historySource.kinds(testCluster('it'), kube)).map((k) => k.kind)).not.toContain('Namespace');
     } finally {
       await admin.delete(revisionPolicies, name).catch(() => undefined);
     }
@@ -205,7 +205,7 @@ ${policy(name, 'broken.outrigger.test/v1', 'Thing')}`,
     await applyManifests(admin, policy(name, 'gen.outrigger.test/v1', 'Cog', '  generated: { apiVersion: v1, kind: NoSuchKind }'));
     try {
       expect(await reportPolicy(kube, 'it', name)).toMatchObject({ ready: false, reason: 'UnknownGeneratedKind', message: expect.stringMatching(/spec.generated: the cluster serves no kind NoSuchKind in v1/) });
-      expect((await historySource.watches('it', kube)).map(gvrString)).not.toContain(gvrString(gvr('gen.outrigger.test', 'v1', 'cogs')));
+      expect((await historySource.watches(testCluster('it'), kube)).map(gvrString)).not.toContain(gvrString(gvr('gen.outrigger.test', 'v1', 'cogs')));
     } finally {
       await admin.delete(revisionPolicies, name).catch(() => undefined);
     }
@@ -221,7 +221,7 @@ ${policy(name, 'broken.outrigger.test/v1', 'Thing')}`,
       cluster: 'it',
       kube,
       sink,
-      resources: () => historySource.watches('it', kube),
+      resources: () => historySource.watches(testCluster('it'), kube),
       definitions: [revisionPolicies],
       forget: () => forgetPolicies('it'),
       namespace: await createNamespace('drop'),

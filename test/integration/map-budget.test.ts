@@ -23,7 +23,7 @@ import { PARENT_LABEL } from '../../shared/map/api.ts';
 import { passBudgetMs } from '../../shared/map/plan.ts';
 import { startLambdaEndpoint } from '../../local/lambda-endpoint.ts';
 import { lambdaContext } from '../../runtime/lambda-context.ts';
-import { adminClient, createNamespace, outriggerClient, testQueue, testState, uniqueName } from '../testbed/index.ts';
+import { adminClient, createNamespace, deleteMapControllersCalling, outriggerClient, testQueue, testState, uniqueName } from '../testbed/index.ts';
 import { openCrd } from '../testbed/crds.ts';
 import { controllersGrant, MAP_TEST_IDENTITY } from '../testbed/rbac.ts';
 import { asRecord } from './sqs-records.ts';
@@ -121,6 +121,7 @@ spec:
 }, 60_000);
 
 afterAll(async () => {
+  await deleteMapControllersCalling(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
   server.closeAllConnections();
   await new Promise<void>((r) => server.close(() => r()));
 });

@@ -14,7 +14,7 @@ import { Hooks } from '../../shared/hooks/index.ts';
 import { connect, forgetDiscovery, gvr, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
 import { applyManifests } from '../../shared/kube/apply.ts';
 import type { SyncKey } from '../../shared/ownership/index.ts';
-import { adminClient, createNamespace, outriggerClient, testbed, testState, uniqueName } from '../testbed/index.ts';
+import { adminClient, createNamespace, deleteMapControllersCalling, outriggerClient, testbed, testState, uniqueName } from '../testbed/index.ts';
 import { openCrd } from '../testbed/crds.ts';
 import { controllersGrant, MAP_TEST_IDENTITY } from '../testbed/rbac.ts';
 
@@ -128,6 +128,7 @@ ${mapController('contract-racer', 'racers', ['configmaps'], ['configmaps'], fals
 }, 60_000);
 
 afterAll(async () => {
+  await deleteMapControllersCalling(url);
   await new Promise<void>((r) => server.close(() => r()));
 });
 

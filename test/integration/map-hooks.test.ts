@@ -12,7 +12,7 @@ import { forgetDiscovery, gvr, type KubeClient, type KubeObject } from '../../sh
 import { applyManifests } from '../../shared/kube/apply.ts';
 import { MAX_OUTPUTS_PER_ANSWER } from '../../shared/map/api.ts';
 import type { SyncKey } from '../../shared/ownership/index.ts';
-import { adminClient, createNamespace, outriggerClient } from '../testbed/index.ts';
+import { adminClient, createNamespace, deleteMapControllersCalling, outriggerClient } from '../testbed/index.ts';
 import { openCrd } from '../testbed/crds.ts';
 import { controllersGrant, MAP_TEST_IDENTITY } from '../testbed/rbac.ts';
 
@@ -100,6 +100,7 @@ spec:
 }, 60_000);
 
 afterAll(async () => {
+  await deleteMapControllersCalling(url);
   server.closeAllConnections();
   await new Promise<void>((r) => server.close(() => r()));
 });

@@ -26,7 +26,7 @@ import { forgetDiscovery, gvr, type KubeClient, type KubeObject } from '../../sh
 import { applyManifests } from '../../shared/kube/apply.ts';
 import { finalizerName, MAP_KEY_LABEL, PARENT_LABEL } from '../../shared/map/api.ts';
 import type { SyncKey } from '../../shared/ownership/index.ts';
-import { adminClient, createNamespace, eventually, outriggerClient, startTestRuntime, testQueue, testState, uniqueName } from '../testbed/index.ts';
+import { adminClient, createNamespace, deleteMapControllersCalling, eventually, outriggerClient, startTestRuntime, testQueue, testState, uniqueName } from '../testbed/index.ts';
 import { openCrd } from '../testbed/crds.ts';
 import { controllersGrant, MAP_TEST_IDENTITY } from '../testbed/rbac.ts';
 
@@ -130,6 +130,7 @@ ${controller('lifecycle-locker', 'lockers', `    map: ${hook('/map')}\n    final
 }, 60_000);
 
 afterAll(async () => {
+  await deleteMapControllersCalling(url);
   server.closeAllConnections();
   await new Promise<void>((r) => server.close(() => r()));
 });

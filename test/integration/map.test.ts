@@ -4,7 +4,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { readFile } from 'node:fs/promises';
-import { forgetMapControllers, listMapControllers, mapControllerFor, mapSource } from '../../functions/map/controllers.ts';
+import { forgetMapControllers, listMapControllers, mapControllerFor, mapControllers, mapSource } from '../../functions/map/controllers.ts';
 import { routeEnvelope } from '../../functions/router/route.ts';
 import { makeEnvelope } from '../../shared/envelope/index.ts';
 import { BatchResolver } from '../../shared/ownership/index.ts';
@@ -15,7 +15,7 @@ import { forgetDiscovery, gvr, type KubeClient, type KubeObject } from '../../sh
 import { applyManifests } from '../../shared/kube/apply.ts';
 import { MAP_KEY_LABEL } from '../../shared/map/api.ts';
 import type { SyncKey } from '../../shared/ownership/index.ts';
-import { adminClient, createNamespace, eventually, outriggerClient, startTestRuntime, uniqueName } from '../testbed/index.ts';
+import { adminClient, createNamespace, eventually, outriggerClient, startTestRuntime, testCluster, uniqueName } from '../testbed/index.ts';
 import { openCrd } from '../testbed/crds.ts';
 import { controllersGrant, MAP_TEST_IDENTITY } from '../testbed/rbac.ts';
 
@@ -193,6 +193,11 @@ spec:
     mc = await controllerFor(outriggerClient(), 'map.outrigger.test', 'Mapper');
   });
 
+  // Its parents' hooks fail on purpose: with the controller gone, no later runtime's resync retries them.
+  afterAll(async () => {
+    await adminClient().delete(mapControllers, 'mapper-controller').catch(() => undefined);
+  });
+
   beforeEach(async () => {
     ns = await createNamespace('mapper');
   });
@@ -281,7 +286,7 @@ spec:
     const parent = await setup();
     const kube = outriggerClient();
     await syncMap(context(kube), mc, keyOf(parent));
-    const kinds = await mapSource.kinds('it', kube);
+    const kinds = await mapSource.kinds(testCluster('it'), kube);
     const route = async (type: 'added' | 'modified' | 'deleted', object: KubeObject, oldObject?: KubeObject) =>
       (await routeEnvelope(makeEnvelope({ cluster: 'it', type, object, oldObject, source: 'test' }), new BatchResolver(kube, 'it', kinds), kinds)).map((r) => `${r.target}:${r.key.name}`);
     const typedCm = async (name: string) => ({ ...(await admin().get(configMaps, name, ns)), apiVersion: 'v1', kind: 'ConfigMap' });

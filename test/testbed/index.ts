@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs';
 import { connect, Resources, type KubeClient } from '../../shared/kube/index.ts';
 import { openState, type State } from '../../shared/state/index.ts';
 import type { TestCluster } from '../../local/apiserver.ts';
+import type { ClusterConfig } from '../../shared/clusters.ts';
 import { CreateQueueCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { localSqsClient } from '../../local/elasticmq.ts';
 import type { Runtime, RuntimeOptions } from '../../runtime/local.ts';
@@ -89,4 +90,22 @@ export async function startTestRuntime(prefix: string, names: readonly string[],
     functions: functions.filter((f) => names.includes(f.name)),
     ...opts,
   });
+}
+
+/** A cluster's configuration as the functions have it, reaching the test bed as the `outrigger` identity. */
+export function testCluster(id: string): ClusterConfig {
+  return { id, access: { kind: 'kubeconfig', path: testbed().kubeconfigs.outrigger } };
+}
+
+/**
+ * Deletes the MapControllers whose hooks call `url` (a test file's hook server, before it closes): their parents'
+ * passes would fail from then on, and a later local runtime's resync, or its watch of a cluster-scoped parent,
+ * would keep retrying them and never settle.
+ */
+export async function deleteMapControllersCalling(url: string): Promise<void> {
+  const { mapControllers } = await import('../../functions/map/controllers.ts');
+  const admin = adminClient();
+  for (const mc of await admin.listAll(mapControllers)) {
+    if (JSON.stringify(mc.spec ?? {}).includes(url)) await admin.delete(mapControllers, mc.metadata.name!).catch(() => undefined);
+  }
 }
