@@ -3,7 +3,7 @@
 const transform = {
   '^.+\\.ts$': ['@swc/jest', { jsc: { parser: { syntax: 'typescript' }, target: 'es2024' }, module: { type: 'es6' } }],
 };
-const common = { transform, extensionsToTreatAsEsm: ['.ts'], testEnvironment: 'node' };
+const common = { transform, extensionsToTreatAsEsm: ['.ts'], testEnvironment: 'node', setupFiles: ['<rootDir>/test/quiet-metrics.js'] };
 
 export default {
   projects: [

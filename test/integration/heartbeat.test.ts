@@ -19,6 +19,8 @@ type Emf = Record<string, unknown>;
 
 async function emfOf(run: () => Promise<unknown>): Promise<Emf[]> {
   const lines: string[] = [];
+  // The test setup turns metric output off (test/quiet-metrics.js); here it is what is checked.
+  process.env.POWERTOOLS_METRICS_DISABLED = 'false';
   const spy = jest.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => {
     lines.push(String(chunk));
     return true;
@@ -27,6 +29,7 @@ async function emfOf(run: () => Promise<unknown>): Promise<Emf[]> {
     await run();
   } finally {
     spy.mockRestore();
+    process.env.POWERTOOLS_METRICS_DISABLED = 'true';
   }
   return lines.flatMap((l) => l.split('\n')).filter((l) => l.includes('"_aws"')).map((l) => JSON.parse(l) as Emf);
 }

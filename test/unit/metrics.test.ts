@@ -11,6 +11,8 @@ interface Emf {
 
 function captured(run: () => void): Emf[] {
   const lines: string[] = [];
+  // The test setup turns metric output off (test/quiet-metrics.js); here it is what is checked.
+  process.env.POWERTOOLS_METRICS_DISABLED = 'false';
   const spy = jest.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => {
     lines.push(String(chunk));
     return true;
@@ -19,6 +21,7 @@ function captured(run: () => void): Emf[] {
     run();
   } finally {
     spy.mockRestore();
+    process.env.POWERTOOLS_METRICS_DISABLED = 'true';
   }
   return lines.flatMap((l) => l.split('\n')).filter((l) => l.includes('"_aws"')).map((l) => JSON.parse(l) as Emf);
 }
