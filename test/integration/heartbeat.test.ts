@@ -4,7 +4,6 @@
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { jest } from '@jest/globals';
 import { handler } from '../../functions/heartbeat/handler.ts';
 import { FORWARDER_LEASE } from '../../functions/heartbeat/heartbeat.ts';
 import { lambdaContext } from '../../runtime/lambda-context.ts';
@@ -12,27 +11,9 @@ import { Clusters } from '../../shared/clusters.ts';
 import { isKubeError, Resources } from '../../shared/kube/index.ts';
 import { MemoryDeadLetterSink } from '../../shared/lambda/dead-letter.ts';
 import { setEnvironment } from '../../shared/lambda/environment.ts';
+import { emfOf } from '../testbed/emf.ts';
 import { forwarderKubeconfig } from '../testbed/forwarder.ts';
 import { adminClient, eventually, outriggerClient, testbed, testState, uniqueName } from '../testbed/index.ts';
-
-type Emf = Record<string, unknown>;
-
-async function emfOf(run: () => Promise<unknown>): Promise<Emf[]> {
-  const lines: string[] = [];
-  // The test setup turns metric output off (test/quiet-metrics.js); here it is what is checked.
-  process.env.POWERTOOLS_METRICS_DISABLED = 'false';
-  const spy = jest.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => {
-    lines.push(String(chunk));
-    return true;
-  });
-  try {
-    await run();
-  } finally {
-    spy.mockRestore();
-    process.env.POWERTOOLS_METRICS_DISABLED = 'true';
-  }
-  return lines.flatMap((l) => l.split('\n')).filter((l) => l.includes('"_aws"')).map((l) => JSON.parse(l) as Emf);
-}
 
 describe('heartbeat metrics', () => {
   afterEach(() => setEnvironment(undefined));

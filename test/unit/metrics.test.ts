@@ -1,35 +1,13 @@
 // Domain metrics as CloudWatch reads them (README, "Operating"): embedded metric format documents on stdout, one
 // per cluster and dimension set, with the dimensions the stack's alarms name.
-import { jest } from '@jest/globals';
 import { failureReason, MetricsRecorder } from '../../shared/lambda/metrics.ts';
 import { KubeError } from '../../shared/kube/index.ts';
-
-interface Emf {
-  _aws: { CloudWatchMetrics: Array<{ Namespace: string; Dimensions: string[][]; Metrics: Array<{ Name: string; Unit: string }> }> };
-  [field: string]: unknown;
-}
-
-function captured(run: () => void): Emf[] {
-  const lines: string[] = [];
-  // The test setup turns metric output off (test/quiet-metrics.js); here it is what is checked.
-  process.env.POWERTOOLS_METRICS_DISABLED = 'false';
-  const spy = jest.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => {
-    lines.push(String(chunk));
-    return true;
-  });
-  try {
-    run();
-  } finally {
-    spy.mockRestore();
-    process.env.POWERTOOLS_METRICS_DISABLED = 'true';
-  }
-  return lines.flatMap((l) => l.split('\n')).filter((l) => l.includes('"_aws"')).map((l) => JSON.parse(l) as Emf);
-}
+import { emfOf as captured } from '../testbed/emf.ts';
 
 describe('MetricsRecorder', () => {
-  test('one document per cluster and dimension set, values of a name together, nothing before flush', () => {
+  test('one document per cluster and dimension set, values of a name together, nothing before flush', async () => {
     const m = new MetricsRecorder();
-    const early = captured(() => {
+    const early = await captured(() => {
       m.count('prod', 'RevisionsCreated');
       m.count('prod', 'RevisionsCreated');
       m.count('prod', 'SyncsFailed', 1, { function: 'history', reason: 'Forbidden' });
@@ -37,7 +15,7 @@ describe('MetricsRecorder', () => {
       m.milliseconds('prod', 'HookLatency', 12.5);
     });
     expect(early).toEqual([]);
-    const docs = captured(() => m.flush());
+    const docs = await captured(() => m.flush());
     expect(docs).toHaveLength(3);
     const prod = docs.find((d) => d.cluster === 'prod' && !('reason' in d))!;
     expect(prod._aws.CloudWatchMetrics[0]!.Namespace).toBe('Outrigger');
@@ -49,7 +27,7 @@ describe('MetricsRecorder', () => {
     expect(docs.find((d) => d.cluster === 'dev')).toMatchObject({ RevisionsTruncated: 3 });
     expect(failed._aws.CloudWatchMetrics[0]!.Dimensions).toEqual([['service', 'cluster', 'function', 'reason']]);
     // Flushed once: the next flush writes nothing.
-    expect(captured(() => m.flush())).toEqual([]);
+    expect(await captured(() => m.flush())).toEqual([]);
   });
 
   test("a failure's reason is a bounded word: the Kubernetes error's kind, or the error's class, never its message", () => {
