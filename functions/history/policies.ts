@@ -8,6 +8,7 @@ import { parentLabels } from '../../shared/history/data.ts';
 import { PolicyError, parsePolicy, POLICY_GROUP, reportedNotReady, type RevisionPolicy } from '../../shared/history/policy.ts';
 import type { ControllerKind } from '../../shared/ownership/index.ts';
 import { clusterCache } from '../cluster-cache.ts';
+import { actingAs } from '../identity.ts';
 import type { ControllerSource } from '../controller-source.ts';
 
 export const revisionPolicies = gvr(POLICY_GROUP, 'v1alpha1', 'revisionpolicies');
@@ -60,6 +61,14 @@ export async function resolvePolicy(kube: KubeClient, policy: RevisionPolicy): P
   }
   const generated = policy.spec.generated ? await resolve(policy.spec.generated, 'UnknownGeneratedKind', 'spec.generated') : undefined;
   return { policy, target, generated };
+}
+
+/**
+ * The client the policy's target and generated kinds are read with: the ServiceAccount it names (README,
+ * "Security model"), or Outrigger's own identity. Revisions, Events and the policy's status are Outrigger's own.
+ */
+export function targetReader(kube: KubeClient, policy: RevisionPolicy): KubeClient {
+  return policy.spec.serviceAccount ? actingAs(kube, policy.spec.serviceAccount) : kube;
 }
 
 const cache = clusterCache<PolicySet>(TTL_MS);

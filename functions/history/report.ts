@@ -6,6 +6,7 @@
 import { Resources, isKubeError, type KubeClient, type ResolvedResource } from '../../shared/kube/index.ts';
 import { FOREIGN_HISTORY, PolicyError, parsePolicy, type RevisionPolicy } from '../../shared/history/policy.ts';
 import { foreignRevisions } from '../../shared/history/revisions.ts';
+import { IdentityProblem, refusedNeeds, resourceName } from '../identity.ts';
 import { PolicyProblem, forgetPolicies, resolvePolicy, revisionPolicies } from './policies.ts';
 
 export interface PolicyReport {
@@ -34,6 +35,22 @@ async function foreignHistory(kube: KubeClient, policy: RevisionPolicy, target: 
   );
 }
 
+/** Outrigger may act as the policy's ServiceAccount, and the account may get and list the kinds a sync reads. */
+async function checkReader(kube: KubeClient, policy: RevisionPolicy, kinds: ResolvedResource[]): Promise<void> {
+  const account = policy.spec.serviceAccount!;
+  let refused;
+  try {
+    refused = await refusedNeeds(kube, account, kinds.flatMap((resource) => ['get', 'list'].map((verb) => ({ resource, verb }))));
+  } catch (err) {
+    if (err instanceof IdentityProblem) throw new PolicyProblem(err.reason, `RevisionPolicy ${policy.name}: ${err.message}`);
+    throw err;
+  }
+  if (refused.length) {
+    const what = refused.map((r) => `${r.verb} ${resourceName(r.resource)}`).join(', ');
+    throw new PolicyProblem('Forbidden', `RevisionPolicy ${policy.name}: ServiceAccount ${account.namespace}/${account.name} may not ${what}`);
+  }
+}
+
 export async function reportPolicy(kube: KubeClient, cluster: string, name: string, onNewSpec?: (policy: RevisionPolicy) => Promise<void>): Promise<PolicyReport> {
   let obj;
   try {
@@ -48,7 +65,8 @@ export async function reportPolicy(kube: KubeClient, cluster: string, name: stri
   let policy: RevisionPolicy | undefined;
   try {
     policy = parsePolicy(obj);
-    const { target } = await resolvePolicy(kube, policy);
+    const { target, generated } = await resolvePolicy(kube, policy);
+    if (policy.spec.serviceAccount) await checkReader(kube, policy, [target, ...(generated ? [generated] : [])]);
     const foreign = policy.spec.foreignHistory === 'Coexist' ? undefined : await foreignHistory(kube, policy, target);
     if (foreign) throw new PolicyProblem(FOREIGN_HISTORY, foreign);
   } catch (err) {

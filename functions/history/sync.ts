@@ -20,6 +20,7 @@ import { decideByDigest, defaultsKey, observedSuffices, parentCauses, recordAnsw
 import { claim, compileSelector, controllerOf, isControlledBy, newControllerRef, parseSelector, selectorAt, SelectorError, selectorString, type LabelSelector, type SyncKey } from '../../shared/ownership/index.ts';
 import type { Lease, State } from '../../shared/state/index.ts';
 import { targetDefaults } from './defaults.ts';
+import { targetReader } from './policies.ts';
 
 export const MAX_COLLISIONS = 10;
 // Longer than the function timeout (60 s) with room to spare: a holder never outlives its lease unnoticed.
@@ -65,10 +66,10 @@ export async function resolveTarget(kube: KubeClient, policy: RevisionPolicy): P
 
 type ParentRead = { parent: KubeObject; skipped?: undefined } | { parent?: undefined; skipped: { outcome: 'skipped'; reason: string } };
 
-async function readParent(deps: HistoryDeps, target: ResolvedResource, key: SyncKey): Promise<ParentRead> {
+async function readParent(deps: HistoryDeps, policy: RevisionPolicy, target: ResolvedResource, key: SyncKey): Promise<ParentRead> {
   let parent: KubeObject;
   try {
-    parent = await deps.kube.get(target, key.name, key.namespace);
+    parent = await targetReader(deps.kube, policy).get(target, key.name, key.namespace);
   } catch (err) {
     if (isKubeError(err, 'NotFound')) return { skipped: { outcome: 'skipped', reason: 'the parent no longer exists (its revisions are garbage-collected with it)' } };
     throw err;
@@ -95,7 +96,7 @@ export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key
   const mayAnswer = policy.spec.mode === 'snapshot' && recordMayAnswer(causes, key.uid);
   // The parent is read ahead only for the record's answer, and only when no event's object can stand in for it.
   const readFirst = mayAnswer && !seen && parentCauses(causes, key.uid);
-  const [ahead, record] = await Promise.all([readFirst ? readParent(deps, target, key) : undefined, mayAnswer ? readRecord() : undefined]);
+  const [ahead, record] = await Promise.all([readFirst ? readParent(deps, policy, target, key) : undefined, mayAnswer ? readRecord() : undefined]);
   if (ahead?.skipped) return ahead.skipped;
   if (record) {
     const known = ahead?.parent ?? seen;
@@ -103,7 +104,7 @@ export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key
     if (recordAnswers(causes, key.uid, record, state)) return { outcome: 'cached', revision: record.revision, number: record.number };
   }
   // A parent gone or replaced takes no lease; without an event's object, that takes a read.
-  const first = ahead ?? (seen ? undefined : await readParent(deps, target, key));
+  const first = ahead ?? (seen ? undefined : await readParent(deps, policy, target, key));
   if (first?.skipped) return first.skipped;
   const known = first?.parent ?? seen;
 
@@ -129,7 +130,7 @@ export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key
     const fromRecord = policy.spec.mode === 'snapshot' && recordListSuffices(causes, key.uid, held, dk);
     const list = () => listRevisions(deps.kube, key.namespace!, labelSelectorString(parentLabels({ apiVersion: apiVersionOf(target), kind: target.kind, metadata: { name: key.name } })), held?.revisionsVersion);
     const [read, listed] = await Promise.all([
-      known && observedSuffices(known.metadata.resourceVersion, held) ? Promise.resolve<ParentRead>({ parent: known }) : readParent(deps, target, key),
+      known && observedSuffices(known.metadata.resourceVersion, held) ? Promise.resolve<ParentRead>({ parent: known }) : readParent(deps, policy, target, key),
       fromRecord ? undefined : list(),
     ]);
     if (read.skipped) return read.skipped;
@@ -384,7 +385,7 @@ async function syncRevisionKey(
   listedVersion: string | undefined,
 ): Promise<LockedOutcome> {
   const label = policy.spec.revisionKey!.label;
-  const current = await currentRevisionKey(deps.kube, policy, parent);
+  const current = await currentRevisionKey(targetReader(deps.kube, policy), policy, parent);
   const sorted = [...owned].sort((a, b) => a.revision - b.revision);
   const next = (sorted.at(-1)?.revision ?? 0) + 1;
   const ofKey = (k: string) => sorted.filter((r) => r.metadata.labels?.[label] === k).at(-1);

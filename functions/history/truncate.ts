@@ -15,6 +15,7 @@ import { HASH_LABEL, truncationPlan, type ControllerRevision } from '../../share
 import { targetDigest, type KnownRevision } from '../../shared/history/record.ts';
 import { isControlledBy, selectorAt, SelectorError, selectorString, type SyncKey } from '../../shared/ownership/index.ts';
 import { targetDefaults } from './defaults.ts';
+import { targetReader } from './policies.ts';
 import { currentRevisionKey, HISTORY_CONTROLLER, resolveTarget } from './sync.ts';
 import { recordEvent } from '../../shared/events/index.ts';
 
@@ -113,7 +114,7 @@ async function truncateFrom(deps: { kube: KubeClient }, policy: RevisionPolicy, 
   const target = await resolveTarget(deps.kube, policy);
   let parent: KubeObject;
   try {
-    parent = await deps.kube.get(target, key.name, key.namespace);
+    parent = await targetReader(deps.kube, policy).get(target, key.name, key.namespace);
   } catch (err) {
     if (isKubeError(err, 'NotFound')) return { deleted: [], kept: 0, live: [], skipped: 'the parent no longer exists' };
     throw err;
@@ -122,7 +123,7 @@ async function truncateFrom(deps: { kube: KubeClient }, policy: RevisionPolicy, 
   if (parent.metadata.deletionTimestamp) return { deleted: [], kept: 0, live: [], skipped: 'the parent is being deleted' };
 
   const owned = (await revisionsOf(parent)).filter((r) => isControlledBy(r, parent));
-  const live = await liveRevisions(deps.kube, policy, parent, opts.seen);
+  const live = await liveRevisions(targetReader(deps.kube, policy), policy, parent, opts.seen);
   if (!live) {
     return { deleted: [], kept: owned.length, live: [], skipped: `the parent has no readable selector at ${policy.spec.generated?.selectorPath}, so live revisions cannot be known` };
   }
@@ -132,7 +133,7 @@ async function truncateFrom(deps: { kube: KubeClient }, policy: RevisionPolicy, 
   const held = targetDigest(candidate, defaults);
   const holds = (r: KnownRevision) => (r.data !== undefined ? semanticallyEqual(r.data, candidate, defaults) : r.digest === undefined || r.digest === held);
   for (const r of owned) if (holds(r)) live.add(r.metadata.name!);
-  const doomed = policy.spec.mode === 'revisionKey' ? await revisionKeyPlan(deps.kube, policy, parent, owned, live) : truncationPlan(owned, live, historyLimit(policy, parent));
+  const doomed = policy.spec.mode === 'revisionKey' ? await revisionKeyPlan(targetReader(deps.kube, policy), policy, parent, owned, live) : truncationPlan(owned, live, historyLimit(policy, parent));
   const deleted: string[] = [];
   const gone: string[] = [];
   for (const r of doomed) {
@@ -171,5 +172,5 @@ async function revisionKeyPlan(kube: KubeClient, policy: RevisionPolicy, parent:
 /** Every parent of the policy's kind, as keys for truncation: a new policy spec may change any one's limit or live set. */
 export async function policyParents(kube: KubeClient, cluster: string, policy: RevisionPolicy): Promise<SyncKey[]> {
   const target = await resolveTarget(kube, policy);
-  return (await kube.listAll(target)).map((p) => ({ cluster, group: target.group, kind: target.kind, namespace: p.metadata.namespace, name: p.metadata.name ?? '', uid: p.metadata.uid ?? '' }));
+  return (await targetReader(kube, policy).listAll(target)).map((p) => ({ cluster, group: target.group, kind: target.kind, namespace: p.metadata.namespace, name: p.metadata.name ?? '', uid: p.metadata.uid ?? '' }));
 }

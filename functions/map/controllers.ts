@@ -1,11 +1,12 @@
 // The MapControllers of a cluster, resolved against discovery (the spec names resources; hooks and
 // ControllerRefs name kinds), and what they mean to the router: each valid one makes its parent kind a
 // controller kind whose inputs route by the parent's selector and whose outputs route by ControllerRef.
-import { gvr, hasSubresource, isKubeError, resolveResource, Resources, serviceAccountUser, type GVR, type KubeClient, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
+import { gvr, hasSubresource, isKubeError, resolveResource, type GVR, type KubeClient, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
 import { setCondition, type Condition } from '../../shared/map/plan.ts';
 import { MAP_GROUP, MAP_VERSION, MapControllerError, parseMapController, type MapController, type ResourceRule, type UpdateMethod } from '../../shared/map/api.ts';
 import type { ControllerKind, LabelSelector } from '../../shared/ownership/index.ts';
 import { clusterCache, type ClusterCache } from '../cluster-cache.ts';
+import { actingAs as actingAsAccount, IdentityProblem, refusedNeeds, resourceName } from '../identity.ts';
 import type { ControllerSource } from '../controller-source.ts';
 
 export const mapControllers = gvr(MAP_GROUP, MAP_VERSION, 'mapcontrollers');
@@ -60,10 +61,8 @@ export function forgetMapControllers(cluster?: string): void {
 
 /** The client a MapController's reads and writes of its parents, inputs and outputs go through: its ServiceAccount's. */
 export function actingAs(kube: KubeClient, mc: ResolvedMapController): KubeClient {
-  return kube.as(serviceAccountUser(mc.serviceAccount.namespace, mc.serviceAccount.name));
+  return actingAsAccount(kube, mc.serviceAccount);
 }
-
-const selfAccessReviews = gvr('authorization.k8s.io', 'v1', 'selfsubjectaccessreviews');
 
 /**
  * Whether Outrigger may act as the controller's ServiceAccount (a cluster admin's grant: `get` and `impersonate`
@@ -73,35 +72,17 @@ const selfAccessReviews = gvr('authorization.k8s.io', 'v1', 'selfsubjectaccessre
  * list as the ServiceAccount answers Forbidden there (the parent's Synced condition says so).
  */
 async function checkIdentity(kube: KubeClient, mc: ResolvedMapController): Promise<void> {
-  const { namespace, name } = mc.serviceAccount;
-  const who = `ServiceAccount ${namespace}/${name}`;
+  const who = `ServiceAccount ${mc.serviceAccount.namespace}/${mc.serviceAccount.name}`;
+  const across = [...new Map([...mc.inputs, ...mc.outputs].filter((r) => !r.namespaced || !mc.parent.namespaced).map((r) => [`${r.group}/${r.resource}`, r])).values()];
+  let refused;
   try {
-    await kube.get(Resources.serviceAccounts, name, namespace);
+    refused = await refusedNeeds(kube, mc.serviceAccount, [mc.parent, ...across].map((resource) => ({ resource, verb: 'list' })));
   } catch (err) {
-    if (isKubeError(err, 'NotFound')) throw new MapControllerError(mc.name, `${who} does not exist`, 'ServiceAccountNotFound');
-    if (isKubeError(err, 'Forbidden')) throw new MapControllerError(mc.name, `a cluster admin has not allowed Outrigger to act as ${who}`, 'ServiceAccountNotAllowed');
+    if (err instanceof IdentityProblem) throw new MapControllerError(mc.name, err.message, err.reason);
     throw err;
   }
-  const mayList = async (r: ResolvedResource): Promise<boolean> => {
-    try {
-      const review = await actingAs(kube, mc).create(selfAccessReviews, {
-        apiVersion: 'authorization.k8s.io/v1',
-        kind: 'SelfSubjectAccessReview',
-        metadata: {},
-        spec: { resourceAttributes: { group: r.group, resource: r.resource, verb: 'list' } },
-      } as KubeObject);
-      return (review.status as { allowed?: boolean } | undefined)?.allowed === true;
-    } catch (err) {
-      // Impersonation itself refused: get was granted, impersonate was not.
-      if (isKubeError(err, 'Forbidden')) throw new MapControllerError(mc.name, `a cluster admin has not allowed Outrigger to act as ${who}`, 'ServiceAccountNotAllowed');
-      throw err;
-    }
-  };
-  const named = (r: ResolvedResource) => `${r.resource}${r.group ? `.${r.group}` : ''}`;
-  if (!(await mayList(mc.parent))) throw new MapControllerError(mc.name, `${who} may not list ${named(mc.parent)}`, 'Forbidden');
-  const across = [...new Map([...mc.inputs, ...mc.outputs].filter((r) => !r.namespaced || !mc.parent.namespaced).map((r) => [`${r.group}/${r.resource}`, r])).values()];
-  const denied = (await Promise.all(across.map(async (r) => ((await mayList(r)) ? undefined : r)))).filter((r): r is ResolvedResource => r !== undefined);
-  if (denied.length) throw new MapControllerError(mc.name, `${who} may not list ${denied.map(named).join(', ')} in every namespace, as its passes would`, 'Forbidden');
+  if (refused.some((r) => r.resource === mc.parent)) throw new MapControllerError(mc.name, `${who} may not list ${resourceName(mc.parent)}`, 'Forbidden');
+  if (refused.length) throw new MapControllerError(mc.name, `${who} may not list ${refused.map((r) => resourceName(r.resource)).join(', ')} in every namespace, as its passes would`, 'Forbidden');
 }
 
 async function resolve(kube: KubeClient, mc: MapController): Promise<ResolvedMapController> {

@@ -13,6 +13,8 @@ export const LIMIT_ANNOTATION = 'outrigger.dev/revision-history-limit';
 export const DEFAULT_REVISION_LABEL = 'controller-revision-hash';
 /** The Ready reason of a policy whose kind's history another controller keeps (README, "Coexistence"). */
 export const FOREIGN_HISTORY = 'ForeignHistory';
+/** The policy's ServiceAccount is missing, not Outrigger's to act as, or may not read the target (README, "Security model"). */
+export const IDENTITY_REASONS = ['ServiceAccountNotFound', 'ServiceAccountNotAllowed', 'Forbidden'] as const;
 
 const specSchema = z
   .object({
@@ -32,6 +34,8 @@ const specSchema = z
     revisionKey: z.optional(z.object({ label: nonEmpty(), rolloutCompleteCondition: nonEmpty() })),
     /** Refuse: the policy is not in effect where another controller keeps the kind's history; Coexist: both keep one. */
     foreignHistory: z._default(z.enum(['Refuse', 'Coexist']), 'Refuse'),
+    /** The account whose grants the target kinds are read with (README, "Security model"); absent: Outrigger's own. */
+    serviceAccount: z.optional(z.object({ namespace: nonEmpty(), name: nonEmpty() })),
   })
   .check(
     z.superRefine((spec, ctx) => {
@@ -116,7 +120,7 @@ interface PolicyStatus {
  * discovery's answers are read afresh. Such a policy is watched and routed for no more than its own events
  * until a check finds otherwise.
  */
-export function reportedNotReady(obj: KubeObject, reasons: readonly string[] = [FOREIGN_HISTORY]): boolean {
+export function reportedNotReady(obj: KubeObject, reasons: readonly string[] = [FOREIGN_HISTORY, ...IDENTITY_REASONS]): boolean {
   const status = obj.status as PolicyStatus | undefined;
   if (status?.observedGeneration !== obj.metadata.generation) return false;
   return (status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'False' && reasons.includes(c.reason ?? ''));

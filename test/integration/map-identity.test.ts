@@ -16,6 +16,7 @@ import { events } from '../../shared/events/index.ts';
 import type { SyncKey } from '../../shared/ownership/index.ts';
 import { adminClient, createNamespace, eventually, outriggerClient, testState, uniqueName } from '../testbed/index.ts';
 import { openCrd } from '../testbed/crds.ts';
+import { impersonatedAccount } from '../testbed/rbac.ts';
 
 const GROUP = 'identity.outrigger.test';
 const teams = gvr(GROUP, 'v1', 'teammaps');
@@ -83,41 +84,6 @@ async function ready(name: string): Promise<{ status?: string; reason?: string; 
   return (mc.status as { conditions?: Array<{ type: string; status: string; reason: string; message: string }> } | undefined)?.conditions?.find((c) => c.type === 'Ready');
 }
 
-/** The ServiceAccount, and what a cluster admin grants Outrigger for it: impersonating it, and nothing else. */
-function serviceAccount(ns: string, name: string, rules: readonly string[]): string {
-  return `
-apiVersion: v1
-kind: ServiceAccount
-metadata: { name: ${name}, namespace: ${ns} }
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: { name: outrigger-impersonate-${name}, namespace: ${ns} }
-rules: [{ apiGroups: [""], resources: ["serviceaccounts"], resourceNames: ["${name}"], verbs: ["get", "impersonate"] }]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: { name: outrigger-impersonate-${name}, namespace: ${ns} }
-roleRef: { apiGroup: rbac.authorization.k8s.io, kind: Role, name: outrigger-impersonate-${name} }
-subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: Group, name: "outrigger:controllers" }]
-${
-  rules.length
-    ? `---
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: { name: ${ns}-${name} }
-rules:
-${rules.map((r) => `  - ${r}`).join('\n')}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: { name: ${ns}-${name} }
-roleRef: { apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: ${ns}-${name} }
-subjects: [{ kind: ServiceAccount, name: ${name}, namespace: ${ns} }]`
-    : ''
-}`;
-}
-
 function teamController(name: string, sa: { namespace: string; name: string } | undefined, parents = 'teammaps'): string {
   return `
 apiVersion: metacontroller.k8s.io/v1alpha1
@@ -145,7 +111,7 @@ describe('MapController identity', () => {
     const ns = await createNamespace('mapid');
     const name = uniqueName('team');
     calls.length = 0;
-    await applyManifests(admin, serviceAccount(ns, 'mapper', []));
+    await applyManifests(admin, impersonatedAccount(ns, 'mapper', []));
     await applyManifests(admin, teamController(name, { namespace: ns, name: 'mapper' }));
     const parent = await admin.create(teams, { apiVersion: `${GROUP}/v1`, kind: 'TeamMap', metadata: { name: 'p', namespace: ns }, spec: {} } as KubeObject);
     await admin.create(configMaps, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'in', namespace: ns }, data: { a: '1' } } as KubeObject);
@@ -164,7 +130,7 @@ subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: Group, name: "outrigger:
       expect((await admin.listAll(configMaps, { namespace: ns })).map((c) => c.metadata.name).sort()).toEqual(['in']);
       expect(await ready(name)).toMatchObject({ status: 'False', reason: 'Forbidden' });
 
-      await applyManifests(admin, serviceAccount(ns, 'mapper', TEAM_RULES));
+      await applyManifests(admin, impersonatedAccount(ns, 'mapper', TEAM_RULES));
       await admin.delete(gvr('rbac.authorization.k8s.io', 'v1', 'rolebindings'), `outrigger-own-${name}`, ns);
       await eventually(async () => {
         await serve(key, name);
@@ -214,7 +180,7 @@ subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: Group, name: "outrigger:
     calls.length = 0;
     await applyManifests(
       admin,
-      serviceAccount(ns, 'lister', [
+      impersonatedAccount(ns, 'lister', [
         `{ apiGroups: ["${GROUP}"], resources: ["teammaps", "teamregions"], verbs: ["get", "list", "watch"] }`,
         `{ apiGroups: ["${GROUP}"], resources: ["teammaps/status", "teamregions/status"], verbs: ["patch"] }`,
       ]),
@@ -253,7 +219,7 @@ describe('the confused deputy', () => {
     await admin.create(pvcs, { apiVersion: 'v1', kind: 'PersistentVolumeClaim', metadata: { name: 'secret-data', namespace: ns }, spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } } } as KubeObject);
     const state = await admin.create(storageStates, { apiVersion: 'migration.k8s.io/v1alpha1', kind: 'StorageState', metadata: { name: `${name}.example.com` }, spec: { resource: { group: 'example.com', resource: name } } } as KubeObject);
     // The attacker's own ServiceAccount, which an admin let Outrigger act as, with no grants of its own.
-    await applyManifests(admin, serviceAccount(attacker, 'mine', []));
+    await applyManifests(admin, impersonatedAccount(attacker, 'mine', []));
     await applyManifests(
       admin,
       `

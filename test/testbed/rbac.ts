@@ -40,3 +40,38 @@ metadata: { name: outrigger-impersonate-mapper, namespace: outrigger-map-tests }
 roleRef: { apiGroup: rbac.authorization.k8s.io, kind: Role, name: outrigger-impersonate-mapper }
 subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: Group, name: "outrigger:controllers" }]
 `;
+
+/** The ServiceAccount, and what a cluster admin grants Outrigger for it: impersonating it, and nothing else. */
+export function impersonatedAccount(ns: string, name: string, rules: readonly string[]): string {
+  return `
+apiVersion: v1
+kind: ServiceAccount
+metadata: { name: ${name}, namespace: ${ns} }
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: { name: outrigger-impersonate-${name}, namespace: ${ns} }
+rules: [{ apiGroups: [""], resources: ["serviceaccounts"], resourceNames: ["${name}"], verbs: ["get", "impersonate"] }]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: { name: outrigger-impersonate-${name}, namespace: ${ns} }
+roleRef: { apiGroup: rbac.authorization.k8s.io, kind: Role, name: outrigger-impersonate-${name} }
+subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: Group, name: "outrigger:controllers" }]
+${
+  rules.length
+    ? `---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: { name: ${ns}-${name} }
+rules:
+${rules.map((r) => `  - ${r}`).join('\n')}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: { name: ${ns}-${name} }
+roleRef: { apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: ${ns}-${name} }
+subjects: [{ kind: ServiceAccount, name: ${name}, namespace: ${ns} }]`
+    : ''
+}`;
+}

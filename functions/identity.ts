@@ -1,0 +1,65 @@
+// Acting as a ServiceAccount a definition names (README, "Security model"): a MapController's reads and writes,
+// and a RevisionPolicy's reads of its target kinds, go through that account's grants, never Outrigger's own, so
+// one author cannot borrow what a cluster admin granted for another's controller. Outrigger may act as an account
+// only where a cluster admin allowed it (`get` and `impersonate` on that ServiceAccount).
+import { gvr, isKubeError, Resources, serviceAccountUser, type KubeClient, type KubeObject, type ResolvedResource } from '../shared/kube/index.ts';
+
+export interface ServiceAccountRef {
+  namespace: string;
+  name: string;
+}
+
+/** Why Outrigger may not act as the account, or what the account may not do: a condition's reason and message. */
+export class IdentityProblem extends Error {
+  readonly reason: 'ServiceAccountNotFound' | 'ServiceAccountNotAllowed' | 'Forbidden';
+  constructor(reason: IdentityProblem['reason'], message: string) {
+    super(message);
+    this.name = 'IdentityProblem';
+    this.reason = reason;
+  }
+}
+
+export function actingAs(kube: KubeClient, account: ServiceAccountRef): KubeClient {
+  return kube.as(serviceAccountUser(account.namespace, account.name));
+}
+
+const selfAccessReviews = gvr('authorization.k8s.io', 'v1', 'selfsubjectaccessreviews');
+
+/** `pods` or `statefulsets.apps`, as kubectl names a resource. */
+export function resourceName(r: Pick<ResolvedResource, 'group' | 'resource'>): string {
+  return `${r.resource}${r.group ? `.${r.group}` : ''}`;
+}
+
+/**
+ * Whether Outrigger may act as `account`, and which of `needs` (a verb on a resource, in every namespace) the
+ * account may not do. Throws an IdentityProblem when the account is missing or Outrigger may not act as it;
+ * answers the needs refused (none: all allowed).
+ */
+export async function refusedNeeds(kube: KubeClient, account: ServiceAccountRef, needs: ReadonlyArray<{ resource: ResolvedResource; verb: string }>): Promise<Array<{ resource: ResolvedResource; verb: string }>> {
+  const who = `ServiceAccount ${account.namespace}/${account.name}`;
+  const notAllowed = () => new IdentityProblem('ServiceAccountNotAllowed', `a cluster admin has not allowed Outrigger to act as ${who}`);
+  try {
+    await kube.get(Resources.serviceAccounts, account.name, account.namespace);
+  } catch (err) {
+    if (isKubeError(err, 'NotFound')) throw new IdentityProblem('ServiceAccountNotFound', `${who} does not exist`);
+    if (isKubeError(err, 'Forbidden')) throw notAllowed();
+    throw err;
+  }
+  const allowed = async ({ resource, verb }: { resource: ResolvedResource; verb: string }): Promise<boolean> => {
+    try {
+      const review = await actingAs(kube, account).create(selfAccessReviews, {
+        apiVersion: 'authorization.k8s.io/v1',
+        kind: 'SelfSubjectAccessReview',
+        metadata: {},
+        spec: { resourceAttributes: { group: resource.group, resource: resource.resource, verb } },
+      } as KubeObject);
+      return (review.status as { allowed?: boolean } | undefined)?.allowed === true;
+    } catch (err) {
+      // Impersonation itself refused: get was granted, impersonate was not.
+      if (isKubeError(err, 'Forbidden')) throw notAllowed();
+      throw err;
+    }
+  };
+  const verdicts = await Promise.all(needs.map(async (n) => ({ n, ok: await allowed(n) })));
+  return verdicts.filter((v) => !v.ok).map((v) => v.n);
+}

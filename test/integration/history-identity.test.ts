@@ -1,0 +1,102 @@
+// A RevisionPolicy that names a ServiceAccount (README, "Security model"): its target kind is read with that
+// account's grants, never Outrigger's, and the policy says so when Outrigger may not act as the account or the
+// account may not read the kind. The kind here is one Outrigger's own identity may not read at all.
+import { syncHistory } from '../../functions/history/sync.ts';
+import { listPolicies, policyFor, revisionPolicies } from '../../functions/history/policies.ts';
+import { reportPolicy } from '../../functions/history/report.ts';
+import { PARENT_LABEL, sortRevisions, type ControllerRevision } from '../../shared/history/revisions.ts';
+import { gvr, isKubeError, Resources, resolveKind, forgetDiscovery, type KubeObject } from '../../shared/kube/index.ts';
+import { applyManifests } from '../../shared/kube/apply.ts';
+import { openCrd } from '../testbed/crds.ts';
+import { adminClient, createNamespace, eventually, outriggerClient, testState, uniqueName } from '../testbed/index.ts';
+import { impersonatedAccount } from '../testbed/rbac.ts';
+
+const GROUP = 'ident.outrigger.test';
+const strongboxes = gvr(GROUP, 'v1', 'strongboxes');
+const admin = adminClient();
+const kube = outriggerClient();
+const READ = `{ apiGroups: ["${GROUP}"], resources: ["strongboxes"], verbs: ["get", "list", "watch"] }`;
+
+beforeAll(async () => {
+  // Served, and readable by no one but the admin and the accounts granted below; discovery is open to Outrigger.
+  await applyManifests(admin, openCrd(GROUP, 'Strongbox', 'strongboxes'));
+  await eventually(async () => {
+    forgetDiscovery(kube);
+    return resolveKind(kube, `${GROUP}/v1`, 'Strongbox').then(() => true).catch(() => false);
+  });
+}, 60_000);
+
+function policy(name: string, account?: { namespace: string; name: string }): string {
+  return `
+apiVersion: outrigger.dev/v1alpha1
+kind: RevisionPolicy
+metadata: { name: ${name} }
+spec:
+  target: { apiVersion: ${GROUP}/v1, kind: Strongbox }
+  targetState: [spec.template]
+${account ? `  serviceAccount: { namespace: ${account.namespace}, name: ${account.name} }\n` : ''}`;
+}
+
+async function revisions(ns: string, name: string): Promise<string[]> {
+  const list = await kube.list<ControllerRevision>(Resources.controllerRevisions, { namespace: ns, labelSelector: `${PARENT_LABEL}=${name}` });
+  return sortRevisions(list.items).map((r) => `${r.revision}:${(r.data as { spec: { template: { image: string } } }).spec.template.image}`);
+}
+
+describe('a RevisionPolicy that names a ServiceAccount', () => {
+  test("reads its target with the account's grants: revisions of a kind Outrigger itself may not read", async () => {
+    const ns = await createNamespace('ident');
+    await applyManifests(admin, impersonatedAccount(ns, 'reader', [READ]));
+    const box = await admin.create<KubeObject>(strongboxes, { apiVersion: `${GROUP}/v1`, kind: 'Strongbox', metadata: { name: 'vault', namespace: ns }, spec: { template: { image: 'app:1' } } });
+    const err = await kube.get(strongboxes, 'vault', ns).catch((e: unknown) => e);
+    expect(isKubeError(err, 'Forbidden')).toBe(true);
+    const name = uniqueName('ident');
+    await applyManifests(admin, policy(name, { namespace: ns, name: 'reader' }));
+    try {
+      // A new grant takes effect once the authorizer's cache has it.
+      const report = await eventually(async () => {
+        const r = await reportPolicy(kube, 'it', name);
+        return r.ready ? r : undefined;
+      });
+      expect(report).toMatchObject({ ready: true, reason: 'Valid' });
+      const effective = policyFor(await listPolicies(kube, 'it'), GROUP, 'Strongbox')!;
+      const key = { cluster: 'it', group: GROUP, kind: 'Strongbox', namespace: ns, name: 'vault', uid: box.metadata.uid! };
+      expect(await syncHistory({ kube, state: testState(), holder: uniqueName('h') }, effective, key, [`Strongbox/it/${box.metadata.uid}/1/added`])).toMatchObject({ outcome: 'created' });
+      expect(await revisions(ns, 'vault')).toEqual(['1:app:1']);
+    } finally {
+      await admin.delete(revisionPolicies, name).catch(() => undefined);
+    }
+  });
+
+  test('an account that may not read the target: Ready=False Forbidden, naming what it may not do', async () => {
+    const ns = await createNamespace('ident');
+    await applyManifests(admin, impersonatedAccount(ns, 'blind', []));
+    const name = uniqueName('ident');
+    await applyManifests(admin, policy(name, { namespace: ns, name: 'blind' }));
+    try {
+      const report = await eventually(async () => {
+        const r = await reportPolicy(kube, 'it', name);
+        return r.reason === 'Forbidden' ? r : undefined;
+      });
+      expect(report.message).toMatch(new RegExp(`ServiceAccount ${ns}/blind may not get strongboxes.${GROUP}, list strongboxes.${GROUP}`));
+      expect(policyFor(await listPolicies(kube, 'it'), GROUP, 'Strongbox')).toBeUndefined();
+    } finally {
+      await admin.delete(revisionPolicies, name).catch(() => undefined);
+    }
+  });
+
+  test('an account a cluster admin has not let Outrigger act as: Ready=False ServiceAccountNotAllowed; a missing one: ServiceAccountNotFound', async () => {
+    const ns = await createNamespace('ident');
+    // The account exists and may read the kind, but nothing allows Outrigger to impersonate it.
+    await applyManifests(admin, `apiVersion: v1\nkind: ServiceAccount\nmetadata: { name: other, namespace: ${ns} }\n`);
+    const notAllowed = uniqueName('ident');
+    const missing = uniqueName('ident');
+    await applyManifests(admin, `${policy(notAllowed, { namespace: ns, name: 'other' })}---\n${policy(missing, { namespace: 'outrigger-system', name: 'no-such-account' })}`);
+    try {
+      expect(await reportPolicy(kube, 'it', notAllowed)).toMatchObject({ ready: false, reason: 'ServiceAccountNotAllowed', message: expect.stringMatching(/has not allowed Outrigger to act as ServiceAccount/) });
+      expect(await reportPolicy(kube, 'it', missing)).toMatchObject({ ready: false, reason: expect.stringMatching(/^ServiceAccountNot(Found|Allowed)$/) });
+    } finally {
+      await admin.delete(revisionPolicies, notAllowed).catch(() => undefined);
+      await admin.delete(revisionPolicies, missing).catch(() => undefined);
+    }
+  });
+});
