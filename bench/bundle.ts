@@ -21,7 +21,9 @@ const runs = Number(values.runs);
 const log = (m: string) => process.stderr.write(`[bench] ${m}\n`);
 
 // The project's Node 24 (Lambda's runtime), whatever `node` is on the PATH.
-const node = existsSync(join(projectRoot, 'node_modules/node/bin/node')) ? join(projectRoot, 'node_modules/node/bin/node') : process.execPath;
+const node = existsSync(join(projectRoot, 'node_modules/node/bin/node'))
+  ? join(projectRoot, 'node_modules/node/bin/node')
+  : process.execPath;
 
 // What a handler reads when it first runs; nothing is reached at import, so placeholders do.
 const env: NodeJS.ProcessEnv = {
@@ -41,7 +43,11 @@ const env: NodeJS.ProcessEnv = {
 async function initMs(file: string | undefined, name: string): Promise<number> {
   const code = `${file ? `await import(${JSON.stringify(pathToFileURL(file).href)});` : ''} process.stdout.write(String(performance.now()));`;
   // --enable-source-maps: the stack sets it in NODE_OPTIONS, and it makes Node read the source map at import.
-  const { code: status, stdout, stderr } = await capture(node, ['--enable-source-maps', '--input-type=module', '-e', code], {
+  const {
+    code: status,
+    stdout,
+    stderr,
+  } = await capture(node, ['--enable-source-maps', '--input-type=module', '-e', code], {
     cwd: projectRoot,
     env: { ...env, AWS_LAMBDA_FUNCTION_NAME: `outrigger-${name}` },
   });
@@ -82,10 +88,16 @@ for (const { spec, bundle, gzipBytes } of bundles) {
   const ms = round1(median(samples.get(spec.name)!));
   results.push({ name: spec.name, bytes: bundle.bytes, gzipBytes, initMs: ms });
   const exceeds = [...(bundle.bytes > TARGETS.bytes ? ['bytes'] : []), ...(ms > TARGETS.initMs ? ['initMs'] : [])];
-  log(`${spec.name.padEnd(13)} ${(bundle.bytes / 1024).toFixed(0).padStart(6)} KiB  gzip ${(gzipBytes / 1024).toFixed(0).padStart(5)} KiB  init ${ms.toFixed(1).padStart(6)} ms${exceeds.length ? `  over target: ${exceeds.join(', ')}` : ''}`);
+  log(
+    `${spec.name.padEnd(13)} ${(bundle.bytes / 1024).toFixed(0).padStart(6)} KiB  gzip ${(gzipBytes / 1024).toFixed(0).padStart(5)} KiB  init ${ms.toFixed(1).padStart(6)} ms${exceeds.length ? `  over target: ${exceeds.join(', ')}` : ''}`,
+  );
   if (exceeds.length) {
     overTarget.push({ name: spec.name, exceeds });
-    log(`  largest: ${largestInputs(bundle.metafile, 6).map((m) => `${m.module} ${(m.bytes / 1024).toFixed(0)} KiB`).join(', ')}`);
+    log(
+      `  largest: ${largestInputs(bundle.metafile, 6)
+        .map((m) => `${m.module} ${(m.bytes / 1024).toFixed(0)} KiB`)
+        .join(', ')}`,
+    );
   }
 }
 

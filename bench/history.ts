@@ -26,7 +26,15 @@ import { applyManifests } from '../shared/kube/apply.ts';
 import { newControllerRef, type SyncKey } from '../shared/ownership/index.ts';
 import { openState } from '../shared/state/index.ts';
 
-const { values } = parseArgs({ options: { unchanged: { type: 'string', default: '500' }, changed: { type: 'string', default: '100' }, latency: { type: 'string', default: '100' }, truncate: { type: 'string', default: '1000' }, scale: { type: 'string', default: '' } } });
+const { values } = parseArgs({
+  options: {
+    unchanged: { type: 'string', default: '500' },
+    changed: { type: 'string', default: '100' },
+    latency: { type: 'string', default: '100' },
+    truncate: { type: 'string', default: '1000' },
+    scale: { type: 'string', default: '' },
+  },
+});
 const statefulSets = gvr('apps', 'v1', 'statefulsets');
 const WARMUP = 5;
 const log = (m: string) => process.stderr.write(`[bench] ${m}\n`);
@@ -39,7 +47,10 @@ try {
   const admin = connect({ kind: 'kubeconfig', path: bed.cluster!.kubeconfigs.admin });
   const kube = connect({ kind: 'kubeconfig', path: bed.cluster!.kubeconfigs.outrigger });
   const state = openState({ tableName: bed.tableName, endpoint: bed.dynamodb.endpoint });
-  await applyManifests(admin, 'apiVersion: outrigger.dev/v1alpha1\nkind: RevisionPolicy\nmetadata: {name: statefulsets}\nspec: {target: {apiVersion: apps/v1, kind: StatefulSet}, targetState: [spec.template], revisionHistoryLimit: 10, generated: {apiVersion: v1, kind: Pod}}\n');
+  await applyManifests(
+    admin,
+    'apiVersion: outrigger.dev/v1alpha1\nkind: RevisionPolicy\nmetadata: {name: statefulsets}\nspec: {target: {apiVersion: apps/v1, kind: StatefulSet}, targetState: [spec.template], revisionHistoryLimit: 10, generated: {apiVersion: v1, kind: Pod}}\n',
+  );
   forgetPolicies();
   const policy = policyFor(await listPolicies(kube, 'bench'), 'apps', 'StatefulSet')!;
   const makeSts = async (ns: string, name: string) => {
@@ -48,11 +59,24 @@ try {
       apiVersion: 'apps/v1',
       kind: 'StatefulSet',
       metadata: { name, namespace: ns },
-      spec: { serviceName: name, replicas: 0, selector: { matchLabels: { app: name } }, template: { metadata: { labels: { app: name } }, spec: { containers: [{ name: 'c', image: 'registry.example/app:0' }] } } },
+      spec: {
+        serviceName: name,
+        replicas: 0,
+        selector: { matchLabels: { app: name } },
+        template: { metadata: { labels: { app: name } }, spec: { containers: [{ name: 'c', image: 'registry.example/app:0' }] } },
+      },
     });
   };
-  const setImage = (ns: string, name: string, image: string) => admin.patch(statefulSets, name, ns, { spec: { template: { spec: { containers: [{ name: 'c', image }] } } } }, 'strategic');
-  const keyOf = (o: KubeObject): SyncKey => ({ cluster: 'bench', group: 'apps', kind: 'StatefulSet', namespace: o.metadata.namespace, name: o.metadata.name!, uid: o.metadata.uid! });
+  const setImage = (ns: string, name: string, image: string) =>
+    admin.patch(statefulSets, name, ns, { spec: { template: { spec: { containers: [{ name: 'c', image }] } } } }, 'strategic');
+  const keyOf = (o: KubeObject): SyncKey => ({
+    cluster: 'bench',
+    group: 'apps',
+    kind: 'StatefulSet',
+    namespace: o.metadata.namespace,
+    name: o.metadata.name!,
+    uid: o.metadata.uid!,
+  });
   const deps = { kube, state, holder: 'bench' };
 
   // Unchanged target state (a parent-only event, e.g. scaling): the cached path.
@@ -63,7 +87,8 @@ try {
   let t0 = performance.now();
   // As the router delivers a parent's own event: its cause and its object (at or after the recorded state).
   const rv = Number(sts.metadata.resourceVersion);
-  for (let i = 0; i < unchangedN; i += 1) await syncHistory(deps, policy, keyOf(sts), [`StatefulSet/bench/${sts.metadata.uid}/${rv}/modified`], sts);
+  for (let i = 0; i < unchangedN; i += 1)
+    await syncHistory(deps, policy, keyOf(sts), [`StatefulSet/bench/${sts.metadata.uid}/${rv}/modified`], sts);
   const unchangedSeconds = (performance.now() - t0) / 1000;
   const unchangedRequests = { ...kube.stats.byVerb };
   const unchangedPerEvent = kube.stats.total / unchangedN;
@@ -88,7 +113,13 @@ try {
 
   // Update-to-revision latency through the whole local runtime.
   const latencyN = Number(values.latency);
-  const runtime = await startRuntime({ kubeconfig: bed.cluster!.kubeconfigs.outrigger, clusterId: 'bench', namespace: 'bench-latency', stateDir: await mkdtemp(join(tmpdir(), 'bench-history-')), functions: functions.filter((f) => f.name !== 'heartbeat' && !STORAGE_FUNCTIONS.includes(f.name)) });
+  const runtime = await startRuntime({
+    kubeconfig: bed.cluster!.kubeconfigs.outrigger,
+    clusterId: 'bench',
+    namespace: 'bench-latency',
+    stateDir: await mkdtemp(join(tmpdir(), 'bench-history-')),
+    functions: functions.filter((f) => f.name !== 'heartbeat' && !STORAGE_FUNCTIONS.includes(f.name)),
+  });
   const latencies: number[] = [];
   const backToBackLatencies: number[] = [];
   try {
@@ -138,7 +169,18 @@ try {
   for (let i = 0; i < truncateN; i += 50) {
     await Promise.all(
       Array.from({ length: Math.min(50, truncateN - i) }, (_, j) =>
-        kube.create<KubeObject>(Resources.controllerRevisions, { apiVersion: 'apps/v1', kind: 'ControllerRevision', metadata: { name: `web-r${i + j}`, namespace: 'bench-truncate', labels: parentLabels(big), ownerReferences: [newControllerRef(big)] }, data: { n: i + j }, revision: i + j + 1 }),
+        kube.create<KubeObject>(Resources.controllerRevisions, {
+          apiVersion: 'apps/v1',
+          kind: 'ControllerRevision',
+          metadata: {
+            name: `web-r${i + j}`,
+            namespace: 'bench-truncate',
+            labels: parentLabels(big),
+            ownerReferences: [newControllerRef(big)],
+          },
+          data: { n: i + j },
+          revision: i + j + 1,
+        }),
       ),
     );
   }
@@ -155,7 +197,8 @@ try {
     await admin.create(Resources.namespaces, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
     const writes = pLimit(32);
     const syncs = pLimit(16);
-    const own = (o: KubeObject) => syncHistory(deps, policy, keyOf(o), [`StatefulSet/bench/${o.metadata.uid}/${o.metadata.resourceVersion}/modified`], o);
+    const own = (o: KubeObject) =>
+      syncHistory(deps, policy, keyOf(o), [`StatefulSet/bench/${o.metadata.uid}/${o.metadata.resourceVersion}/modified`], o);
     const created = await Promise.all(Array.from({ length: n }, (_, i) => writes(() => makeSts(ns, `s${i}`))));
     await Promise.all(created.map((o) => syncs(() => own(o))));
     const changed = await Promise.all(created.map((o) => writes(() => setImage(ns, o.metadata.name!, 'registry.example/app:1'))));
@@ -163,18 +206,46 @@ try {
     const s0 = performance.now();
     const outcomes = await Promise.all(changed.map((o) => syncs(() => own(o))));
     const seconds = (performance.now() - s0) / 1000;
-    scale.push({ parents: n, changesPerSec: Math.round(n / seconds), created: outcomes.filter((o) => o.outcome === 'created').length, apiserverRequestsPerChange: round(kube.stats.total / n, 2), byVerb: Object.fromEntries(Object.entries(kube.stats.byVerb).map(([k, v]) => [k, round(v / n, 2)])) });
+    scale.push({
+      parents: n,
+      changesPerSec: Math.round(n / seconds),
+      created: outcomes.filter((o) => o.outcome === 'created').length,
+      apiserverRequestsPerChange: round(kube.stats.total / n, 2),
+      byVerb: Object.fromEntries(Object.entries(kube.stats.byVerb).map(([k, v]) => [k, round(v / n, 2)])),
+    });
     log(`scale ${n}: ${JSON.stringify(scale.at(-1))}`);
   }
 
   console.log(
     JSON.stringify({
       bench: 'history',
-      unchanged: { events: unchangedN, eventsPerSec: Math.round(unchangedN / unchangedSeconds), apiserverRequestsPerEvent: round(unchangedPerEvent, 3), requests: unchangedRequests },
+      unchanged: {
+        events: unchangedN,
+        eventsPerSec: Math.round(unchangedN / unchangedSeconds),
+        apiserverRequestsPerEvent: round(unchangedPerEvent, 3),
+        requests: unchangedRequests,
+      },
       changed: { events: changedN, eventsPerSec: Math.round(changedN / (syncMs / 1000)), apiserverRequestsPerEvent: changedPerEvent },
-      updateToRevisionMs: { warmup: WARMUP, samples: latencies.length, p50: round(pct(latencies, 50)), p99: round(pct(latencies, 99)), max: round(Math.max(...latencies)) },
-      backToBackUpdateToRevisionMs: { samples: backToBackLatencies.length, p50: round(pct(backToBackLatencies, 50)), p99: round(pct(backToBackLatencies, 99)), max: round(Math.max(...backToBackLatencies)) },
-      truncation: { revisions: truncateN, deleted: truncated.deleted.length, kept: truncated.kept, seconds: round(truncateSeconds, 2), requests: truncateRequests },
+      updateToRevisionMs: {
+        warmup: WARMUP,
+        samples: latencies.length,
+        p50: round(pct(latencies, 50)),
+        p99: round(pct(latencies, 99)),
+        max: round(Math.max(...latencies)),
+      },
+      backToBackUpdateToRevisionMs: {
+        samples: backToBackLatencies.length,
+        p50: round(pct(backToBackLatencies, 50)),
+        p99: round(pct(backToBackLatencies, 99)),
+        max: round(Math.max(...backToBackLatencies)),
+      },
+      truncation: {
+        revisions: truncateN,
+        deleted: truncated.deleted.length,
+        kept: truncated.kept,
+        seconds: round(truncateSeconds, 2),
+        requests: truncateRequests,
+      },
       ...(scale.length ? { scale } : {}),
       targets: { unchangedReadsPerEvent: 0, unchangedWritesPerEvent: 0, updateToRevisionP99Ms: 100 },
     }),

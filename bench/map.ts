@@ -19,7 +19,13 @@ import { applyManifests } from '../shared/kube/apply.ts';
 import { openCrd } from '../test/testbed/crds.ts';
 import { controllersGrant, MAP_TEST_IDENTITY } from '../test/testbed/rbac.ts';
 
-const { values } = parseArgs({ options: { inputs: { type: 'string', default: '1000' }, 'latency-ms': { type: 'string', default: '20' }, concurrency: { type: 'string', default: '32' } } });
+const { values } = parseArgs({
+  options: {
+    inputs: { type: 'string', default: '1000' },
+    'latency-ms': { type: 'string', default: '20' },
+    concurrency: { type: 'string', default: '32' },
+  },
+});
 const INPUTS = Number(values.inputs);
 const LATENCY_MS = Number(values['latency-ms']);
 const CONCURRENCY = Number(values.concurrency);
@@ -35,7 +41,18 @@ const hook = createServer((req, res) => {
     const { input } = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { input: KubeObject };
     setTimeout(() => {
       res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ outputs: [{ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `${input.metadata.name}-out`, labels: { role: 'output' } }, data: { from: input.metadata.name } }] }));
+      res.end(
+        JSON.stringify({
+          outputs: [
+            {
+              apiVersion: 'v1',
+              kind: 'ConfigMap',
+              metadata: { name: `${input.metadata.name}-out`, labels: { role: 'output' } },
+              data: { from: input.metadata.name },
+            },
+          ],
+        }),
+      );
     }, LATENCY_MS);
   });
 });
@@ -50,8 +67,24 @@ try {
   const ns = `bench-map-${Date.now().toString(36)}`;
   await admin.create(gvr('', 'v1', 'namespaces'), { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
   const limit = pLimit(16);
-  await Promise.all(Array.from({ length: INPUTS }, (_, i) => limit(() => admin.create(configMaps, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `in-${i}`, namespace: ns, labels: { role: 'input' } }, data: { i: String(i) } } as KubeObject))));
-  const parent = await admin.create(parents, { apiVersion: 'bench.outrigger.test/v1', kind: 'Fanout', metadata: { name: 'fanout', namespace: ns }, spec: { selector: { matchLabels: { role: 'input' } } } } as KubeObject);
+  await Promise.all(
+    Array.from({ length: INPUTS }, (_, i) =>
+      limit(() =>
+        admin.create(configMaps, {
+          apiVersion: 'v1',
+          kind: 'ConfigMap',
+          metadata: { name: `in-${i}`, namespace: ns, labels: { role: 'input' } },
+          data: { i: String(i) },
+        } as KubeObject),
+      ),
+    ),
+  );
+  const parent = await admin.create(parents, {
+    apiVersion: 'bench.outrigger.test/v1',
+    kind: 'Fanout',
+    metadata: { name: 'fanout', namespace: ns },
+    spec: { selector: { matchLabels: { role: 'input' } } },
+  } as KubeObject);
   log(`${INPUTS} inputs created`);
 
   const kube: KubeClient = connect({ kind: 'kubeconfig', path: bed.cluster!.kubeconfigs.outrigger });
@@ -63,16 +96,35 @@ try {
     if (mc) break;
     await new Promise((r) => setTimeout(r, 200));
   }
-  const key = { cluster: 'bench', group: 'bench.outrigger.test', kind: 'Fanout', namespace: ns, name: 'fanout', uid: parent.metadata.uid ?? '' };
+  const key = {
+    cluster: 'bench',
+    group: 'bench.outrigger.test',
+    kind: 'Fanout',
+    namespace: ns,
+    name: 'fanout',
+    uid: parent.metadata.uid ?? '',
+  };
   const pass = async (opts: MapPassOptions = {}) => {
     const hooks = new Hooks({ allowLoopbackHttp: true });
     kube.stats.reset();
     const t0 = performance.now();
     const result: MapSyncResult = await syncMap({ kube, hooks, concurrency: CONCURRENCY }, mc, key, opts);
     const ms = Math.round(performance.now() - t0);
-    const writes = Object.entries(kube.stats.byVerb).filter(([v]) => !['get', 'list'].includes(v)).reduce((n, [, x]) => n + x, 0);
+    const writes = Object.entries(kube.stats.byVerb)
+      .filter(([v]) => !['get', 'list'].includes(v))
+      .reduce((n, [, x]) => n + x, 0);
     if (result.problems.length) throw new Error(`problems: ${JSON.stringify(result.problems.slice(0, 3))}`);
-    return { ms, apiserverRequests: kube.stats.total, apiserverWrites: writes, hookCalls: hooks.stats.calls, created: result.created, updated: result.updated, unchanged: result.unchanged, reused: result.reused, answers: result.answers };
+    return {
+      ms,
+      apiserverRequests: kube.stats.total,
+      apiserverWrites: writes,
+      hookCalls: hooks.stats.calls,
+      created: result.created,
+      updated: result.updated,
+      unchanged: result.unchanged,
+      reused: result.reused,
+      answers: result.answers,
+    };
   };
   const shown = ({ answers: _answers, ...figures }: Awaited<ReturnType<typeof pass>>) => figures;
   const first = await pass();
@@ -84,7 +136,18 @@ try {
   const oneInput = await pass({ reuse: { previous: resync.answers, touched: new Set([changed.metadata.uid ?? '']) } });
   log(`single-input change: ${JSON.stringify(shown(oneInput))}`);
   const boundMs = Math.round((LATENCY_MS * INPUTS) / CONCURRENCY);
-  console.log(JSON.stringify({ bench: 'map', inputs: INPUTS, hookLatencyMs: LATENCY_MS, concurrency: CONCURRENCY, hookBoundMs: boundMs, firstSync: shown(first), resync: shown(resync), singleInputChange: shown(oneInput) }));
+  console.log(
+    JSON.stringify({
+      bench: 'map',
+      inputs: INPUTS,
+      hookLatencyMs: LATENCY_MS,
+      concurrency: CONCURRENCY,
+      hookBoundMs: boundMs,
+      firstSync: shown(first),
+      resync: shown(resync),
+      singleInputChange: shown(oneInput),
+    }),
+  );
 } finally {
   hook.close();
   await bed.stop();

@@ -29,7 +29,14 @@ import { startRuntime, type Runtime } from '../runtime/local.ts';
 import { Resources, connect, gvr, runWatchSource, type KubeObject } from '../shared/kube/index.ts';
 import { applyManifests } from '../shared/kube/apply.ts';
 
-const { values } = parseArgs({ options: { changes: { type: 'string', default: '40' }, warmup: { type: 'string', default: '10' }, noops: { type: 'string', default: '10' }, rounds: { type: 'string', default: '1' } } });
+const { values } = parseArgs({
+  options: {
+    changes: { type: 'string', default: '40' },
+    warmup: { type: 'string', default: '10' },
+    noops: { type: 'string', default: '10' },
+    rounds: { type: 'string', default: '1' },
+  },
+});
 const CHANGES = Number(values.changes);
 const WARMUP = Number(values.warmup);
 const NOOPS = Number(values.noops);
@@ -46,7 +53,8 @@ const round = (x: number, d = 1) => Number(x.toFixed(d));
 const CLOCK_TICKS_PER_SECOND = 100; // USER_HZ on Linux
 
 // One audit event per request, when its response is complete (a watch's too, when it ends).
-const AUDIT_POLICY = 'apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived, ResponseStarted]\nrules: [{level: Metadata}]\n';
+const AUDIT_POLICY =
+  'apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived, ResponseStarted]\nrules: [{level: Metadata}]\n';
 interface AuditEvent {
   verb: string;
   user: { username: string };
@@ -58,7 +66,11 @@ const dir = await mkdtemp(join(tmpdir(), 'outrigger-peer-'));
 const auditLog = join(dir, 'audit.log');
 await writeFile(join(dir, 'audit-policy.yaml'), AUDIT_POLICY);
 const binary = await ensureTestClusterBinary(log);
-const cp = await startControlPlane({ apiservers: 1, apiserverFlags: [`--audit-policy-file=${join(dir, 'audit-policy.yaml')}`, `--audit-log-path=${auditLog}`, '--audit-log-maxsize=0'], log });
+const cp = await startControlPlane({
+  apiservers: 1,
+  apiserverFlags: [`--audit-policy-file=${join(dir, 'audit-policy.yaml')}`, `--audit-log-path=${auditLog}`, '--audit-log-maxsize=0'],
+  log,
+});
 
 /** The audit events written since `offset`, and the offset after them. */
 async function auditSince(offset: number): Promise<{ events: AuditEvent[]; end: number }> {
@@ -69,7 +81,14 @@ async function auditSince(offset: number): Promise<{ events: AuditEvent[]; end: 
     await file.read(buf, 0, buf.length, offset);
     const text = buf.toString('utf8');
     const complete = text.lastIndexOf('\n') + 1;
-    return { events: text.slice(0, complete).split('\n').filter(Boolean).map((l) => JSON.parse(l) as AuditEvent), end: offset + Buffer.byteLength(text.slice(0, complete)) };
+    return {
+      events: text
+        .slice(0, complete)
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as AuditEvent),
+      end: offset + Buffer.byteLength(text.slice(0, complete)),
+    };
   } finally {
     await file.close();
   }
@@ -141,9 +160,27 @@ try {
     let kcm: ChildProcess | undefined;
     let runtime: Runtime | undefined;
     if (peer === KCM) {
-      kcm = spawn(binary, ['controller-manager', `--kubeconfig=${cp.kubeconfigs.admin}`, '--controllers=statefulset-controller', '--leader-elect=false', '--secure-port=0', '--v=0'], { stdio: 'ignore' });
+      kcm = spawn(
+        binary,
+        [
+          'controller-manager',
+          `--kubeconfig=${cp.kubeconfigs.admin}`,
+          '--controllers=statefulset-controller',
+          '--leader-elect=false',
+          '--secure-port=0',
+          '--v=0',
+        ],
+        { stdio: 'ignore' },
+      );
     } else {
-      runtime = await startRuntime({ kubeconfig: cp.kubeconfigs.outrigger, clusterId: 'peer', namespace: ns, stateDir: await mkdtemp(join(dir, 'state-')), functions: functions.filter((f) => ['router', 'history', 'truncate'].includes(f.name)), log: () => {} });
+      runtime = await startRuntime({
+        kubeconfig: cp.kubeconfigs.outrigger,
+        clusterId: 'peer',
+        namespace: ns,
+        stateDir: await mkdtemp(join(dir, 'state-')),
+        functions: functions.filter((f) => ['router', 'history', 'truncate'].includes(f.name)),
+        log: () => {},
+      });
     }
     // Settled: Outrigger's queues are empty and nobody's requests reach the apiserver for a moment.
     const settle = async () => {
@@ -181,7 +218,12 @@ try {
         apiVersion: 'apps/v1',
         kind: 'StatefulSet',
         metadata: { name: 'web', namespace: ns },
-        spec: { serviceName: 'web', replicas: 0, selector: { matchLabels: { app: 'web' } }, template: { metadata: { labels: { app: 'web' } }, spec: { containers: [{ name: 'c', image: 'registry.example/lat:0' }] } } },
+        spec: {
+          serviceName: 'web',
+          replicas: 0,
+          selector: { matchLabels: { app: 'web' } },
+          template: { metadata: { labels: { app: 'web' } }, spec: { containers: [{ name: 'c', image: 'registry.example/lat:0' }] } },
+        },
       });
       await revisionSeen(0);
       const latencies: number[] = [];
@@ -220,8 +262,21 @@ try {
       };
       const requests = byKind(changed.events);
       const noopRequests = byKind(noops.events);
-      log(`${peer} round ${r}: ${mine(changed.events).length} requests for ${CHANGES} changes, ${mine(noops.events).length} for ${NOOPS} no-ops`);
-      return { latencies, periodicInChanges: mine(changed.events).filter(periodic).length, periodicInNoops: mine(noops.events).filter(periodic).length, periodic: mine([...changed.events, ...noops.events]).filter(periodic).length, seconds, requests, noopRequestsByKind: noopRequests, changeRequests: mine(changed.events).length, noopRequests: mine(noops.events).length, cpuSeconds };
+      log(
+        `${peer} round ${r}: ${mine(changed.events).length} requests for ${CHANGES} changes, ${mine(noops.events).length} for ${NOOPS} no-ops`,
+      );
+      return {
+        latencies,
+        periodicInChanges: mine(changed.events).filter(periodic).length,
+        periodicInNoops: mine(noops.events).filter(periodic).length,
+        periodic: mine([...changed.events, ...noops.events]).filter(periodic).length,
+        seconds,
+        requests,
+        noopRequestsByKind: noopRequests,
+        changeRequests: mine(changed.events).length,
+        noopRequests: mine(noops.events).length,
+        cpuSeconds,
+      };
     } finally {
       abort.abort();
       await watching.catch(() => undefined);
@@ -255,7 +310,12 @@ try {
         requestsPerNoop: round(ss.reduce((n, s) => n + s.noopRequests, 0) / (NOOPS * ss.length), 2),
       },
       periodicReadsPerMinute: round((60 * ss.reduce((n, s) => n + s.periodic, 0)) / ss.reduce((n, s) => n + s.seconds, 0), 1),
-      updateToRevisionMs: { samples: latencies.length, p50: round(pct(latencies, 50)), p99: round(pct(latencies, 99)), max: round(Math.max(...latencies)) },
+      updateToRevisionMs: {
+        samples: latencies.length,
+        p50: round(pct(latencies, 50)),
+        p99: round(pct(latencies, 99)),
+        max: round(Math.max(...latencies)),
+      },
       bedCpuMsPerChange: round((1000 * ss.reduce((n, s) => n + s.cpuSeconds, 0)) / (CHANGES * ss.length)),
       requestsByKind: sum((s) => s.requests, CHANGES),
       noopRequestsByKind: sum((s) => s.noopRequestsByKind, NOOPS),

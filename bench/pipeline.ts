@@ -19,7 +19,14 @@ import { startRuntime } from '../runtime/local.ts';
 import { connect, gvr, Resources, type KubeObject } from '../shared/kube/index.ts';
 import { applyManifests } from '../shared/kube/apply.ts';
 
-const { values } = parseArgs({ options: { parents: { type: 'string', default: '50' }, updates: { type: 'string', default: '5' }, pods: { type: 'string', default: '50' }, 'status-changes': { type: 'string', default: '1000' } } });
+const { values } = parseArgs({
+  options: {
+    parents: { type: 'string', default: '50' },
+    updates: { type: 'string', default: '5' },
+    pods: { type: 'string', default: '50' },
+    'status-changes': { type: 'string', default: '1000' },
+  },
+});
 const PARENTS = Number(values.parents);
 const UPDATES = Number(values.updates);
 const log = (m: string) => process.stderr.write(`[bench] ${m}\n`);
@@ -31,7 +38,10 @@ const pipelineFunctions = functions.filter((f) => ['router', 'history', 'truncat
 const bed = await startTestbed({ withCluster: true, log });
 try {
   const admin = connect({ kind: 'kubeconfig', path: bed.cluster!.kubeconfigs.admin });
-  await applyManifests(admin, 'apiVersion: outrigger.dev/v1alpha1\nkind: RevisionPolicy\nmetadata: {name: statefulsets}\nspec: {target: {apiVersion: apps/v1, kind: StatefulSet}, targetState: [spec.template], revisionHistoryLimit: 20, generated: {apiVersion: v1, kind: Pod}}\n');
+  await applyManifests(
+    admin,
+    'apiVersion: outrigger.dev/v1alpha1\nkind: RevisionPolicy\nmetadata: {name: statefulsets}\nspec: {target: {apiVersion: apps/v1, kind: StatefulSet}, targetState: [spec.template], revisionHistoryLimit: 20, generated: {apiVersion: v1, kind: Pod}}\n',
+  );
   const ns = `pipeline-${Date.now().toString(36)}`;
   await admin.create(Resources.namespaces, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
   const runtime = await startRuntime({
@@ -52,11 +62,30 @@ try {
       apiVersion: 'apps/v1',
       kind: 'StatefulSet',
       metadata: { name, namespace: ns },
-      spec: { serviceName: name, replicas: 0, selector: { matchLabels: { app: name } }, template: { metadata: { labels: { app: name } }, spec: { containers: [{ name: 'c', image }] } } },
+      spec: {
+        serviceName: name,
+        replicas: 0,
+        selector: { matchLabels: { app: name } },
+        template: { metadata: { labels: { app: name } }, spec: { containers: [{ name: 'c', image }] } },
+      },
     });
-    await Promise.all(Array.from({ length: PARENTS }, (_, i) => limit(() => admin.create(statefulSets, sts(`s${i}`, 'registry.example/app:0')))));
+    await Promise.all(
+      Array.from({ length: PARENTS }, (_, i) => limit(() => admin.create(statefulSets, sts(`s${i}`, 'registry.example/app:0')))),
+    );
     for (let u = 1; u <= UPDATES; u += 1) {
-      await Promise.all(Array.from({ length: PARENTS }, (_, i) => limit(() => admin.patch(statefulSets, `s${i}`, ns, { spec: { template: { spec: { containers: [{ name: 'c', image: `registry.example/app:${u}` }] } } } }, 'strategic'))));
+      await Promise.all(
+        Array.from({ length: PARENTS }, (_, i) =>
+          limit(() =>
+            admin.patch(
+              statefulSets,
+              `s${i}`,
+              ns,
+              { spec: { template: { spec: { containers: [{ name: 'c', image: `registry.example/app:${u}` }] } } } },
+              'strategic',
+            ),
+          ),
+        ),
+      );
     }
     const written = performance.now();
     // Done when every parent's final template has its revision: the last change of each reached history.
@@ -67,7 +96,9 @@ try {
     for (;;) {
       const all = await admin.listAll(Resources.controllerRevisions, { namespace: ns });
       revisions = all.length;
-      const done = new Set(all.filter((r) => JSON.stringify(r.data).includes(finalImage)).map((r) => r.metadata.ownerReferences?.[0]?.name));
+      const done = new Set(
+        all.filter((r) => JSON.stringify(r.data).includes(finalImage)).map((r) => r.metadata.ownerReferences?.[0]?.name),
+      );
       converged = done.size;
       if (converged >= PARENTS) break;
       if (Date.now() > deadline) throw new Error(`only ${converged} of ${PARENTS} parents converged after 300 s`);
@@ -106,17 +137,52 @@ try {
    */
   async function podStatusChanges(metadataOnly: boolean) {
     const router = pipelineFunctions.find((f) => f.name === 'router')!;
-    const specs = metadataOnly ? pipelineFunctions : pipelineFunctions.map((f) => (f === router ? { ...router, events: { ...router.events!, wholeObjects: undefined } } : f));
+    const specs = metadataOnly
+      ? pipelineFunctions
+      : pipelineFunctions.map((f) => (f === router ? { ...router, events: { ...router.events!, wholeObjects: undefined } } : f));
     const podNs = `pods-${metadataOnly ? 'meta' : 'whole'}-${Date.now().toString(36)}`;
     await admin.create(Resources.namespaces, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: podNs } });
-    await admin.create(Resources.serviceAccounts, { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'default', namespace: podNs } });
-    const rt = await startRuntime({ kubeconfig: bed.cluster!.kubeconfigs.outrigger, clusterId: 'bench', namespace: podNs, stateDir: await mkdtemp(join(tmpdir(), 'outrigger-pods-')), functions: specs, log: () => {} });
+    await admin.create(Resources.serviceAccounts, {
+      apiVersion: 'v1',
+      kind: 'ServiceAccount',
+      metadata: { name: 'default', namespace: podNs },
+    });
+    const rt = await startRuntime({
+      kubeconfig: bed.cluster!.kubeconfigs.outrigger,
+      clusterId: 'bench',
+      namespace: podNs,
+      stateDir: await mkdtemp(join(tmpdir(), 'outrigger-pods-')),
+      functions: specs,
+      log: () => {},
+    });
     try {
-      const owner = await admin.create<KubeObject>(statefulSets, { apiVersion: 'apps/v1', kind: 'StatefulSet', metadata: { name: 'web', namespace: podNs }, spec: { serviceName: 'web', replicas: 0, selector: { matchLabels: { app: 'web' } }, template: { metadata: { labels: { app: 'web' } }, spec: { containers: [{ name: 'c', image: 'app:1' }] } } } });
+      const owner = await admin.create<KubeObject>(statefulSets, {
+        apiVersion: 'apps/v1',
+        kind: 'StatefulSet',
+        metadata: { name: 'web', namespace: podNs },
+        spec: {
+          serviceName: 'web',
+          replicas: 0,
+          selector: { matchLabels: { app: 'web' } },
+          template: { metadata: { labels: { app: 'web' } }, spec: { containers: [{ name: 'c', image: 'app:1' }] } },
+        },
+      });
       const limit = pLimit(16);
       await Promise.all(
         Array.from({ length: PODS }, (_, i) =>
-          limit(() => admin.create(Resources.pods, { apiVersion: 'v1', kind: 'Pod', metadata: { name: `web-${i}`, namespace: podNs, labels: { app: 'web' }, ownerReferences: [{ apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'web', uid: owner.metadata.uid!, controller: true }] }, spec: { containers: [{ name: 'c', image: 'app:1' }] } })),
+          limit(() =>
+            admin.create(Resources.pods, {
+              apiVersion: 'v1',
+              kind: 'Pod',
+              metadata: {
+                name: `web-${i}`,
+                namespace: podNs,
+                labels: { app: 'web' },
+                ownerReferences: [{ apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'web', uid: owner.metadata.uid!, controller: true }],
+              },
+              spec: { containers: [{ name: 'c', image: 'app:1' }] },
+            }),
+          ),
         ),
       );
       await rt.settled();
@@ -128,11 +194,13 @@ try {
       const seenBefore = seen();
       // One pod at a time flips, in turn: each change a status update the apiserver takes on its own.
       for (let c = 0; c < STATUS_CHANGES; c += 1) {
-        const status = { conditions: [{ type: 'Ready', status: c % (2 * PODS) < PODS ? 'True' : 'False', lastTransitionTime: new Date().toISOString() }] };
+        const status = {
+          conditions: [{ type: 'Ready', status: c % (2 * PODS) < PODS ? 'True' : 'False', lastTransitionTime: new Date().toISOString() }],
+        };
         await admin.patch(Resources.pods, `web-${c % PODS}`, podNs, { status }, 'merge', { subresource: 'status' });
       }
       // Each status update is one watch event: the forwarder has seen them all once it counted that many.
-      for (const deadline = Date.now() + 120_000; seen() - seenBefore < STATUS_CHANGES; ) {
+      for (const deadline = Date.now() + 120_000; seen() - seenBefore < STATUS_CHANGES;) {
         if (Date.now() > deadline) throw new Error(`the forwarder saw ${seen() - seenBefore} of ${STATUS_CHANGES} status changes in 120 s`);
         await new Promise((r) => setTimeout(r, 100));
       }

@@ -16,7 +16,14 @@ function pureRouter(): { routeEventPerSec: number; routeAndMatchPerSec: number }
   const child = (i: number, owned: boolean, labels: Record<string, string>): KubeObject => ({
     apiVersion: 'apps/v1',
     kind: 'ControllerRevision',
-    metadata: { name: `c-${i}`, namespace: 'ns', uid: `u-${i}`, resourceVersion: String(i), labels, ...(owned ? { ownerReferences: [newControllerRef(parent)] } : {}) },
+    metadata: {
+      name: `c-${i}`,
+      namespace: 'ns',
+      uid: `u-${i}`,
+      resourceVersion: String(i),
+      labels,
+      ...(owned ? { ownerReferences: [newControllerRef(parent)] } : {}),
+    },
   });
   // A mix of the routing table's rows: owned add/update/delete, ref removed, orphan add/update/delete.
   const cases: Array<Parameters<typeof routeEvent>> = [];
@@ -25,9 +32,19 @@ function pureRouter(): { routeEventPerSec: number; routeAndMatchPerSec: number }
     const owned = child(i, true, labels);
     const orphan = child(i, false, labels);
     const relabelled = child(i, false, { ...labels, app: `a${(i + 1) % 7}` });
-    cases.push(['added', owned], ['modified', owned, owned], ['deleted', owned], ['modified', orphan, owned], ['added', orphan], ['modified', relabelled, orphan], ['deleted', orphan]);
+    cases.push(
+      ['added', owned],
+      ['modified', owned, owned],
+      ['deleted', owned],
+      ['modified', orphan, owned],
+      ['added', orphan],
+      ['modified', relabelled, orphan],
+      ['deleted', orphan],
+    );
   }
-  const selectors = Array.from({ length: 20 }, (_, i) => compileSelector({ matchLabels: { app: `a${i % 7}` }, matchExpressions: [{ key: 'tier', operator: 'In', values: ['web', 'db'] }] }));
+  const selectors = Array.from({ length: 20 }, (_, i) =>
+    compileSelector({ matchLabels: { app: `a${i % 7}` }, matchExpressions: [{ key: 'tier', operator: 'In', values: ['web', 'db'] }] }),
+  );
 
   let sink = 0;
   const t0 = performance.now();
@@ -56,21 +73,41 @@ async function adoptions(): Promise<{ adoptionsPerSec: number; requestsPerAdopti
       apiVersion: 'apps/v1',
       kind: 'StatefulSet',
       metadata: { name: 'web', namespace: ns },
-      spec: { serviceName: 'web', replicas: 0, selector: { matchLabels: labels }, template: { metadata: { labels }, spec: { containers: [{ name: 'c', image: 'x' }] } } },
+      spec: {
+        serviceName: 'web',
+        replicas: 0,
+        selector: { matchLabels: labels },
+        template: { metadata: { labels }, spec: { containers: [{ name: 'c', image: 'x' }] } },
+      },
     });
     for (let i = 0; i < orphans; i += 50) {
       await Promise.all(
         Array.from({ length: Math.min(50, orphans - i) }, (_, j) =>
-          kube.create(Resources.controllerRevisions, { apiVersion: 'apps/v1', kind: 'ControllerRevision', metadata: { name: `o-${i + j}`, namespace: ns, labels }, data: {}, revision: 1 }),
+          kube.create(Resources.controllerRevisions, {
+            apiVersion: 'apps/v1',
+            kind: 'ControllerRevision',
+            metadata: { name: `o-${i + j}`, namespace: ns, labels },
+            data: {},
+            revision: 1,
+          }),
         ),
       );
     }
     const candidates = await kube.listAll(Resources.controllerRevisions, { namespace: ns });
     kube.stats.reset();
     const t0 = performance.now();
-    const result = await claim({ kube, parentResource: statefulSets, childResource: Resources.controllerRevisions }, sts, compileSelector({ matchLabels: labels }), candidates);
+    const result = await claim(
+      { kube, parentResource: statefulSets, childResource: Resources.controllerRevisions },
+      sts,
+      compileSelector({ matchLabels: labels }),
+      candidates,
+    );
     const seconds = (performance.now() - t0) / 1000;
-    return { adoptionsPerSec: Math.round(result.adopted.length / seconds), requestsPerAdoption: Number((kube.stats.total / result.adopted.length).toFixed(3)), adopted: result.adopted.length };
+    return {
+      adoptionsPerSec: Math.round(result.adopted.length / seconds),
+      requestsPerAdoption: Number((kube.stats.total / result.adopted.length).toFixed(3)),
+      adopted: result.adopted.length,
+    };
   } finally {
     await bed.stop();
   }

@@ -58,7 +58,16 @@ try {
   log(`${RESOURCES} CRDs in ${groups.length} groups served after ${round((performance.now() - t0) / 1000)} s`);
 
   const reporters = ['apiserver-1', 'apiserver-2', 'apiserver-3'];
-  const ctx: StorageContext = { cluster: `bench-${run}`, kube: outrigger(), state, holder: `bench-${run}`, reporters, mode: 'outrigger', periodMs: DEFAULT_PERIOD_MS, now: () => new Date() };
+  const ctx: StorageContext = {
+    cluster: `bench-${run}`,
+    kube: outrigger(),
+    state,
+    holder: `bench-${run}`,
+    reporters,
+    mode: 'outrigger',
+    periodMs: DEFAULT_PERIOD_MS,
+    now: () => new Date(),
+  };
   const clients = reporters.map((id) => ({ id, client: outrigger() }));
   const round3 = async () => {
     for (const c of [ctx.kube, ...clients.map((c) => c.client)]) c.stats.reset();
@@ -75,9 +84,27 @@ try {
     );
     const ms = performance.now() - start;
     const requests = [ctx.kube, ...clients.map((c) => c.client)].reduce((n, c: KubeClient) => n + c.stats.total, 0);
-    const writes = [ctx.kube, ...clients.map((c) => c.client)].reduce((n, c) => n + Object.entries(c.stats.byVerb).filter(([v]) => !['get', 'list'].includes(v)).reduce((a, [, x]) => a + x, 0), 0);
+    const writes = [ctx.kube, ...clients.map((c) => c.client)].reduce(
+      (n, c) =>
+        n +
+        Object.entries(c.stats.byVerb)
+          .filter(([v]) => !['get', 'list'].includes(v))
+          .reduce((a, [, x]) => a + x, 0),
+      0,
+    );
     const dynamoCalls = Object.values(dynamo).reduce((a, b) => a + b, 0);
-    return { ms: Math.round(ms), maxPollMs: Math.max(...perPollMs), conflicts: results.reduce((n, r) => n + r.conflicts, 0), requests, writes, dynamoCalls, dynamo: { ...dynamo }, resources: results[0]?.resources ?? 0, created: results.reduce((n, r) => n + r.created, 0), migrationsCreated: results.reduce((n, r) => n + (r.leader?.created.length ?? 0), 0) };
+    return {
+      ms: Math.round(ms),
+      maxPollMs: Math.max(...perPollMs),
+      conflicts: results.reduce((n, r) => n + r.conflicts, 0),
+      requests,
+      writes,
+      dynamoCalls,
+      dynamo: { ...dynamo },
+      resources: results[0]?.resources ?? 0,
+      created: results.reduce((n, r) => n + r.created, 0),
+      migrationsCreated: results.reduce((n, r) => n + (r.leader?.created.length ?? 0), 0),
+    };
   };
   const first = await round3();
   log(`first sight: ${JSON.stringify(first)}`);
@@ -86,8 +113,34 @@ try {
   const states = (await admin.listAll<StorageState>(storageStates)).filter((s) => groups.includes(s.spec.resource.group));
   const made = await admin.listAll<StorageVersionMigration>(migrations);
   const done = new Date();
-  await Promise.all(made.map((m) => limit(() => admin.patch(migrations, m.metadata.name!, undefined, { status: { conditions: conditionsFor(m.status?.conditions, 'Succeeded', done, 'Bench') } }, 'merge', { subresource: 'status' }))));
-  await Promise.all(states.map((s) => limit(() => admin.patch(storageStates, s.metadata.name!, undefined, { status: { persistedStorageVersionHashes: [s.status!.currentStorageVersionHashes![0]!.currentStorageVersionHash] } }, 'merge', { subresource: 'status' }))));
+  await Promise.all(
+    made.map((m) =>
+      limit(() =>
+        admin.patch(
+          migrations,
+          m.metadata.name!,
+          undefined,
+          { status: { conditions: conditionsFor(m.status?.conditions, 'Succeeded', done, 'Bench') } },
+          'merge',
+          { subresource: 'status' },
+        ),
+      ),
+    ),
+  );
+  await Promise.all(
+    states.map((s) =>
+      limit(() =>
+        admin.patch(
+          storageStates,
+          s.metadata.name!,
+          undefined,
+          { status: { persistedStorageVersionHashes: [s.status!.currentStorageVersionHashes![0]!.currentStorageVersionHash] } },
+          'merge',
+          { subresource: 'status' },
+        ),
+      ),
+    ),
+  );
   const steady = await round3();
   log(`steady: ${JSON.stringify(steady)}`);
   // Reporters whose schedules do not coincide: one poll alone, the others' heartbeats already in.
@@ -102,7 +155,9 @@ try {
   const cpu = process.cpuUsage(cpu0);
   const aloneCpuMs = Math.round((cpu.user + cpu.system) / 1000);
   const aloneRequests = [ctx.kube, clients[0]!.client].reduce((n, c) => n + c.stats.total, 0);
-  log(`one poll alone: ${aloneMs} ms (reporting ${alone.reportMs} ms, leader step ${alone.leaderMs} ms; CPU: ${aloneCpuMs} ms in this process, ${aloneApiserverCpuMs} ms in the apiserver and etcd), ${aloneRequests} requests, ${alone.heartbeats} heartbeats`);
+  log(
+    `one poll alone: ${aloneMs} ms (reporting ${alone.reportMs} ms, leader step ${alone.leaderMs} ms; CPU: ${aloneCpuMs} ms in this process, ${aloneApiserverCpuMs} ms in the apiserver and etcd), ${aloneRequests} requests, ${alone.heartbeats} heartbeats`,
+  );
 
   // The migrator's rate: one resource with OBJECTS objects, rewritten by the migrator identity.
   const mgroup = `m-${run}.bench.test`;
@@ -113,7 +168,18 @@ try {
     await new Promise((r) => setTimeout(r, 200));
   }
   await admin.create(Resources.namespaces, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: `bench-${run}` } });
-  await Promise.all(Array.from({ length: OBJECTS }, (_, i) => limit(() => admin.create(items, { apiVersion: `${mgroup}/v1`, kind: 'Item', metadata: { name: `i${i}`, namespace: `bench-${run}` }, spec: { i } } as KubeObject))));
+  await Promise.all(
+    Array.from({ length: OBJECTS }, (_, i) =>
+      limit(() =>
+        admin.create(items, {
+          apiVersion: `${mgroup}/v1`,
+          kind: 'Item',
+          metadata: { name: `i${i}`, namespace: `bench-${run}` },
+          spec: { i },
+        } as KubeObject),
+      ),
+    ),
+  );
   const mctx = { ...ctx, mode: 'outrigger' as const };
   const polled = await pollReporter({ ...mctx, reporters: ['apiserver-1'] }, clients[0]!, { groups: [mgroup] });
   const migration = polled.leader!.created[0]!;
@@ -128,10 +194,38 @@ try {
       bench: 'storage',
       resources: steady.resources,
       reporters: reporters.length,
-      firstPoll: { ms: first.ms, apiserverRequests: first.requests, apiserverWrites: first.writes, dynamodbCalls: first.dynamoCalls, statesCreated: first.created, migrationsCreated: first.migrationsCreated },
-      steadyPoll: { ms: steady.ms, maxPollMs: steady.maxPollMs, conflicts: steady.conflicts, apiserverRequests: steady.requests, apiserverWrites: steady.writes, dynamodbCalls: steady.dynamoCalls, dynamodb: steady.dynamo },
-      steadyPollAlone: { ms: aloneMs, reportMs: alone.reportMs, leaderMs: alone.leaderMs, clientCpuMs: aloneCpuMs, apiserverCpuMs: aloneApiserverCpuMs, apiserverRequests: aloneRequests },
-      migration: { objects: OBJECTS, outcome: migrated.outcome, rewritten: migrated.rewritten, seconds: round(mSeconds, 2), objectsPerSecond: Math.round(migrated.rewritten / mSeconds) },
+      firstPoll: {
+        ms: first.ms,
+        apiserverRequests: first.requests,
+        apiserverWrites: first.writes,
+        dynamodbCalls: first.dynamoCalls,
+        statesCreated: first.created,
+        migrationsCreated: first.migrationsCreated,
+      },
+      steadyPoll: {
+        ms: steady.ms,
+        maxPollMs: steady.maxPollMs,
+        conflicts: steady.conflicts,
+        apiserverRequests: steady.requests,
+        apiserverWrites: steady.writes,
+        dynamodbCalls: steady.dynamoCalls,
+        dynamodb: steady.dynamo,
+      },
+      steadyPollAlone: {
+        ms: aloneMs,
+        reportMs: alone.reportMs,
+        leaderMs: alone.leaderMs,
+        clientCpuMs: aloneCpuMs,
+        apiserverCpuMs: aloneApiserverCpuMs,
+        apiserverRequests: aloneRequests,
+      },
+      migration: {
+        objects: OBJECTS,
+        outcome: migrated.outcome,
+        rewritten: migrated.rewritten,
+        seconds: round(mSeconds, 2),
+        objectsPerSecond: Math.round(migrated.rewritten / mSeconds),
+      },
     }),
   );
 } finally {
@@ -157,7 +251,16 @@ function crd(group: string, kind: string, plural: string): KubeObject {
       group,
       scope: 'Namespaced',
       names: { kind, plural, singular: kind.toLowerCase() },
-      versions: [{ name: 'v1', served: true, storage: true, schema: { openAPIV3Schema: { type: 'object', properties: { spec: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } } } } }],
+      versions: [
+        {
+          name: 'v1',
+          served: true,
+          storage: true,
+          schema: {
+            openAPIV3Schema: { type: 'object', properties: { spec: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } } },
+          },
+        },
+      ],
     },
   } as KubeObject;
 }

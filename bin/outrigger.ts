@@ -63,21 +63,39 @@ function helpWanted(argv: string[], usage: string): boolean {
 
 async function history(argv: string[]): Promise<void> {
   if (helpWanted(argv, historyUsage)) return;
-  const { values, positionals } = parseArgs({ args: argv, options: { ...common, revision: { type: 'string' }, output: { type: 'string', short: 'o' } }, allowPositionals: true, strict: true });
+  const { values, positionals } = parseArgs({
+    args: argv,
+    options: { ...common, revision: { type: 'string' }, output: { type: 'string', short: 'o' } },
+    allowPositionals: true,
+    strict: true,
+  });
   if (positionals.length !== 1) throw new Error(`expected one <kind>/<name>\n${historyUsage}`);
   const revision = values.revision === undefined ? undefined : positiveInt(values.revision, '--revision');
   const kube = client(values);
-  process.stdout.write(await historyCommand(kube, positionals[0]!, await namespaceOf(values, kube), { revision, output: parseOutput(values.output) }));
+  process.stdout.write(
+    await historyCommand(kube, positionals[0]!, await namespaceOf(values, kube), { revision, output: parseOutput(values.output) }),
+  );
 }
 
 async function rollback(argv: string[]): Promise<void> {
   if (helpWanted(argv, rollbackUsage)) return;
-  const options = { ...common, 'to-revision': { type: 'string' }, 'dry-run': { type: 'boolean' }, output: { type: 'string', short: 'o' } } as const;
+  const options = {
+    ...common,
+    'to-revision': { type: 'string' },
+    'dry-run': { type: 'boolean' },
+    output: { type: 'string', short: 'o' },
+  } as const;
   const { values, positionals } = parseArgs({ args: argv, options, allowPositionals: true, strict: true });
   if (positionals.length !== 1) throw new Error(`expected one <kind>/<name>\n${rollbackUsage}`);
   const toRevision = values['to-revision'] === undefined ? undefined : positiveInt(values['to-revision'], '--to-revision');
   const kube = client(values);
-  process.stdout.write(await rollbackCommand(kube, positionals[0]!, await namespaceOf(values, kube), { toRevision, dryRun: values['dry-run'] === true, output: parseOutput(values.output) }));
+  process.stdout.write(
+    await rollbackCommand(kube, positionals[0]!, await namespaceOf(values, kube), {
+      toRevision,
+      dryRun: values['dry-run'] === true,
+      output: parseOutput(values.output),
+    }),
+  );
 }
 
 function positiveInt(value: string, flag: string): number {
@@ -92,10 +110,17 @@ function positiveInt(value: string, flag: string): number {
  */
 async function checkout() {
   try {
-    const [{ kubectlBinary }, { projectRoot }, { startRuntime }] = await Promise.all([import('../local/apiserver.ts'), import('../local/paths.ts'), import('../runtime/local.ts')]);
+    const [{ kubectlBinary }, { projectRoot }, { startRuntime }] = await Promise.all([
+      import('../local/apiserver.ts'),
+      import('../local/paths.ts'),
+      import('../runtime/local.ts'),
+    ]);
     return { kubectlBinary, projectRoot, startRuntime };
   } catch (err) {
-    throw new Error(`run needs a checkout of Outrigger (npm ci && npm start there); this installation has history and rollback only (${(err as Error).message})`, { cause: err });
+    throw new Error(
+      `run needs a checkout of Outrigger (npm ci && npm start there); this installation has history and rollback only (${(err as Error).message})`,
+      { cause: err },
+    );
   }
 }
 
@@ -115,7 +140,8 @@ async function run(argv: string[]): Promise<void> {
     strict: true,
   });
   const logFormat = values['log-format'];
-  if (!(LOG_FORMATS as readonly string[]).includes(logFormat)) throw new Error(`--log-format takes ${LOG_FORMATS.join(' or ')}, got ${JSON.stringify(logFormat)}`);
+  if (!(LOG_FORMATS as readonly string[]).includes(logFormat))
+    throw new Error(`--log-format takes ${LOG_FORMATS.join(' or ')}, got ${JSON.stringify(logFormat)}`);
   // Read by every function's logger, made when the runtime loads the handlers below.
   process.env[LOG_FORMAT_ENV] = logFormat;
   const kubeconfig = values.kubeconfig ?? (process.env.KUBECONFIG || undefined);
@@ -150,7 +176,9 @@ async function run(argv: string[]): Promise<void> {
   log(`ready: cluster ${runtime.clusterId} at ${runtime.server}, DynamoDB Local at ${runtime.dynamodbEndpoint}`);
   if (!kubeconfig) log(`use the cluster with: ${kubectlBinary} --kubeconfig ${runtime.kubeconfig} get ns`);
   log(`dead letters: ${runtime.deadLetterFile}; Ctrl-C stops everything`);
-  process.stdout.write(`${JSON.stringify({ ready: true, kubeconfig: runtime.kubeconfig, kubectl: kubectlBinary, server: runtime.server, dynamodb: runtime.dynamodbEndpoint })}\n`);
+  process.stdout.write(
+    `${JSON.stringify({ ready: true, kubeconfig: runtime.kubeconfig, kubectl: kubectlBinary, server: runtime.server, dynamodb: runtime.dynamodbEndpoint })}\n`,
+  );
 }
 
 async function main(): Promise<void> {

@@ -12,10 +12,17 @@ import { isControlledBy } from '../shared/ownership/index.ts';
 import { foreignHistory, foreignTable } from './foreign-history.ts';
 import { resolveResourceArg } from './resolve.ts';
 
-export async function ownedHistory(kube: KubeClient, arg: string, namespace: string): Promise<{ parent: KubeObject; revisions: ControllerRevision[]; kind: string }> {
+export async function ownedHistory(
+  kube: KubeClient,
+  arg: string,
+  namespace: string,
+): Promise<{ parent: KubeObject; revisions: ControllerRevision[]; kind: string }> {
   const { resource, name } = await resolveResourceArg(kube, arg);
   const parent = await kube.get(resource, name, resource.namespaced ? namespace : undefined);
-  const listed = await kube.list<ControllerRevision>(Resources.controllerRevisions, { namespace: parent.metadata.namespace, labelSelector: labelSelectorString(parentLabels(parent)) });
+  const listed = await kube.list<ControllerRevision>(Resources.controllerRevisions, {
+    namespace: parent.metadata.namespace,
+    labelSelector: labelSelectorString(parentLabels(parent)),
+  });
   return { parent, revisions: sortRevisions(listed.items.filter((r) => isControlledBy(r, parent))), kind: resource.kind };
 }
 
@@ -48,7 +55,12 @@ function currentOf(revisions: readonly ControllerRevision[], parent: KubeObject)
   return [...revisions].reverse().find((r) => matchesRevision(r.data as Json | undefined, parent as unknown as JsonObject));
 }
 
-export async function historyCommand(kube: KubeClient, arg: string, namespace: string, opts: { revision?: number | undefined; output?: Output; now?: Date } = {}): Promise<string> {
+export async function historyCommand(
+  kube: KubeClient,
+  arg: string,
+  namespace: string,
+  opts: { revision?: number | undefined; output?: Output; now?: Date } = {},
+): Promise<string> {
   const { parent, revisions, kind } = await ownedHistory(kube, arg, namespace);
   const title = `${kind.toLowerCase()}/${parent.metadata.name}`;
   const current = currentOf(revisions, parent);
@@ -63,15 +75,35 @@ export async function historyCommand(kube: KubeClient, arg: string, namespace: s
   const revision = opts.revision;
   if (revision === undefined) {
     const foreign = await foreignHistory(kube, parent);
-    if (opts.output) return render(opts.output, { kind, name: parent.metadata.name, namespace: parent.metadata.namespace ?? null, revisions: revisions.map(summary), ...(foreign.length ? { foreignRevisions: foreign.map(summary) } : {}) });
+    if (opts.output)
+      return render(opts.output, {
+        kind,
+        name: parent.metadata.name,
+        namespace: parent.metadata.namespace ?? null,
+        revisions: revisions.map(summary),
+        ...(foreign.length ? { foreignRevisions: foreign.map(summary) } : {}),
+      });
     const readOnly = foreignTable(foreign, (since) => age(since, now));
     if (revisions.length === 0) return `${title}: no revisions (is there a RevisionPolicy for ${kind}?)\n${readOnly}`;
     const rows = [
       ['REVISION', 'NAME', 'CURRENT', 'AGE', 'CHANGE-CAUSE'],
-      ...revisions.map((r) => [String(r.revision), r.metadata.name ?? '', r === current ? '*' : '', age(r.metadata.creationTimestamp ?? undefined, now), r.metadata.annotations?.['kubernetes.io/change-cause'] ?? '<none>']),
+      ...revisions.map((r) => [
+        String(r.revision),
+        r.metadata.name ?? '',
+        r === current ? '*' : '',
+        age(r.metadata.creationTimestamp ?? undefined, now),
+        r.metadata.annotations?.['kubernetes.io/change-cause'] ?? '<none>',
+      ]),
     ];
     const widths = rows[0]!.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
-    return `${title}\n${rows.map((row) => row.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n')}\n${readOnly}`;
+    return `${title}\n${rows
+      .map((row) =>
+        row
+          .map((c, i) => c.padEnd(widths[i]!))
+          .join('  ')
+          .trimEnd(),
+      )
+      .join('\n')}\n${readOnly}`;
   }
   const index = revisions.findIndex((r) => r.revision === revision);
   if (index < 0) throw new Error(`${title} has no revision ${revision} (it has ${revisions.map((r) => r.revision).join(', ') || 'none'})`);
@@ -90,21 +122,43 @@ export async function historyCommand(kube: KubeClient, arg: string, namespace: s
  * parent does not already hold, as `kubectl rollout undo` goes back one). Nothing is written when the parent
  * already matches it, or with `dryRun`, which shows the JSON patch it would send.
  */
-export async function rollbackCommand(kube: KubeClient, arg: string, namespace: string, opts: { toRevision?: number | undefined; dryRun?: boolean; output?: Output } = {}): Promise<string> {
+export async function rollbackCommand(
+  kube: KubeClient,
+  arg: string,
+  namespace: string,
+  opts: { toRevision?: number | undefined; dryRun?: boolean; output?: Output } = {},
+): Promise<string> {
   const { resource, name } = await resolveResourceArg(kube, arg);
   const { parent, revisions, kind } = await ownedHistory(kube, arg, namespace);
   const title = `${kind.toLowerCase()}/${name}`;
   const holds = (r: ControllerRevision) => matchesRevision(r.data as Json | undefined, parent as unknown as JsonObject);
-  const target = opts.toRevision === undefined ? revisions.filter((r) => !holds(r)).at(-1) : revisions.find((r) => r.revision === opts.toRevision);
+  const target =
+    opts.toRevision === undefined ? revisions.filter((r) => !holds(r)).at(-1) : revisions.find((r) => r.revision === opts.toRevision);
   if (!target) {
-    if (opts.toRevision !== undefined) throw new Error(`${title} has no revision ${opts.toRevision} (it has ${revisions.map((r) => r.revision).join(', ') || 'none'})`);
-    throw new Error(revisions.length ? `${title} holds its only revision's target state; there is no previous revision to go back to` : `${title} has no revisions (is there a RevisionPolicy for ${kind}?)`);
+    if (opts.toRevision !== undefined)
+      throw new Error(`${title} has no revision ${opts.toRevision} (it has ${revisions.map((r) => r.revision).join(', ') || 'none'})`);
+    throw new Error(
+      revisions.length
+        ? `${title} holds its only revision's target state; there is no previous revision to go back to`
+        : `${title} has no revisions (is there a RevisionPolicy for ${kind}?)`,
+    );
   }
   const unchanged = holds(target);
   const patch = unchanged ? [] : rollbackPatch(target.data as Json | undefined, parent as unknown as JsonObject);
   if (!unchanged && !opts.dryRun) await kube.patch(resource, name, parent.metadata.namespace, patch, 'json');
-  if (opts.output) return render(opts.output, { kind, name, namespace: parent.metadata.namespace ?? null, revision: target.revision, revisionName: target.metadata.name ?? '', changed: !unchanged && !opts.dryRun, dryRun: opts.dryRun === true, patch });
+  if (opts.output)
+    return render(opts.output, {
+      kind,
+      name,
+      namespace: parent.metadata.namespace ?? null,
+      revision: target.revision,
+      revisionName: target.metadata.name ?? '',
+      changed: !unchanged && !opts.dryRun,
+      dryRun: opts.dryRun === true,
+      patch,
+    });
   if (unchanged) return `${title} already matches revision ${target.revision} (${target.metadata.name}); nothing to do\n`;
-  if (opts.dryRun) return `${title} would be rolled back to revision ${target.revision} (${target.metadata.name}) (dry run) with this JSON patch:\n${JSON.stringify(patch, null, 2)}\n`;
+  if (opts.dryRun)
+    return `${title} would be rolled back to revision ${target.revision} (${target.metadata.name}) (dry run) with this JSON patch:\n${JSON.stringify(patch, null, 2)}\n`;
   return `${title} rolled back to revision ${target.revision} (${target.metadata.name})\n`;
 }

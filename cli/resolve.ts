@@ -8,7 +8,8 @@ interface GroupList {
 
 export async function resolveResourceArg(kube: KubeClient, arg: string): Promise<{ resource: ResolvedResource; name: string }> {
   const slash = arg.indexOf('/');
-  if (slash <= 0 || slash === arg.length - 1) throw new Error(`expected <kind>/<name>, such as statefulset/web; got ${JSON.stringify(arg)}`);
+  if (slash <= 0 || slash === arg.length - 1)
+    throw new Error(`expected <kind>/<name>, such as statefulset/web; got ${JSON.stringify(arg)}`);
   const kindPart = arg.slice(0, slash).toLowerCase();
   const name = arg.slice(slash + 1);
   const dot = kindPart.indexOf('.');
@@ -21,7 +22,9 @@ export async function resolveResourceArg(kube: KubeClient, arg: string): Promise
     if (group !== undefined && gv.group !== group) continue;
     const list = await getResourceList(kube, gv.group, gv.version);
     const found = list.resources.find(
-      (r) => !r.name.includes('/') && (r.name === wanted || r.singularName === wanted || r.kind.toLowerCase() === wanted || (r.shortNames ?? []).includes(wanted)),
+      (r) =>
+        !r.name.includes('/') &&
+        (r.name === wanted || r.singularName === wanted || r.kind.toLowerCase() === wanted || (r.shortNames ?? []).includes(wanted)),
     );
     if (found) matches.push({ group: gv.group, version: gv.version, resource: found.name, kind: found.kind, namespaced: found.namespaced });
     // A built-in resource wins, as with kubectl (statefulset is apps' whatever a CRD calls itself).
@@ -31,7 +34,9 @@ export async function resolveResourceArg(kube: KubeClient, arg: string): Promise
   if (!first) throw new Error(`the cluster serves no resource called ${JSON.stringify(kindPart)}`);
   // Two custom resources of one name: a rollback must never write to the other one.
   if (!builtIn(first.group) && matches.length > 1) {
-    throw new Error(`${JSON.stringify(kindPart)} is served by ${matches.map((m) => `${m.resource}.${m.group}`).join(' and ')}; name one as <resource>.<group>/${name}`);
+    throw new Error(
+      `${JSON.stringify(kindPart)} is served by ${matches.map((m) => `${m.resource}.${m.group}`).join(' and ')}; name one as <resource>.<group>/${name}`,
+    );
   }
   return { resource: first, name };
 }

@@ -57,7 +57,13 @@ export class ConfigMapCheckpoint implements CheckpointStore {
   private readonly maxPartBytes: number;
   private readonly log: (message: string, fields?: Record<string, unknown>) => void;
 
-  constructor(opts: { kube: KubeClient; namespace: string; name: string; maxPartBytes?: number; log?: (message: string, fields?: Record<string, unknown>) => void }) {
+  constructor(opts: {
+    kube: KubeClient;
+    namespace: string;
+    name: string;
+    maxPartBytes?: number;
+    log?: (message: string, fields?: Record<string, unknown>) => void;
+  }) {
     this.kube = opts.kube;
     this.namespace = opts.namespace;
     this.name = opts.name;
@@ -94,7 +100,8 @@ export class ConfigMapCheckpoint implements CheckpointStore {
     const zipped = await promisify(gzip)(Buffer.from(text, 'utf8'));
     const generation = `${Date.now().toString(36)}${Math.floor(Math.random() * 36 ** 4).toString(36)}`;
     const chunks: Buffer[] = [];
-    if (zipped.length > this.maxPartBytes) for (let at = 0; at < zipped.length; at += this.maxPartBytes) chunks.push(zipped.subarray(at, at + this.maxPartBytes));
+    if (zipped.length > this.maxPartBytes)
+      for (let at = 0; at < zipped.length; at += this.maxPartBytes) chunks.push(zipped.subarray(at, at + this.maxPartBytes));
     for (const [i, chunk] of chunks.entries()) {
       await this.kube.create<ConfigMap>(configMaps, {
         apiVersion: 'v1',
@@ -130,7 +137,9 @@ export class ConfigMapCheckpoint implements CheckpointStore {
       const current = await this.kube.find<ConfigMap>(configMaps, this.name, this.namespace);
       this.log('checkpoint changed by another writer; overwriting it', { configMap: this.name });
       const again = { ...head, metadata: { ...head.metadata, resourceVersion: current?.metadata.resourceVersion } };
-      return current ? await this.kube.replace(configMaps, again) : await this.kube.create(configMaps, { ...again, metadata: { ...head.metadata, resourceVersion: undefined } });
+      return current
+        ? await this.kube.replace(configMaps, again)
+        : await this.kube.create(configMaps, { ...again, metadata: { ...head.metadata, resourceVersion: undefined } });
     }
   }
 

@@ -17,7 +17,17 @@ import { deduplicationId, makeEnvelope, MAX_ENVELOPE_BYTES, messageGroupId, type
 import { SqsDeadLetterSink } from '../shared/lambda/dead-letter.ts';
 import { BATCH_BYTES, BATCH_ENTRIES } from '../shared/lambda/sqs.ts';
 import { FileCheckpoint, type CheckpointStore } from './checkpoint.ts';
-import { apiVersionOf, gvrString, isNamespaced, resolveResource, runWatchSource, type GVR, type KubeClient, type KubeObject, type SourceEvent } from '../shared/kube/index.ts';
+import {
+  apiVersionOf,
+  gvrString,
+  isNamespaced,
+  resolveResource,
+  runWatchSource,
+  type GVR,
+  type KubeClient,
+  type KubeObject,
+  type SourceEvent,
+} from '../shared/kube/index.ts';
 import { statusOnly, watchedAsMetadata } from './metadata.ts';
 
 /** One envelope for the events queue. */
@@ -47,7 +57,10 @@ export class SqsEnvelopeSink implements EnvelopeSink {
   }
   async sendBatch(entries: readonly QueueEntry[]): Promise<number[]> {
     const out = await this.sqs.send(
-      new SendMessageBatchCommand({ QueueUrl: this.queueUrl, Entries: entries.map((e, i) => ({ Id: String(i), MessageBody: e.body, MessageGroupId: e.group, MessageDeduplicationId: e.dedup })) }),
+      new SendMessageBatchCommand({
+        QueueUrl: this.queueUrl,
+        Entries: entries.map((e, i) => ({ Id: String(i), MessageBody: e.body, MessageGroupId: e.group, MessageDeduplicationId: e.dedup })),
+      }),
     );
     this.lastError = out.Failed?.length ? out.Failed.map((f) => `${f.Code ?? ''}: ${f.Message ?? ''}`).join('; ') : undefined;
     return (out.Failed ?? []).map((f) => Number(f.Id));
@@ -148,7 +161,12 @@ export class Forwarder {
     if (this.store) await this.loadCheckpoint(this.store);
     this.sender = this.sendLoop();
     await this.refresh();
-    this.timers.push(setInterval(() => void this.refresh().catch((err: unknown) => this.log('refreshing watches failed', { error: String(err) })), this.opts.refreshMs ?? 10_000));
+    this.timers.push(
+      setInterval(
+        () => void this.refresh().catch((err: unknown) => this.log('refreshing watches failed', { error: String(err) })),
+        this.opts.refreshMs ?? 10_000,
+      ),
+    );
     if (this.store) this.timers.push(setInterval(() => this.checkpointOnce(), this.opts.checkpointMs ?? 1_000));
   }
 
@@ -213,7 +231,10 @@ export class Forwarder {
       this.syncedOnce.delete(id);
       if (!reshaped) this.acked.delete(id);
       this.dirty = true;
-      this.log(reshaped ? 'watch restarted: its objects are now sent as a parent\'s or a child\'s' : 'watch stopped: no definition needs it', { resource: id });
+      this.log(
+        reshaped ? "watch restarted: its objects are now sent as a parent's or a child's" : 'watch stopped: no definition needs it',
+        { resource: id },
+      );
       await watch?.catch(() => undefined);
     }
     for (const resource of resources) {
@@ -231,7 +252,9 @@ export class Forwarder {
       const watch = async () => {
         const namespace = this.opts.namespace && (await isNamespaced(this.opts.kube, resource)) ? this.opts.namespace : undefined;
         const apiVersion = apiVersionOf(resource);
-        const type = asMetadata ? { apiVersion, kind: (await resolveResource(this.opts.kube, apiVersion, resource.resource)).kind } : undefined;
+        const type = asMetadata
+          ? { apiVersion, kind: (await resolveResource(this.opts.kube, apiVersion, resource.resource)).kind }
+          : undefined;
         await runWatchSource({
           client: this.opts.kube,
           resource,
@@ -293,7 +316,10 @@ export class Forwarder {
     } catch (err) {
       // An object Kubernetes allows but the envelope's bounds do not (an RBAC name such as system:foo): it goes to
       // the dead letters with the reason, and the watch goes on with the next event.
-      await this.deadLetter(JSON.stringify({ type: e.type, object: skeletonOf(e.object) }), `cannot be sent as an event: ${err instanceof Error ? err.message : String(err)}`);
+      await this.deadLetter(
+        JSON.stringify({ type: e.type, object: skeletonOf(e.object) }),
+        `cannot be sent as an event: ${err instanceof Error ? err.message : String(err)}`,
+      );
       return undefined;
     }
     let body = JSON.stringify(envelope);
@@ -309,10 +335,22 @@ export class Forwarder {
     }
     const skeleton = skeletonOf(e.object);
     if (Buffer.byteLength(body) > MAX_ENVELOPE_BYTES) {
-      await this.deadLetter(body, `event for ${envelope.subject ?? '?'} is ${Buffer.byteLength(body)} bytes even without managed fields and the old object, over SQS's ${MAX_ENVELOPE_BYTES}`);
+      await this.deadLetter(
+        body,
+        `event for ${envelope.subject ?? '?'} is ${Buffer.byteLength(body)} bytes even without managed fields and the old object, over SQS's ${MAX_ENVELOPE_BYTES}`,
+      );
       return undefined;
     }
-    return { body, group: messageGroupId(envelope), dedup: deduplicationId(envelope), bytes: Buffer.byteLength(body), uid: e.object.metadata.uid ?? '', gvr, type: e.type, skeleton };
+    return {
+      body,
+      group: messageGroupId(envelope),
+      dedup: deduplicationId(envelope),
+      bytes: Buffer.byteLength(body),
+      uid: e.object.metadata.uid ?? '',
+      gvr,
+      type: e.type,
+      skeleton,
+    };
   }
 
   private async deadLetter(body: string, reason: string): Promise<void> {
@@ -407,8 +445,13 @@ export class Forwarder {
     try {
       const parsed = JSON.parse(text) as { cluster?: string; resources?: Record<string, KubeObject[]> };
       if (parsed.cluster !== this.opts.cluster) return; // another cluster's checkpoint is no use here
-      for (const [gvr, objects] of Object.entries(parsed.resources ?? {})) this.acked.set(gvr, new Map(objects.map((o) => [o.metadata.uid ?? '', o])));
-      this.log('checkpoint loaded', { from: store.where, resources: this.acked.size, objects: [...this.acked.values()].reduce((n, m) => n + m.size, 0) });
+      for (const [gvr, objects] of Object.entries(parsed.resources ?? {}))
+        this.acked.set(gvr, new Map(objects.map((o) => [o.metadata.uid ?? '', o])));
+      this.log('checkpoint loaded', {
+        from: store.where,
+        resources: this.acked.size,
+        objects: [...this.acked.values()].reduce((n, m) => n + m.size, 0),
+      });
     } catch (err) {
       this.log('checkpoint unreadable; every object will be sent again', { error: String(err) });
     }

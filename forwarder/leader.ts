@@ -52,7 +52,8 @@ export class LeaderElector {
 
   constructor(opts: LeaderElectionOptions) {
     this.opts = { leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 2_000, now: Date.now, ...opts };
-    if (this.opts.renewDeadlineMs >= this.opts.leaseDurationMs) throw new Error('leader election: the renew deadline must be shorter than the lease duration');
+    if (this.opts.renewDeadlineMs >= this.opts.leaseDurationMs)
+      throw new Error('leader election: the renew deadline must be shorter than the lease duration');
   }
 
   get isLeader(): boolean {
@@ -64,7 +65,9 @@ export class LeaderElector {
     for (;;) {
       if (signal?.aborted || this.stopped.signal.aborted) throw new Error('leader election stopped before the lease was acquired');
       if (await this.tryAcquireOrRenew().catch((err: unknown) => this.failed(err))) break;
-      await sleep(this.opts.retryPeriodMs, undefined, { signal: AbortSignal.any([this.stopped.signal, ...(signal ? [signal] : [])]) }).catch(() => undefined);
+      await sleep(this.opts.retryPeriodMs, undefined, {
+        signal: AbortSignal.any([this.stopped.signal, ...(signal ? [signal] : [])]),
+      }).catch(() => undefined);
     }
     this.leading = true;
     this.log('leader election: leading', { lease: this.opts.name, identity: this.opts.identity });
@@ -84,7 +87,10 @@ export class LeaderElector {
         if (lease.spec?.holderIdentity !== this.opts.identity) return;
         const now = microTime(this.opts.now());
         // As client-go releases: no holder, a one-second duration.
-        await this.opts.kube.replace<Lease>(Resources.leases, { ...lease, spec: { ...lease.spec, holderIdentity: '', leaseDurationSeconds: 1, acquireTime: now, renewTime: now } });
+        await this.opts.kube.replace<Lease>(Resources.leases, {
+          ...lease,
+          spec: { ...lease.spec, holderIdentity: '', leaseDurationSeconds: 1, acquireTime: now, renewTime: now },
+        });
         this.log('leader election: released', { lease: this.opts.name });
         return;
       } catch (err) {
@@ -140,7 +146,13 @@ export class LeaderElector {
           apiVersion: 'coordination.k8s.io/v1',
           kind: 'Lease',
           metadata: { name, namespace },
-          spec: { holderIdentity: identity, leaseDurationSeconds: durationSeconds, acquireTime: microTime(now), renewTime: microTime(now), leaseTransitions: 0 },
+          spec: {
+            holderIdentity: identity,
+            leaseDurationSeconds: durationSeconds,
+            acquireTime: microTime(now),
+            renewTime: microTime(now),
+            leaseTransitions: 0,
+          },
         });
         this.leader = identity;
         return true;

@@ -58,30 +58,41 @@ function ownNamespace(): string {
   try {
     return readFileSync('/var/run/secrets/kubernetes.io/serviceaccount/namespace', 'utf8').trim();
   } catch {
-    return refuse('OUTRIGGER_POD_NAMESPACE is not set and no service account namespace is mounted: where do the Lease and checkpoint live?');
+    return refuse(
+      'OUTRIGGER_POD_NAMESPACE is not set and no service account namespace is mounted: where do the Lease and checkpoint live?',
+    );
   }
 }
 
 const cluster = required('OUTRIGGER_CLUSTER_ID');
 const queueUrl = required('OUTRIGGER_EVENT_QUEUE_URL');
 const endpoint = process.env.OUTRIGGER_SQS_ENDPOINT;
-const log = (message: string, fields: Record<string, unknown> = {}) => process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), message, ...fields })}\n`);
+const log = (message: string, fields: Record<string, unknown> = {}) =>
+  process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), message, ...fields })}\n`);
 const kube = connect({ kind: 'kubeconfig', path: process.env.KUBECONFIG || undefined });
 let configs;
 try {
-  configs = process.env.OUTRIGGER_CLUSTERS || process.env.OUTRIGGER_CLUSTERS_FILE ? clustersFromEnv() : parseClusters(JSON.stringify([{ id: cluster, access: { kind: 'kubeconfig' } }]));
+  configs =
+    process.env.OUTRIGGER_CLUSTERS || process.env.OUTRIGGER_CLUSTERS_FILE
+      ? clustersFromEnv()
+      : parseClusters(JSON.stringify([{ id: cluster, access: { kind: 'kubeconfig' } }]));
 } catch (err) {
   refuse((err as Error).message);
 }
 // Its own entry tells the controllers' sources its settings (storage: which migrations API to watch).
-const config = configs.find((c) => c.id === cluster) ?? refuse(`the cluster configuration has no entry for OUTRIGGER_CLUSTER_ID ${cluster} (it names ${configs.map((c) => c.id).join(', ')})`);
-const sqs = new SQSClient(endpoint ? { endpoint, region: process.env.AWS_REGION ?? 'local', credentials: { accessKeyId: 'local', secretAccessKey: 'local' } } : {});
+const config =
+  configs.find((c) => c.id === cluster) ??
+  refuse(`the cluster configuration has no entry for OUTRIGGER_CLUSTER_ID ${cluster} (it names ${configs.map((c) => c.id).join(', ')})`);
+const sqs = new SQSClient(
+  endpoint ? { endpoint, region: process.env.AWS_REGION ?? 'local', credentials: { accessKeyId: 'local', secretAccessKey: 'local' } } : {},
+);
 // What the router consumes is what must be watched: the same function the local runtime asks.
 const router = functions.find((f) => f.name === 'router');
 if (!router?.events) throw new Error('the function registry has no router');
 const routerEvents = router.events;
 
-if (process.env.OUTRIGGER_CHECKPOINT_CONFIGMAP && process.env.OUTRIGGER_FORWARDER_STATE) refuse('OUTRIGGER_CHECKPOINT_CONFIGMAP and OUTRIGGER_FORWARDER_STATE are both set: set one');
+if (process.env.OUTRIGGER_CHECKPOINT_CONFIGMAP && process.env.OUTRIGGER_FORWARDER_STATE)
+  refuse('OUTRIGGER_CHECKPOINT_CONFIGMAP and OUTRIGGER_FORWARDER_STATE are both set: set one');
 const needsNamespace = Boolean(process.env.OUTRIGGER_CHECKPOINT_CONFIGMAP || process.env.OUTRIGGER_LEADER_ELECTION_LEASE);
 const namespace = needsNamespace ? ownNamespace() : undefined;
 const checkpoint: CheckpointStore | undefined = process.env.OUTRIGGER_CHECKPOINT_CONFIGMAP

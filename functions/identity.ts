@@ -2,7 +2,15 @@
 // and a RevisionPolicy's reads of its target kinds, go through that account's grants, never Outrigger's own, so
 // one author cannot borrow what a cluster admin granted for another's controller. Outrigger may act as an account
 // only where a cluster admin allowed it (`get` and `impersonate` on that ServiceAccount).
-import { gvr, isKubeError, Resources, serviceAccountUser, type KubeClient, type KubeObject, type ResolvedResource } from '../shared/kube/index.ts';
+import {
+  gvr,
+  isKubeError,
+  Resources,
+  serviceAccountUser,
+  type KubeClient,
+  type KubeObject,
+  type ResolvedResource,
+} from '../shared/kube/index.ts';
 
 export interface ServiceAccountRef {
   namespace: string;
@@ -35,7 +43,11 @@ export function resourceName(r: Pick<ResolvedResource, 'group' | 'resource'>): s
  * account may not do. Throws an IdentityProblem when the account is missing or Outrigger may not act as it;
  * answers the needs refused (none: all allowed).
  */
-export async function refusedNeeds(kube: KubeClient, account: ServiceAccountRef, needs: ReadonlyArray<{ resource: ResolvedResource; verb: string }>): Promise<Array<{ resource: ResolvedResource; verb: string }>> {
+export async function refusedNeeds(
+  kube: KubeClient,
+  account: ServiceAccountRef,
+  needs: ReadonlyArray<{ resource: ResolvedResource; verb: string }>,
+): Promise<Array<{ resource: ResolvedResource; verb: string }>> {
   const who = `ServiceAccount ${account.namespace}/${account.name}`;
   const notAllowed = () => new IdentityProblem('ServiceAccountNotAllowed', `a cluster admin has not allowed Outrigger to act as ${who}`);
   try {

@@ -27,7 +27,10 @@ export const functions: FunctionSpec[] = [
       definitions: definitionResources,
       forget: forgetControllers,
       // The parents (and the definitions, parents of their own); children and inputs route by metadata alone.
-      wholeObjects: async (cluster, kube) => [...definitionResources, ...(await Promise.all(controllerSources.map((s) => s.kinds(cluster, kube)))).flat().map((k) => k.resource)],
+      wholeObjects: async (cluster, kube) => [
+        ...definitionResources,
+        ...(await Promise.all(controllerSources.map((s) => s.kinds(cluster, kube)))).flat().map((k) => k.resource),
+      ],
     },
     // The targets of the controllers it routes for (history, storage, map); never truncate or migrator.
     sends: controllerSources.map((s) => s.target),

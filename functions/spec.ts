@@ -63,7 +63,10 @@ export interface Controller {
 export function sendTargets(spec: FunctionSpec, registry: readonly FunctionSpec[]): string[] {
   const targets = registry.flatMap((f) => (f.sync ? [f.sync.target] : []));
   for (const t of spec.sends ?? []) {
-    if (!targets.includes(t)) throw new Error(`${spec.name} sends to sync target ${JSON.stringify(t)}, which no function consumes (targets: ${targets.join(', ')})`);
+    if (!targets.includes(t))
+      throw new Error(
+        `${spec.name} sends to sync target ${JSON.stringify(t)}, which no function consumes (targets: ${targets.join(', ')})`,
+      );
   }
   return [...(spec.sends ?? [])];
 }

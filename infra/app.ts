@@ -22,7 +22,15 @@ export function outriggerApp(props: AppProps = {}): { app: App; stack: Outrigger
   const app = new App({ ...props, context: { 'aws:cdk:enable-asset-metadata': true, ...props.context } });
   const context = (key: string): unknown => app.node.tryGetContext(`outrigger:${key}`);
   // A misspelt key would otherwise be ignored, and its setting silently not applied.
-  const known = ['clusters', 'clustersFile', 'mapHookFunctions', 'examples', 'forwarderNamespace', 'forwarderServiceAccount', 'forwarderImage'].map((k) => `outrigger:${k}`);
+  const known = [
+    'clusters',
+    'clustersFile',
+    'mapHookFunctions',
+    'examples',
+    'forwarderNamespace',
+    'forwarderServiceAccount',
+    'forwarderImage',
+  ].map((k) => `outrigger:${k}`);
   for (const key of Object.keys(app.node.getAllContext() as Record<string, unknown>)) {
     if (key.startsWith('outrigger:') && !known.includes(key)) throw new Error(`unknown context ${key} (known: ${known.join(', ')})`);
   }
@@ -38,14 +46,17 @@ export function outriggerApp(props: AppProps = {}): { app: App; stack: Outrigger
   const file = text(context('clustersFile'));
   const clusters = file ? (JSON.parse(readFileSync(file, 'utf8')) as unknown) : json('clusters');
   if (clusters === undefined) {
-    throw new Error('no clusters: pass -c outrigger:clustersFile=clusters.json (or -c outrigger:clusters=\'[...]\'); README "Deploying" writes the file');
+    throw new Error(
+      'no clusters: pass -c outrigger:clustersFile=clusters.json (or -c outrigger:clusters=\'[...]\'); README "Deploying" writes the file',
+    );
   }
   if (!Array.isArray(clusters)) throw new Error(`the cluster configuration${file ? ` in ${file}` : ''} is not a JSON array`);
   const namespace = text(context('forwarderNamespace'));
   const serviceAccount = text(context('forwarderServiceAccount'));
   const examples = context('examples');
   const platform = text(context('forwarderImage'));
-  if (platform && platform !== 'linux/arm64' && platform !== 'linux/amd64') throw new Error(`context outrigger:forwarderImage is ${platform}: linux/arm64 or linux/amd64`);
+  if (platform && platform !== 'linux/arm64' && platform !== 'linux/amd64')
+    throw new Error(`context outrigger:forwarderImage is ${platform}: linux/arm64 or linux/amd64`);
   const stack = new OutriggerStack(app, 'Outrigger', {
     // Checked by the construct, which names the cluster and field of anything wrong.
     clusters: clusters as ClusterConfig[],

@@ -65,9 +65,28 @@ export class OutriggerCluster extends Construct {
     const c = props.config;
     this.config = c;
     this.name = id;
-    this.events = queuePair(this, 'Events', { queue: queueName(c.id, EVENTS_QUEUE), deadLetter: queueName(c.id, EVENTS_QUEUE, true) }, props.eventsConsumerTimeoutSeconds);
-    this.sync = new Map(props.syncTargets.map(({ target, timeoutSeconds }) => [target, queuePair(this, `Sync${pascal(target)}`, { queue: queueName(c.id, target), deadLetter: queueName(c.id, target, true) }, timeoutSeconds)]));
-    tlsOnly(this, 'QueuesTlsOnly', this.queuePairs().flatMap(([, p]) => [p.queue, p.deadLetter]));
+    this.events = queuePair(
+      this,
+      'Events',
+      { queue: queueName(c.id, EVENTS_QUEUE), deadLetter: queueName(c.id, EVENTS_QUEUE, true) },
+      props.eventsConsumerTimeoutSeconds,
+    );
+    this.sync = new Map(
+      props.syncTargets.map(({ target, timeoutSeconds }) => [
+        target,
+        queuePair(
+          this,
+          `Sync${pascal(target)}`,
+          { queue: queueName(c.id, target), deadLetter: queueName(c.id, target, true) },
+          timeoutSeconds,
+        ),
+      ]),
+    );
+    tlsOnly(
+      this,
+      'QueuesTlsOnly',
+      this.queuePairs().flatMap(([, p]) => [p.queue, p.deadLetter]),
+    );
 
     const region = Stack.of(this).region;
     this.access = !isEks(c) ? 'manual' : Token.isUnresolved(region) ? 'region-condition' : region === c.access.region ? 'stack' : 'manual';
@@ -78,9 +97,25 @@ export class OutriggerCluster extends Construct {
     this.addAlarms(props.alarms);
 
     // What the cluster's forwarder is configured with (deploy/forwarder/base, through its generated overlay).
-    output(this, `${id}EventsQueueUrl`, `Cluster ${c.id}'s events queue: where its forwarder sends watch-event envelopes (FIFO)`, this.events.queue.queueUrl);
-    output(this, `${id}EventsDeadLetterQueueUrl`, `Cluster ${c.id}'s events dead-letter queue: where its forwarder sends what it cannot send as an envelope`, this.events.deadLetter.queueUrl);
-    if (this.forwarderRole) output(this, `${id}ForwarderRoleArn`, `Cluster ${c.id}'s forwarder role (EKS Pod Identity): SendMessage on its events queue and dead-letter queue only`, this.forwarderRole.roleArn);
+    output(
+      this,
+      `${id}EventsQueueUrl`,
+      `Cluster ${c.id}'s events queue: where its forwarder sends watch-event envelopes (FIFO)`,
+      this.events.queue.queueUrl,
+    );
+    output(
+      this,
+      `${id}EventsDeadLetterQueueUrl`,
+      `Cluster ${c.id}'s events dead-letter queue: where its forwarder sends what it cannot send as an envelope`,
+      this.events.deadLetter.queueUrl,
+    );
+    if (this.forwarderRole)
+      output(
+        this,
+        `${id}ForwarderRoleArn`,
+        `Cluster ${c.id}'s forwarder role (EKS Pod Identity): SendMessage on its events queue and dead-letter queue only`,
+        this.forwarderRole.roleArn,
+      );
   }
 
   /** The cluster's queue pairs, each named by what it holds. */
@@ -123,7 +158,13 @@ export class OutriggerCluster extends Construct {
   private addForwarder(c: ClusterConfig & { access: { kind: 'eks' } }, forwarder: OutriggerClusterProps['forwarder']): iam.Role {
     // The cluster's ARN, not just its name: a cluster of the same name in another region of the account must not
     // get the role.
-    const clusterArn = Stack.of(this).formatArn({ service: 'eks', region: c.access.region, resource: 'cluster', resourceName: c.access.clusterName, arnFormat: ArnFormat.SLASH_RESOURCE_NAME });
+    const clusterArn = Stack.of(this).formatArn({
+      service: 'eks',
+      region: c.access.region,
+      resource: 'cluster',
+      resourceName: c.access.clusterName,
+      arnFormat: ArnFormat.SLASH_RESOURCE_NAME,
+    });
     const tags: Record<string, string[]> = {
       'aws:RequestTag/eks-cluster-arn': [clusterArn],
       'aws:RequestTag/kubernetes-namespace': [forwarder.namespace],
@@ -131,9 +172,13 @@ export class OutriggerCluster extends Construct {
     };
     const role = new iam.Role(this, 'ForwarderRole', {
       description: `Outrigger forwarder of cluster ${c.id} (EKS Pod Identity): sends its watch events to its events queue`,
-      assumedBy: new iam.PrincipalWithConditions(new iam.SessionTagsPrincipal(new iam.ServicePrincipal('pods.eks.amazonaws.com')), { StringEquals: tags }),
+      assumedBy: new iam.PrincipalWithConditions(new iam.SessionTagsPrincipal(new iam.ServicePrincipal('pods.eks.amazonaws.com')), {
+        StringEquals: tags,
+      }),
     });
-    role.addToPrincipalPolicy(new iam.PolicyStatement({ actions: ['sqs:SendMessage'], resources: [this.events.queue.queueArn, this.events.deadLetter.queueArn] }));
+    role.addToPrincipalPolicy(
+      new iam.PolicyStatement({ actions: ['sqs:SendMessage'], resources: [this.events.queue.queueArn, this.events.deadLetter.queueArn] }),
+    );
     if (this.access !== 'manual') {
       const association = new eks.CfnPodIdentityAssociation(this, 'ForwarderPodIdentity', {
         clusterName: c.access.clusterName,
@@ -154,22 +199,90 @@ export class OutriggerCluster extends Construct {
   private addAlarms(alarms: Alarms): void {
     const c = this.config;
     const pairs = this.queuePairs();
-    if (pairs.length > METRICS_PER_ALARM) throw new Error(`cluster ${c.id} has ${pairs.length} queues; one alarm reads at most ${METRICS_PER_ALARM} metrics`);
+    if (pairs.length > METRICS_PER_ALARM)
+      throw new Error(`cluster ${c.id} has ${pairs.length} queues; one alarm reads at most ${METRICS_PER_ALARM} metrics`);
     const worst = (metric: (p: QueuePair) => cloudwatch.Metric, period: Duration) =>
-      new cloudwatch.MathExpression({ expression: 'MAX(METRICS())', usingMetrics: Object.fromEntries(pairs.map(([, p], i) => [`q${i}`, metric(p)])), period });
+      new cloudwatch.MathExpression({
+        expression: 'MAX(METRICS())',
+        usingMetrics: Object.fromEntries(pairs.map(([, p], i) => [`q${i}`, metric(p)])),
+        period,
+      });
     const atLeastOne = cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD;
-    alarms.add(this, 'DeadLetters', `A dead-letter queue of cluster ${c.id} holds messages: read their reason attribute, fix the cause, redrive`, worst((p) => deadLetterMetric(p.deadLetter), Duration.minutes(1)), 1, atLeastOne);
-    alarms.add(this, 'OldestMessage', `A queue of cluster ${c.id} has a message that waited over ${OLDEST_MESSAGE_ALARM_SECONDS} s: its consumer is failing or falling behind`, worst(oldestMessageMetric, Duration.minutes(5)), OLDEST_MESSAGE_ALARM_SECONDS, cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD);
+    alarms.add(
+      this,
+      'DeadLetters',
+      `A dead-letter queue of cluster ${c.id} holds messages: read their reason attribute, fix the cause, redrive`,
+      worst((p) => deadLetterMetric(p.deadLetter), Duration.minutes(1)),
+      1,
+      atLeastOne,
+    );
+    alarms.add(
+      this,
+      'OldestMessage',
+      `A queue of cluster ${c.id} has a message that waited over ${OLDEST_MESSAGE_ALARM_SECONDS} s: its consumer is failing or falling behind`,
+      worst(oldestMessageMetric, Duration.minutes(5)),
+      OLDEST_MESSAGE_ALARM_SECONDS,
+      cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+    );
     // The heartbeat's figures, once a minute: the least of five is the state the whole five minutes long.
-    const heartbeat = (metricName: string) => new cloudwatch.Metric({ namespace: METRICS_NAMESPACE, metricName, dimensionsMap: { service: METRICS_SERVICE, cluster: c.id }, statistic: 'Minimum', period: Duration.minutes(5) });
-    alarms.add(this, 'ClusterUnreachable', `The apiserver of cluster ${c.id} has not answered the heartbeat for 5 minutes: see the heartbeat log's error (network path, endpoint access, credentials)`, heartbeat('ClusterUnreachable'), 1, atLeastOne);
-    alarms.add(this, 'ForwarderSilent', `The forwarder of cluster ${c.id} has not renewed its leader Lease for over ${FORWARDER_SILENT_ALARM_SECONDS} s in 5 minutes: kubectl -n outrigger-system get pods,lease`, heartbeat('ForwarderSilentSeconds'), FORWARDER_SILENT_ALARM_SECONDS, cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD);
+    const heartbeat = (metricName: string) =>
+      new cloudwatch.Metric({
+        namespace: METRICS_NAMESPACE,
+        metricName,
+        dimensionsMap: { service: METRICS_SERVICE, cluster: c.id },
+        statistic: 'Minimum',
+        period: Duration.minutes(5),
+      });
+    alarms.add(
+      this,
+      'ClusterUnreachable',
+      `The apiserver of cluster ${c.id} has not answered the heartbeat for 5 minutes: see the heartbeat log's error (network path, endpoint access, credentials)`,
+      heartbeat('ClusterUnreachable'),
+      1,
+      atLeastOne,
+    );
+    alarms.add(
+      this,
+      'ForwarderSilent',
+      `The forwarder of cluster ${c.id} has not renewed its leader Lease for over ${FORWARDER_SILENT_ALARM_SECONDS} s in 5 minutes: kubectl -n outrigger-system get pods,lease`,
+      heartbeat('ForwarderSilentSeconds'),
+      FORWARDER_SILENT_ALARM_SECONDS,
+      cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+    );
     if (c.storage?.enabled !== false) {
       // Published by every storage poll's leader step; three polls' worth, so one poll that did not lead is no gap.
-      const overdue = (metricName: string) => new cloudwatch.Metric({ namespace: METRICS_NAMESPACE, metricName, dimensionsMap: { service: METRICS_SERVICE, cluster: c.id }, statistic: 'Maximum', period: Duration.minutes(30) });
-      alarms.add(this, 'StorageUnknown', `A StorageState of cluster ${c.id} has listed Unknown for over an hour with no migration under way: see the storage-poll log's leader.overdue`, overdue('StorageStatesUnknownOverdue'), 1, atLeastOne);
-      alarms.add(this, 'StorageMigrationStuck', `A storage version migration of cluster ${c.id} has been Pending, Running or Failed for over an hour: kubectl get svm`, overdue('StorageMigrationsOverdue'), 1, atLeastOne);
-      alarms.add(this, 'StoragePollMissed', `A storage poll reporter of cluster ${c.id} missed a poll: see the storage-poll log's missedPolls; one more in a row resets its StorageStates to Unknown`, overdue('StoragePollsMissed'), 1, atLeastOne);
+      const overdue = (metricName: string) =>
+        new cloudwatch.Metric({
+          namespace: METRICS_NAMESPACE,
+          metricName,
+          dimensionsMap: { service: METRICS_SERVICE, cluster: c.id },
+          statistic: 'Maximum',
+          period: Duration.minutes(30),
+        });
+      alarms.add(
+        this,
+        'StorageUnknown',
+        `A StorageState of cluster ${c.id} has listed Unknown for over an hour with no migration under way: see the storage-poll log's leader.overdue`,
+        overdue('StorageStatesUnknownOverdue'),
+        1,
+        atLeastOne,
+      );
+      alarms.add(
+        this,
+        'StorageMigrationStuck',
+        `A storage version migration of cluster ${c.id} has been Pending, Running or Failed for over an hour: kubectl get svm`,
+        overdue('StorageMigrationsOverdue'),
+        1,
+        atLeastOne,
+      );
+      alarms.add(
+        this,
+        'StoragePollMissed',
+        `A storage poll reporter of cluster ${c.id} missed a poll: see the storage-poll log's missedPolls; one more in a row resets its StorageStates to Unknown`,
+        overdue('StoragePollsMissed'),
+        1,
+        atLeastOne,
+      );
     }
   }
 }

@@ -45,11 +45,17 @@ export function deployableClusters(clusters: readonly unknown[]): ClusterConfig[
     }
     if (access.kind === 'kubeconfig') continue;
     const host = new URL(access.server).hostname;
-    if (RESERVED_HOST.test(host)) fail('access.server', `${access.server} is in a domain reserved for examples (RFC 2606), not a cluster's endpoint`);
+    if (RESERVED_HOST.test(host))
+      fail('access.server', `${access.server} is in a domain reserved for examples (RFC 2606), not a cluster's endpoint`);
     if (access.kind === 'eks') {
       const endpoint = EKS_ENDPOINT.exec(host);
-      if (!endpoint) fail('access.server', `${access.server} is not an EKS endpoint (https://<32 hex digits>.<zone>.<region>.eks.amazonaws.com): ${DESCRIBE('cluster.endpoint')}`);
-      if (endpoint![2] !== access.region) fail('access.region', `is ${access.region}, but the endpoint ${access.server} is in ${endpoint![2]}`);
+      if (!endpoint)
+        fail(
+          'access.server',
+          `${access.server} is not an EKS endpoint (https://<32 hex digits>.<zone>.<region>.eks.amazonaws.com): ${DESCRIBE('cluster.endpoint')}`,
+        );
+      if (endpoint![2] !== access.region)
+        fail('access.region', `is ${access.region}, but the endpoint ${access.server} is in ${endpoint![2]}`);
       // One EKS cluster served as two would be reconciled twice, and its access entries made twice (which fails).
       const key = `${access.clusterName} in ${access.region}`;
       const other = eksClusters.get(key);

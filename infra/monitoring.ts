@@ -17,8 +17,22 @@ export class Alarms {
     this.topic = topic;
   }
 
-  add(scope: Construct, id: string, description: string, metric: cloudwatch.IMetric, threshold: number, comparisonOperator: cloudwatch.ComparisonOperator): cloudwatch.Alarm {
-    const alarm = new cloudwatch.Alarm(scope, id, { alarmDescription: description, metric, threshold, comparisonOperator, evaluationPeriods: 1, treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING });
+  add(
+    scope: Construct,
+    id: string,
+    description: string,
+    metric: cloudwatch.IMetric,
+    threshold: number,
+    comparisonOperator: cloudwatch.ComparisonOperator,
+  ): cloudwatch.Alarm {
+    const alarm = new cloudwatch.Alarm(scope, id, {
+      alarmDescription: description,
+      metric,
+      threshold,
+      comparisonOperator,
+      evaluationPeriods: 1,
+      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+    });
     alarm.addAlarmAction(new cwActions.SnsAction(this.topic));
     this.all.push(alarm);
     return alarm;
@@ -27,7 +41,11 @@ export class Alarms {
 
 /** What the alarms and the dashboard watch: a dead-letter queue's depth, and a queue's oldest message's age. */
 export function deadLetterMetric(deadLetter: sqs.IQueue, label?: string): cloudwatch.Metric {
-  return deadLetter.metricApproximateNumberOfMessagesVisible({ period: Duration.minutes(1), statistic: 'Maximum', ...(label ? { label } : {}) });
+  return deadLetter.metricApproximateNumberOfMessagesVisible({
+    period: Duration.minutes(1),
+    statistic: 'Maximum',
+    ...(label ? { label } : {}),
+  });
 }
 
 export function oldestMessageMetric(pair: QueuePair, label?: string): cloudwatch.Metric {
@@ -49,16 +67,47 @@ export function addDashboard(scope: Construct, id: string, props: DashboardProps
     widgets: [
       [new cloudwatch.AlarmStatusWidget({ title: 'Alarms', alarms: props.alarms.all, width: 24 })],
       [
-        new cloudwatch.GraphWidget({ title: 'Function errors', width: 8, left: fns.map(([name, fn]) => fn.metricErrors({ label: name, period: Duration.minutes(5), statistic: 'Sum' })) }),
-        new cloudwatch.GraphWidget({ title: 'Invocations', width: 8, left: fns.map(([name, fn]) => fn.metricInvocations({ label: name, period: Duration.minutes(5), statistic: 'Sum' })) }),
-        new cloudwatch.GraphWidget({ title: 'Duration p99 (ms)', width: 8, left: fns.map(([name, fn]) => fn.metricDuration({ label: name, period: Duration.minutes(5), statistic: 'p99' })) }),
+        new cloudwatch.GraphWidget({
+          title: 'Function errors',
+          width: 8,
+          left: fns.map(([name, fn]) => fn.metricErrors({ label: name, period: Duration.minutes(5), statistic: 'Sum' })),
+        }),
+        new cloudwatch.GraphWidget({
+          title: 'Invocations',
+          width: 8,
+          left: fns.map(([name, fn]) => fn.metricInvocations({ label: name, period: Duration.minutes(5), statistic: 'Sum' })),
+        }),
+        new cloudwatch.GraphWidget({
+          title: 'Duration p99 (ms)',
+          width: 8,
+          left: fns.map(([name, fn]) => fn.metricDuration({ label: name, period: Duration.minutes(5), statistic: 'p99' })),
+        }),
       ],
       ...[...props.clusters].map(([cluster, pairs]) => [
-        new cloudwatch.GraphWidget({ title: `${cluster}: dead letters (messages visible)`, width: 8, left: pairs.map(([name, p]) => deadLetterMetric(p.deadLetter, name)) }),
-        new cloudwatch.GraphWidget({ title: `${cluster}: oldest message age (s)`, width: 8, left: pairs.map(([name, p]) => oldestMessageMetric(p, name)) }),
-        new cloudwatch.GraphWidget({ title: `${cluster}: events and syncs`, width: 8, left: DOMAIN_COUNTS.map((name) => domainMetric(cluster, name)), right: [syncsFailed(cluster)] }),
+        new cloudwatch.GraphWidget({
+          title: `${cluster}: dead letters (messages visible)`,
+          width: 8,
+          left: pairs.map(([name, p]) => deadLetterMetric(p.deadLetter, name)),
+        }),
+        new cloudwatch.GraphWidget({
+          title: `${cluster}: oldest message age (s)`,
+          width: 8,
+          left: pairs.map(([name, p]) => oldestMessageMetric(p, name)),
+        }),
+        new cloudwatch.GraphWidget({
+          title: `${cluster}: events and syncs`,
+          width: 8,
+          left: DOMAIN_COUNTS.map((name) => domainMetric(cluster, name)),
+          right: [syncsFailed(cluster)],
+        }),
       ]),
-      [new cloudwatch.GraphWidget({ title: 'Ingest: refused requests (dead letters visible)', width: 24, left: [deadLetterMetric(props.ingestDeadLetter, 'ingest')] })],
+      [
+        new cloudwatch.GraphWidget({
+          title: 'Ingest: refused requests (dead letters visible)',
+          width: 24,
+          left: [deadLetterMetric(props.ingestDeadLetter, 'ingest')],
+        }),
+      ],
     ],
   });
 }
@@ -67,7 +116,14 @@ export function addDashboard(scope: Construct, id: string, props: DashboardProps
 const DOMAIN_COUNTS = ['EventsReceived', 'SyncRequestsSent', 'RevisionsCreated', 'RevisionsTruncated', 'ObjectsMigrated', 'HookCalls'];
 
 function domainMetric(cluster: string, metricName: string): cloudwatch.Metric {
-  return new cloudwatch.Metric({ namespace: METRICS_NAMESPACE, metricName, dimensionsMap: { service: METRICS_SERVICE, cluster }, statistic: 'Sum', period: Duration.minutes(5), label: metricName });
+  return new cloudwatch.Metric({
+    namespace: METRICS_NAMESPACE,
+    metricName,
+    dimensionsMap: { service: METRICS_SERVICE, cluster },
+    statistic: 'Sum',
+    period: Duration.minutes(5),
+    label: metricName,
+  });
 }
 
 /** Failed syncs of every function and reason (dimensions of their own), summed for the cluster. */

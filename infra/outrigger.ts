@@ -40,7 +40,10 @@ export const CLUSTERS_FILE_IN_LAYER = 'outrigger/clusters.json';
 /** Where the forwarder's kustomize base (deploy/forwarder/base) runs it: its Pod Identity association's default. */
 export const DEFAULT_FORWARDER = { namespace: 'outrigger-system', serviceAccount: 'outrigger-forwarder' } as const;
 /** The example hooks: function name -> export of examples/snapshot-schedule/hooks.ts. */
-export const EXAMPLE_HOOKS: Record<string, string> = { 'outrigger-snapshot-schedule-map': 'map', 'outrigger-snapshot-schedule-tombstone': 'tombstone' };
+export const EXAMPLE_HOOKS: Record<string, string> = {
+  'outrigger-snapshot-schedule-map': 'map',
+  'outrigger-snapshot-schedule-tombstone': 'tombstone',
+};
 
 /**
  * Every variable the functions' code reads (shared/lambda/environment.ts, shared/lambda/dead-letter.ts,
@@ -61,7 +64,6 @@ export const FUNCTION_ENVIRONMENT = [
   'OUTRIGGER_LAMBDA_ENDPOINT',
   'OUTRIGGER_LOG_FORMAT',
 ] as const;
-
 
 export interface OutriggerProps {
   /**
@@ -133,7 +135,11 @@ export class Outrigger extends Construct {
     // Clusters outside EKS: their tokens' secrets, readable by the functions that talk to clusters (and no other).
     this.clusterSecrets = [...new Set(clusters.flatMap((c) => (c.access.kind === 'secret' ? [c.access.secretArn] : [])))];
     // The migrator's tokens (list and patch on everything): the migrator function alone reads them, and no other.
-    this.migratorSecrets = [...new Set(clusters.flatMap((c) => (c.access.kind === 'secret' && c.access.migratorTokenSecretArn ? [c.access.migratorTokenSecretArn] : [])))];
+    this.migratorSecrets = [
+      ...new Set(
+        clusters.flatMap((c) => (c.access.kind === 'secret' && c.access.migratorTokenSecretArn ? [c.access.migratorTokenSecretArn] : [])),
+      ),
+    ];
     const removalPolicy = props.removalPolicy ?? RemovalPolicy.RETAIN;
 
     this.table = new dynamodb.TableV2(this, 'State', {
@@ -150,30 +156,57 @@ export class Outrigger extends Construct {
 
     const eventConsumers = functions.filter((f) => f.events);
     // SQS consumers compete for messages: a second consumer of watch events would need a queue of its own.
-    if (eventConsumers.length !== 1) throw new Error(`exactly one function consumes watch events, not ${eventConsumers.map((f) => f.name).join(', ') || 'none'}`);
+    if (eventConsumers.length !== 1)
+      throw new Error(`exactly one function consumes watch events, not ${eventConsumers.map((f) => f.name).join(', ') || 'none'}`);
     const syncTargets = functions.flatMap((spec) => (spec.sync ? [{ target: spec.sync.target, timeoutSeconds: spec.timeoutSeconds }] : []));
     const forwarder = { ...DEFAULT_FORWARDER, ...props.forwarder };
     const names = new Map<string, string>();
     const regionConditions = new Map<string, CfnCondition>();
     const inRegion = (region: string) => {
       let condition = regionConditions.get(region);
-      if (!condition) regionConditions.set(region, (condition = new CfnCondition(this, `InRegion${pascal(region).replace(/[^A-Za-z0-9]/g, '')}`, { expression: Fn.conditionEquals(Aws.REGION, region) })));
+      if (!condition)
+        regionConditions.set(
+          region,
+          (condition = new CfnCondition(this, `InRegion${pascal(region).replace(/[^A-Za-z0-9]/g, '')}`, {
+            expression: Fn.conditionEquals(Aws.REGION, region),
+          })),
+        );
       return condition;
     };
     for (const c of clusters) {
       // Construct ids and output names are alphanumeric: `a-1` and `a1` would both be A1.
       const name = pascal(c.id).replace(/[^A-Za-z0-9]/g, '');
       const same = [...names].find(([, other]) => other === name);
-      if (same) throw new Error(`clusters ${same[0]} and ${c.id} would share the name ${name} in the stack's resources and outputs: rename one`);
+      if (same)
+        throw new Error(`clusters ${same[0]} and ${c.id} would share the name ${name} in the stack's resources and outputs: rename one`);
       names.set(c.id, name);
-      this.clusters.set(c.id, new OutriggerCluster(this, name, { config: c, eventsConsumerTimeoutSeconds: eventConsumers[0]!.timeoutSeconds, syncTargets, alarms: this.alarms, forwarder, inRegion }));
+      this.clusters.set(
+        c.id,
+        new OutriggerCluster(this, name, {
+          config: c,
+          eventsConsumerTimeoutSeconds: eventConsumers[0]!.timeoutSeconds,
+          syncTargets,
+          alarms: this.alarms,
+          forwarder,
+          inRegion,
+        }),
+      );
     }
     this.ingestDeadLetter = deadLetterQueue(this, 'IngestDeadLetter', fifoName(this, 'ingest-dlq.fifo'));
     tlsOnly(this, 'IngestDeadLetterTlsOnly', [this.ingestDeadLetter]);
-    Validations.of(this.ingestDeadLetter).acknowledge({ id: 'AwsSolutions-SQS3', reason: 'It is a dead-letter queue: the ingest function puts the requests it refuses there, and nothing consumes it but an operator' });
+    Validations.of(this.ingestDeadLetter).acknowledge({
+      id: 'AwsSolutions-SQS3',
+      reason: 'It is a dead-letter queue: the ingest function puts the requests it refuses there, and nothing consumes it but an operator',
+    });
 
     if (props.vpc) {
-      this.securityGroups = props.securityGroups ?? [new ec2.SecurityGroup(this, 'FunctionsSecurityGroup', { vpc: props.vpc, description: 'Outrigger functions: outbound to the clusters\' API servers and AWS APIs; nothing inbound', allowAllOutbound: true })];
+      this.securityGroups = props.securityGroups ?? [
+        new ec2.SecurityGroup(this, 'FunctionsSecurityGroup', {
+          vpc: props.vpc,
+          description: "Outrigger functions: outbound to the clusters' API servers and AWS APIs; nothing inbound",
+          allowAllOutbound: true,
+        }),
+      ];
     }
     this.clustersLayer = this.addClustersLayer(clusters);
     for (const spec of functions) this.addFunction(spec, removalPolicy);
@@ -183,20 +216,55 @@ export class Outrigger extends Construct {
 
     // Cluster access: every function but the ingest (which talks to SQS only) reads and writes clusters; the
     // migrator alone also as outrigger:migrators. The forwarder watches with its service account, not IAM.
-    const clusterRoles = functions.filter((f) => f.clusterAccess !== 'none').map((f) => ({ name: f.name, role: this.functions.get(f.name)!.role!, migrator: f.clusterAccess === 'migrator' }));
+    const clusterRoles = functions
+      .filter((f) => f.clusterAccess !== 'none')
+      .map((f) => ({ name: f.name, role: this.functions.get(f.name)!.role!, migrator: f.clusterAccess === 'migrator' }));
     for (const cluster of this.clusters.values()) cluster.grantAccess(clusterRoles);
     if ([...this.clusters.values()].some((c) => c.access !== 'stack')) {
       // For access entries made by hand (another region, or a region known only at deploy) and a token's identity.
       const controllers = clusterRoles.filter((r) => !r.migrator).map((r) => r.role.roleArn);
-      output(this, 'ControllerRoleArns', `The roles to map to ${'outrigger:controllers'} in a cluster the stack gives no access entries (space-separated)`, Fn.join(' ', controllers));
+      output(
+        this,
+        'ControllerRoleArns',
+        `The roles to map to ${'outrigger:controllers'} in a cluster the stack gives no access entries (space-separated)`,
+        Fn.join(' ', controllers),
+      );
       const migrator = clusterRoles.find((r) => r.migrator);
-      if (migrator) output(this, 'MigratorRoleArn', 'The role to map to outrigger:controllers and outrigger:migrators in a cluster the stack gives no access entries', migrator.role.roleArn);
+      if (migrator)
+        output(
+          this,
+          'MigratorRoleArn',
+          'The role to map to outrigger:controllers and outrigger:migrators in a cluster the stack gives no access entries',
+          migrator.role.roleArn,
+        );
     }
 
-    this.alarms.add(this, 'IngestDeadLetters', 'The ingest dead-letter queue holds refused requests: read their reason attribute, fix the sender', deadLetterMetric(this.ingestDeadLetter), 1, cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD);
-    output(this, 'IngestDeadLetterQueueUrl', 'The ingest function\'s dead-letter queue: the requests it refused, each with its reason', this.ingestDeadLetter.queueUrl);
-    output(this, 'IngestUrl', 'The ingest function\'s URL: requests must be SigV4-signed (service lambda); Knative events need ?cluster=<id>', this.ingestUrl.url);
-    output(this, 'IngestFunctionArn', 'What a signing proxy\'s role needs lambda:InvokeFunctionUrl and lambda:InvokeFunction on', this.functions.get(ingest.name)!.functionArn);
+    this.alarms.add(
+      this,
+      'IngestDeadLetters',
+      'The ingest dead-letter queue holds refused requests: read their reason attribute, fix the sender',
+      deadLetterMetric(this.ingestDeadLetter),
+      1,
+      cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+    );
+    output(
+      this,
+      'IngestDeadLetterQueueUrl',
+      "The ingest function's dead-letter queue: the requests it refused, each with its reason",
+      this.ingestDeadLetter.queueUrl,
+    );
+    output(
+      this,
+      'IngestUrl',
+      "The ingest function's URL: requests must be SigV4-signed (service lambda); Knative events need ?cluster=<id>",
+      this.ingestUrl.url,
+    );
+    output(
+      this,
+      'IngestFunctionArn',
+      "What a signing proxy's role needs lambda:InvokeFunctionUrl and lambda:InvokeFunction on",
+      this.functions.get(ingest.name)!.functionArn,
+    );
     output(this, 'AlarmTopicArn', 'Every alarm notifies this topic: subscribe to it', this.alarmTopic.topicArn);
 
     this.addMapHooks();
@@ -210,7 +278,7 @@ export class Outrigger extends Construct {
         ignoreMode: IgnoreMode.DOCKER,
         exclude: ['*', '!package.json', '!package-lock.json', '!shared', '!functions', '!forwarder'],
       });
-      output(this, 'ForwarderImageUri', 'The forwarder\'s image (forwarder/Dockerfile), built by the stack', image.imageUri);
+      output(this, 'ForwarderImageUri', "The forwarder's image (forwarder/Dockerfile), built by the stack", image.imageUri);
     }
     addDashboard(this, 'Dashboard', {
       alarms: this.alarms,
@@ -227,18 +295,35 @@ export class Outrigger extends Construct {
     if (callers.length !== 1) throw new Error(`one function calls MapController hooks, not ${callers.length}`);
     const map = this.functions.get(callers[0]!.name)!;
     const arns: string[] = [];
-    const byName = (name: string) => [stack.formatArn({ service: 'lambda', resource: 'function', resourceName: name, arnFormat: ArnFormat.COLON_RESOURCE_NAME }), stack.formatArn({ service: 'lambda', resource: 'function', resourceName: `${name}:*`, arnFormat: ArnFormat.COLON_RESOURCE_NAME })];
+    const byName = (name: string) => [
+      stack.formatArn({ service: 'lambda', resource: 'function', resourceName: name, arnFormat: ArnFormat.COLON_RESOURCE_NAME }),
+      stack.formatArn({ service: 'lambda', resource: 'function', resourceName: `${name}:*`, arnFormat: ArnFormat.COLON_RESOURCE_NAME }),
+    ];
     // A hook may be called through an alias or version (hooks.<x>.lambda.qualifier).
-    for (const hook of this.props.mapHookFunctions ?? []) arns.push(...(typeof hook === 'string' ? byName(hook) : [hook.functionArn, `${hook.functionArn}:*`]));
+    for (const hook of this.props.mapHookFunctions ?? [])
+      arns.push(...(typeof hook === 'string' ? byName(hook) : [hook.functionArn, `${hook.functionArn}:*`]));
     if (this.props.examples) {
       for (const [functionName, handler] of Object.entries(EXAMPLE_HOOKS)) {
-        new NodejsFunction(this, pascal(functionName), { ...bundled('examples/snapshot-schedule/hooks.ts'), ...this.roleAndLogs(pascal(functionName), this.props.removalPolicy ?? RemovalPolicy.RETAIN), functionName, handler, description: `SnapshotSchedule example: the ${handler} hook`, timeout: Duration.seconds(10), memorySize: 256 });
+        new NodejsFunction(this, pascal(functionName), {
+          ...bundled('examples/snapshot-schedule/hooks.ts'),
+          ...this.roleAndLogs(pascal(functionName), this.props.removalPolicy ?? RemovalPolicy.RETAIN),
+          functionName,
+          handler,
+          description: `SnapshotSchedule example: the ${handler} hook`,
+          timeout: Duration.seconds(10),
+          memorySize: 256,
+        });
         arns.push(...byName(functionName));
       }
     }
     if (arns.length) {
       map.addToRolePolicy(new iam.PolicyStatement({ actions: ['lambda:InvokeFunction'], resources: arns }));
-      for (const arn of arns.filter((a) => a.endsWith(':*'))) acknowledgeWildcard(map.role!, arn, 'A hook may be called through one of its versions or aliases (hooks.<x>.lambda.qualifier): the named function\'s qualifiers, no other function');
+      for (const arn of arns.filter((a) => a.endsWith(':*')))
+        acknowledgeWildcard(
+          map.role!,
+          arn,
+          "A hook may be called through one of its versions or aliases (hooks.<x>.lambda.qualifier): the named function's qualifiers, no other function",
+        );
     }
     // Webhooks authenticate the map function by the HMAC it signs each request with (README "MapController"):
     // the key is generated here, and read by the map function alone; hook authors read it from the output's ARN.
@@ -248,7 +333,8 @@ export class Outrigger extends Construct {
     });
     Validations.of(hookSecret).acknowledge({
       id: 'AwsSolutions-SMG4',
-      reason: 'An HMAC key every webhook receiver verifies with: rotation on a schedule would break verification until each receiver read the new key, so an operator rotates it with the receivers (README "MapController")',
+      reason:
+        'An HMAC key every webhook receiver verifies with: rotation on a schedule would break verification until each receiver read the new key, so an operator rotates it with the receivers (README "MapController")',
     });
     map.addEnvironment('OUTRIGGER_HOOK_SECRET_ARN', hookSecret.secretArn);
     map.addToRolePolicy(new iam.PolicyStatement({ actions: ['secretsmanager:GetSecretValue'], resources: [hookSecret.secretArn] }));
@@ -282,7 +368,12 @@ export class Outrigger extends Construct {
     const secrets = { none: [], migrator: this.migratorSecrets, controllers: this.clusterSecrets }[spec.clusterAccess];
     if (secrets.length) {
       // A secret's ARN in the configuration may lack the random suffix Secrets Manager appends; the grant allows it.
-      fn.addToRolePolicy(new iam.PolicyStatement({ actions: ['secretsmanager:GetSecretValue'], resources: secrets.map((a) => (/-[A-Za-z0-9]{6}$/.test(a) ? a : `${a}-??????`)) }));
+      fn.addToRolePolicy(
+        new iam.PolicyStatement({
+          actions: ['secretsmanager:GetSecretValue'],
+          resources: secrets.map((a) => (/-[A-Za-z0-9]{6}$/.test(a) ? a : `${a}-??????`)),
+        }),
+      );
     }
     // What it consumes: its queue of each cluster, in batches it may partly fail, through one event source
     // mapping per queue held to the cluster's maxConcurrency (Lambda counts it per mapping, for FIFO queues too),
@@ -293,7 +384,9 @@ export class Outrigger extends Construct {
     for (const c of clusters) {
       const input = spec.events ? c.events : spec.sync ? c.sync.get(spec.sync.target) : undefined;
       if (!input) continue;
-      fn.addEventSource(new SqsEventSource(input.queue, { batchSize: 10, reportBatchItemFailures: true, maxConcurrency: maxConcurrency(c.config) }));
+      fn.addEventSource(
+        new SqsEventSource(input.queue, { batchSize: 10, reportBatchItemFailures: true, maxConcurrency: maxConcurrency(c.config) }),
+      );
       sendTo.push(input.deadLetter);
     }
     // Each sync request goes to its cluster's queue for the target.
@@ -308,7 +401,14 @@ export class Outrigger extends Construct {
       // SendMessageBatch is authorised as sqs:SendMessage; nothing else is needed to send.
       fn.addToRolePolicy(new iam.PolicyStatement({ actions: ['sqs:SendMessage'], resources: [...new Set(sendTo)].map((q) => q.queueArn) }));
     }
-    this.alarms.add(this, `${pascal(spec.name)}Errors`, `${spec.name} failed at least once in 5 minutes`, fn.metricErrors({ period: Duration.minutes(5), statistic: 'Sum' }), 1, cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD);
+    this.alarms.add(
+      this,
+      `${pascal(spec.name)}Errors`,
+      `${spec.name} failed at least once in 5 minutes`,
+      fn.metricErrors({ period: Duration.minutes(5), statistic: 'Sum' }),
+      1,
+      cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+    );
     if (spec.schedule) this.addSchedule(spec.name, spec.schedule, fn);
     this.functions.set(spec.name, fn);
   }
@@ -320,18 +420,28 @@ export class Outrigger extends Construct {
    * Describe actions have no resource-level permissions).
    */
   private roleAndLogs(id: string, removalPolicy: RemovalPolicy): { role: iam.Role; logGroup: logs.LogGroup } {
-    const logGroup = new logs.LogGroup(this, `${id}Logs`, { retention: this.props.logRetention ?? logs.RetentionDays.THREE_MONTHS, removalPolicy });
+    const logGroup = new logs.LogGroup(this, `${id}Logs`, {
+      retention: this.props.logRetention ?? logs.RetentionDays.THREE_MONTHS,
+      removalPolicy,
+    });
     const role = new iam.Role(this, `${id}ServiceRole`, { assumedBy: new iam.ServicePrincipal('lambda.amazonaws.com') });
-    role.addToPrincipalPolicy(new iam.PolicyStatement({ actions: ['logs:CreateLogStream', 'logs:PutLogEvents'], resources: [logGroup.logGroupArn] }));
+    role.addToPrincipalPolicy(
+      new iam.PolicyStatement({ actions: ['logs:CreateLogStream', 'logs:PutLogEvents'], resources: [logGroup.logGroupArn] }),
+    );
     if (this.props.vpc) {
       role.addManagedPolicy(iam.ManagedPolicy.fromAwsManagedPolicyName('service-role/AWSLambdaVPCAccessExecutionRole'));
       Validations.of(role).acknowledge({
         id: 'AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole]',
-        reason: 'Lambda creates, describes and deletes the function\'s network interfaces in the VPC with its role; EC2 allows no narrower resource for the Describe actions',
+        reason:
+          "Lambda creates, describes and deletes the function's network interfaces in the VPC with its role; EC2 allows no narrower resource for the Describe actions",
       });
     }
     if (this.props.tracing === lambda.Tracing.ACTIVE) {
-      Validations.of(role).acknowledge({ id: 'AwsSolutions-IAM5[Resource::*]', reason: 'X-Ray tracing (asked for by the tracing prop): xray:PutTraceSegments and PutTelemetryRecords have no resource-level permissions' });
+      Validations.of(role).acknowledge({
+        id: 'AwsSolutions-IAM5[Resource::*]',
+        reason:
+          'X-Ray tracing (asked for by the tracing prop): xray:PutTraceSegments and PutTelemetryRecords have no resource-level permissions',
+      });
     }
     return { role, logGroup };
   }
@@ -364,25 +474,32 @@ export class Outrigger extends Construct {
    * each invocation.
    */
   private addSchedule(name: string, schedule: NonNullable<FunctionSpec['schedule']>, fn: lambda.IFunction): void {
-    const rules: Array<{ scope: Construct; id: string; about: string; inputs: Array<Record<string, string> | undefined> }> = schedule.perReporter
-      ? [...this.clusters.values()]
-          .filter((c) => c.config.storage?.enabled !== false)
-          .flatMap((c) => {
-            const reporters = (c.config.storage?.reporters ?? [{ id: 'apiserver' }]).map((r) => ({ cluster: c.config.id, reporter: r.id }));
-            const split = reporters.length > TARGETS_PER_RULE;
-            return chunks(reporters, TARGETS_PER_RULE).map((inputs, i) => ({
-              scope: c,
-              id: `${pascal(name)}Schedule${i ? i + 1 : ''}`,
-              about: ` for cluster ${c.config.id}${split ? ` (reporters ${i * TARGETS_PER_RULE + 1}-${i * TARGETS_PER_RULE + inputs.length} of ${reporters.length})` : ''}`,
-              inputs,
-            }));
-          })
-      : [{ scope: this, id: `${pascal(name)}Schedule`, about: '', inputs: [undefined] }];
+    const rules: Array<{ scope: Construct; id: string; about: string; inputs: Array<Record<string, string> | undefined> }> =
+      schedule.perReporter
+        ? [...this.clusters.values()]
+            .filter((c) => c.config.storage?.enabled !== false)
+            .flatMap((c) => {
+              const reporters = (c.config.storage?.reporters ?? [{ id: 'apiserver' }]).map((r) => ({
+                cluster: c.config.id,
+                reporter: r.id,
+              }));
+              const split = reporters.length > TARGETS_PER_RULE;
+              return chunks(reporters, TARGETS_PER_RULE).map((inputs, i) => ({
+                scope: c,
+                id: `${pascal(name)}Schedule${i ? i + 1 : ''}`,
+                about: ` for cluster ${c.config.id}${split ? ` (reporters ${i * TARGETS_PER_RULE + 1}-${i * TARGETS_PER_RULE + inputs.length} of ${reporters.length})` : ''}`,
+                inputs,
+              }));
+            })
+        : [{ scope: this, id: `${pascal(name)}Schedule`, about: '', inputs: [undefined] }];
     for (const rule of rules) {
       new events.Rule(rule.scope, rule.id, {
         description: `Runs ${name}${rule.about} every ${schedule.everyMinutes} minute(s)`,
         schedule: events.Schedule.rate(Duration.minutes(schedule.everyMinutes)),
-        targets: rule.inputs.map((input) => new targets.LambdaFunction(fn, { retryAttempts: 0, ...(input ? { event: events.RuleTargetInput.fromObject(input) } : {}) })),
+        targets: rule.inputs.map(
+          (input) =>
+            new targets.LambdaFunction(fn, { retryAttempts: 0, ...(input ? { event: events.RuleTargetInput.fromObject(input) } : {}) }),
+        ),
       });
     }
   }

@@ -37,7 +37,10 @@ export function queueUrlPrefix(scope: Construct): string {
 /** A queue's name in this deployment, checked against SQS's limit here rather than at deploy. */
 export function fifoName(scope: Construct, name: string): string {
   const full = `${queueNamePrefix(scope)}${name}`;
-  if (full.length > MAX_QUEUE_NAME_LENGTH) throw new Error(`queue name ${full} is ${full.length} characters, over SQS's ${MAX_QUEUE_NAME_LENGTH}: shorten the cluster id or the stack name`);
+  if (full.length > MAX_QUEUE_NAME_LENGTH)
+    throw new Error(
+      `queue name ${full} is ${full.length} characters, over SQS's ${MAX_QUEUE_NAME_LENGTH}: shorten the cluster id or the stack name`,
+    );
   return full;
 }
 
@@ -46,7 +49,12 @@ export function fifoName(scope: Construct, name: string): string {
  * Senders name each message's deduplication id (derived from the event or request), so the queue does not
  * deduplicate by content.
  */
-export function queuePair(scope: Construct, id: string, names: { queue: string; deadLetter: string }, consumerTimeoutSeconds: number): QueuePair {
+export function queuePair(
+  scope: Construct,
+  id: string,
+  names: { queue: string; deadLetter: string },
+  consumerTimeoutSeconds: number,
+): QueuePair {
   const deadLetter = deadLetterQueue(scope, `${id}DeadLetter`, fifoName(scope, names.deadLetter));
   const queue = new sqs.Queue(scope, id, {
     queueName: fifoName(scope, names.queue),

@@ -31,7 +31,14 @@ export async function ensureTestClusterBinary(log: Log = () => {}): Promise<stri
       const version = /^\s*k8s\.io\/kubernetes (v(\d+)\.(\d+)\.\d+)\s*$/m.exec(await readFile(join(sourceDir, 'go.mod'), 'utf8'));
       if (!version) throw new Error('test/cluster/go.mod does not require k8s.io/kubernetes at a release');
       const pkg = 'k8s.io/component-base/version';
-      const ldflags = ['-s', '-w', `-X ${pkg}.gitVersion=${version[1]}`, `-X ${pkg}.gitMajor=${version[2]}`, `-X ${pkg}.gitMinor=${version[3]}`, `-X ${pkg}.gitTreeState=clean`];
+      const ldflags = [
+        '-s',
+        '-w',
+        `-X ${pkg}.gitVersion=${version[1]}`,
+        `-X ${pkg}.gitMajor=${version[2]}`,
+        `-X ${pkg}.gitMinor=${version[3]}`,
+        `-X ${pkg}.gitTreeState=clean`,
+      ];
       await run('go', ['build', '-trimpath', `-ldflags=${ldflags.join(' ')}`, '-o', testClusterBinary, '.'], {
         cwd: sourceDir,
         env: {
@@ -100,7 +107,7 @@ export interface TestClusterOptions {
 }
 
 /**
-* kube-apiserver's flags that turn a release into an emulation of the previous minor (same binary):
+ * kube-apiserver's flags that turn a release into an emulation of the previous minor (same binary):
  * what a rolling upgrade's not-yet-upgraded apiservers run. The runtime-config the bed serves needs the second.
  */
 export const EMULATE_PREVIOUS_MINOR = ['--emulated-version=1.34', '--runtime-config-emulation-forward-compatible=true'];
@@ -150,7 +157,10 @@ export async function startControlPlane(
 
 type Ready = Omit<TestCluster, 'stop' | 'dir'> & { apiservers?: ApiserverInstance[]; control?: string };
 
-async function start(extraArgs: string[], opts: TestClusterOptions): Promise<TestCluster & { apiservers?: ApiserverInstance[]; control?: string }> {
+async function start(
+  extraArgs: string[],
+  opts: TestClusterOptions,
+): Promise<TestCluster & { apiservers?: ApiserverInstance[]; control?: string }> {
   const log = opts.log ?? (() => {});
   const binary = await ensureTestClusterBinary(log);
   const dir = opts.dir ?? (await mkdtemp(join(tmpdir(), 'outrigger-cluster-')));

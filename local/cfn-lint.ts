@@ -50,7 +50,9 @@ export interface CfnLintResult {
 export async function cfnLint(templates: string[], opts: { ignore?: string[]; log?: Log } = {}): Promise<CfnLintResult> {
   const bin = await ensureCfnLint(opts.log);
   const ignore = opts.ignore ?? IGNORED_CHECKS;
-  const out = await capture(bin, ['--format', 'json', ...(ignore.length ? ['--ignore-checks', ...ignore] : []), '--', ...templates], { name: 'cfn-lint' });
+  const out = await capture(bin, ['--format', 'json', ...(ignore.length ? ['--ignore-checks', ...ignore] : []), '--', ...templates], {
+    name: 'cfn-lint',
+  });
   const { stdout, stderr } = out;
   const code = out.code ?? -1;
   // Codes outside the mask (1: cfn-lint crashed, 32: bad arguments or template not found) are its own failures.

@@ -16,7 +16,18 @@ export type DynamoDBLocal = LocalServer;
 export async function startDynamoDBLocal(opts: { port?: number; log?: Log } = {}): Promise<DynamoDBLocal> {
   const lib = await ensureDynamoDBLocal(opts.log);
   const port = opts.port ?? (await freePort());
-  const args = [`-Djava.library.path=${lib}`, '-Xmx1g', '-cp', `${lib}/*`, mainClass, '-inMemory', '-sharedDb', '-disableTelemetry', '-port', String(port)];
+  const args = [
+    `-Djava.library.path=${lib}`,
+    '-Xmx1g',
+    '-cp',
+    `${lib}/*`,
+    mainClass,
+    '-inMemory',
+    '-sharedDb',
+    '-disableTelemetry',
+    '-port',
+    String(port),
+  ];
   return startLocalServer('DynamoDB Local', 'java', args, port, answers);
 }
 

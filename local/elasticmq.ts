@@ -29,8 +29,18 @@ export async function startElasticMQ(opts: { log?: Log } = {}): Promise<ElasticM
       'rest-stats { enabled = false }',
     ].join('\n'),
   );
-  const answers = (endpoint: string) => fetch(`${endpoint}/?Action=ListQueues`, { signal: AbortSignal.timeout(1000) }).then((r) => r.status === 200, () => false);
-  return startLocalServer('ElasticMQ', 'java', ['-Xmx512m', `-Dconfig.file=${conf}`, '-cp', `${lib}/*`, 'org.elasticmq.server.Main'], port, answers);
+  const answers = (endpoint: string) =>
+    fetch(`${endpoint}/?Action=ListQueues`, { signal: AbortSignal.timeout(1000) }).then(
+      (r) => r.status === 200,
+      () => false,
+    );
+  return startLocalServer(
+    'ElasticMQ',
+    'java',
+    ['-Xmx512m', `-Dconfig.file=${conf}`, '-cp', `${lib}/*`, 'org.elasticmq.server.Main'],
+    port,
+    answers,
+  );
 }
 
 /** An SQS client for a local endpoint (placeholder credentials: it checks no signature). */

@@ -79,7 +79,11 @@ export async function freePort(): Promise<number> {
 
 export async function fingerprint(files: string[]): Promise<string> {
   const h = createHash('sha256');
-  for (const f of files) h.update(f).update('\0').update(await readFile(f)).update('\0');
+  for (const f of files)
+    h.update(f)
+      .update('\0')
+      .update(await readFile(f))
+      .update('\0');
   return h.digest('hex');
 }
 
@@ -164,7 +168,13 @@ export interface LocalServer {
  * Starts a server process on loopback and waits until `answers(endpoint)` holds (60 s at most). A server that
  * exits or never answers is stopped and reported with the tail of its stderr.
  */
-export async function startLocalServer(name: string, cmd: string, args: string[], port: number, answers: (endpoint: string) => Promise<boolean>): Promise<LocalServer> {
+export async function startLocalServer(
+  name: string,
+  cmd: string,
+  args: string[],
+  port: number,
+  answers: (endpoint: string) => Promise<boolean>,
+): Promise<LocalServer> {
   const child = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr?.on('data', (b: Buffer) => (stderr = (stderr + b.toString()).slice(-4000)));

@@ -27,7 +27,9 @@ export interface Testbed {
 export async function clusterManifests(): Promise<string> {
   const crdDir = join(projectRoot, 'cluster', 'crds');
   const crds = (await readdir(crdDir)).filter((f) => f.endsWith('.yaml')).sort();
-  const docs = await Promise.all([...crds.map((f) => join(crdDir, f)), join(projectRoot, 'cluster', 'rbac.yaml')].map((f) => readFile(f, 'utf8')));
+  const docs = await Promise.all(
+    [...crds.map((f) => join(crdDir, f)), join(projectRoot, 'cluster', 'rbac.yaml')].map((f) => readFile(f, 'utf8')),
+  );
   return docs.join('\n---\n');
 }
 

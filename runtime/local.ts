@@ -89,7 +89,9 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
       enabled: specs.some((f) => f.name === 'storage-poll'),
       migrations: 'outrigger',
       ...(opts.storageGroups ? { groups: opts.storageGroups } : {}),
-      ...(opts.migratorKubeconfig || !opts.kubeconfig ? { migratorAccess: { kind: 'kubeconfig' as const, path: opts.migratorKubeconfig ?? bed.cluster!.kubeconfigs.migrator } } : {}),
+      ...(opts.migratorKubeconfig || !opts.kubeconfig
+        ? { migratorAccess: { kind: 'kubeconfig' as const, path: opts.migratorKubeconfig ?? bed.cluster!.kubeconfigs.migrator } }
+        : {}),
     },
   };
   const deadLetterFile = join(opts.stateDir, 'dead-letter.jsonl');
@@ -199,7 +201,11 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   };
   await writeFile(
     join(opts.stateDir, 'runtime.json'),
-    JSON.stringify({ kubeconfig: runtime.kubeconfig, server: runtime.server, dynamodb: runtime.dynamodbEndpoint, pid: process.pid }, null, 2),
+    JSON.stringify(
+      { kubeconfig: runtime.kubeconfig, server: runtime.server, dynamodb: runtime.dynamodbEndpoint, pid: process.pid },
+      null,
+      2,
+    ),
   );
   return runtime;
 }

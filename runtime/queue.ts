@@ -174,11 +174,18 @@ export class LocalQueue {
       this.stats.failedReceives += 1;
       if (m.receiveCount >= this.opts.maxReceiveCount) {
         this.stats.deadLettered += 1;
-        await this.opts.deadLetter.send({ body: m.body, reason: `received ${m.receiveCount} times without success; last: ${reason}`, source: this.name });
+        await this.opts.deadLetter.send({
+          body: m.body,
+          reason: `received ${m.receiveCount} times without success; last: ${reason}`,
+          source: this.name,
+        });
       } else {
         // Backoff as in AWS (shared/lambda/retry.ts): doubling with each failure, from retryDelayMs, unless the
         // handler asked for a delay.
-        retry.push({ ...m, notBefore: Date.now() + (askedMs ?? retryDelay(m.receiveCount, this.opts.retryDelayMs, RETRY_MAX_SECONDS * 1000)) });
+        retry.push({
+          ...m,
+          notBefore: Date.now() + (askedMs ?? retryDelay(m.receiveCount, this.opts.retryDelayMs, RETRY_MAX_SECONDS * 1000)),
+        });
       }
     }
     // Failed messages go back in front of what arrived since, so a group's order is kept.

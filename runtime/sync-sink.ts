@@ -15,10 +15,15 @@ export class LocalSyncSink implements SyncSink {
     this.queues = queues;
     this.log = log;
   }
-  async send(target: string, requests: SyncRequest[], groupOf: (request: SyncRequest) => string = (r) => syncGroupId(r.key)): Promise<void> {
+  async send(
+    target: string,
+    requests: SyncRequest[],
+    groupOf: (request: SyncRequest) => string = (r) => syncGroupId(r.key),
+  ): Promise<void> {
     const queue = this.queues.get(target);
     if (!queue) {
-      if (!this.told.has(target)) this.log(`no local function consumes sync target ${JSON.stringify(target)}; its sync requests are dropped`);
+      if (!this.told.has(target))
+        this.log(`no local function consumes sync target ${JSON.stringify(target)}; its sync requests are dropped`);
       this.told.add(target);
       return;
     }

@@ -32,7 +32,9 @@ export async function buildPlugin(opts: { pack?: string } = {}): Promise<{ stage
     outfile: join(staging, 'kubectl-outrigger.mjs'),
     // Some dependencies are CommonJS and call require() for built-ins; the banner gives the ES module one (esbuild
     // keeps the entry's own #! line first).
-    banner: { js: "import { createRequire as __outriggerRequire } from 'node:module'; const require = __outriggerRequire(import.meta.url);" },
+    banner: {
+      js: "import { createRequire as __outriggerRequire } from 'node:module'; const require = __outriggerRequire(import.meta.url);",
+    },
     plugins: [
       {
         // `outrigger run` (the local runtime) needs a checkout; its modules stay out, and run says so.
@@ -52,7 +54,13 @@ export async function buildPlugin(opts: { pack?: string } = {}): Promise<{ stage
   const packed = (JSON.parse(stdout) as Array<{ filename: string }>)[0];
   if (!packed) throw new Error(`npm pack answered no file: ${stdout}`);
   const tarball = join(dir, packed.filename);
-  return { staged: staging, tarball, sha256: createHash('sha256').update(await readFile(tarball)).digest('hex') };
+  return {
+    staged: staging,
+    tarball,
+    sha256: createHash('sha256')
+      .update(await readFile(tarball))
+      .digest('hex'),
+  };
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {

@@ -54,7 +54,10 @@ export function findOutput(outputs: Record<string, Record<string, string>>, name
   const all = Object.entries(outputs).flatMap(([stack, values]) => Object.entries(values).map(([key, value]) => ({ stack, key, value })));
   const exact = all.filter((o) => o.key === name || new RegExp(`^${name}[0-9A-F]{8}$`).test(o.key));
   const loose = exact.length ? exact : all.filter((o) => new RegExp(`${name}([0-9A-F]{8})?$`).test(o.key));
-  if (loose.length > 1) throw new Error(`several outputs match ${name}: ${loose.map((o) => `${o.stack}.${o.key}`).join(', ')}; name the value with a flag instead`);
+  if (loose.length > 1)
+    throw new Error(
+      `several outputs match ${name}: ${loose.map((o) => `${o.stack}.${o.key}`).join(', ')}; name the value with a flag instead`,
+    );
   return loose[0]?.value;
 }
 
@@ -66,19 +69,30 @@ export function queueRegion(url: string): string | undefined {
 /** The overlay's files, by name. */
 export function forwarderOverlay(input: OverlayInput): Record<string, string> {
   const config = input.clusters.find((c) => c.id === input.cluster);
-  if (!config) throw new Error(`the cluster configuration has no cluster ${input.cluster} (it names ${input.clusters.map((c) => c.id).join(', ')})`);
+  if (!config)
+    throw new Error(`the cluster configuration has no cluster ${input.cluster} (it names ${input.clusters.map((c) => c.id).join(', ')})`);
   const id = pascal(input.cluster);
   const fromOutputs = (name: string) => (input.outputs ? findOutput(input.outputs, name) : undefined);
   const events = input.eventsQueueUrl ?? fromOutputs(`${id}EventsQueueUrl`);
   const deadLetter = input.deadLetterQueueUrl ?? fromOutputs(`${id}EventsDeadLetterQueueUrl`);
   const image = input.image ?? fromOutputs('ForwarderImageUri');
-  if (!events) throw new Error(`no events queue for cluster ${input.cluster}: pass --outputs with ${id}EventsQueueUrl, or --events-queue-url`);
-  if (!deadLetter) throw new Error(`no events dead-letter queue for cluster ${input.cluster}: pass --outputs with ${id}EventsDeadLetterQueueUrl, or --dead-letter-queue-url`);
+  if (!events)
+    throw new Error(`no events queue for cluster ${input.cluster}: pass --outputs with ${id}EventsQueueUrl, or --events-queue-url`);
+  if (!deadLetter)
+    throw new Error(
+      `no events dead-letter queue for cluster ${input.cluster}: pass --outputs with ${id}EventsDeadLetterQueueUrl, or --dead-letter-queue-url`,
+    );
   if (!image) throw new Error('no forwarder image: pass --image (built from forwarder/Dockerfile), or --outputs with ForwarderImageUri');
   // What the forwarder needs of the cluster's entry: its id and storage settings, which decide whether and
   // which StorageVersionMigrations it watches. Its access is in-cluster, whatever the functions use.
   // (migratorAccess is the local runtime's; JSON leaves the undefined out.)
-  const entry = [{ id: config.id, access: { kind: 'kubeconfig' }, ...(config.storage ? { storage: { ...config.storage, migratorAccess: undefined } } : {}) }];
+  const entry = [
+    {
+      id: config.id,
+      access: { kind: 'kubeconfig' },
+      ...(config.storage ? { storage: { ...config.storage, migratorAccess: undefined } } : {}),
+    },
+  ];
   const region = queueRegion(events);
   const env = [
     `OUTRIGGER_CLUSTER_ID=${config.id}`,
@@ -93,7 +107,11 @@ export function forwarderOverlay(input: OverlayInput): Record<string, string> {
   const imageEntry =
     at > 0
       ? { name: 'outrigger-forwarder', newName: image.slice(0, at), digest: image.slice(at + 1) }
-      : { name: 'outrigger-forwarder', newName: tagged ? image.slice(0, colon) : image, ...(tagged ? { newTag: image.slice(colon + 1) } : {}) };
+      : {
+          name: 'outrigger-forwarder',
+          newName: tagged ? image.slice(0, colon) : image,
+          ...(tagged ? { newTag: image.slice(colon + 1) } : {}),
+        };
   // kustomize's namespace moves the objects but not the bindings' ServiceAccount subjects: patched to follow.
   const subject = (kind: string) => ({
     target: { group: 'rbac.authorization.k8s.io', kind, name: 'outrigger-forwarder' },
@@ -151,7 +169,8 @@ async function main(argv: string[]): Promise<void> {
     const cdk = (await readJson(join(projectRoot, 'cdk.json'))) as { context?: Record<string, unknown> };
     const file = cdk.context?.['outrigger:clustersFile'];
     const inline = cdk.context?.['outrigger:clusters'];
-    if (typeof file !== 'string' && inline === undefined) throw new Error('no cluster configuration: pass --clusters FILE (the file `cdk deploy` was given as outrigger:clustersFile)');
+    if (typeof file !== 'string' && inline === undefined)
+      throw new Error('no cluster configuration: pass --clusters FILE (the file `cdk deploy` was given as outrigger:clustersFile)');
     clustersJson = typeof file === 'string' ? await readFile(resolve(projectRoot, file), 'utf8') : JSON.stringify(inline);
   }
   const out = resolve(values.out ?? join(projectRoot, 'deploy', 'forwarder', 'overlays', values.cluster));
@@ -164,7 +183,10 @@ async function main(argv: string[]): Promise<void> {
     image: values.image,
     namespace: values.namespace,
     // kustomize takes a local base only as a relative path.
-    base: values.base && /^[a-z]+:\/\/|^github\.com\//.test(values.base) ? values.base : relative(out, resolve(values.base ?? join(projectRoot, 'deploy', 'forwarder', 'base'))),
+    base:
+      values.base && /^[a-z]+:\/\/|^github\.com\//.test(values.base)
+        ? values.base
+        : relative(out, resolve(values.base ?? join(projectRoot, 'deploy', 'forwarder', 'base'))),
   });
   await mkdir(out, { recursive: true });
   for (const [name, text] of Object.entries(files)) await writeFile(join(out, name), text);

@@ -23,7 +23,6 @@ import { projectRoot } from '../local/paths.ts';
 import { invokeAsLambda, type Handler } from '../runtime/lambda-context.ts';
 import { DEFAULT_TABLE, RUNTIME_CLUSTER, runningRuntime, type RuntimeFile } from './runtime-file.ts';
 
-
 const usage = `usage: npm run invoke -- <function> [event-file] [options]
 
 Bundles <function> as the stack does, imports the bundle in a new Node process and calls its handler with the
@@ -106,7 +105,10 @@ async function runtimeClusters(info: RuntimeFile): Promise<string> {
   let access = info.kubeconfig;
   let migrator: string | undefined;
   try {
-    const ready = JSON.parse(await readFile(join(dirname(info.kubeconfig), 'ready.json'), 'utf8')) as { server?: string; kubeconfigs?: Record<string, string> };
+    const ready = JSON.parse(await readFile(join(dirname(info.kubeconfig), 'ready.json'), 'utf8')) as {
+      server?: string;
+      kubeconfigs?: Record<string, string>;
+    };
     if (ready.server === info.server && ready.kubeconfigs?.outrigger) {
       access = ready.kubeconfigs.outrigger;
       migrator = ready.kubeconfigs.migrator;
@@ -130,10 +132,16 @@ interface Setup {
   capture: SyncCapture | undefined;
 }
 
-async function environmentFor(spec: { name: string }, syncTargets: string[], opts: { stateDir: string; useRuntime: boolean; dir: string }): Promise<Setup> {
+async function environmentFor(
+  spec: { name: string },
+  syncTargets: string[],
+  opts: { stateDir: string; useRuntime: boolean; dir: string },
+): Promise<Setup> {
   const env: NodeJS.ProcessEnv = { ...process.env };
   const fromRuntime: string[] = [];
-  const runtime = opts.useRuntime ? await runningRuntime(opts.stateDir, (message) => log(message.replace(opts.stateDir, shown(opts.stateDir)))) : undefined;
+  const runtime = opts.useRuntime
+    ? await runningRuntime(opts.stateDir, (message) => log(message.replace(opts.stateDir, shown(opts.stateDir))))
+    : undefined;
   if (runtime) {
     const supplied: Record<string, () => Promise<string> | string> = {
       OUTRIGGER_CLUSTERS: () => runtimeClusters(runtime.info),
@@ -152,7 +160,10 @@ async function environmentFor(spec: { name: string }, syncTargets: string[], opt
     env.OUTRIGGER_DEAD_LETTER_FILE = runtime ? join(dirname(runtime.file), 'dead-letter.jsonl') : join(opts.dir, 'dead-letter.jsonl');
   }
 
-  const missing = [...(env.OUTRIGGER_CLUSTERS || env.OUTRIGGER_CLUSTERS_FILE ? [] : ['OUTRIGGER_CLUSTERS (or OUTRIGGER_CLUSTERS_FILE)']), ...(env.OUTRIGGER_TABLE ? [] : ['OUTRIGGER_TABLE'])];
+  const missing = [
+    ...(env.OUTRIGGER_CLUSTERS || env.OUTRIGGER_CLUSTERS_FILE ? [] : ['OUTRIGGER_CLUSTERS (or OUTRIGGER_CLUSTERS_FILE)']),
+    ...(env.OUTRIGGER_TABLE ? [] : ['OUTRIGGER_TABLE']),
+  ];
   if (missing.length) {
     throw new UsageError(
       `${missing.join(' and ')} ${missing.length > 1 ? 'are' : 'is'} not set, and no local runtime is running ` +
@@ -170,7 +181,10 @@ async function environmentFor(spec: { name: string }, syncTargets: string[], opt
 
   let capture: SyncCapture | undefined;
   if (!env.OUTRIGGER_QUEUE_URL_PREFIX) {
-    capture = await SyncCapture.start(syncTargets, clusters.map((c) => c.id));
+    capture = await SyncCapture.start(
+      syncTargets,
+      clusters.map((c) => c.id),
+    );
     env.OUTRIGGER_QUEUE_URL_PREFIX = capture.prefix;
     // The SQS client would reach the capture anyway (it sends to the queue URL's host) but warns on every send
     // that the URL is not AWS's; naming the endpoint says it is meant. Not when SQS is also the dead-letter
@@ -188,7 +202,11 @@ async function environmentFor(spec: { name: string }, syncTargets: string[], opt
     const { defaultProvider } = await import('@aws-sdk/credential-provider-node');
     try {
       const credentials = await defaultProvider({ profile: env.AWS_PROFILE })();
-      Object.assign(env, { AWS_ACCESS_KEY_ID: credentials.accessKeyId, AWS_SECRET_ACCESS_KEY: credentials.secretAccessKey, ...(credentials.sessionToken ? { AWS_SESSION_TOKEN: credentials.sessionToken } : {}) });
+      Object.assign(env, {
+        AWS_ACCESS_KEY_ID: credentials.accessKeyId,
+        AWS_SECRET_ACCESS_KEY: credentials.secretAccessKey,
+        ...(credentials.sessionToken ? { AWS_SESSION_TOKEN: credentials.sessionToken } : {}),
+      });
       log('AWS credentials resolved here (the bundle reads them from its environment, as in Lambda)');
     } catch (err) {
       log(`no AWS credentials found (${(err as Error).message}): the function's AWS calls will fail`);
@@ -201,8 +219,13 @@ async function environmentFor(spec: { name: string }, syncTargets: string[], opt
   env.AWS_LAMBDA_LOG_GROUP_NAME ??= `/aws/lambda/outrigger-${spec.name}`;
   env.AWS_LAMBDA_LOG_STREAM_NAME ??= 'local';
 
-  if (runtime) log(`local runtime (pid ${runtime.info.pid}, ${runtime.info.server}) supplies ${fromRuntime.join(', ') || 'nothing: every variable is set'}`);
-  log(`cluster(s) ${clusters.map((c) => `${c.id} (${c.access.kind}${c.access.path ? ` ${c.access.path}` : ''})`).join(', ')}; table ${env.OUTRIGGER_TABLE}${env.OUTRIGGER_DYNAMODB_ENDPOINT ? ` at ${env.OUTRIGGER_DYNAMODB_ENDPOINT}` : ' (DynamoDB)'}`);
+  if (runtime)
+    log(
+      `local runtime (pid ${runtime.info.pid}, ${runtime.info.server}) supplies ${fromRuntime.join(', ') || 'nothing: every variable is set'}`,
+    );
+  log(
+    `cluster(s) ${clusters.map((c) => `${c.id} (${c.access.kind}${c.access.path ? ` ${c.access.path}` : ''})`).join(', ')}; table ${env.OUTRIGGER_TABLE}${env.OUTRIGGER_DYNAMODB_ENDPOINT ? ` at ${env.OUTRIGGER_DYNAMODB_ENDPOINT}` : ' (DynamoDB)'}`,
+  );
   if (capture) log('OUTRIGGER_QUEUE_URL_PREFIX is unset: sync requests are captured and printed, not sent');
   const deadLetterFile = env.OUTRIGGER_DEAD_LETTER_QUEUE_URL ? undefined : env.OUTRIGGER_DEAD_LETTER_FILE;
   return { env, deadLetterFile, capture };
@@ -240,7 +263,9 @@ class SyncCapture {
     const { port } = capture.server.address() as AddressInfo;
     capture.endpoint = `http://127.0.0.1:${port}`;
     capture.prefix = `${capture.endpoint}/000000000000/${CAPTURE_QUEUE_PREFIX}`;
-    for (const t of targets) for (const c of clusters) capture.queues.set(`${capture.prefix}${queueName(c, t)}`, { target: t, queue: `${CAPTURE_QUEUE_PREFIX}${queueName(c, t)}` });
+    for (const t of targets)
+      for (const c of clusters)
+        capture.queues.set(`${capture.prefix}${queueName(c, t)}`, { target: t, queue: `${CAPTURE_QUEUE_PREFIX}${queueName(c, t)}` });
     return capture;
   }
 
@@ -261,13 +286,20 @@ class SyncCapture {
     }
     const queue = this.queues.get(input.QueueUrl ?? '');
     if (!queue || (action !== 'SendMessage' && action !== 'SendMessageBatch')) {
-      reply(400, { __type: 'com.amazonaws.sqs#InvalidAction', message: `the invoke capture takes SendMessage(Batch) to ${[...this.queues.keys()].join(', ')}; got ${action} to ${input.QueueUrl}` });
+      reply(400, {
+        __type: 'com.amazonaws.sqs#InvalidAction',
+        message: `the invoke capture takes SendMessage(Batch) to ${[...this.queues.keys()].join(', ')}; got ${action} to ${input.QueueUrl}`,
+      });
       return;
     }
     const keep = (e: SqsEntry) => {
       this.messages.push({ ...queue, body: e.MessageBody, groupId: e.MessageGroupId, deduplicationId: e.MessageDeduplicationId });
       // The SDK checks the body's MD5 against the one returned.
-      return { MessageId: randomUUID(), MD5OfMessageBody: md5(e.MessageBody), SequenceNumber: String(Date.now() * 1000 + this.messages.length) };
+      return {
+        MessageId: randomUUID(),
+        MD5OfMessageBody: md5(e.MessageBody),
+        SequenceNumber: String(Date.now() * 1000 + this.messages.length),
+      };
     };
     if (action === 'SendMessage') reply(200, keep(input));
     else reply(200, { Successful: (input.Entries ?? []).map((e) => ({ Id: e.Id, ...keep(e) })), Failed: [] });
@@ -344,7 +376,8 @@ function stampNow(event: unknown): unknown {
   if (!Array.isArray(records)) return event;
   const now = String(Date.now());
   for (const r of records) {
-    if (r.eventSource === 'aws:sqs' && r.attributes) Object.assign(r.attributes, { SentTimestamp: now, ApproximateFirstReceiveTimestamp: now });
+    if (r.eventSource === 'aws:sqs' && r.attributes)
+      Object.assign(r.attributes, { SentTimestamp: now, ApproximateFirstReceiveTimestamp: now });
   }
   return event;
 }
@@ -357,14 +390,23 @@ async function fileSize(path: string | undefined): Promise<number> {
   );
 }
 
-function runChild(bundle: string, spec: { name: string; timeoutSeconds: number }, eventFile: string, env: NodeJS.ProcessEnv): Promise<{ reply: ChildReply | undefined; code: number | null; signal: NodeJS.Signals | null }> {
+function runChild(
+  bundle: string,
+  spec: { name: string; timeoutSeconds: number },
+  eventFile: string,
+  env: NodeJS.ProcessEnv,
+): Promise<{ reply: ChildReply | undefined; code: number | null; signal: NodeJS.Signals | null }> {
   // As in Lambda, where the stack sets NODE_OPTIONS=--enable-source-maps: stack traces point into the sources.
   // The function's stdout (its logs) joins our stderr, so that our stdout is the result alone.
-  const proc = spawn(process.execPath, ['--enable-source-maps', fileURLToPath(import.meta.url), '__child', bundle, spec.name, String(spec.timeoutSeconds), eventFile], {
-    cwd: dirname(bundle),
-    env,
-    stdio: ['ignore', 2, 2, 'ipc'],
-  });
+  const proc = spawn(
+    process.execPath,
+    ['--enable-source-maps', fileURLToPath(import.meta.url), '__child', bundle, spec.name, String(spec.timeoutSeconds), eventFile],
+    {
+      cwd: dirname(bundle),
+      env,
+      stdio: ['ignore', 2, 2, 'ipc'],
+    },
+  );
   let reply: ChildReply | undefined;
   proc.on('message', (m) => (reply = m as ChildReply));
   return new Promise((ok, fail) => {

@@ -21,7 +21,10 @@ export const DEFAULT_TABLE = 'outrigger';
 export const RUNTIME_CLUSTER = 'local';
 
 /** The runtime whose runtime.json is in `stateDir`, if it is still running; `log` says why one is ignored. */
-export async function runningRuntime(stateDir: string, log: (message: string) => void): Promise<{ file: string; info: RuntimeFile } | undefined> {
+export async function runningRuntime(
+  stateDir: string,
+  log: (message: string) => void,
+): Promise<{ file: string; info: RuntimeFile } | undefined> {
   const file = join(stateDir, 'runtime.json');
   let info: RuntimeFile;
   try {

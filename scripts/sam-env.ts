@@ -45,7 +45,10 @@ export function samEnvironment(runtime: RuntimeFile, host: string): { Parameters
 }
 
 async function main(argv: string[]): Promise<number> {
-  const { values } = parseArgs({ args: argv, options: { 'state-dir': { type: 'string' }, out: { type: 'string' }, host: { type: 'string' }, help: { type: 'boolean' } } });
+  const { values } = parseArgs({
+    args: argv,
+    options: { 'state-dir': { type: 'string' }, out: { type: 'string' }, host: { type: 'string' }, help: { type: 'boolean' } },
+  });
   if (values.help) {
     process.stdout.write(`${usage}\n`);
     return 0;

@@ -7,7 +7,9 @@ import * as z from 'zod/mini';
 import { clusterIdSchema, nonEmpty } from './envelope/index.ts';
 import { connect, type ClusterAccess, type KubeClient, type KubeClientOptions } from './kube/index.ts';
 
-const secretArnSchema = z.string().check(z.regex(/^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:.+$/, 'must be a Secrets Manager secret ARN'));
+const secretArnSchema = z
+  .string()
+  .check(z.regex(/^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:.+$/, 'must be a Secrets Manager secret ARN'));
 
 const accessSchema = z.discriminatedUnion('kind', [
   z.strictObject({ kind: z.literal('kubeconfig'), path: z.optional(nonEmpty()), context: z.optional(nonEmpty()) }),
@@ -36,28 +38,40 @@ const accessSchema = z.discriminatedUnion('kind', [
 // Storage version migration (README, "Storage version migration"). A reporter is one apiserver endpoint whose discovery the poll reads:
 // one in a plain cluster (the access's own server), one per apiserver in an HA control plane, so that a
 // rolling upgrade shows as disagreeing reporters. `groups` limits the poll to some API groups ("" is core).
-const storageSchema = z.strictObject({
-  /** Off: no StorageStates, migrations or polls for this cluster. */
-  enabled: z._default(z.boolean(), true),
-  reporters: z.optional(
-    z
-      .array(z.strictObject({ id: z.string().check(z.regex(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/, 'must be a lowercase DNS name'), z.maxLength(253)), server: z.optional(z.url()) }))
-      .check(
-        z.minLength(1),
-        z.refine((rs) => new Set(rs.map((r) => r.id)).size === rs.length, 'reporter ids must be unique'),
-      ),
-  ),
-  /**
-   * For apiservers reachable only through one endpoint (a load balancer): discovery is sampled over this many
-   * fresh connections per poll, and migrations wait on the control plane's stability (README: "Storage version
-   * migration", one endpoint). Not with `reporters`, which reach each apiserver.
-   */
-  samples: z.optional(z.int().check(z.minimum(2), z.maximum(16))),
-  migrations: z._default(z.enum(['outrigger', 'in-tree']), 'outrigger'),
-  /** The migrator's own access, where it differs (the local runtime's migrator identity); in AWS its IAM role decides. */
-  migratorAccess: z.optional(accessSchema),
-  groups: z.optional(z.array(z.string())),
-}).check(z.refine((s) => !(s.samples && s.reporters), { message: 'samples is for one endpoint; with reporters, each apiserver has its own', path: ['samples'] }));
+const storageSchema = z
+  .strictObject({
+    /** Off: no StorageStates, migrations or polls for this cluster. */
+    enabled: z._default(z.boolean(), true),
+    reporters: z.optional(
+      z
+        .array(
+          z.strictObject({
+            id: z.string().check(z.regex(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/, 'must be a lowercase DNS name'), z.maxLength(253)),
+            server: z.optional(z.url()),
+          }),
+        )
+        .check(
+          z.minLength(1),
+          z.refine((rs) => new Set(rs.map((r) => r.id)).size === rs.length, 'reporter ids must be unique'),
+        ),
+    ),
+    /**
+     * For apiservers reachable only through one endpoint (a load balancer): discovery is sampled over this many
+     * fresh connections per poll, and migrations wait on the control plane's stability (README: "Storage version
+     * migration", one endpoint). Not with `reporters`, which reach each apiserver.
+     */
+    samples: z.optional(z.int().check(z.minimum(2), z.maximum(16))),
+    migrations: z._default(z.enum(['outrigger', 'in-tree']), 'outrigger'),
+    /** The migrator's own access, where it differs (the local runtime's migrator identity); in AWS its IAM role decides. */
+    migratorAccess: z.optional(accessSchema),
+    groups: z.optional(z.array(z.string())),
+  })
+  .check(
+    z.refine((s) => !(s.samples && s.reporters), {
+      message: 'samples is for one endpoint; with reporters, each apiserver has its own',
+      path: ['samples'],
+    }),
+  );
 export type StorageConfig = z.infer<typeof storageSchema>;
 
 /** Lambda's bounds on an SQS event source's maximum concurrency (ScalingConfig.MaximumConcurrency). */
@@ -69,8 +83,14 @@ const maxConcurrencySchema = z
   .number({ error: 'must be a whole number' })
   .check(
     z.int('must be a whole number'),
-    z.gte(MAX_CONCURRENCY_BOUNDS.min, `must be at least ${MAX_CONCURRENCY_BOUNDS.min}: Lambda's lowest maximum concurrency for an SQS event source`),
-    z.lte(MAX_CONCURRENCY_BOUNDS.max, `must be at most ${MAX_CONCURRENCY_BOUNDS.max}: Lambda's highest maximum concurrency for an SQS event source`),
+    z.gte(
+      MAX_CONCURRENCY_BOUNDS.min,
+      `must be at least ${MAX_CONCURRENCY_BOUNDS.min}: Lambda's lowest maximum concurrency for an SQS event source`,
+    ),
+    z.lte(
+      MAX_CONCURRENCY_BOUNDS.max,
+      `must be at most ${MAX_CONCURRENCY_BOUNDS.max}: Lambda's highest maximum concurrency for an SQS event source`,
+    ),
   );
 
 /**
@@ -79,7 +99,12 @@ const maxConcurrencySchema = z
  */
 const iamPrincipalSchema = z
   .string()
-  .check(z.regex(/^arn:aws[a-z-]*:iam::\d{12}:(role|user)\/[\w+=,.@/-]{1,512}$/, 'must be an IAM role or user ARN (arn:aws:iam::<account>:role/<name>)'));
+  .check(
+    z.regex(
+      /^arn:aws[a-z-]*:iam::\d{12}:(role|user)\/[\w+=,.@/-]{1,512}$/,
+      'must be an IAM role or user ARN (arn:aws:iam::<account>:role/<name>)',
+    ),
+  );
 
 export const clusterConfigSchema = z.strictObject({
   id: clusterIdSchema,
@@ -115,7 +140,10 @@ export function isPrincipal(configured: string, caller: string): boolean {
 }
 
 /** The clusters whose events `caller` may send to the ingest URL; none for a caller not named, or no caller. */
-export function ingestClustersOf(configs: readonly Pick<ClusterConfig, 'id' | 'ingestPrincipals'>[], caller: string | undefined): Set<string> {
+export function ingestClustersOf(
+  configs: readonly Pick<ClusterConfig, 'id' | 'ingestPrincipals'>[],
+  caller: string | undefined,
+): Set<string> {
   if (caller === undefined) return new Set();
   return new Set(configs.filter((c) => (c.ingestPrincipals ?? []).some((p) => isPrincipal(p, caller))).map((c) => c.id));
 }
@@ -145,7 +173,9 @@ export function parseClusters(json: string): ClusterConfig[] {
     if (ids.has(c.id)) throw new Error(`cluster configuration: cluster id ${c.id} appears twice`);
     ids.add(c.id);
     if (c.access.kind === 'secret' && c.storage?.enabled !== false && !c.access.migratorTokenSecretArn) {
-      throw new Error(`cluster configuration: cluster ${c.id}: access.migratorTokenSecretArn: required with storage migration on (storage.enabled: false turns it off): the migrator lists and patches everything, so it never acts with the token every other function reads`);
+      throw new Error(
+        `cluster configuration: cluster ${c.id}: access.migratorTokenSecretArn: required with storage migration on (storage.enabled: false turns it off): the migrator lists and patches everything, so it never acts with the token every other function reads`,
+      );
     }
   }
   return result.data;
@@ -163,7 +193,10 @@ export function clustersFromEnv(env: NodeJS.ProcessEnv = process.env): ClusterCo
   const file = env.OUTRIGGER_CLUSTERS_FILE;
   if (json && file) throw new Error(`OUTRIGGER_CLUSTERS and OUTRIGGER_CLUSTERS_FILE (${file}) are both set: set one`);
   if (json) return parsedFrom('OUTRIGGER_CLUSTERS', json);
-  if (!file) throw new Error('neither OUTRIGGER_CLUSTERS (the cluster configuration as JSON) nor OUTRIGGER_CLUSTERS_FILE (a file holding it) is set');
+  if (!file)
+    throw new Error(
+      'neither OUTRIGGER_CLUSTERS (the cluster configuration as JSON) nor OUTRIGGER_CLUSTERS_FILE (a file holding it) is set',
+    );
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
@@ -190,7 +223,10 @@ export function migratorAccess(config: ClusterConfig): ClusterAccess {
   const { access } = config;
   if (config.storage?.migratorAccess) return config.storage.migratorAccess as ClusterAccess;
   if (access.kind !== 'secret') return access as ClusterAccess;
-  if (!access.migratorTokenSecretArn) throw new Error(`cluster ${config.id}: no access.migratorTokenSecretArn, so no migrator token: the migrator never acts with the controllers' token`);
+  if (!access.migratorTokenSecretArn)
+    throw new Error(
+      `cluster ${config.id}: no access.migratorTokenSecretArn, so no migrator token: the migrator never acts with the controllers' token`,
+    );
   const { migratorTokenSecretArn, ...rest } = access;
   return { ...rest, secretArn: migratorTokenSecretArn };
 }
@@ -221,11 +257,17 @@ export class Clusters {
     const config = this.config(id);
     const configured = config.storage?.reporters;
     // A client of its own per sample: its own keep-alive agent, so a new connection the load balancer places anew.
-    if (config.storage?.samples) return [{ id: 'apiserver', client: this.client(id), sample: () => connect(config.access as ClusterAccess, this.options) }];
+    if (config.storage?.samples)
+      return [{ id: 'apiserver', client: this.client(id), sample: () => connect(config.access as ClusterAccess, this.options) }];
     if (!configured) return [{ id: 'apiserver', client: this.client(id) }];
     return configured.map((r) => {
       const server = r.server;
-      return { id: r.id, client: server ? this.cached(`${id}\u0000reporter\u0000${r.id}`, () => connect(config.access as ClusterAccess, { ...this.options, server })) : this.client(id) };
+      return {
+        id: r.id,
+        client: server
+          ? this.cached(`${id}\u0000reporter\u0000${r.id}`, () => connect(config.access as ClusterAccess, { ...this.options, server }))
+          : this.client(id),
+      };
     });
   }
 

@@ -19,7 +19,8 @@ const UNITS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d: 86
 /** `30s`, `15m`, `6h`, `10d`. */
 export function parseDuration(text: string): number {
   const m = /^(\d+)([smhd])$/.exec(text);
-  if (!m || Number(m[1]) === 0) throw new Error(`not a duration: ${JSON.stringify(text)} (expected a positive number and one of s, m, h, d)`);
+  if (!m || Number(m[1]) === 0)
+    throw new Error(`not a duration: ${JSON.stringify(text)} (expected a positive number and one of s, m, h, d)`);
   return Number(m[1]) * UNITS[m[2]!]!;
 }
 
@@ -50,7 +51,11 @@ export function mapSnapshots(req: MapHookRequest, now = Date.now()): { outputs: 
   const interval = parseDuration(spec.snapshotInterval);
   const ttl = parseDuration(spec.snapshotTTL);
   const pvc = req.input.metadata.name ?? '';
-  const times = new Set(flatten(req.outputs).map(takenAt).filter((t) => t + ttl > now));
+  const times = new Set(
+    flatten(req.outputs)
+      .map(takenAt)
+      .filter((t) => t + ttl > now),
+  );
   times.add(Math.floor(now / interval) * interval);
   return { outputs: [...times].sort((a, b) => a - b).map((t) => snapshot(req.parent, pvc, t)) };
 }

@@ -18,7 +18,12 @@ export const handler = middy(async (event: { cluster?: string }) => {
   let queued = 0;
   for (const cluster of event.cluster ? [event.cluster] : env.clusters.ids()) {
     const policies = await env.clusters.client(cluster).listMetadata(revisionPolicies);
-    const requests = policies.items.map((p) => makeSyncRequest({ cluster, group: revisionPolicies.group, kind: 'RevisionPolicy', name: p.metadata.name ?? '', uid: p.metadata.uid ?? '' }, [cause]));
+    const requests = policies.items.map((p) =>
+      makeSyncRequest(
+        { cluster, group: revisionPolicies.group, kind: 'RevisionPolicy', name: p.metadata.name ?? '', uid: p.metadata.uid ?? '' },
+        [cause],
+      ),
+    );
     await env.syncSink.send('history', requests);
     queued += requests.length;
   }

@@ -16,14 +16,22 @@ export const handler = syncFunction('history', async (request, { env, logger, me
   if (key.kind === 'RevisionPolicy' && key.group === 'outrigger.dev') {
     const r = await reportPolicy(kube, key.cluster, key.name, async (policy) => {
       const parents = await policyParents(kube, key.cluster, policy);
-      if (parents.length > 0) await env.syncSink.send('truncate', parents.map((p) => makeSyncRequest(p, causes)));
+      if (parents.length > 0)
+        await env.syncSink.send(
+          'truncate',
+          parents.map((p) => makeSyncRequest(p, causes)),
+        );
     });
     // Every parent gets a baseline revision from a new spec and from each history resync, events or none
     // (README, "Policy conditions"): a parent whose first events were missed is never left without history.
     let queued = 0;
     if (r.policy && (r.newSpec || causes.some((c) => c.startsWith(RESYNC_CAUSE)))) {
       const parents = await policyParents(kube, key.cluster, r.policy);
-      if (parents.length > 0) await env.syncSink.send('history', parents.map((p) => makeSyncRequest(p, [parentCause(p)])));
+      if (parents.length > 0)
+        await env.syncSink.send(
+          'history',
+          parents.map((p) => makeSyncRequest(p, [parentCause(p)])),
+        );
       queued = parents.length;
     }
     // `message` is the log line's own key (Powertools drops a field of that name).
@@ -34,19 +42,32 @@ export const handler = syncFunction('history', async (request, { env, logger, me
   if (!policy) return;
   // Truncation right after the sync, from the revisions it listed and wrote (no second list, no second queue).
   // A failure goes to the truncation queue, which retries on its own: a redelivered sync would find nothing to do.
-  const truncate = async (revisions: KnownRevision[], quiet: boolean, seen: { generatedVersion?: string | undefined }): Promise<{ deleted: string[]; gone: string[] }> => {
+  const truncate = async (
+    revisions: KnownRevision[],
+    quiet: boolean,
+    seen: { generatedVersion?: string | undefined },
+  ): Promise<{ deleted: string[]; gone: string[] }> => {
     try {
       const truncated = await truncateSynced({ kube }, policy, key, revisions, { quiet, seen });
       logger.info('history truncated', { parent: `${key.namespace}/${key.name}`, ...truncated });
       return { deleted: truncated.deleted, gone: truncated.gone ?? [] };
     } catch (err) {
-      logger.warn('truncation after the sync failed; queued for the truncation function', { parent: `${key.namespace}/${key.name}`, error: String(err) });
+      logger.warn('truncation after the sync failed; queued for the truncation function', {
+        parent: `${key.namespace}/${key.name}`,
+        error: String(err),
+      });
       await env.syncSink.send('truncate', [makeSyncRequest(key, causes)]);
       return { deleted: [], gone: [] };
     }
   };
   const inline = policy.spec.mode === 'snapshot';
-  const result = await syncHistory({ kube, state: env.state, holder, ...(inline ? { truncate } : {}) }, policy, key, causes, observedParent(request));
+  const result = await syncHistory(
+    { kube, state: env.state, holder, ...(inline ? { truncate } : {}) },
+    policy,
+    key,
+    causes,
+    observedParent(request),
+  );
   logger.info('history synced', { parent: `${key.namespace}/${key.name}`, ...result });
   if (result.outcome === 'created') metrics.count(key.cluster, 'RevisionsCreated');
   if (result.outcome === 'rollback') metrics.count(key.cluster, 'Rollbacks');

@@ -3,7 +3,18 @@
 // the objects it generates) route to the history handler. A policy is in effect when it parses, its target
 // and generated kinds are served, its target is namespaced, and its last check found nothing against it
 // (README, "Policy conditions"); any other policy is watched and routed for nothing but its own events.
-import { NotServedError, Resources, apiVersionOf, gvr, parseApiVersion, resolveKind, type GVR, type KubeClient, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
+import {
+  NotServedError,
+  Resources,
+  apiVersionOf,
+  gvr,
+  parseApiVersion,
+  resolveKind,
+  type GVR,
+  type KubeClient,
+  type KubeObject,
+  type ResolvedResource,
+} from '../../shared/kube/index.ts';
 import { parentLabels } from '../../shared/history/data.ts';
 import { PolicyError, parsePolicy, POLICY_GROUP, reportedNotReady, type RevisionPolicy } from '../../shared/history/policy.ts';
 import type { ControllerKind } from '../../shared/ownership/index.ts';
@@ -51,13 +62,17 @@ export async function resolvePolicy(kube: KubeClient, policy: RevisionPolicy): P
     try {
       return await resolveKind(kube, t.apiVersion, t.kind);
     } catch (err) {
-      if (err instanceof NotServedError) throw new PolicyProblem(reason, `RevisionPolicy ${policy.name}: ${what}: ${(err as Error).message}`);
+      if (err instanceof NotServedError)
+        throw new PolicyProblem(reason, `RevisionPolicy ${policy.name}: ${what}: ${(err as Error).message}`);
       throw err;
     }
   };
   const target = await resolve(policy.spec.target, 'UnknownKind', 'spec.target');
   if (!target.namespaced) {
-    throw new PolicyProblem('ClusterScoped', `RevisionPolicy ${policy.name}: ${target.kind} is cluster-scoped; ControllerRevisions are namespaced, so it cannot have a history`);
+    throw new PolicyProblem(
+      'ClusterScoped',
+      `RevisionPolicy ${policy.name}: ${target.kind} is cluster-scoped; ControllerRevisions are namespaced, so it cannot have a history`,
+    );
   }
   const generated = policy.spec.generated ? await resolve(policy.spec.generated, 'UnknownGeneratedKind', 'spec.generated') : undefined;
   return { policy, target, generated };
@@ -104,7 +119,10 @@ export async function listPolicies(kube: KubeClient, cluster: string): Promise<P
 
 /** The kinds a policy names, as its spec names them (no discovery). */
 function specKinds(policy: RevisionPolicy): Array<{ group: string; kind: string }> {
-  return [policy.spec.target, ...(policy.spec.generated ? [policy.spec.generated] : [])].map((t) => ({ group: parseApiVersion(t.apiVersion).group, kind: t.kind }));
+  return [policy.spec.target, ...(policy.spec.generated ? [policy.spec.generated] : [])].map((t) => ({
+    group: parseApiVersion(t.apiVersion).group,
+    kind: t.kind,
+  }));
 }
 
 /** Thrown for an object of a kind whose policy discovery could not answer for: the event or request is retried. */
@@ -135,7 +153,13 @@ export async function freshPolicyFor(kube: KubeClient, cluster: string, group: s
   return policyFor(fresh, group, kind);
 }
 
-const policyKind: ControllerKind = { resource: revisionPolicies, kind: 'RevisionPolicy', namespaced: false, selectorOf: () => null, target: 'history' };
+const policyKind: ControllerKind = {
+  resource: revisionPolicies,
+  kind: 'RevisionPolicy',
+  namespaced: false,
+  selectorOf: () => null,
+  target: 'history',
+};
 
 function withoutManagedFields(parent: KubeObject): KubeObject {
   const { managedFields: _, ...metadata } = parent.metadata;

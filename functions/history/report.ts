@@ -40,18 +40,30 @@ async function checkReader(kube: KubeClient, policy: RevisionPolicy, kinds: Reso
   const account = policy.spec.serviceAccount!;
   let refused;
   try {
-    refused = await refusedNeeds(kube, account, kinds.flatMap((resource) => ['get', 'list'].map((verb) => ({ resource, verb }))));
+    refused = await refusedNeeds(
+      kube,
+      account,
+      kinds.flatMap((resource) => ['get', 'list'].map((verb) => ({ resource, verb }))),
+    );
   } catch (err) {
     if (err instanceof IdentityProblem) throw new PolicyProblem(err.reason, `RevisionPolicy ${policy.name}: ${err.message}`);
     throw err;
   }
   if (refused.length) {
     const what = refused.map((r) => `${r.verb} ${resourceName(r.resource)}`).join(', ');
-    throw new PolicyProblem('Forbidden', `RevisionPolicy ${policy.name}: ServiceAccount ${account.namespace}/${account.name} may not ${what}`);
+    throw new PolicyProblem(
+      'Forbidden',
+      `RevisionPolicy ${policy.name}: ServiceAccount ${account.namespace}/${account.name} may not ${what}`,
+    );
   }
 }
 
-export async function reportPolicy(kube: KubeClient, cluster: string, name: string, onNewSpec?: (policy: RevisionPolicy) => Promise<void>): Promise<PolicyReport> {
+export async function reportPolicy(
+  kube: KubeClient,
+  cluster: string,
+  name: string,
+  onNewSpec?: (policy: RevisionPolicy) => Promise<void>,
+): Promise<PolicyReport> {
   let obj;
   try {
     obj = await kube.get(revisionPolicies, name);
@@ -77,18 +89,29 @@ export async function reportPolicy(kube: KubeClient, cluster: string, name: stri
     message = err.message;
   }
   const ready = policy !== undefined;
-  const observed = obj.status as { observedGeneration?: number; conditions?: Array<{ type: string; status: string; reason?: string; message?: string; lastTransitionTime?: string }> } | undefined;
+  const observed = obj.status as
+    | {
+        observedGeneration?: number;
+        conditions?: Array<{ type: string; status: string; reason?: string; message?: string; lastTransitionTime?: string }>;
+      }
+    | undefined;
   const current = (observed?.conditions ?? []).find((c) => c.type === 'Ready');
   const status = ready ? 'True' : 'False';
   const newSpec = observed?.observedGeneration !== obj.metadata.generation;
   if (policy && newSpec) await onNewSpec?.(policy);
   if (current?.status !== status || current.message !== message || current.reason !== reason || newSpec) {
-    const lastTransitionTime = current?.status === status && current.lastTransitionTime ? current.lastTransitionTime : new Date().toISOString();
+    const lastTransitionTime =
+      current?.status === status && current.lastTransitionTime ? current.lastTransitionTime : new Date().toISOString();
     await kube.patch(
       revisionPolicies,
       name,
       undefined,
-      { status: { observedGeneration: obj.metadata.generation, conditions: [{ type: 'Ready', status, reason, message, lastTransitionTime }] } },
+      {
+        status: {
+          observedGeneration: obj.metadata.generation,
+          conditions: [{ type: 'Ready', status, reason, message, lastTransitionTime }],
+        },
+      },
       'merge',
       { subresource: 'status' },
     );

@@ -9,15 +9,66 @@
 //     its data untouched); otherwise -> a new revision with the next number.
 //  4. When the history may hold more revisions than the limit keeps, ask the truncation handler to trim it.
 import type { KubeClient } from '../../shared/kube/index.ts';
-import { Resources, apiVersionOf, isKubeError, resolveKind, type KubeList, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
-import { fieldAt, labelSelectorString, parentLabels, revisionHash, revisionName, selectorLabels, semanticallyEqual, targetState, type Json, type JsonObject } from '../../shared/history/data.ts';
+import {
+  Resources,
+  apiVersionOf,
+  isKubeError,
+  resolveKind,
+  type KubeList,
+  type KubeObject,
+  type ResolvedResource,
+} from '../../shared/kube/index.ts';
+import {
+  fieldAt,
+  labelSelectorString,
+  parentLabels,
+  revisionHash,
+  revisionName,
+  selectorLabels,
+  semanticallyEqual,
+  targetState,
+  type Json,
+  type JsonObject,
+} from '../../shared/history/data.ts';
 import type { DefaultsSchema } from '../../shared/history/defaults.ts';
 import { recordEvent } from '../../shared/events/index.ts';
 import { goJson } from '../../shared/json.ts';
 import { historyLimit, truncationInputs, type RevisionPolicy } from '../../shared/history/policy.ts';
-import { HASH_LABEL, decide, foreignRevisions, truncationMayDelete, type ControllerRevision, type Outcome } from '../../shared/history/revisions.ts';
-import { decideByDigest, defaultsKey, observedSuffices, parentCauses, recordAnswers, recordedRevisions, recordListSuffices, recordMayAnswer, recordRevisions, targetDigest, type HistoryRecord, type KnownRevision } from '../../shared/history/record.ts';
-import { claim, compileSelector, controllerOf, isControlledBy, newControllerRef, parseSelector, selectorAt, SelectorError, selectorString, type LabelSelector, type SyncKey } from '../../shared/ownership/index.ts';
+import {
+  HASH_LABEL,
+  decide,
+  foreignRevisions,
+  truncationMayDelete,
+  type ControllerRevision,
+  type Outcome,
+} from '../../shared/history/revisions.ts';
+import {
+  decideByDigest,
+  defaultsKey,
+  observedSuffices,
+  parentCauses,
+  recordAnswers,
+  recordedRevisions,
+  recordListSuffices,
+  recordMayAnswer,
+  recordRevisions,
+  targetDigest,
+  type HistoryRecord,
+  type KnownRevision,
+} from '../../shared/history/record.ts';
+import {
+  claim,
+  compileSelector,
+  controllerOf,
+  isControlledBy,
+  newControllerRef,
+  parseSelector,
+  selectorAt,
+  SelectorError,
+  selectorString,
+  type LabelSelector,
+  type SyncKey,
+} from '../../shared/ownership/index.ts';
 import type { Lease, State } from '../../shared/state/index.ts';
 import { targetDefaults } from './defaults.ts';
 import { targetReader } from './policies.ts';
@@ -48,7 +99,11 @@ export interface HistoryDeps {
    * listed and wrote; `quiet` when the sync's own Event will say what was deleted. Returns the names deleted, and
    * those found gone already. Without it, the sync only says truncation is due (`truncate`).
    */
-  truncate?: (revisions: KnownRevision[], quiet: boolean, seen: { generatedVersion?: string | undefined }) => Promise<{ deleted: string[]; gone: string[] }>;
+  truncate?: (
+    revisions: KnownRevision[],
+    quiet: boolean,
+    seen: { generatedVersion?: string | undefined },
+  ) => Promise<{ deleted: string[]; gone: string[] }>;
 }
 
 /** `truncate`: the parent owns more revisions than its limit could keep, so truncation may have work. */
@@ -60,7 +115,10 @@ const leaseName = (parentUid: string) => `history/${parentUid}`;
 
 export async function resolveTarget(kube: KubeClient, policy: RevisionPolicy): Promise<ResolvedResource> {
   const target = await resolveKind(kube, policy.spec.target.apiVersion, policy.spec.target.kind);
-  if (!target.namespaced) throw new Error(`RevisionPolicy ${policy.name}: ${target.kind} is cluster-scoped; ControllerRevisions are namespaced, so it cannot have a history`);
+  if (!target.namespaced)
+    throw new Error(
+      `RevisionPolicy ${policy.name}: ${target.kind} is cluster-scoped; ControllerRevisions are namespaced, so it cannot have a history`,
+    );
   return target;
 }
 
@@ -71,10 +129,12 @@ async function readParent(deps: HistoryDeps, policy: RevisionPolicy, target: Res
   try {
     parent = await targetReader(deps.kube, policy).get(target, key.name, key.namespace);
   } catch (err) {
-    if (isKubeError(err, 'NotFound')) return { skipped: { outcome: 'skipped', reason: 'the parent no longer exists (its revisions are garbage-collected with it)' } };
+    if (isKubeError(err, 'NotFound'))
+      return { skipped: { outcome: 'skipped', reason: 'the parent no longer exists (its revisions are garbage-collected with it)' } };
     throw err;
   }
-  if (parent.metadata.uid !== key.uid) return { skipped: { outcome: 'skipped', reason: `the parent was replaced (uid ${parent.metadata.uid})` } };
+  if (parent.metadata.uid !== key.uid)
+    return { skipped: { outcome: 'skipped', reason: `the parent was replaced (uid ${parent.metadata.uid})` } };
   if (parent.metadata.deletionTimestamp) return { skipped: { outcome: 'skipped', reason: 'the parent is being deleted' } };
   return { parent };
 }
@@ -87,20 +147,34 @@ const digestOf = (candidate: JsonObject, defaults: DefaultsSchema | undefined) =
  * state at that resourceVersion. It stands in for reading the parent when it is at least as new as what the
  * record was made from; otherwise the parent is read.
  */
-export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key: SyncKey, causes: readonly string[], observed?: KubeObject): Promise<SyncOutcome> {
+export async function syncHistory(
+  deps: HistoryDeps,
+  policy: RevisionPolicy,
+  key: SyncKey,
+  causes: readonly string[],
+  observed?: KubeObject,
+): Promise<SyncOutcome> {
   const target = await resolveTarget(deps.kube, policy);
   // The kind's defaulted fields go with the policy: the digest and every comparison below ignore them.
   policy = { ...policy, defaults: await targetDefaults(deps.kube, key.cluster, target) };
-  const readRecord = async () => ((await deps.state.leases.get(key.cluster, leaseName(key.uid)))?.memo as HistoryRecord | undefined);
+  const readRecord = async () => (await deps.state.leases.get(key.cluster, leaseName(key.uid)))?.memo as HistoryRecord | undefined;
   const seen = observed?.metadata.uid === key.uid && !observed.metadata.deletionTimestamp ? observed : undefined;
   const mayAnswer = policy.spec.mode === 'snapshot' && recordMayAnswer(causes, key.uid);
   // The parent is read ahead only for the record's answer, and only when no event's object can stand in for it.
   const readFirst = mayAnswer && !seen && parentCauses(causes, key.uid);
-  const [ahead, record] = await Promise.all([readFirst ? readParent(deps, policy, target, key) : undefined, mayAnswer ? readRecord() : undefined]);
+  const [ahead, record] = await Promise.all([
+    readFirst ? readParent(deps, policy, target, key) : undefined,
+    mayAnswer ? readRecord() : undefined,
+  ]);
   if (ahead?.skipped) return ahead.skipped;
   if (record) {
     const known = ahead?.parent ?? seen;
-    const state = known && { resourceVersion: known.metadata.resourceVersion, digest: digestOf(targetState(known as unknown as JsonObject, policy.spec.targetState), policy.defaults), truncation: truncationInputs(policy, known), current: ahead !== undefined };
+    const state = known && {
+      resourceVersion: known.metadata.resourceVersion,
+      digest: digestOf(targetState(known as unknown as JsonObject, policy.spec.targetState), policy.defaults),
+      truncation: truncationInputs(policy, known),
+      current: ahead !== undefined,
+    };
     if (recordAnswers(causes, key.uid, record, state)) return { outcome: 'cached', revision: record.revision, number: record.number };
   }
   // A parent gone or replaced takes no lease; without an event's object, that takes a read.
@@ -128,37 +202,67 @@ export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key
     // need only the parent's name and kind), "not older than" what the record says earlier holders' writes left.
     const dk = defaultsKey(policy.defaults);
     const fromRecord = policy.spec.mode === 'snapshot' && recordListSuffices(causes, key.uid, held, dk);
-    const list = () => listRevisions(deps.kube, key.namespace!, labelSelectorString(parentLabels({ apiVersion: apiVersionOf(target), kind: target.kind, metadata: { name: key.name } })), held?.revisionsVersion);
+    const list = () =>
+      listRevisions(
+        deps.kube,
+        key.namespace!,
+        labelSelectorString(parentLabels({ apiVersion: apiVersionOf(target), kind: target.kind, metadata: { name: key.name } })),
+        held?.revisionsVersion,
+      );
     const [read, listed] = await Promise.all([
-      known && observedSuffices(known.metadata.resourceVersion, held) ? Promise.resolve<ParentRead>({ parent: known }) : readParent(deps, policy, target, key),
+      known && observedSuffices(known.metadata.resourceVersion, held)
+        ? Promise.resolve<ParentRead>({ parent: known })
+        : readParent(deps, policy, target, key),
       fromRecord ? undefined : list(),
     ]);
     if (read.skipped) return read.skipped;
     const parent = read.parent;
     // A parent with no history record yet: is another controller keeping its history? (README, "Coexistence")
     const foreign = lease.memo === undefined ? await foreignHistoryOf(deps.kube, policy, target, parent) : undefined;
-    if (foreign) return { outcome: 'skipped', reason: `another controller keeps this parent's history (revision ${foreign}); the policy's check reports ForeignHistory unless spec.foreignHistory is Coexist` };
+    if (foreign)
+      return {
+        outcome: 'skipped',
+        reason: `another controller keeps this parent's history (revision ${foreign}); the policy's check reports ForeignHistory unless spec.foreignHistory is Coexist`,
+      };
     const candidate = targetState(parent as unknown as JsonObject, policy.spec.targetState);
     heldDigest = digestOf(candidate, policy.defaults);
     heldTruncation = truncationInputs(policy, parent);
     const guard = () => {
-      if (!deps.state.leases.stillHeld(lease, LEASE_MARGIN_MS)) throw new Error(`the history lease of ${key.namespace}/${key.name} is about to expire; not writing, the sync will be retried`);
+      if (!deps.state.leases.stillHeld(lease, LEASE_MARGIN_MS))
+        throw new Error(`the history lease of ${key.namespace}/${key.name} is about to expire; not writing, the sync will be retried`);
     };
     try {
-      result = (fromRecord && held?.revisions ? await syncFromRecord(deps, policy, target, parent, candidate, heldDigest, guard, held) : undefined) ?? (await syncLocked(deps, policy, target, parent, candidate, guard, listed ?? (await list())));
+      result =
+        (fromRecord && held?.revisions
+          ? await syncFromRecord(deps, policy, target, parent, candidate, heldDigest, guard, held)
+          : undefined) ?? (await syncLocked(deps, policy, target, parent, candidate, guard, listed ?? (await list())));
       // One Event for a change and the truncation it made due (README, "Events"): the truncation first, under the
       // lease, so that the record holds the revisions it left.
       const due = 'truncate' in result.outcome && result.outcome.truncate;
       if (due && result.revisions && deps.truncate) {
-        const truncated = await deps.truncate(result.revisions, result.outcome.outcome === 'created' || result.outcome.outcome === 'rollback', generated);
+        const truncated = await deps.truncate(
+          result.revisions,
+          result.outcome.outcome === 'created' || result.outcome.outcome === 'rollback',
+          generated,
+        );
         const removed = new Set([...truncated.deleted, ...truncated.gone]);
         result.revisions = result.revisions.filter((r) => !removed.has(r.metadata.name ?? ''));
         deleted = truncated.deleted;
       }
     } catch (err) {
       // A failure a retry will not mend shows on the parent, as an in-tree controller's would.
-      if (err instanceof RevisionNamesTakenError || isKubeError(err, 'Forbidden') || isKubeError(err, 'Invalid') || isKubeError(err, 'BadRequest')) {
-        await recordEvent(deps.kube, parent, { type: 'Warning', reason: 'SyncFailed', action: 'Create', note: err.message }, { controller: HISTORY_CONTROLLER, instance: deps.holder });
+      if (
+        err instanceof RevisionNamesTakenError ||
+        isKubeError(err, 'Forbidden') ||
+        isKubeError(err, 'Invalid') ||
+        isKubeError(err, 'BadRequest')
+      ) {
+        await recordEvent(
+          deps.kube,
+          parent,
+          { type: 'Warning', reason: 'SyncFailed', action: 'Create', note: err.message },
+          { controller: HISTORY_CONTROLLER, instance: deps.holder },
+        );
       }
       throw err;
     }
@@ -174,7 +278,9 @@ export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key
       truncation: heldTruncation,
       parentVersion: recorded?.metadata.resourceVersion,
       ...(generated.generatedVersion ? { generatedVersion: generated.generatedVersion } : {}),
-      ...(result.revisions && recorded ? { revisions: recordRevisions(result.revisions, policy.defaults), defaults: defaultsKey(policy.defaults) } : {}),
+      ...(result.revisions && recorded
+        ? { revisions: recordRevisions(result.revisions, policy.defaults), defaults: defaultsKey(policy.defaults) }
+        : {}),
     };
     await deps.state.leases.release(lease, memo);
   }
@@ -182,8 +288,30 @@ export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key
   const { outcome } = result;
   const also = deleted.length ? `; deleted ${deleted.length} revision(s) beyond the history limit: ${deleted.join(', ')}` : '';
   if (!recorded) return outcome;
-  if (outcome.outcome === 'created') await recordEvent(deps.kube, recorded, { type: 'Normal', reason: 'RevisionCreated', action: 'Create', note: `Created revision ${outcome.number}: ${outcome.revision}${also}` }, { controller: HISTORY_CONTROLLER, instance: deps.holder });
-  if (outcome.outcome === 'rollback') await recordEvent(deps.kube, recorded, { type: 'Normal', reason: 'RolledBack', action: 'Update', note: `Back to the target state of ${outcome.revision}, now revision ${outcome.number}${also}` }, { controller: HISTORY_CONTROLLER, instance: deps.holder });
+  if (outcome.outcome === 'created')
+    await recordEvent(
+      deps.kube,
+      recorded,
+      {
+        type: 'Normal',
+        reason: 'RevisionCreated',
+        action: 'Create',
+        note: `Created revision ${outcome.number}: ${outcome.revision}${also}`,
+      },
+      { controller: HISTORY_CONTROLLER, instance: deps.holder },
+    );
+  if (outcome.outcome === 'rollback')
+    await recordEvent(
+      deps.kube,
+      recorded,
+      {
+        type: 'Normal',
+        reason: 'RolledBack',
+        action: 'Update',
+        note: `Back to the target state of ${outcome.revision}, now revision ${outcome.number}${also}`,
+      },
+      { controller: HISTORY_CONTROLLER, instance: deps.holder },
+    );
   return outcome;
 }
 
@@ -191,7 +319,12 @@ export async function syncHistory(deps: HistoryDeps, policy: RevisionPolicy, key
  * The name of a revision another controller keeps for the parent (found by the parent's own selector, as that
  * controller labels its revisions), unless the policy coexists with it or the parent has no selector.
  */
-async function foreignHistoryOf(kube: KubeClient, policy: RevisionPolicy, target: ResolvedResource, parent: KubeObject): Promise<string | undefined> {
+async function foreignHistoryOf(
+  kube: KubeClient,
+  policy: RevisionPolicy,
+  target: ResolvedResource,
+  parent: KubeObject,
+): Promise<string | undefined> {
   if (policy.spec.foreignHistory === 'Coexist') return undefined;
   const labelSelector = selectorString(compileSelector(fieldAt(parent, 'spec.selector') as LabelSelector | undefined));
   if (labelSelector === undefined) return undefined;
@@ -203,11 +336,19 @@ async function foreignHistoryOf(kube: KubeClient, policy: RevisionPolicy, target
 async function acquireParentLease(deps: HistoryDeps, key: SyncKey): Promise<Lease> {
   // Holders finish in milliseconds (a sync or a truncation), so the wait polls briskly.
   const lease = await deps.state.leases.acquireWithin(key.cluster, leaseName(key.uid), deps.holder, LEASE_TTL_MS, LEASE_WAIT_MS);
-  if (!lease) throw new Error(`another sync of ${key.kind} ${key.namespace}/${key.name} held its lease for over ${LEASE_WAIT_MS / 1000} s; retrying later`);
+  if (!lease)
+    throw new Error(
+      `another sync of ${key.kind} ${key.namespace}/${key.name} held its lease for over ${LEASE_WAIT_MS / 1000} s; retrying later`,
+    );
   return lease;
 }
 
-type LockedOutcome = { outcome: Exclude<SyncOutcome, { outcome: 'skipped' | 'cached' }>; revisionsVersion: string | undefined; revisionUid: string | undefined; revisions?: KnownRevision[] };
+type LockedOutcome = {
+  outcome: Exclude<SyncOutcome, { outcome: 'skipped' | 'cached' }>;
+  revisionsVersion: string | undefined;
+  revisionUid: string | undefined;
+  revisions?: KnownRevision[];
+};
 
 /**
  * The parent's revisions, at least as new as `notOlderThan` (from the history record). Without one (a first
@@ -217,7 +358,12 @@ type LockedOutcome = { outcome: Exclude<SyncOutcome, { outcome: 'skipped' | 'cac
 async function listRevisions(kube: KubeClient, namespace: string, labelSelector: string, notOlderThan: string | undefined) {
   if (notOlderThan) {
     try {
-      return await kube.list<ControllerRevision>(Resources.controllerRevisions, { namespace, labelSelector, resourceVersion: notOlderThan, resourceVersionMatch: 'NotOlderThan' });
+      return await kube.list<ControllerRevision>(Resources.controllerRevisions, {
+        namespace,
+        labelSelector,
+        resourceVersion: notOlderThan,
+        resourceVersionMatch: 'NotOlderThan',
+      });
     } catch (err) {
       if (!(isKubeError(err) && err.status === 504)) throw err;
     }
@@ -225,7 +371,15 @@ async function listRevisions(kube: KubeClient, namespace: string, labelSelector:
   return kube.list<ControllerRevision>(Resources.controllerRevisions, { namespace, labelSelector });
 }
 
-async function syncLocked(deps: HistoryDeps, policy: RevisionPolicy, target: ResolvedResource, parent: KubeObject, candidate: JsonObject, guard: () => void, listed: KubeList<ControllerRevision>): Promise<LockedOutcome> {
+async function syncLocked(
+  deps: HistoryDeps,
+  policy: RevisionPolicy,
+  target: ResolvedResource,
+  parent: KubeObject,
+  candidate: JsonObject,
+  guard: () => void,
+  listed: KubeList<ControllerRevision>,
+): Promise<LockedOutcome> {
   const labels = parentLabels(parent);
   const listedVersion = listed.metadata.resourceVersion;
   const claimed = await claim(
@@ -244,12 +398,22 @@ async function syncLocked(deps: HistoryDeps, policy: RevisionPolicy, target: Res
  * The sync from the record's revisions, with no list: undefined when the record proves stale (the revision a
  * rollback reuses was changed or deleted meanwhile), and the sync then lists.
  */
-async function syncFromRecord(deps: HistoryDeps, policy: RevisionPolicy, target: ResolvedResource, parent: KubeObject, candidate: JsonObject, digest: string, guard: () => void, held: HistoryRecord): Promise<LockedOutcome | undefined> {
+async function syncFromRecord(
+  deps: HistoryDeps,
+  policy: RevisionPolicy,
+  target: ResolvedResource,
+  parent: KubeObject,
+  candidate: JsonObject,
+  digest: string,
+  guard: () => void,
+  held: HistoryRecord,
+): Promise<LockedOutcome | undefined> {
   const owned = recordedRevisions(held.revisions ?? [], parent);
   const outcome = decideByDigest(digest, owned);
   try {
     const result = await writeDecision(deps, policy, target, parent, candidate, guard, owned, held.revisionsVersion, outcome);
-    if (outcome.kind === 'create' && result.revisions) result.revisions = result.revisions.map((r) => (r.metadata.name === result.outcome.revision ? { ...r, digest } : r));
+    if (outcome.kind === 'create' && result.revisions)
+      result.revisions = result.revisions.map((r) => (r.metadata.name === result.outcome.revision ? { ...r, digest } : r));
     return result;
   } catch (err) {
     if (outcome.kind === 'rollback' && (isKubeError(err, 'Conflict') || isKubeError(err, 'NotFound'))) return undefined;
@@ -258,23 +422,67 @@ async function syncFromRecord(deps: HistoryDeps, policy: RevisionPolicy, target:
 }
 
 /** Writes what was decided: nothing, a rollback's new number (its data untouched) or a new revision. */
-async function writeDecision<T extends KnownRevision>(deps: HistoryDeps, policy: RevisionPolicy, target: ResolvedResource, parent: KubeObject, candidate: JsonObject, guard: () => void, owned: T[], version: string | undefined, outcome: Outcome<T>): Promise<LockedOutcome> {
+async function writeDecision<T extends KnownRevision>(
+  deps: HistoryDeps,
+  policy: RevisionPolicy,
+  target: ResolvedResource,
+  parent: KubeObject,
+  candidate: JsonObject,
+  guard: () => void,
+  owned: T[],
+  version: string | undefined,
+  outcome: Outcome<T>,
+): Promise<LockedOutcome> {
   const namespace = parent.metadata.namespace!;
   const limit = historyLimit(policy, parent);
   const truncate = (count: number) => (truncationMayDelete(count, limit) ? { truncate: true as const } : {});
   switch (outcome.kind) {
     case 'unchanged':
-      return { outcome: { outcome: 'unchanged', revision: outcome.revision.metadata.name!, number: outcome.revision.revision, ...truncate(owned.length) }, revisionsVersion: version, revisionUid: outcome.revision.metadata.uid, revisions: owned };
+      return {
+        outcome: {
+          outcome: 'unchanged',
+          revision: outcome.revision.metadata.name!,
+          number: outcome.revision.revision,
+          ...truncate(owned.length),
+        },
+        revisionsVersion: version,
+        revisionUid: outcome.revision.metadata.uid,
+        revisions: owned,
+      };
     case 'rollback': {
       // Only the number changes; the apiserver would refuse a change to data, and we never send one.
       const r = outcome.revision;
       guard();
-      const patched = await deps.kube.patch<ControllerRevision>(Resources.controllerRevisions, r.metadata.name!, namespace, { metadata: { uid: r.metadata.uid, resourceVersion: r.metadata.resourceVersion }, revision: outcome.number }, 'merge');
-      return { outcome: { outcome: 'rollback', revision: r.metadata.name!, number: outcome.number, ...truncate(owned.length) }, revisionsVersion: patched.metadata.resourceVersion, revisionUid: patched.metadata.uid, revisions: owned.map((o): KnownRevision => (o === r ? patched : o)) };
+      const patched = await deps.kube.patch<ControllerRevision>(
+        Resources.controllerRevisions,
+        r.metadata.name!,
+        namespace,
+        { metadata: { uid: r.metadata.uid, resourceVersion: r.metadata.resourceVersion }, revision: outcome.number },
+        'merge',
+      );
+      return {
+        outcome: { outcome: 'rollback', revision: r.metadata.name!, number: outcome.number, ...truncate(owned.length) },
+        revisionsVersion: patched.metadata.resourceVersion,
+        revisionUid: patched.metadata.uid,
+        revisions: owned.map((o): KnownRevision => (o === r ? patched : o)),
+      };
     }
     case 'create': {
-      const created = await createRevision(deps.kube, target, parent, candidate, outcome.number, kubectlLabels(policy, parent, candidate), guard);
-      return { outcome: { outcome: 'created', revision: created.metadata.name!, number: created.revision, ...truncate(owned.length + 1) }, revisionsVersion: created.metadata.resourceVersion, revisionUid: created.metadata.uid, revisions: [...owned.filter((o) => o.metadata.name !== created.metadata.name), created] };
+      const created = await createRevision(
+        deps.kube,
+        target,
+        parent,
+        candidate,
+        outcome.number,
+        kubectlLabels(policy, parent, candidate),
+        guard,
+      );
+      return {
+        outcome: { outcome: 'created', revision: created.metadata.name!, number: created.revision, ...truncate(owned.length + 1) },
+        revisionsVersion: created.metadata.resourceVersion,
+        revisionUid: created.metadata.uid,
+        revisions: [...owned.filter((o) => o.metadata.name !== created.metadata.name), created],
+      };
     }
   }
 }
@@ -356,13 +564,18 @@ export async function createRevision(
         Resources.controllerRevisions,
         name,
         namespace,
-        { metadata: { uid: existing.metadata.uid, resourceVersion: existing.metadata.resourceVersion, labels: revision.metadata.labels }, revision: Math.max(existing.revision, number) },
+        {
+          metadata: { uid: existing.metadata.uid, resourceVersion: existing.metadata.resourceVersion, labels: revision.metadata.labels },
+          revision: Math.max(existing.revision, number),
+        },
         'merge',
       );
     }
     count += 1;
   }
-  throw new RevisionNamesTakenError(`${target.kind} ${namespace}/${parent.metadata.name}: ${MAX_COLLISIONS} revision names in a row were taken by other data; not creating a revision`);
+  throw new RevisionNamesTakenError(
+    `${target.kind} ${namespace}/${parent.metadata.name}: ${MAX_COLLISIONS} revision names in a row were taken by other data; not creating a revision`,
+  );
 }
 
 /**
@@ -389,10 +602,27 @@ async function syncRevisionKey(
   const sorted = [...owned].sort((a, b) => a.revision - b.revision);
   const next = (sorted.at(-1)?.revision ?? 0) + 1;
   const ofKey = (k: string) => sorted.filter((r) => r.metadata.labels?.[label] === k).at(-1);
-  const done = (r: ControllerRevision): LockedOutcome => ({ outcome: { outcome: 'unchanged', revision: r.metadata.name!, number: r.revision }, revisionsVersion: listedVersion, revisionUid: r.metadata.uid });
+  const done = (r: ControllerRevision): LockedOutcome => ({
+    outcome: { outcome: 'unchanged', revision: r.metadata.name!, number: r.revision },
+    revisionsVersion: listedVersion,
+    revisionUid: r.metadata.uid,
+  });
   const create = async (key: string): Promise<LockedOutcome> => {
-    const r = await createRevision(deps.kube, target, parent, candidate, next, { ...kubectlLabels(policy, parent, candidate), [label]: key }, guard, label);
-    return { outcome: { outcome: 'created', revision: r.metadata.name!, number: r.revision, truncate: true }, revisionsVersion: r.metadata.resourceVersion, revisionUid: r.metadata.uid };
+    const r = await createRevision(
+      deps.kube,
+      target,
+      parent,
+      candidate,
+      next,
+      { ...kubectlLabels(policy, parent, candidate), [label]: key },
+      guard,
+      label,
+    );
+    return {
+      outcome: { outcome: 'created', revision: r.metadata.name!, number: r.revision, truncate: true },
+      revisionsVersion: r.metadata.resourceVersion,
+      revisionUid: r.metadata.uid,
+    };
   };
   if (current) {
     const existing = ofKey(current);
@@ -417,9 +647,17 @@ export async function currentRevisionKey(kube: KubeClient, policy: RevisionPolic
   const labelSelector = selectorString(selectorAt(fieldAt(parent, generated.selectorPath)));
   if (labelSelector === undefined) return undefined;
   const resource = await resolveKind(kube, generated.apiVersion, generated.kind);
-  const labelled = (await kube.listAll(resource, { namespace: parent.metadata.namespace, labelSelector })).filter((o) => o.metadata.labels?.[label] && !o.metadata.deletionTimestamp);
+  const labelled = (await kube.listAll(resource, { namespace: parent.metadata.namespace, labelSelector })).filter(
+    (o) => o.metadata.labels?.[label] && !o.metadata.deletionTimestamp,
+  );
   const objects = await controlledByParent(kube, parent, labelled);
-  objects.sort((a, b) => (a.metadata.name === parent.metadata.name ? -1 : b.metadata.name === parent.metadata.name ? 1 : (a.metadata.name ?? '').localeCompare(b.metadata.name ?? '')));
+  objects.sort((a, b) =>
+    a.metadata.name === parent.metadata.name
+      ? -1
+      : b.metadata.name === parent.metadata.name
+        ? 1
+        : (a.metadata.name ?? '').localeCompare(b.metadata.name ?? ''),
+  );
   return objects[0]?.metadata.labels?.[label];
 }
 
@@ -451,9 +689,20 @@ async function controlledByParent(kube: KubeClient, parent: KubeObject, objects:
 }
 
 /** Looks a revision up by its key, as KEP-238's pod controller does. */
-export async function revisionForKey(kube: KubeClient, policy: RevisionPolicy, parent: KubeObject, key: string): Promise<ControllerRevision | undefined> {
+export async function revisionForKey(
+  kube: KubeClient,
+  policy: RevisionPolicy,
+  parent: KubeObject,
+  key: string,
+): Promise<ControllerRevision | undefined> {
   const label = policy.spec.revisionKey?.label;
   if (!label) throw new Error(`RevisionPolicy ${policy.name} is not in revisionKey mode`);
-  const listed = await kube.list<ControllerRevision>(Resources.controllerRevisions, { namespace: parent.metadata.namespace, labelSelector: `${labelSelectorString(parentLabels(parent))},${label}=${key}` });
-  return listed.items.filter((r) => isControlledBy(r, parent)).sort((a, b) => a.revision - b.revision).at(-1);
+  const listed = await kube.list<ControllerRevision>(Resources.controllerRevisions, {
+    namespace: parent.metadata.namespace,
+    labelSelector: `${labelSelectorString(parentLabels(parent))},${label}=${key}`,
+  });
+  return listed.items
+    .filter((r) => isControlledBy(r, parent))
+    .sort((a, b) => a.revision - b.revision)
+    .at(-1);
 }

@@ -28,13 +28,17 @@ export interface TruncateResult {
   skipped?: string;
 }
 
-
 /**
  * Names, hashes and revision keys of the revisions in use: by generated objects' labels (the revision label,
  * and in revisionKey mode the key label) and by the parent's status. Undefined when the generated objects
  * cannot be found (no readable selector): then nothing can be known to be dead, and nothing is deleted.
  */
-export async function liveRevisions(kube: KubeClient, policy: RevisionPolicy, parent: KubeObject, seen: { generatedVersion?: string | undefined } = {}): Promise<Set<string> | undefined> {
+export async function liveRevisions(
+  kube: KubeClient,
+  policy: RevisionPolicy,
+  parent: KubeObject,
+  seen: { generatedVersion?: string | undefined } = {},
+): Promise<Set<string> | undefined> {
   const live = new Set<string>(statusRevisions(policy, parent));
   const generated = policy.spec.generated;
   if (generated) {
@@ -67,10 +71,21 @@ export async function liveRevisions(kube: KubeClient, policy: RevisionPolicy, pa
  * next change. The cache is what kube-controller-manager decides by too (its informer's); a consistent list
  * where nothing was seen yet, or when the cache answers 504 (a restored etcd), or the objects take more pages.
  */
-async function listGenerated(kube: KubeClient, resource: GVR, namespace: string | undefined, labelSelector: string, seen: { generatedVersion?: string | undefined }): Promise<KubeObject[]> {
+async function listGenerated(
+  kube: KubeClient,
+  resource: GVR,
+  namespace: string | undefined,
+  labelSelector: string,
+  seen: { generatedVersion?: string | undefined },
+): Promise<KubeObject[]> {
   if (seen.generatedVersion) {
     try {
-      const page = await kube.list(resource, { namespace, labelSelector, resourceVersion: seen.generatedVersion, resourceVersionMatch: 'NotOlderThan' });
+      const page = await kube.list(resource, {
+        namespace,
+        labelSelector,
+        resourceVersion: seen.generatedVersion,
+        resourceVersionMatch: 'NotOlderThan',
+      });
       if (!page.metadata.continue) {
         seen.generatedVersion = page.metadata.resourceVersion;
         return page.items;
@@ -82,7 +97,7 @@ async function listGenerated(kube: KubeClient, resource: GVR, namespace: string 
   const first = await kube.list(resource, { namespace, labelSelector, limit: 500 });
   seen.generatedVersion = first.metadata.resourceVersion;
   const items = [...first.items];
-  for (let cont = first.metadata.continue || undefined; cont; ) {
+  for (let cont = first.metadata.continue || undefined; cont;) {
     const page = await kube.list(resource, { namespace, labelSelector, limit: 500, continue: cont });
     items.push(...page.items);
     cont = page.metadata.continue || undefined;
@@ -105,12 +120,24 @@ export async function truncateHistory(deps: { kube: KubeClient }, policy: Revisi
  * record (the parent's, as they stood under its lease): no list of its own. The parent is read afresh all the same: what it holds and names now
  * (a rollback since, a revision its status names since) is what keeps a revision.
  */
-export async function truncateSynced(deps: { kube: KubeClient }, policy: RevisionPolicy, key: SyncKey, revisions: readonly KnownRevision[], opts: { quiet?: boolean; seen?: { generatedVersion?: string | undefined } } = {}): Promise<TruncateResult> {
+export async function truncateSynced(
+  deps: { kube: KubeClient },
+  policy: RevisionPolicy,
+  key: SyncKey,
+  revisions: readonly KnownRevision[],
+  opts: { quiet?: boolean; seen?: { generatedVersion?: string | undefined } } = {},
+): Promise<TruncateResult> {
   return truncateFrom(deps, policy, key, async () => [...revisions], opts);
 }
 
 /** `quiet`: no Truncated Event (the sync's own Event says what was deleted). */
-async function truncateFrom(deps: { kube: KubeClient }, policy: RevisionPolicy, key: SyncKey, revisionsOf: (parent: KubeObject) => Promise<KnownRevision[]>, opts: { quiet?: boolean; seen?: { generatedVersion?: string | undefined } } = {}): Promise<TruncateResult> {
+async function truncateFrom(
+  deps: { kube: KubeClient },
+  policy: RevisionPolicy,
+  key: SyncKey,
+  revisionsOf: (parent: KubeObject) => Promise<KnownRevision[]>,
+  opts: { quiet?: boolean; seen?: { generatedVersion?: string | undefined } } = {},
+): Promise<TruncateResult> {
   const target = await resolveTarget(deps.kube, policy);
   let parent: KubeObject;
   try {
@@ -125,15 +152,24 @@ async function truncateFrom(deps: { kube: KubeClient }, policy: RevisionPolicy, 
   const owned = (await revisionsOf(parent)).filter((r) => isControlledBy(r, parent));
   const live = await liveRevisions(targetReader(deps.kube, policy), policy, parent, opts.seen);
   if (!live) {
-    return { deleted: [], kept: owned.length, live: [], skipped: `the parent has no readable selector at ${policy.spec.generated?.selectorPath}, so live revisions cannot be known` };
+    return {
+      deleted: [],
+      kept: owned.length,
+      live: [],
+      skipped: `the parent has no readable selector at ${policy.spec.generated?.selectorPath}, so live revisions cannot be known`,
+    };
   }
   const candidate = targetState(parent as unknown as JsonObject, policy.spec.targetState);
   const defaults = await targetDefaults(deps.kube, key.cluster, target);
   // A revision known from the history record alone carries the digest of its data instead; one with neither is kept.
   const held = targetDigest(candidate, defaults);
-  const holds = (r: KnownRevision) => (r.data !== undefined ? semanticallyEqual(r.data, candidate, defaults) : r.digest === undefined || r.digest === held);
+  const holds = (r: KnownRevision) =>
+    r.data !== undefined ? semanticallyEqual(r.data, candidate, defaults) : r.digest === undefined || r.digest === held;
   for (const r of owned) if (holds(r)) live.add(r.metadata.name!);
-  const doomed = policy.spec.mode === 'revisionKey' ? await revisionKeyPlan(targetReader(deps.kube, policy), policy, parent, owned, live) : truncationPlan(owned, live, historyLimit(policy, parent));
+  const doomed =
+    policy.spec.mode === 'revisionKey'
+      ? await revisionKeyPlan(targetReader(deps.kube, policy), policy, parent, owned, live)
+      : truncationPlan(owned, live, historyLimit(policy, parent));
   const deleted: string[] = [];
   const gone: string[] = [];
   for (const r of doomed) {
@@ -149,7 +185,12 @@ async function truncateFrom(deps: { kube: KubeClient }, policy: RevisionPolicy, 
   }
   if (deleted.length && !opts.quiet) {
     const note = `Deleted ${deleted.length} revision(s) beyond the history limit: ${deleted.join(', ')}`;
-    await recordEvent(deps.kube, parent, { type: 'Normal', reason: 'Truncated', action: 'Delete', note }, { controller: HISTORY_CONTROLLER, instance: 'truncate' });
+    await recordEvent(
+      deps.kube,
+      parent,
+      { type: 'Normal', reason: 'Truncated', action: 'Delete', note },
+      { controller: HISTORY_CONTROLLER, instance: 'truncate' },
+    );
   }
   return { deleted, kept: owned.length - deleted.length, live: [...live], ...(gone.length ? { gone } : {}) };
 }
@@ -158,19 +199,33 @@ async function truncateFrom(deps: { kube: KubeClient }, policy: RevisionPolicy, 
  * Seed 001: once the rollout is done (the policy's condition is True on the parent), every revision but the
  * current key's is deleted; the latest revision (the parent's target state) is kept whatever its key.
  */
-async function revisionKeyPlan(kube: KubeClient, policy: RevisionPolicy, parent: KubeObject, owned: ControllerRevision[], live: ReadonlySet<string>): Promise<ControllerRevision[]> {
+async function revisionKeyPlan(
+  kube: KubeClient,
+  policy: RevisionPolicy,
+  parent: KubeObject,
+  owned: ControllerRevision[],
+  live: ReadonlySet<string>,
+): Promise<ControllerRevision[]> {
   const { label, rolloutCompleteCondition } = policy.spec.revisionKey!;
   const conditions = (fieldAt(parent, 'status.conditions') as Array<{ type?: string; status?: string }> | undefined) ?? [];
   if (!conditions.some((c) => c.type === rolloutCompleteCondition && c.status === 'True')) return [];
   const current = await currentRevisionKey(kube, policy, parent);
   if (!current) return [];
   const latest = [...owned].sort((a, b) => a.revision - b.revision).at(-1);
-  const isLive = (r: ControllerRevision) => [r.metadata.name, r.metadata.labels?.[HASH_LABEL], r.metadata.labels?.[label]].some((v) => v !== undefined && live.has(v));
+  const isLive = (r: ControllerRevision) =>
+    [r.metadata.name, r.metadata.labels?.[HASH_LABEL], r.metadata.labels?.[label]].some((v) => v !== undefined && live.has(v));
   return owned.filter((r) => r !== latest && r.metadata.labels?.[label] !== current && !isLive(r));
 }
 
 /** Every parent of the policy's kind, as keys for truncation: a new policy spec may change any one's limit or live set. */
 export async function policyParents(kube: KubeClient, cluster: string, policy: RevisionPolicy): Promise<SyncKey[]> {
   const target = await resolveTarget(kube, policy);
-  return (await targetReader(kube, policy).listAll(target)).map((p) => ({ cluster, group: target.group, kind: target.kind, namespace: p.metadata.namespace, name: p.metadata.name ?? '', uid: p.metadata.uid ?? '' }));
+  return (await targetReader(kube, policy).listAll(target)).map((p) => ({
+    cluster,
+    group: target.group,
+    kind: target.kind,
+    namespace: p.metadata.namespace,
+    name: p.metadata.name ?? '',
+    uid: p.metadata.uid ?? '',
+  }));
 }

@@ -40,7 +40,11 @@ export class SqsEventQueue implements EventQueue {
     for (const [cluster, forCluster] of Map.groupBy(envelopes, (e) => e.cluster)) {
       const messages = forCluster.map((e) => ({ body: JSON.stringify(e), group: messageGroupId(e), dedup: deduplicationId(e) }));
       for (const f of await sendFifoMessages(this.client, this.urlOf(cluster), messages)) {
-        if (f.senderFault) refused.push({ envelope: forCluster[messages.indexOf(f.message)]!, reason: `the events queue of cluster ${cluster} refused it: ${describeFailures([f])}` });
+        if (f.senderFault)
+          refused.push({
+            envelope: forCluster[messages.indexOf(f.message)]!,
+            reason: `the events queue of cluster ${cluster} refused it: ${describeFailures([f])}`,
+          });
         else unsent.push(f);
       }
     }
@@ -73,7 +77,8 @@ export function ingestDepsFromEnv(env: NodeJS.ProcessEnv = process.env): IngestD
     allowed: (caller) => ingestClustersOf(configs, caller),
     // planIngest refuses (and dead-letters) an event for a cluster not served before anything is queued.
     events: new SqsEventQueue((cluster) => {
-      if (!clusters.has(cluster)) throw new Error(`no events queue for cluster ${JSON.stringify(cluster)}: this deployment serves ${[...clusters].join(', ')}`);
+      if (!clusters.has(cluster))
+        throw new Error(`no events queue for cluster ${JSON.stringify(cluster)}: this deployment serves ${[...clusters].join(', ')}`);
       return queues.url(cluster, EVENTS_QUEUE);
     }, sqs),
     deadLetter: new SqsDeadLetterSink(required(env, 'OUTRIGGER_DEAD_LETTER_QUEUE_URL'), sqs),
@@ -94,9 +99,16 @@ export function createIngestHandler(deps: () => IngestDeps) {
     const body = event.body === undefined ? '' : event.isBase64Encoded ? Buffer.from(event.body, 'base64').toString('utf8') : event.body;
     // The Function URL's AWS_IAM auth has verified the signature; this is who signed. Read defensively: a URL
     // deployed with another auth type would have no authorizer, and then no caller may speak for any cluster.
-    const iam = (event.requestContext as Partial<typeof event.requestContext>).authorizer?.iam as Partial<LambdaFunctionURLEventWithIAMAuthorizer['requestContext']['authorizer']['iam']> | undefined;
+    const iam = (event.requestContext as Partial<typeof event.requestContext>).authorizer?.iam as
+      Partial<LambdaFunctionURLEventWithIAMAuthorizer['requestContext']['authorizer']['iam']> | undefined;
     const caller = iam?.userArn;
-    const request = { method: event.requestContext.http.method, headers: event.headers, query: event.queryStringParameters ?? {}, body, caller };
+    const request = {
+      method: event.requestContext.http.method,
+      headers: event.headers,
+      query: event.queryStringParameters ?? {},
+      body,
+      caller,
+    };
     const plan = planIngest(request, clusters, allowed(caller));
     if (!plan.ok) {
       try {
@@ -113,14 +125,22 @@ export function createIngestHandler(deps: () => IngestDeps) {
       refusedBySqs = await events.send(plan.envelopes);
     } catch (err) {
       logger.error('queueing failed', { error: String(err), events: plan.envelopes.length });
-      return respond(503, { error: 'the events queue did not take every event; retry the request (events it took are deduplicated for five minutes)' });
+      return respond(503, {
+        error: 'the events queue did not take every event; retry the request (events it took are deduplicated for five minutes)',
+      });
     }
-    const letters = [...plan.deadLetters, ...refusedBySqs.map((r) => fitDeadLetter({ body: JSON.stringify(r.envelope), reason: r.reason }))];
+    const letters = [
+      ...plan.deadLetters,
+      ...refusedBySqs.map((r) => fitDeadLetter({ body: JSON.stringify(r.envelope), reason: r.reason })),
+    ];
     try {
       for (const letter of letters) await deadLetter.send({ ...letter, source: 'ingest' });
     } catch (err) {
       logger.error('refused events could not be dead-lettered', { error: String(err), refused: letters.length });
-      return respond(503, { error: 'some events were refused and could not be recorded in the dead-letter queue; retry the request (events queued are deduplicated for five minutes)' });
+      return respond(503, {
+        error:
+          'some events were refused and could not be recorded in the dead-letter queue; retry the request (events queued are deduplicated for five minutes)',
+      });
     }
     const counts = { ...plan.counts, accepted: plan.counts.accepted - refusedBySqs.length, refused: letters.length };
     const problem = plan.problem ?? refusedBySqs[0]?.reason;

@@ -32,7 +32,19 @@ export const handler = middy(async (event: { cluster?: string }) => {
       for (const p of await actingAs(kube, mc).listAll(mc.parent)) {
         const index = resyncDue(p.metadata.uid ?? '', period, now, RESYNC_TICK_MS);
         if (index === undefined) continue;
-        requests.push(makeSyncRequest({ cluster, group: mc.parent.group, kind: mc.parent.kind, namespace: p.metadata.namespace, name: p.metadata.name ?? '', uid: p.metadata.uid ?? '' }, [`${RESYNC_CAUSE}${period}/${index}`]));
+        requests.push(
+          makeSyncRequest(
+            {
+              cluster,
+              group: mc.parent.group,
+              kind: mc.parent.kind,
+              namespace: p.metadata.namespace,
+              name: p.metadata.name ?? '',
+              uid: p.metadata.uid ?? '',
+            },
+            [`${RESYNC_CAUSE}${period}/${index}`],
+          ),
+        );
       }
       await env.syncSink.send(MAP_TARGET, requests);
       queued += requests.length;

@@ -1,9 +1,26 @@
 // The MapControllers of a cluster, resolved against discovery (the spec names resources; hooks and
 // ControllerRefs name kinds), and what they mean to the router: each valid one makes its parent kind a
 // controller kind whose inputs route by the parent's selector and whose outputs route by ControllerRef.
-import { gvr, hasSubresource, isKubeError, resolveResource, type GVR, type KubeClient, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
+import {
+  gvr,
+  hasSubresource,
+  isKubeError,
+  resolveResource,
+  type GVR,
+  type KubeClient,
+  type KubeObject,
+  type ResolvedResource,
+} from '../../shared/kube/index.ts';
 import { setCondition, type Condition } from '../../shared/map/plan.ts';
-import { MAP_GROUP, MAP_VERSION, MapControllerError, parseMapController, type MapController, type ResourceRule, type UpdateMethod } from '../../shared/map/api.ts';
+import {
+  MAP_GROUP,
+  MAP_VERSION,
+  MapControllerError,
+  parseMapController,
+  type MapController,
+  type ResourceRule,
+  type UpdateMethod,
+} from '../../shared/map/api.ts';
 import type { ControllerKind, LabelSelector } from '../../shared/ownership/index.ts';
 import { clusterCache, type ClusterCache } from '../cluster-cache.ts';
 import { actingAs as actingAsAccount, IdentityProblem, refusedNeeds, resourceName } from '../identity.ts';
@@ -35,7 +52,11 @@ export interface MapControllerSet {
 /** The process's MapControllers per cluster; tests make caches of their own to play two processes. */
 export const mapControllerCache = clusterCache<MapControllerSet>(5_000);
 
-export async function listMapControllers(kube: KubeClient, cluster: string, cache: ClusterCache<MapControllerSet> = mapControllerCache): Promise<MapControllerSet> {
+export async function listMapControllers(
+  kube: KubeClient,
+  cluster: string,
+  cache: ClusterCache<MapControllerSet> = mapControllerCache,
+): Promise<MapControllerSet> {
   return cache.get(cluster, async () => {
     const objects = (await kube.listAll(mapControllers)).sort((a, b) => (a.metadata.name ?? '').localeCompare(b.metadata.name ?? ''));
     const out: MapControllerSet = { valid: [], invalid: [], objects };
@@ -44,11 +65,20 @@ export async function listMapControllers(kube: KubeClient, cluster: string, cach
         const mc = await resolve(kube, parseMapController(o));
         // The first by name wins a parent kind; a second would fight it over the same parents.
         const earlier = out.valid.find((v) => v.parent.group === mc.parent.group && v.parent.kind === mc.parent.kind);
-        if (earlier) throw new MapControllerError(mc.name, `parent kind ${mc.parent.kind} is already controlled by MapController ${earlier.name}`, 'ParentKindTaken');
+        if (earlier)
+          throw new MapControllerError(
+            mc.name,
+            `parent kind ${mc.parent.kind} is already controlled by MapController ${earlier.name}`,
+            'ParentKindTaken',
+          );
         await checkIdentity(kube, mc);
         out.valid.push(mc);
       } catch (err) {
-        out.invalid.push({ name: o.metadata.name ?? '', reason: err instanceof MapControllerError ? err.reason : 'InvalidSpec', error: (err as Error).message });
+        out.invalid.push({
+          name: o.metadata.name ?? '',
+          reason: err instanceof MapControllerError ? err.reason : 'InvalidSpec',
+          error: (err as Error).message,
+        });
       }
     }
     return out;
@@ -73,16 +103,30 @@ export function actingAs(kube: KubeClient, mc: ResolvedMapController): KubeClien
  */
 async function checkIdentity(kube: KubeClient, mc: ResolvedMapController): Promise<void> {
   const who = `ServiceAccount ${mc.serviceAccount.namespace}/${mc.serviceAccount.name}`;
-  const across = [...new Map([...mc.inputs, ...mc.outputs].filter((r) => !r.namespaced || !mc.parent.namespaced).map((r) => [`${r.group}/${r.resource}`, r])).values()];
+  const across = [
+    ...new Map(
+      [...mc.inputs, ...mc.outputs].filter((r) => !r.namespaced || !mc.parent.namespaced).map((r) => [`${r.group}/${r.resource}`, r]),
+    ).values(),
+  ];
   let refused;
   try {
-    refused = await refusedNeeds(kube, mc.serviceAccount, [mc.parent, ...across].map((resource) => ({ resource, verb: 'list' })));
+    refused = await refusedNeeds(
+      kube,
+      mc.serviceAccount,
+      [mc.parent, ...across].map((resource) => ({ resource, verb: 'list' })),
+    );
   } catch (err) {
     if (err instanceof IdentityProblem) throw new MapControllerError(mc.name, err.message, err.reason);
     throw err;
   }
-  if (refused.some((r) => r.resource === mc.parent)) throw new MapControllerError(mc.name, `${who} may not list ${resourceName(mc.parent)}`, 'Forbidden');
-  if (refused.length) throw new MapControllerError(mc.name, `${who} may not list ${refused.map((r) => resourceName(r.resource)).join(', ')} in every namespace, as its passes would`, 'Forbidden');
+  if (refused.some((r) => r.resource === mc.parent))
+    throw new MapControllerError(mc.name, `${who} may not list ${resourceName(mc.parent)}`, 'Forbidden');
+  if (refused.length)
+    throw new MapControllerError(
+      mc.name,
+      `${who} may not list ${refused.map((r) => resourceName(r.resource)).join(', ')} in every namespace, as its passes would`,
+      'Forbidden',
+    );
 }
 
 async function resolve(kube: KubeClient, mc: MapController): Promise<ResolvedMapController> {
@@ -94,7 +138,12 @@ async function resolve(kube: KubeClient, mc: MapController): Promise<ResolvedMap
     }
   };
   const serviceAccount = mc.spec.serviceAccount;
-  if (!serviceAccount) throw new MapControllerError(mc.name, 'spec.serviceAccount is not set: a MapController acts only as a ServiceAccount of its own', 'NoServiceAccount');
+  if (!serviceAccount)
+    throw new MapControllerError(
+      mc.name,
+      'spec.serviceAccount is not set: a MapController acts only as a ServiceAccount of its own',
+      'NoServiceAccount',
+    );
   const parent = await one(mc.spec.parentResource, 'spec.parentResource');
   return {
     ...mc,
@@ -102,7 +151,12 @@ async function resolve(kube: KubeClient, mc: MapController): Promise<ResolvedMap
     parent,
     parentStatus: await hasSubresource(kube, parent, 'status'),
     inputs: await Promise.all(mc.spec.inputResources.map((r, i) => one(r, `spec.inputResources[${i}]`))),
-    outputs: await Promise.all(mc.spec.outputResources.map(async (r, i) => ({ ...(await one(r, `spec.outputResources[${i}]`)), updateMethod: r.updateStrategy?.method ?? 'InPlace' }))),
+    outputs: await Promise.all(
+      mc.spec.outputResources.map(async (r, i) => ({
+        ...(await one(r, `spec.outputResources[${i}]`)),
+        updateMethod: r.updateStrategy?.method ?? 'InPlace',
+      })),
+    ),
   };
 }
 
@@ -117,7 +171,14 @@ function specChanged(parent: KubeObject): boolean {
 }
 
 // Its own Ready writes (readiness) move no generation, and so queue nothing.
-const mapControllerKind: ControllerKind = { resource: mapControllers, kind: 'MapController', namespaced: false, selectorOf: () => null, ownChangeSyncs: specChanged, target: MAP_TARGET };
+const mapControllerKind: ControllerKind = {
+  resource: mapControllers,
+  kind: 'MapController',
+  namespaced: false,
+  selectorOf: () => null,
+  ownChangeSyncs: specChanged,
+  target: MAP_TARGET,
+};
 
 /**
  * Writes each MapController's Ready condition where it changed (status subresource, merge patch): True when it
@@ -133,12 +194,27 @@ export async function writeReadiness(kube: KubeClient, set: MapControllerSet, no
         : { type: 'Ready', status: 'True', reason: 'Ready', message: 'the controller runs as its ServiceAccount' };
       const status = o.status as { observedGeneration?: number; conditions?: Condition[] } | undefined;
       const before = status?.conditions?.find((c) => c.type === 'Ready');
-      if (status?.observedGeneration === o.metadata.generation && before?.status === ready.status && before.reason === ready.reason && before.message === ready.message) return;
+      if (
+        status?.observedGeneration === o.metadata.generation &&
+        before?.status === ready.status &&
+        before.reason === ready.reason &&
+        before.message === ready.message
+      )
+        return;
       const conditions = setCondition(status?.conditions, ready, now);
-      await kube.patch(mapControllers, name, undefined, { metadata: { resourceVersion: o.metadata.resourceVersion }, status: { observedGeneration: o.metadata.generation, conditions } }, 'merge', { subresource: 'status' }).catch((err: unknown) => {
-        // A newer MapController came in since the list: its own change writes its status.
-        if (!isKubeError(err, 'Conflict') && !isKubeError(err, 'NotFound')) throw err;
-      });
+      await kube
+        .patch(
+          mapControllers,
+          name,
+          undefined,
+          { metadata: { resourceVersion: o.metadata.resourceVersion }, status: { observedGeneration: o.metadata.generation, conditions } },
+          'merge',
+          { subresource: 'status' },
+        )
+        .catch((err: unknown) => {
+          // A newer MapController came in since the list: its own change writes its status.
+          if (!isKubeError(err, 'Conflict') && !isKubeError(err, 'NotFound')) throw err;
+        });
     }),
   );
 }
@@ -147,19 +223,20 @@ async function kinds(kube: KubeClient, cluster: string): Promise<ControllerKind[
   const { valid } = await listMapControllers(kube, cluster);
   return [
     mapControllerKind,
-    ...valid.map(
-      (m): ControllerKind => ({
-        resource: m.parent,
-        kind: m.parent.kind,
-        namespaced: m.parent.namespaced,
-        // Outputs reach their parent by ControllerRef; a map parent adopts nothing.
-        selectorOf: () => null,
-        inputs: { kinds: m.inputs.map((i) => ({ group: i.group, kind: i.kind })), selectorOf: (p) => (p.spec as { selector?: LabelSelector | null } | undefined)?.selector },
-        owns: m.outputs.map((o) => ({ group: o.group, kind: o.kind })),
-        ownChangeSyncs: specChanged,
-        target: MAP_TARGET,
-      }),
-    ),
+    ...valid.map((m): ControllerKind => ({
+      resource: m.parent,
+      kind: m.parent.kind,
+      namespaced: m.parent.namespaced,
+      // Outputs reach their parent by ControllerRef; a map parent adopts nothing.
+      selectorOf: () => null,
+      inputs: {
+        kinds: m.inputs.map((i) => ({ group: i.group, kind: i.kind })),
+        selectorOf: (p) => (p.spec as { selector?: LabelSelector | null } | undefined)?.selector,
+      },
+      owns: m.outputs.map((o) => ({ group: o.group, kind: o.kind })),
+      ownChangeSyncs: specChanged,
+      target: MAP_TARGET,
+    })),
   ];
 }
 
@@ -168,4 +245,8 @@ async function watches(kube: KubeClient, cluster: string): Promise<GVR[]> {
   return [mapControllers, ...valid.flatMap((m) => [m.parent, ...m.inputs, ...m.outputs])];
 }
 
-export const mapSource: ControllerSource = { target: MAP_TARGET, kinds: (cluster, kube) => kinds(kube, cluster.id), watches: (cluster, kube) => watches(kube, cluster.id) };
+export const mapSource: ControllerSource = {
+  target: MAP_TARGET,
+  kinds: (cluster, kube) => kinds(kube, cluster.id),
+  watches: (cluster, kube) => watches(kube, cluster.id),
+};

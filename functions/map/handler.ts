@@ -25,7 +25,15 @@ import {
 import type { State } from '../../shared/state/index.ts';
 import { recordEvent } from '../../shared/events/index.ts';
 import { apiVersionOf } from '../../shared/kube/index.ts';
-import { actingAs, listMapControllers, MAP_TARGET, mapControllerCache, mapControllerFor, writeReadiness, type MapControllerSet } from './controllers.ts';
+import {
+  actingAs,
+  listMapControllers,
+  MAP_TARGET,
+  mapControllerCache,
+  mapControllerFor,
+  writeReadiness,
+  type MapControllerSet,
+} from './controllers.ts';
 import { hookCaller } from './environment.ts';
 import { syncMap } from './sync.ts';
 
@@ -67,7 +75,17 @@ export async function serveMapRequest({ key, causes }: SyncRequest, sentAt: numb
     if (!mc) return;
     const parents = await actingAs(kube, mc).listAll(mc.parent);
     const requests = parents.map((p) =>
-      makeSyncRequest({ cluster: key.cluster, group: mc.parent.group, kind: mc.parent.kind, namespace: p.metadata.namespace, name: p.metadata.name ?? '', uid: p.metadata.uid ?? '' }, [controllerCause(mc), ...causes]),
+      makeSyncRequest(
+        {
+          cluster: key.cluster,
+          group: mc.parent.group,
+          kind: mc.parent.kind,
+          namespace: p.metadata.namespace,
+          name: p.metadata.name ?? '',
+          uid: p.metadata.uid ?? '',
+        },
+        [controllerCause(mc), ...causes],
+      ),
     );
     await ctx.syncSink.send(MAP_TARGET, requests);
     ctx.log('info', 'MapController changed; parents queued', { controller: mc.name, generation: mc.generation, parents: requests.length });
@@ -91,40 +109,78 @@ export async function serveMapRequest({ key, causes }: SyncRequest, sentAt: numb
   }
   if (!mc || decision === 'no-controller') return;
   if (decision === 'served') {
-    ctx.log('info', 'map sync already served by a later pass', { parent: `${key.namespace ?? ''}/${key.name}`, sentAt, passStartedAt: last?.startedAt, generation: mc.generation });
+    ctx.log('info', 'map sync already served by a later pass', {
+      parent: `${key.namespace ?? ''}/${key.name}`,
+      sentAt,
+      passStartedAt: last?.startedAt,
+      generation: mc.generation,
+    });
     return;
   }
   const startedAt = Date.now();
   // An event-driven pass calls the hook only for inputs whose last answer no longer holds. A resync calls every
   // hook (a hook may depend on the clock), and so does a request whose causes may have been cut short.
   const incremental = !causes.some((c) => c.startsWith(RESYNC_CAUSE)) && causes.length < MAX_CAUSES;
-  const touched = new Set(causes.filter((c) => !c.startsWith(CONTINUE_CAUSE) && !c.startsWith(WAKE_CAUSE)).map((c) => parseSyncCause(c).uid).filter((u): u is string => Boolean(u)));
+  const touched = new Set(
+    causes
+      .filter((c) => !c.startsWith(CONTINUE_CAUSE) && !c.startsWith(WAKE_CAUSE))
+      .map((c) => parseSyncCause(c).uid)
+      .filter((u): u is string => Boolean(u)),
+  );
   // A follow-up goes on from where its pass stopped; a retried one (its message failed) is a whole pass again.
   const receiveCount = ctx.receiveCount ?? 1;
   const continuation = receiveCount > 1 ? undefined : continuationOf(causes);
   // Every read and write of parents, inputs and outputs is the ServiceAccount's (README "MapController", identity).
-  const { answers, ...result } = await syncMap({ kube: actingAs(kube, mc), hooks: ctx.hooks, log: ctx.log, ...(ctx.concurrency ? { concurrency: ctx.concurrency } : {}) }, mc, key, {
-    reuse: incremental ? { previous: last?.answers, touched } : undefined,
-    budget: ctx.budget,
-    continuation,
-  });
+  const { answers, ...result } = await syncMap(
+    { kube: actingAs(kube, mc), hooks: ctx.hooks, log: ctx.log, ...(ctx.concurrency ? { concurrency: ctx.concurrency } : {}) },
+    mc,
+    key,
+    {
+      reuse: incremental ? { previous: last?.answers, touched } : undefined,
+      budget: ctx.budget,
+      continuation,
+    },
+  );
   // One Warning per hook failure reason per pass, as Outrigger (whose role may create events), not one per input.
   const hookProblems = new Map<string, { count: number; first: string }>();
   for (const p of result.problems.filter((q) => q.reason.startsWith('Hook'))) {
     const seen = hookProblems.get(p.reason);
     hookProblems.set(p.reason, { count: (seen?.count ?? 0) + 1, first: seen?.first ?? `${p.what}: ${p.message}` });
   }
-  const regarding = { apiVersion: apiVersionOf(mc.parent), kind: mc.parent.kind, metadata: { name: key.name, namespace: key.namespace, uid: key.uid } };
+  const regarding = {
+    apiVersion: apiVersionOf(mc.parent),
+    kind: mc.parent.kind,
+    metadata: { name: key.name, namespace: key.namespace, uid: key.uid },
+  };
   for (const [reason, { count, first }] of hookProblems)
-    await recordEvent(kube, regarding, { type: 'Warning', reason, action: 'Sync', note: `${count} input(s) failed, nothing deleted for them: ${first}` }, { controller: MAP_CONTROLLER, instance: mc.name }, (m, f) => ctx.log('warn', m, f));
-  const outcome = passOutcome({ deferred: result.deferred, problems: result.problems, retryAfterSeconds: result.retryAfterSeconds, earlier: continuation, receiveCount });
+    await recordEvent(
+      kube,
+      regarding,
+      { type: 'Warning', reason, action: 'Sync', note: `${count} input(s) failed, nothing deleted for them: ${first}` },
+      { controller: MAP_CONTROLLER, instance: mc.name },
+      (m, f) => ctx.log('warn', m, f),
+    );
+  const outcome = passOutcome({
+    deferred: result.deferred,
+    problems: result.problems,
+    retryAfterSeconds: result.retryAfterSeconds,
+    earlier: continuation,
+    receiveCount,
+  });
   // Only a clean pass (of a whole sync) serves later requests: after a problem or with inputs left, the next
   // request runs a pass. The answers are kept either way, so a follow-up or retry calls only what is still owed.
   const clean = outcome.kind === 'done' && !result.problems.length && !continuation?.problems;
   // The earliest wake a hook asked for: a timer is sent for it unless one already pending is due no later.
   const wake = result.skipped || result.finalized ? { wakeAt: undefined, send: false } : nextWake(last?.wakeAt, result.wakeAt, Date.now());
-  const record: PassRecord = { startedAt: clean ? startedAt : 0, controller: mc.uid, generation: mc.generation, answers, ...(wake.wakeAt === undefined ? {} : { wakeAt: wake.wakeAt }) };
-  if (!result.skipped && (clean || answers || wake.wakeAt !== undefined || last?.wakeAt !== undefined)) await ctx.state.records.put(passKey, record, 'any', { ttlSeconds: PASS_TTL_SECONDS });
+  const record: PassRecord = {
+    startedAt: clean ? startedAt : 0,
+    controller: mc.uid,
+    generation: mc.generation,
+    answers,
+    ...(wake.wakeAt === undefined ? {} : { wakeAt: wake.wakeAt }),
+  };
+  if (!result.skipped && (clean || answers || wake.wakeAt !== undefined || last?.wakeAt !== undefined))
+    await ctx.state.records.put(passKey, record, 'any', { ttlSeconds: PASS_TTL_SECONDS });
   // The record names the timer before it is sent, or a timer received at once (another invocation) would find its
   // time unnamed and be dropped as stale. A send that fails takes the name back, so the retried pass sends it.
   if (wake.send && wake.wakeAt !== undefined) {
@@ -136,19 +192,38 @@ export async function serveMapRequest({ key, causes }: SyncRequest, sentAt: numb
     }
   }
   const parent = `${key.namespace ?? ''}/${key.name}`;
-  ctx.log('info', 'map synced', { controller: mc.name, generation: mc.generation, parent, incremental, ...result, deferred: result.deferred.length, problems: result.problems.length, durationMs: Date.now() - startedAt, budgetMs: ctx.budget?.budgetMs, outcome: outcome.kind, wakeAt: wake.wakeAt, timerSent: wake.send });
+  ctx.log('info', 'map synced', {
+    controller: mc.name,
+    generation: mc.generation,
+    parent,
+    incremental,
+    ...result,
+    deferred: result.deferred.length,
+    problems: result.problems.length,
+    durationMs: Date.now() - startedAt,
+    budgetMs: ctx.budget?.budgetMs,
+    outcome: outcome.kind,
+    wakeAt: wake.wakeAt,
+    timerSent: wake.send,
+  });
   if (outcome.kind === 'continue') {
     // The rest in a follow-up for the same parent (its FIFO group, behind what is queued): each pass fits its
     // invocation, and other parents of the batch keep their time. The nonce keeps SQS from taking it for a copy.
     const definition = causes.filter((c) => c.startsWith('MapController-definition/'));
-    await ctx.syncSink.send(MAP_TARGET, [makeSyncRequest(key, [continuationCause(outcome.continuation, String(Date.now())), ...definition])]);
+    await ctx.syncSink.send(MAP_TARGET, [
+      makeSyncRequest(key, [continuationCause(outcome.continuation, String(Date.now())), ...definition]),
+    ]);
   } else if (outcome.kind === 'retry') {
     throw new RetryLater(
       `map pass of ${parent} had problems (${outcome.reason || 'hook'}); retried ${outcome.afterSeconds === undefined ? 'with backoff' : `after ${outcome.afterSeconds} s, as the hook asked`}`,
       outcome.afterSeconds,
     );
   } else if (outcome.kind === 'give-up') {
-    ctx.log('warn', 'map pass still failing after its retries; the next change or resync tries again', { parent, reason: outcome.reason, receiveCount });
+    ctx.log('warn', 'map pass still failing after its retries; the next change or resync tries again', {
+      parent,
+      reason: outcome.reason,
+      receiveCount,
+    });
   }
 }
 
@@ -163,7 +238,13 @@ async function sendTimer(ctx: Pick<MapServeContext, 'syncSink'>, key: SyncReques
  * A parent's wake-up timer (resyncAfterSeconds; README "MapController", lifecycle): held back until due, then an
  * ordinary sync request for the parent, in the parent's own group, whose pass calls the hooks that asked.
  */
-async function serveTimer(key: SyncRequest['key'], dueAt: number, sentAt: number, ctx: MapServeContext, record: PassRecord | undefined): Promise<void> {
+async function serveTimer(
+  key: SyncRequest['key'],
+  dueAt: number,
+  sentAt: number,
+  ctx: MapServeContext,
+  record: PassRecord | undefined,
+): Promise<void> {
   const parent = `${key.namespace ?? ''}/${key.name}`;
   const step = timerStep({ now: Date.now(), sentAt, dueAt, recorded: record?.wakeAt, hasRecord: record !== undefined });
   switch (step.kind) {

@@ -118,7 +118,22 @@ export interface MapPassOptions {
 const DEFERRED = Symbol('deferred');
 
 export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: SyncKey, opts: MapPassOptions = {}): Promise<MapSyncResult> {
-  const result: MapSyncResult = { inputs: 0, hookCalls: 0, created: 0, updated: 0, deleted: 0, unchanged: 0, detachedKept: 0, problems: [], statusWritten: false, reused: 0, deferred: [], left: 0, recreated: 0, released: 0 };
+  const result: MapSyncResult = {
+    inputs: 0,
+    hookCalls: 0,
+    created: 0,
+    updated: 0,
+    deleted: 0,
+    unchanged: 0,
+    detachedKept: 0,
+    problems: [],
+    statusWritten: false,
+    reused: 0,
+    deferred: [],
+    left: 0,
+    recreated: 0,
+    released: 0,
+  };
   const found = await ctx.kube.find(mc.parent, key.name, mc.parent.namespaced ? key.namespace : undefined);
   if (!found || found.metadata.uid !== key.uid) return { ...result, skipped: 'parent gone' };
   // Listed and fetched objects carry no apiVersion or kind in some clients; hooks and ControllerRefs need both.
@@ -166,7 +181,12 @@ export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: S
     } catch (err) {
       if (!isKubeError(err, 'Forbidden')) throw err;
       const where = ns ? `in namespace ${ns}` : 'in every namespace';
-      forbidden.push({ mapKey: '', what: role, reason: 'Forbidden', message: `the controller's ServiceAccount may not list ${k.resource}${k.group ? `.${k.group}` : ''} ${where}` });
+      forbidden.push({
+        mapKey: '',
+        what: role,
+        reason: 'Forbidden',
+        message: `the controller's ServiceAccount may not list ${k.resource}${k.group ? `.${k.group}` : ''} ${where}`,
+      });
       return [];
     }
   };
@@ -183,7 +203,12 @@ export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: S
   result.inputs = inputs.reduce((n, l) => n + l.length, 0);
   const observed = outputsByKey(parent, outputLists.flat());
   // What the parent owns now (the list already selected its label; ownership is the ControllerRef's).
-  const final = new Map<string, KubeObject>(outputLists.flat().filter((o) => isControlledBy(o, parent)).map((o) => [identityOf(o), o]));
+  const final = new Map<string, KubeObject>(
+    outputLists
+      .flat()
+      .filter((o) => isControlledBy(o, parent))
+      .map((o) => [identityOf(o), o]),
+  );
 
   // Hook calls and apiserver writes are bounded apart: a hook slot is not held while its outputs are written,
   // so a pass takes as long as the slower of the two, not their sum.
@@ -192,7 +217,8 @@ export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: S
   // A hook call starts only while the budget has room for it, and none after a hook asked to be called later.
   const clock = Date.now;
   const mayCall = (hook: typeof mc.spec.hooks.map) =>
-    result.retryAfterSeconds === undefined && (!opts.budget || callFits(opts.budget.deadline - clock(), hook.timeoutSeconds * 1000, opts.budget.budgetMs));
+    result.retryAfterSeconds === undefined &&
+    (!opts.budget || callFits(opts.budget.deadline - clock(), hook.timeoutSeconds * 1000, opts.budget.budgetMs));
   const call = (hook: typeof mc.spec.hooks.map, request: unknown) =>
     hookLimit(async () => {
       if (!mayCall(hook)) return DEFERRED;
@@ -200,7 +226,8 @@ export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: S
       try {
         return await ctx.hooks.call(hook, request, { deadline: opts.budget?.deadline });
       } catch (err) {
-        if (err instanceof HookError && err.retryAfterSeconds !== undefined) result.retryAfterSeconds = Math.max(result.retryAfterSeconds ?? 0, err.retryAfterSeconds);
+        if (err instanceof HookError && err.retryAfterSeconds !== undefined)
+          result.retryAfterSeconds = Math.max(result.retryAfterSeconds ?? 0, err.retryAfterSeconds);
         throw err;
       }
     });
@@ -220,7 +247,10 @@ export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: S
           const answer = parseFinalizeAnswer(answered);
           // The outputs it does not keep are deleted now, whether or not it is done; those it keeps stay the
           // parent's until it is, then are released so they outlive the parent.
-          const doomed = detachedToDelete(outputs, answer.outputs, { hook: 'finalize', namespace: mc.parent.namespaced ? parent.metadata.namespace : undefined });
+          const doomed = detachedToDelete(outputs, answer.outputs, {
+            hook: 'finalize',
+            namespace: mc.parent.namespaced ? parent.metadata.namespace : undefined,
+          });
           if (doomed.length) await apply(ctx, mc, { create: [], update: [], delete: doomed, unchanged: [] }, final, result);
           if (answer.finalized) {
             for (const kept of final.values()) await release(ctx, mc, parent, kept, result);
@@ -253,7 +283,10 @@ export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: S
     };
     const from = opts.continuation?.cursor;
     // In map-key order, so a follow-up goes on from the first key its pass did not reach.
-    const ordered = inputs.flat().map((input) => ({ input, mapKey: mapKeyOf(input) })).sort((a, b) => (a.mapKey < b.mapKey ? -1 : a.mapKey > b.mapKey ? 1 : 0));
+    const ordered = inputs
+      .flat()
+      .map((input) => ({ input, mapKey: mapKeyOf(input) }))
+      .sort((a, b) => (a.mapKey < b.mapKey ? -1 : a.mapKey > b.mapKey ? 1 : 0));
     for (const { input, mapKey } of ordered) {
       liveKeys.add(mapKey);
       const what = `${input.kind ?? ''} ${input.metadata.namespace ? `${input.metadata.namespace}/` : ''}${input.metadata.name ?? ''}`;
@@ -287,11 +320,13 @@ export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: S
             const desired = prepareOutputs(answer.outputs, { parent, mapKey, outputKinds: mc.outputs });
             for (const d of desired) {
               const owner = claimed.get(identityOf(d));
-              if (owner !== undefined && owner !== mapKey) throw new OutputError(`output ${d.kind ?? ''} ${d.metadata.name ?? ''} already belongs to map key ${owner}`);
+              if (owner !== undefined && owner !== mapKey)
+                throw new OutputError(`output ${d.kind ?? ''} ${d.metadata.name ?? ''} already belongs to map key ${owner}`);
               claimed.set(identityOf(d), mapKey);
             }
             const changes = diffOutputs(mine, desired, ctx.kube.fieldManager);
-            if (changes.create.length || changes.update.length || changes.delete.length) await writeLimit(() => apply(ctx, mc, changes, final, result));
+            if (changes.create.length || changes.update.length || changes.delete.length)
+              await writeLimit(() => apply(ctx, mc, changes, final, result));
             else result.unchanged += changes.unchanged.length;
             answers.inputs[mapKey] = answerFingerprint(input, desired);
           } catch (err) {
@@ -320,7 +355,8 @@ export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: S
               doomed = detachedToDelete(objs, answer.outputs);
               result.detachedKept += objs.length - doomed.length;
             }
-            if (doomed.length) await writeLimit(() => apply(ctx, mc, { create: [], update: [], delete: doomed, unchanged: [] }, final, result));
+            if (doomed.length)
+              await writeLimit(() => apply(ctx, mc, { create: [], update: [], delete: doomed, unchanged: [] }, final, result));
           } catch (err) {
             result.problems.push(problemOf(err, mapKey, 'detached outputs'));
           }
@@ -331,9 +367,12 @@ export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: S
     if (Object.keys(answers.inputs).length <= MAX_RECORDED_INPUTS) result.answers = answers;
   }
 
-  for (const p of result.problems) ctx.log?.('warn', 'map sync problem; nothing was deleted for it', { parent: `${namespace ?? ''}/${parent.metadata.name ?? ''}`, ...p });
+  for (const p of result.problems)
+    ctx.log?.('warn', 'map sync problem; nothing was deleted for it', { parent: `${namespace ?? ''}/${parent.metadata.name ?? ''}`, ...p });
   const inputTotals = new Map<ResolvedResource, number>(mc.inputs.map((k, i) => [k, inputs[i]!.length]));
-  const outputsNow = new Map<ResolvedResource, KubeObject[]>(mc.outputs.map((k) => [k, [...final.values()].filter((o) => o.kind === k.kind && o.apiVersion === apiVersionOf(k))]));
+  const outputsNow = new Map<ResolvedResource, KubeObject[]>(
+    mc.outputs.map((k) => [k, [...final.values()].filter((o) => o.kind === k.kind && o.apiVersion === apiVersionOf(k))]),
+  );
   await writeStatus(ctx, mc, parent, inputTotals, outputsNow, result, now(), opts.continuation);
   return result;
 }
@@ -357,7 +396,13 @@ async function createOutput(ctx: MapContext, k: ResolvedOutput, d: KubeObject, f
   }
 }
 
-async function apply(ctx: MapContext, mc: ResolvedMapController, changes: ReturnType<typeof diffOutputs>, final: Map<string, KubeObject>, result: MapSyncResult): Promise<void> {
+async function apply(
+  ctx: MapContext,
+  mc: ResolvedMapController,
+  changes: ReturnType<typeof diffOutputs>,
+  final: Map<string, KubeObject>,
+  result: MapSyncResult,
+): Promise<void> {
   const kindOf = (o: KubeObject) => mc.outputs.find((k) => k.kind === o.kind && apiVersionOf(k) === o.apiVersion)!;
   for (const d of changes.create) {
     try {
@@ -365,7 +410,8 @@ async function apply(ctx: MapContext, mc: ResolvedMapController, changes: Return
       result.created += 1;
     } catch (err) {
       // Someone else's object by that name: never taken over.
-      if (isKubeError(err, 'AlreadyExists')) throw new OutputError(`output ${d.kind ?? ''} ${d.metadata.name ?? ''} exists and is not this parent's; it is left alone`);
+      if (isKubeError(err, 'AlreadyExists'))
+        throw new OutputError(`output ${d.kind ?? ''} ${d.metadata.name ?? ''} exists and is not this parent's; it is left alone`);
       throw err;
     }
   }
@@ -378,7 +424,14 @@ async function apply(ctx: MapContext, mc: ResolvedMapController, changes: Return
     const current = await toApplied(ctx, k, observed, desired);
     // Conditional on what was read: an output whose owner changed since is not written.
     const body = { ...desired, metadata: { ...desired.metadata, resourceVersion: current.metadata.resourceVersion } };
-    const written = await ctx.kube.patch(k, desired.metadata.name ?? '', k.namespaced ? desired.metadata.namespace : undefined, body, 'apply', { force: true });
+    const written = await ctx.kube.patch(
+      k,
+      desired.metadata.name ?? '',
+      k.namespaced ? desired.metadata.namespace : undefined,
+      body,
+      'apply',
+      { force: true },
+    );
     final.set(identityOf(desired), { ...written, apiVersion: desired.apiVersion, kind: desired.kind });
     result.updated += 1;
   }
@@ -386,7 +439,9 @@ async function apply(ctx: MapContext, mc: ResolvedMapController, changes: Return
   for (const o of changes.delete) {
     const k = kindOf(o);
     try {
-      await ctx.kube.delete(k, o.metadata.name ?? '', k.namespaced ? o.metadata.namespace : undefined, { preconditions: { uid: o.metadata.uid! } });
+      await ctx.kube.delete(k, o.metadata.name ?? '', k.namespaced ? o.metadata.namespace : undefined, {
+        preconditions: { uid: o.metadata.uid! },
+      });
     } catch (err) {
       if (!isKubeError(err, 'NotFound') && !isKubeError(err, 'Conflict')) throw err;
     }
@@ -400,11 +455,20 @@ async function apply(ctx: MapContext, mc: ResolvedMapController, changes: Return
  * since is left for the next pass) and created anew from the answer. One that is still going (a finalizer of its
  * own) is created by the pass its deletion event brings.
  */
-async function recreate(ctx: MapContext, k: ResolvedOutput, observed: KubeObject, desired: KubeObject, final: Map<string, KubeObject>, result: MapSyncResult): Promise<void> {
+async function recreate(
+  ctx: MapContext,
+  k: ResolvedOutput,
+  observed: KubeObject,
+  desired: KubeObject,
+  final: Map<string, KubeObject>,
+  result: MapSyncResult,
+): Promise<void> {
   const ns = k.namespaced ? observed.metadata.namespace : undefined;
   if (!isBeingDeleted(observed)) {
     try {
-      await ctx.kube.delete(k, observed.metadata.name ?? '', ns, { preconditions: { uid: observed.metadata.uid!, resourceVersion: observed.metadata.resourceVersion! } });
+      await ctx.kube.delete(k, observed.metadata.name ?? '', ns, {
+        preconditions: { uid: observed.metadata.uid!, resourceVersion: observed.metadata.resourceVersion! },
+      });
     } catch (err) {
       if (!isKubeError(err, 'NotFound')) throw err;
     }
@@ -415,7 +479,9 @@ async function recreate(ctx: MapContext, k: ResolvedOutput, observed: KubeObject
     result.recreated += 1;
   } catch (err) {
     if (!isKubeError(err, 'AlreadyExists')) throw err;
-    ctx.log?.('info', 'output being deleted for its recreation; the pass its deletion brings creates it', { output: `${ns ?? ''}/${observed.metadata.name ?? ''}` });
+    ctx.log?.('info', 'output being deleted for its recreation; the pass its deletion brings creates it', {
+      output: `${ns ?? ''}/${observed.metadata.name ?? ''}`,
+    });
   }
 }
 
@@ -450,7 +516,13 @@ async function writeFinalizer(ctx: MapContext, mc: ResolvedMapController, parent
     const finalizers = finalizersWith(current.metadata.finalizers, name, want);
     if (!finalizers) return current;
     try {
-      const written = await ctx.kube.patch(mc.parent, current.metadata.name ?? '', ns, { metadata: { resourceVersion: current.metadata.resourceVersion, finalizers: finalizers.length ? finalizers : null } }, 'merge');
+      const written = await ctx.kube.patch(
+        mc.parent,
+        current.metadata.name ?? '',
+        ns,
+        { metadata: { resourceVersion: current.metadata.resourceVersion, finalizers: finalizers.length ? finalizers : null } },
+        'merge',
+      );
       return { ...written, apiVersion: parent.apiVersion, kind: parent.kind };
     } catch (err) {
       if (!isKubeError(err, 'Conflict') || attempt >= 4) throw err;
@@ -464,16 +536,34 @@ async function writeFinalizer(ctx: MapContext, mc: ResolvedMapController, parent
 
 function finalizerProblem(err: KubeError, mc: ResolvedMapController): Problem {
   if (isKubeError(err, 'Forbidden'))
-    return { mapKey: '', what: 'finalizer', reason: 'Forbidden', message: `the controller's ServiceAccount may not patch ${mc.parent.resource}${mc.parent.group ? `.${mc.parent.group}` : ''} to set its finalizer`, detail: err.message };
+    return {
+      mapKey: '',
+      what: 'finalizer',
+      reason: 'Forbidden',
+      message: `the controller's ServiceAccount may not patch ${mc.parent.resource}${mc.parent.group ? `.${mc.parent.group}` : ''} to set its finalizer`,
+      detail: err.message,
+    };
   return problemOf(err, '', 'finalizer');
 }
 
 /** An output the finalize hook kept: no longer the parent's, so it outlives it. */
-async function release(ctx: MapContext, mc: ResolvedMapController, parent: KubeObject, o: KubeObject, result: MapSyncResult): Promise<void> {
+async function release(
+  ctx: MapContext,
+  mc: ResolvedMapController,
+  parent: KubeObject,
+  o: KubeObject,
+  result: MapSyncResult,
+): Promise<void> {
   const k = mc.outputs.find((r) => r.kind === o.kind && apiVersionOf(r) === o.apiVersion);
   if (!k) return;
   try {
-    await ctx.kube.patch(k, o.metadata.name ?? '', k.namespaced ? o.metadata.namespace : undefined, releasePatch(o, parent.metadata.uid ?? ''), 'merge');
+    await ctx.kube.patch(
+      k,
+      o.metadata.name ?? '',
+      k.namespaced ? o.metadata.namespace : undefined,
+      releasePatch(o, parent.metadata.uid ?? ''),
+      'merge',
+    );
     result.released += 1;
   } catch (err) {
     if (!isKubeError(err, 'NotFound')) throw err;
@@ -485,7 +575,13 @@ async function toApplied(ctx: MapContext, k: ResolvedResource, o: KubeObject, de
   const managedFields = appliedOwnership(o, ctx.kube.fieldManager, desired);
   if (!managedFields) return o;
   // Only managedFields change: no field changes owner to this patch's own update.
-  return ctx.kube.patch(k, o.metadata.name ?? '', k.namespaced ? o.metadata.namespace : undefined, { metadata: { resourceVersion: o.metadata.resourceVersion, managedFields } }, 'merge');
+  return ctx.kube.patch(
+    k,
+    o.metadata.name ?? '',
+    k.namespaced ? o.metadata.namespace : undefined,
+    { metadata: { resourceVersion: o.metadata.resourceVersion, managedFields } },
+    'merge',
+  );
 }
 
 function problemOf(err: unknown, mapKey: string, what: string): Problem {
@@ -493,7 +589,14 @@ function problemOf(err: unknown, mapKey: string, what: string): Problem {
   if (err instanceof HookResponseError) return { mapKey, what, reason: 'HookMalformedAnswer', message: err.message };
   if (err instanceof OutputError) return { mapKey, what, reason: 'InvalidOutput', message: err.message };
   // The apiserver's message may quote the output (an invalid value): it goes to the log, the status gets its kind.
-  if (err instanceof KubeError) return { mapKey, what, reason: 'WriteFailed', message: `the apiserver refused a write: HTTP ${err.status} ${err.kind}`, detail: err.message };
+  if (err instanceof KubeError)
+    return {
+      mapKey,
+      what,
+      reason: 'WriteFailed',
+      message: `the apiserver refused a write: HTTP ${err.status} ${err.kind}`,
+      detail: err.message,
+    };
   throw err;
 }
 
@@ -518,15 +621,42 @@ async function writeStatus(
       ? `; ${deferred} input(s) not called yet: the hook asked to be called again after ${result.retryAfterSeconds} s`
       : `; ${deferred} input(s) not reached within the pass's time budget, continued by a follow-up pass`;
   const synced = result.problems.length
-    ? { type: 'Synced', status: 'False' as const, reason: result.problems[0]!.reason, message: `${result.problems.length} problem(s), nothing deleted for them: ${first.join('; ')}${more}${rest}` }
+    ? {
+        type: 'Synced',
+        status: 'False' as const,
+        reason: result.problems[0]!.reason,
+        message: `${result.problems.length} problem(s), nothing deleted for them: ${first.join('; ')}${more}${rest}`,
+      }
     : isBeingDeleted(parent)
-      ? { type: 'Synced', status: 'False' as const, reason: 'Deleting', message: result.finalized === false ? 'the parent is being deleted: its finalize hook has not finished' : 'the parent is being deleted: status only' }
+      ? {
+          type: 'Synced',
+          status: 'False' as const,
+          reason: 'Deleting',
+          message:
+            result.finalized === false
+              ? 'the parent is being deleted: its finalize hook has not finished'
+              : 'the parent is being deleted: status only',
+        }
       : earlier?.problems
-        ? { type: 'Synced', status: 'False' as const, reason: earlier.reason, message: `${earlier.problems} problem(s) in the earlier passes of this sync, nothing deleted for them (each pass's status and the log named them)${rest}` }
+        ? {
+            type: 'Synced',
+            status: 'False' as const,
+            reason: earlier.reason,
+            message: `${earlier.problems} problem(s) in the earlier passes of this sync, nothing deleted for them (each pass's status and the log named them)${rest}`,
+          }
         : result.deferred.length
-          ? { type: 'Synced', status: 'False' as const, reason: 'InProgress', message: `${result.inputs - deferred} of ${result.inputs} input(s) mapped${rest}` }
+          ? {
+              type: 'Synced',
+              status: 'False' as const,
+              reason: 'InProgress',
+              message: `${result.inputs - deferred} of ${result.inputs} input(s) mapped${rest}`,
+            }
           : { type: 'Synced', status: 'True' as const, reason: 'Synced', message: `${result.inputs} input(s) mapped` };
-  const next: MapStatus = { observedGeneration: parent.metadata.generation, ...counts, conditions: setCondition(current?.conditions, synced, now) };
+  const next: MapStatus = {
+    observedGeneration: parent.metadata.generation,
+    ...counts,
+    conditions: setCondition(current?.conditions, synced, now),
+  };
   if (!statusChanged(current, next)) return;
   const name = parent.metadata.name ?? '';
   const ns = mc.parent.namespaced ? parent.metadata.namespace : undefined;
@@ -536,7 +666,13 @@ async function writeStatus(
     // Without a status subresource the write itself moves the generation by one: the status names the generation
     // it makes (exact, being conditional on the object read), or the parent would look unsynced for ever.
     const written = { ...next, observedGeneration: (parent.metadata.generation ?? 0) + 1 };
-    await ctx.kube.patch(mc.parent, name, ns, { metadata: { resourceVersion: parent.metadata.resourceVersion }, status: statusPatch(current, written) }, 'merge');
+    await ctx.kube.patch(
+      mc.parent,
+      name,
+      ns,
+      { metadata: { resourceVersion: parent.metadata.resourceVersion }, status: statusPatch(current, written) },
+      'merge',
+    );
   }
   result.statusWritten = true;
 }

@@ -9,7 +9,14 @@ const RESERVE_MS = 90_000;
 
 export const handler = syncFunction('migrator', async ({ key, causes }, { env, logger, metrics, context }) => {
   const result = await runMigration(
-    { cluster: key.cluster, kube: env.clusters.migratorClient(key.cluster), state: env.state, holder, now: () => new Date(), log: (level, m, f) => logger[level](m, f ?? {}) },
+    {
+      cluster: key.cluster,
+      kube: env.clusters.migratorClient(key.cluster),
+      state: env.state,
+      holder,
+      now: () => new Date(),
+      log: (level, m, f) => logger[level](m, f ?? {}),
+    },
     key.name,
     { shouldPause: () => context.getRemainingTimeInMillis() < RESERVE_MS },
   );
@@ -19,5 +26,8 @@ export const handler = syncFunction('migrator', async ({ key, causes }, { env, l
   if (result.rewritten) metrics.count(key.cluster, 'ObjectsMigrated', result.rewritten);
   // A cause of its own (the chunks done so far): with the causes it was sent with, the request would carry the
   // same deduplication id, and SQS would drop it within five minutes of the first.
-  if (result.outcome === 'paused') await env.syncSink.send('migrator', [makeSyncRequest(key, [`StorageVersionMigration/continue/${result.progress?.chunks ?? 0}`, ...causes])]);
+  if (result.outcome === 'paused')
+    await env.syncSink.send('migrator', [
+      makeSyncRequest(key, [`StorageVersionMigration/continue/${result.progress?.chunks ?? 0}`, ...causes]),
+    ]);
 });

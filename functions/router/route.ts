@@ -13,7 +13,15 @@ import type { Log } from '../../shared/log.ts';
 import type { DeadLetterSink } from '../../shared/lambda/dead-letter.ts';
 import { makeSyncRequest, syncCause } from '../../shared/lambda/sync-request.ts';
 import type { SyncSink } from '../../shared/lambda/sync-sink.ts';
-import { BatchResolver, inputSteps, routeEvent, syncKeyString, type ControllerKind, type RoutedKey, type SyncKey } from '../../shared/ownership/index.ts';
+import {
+  BatchResolver,
+  inputSteps,
+  routeEvent,
+  syncKeyString,
+  type ControllerKind,
+  type RoutedKey,
+  type SyncKey,
+} from '../../shared/ownership/index.ts';
 import type { ControllerSource } from '../controllers.ts';
 
 export interface RouterDeps {
@@ -43,13 +51,21 @@ export async function routeEnvelope(envelope: Envelope, resolver: BatchResolver,
   const object = envelope.data.object;
   const { group } = parseApiVersion(object.apiVersion ?? '');
   const steps = routeEvent(watchEventType(envelope), object, envelope.data.oldObject);
-  if (kinds.some((k) => k.inputs?.kinds.some((i) => i.group === group && i.kind === object.kind))) steps.push(...inputSteps(object, envelope.data.oldObject));
+  if (kinds.some((k) => k.inputs?.kinds.some((i) => i.group === group && i.kind === object.kind)))
+    steps.push(...inputSteps(object, envelope.data.oldObject));
   const routed = (await Promise.all(steps.map((s) => resolver.resolve(s)))).flat();
   // A parent's own change syncs that parent in every controller of its kind (unless a kind says this change
   // needs none).
   for (const self of kinds) {
     if (self.kind !== object.kind || self.resource.group !== group || !(self.ownChangeSyncs?.(object) ?? true)) continue;
-    const key: SyncKey = { cluster: envelope.cluster, group, kind: self.kind, namespace: object.metadata.namespace, name: object.metadata.name ?? '', uid: object.metadata.uid ?? '' };
+    const key: SyncKey = {
+      cluster: envelope.cluster,
+      group,
+      kind: self.kind,
+      namespace: object.metadata.namespace,
+      name: object.metadata.name ?? '',
+      uid: object.metadata.uid ?? '',
+    };
     // A deletion's object is no state to decide on: the handler finds the parent gone.
     const observed = self.observe && watchEventType(envelope) !== 'deleted' ? self.observe(object) : undefined;
     routed.push({ key, target: self.target, ...(observed ? { observed } : {}) });
@@ -60,7 +76,11 @@ export async function routeEnvelope(envelope: Envelope, resolver: BatchResolver,
 /** The envelope in a record of `cluster`'s events queue; one that speaks for another cluster is malformed. */
 function envelopeFrom(cluster: string, body: string): Envelope {
   const envelope = parseEnvelope(body);
-  if (envelope.cluster !== cluster) throw new EnvelopeError('cluster', `is ${JSON.stringify(envelope.cluster)}, but the envelope came from the events queue of cluster ${JSON.stringify(cluster)}, which speaks only for that cluster`);
+  if (envelope.cluster !== cluster)
+    throw new EnvelopeError(
+      'cluster',
+      `is ${JSON.stringify(envelope.cluster)}, but the envelope came from the events queue of cluster ${JSON.stringify(cluster)}, which speaks only for that cluster`,
+    );
   return envelope;
 }
 
@@ -92,12 +112,19 @@ export async function routeBatch(event: SQSEvent, deps: RouterDeps): Promise<SQS
     }
     const cluster = deps.queueCluster(record.eventSourceARN);
     if (cluster === undefined) {
-      deps.log?.('error', 'a record from a queue that is no cluster\'s events queue; it will be retried', { messageId: record.messageId, queue: record.eventSourceARN });
+      deps.log?.('error', "a record from a queue that is no cluster's events queue; it will be retried", {
+        messageId: record.messageId,
+        queue: record.eventSourceARN,
+      });
       failures.push(record.messageId);
       failedGroups.add(group);
       continue;
     }
-    const envelope = await parseOrDeadLetter(record, (body) => envelopeFrom(cluster, body), { deadLetter: deps.deadLetter, source: 'router', ...(deps.log ? { log: deps.log } : {}) });
+    const envelope = await parseOrDeadLetter(record, (body) => envelopeFrom(cluster, body), {
+      deadLetter: deps.deadLetter,
+      source: 'router',
+      ...(deps.log ? { log: deps.log } : {}),
+    });
     if (!envelope) {
       stats.deadLettered += 1;
       continue;

@@ -18,7 +18,9 @@ interface PollEvent {
 
 export const handler = middy(async (event: PollEvent) => {
   const env = environment();
-  const clusters = (event.cluster ? [event.cluster] : env.clusters.ids()).filter((id) => env.clusters.config(id).storage?.enabled !== false);
+  const clusters = (event.cluster ? [event.cluster] : env.clusters.ids()).filter(
+    (id) => env.clusters.config(id).storage?.enabled !== false,
+  );
   const results = await Promise.all(
     clusters.flatMap((cluster) => {
       const ctx = storageContext(env, cluster, holder, (level, m, f) => logger[level](m, { cluster, ...f }));
@@ -34,7 +36,8 @@ export const handler = middy(async (event: PollEvent) => {
     logger.info('storage poll', { ...r });
     const stuck = r.leader?.overdue;
     // The stack's storage alarms watch these (README: "Operating").
-    if (stuck) publishCounts(r.cluster, { StorageStatesUnknownOverdue: stuck.unknown.length, StorageMigrationsOverdue: stuck.migrations.length });
+    if (stuck)
+      publishCounts(r.cluster, { StorageStatesUnknownOverdue: stuck.unknown.length, StorageMigrationsOverdue: stuck.migrations.length });
     publishCounts(r.cluster, { StoragePollsMissed: Object.values(r.missedPolls).reduce((a, b) => a + b, 0) });
     metrics.count(r.cluster, 'StoragePolls', 1, { reporter: r.reporter });
   }

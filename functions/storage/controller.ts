@@ -12,7 +12,7 @@ export const storageController: Controller = {
   functions: [
     {
       name: 'storage-poll',
-      description: 'Storage migration: reads each reporter\'s discovery, records storage version hashes in StorageStates, leads migrations',
+      description: "Storage migration: reads each reporter's discovery, records storage version hashes in StorageStates, leads migrations",
       entry: 'functions/storage-poll/handler.ts',
       schedule: { everyMinutes: 10, perReporter: true },
       // Its leader step queues stranded migrations for the migrator again.

@@ -20,7 +20,12 @@ export function storageContext(env: Environment, cluster: string, holder: string
     queueMigrations: (ms, cause) =>
       env.syncSink.send(
         'migrator',
-        ms.map((m) => makeSyncRequest({ cluster, group: migrations.group, kind: 'StorageVersionMigration', name: m.metadata.name ?? '', uid: m.metadata.uid ?? '' }, [`StorageVersionMigration/${cause}/${m.metadata.resourceVersion ?? ''}`])),
+        ms.map((m) =>
+          makeSyncRequest(
+            { cluster, group: migrations.group, kind: 'StorageVersionMigration', name: m.metadata.name ?? '', uid: m.metadata.uid ?? '' },
+            [`StorageVersionMigration/${cause}/${m.metadata.resourceVersion ?? ''}`],
+          ),
+        ),
       ),
   };
 }

@@ -1,7 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { syncFunction } from '../../shared/lambda/sync-function.ts';
 import { makeSyncRequest } from '../../shared/lambda/sync-request.ts';
-import { isOutriggers, isTerminal, phaseOf, progressOf, type StorageState, type StorageVersionMigration } from '../../shared/storage/index.ts';
+import {
+  isOutriggers,
+  isTerminal,
+  phaseOf,
+  progressOf,
+  type StorageState,
+  type StorageVersionMigration,
+} from '../../shared/storage/index.ts';
 import { migrationResource, stateNameOfMigration, storageStates } from './context.ts';
 import { storageContext } from './environment.ts';
 import { lead } from './leader.ts';
@@ -22,5 +29,6 @@ export const handler = syncFunction('storage', async ({ key, causes }, { env, lo
   const state = await ctx.kube.find<StorageState>(storageStates, stateNameOfMigration(svm));
   const result = await lead(ctx, { states: state ? [state] : [] });
   logger.info('storage leader step', { migration: key.name, ...result });
-  if (ctx.mode === 'outrigger' && isOutriggers(svm) && !isTerminal(phaseOf(svm)) && !progressOf(svm)) await env.syncSink.send('migrator', [makeSyncRequest(key, causes)]);
+  if (ctx.mode === 'outrigger' && isOutriggers(svm) && !isTerminal(phaseOf(svm)) && !progressOf(svm))
+    await env.syncSink.send('migrator', [makeSyncRequest(key, causes)]);
 });

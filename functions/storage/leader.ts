@@ -31,7 +31,19 @@ import {
   type StorageState,
   type StorageVersionMigration,
 } from '../../shared/storage/index.ts';
-import { CONTROL_PLANE_ANNOTATION, controlPlaneKey, decisionKey, EPOCH_ANNOTATION, epochKey, LEADER_LEASE, migrationResource, stateNameOfMigration, storageStates, viewOf, type StorageContext } from './context.ts';
+import {
+  CONTROL_PLANE_ANNOTATION,
+  controlPlaneKey,
+  decisionKey,
+  EPOCH_ANNOTATION,
+  epochKey,
+  LEADER_LEASE,
+  migrationResource,
+  stateNameOfMigration,
+  storageStates,
+  viewOf,
+  type StorageContext,
+} from './context.ts';
 
 const LEASE_TTL_MS = 60_000;
 /** Stop acting with this much of the lease left: a Kubernetes write must land before a successor can act. */
@@ -105,13 +117,23 @@ class Hold {
 export async function lead(ctx: StorageContext, opts: { states?: readonly StorageState[] } = {}): Promise<LeadResult> {
   const result: LeadResult = { leader: false, states: 0, created: [], cancelled: [], narrowed: [], resumed: [], epochReads: 0, failed: [] };
   // One holder per step: reporters polled concurrently in one process must not share (and release) one lease.
-  const lease = await ctx.state.leases.acquireWithin(ctx.cluster, LEADER_LEASE, `${ctx.holder}/${randomUUID()}`, LEASE_TTL_MS, LEASE_WAIT_MS);
+  const lease = await ctx.state.leases.acquireWithin(
+    ctx.cluster,
+    LEADER_LEASE,
+    `${ctx.holder}/${randomUUID()}`,
+    LEASE_TTL_MS,
+    LEASE_WAIT_MS,
+  );
   if (!lease) return result;
   result.leader = true;
   result.term = lease.term;
   const hold = new Hold(ctx, lease);
   try {
-    const [states, all, controlPlane] = await Promise.all([opts.states ?? ctx.kube.listAll<StorageState>(storageStates), listMigrations(ctx, opts.states), sampledControlPlane(ctx)]);
+    const [states, all, controlPlane] = await Promise.all([
+      opts.states ?? ctx.kube.listAll<StorageState>(storageStates),
+      listMigrations(ctx, opts.states),
+      sampledControlPlane(ctx),
+    ]);
     const byState = new Map<string, StorageVersionMigration[]>();
     for (const m of all) {
       const name = stateNameOfMigration(m);
@@ -142,8 +164,17 @@ export async function lead(ctx: StorageContext, opts: { states?: readonly Storag
     });
     if (hold.lost) throw new LeaseLostError(lease.name, lease.term);
     const byName = new Map(states.map((st) => [st.metadata.name ?? '', st]));
-    result.overdue = overdue(states, (name) => (byState.get(name) ?? []).map((m) => ({ ...viewOf(m, byName.get(name)!), created: m.metadata.creationTimestamp ?? undefined })), ctx.now());
-    await resumeStranded(ctx, states.flatMap((s) => byState.get(s.metadata.name ?? '') ?? []).filter((m) => !result.cancelled.includes(m.metadata.name ?? '')), result);
+    result.overdue = overdue(
+      states,
+      (name) =>
+        (byState.get(name) ?? []).map((m) => ({ ...viewOf(m, byName.get(name)!), created: m.metadata.creationTimestamp ?? undefined })),
+      ctx.now(),
+    );
+    await resumeStranded(
+      ctx,
+      states.flatMap((s) => byState.get(s.metadata.name ?? '') ?? []).filter((m) => !result.cancelled.includes(m.metadata.name ?? '')),
+      result,
+    );
   } finally {
     await ctx.state.leases.release(lease).catch(() => undefined);
   }
@@ -157,7 +188,14 @@ async function sampledControlPlane(ctx: StorageContext): Promise<DecideInput['co
   return { generation: record?.generation ?? 0, unstable: unstableReason(record, ctx.now(), ctx.periodMs) };
 }
 
-async function leadOne(ctx: StorageContext, hold: Hold, listed: StorageState, migrations: StorageVersionMigration[], result: LeadResult, controlPlane: DecideInput['controlPlane']): Promise<void> {
+async function leadOne(
+  ctx: StorageContext,
+  hold: Hold,
+  listed: StorageState,
+  migrations: StorageVersionMigration[],
+  result: LeadResult,
+  controlPlane: DecideInput['controlPlane'],
+): Promise<void> {
   let state = listed;
   let epoch = Number.NaN;
   // Only a state with something to migrate, or a migration in flight, needs its epoch (a DynamoDB read).
@@ -168,7 +206,15 @@ async function leadOne(ctx: StorageContext, hold: Hold, listed: StorageState, mi
     state = await ctx.kube.get<StorageState>(storageStates, state.metadata.name ?? '');
   }
   const views = migrations.map((m) => viewOf(m, state));
-  const decision = decide({ state, reporters: ctx.reporters, migrations: views, epoch, now: ctx.now(), periodMs: ctx.periodMs, controlPlane });
+  const decision = decide({
+    state,
+    reporters: ctx.reporters,
+    migrations: views,
+    epoch,
+    now: ctx.now(),
+    periodMs: ctx.periodMs,
+    controlPlane,
+  });
   if (decision.action === 'none') return;
   await act(ctx, hold, state, decision, result);
 }
@@ -177,16 +223,29 @@ async function leadOne(ctx: StorageContext, hold: Hold, listed: StorageState, mi
 async function listMigrations(ctx: StorageContext, states: readonly StorageState[] | undefined): Promise<StorageVersionMigration[]> {
   const r = migrationResource(ctx);
   if (!states || states.length > OWN_LISTS_UP_TO) return ctx.kube.listAll<StorageVersionMigration>(r);
-  const lists = await Promise.all(states.map((s) => ctx.kube.listAll<StorageVersionMigration>(r, { labelSelector: `${STATE_LABEL}=${s.metadata.uid ?? ''}` })));
+  const lists = await Promise.all(
+    states.map((s) => ctx.kube.listAll<StorageVersionMigration>(r, { labelSelector: `${STATE_LABEL}=${s.metadata.uid ?? ''}` })),
+  );
   return lists.flat();
 }
 
-async function act(ctx: StorageContext, hold: Hold, state: StorageState, d: Exclude<Decision, { action: 'none' }>, result: LeadResult): Promise<void> {
+async function act(
+  ctx: StorageContext,
+  hold: Hold,
+  state: StorageState,
+  d: Exclude<Decision, { action: 'none' }>,
+  result: LeadResult,
+): Promise<void> {
   const name = state.metadata.name ?? '';
   const guard = () => hold.check();
   const lease = await hold.check();
   // The decision is recorded, fenced on the lease, before anything in the cluster changes.
-  await ctx.state.records.put(decisionKey(ctx.cluster, name), { action: d.action, reason: d.reason, term: lease.term, at: ctx.now().toISOString(), ...('hash' in d ? { hash: d.hash } : {}) }, 'any', { fence: lease });
+  await ctx.state.records.put(
+    decisionKey(ctx.cluster, name),
+    { action: d.action, reason: d.reason, term: lease.term, at: ctx.now().toISOString(), ...('hash' in d ? { hash: d.hash } : {}) },
+    'any',
+    { fence: lease },
+  );
   ctx.log?.('info', 'storage leader decision', { state: name, action: d.action, reason: d.reason });
   for (const m of d.cancel ?? []) {
     await guard();
@@ -211,7 +270,10 @@ async function act(ctx: StorageContext, hold: Hold, state: StorageState, d: Excl
       labels: { [STATE_LABEL]: state.metadata.uid ?? '', ...(ctx.mode === 'outrigger' ? { [MIGRATOR_LABEL]: MIGRATOR_LABEL_VALUE } : {}) },
     };
     const r = migrationResource(ctx);
-    const spec = ctx.mode === 'in-tree' ? { resource } : { resource: { ...resource, version: await servingVersion(ctx.kube, resource.group, resource.resource) } };
+    const spec =
+      ctx.mode === 'in-tree'
+        ? { resource }
+        : { resource: { ...resource, version: await servingVersion(ctx.kube, resource.group, resource.resource) } };
     try {
       await ctx.kube.create(r, { apiVersion: apiVersionOf(r), kind: 'StorageVersionMigration', metadata: meta, spec });
       result.created.push(mname);
@@ -223,7 +285,14 @@ async function act(ctx: StorageContext, hold: Hold, state: StorageState, d: Excl
   if (d.action === 'narrow') {
     await guard();
     try {
-      await ctx.kube.patch(storageStates, name, undefined, { metadata: { resourceVersion: state.metadata.resourceVersion }, status: { persistedStorageVersionHashes: [d.hash] } }, 'merge', { subresource: 'status' });
+      await ctx.kube.patch(
+        storageStates,
+        name,
+        undefined,
+        { metadata: { resourceVersion: state.metadata.resourceVersion }, status: { persistedStorageVersionHashes: [d.hash] } },
+        'merge',
+        { subresource: 'status' },
+      );
       result.narrowed.push(name);
     } catch (err) {
       // A reporter wrote in between; the next pass decides again on what it wrote.

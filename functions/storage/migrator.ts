@@ -60,7 +60,11 @@ interface CRD extends KubeObject {
 }
 
 /** Runs (or resumes) one migration until it finishes or `shouldPause` says the invocation is nearly out of time. */
-export async function runMigration(ctx: MigratorContext, name: string, opts: { shouldPause?: () => boolean; chunk?: number } = {}): Promise<MigrateResult> {
+export async function runMigration(
+  ctx: MigratorContext,
+  name: string,
+  opts: { shouldPause?: () => boolean; chunk?: number } = {},
+): Promise<MigrateResult> {
   const result: MigrateResult = { migration: name, outcome: 'gone', chunks: 0, rewritten: 0, conflicts: 0, notFound: 0, expiredTokens: 0 };
   let svm = await ctx.kube.find<StorageVersionMigration>(migrations, name);
   if (!svm) return result;
@@ -78,13 +82,32 @@ export async function runMigration(ctx: MigratorContext, name: string, opts: { s
       if (!progress) {
         const crd = crdName ? await ctx.kube.find<CRD>(Resources.customResourceDefinitions, crdName) : undefined;
         const storageVersion = crd?.spec.versions.find((v) => v.storage)?.name;
-        progress = startProgress(ctx.now(), crd && storageVersion ? { storageVersion, generation: crd.metadata.generation ?? 0 } : undefined);
+        progress = startProgress(
+          ctx.now(),
+          crd && storageVersion ? { storageVersion, generation: crd.metadata.generation ?? 0 } : undefined,
+        );
       }
-      const conditions = conditionsFor(svm.status?.conditions, 'Running', ctx.now(), 'MigrationStarted', `rewriting ${resource}${group ? `.${group}` : ''} through ${version}`);
-      svm = await ctx.kube.patch<StorageVersionMigration>(migrations, name, undefined, { status: { conditions, progress } }, 'merge', { subresource: 'status' });
+      const conditions = conditionsFor(
+        svm.status?.conditions,
+        'Running',
+        ctx.now(),
+        'MigrationStarted',
+        `rewriting ${resource}${group ? `.${group}` : ''} through ${version}`,
+      );
+      svm = await ctx.kube.patch<StorageVersionMigration>(migrations, name, undefined, { status: { conditions, progress } }, 'merge', {
+        subresource: 'status',
+      });
       // A migration.k8s.io CRD without status.progress in its schema (kube-storage-version-migrator's) prunes it:
       // every invocation would start over, and a large resource would never finish.
-      if (!progressOf(svm)) return await finish(ctx, svm, result, 'Failed', 'ProgressNotKept', 'status.progress was pruned: the StorageVersionMigration CRD is not Outrigger\'s (apply cluster/crds/storageversionmigrations.yaml)');
+      if (!progressOf(svm))
+        return await finish(
+          ctx,
+          svm,
+          result,
+          'Failed',
+          'ProgressNotKept',
+          "status.progress was pruned: the StorageVersionMigration CRD is not Outrigger's (apply cluster/crds/storageversionmigrations.yaml)",
+        );
     }
     const limit = pLimit(8);
     while (!progress.complete) {
@@ -93,12 +116,26 @@ export async function runMigration(ctx: MigratorContext, name: string, opts: { s
         page = await ctx.kube.listMetadata(target, { limit: opts.chunk ?? CHUNK, continue: progress.continueToken || undefined });
       } catch (err) {
         if (isKubeError(err, 'Gone') && progress.continueToken) {
-          ctx.log?.('info', err.continueToken ? 'continue token expired; going on from the apiserver\'s token' : 'continue token expired; restarting the list', { migration: name });
+          ctx.log?.(
+            'info',
+            err.continueToken
+              ? "continue token expired; going on from the apiserver's token"
+              : 'continue token expired; restarting the list',
+            { migration: name },
+          );
           result.expiredTokens += 1;
           progress = await saveProgress(ctx, name, afterExpiry(progress, err.continueToken, ctx.now()));
           continue;
         }
-        if (isKubeError(err, 'NotFound')) return await finish(ctx, svm, result, 'Failed', 'ResourceNotServed', `the cluster does not serve ${resource} in ${group}/${version}`);
+        if (isKubeError(err, 'NotFound'))
+          return await finish(
+            ctx,
+            svm,
+            result,
+            'Failed',
+            'ResourceNotServed',
+            `the cluster does not serve ${resource} in ${group}/${version}`,
+          );
         if (isKubeError(err, 'Transient')) throw err;
         return await finish(ctx, svm, result, 'Failed', 'ListFailed', err instanceof Error ? err.message : String(err));
       }
@@ -126,7 +163,15 @@ export async function runMigration(ctx: MigratorContext, name: string, opts: { s
       result.rewritten += chunk.rewritten;
       result.conflicts += chunk.conflicts;
       result.notFound += chunk.notFound;
-      if (failures.length) return await finish(ctx, svm, result, 'Failed', 'RewriteFailed', `${failures.length} object(s) could not be rewritten; first: ${failures[0]}`);
+      if (failures.length)
+        return await finish(
+          ctx,
+          svm,
+          result,
+          'Failed',
+          'RewriteFailed',
+          `${failures.length} object(s) could not be rewritten; first: ${failures[0]}`,
+        );
       progress = await saveProgress(ctx, name, afterChunk(progress, chunk, page.metadata.continue || undefined, ctx.now()));
       if (!progress.complete && opts.shouldPause?.()) return { ...result, outcome: 'paused', progress };
     }
@@ -150,7 +195,11 @@ async function saveProgress(ctx: MigratorContext, name: string, progress: Migrat
 }
 
 /** storedVersions := [storage version], when the verdict allows; a CRD changed meanwhile is judged again. */
-async function narrowStoredVersions(kube: KubeClient, name: string, progress: MigrationProgress): Promise<{ storedVersions: string[] } | { reason: string }> {
+async function narrowStoredVersions(
+  kube: KubeClient,
+  name: string,
+  progress: MigrationProgress,
+): Promise<{ storedVersions: string[] } | { reason: string }> {
   for (;;) {
     const crd = await kube.find<CRD>(Resources.customResourceDefinitions, name);
     if (!crd) return { reason: 'the CRD is gone' };
@@ -159,7 +208,14 @@ async function narrowStoredVersions(kube: KubeClient, name: string, progress: Mi
     if (!verdict.narrow) return { reason: verdict.reason };
     if (crd.status?.storedVersions?.length === 1 && crd.status.storedVersions[0] === storage) return { storedVersions: [storage!] };
     try {
-      await kube.patch(Resources.customResourceDefinitions, name, undefined, { metadata: { resourceVersion: crd.metadata.resourceVersion }, status: { storedVersions: [storage] } }, 'merge', { subresource: 'status', metadataOnly: true });
+      await kube.patch(
+        Resources.customResourceDefinitions,
+        name,
+        undefined,
+        { metadata: { resourceVersion: crd.metadata.resourceVersion }, status: { storedVersions: [storage] } },
+        'merge',
+        { subresource: 'status', metadataOnly: true },
+      );
       return { storedVersions: [storage!] };
     } catch (err) {
       if (!isKubeError(err, 'Conflict')) throw err;
@@ -167,9 +223,19 @@ async function narrowStoredVersions(kube: KubeClient, name: string, progress: Mi
   }
 }
 
-async function finish(ctx: MigratorContext, svm: StorageVersionMigration, result: MigrateResult, phase: 'Succeeded' | 'Failed', reason: string, message: string): Promise<MigrateResult> {
+async function finish(
+  ctx: MigratorContext,
+  svm: StorageVersionMigration,
+  result: MigrateResult,
+  phase: 'Succeeded' | 'Failed',
+  reason: string,
+  message: string,
+): Promise<MigrateResult> {
   const conditions = conditionsFor(svm.status?.conditions, phase, ctx.now(), reason, message);
-  await ctx.kube.patch(migrations, svm.metadata.name ?? '', undefined, { status: { conditions } }, 'merge', { subresource: 'status', metadataOnly: true });
+  await ctx.kube.patch(migrations, svm.metadata.name ?? '', undefined, { status: { conditions } }, 'merge', {
+    subresource: 'status',
+    metadataOnly: true,
+  });
   ctx.log?.('info', `migration ${phase.toLowerCase()}`, { migration: svm.metadata.name, detail: message });
   return { ...result, outcome: phase, message };
 }

@@ -9,9 +9,29 @@
 // connections and reads the apiservers' identity leases: every hash any sample saw is reported (so persisted
 // holds each), and the control plane's record moves on any change (shared/storage/control-plane.ts).
 import pLimit from 'p-limit';
-import { apiVersionOf, discoverStorageVersions, isKubeError, Resources, type KubeClient, type KubeObject, type StorageDiscovery, type StorageVersionEntry } from '../../shared/kube/index.ts';
+import {
+  apiVersionOf,
+  discoverStorageVersions,
+  isKubeError,
+  Resources,
+  type KubeClient,
+  type KubeObject,
+  type StorageDiscovery,
+  type StorageVersionEntry,
+} from '../../shared/kube/index.ts';
 import { VersionConflictError } from '../../shared/state/index.ts';
-import { heartbeatPatch, isStale, mergeSamples, missedPolls, observeControlPlane, report, storageStateName, type ControlPlaneRecord, type SampledResource, type StorageState } from '../../shared/storage/index.ts';
+import {
+  heartbeatPatch,
+  isStale,
+  mergeSamples,
+  missedPolls,
+  observeControlPlane,
+  report,
+  storageStateName,
+  type ControlPlaneRecord,
+  type SampledResource,
+  type StorageState,
+} from '../../shared/storage/index.ts';
 import { controlPlaneKey, epochKey, pollKey, storageStates, type PollRecord, type StorageContext } from './context.ts';
 import { lead, type LeadResult } from './leader.ts';
 
@@ -42,27 +62,53 @@ export interface Reporter {
   sample?: (() => KubeClient) | undefined;
 }
 
-export async function pollReporter(ctx: StorageContext, reporter: Reporter, opts: { groups?: readonly string[] | undefined; lead?: boolean } = {}): Promise<PollResult> {
+export async function pollReporter(
+  ctx: StorageContext,
+  reporter: Reporter,
+  opts: { groups?: readonly string[] | undefined; lead?: boolean } = {},
+): Promise<PollResult> {
   const now = ctx.now();
   const started = Date.now();
-  const [discovery, listed, lastPolls] = await Promise.all([discover(ctx, reporter, opts.groups, now), ctx.kube.listAll<StorageState>(storageStates), readLastPolls(ctx, reporter.id)]);
+  const [discovery, listed, lastPolls] = await Promise.all([
+    discover(ctx, reporter, opts.groups, now),
+    ctx.kube.listAll<StorageState>(storageStates),
+    readLastPolls(ctx, reporter.id),
+  ]);
   const existing = new Map(listed.map((s) => [s.metadata.name ?? '', s]));
-  const missed = Object.entries(lastPolls).map(([id, t]) => [id, missedPolls(t, now, ctx.periodMs)] as const).filter(([, n]) => n > 0);
-  const result: PollResult = { reporter: reporter.id, resources: discovery.resources.length, created: 0, changed: 0, heartbeats: 0, reset: 0, conflicts: 0, failedGroups: discovery.failed, missedPolls: Object.fromEntries(missed) };
-  for (const f of discovery.failed) ctx.log?.('warn', 'discovery failed for a group version; resources served only there keep their last heartbeat', { reporter: reporter.id, ...f });
+  const missed = Object.entries(lastPolls)
+    .map(([id, t]) => [id, missedPolls(t, now, ctx.periodMs)] as const)
+    .filter(([, n]) => n > 0);
+  const result: PollResult = {
+    reporter: reporter.id,
+    resources: discovery.resources.length,
+    created: 0,
+    changed: 0,
+    heartbeats: 0,
+    reset: 0,
+    conflicts: 0,
+    failedGroups: discovery.failed,
+    missedPolls: Object.fromEntries(missed),
+  };
+  for (const f of discovery.failed)
+    ctx.log?.('warn', 'discovery failed for a group version; resources served only there keep their last heartbeat', {
+      reporter: reporter.id,
+      ...f,
+    });
   const limit = pLimit(WRITE_CONCURRENCY);
   const reported = await Promise.all(
     discovery.resources.map((r) =>
       limit(async () => {
         // Each hash a sample saw, in turn: persisted gains every one of them.
         let state = existing.get(storageStateName(r));
-        for (const hash of r.hashes) state = await reportResource(ctx, reporter.id, { ...r, storageVersionHash: hash }, state, now, lastPolls, result);
+        for (const hash of r.hashes)
+          state = await reportResource(ctx, reporter.id, { ...r, storageVersionHash: hash }, state, now, lastPolls, result);
         return state!;
       }),
     ),
   );
   // Every group version read and every entry written: a successful poll, which vouches for every resource.
-  if (!discovery.failed.length) await ctx.state.records.put<PollRecord>(pollKey(ctx.cluster, reporter.id), { time: now.toISOString() }, 'any');
+  if (!discovery.failed.length)
+    await ctx.state.records.put<PollRecord>(pollKey(ctx.cluster, reporter.id), { time: now.toISOString() }, 'any');
   result.reportMs = Date.now() - started;
   if (opts.lead !== false) {
     const leading = Date.now();
@@ -77,7 +123,12 @@ export async function pollReporter(ctx: StorageContext, reporter: Reporter, opts
  * The reporter's discovery: one read, or with `ctx.samples` that many over fresh connections, merged, with the
  * apiservers' identities recorded in the control plane's record (a compare-and-set).
  */
-async function discover(ctx: StorageContext, reporter: Reporter, groups: readonly string[] | undefined, now: Date): Promise<{ resources: SampledResource[]; failed: StorageDiscovery['failed'] }> {
+async function discover(
+  ctx: StorageContext,
+  reporter: Reporter,
+  groups: readonly string[] | undefined,
+  now: Date,
+): Promise<{ resources: SampledResource[]; failed: StorageDiscovery['failed'] }> {
   if (!ctx.samples || !reporter.sample) {
     const one = await discoverStorageVersions(reporter.client, { groups });
     return { resources: one.resources.map((r) => ({ ...r, hashes: [r.storageVersionHash] })), failed: one.failed };
@@ -98,7 +149,11 @@ async function discover(ctx: StorageContext, reporter: Reporter, groups: readonl
     if (next === previous?.value) break;
     try {
       await ctx.state.records.put(controlPlaneKey(ctx.cluster), next, previous?.version ?? 'absent');
-      ctx.log?.('info', 'control plane changed', { generation: next.generation, identities: next.identities.length, disagreeing: merged.disagreeing.slice(0, 10) });
+      ctx.log?.('info', 'control plane changed', {
+        generation: next.generation,
+        identities: next.identities.length,
+        disagreeing: merged.disagreeing.slice(0, 10),
+      });
       break;
     } catch (err) {
       // Another poll wrote first: observe again on top of what it wrote.
@@ -110,7 +165,10 @@ async function discover(ctx: StorageContext, reporter: Reporter, groups: readonl
 
 /** The apiservers' identity leases in kube-system, as `<lease>/<holder>`: a restarted apiserver holds its lease anew. */
 async function apiserverIdentities(kube: KubeClient): Promise<string[]> {
-  const leases = await kube.listAll<KubeObject & { spec?: { holderIdentity?: string } }>(Resources.leases, { namespace: 'kube-system', labelSelector: 'apiserver.kubernetes.io/identity=kube-apiserver' });
+  const leases = await kube.listAll<KubeObject & { spec?: { holderIdentity?: string } }>(Resources.leases, {
+    namespace: 'kube-system',
+    labelSelector: 'apiserver.kubernetes.io/identity=kube-apiserver',
+  });
   return leases.map((l) => `${l.metadata.name ?? ''}/${l.spec?.holderIdentity ?? ''}`);
 }
 
@@ -123,14 +181,24 @@ async function readLastPolls(ctx: StorageContext, self: string): Promise<Record<
 }
 
 /** Writes this reporter's entry; returns the state as written. */
-async function reportResource(ctx: StorageContext, reporter: string, r: StorageVersionEntry, listed: StorageState | undefined, now: Date, lastPolls: Readonly<Record<string, Date>>, result: PollResult): Promise<StorageState> {
+async function reportResource(
+  ctx: StorageContext,
+  reporter: string,
+  r: StorageVersionEntry,
+  listed: StorageState | undefined,
+  now: Date,
+  lastPolls: Readonly<Record<string, Date>>,
+  result: PollResult,
+): Promise<StorageState> {
   const name = storageStateName(r);
   let current = listed;
   for (let attempt = 1; ; attempt += 1) {
     try {
       if (current && isStale(current.status, now, ctx.periodMs, lastPolls)) {
         // Nobody has heartbeated for a period: changes may have been missed (the start-up check).
-        await ctx.kube.delete(storageStates, name, undefined, { preconditions: { uid: current.metadata.uid!, resourceVersion: current.metadata.resourceVersion! } });
+        await ctx.kube.delete(storageStates, name, undefined, {
+          preconditions: { uid: current.metadata.uid!, resourceVersion: current.metadata.resourceVersion! },
+        });
         result.reset += 1;
         current = undefined;
       }
@@ -145,19 +213,37 @@ async function reportResource(ctx: StorageContext, reporter: string, r: StorageV
       }
       const next = report(current.status, { reporter, hash: r.storageVersionHash, now, lastPoll: lastPolls[reporter] }, ctx.periodMs);
       if (next.change === 'heartbeat' && attempt === 1) {
-        const written = await ctx.kube.patch<StorageState>(storageStates, name, undefined, heartbeatPatch(current, { reporter, hash: r.storageVersionHash, now }), 'json', { subresource: 'status' });
+        const written = await ctx.kube.patch<StorageState>(
+          storageStates,
+          name,
+          undefined,
+          heartbeatPatch(current, { reporter, hash: r.storageVersionHash, now }),
+          'json',
+          { subresource: 'status' },
+        );
         result.heartbeats += 1;
         return written;
       }
       if (next.change !== 'heartbeat') await ctx.state.records.increment(epochKey(ctx.cluster, name));
-      const written = await ctx.kube.patch<StorageState>(storageStates, name, undefined, { metadata: { resourceVersion: current.metadata.resourceVersion }, status: next.status }, 'merge', { subresource: 'status' });
+      const written = await ctx.kube.patch<StorageState>(
+        storageStates,
+        name,
+        undefined,
+        { metadata: { resourceVersion: current.metadata.resourceVersion }, status: next.status },
+        'merge',
+        { subresource: 'status' },
+      );
       if (next.change === 'created') result.created += 1;
       else if (next.change === 'hash') result.changed += 1;
       else result.heartbeats += 1;
       return written;
     } catch (err) {
       // A failed test operation answers 422; the retry is a plain compare-and-set, where a real 422 shows again.
-      const raced = isKubeError(err, 'Conflict') || isKubeError(err, 'AlreadyExists') || isKubeError(err, 'NotFound') || (attempt === 1 && isKubeError(err, 'Invalid'));
+      const raced =
+        isKubeError(err, 'Conflict') ||
+        isKubeError(err, 'AlreadyExists') ||
+        isKubeError(err, 'NotFound') ||
+        (attempt === 1 && isKubeError(err, 'Invalid'));
       if (!raced || attempt >= CAS_ATTEMPTS) throw err;
       // Another reporter wrote first (or the state was recreated): read it again and redo the step.
       result.conflicts += 1;
@@ -165,4 +251,3 @@ async function reportResource(ctx: StorageContext, reporter: string, r: StorageV
     }
   }
 }
-

@@ -45,11 +45,20 @@ const printable = (max: number) => z.string().check(z.regex(/^[!-~]+$/, 'must be
 export const MAX_ENVELOPE_DEPTH = 100;
 
 const dnsLabel = () => z.string().check(z.regex(DNS_LABEL, 'must be a DNS-1123 label: lower-case letters, digits and -, at most 63'));
-const dnsSubdomain = () => z.string().check(z.regex(DNS_SUBDOMAIN, 'must be a DNS-1123 subdomain: lower-case letters, digits, - and ., at most 253'));
+const dnsSubdomain = () =>
+  z.string().check(z.regex(DNS_SUBDOMAIN, 'must be a DNS-1123 subdomain: lower-case letters, digits, - and ., at most 253'));
 const uuid = () => z.string().check(z.regex(UUID, 'must be an RFC 4122 UUID, as the apiserver assigns'));
 
 const objectSchema = z.looseObject({
-  apiVersion: z.string().check(z.regex(/^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, 'must be <group>/<version> or <version>, DNS names'), z.maxLength(317)),
+  apiVersion: z
+    .string()
+    .check(
+      z.regex(
+        /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/,
+        'must be <group>/<version> or <version>, DNS names',
+      ),
+      z.maxLength(317),
+    ),
   kind: z.string().check(z.regex(/^[A-Za-z][A-Za-z0-9]{0,62}$/, 'must be a kind: letters and digits, at most 63')),
   metadata: z.looseObject({
     name: dnsSubdomain(),
@@ -131,7 +140,12 @@ export function watchEventType(envelope: Pick<Envelope, 'type'>): WatchEventType
  * Parses a JSON message body (or an already parsed value) and validates it with `schema`; a message too
  * large, not JSON or not valid throws the error `malformed` makes, naming the first bad field.
  */
-export function parseMessage<T>(body: unknown, schema: z.ZodMiniType<T>, malformed: (field: string, problem: string) => MalformedMessageError, whole: string): T {
+export function parseMessage<T>(
+  body: unknown,
+  schema: z.ZodMiniType<T>,
+  malformed: (field: string, problem: string) => MalformedMessageError,
+  whole: string,
+): T {
   let value: unknown = body;
   if (typeof body === 'string') {
     const bytes = Buffer.byteLength(body, 'utf8');

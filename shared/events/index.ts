@@ -21,7 +21,13 @@ export interface EventSpec {
 export type Reporter = { controller: string; instance: string };
 
 /** The Event for `regarding` (pure): named `<object>.<random>`, in the object's namespace (`default` for a cluster-scoped one). */
-export function eventFor(regarding: Pick<KubeObject, 'apiVersion' | 'kind' | 'metadata'>, spec: EventSpec, reporter: Reporter, now: Date, suffix = randomBytes(8).toString('hex')): KubeObject {
+export function eventFor(
+  regarding: Pick<KubeObject, 'apiVersion' | 'kind' | 'metadata'>,
+  spec: EventSpec,
+  reporter: Reporter,
+  now: Date,
+  suffix = randomBytes(8).toString('hex'),
+): KubeObject {
   const { name = '', namespace, uid, resourceVersion } = regarding.metadata;
   return {
     apiVersion: 'events.k8s.io/v1',
@@ -34,7 +40,13 @@ export function eventFor(regarding: Pick<KubeObject, 'apiVersion' | 'kind' | 'me
     action: spec.action,
     reason: spec.reason,
     // A note is at most 1 KB.
-    note: Buffer.byteLength(spec.note) > 1024 ? `${Buffer.from(spec.note).subarray(0, 1020).toString('utf8').replace(/\uFFFD$/, '')}...` : spec.note,
+    note:
+      Buffer.byteLength(spec.note) > 1024
+        ? `${Buffer.from(spec.note)
+            .subarray(0, 1020)
+            .toString('utf8')
+            .replace(/\uFFFD$/, '')}...`
+        : spec.note,
     type: spec.type,
     regarding: { apiVersion: regarding.apiVersion, kind: regarding.kind, name, namespace, uid, resourceVersion },
   };
@@ -51,6 +63,10 @@ export async function recordEvent(
   try {
     await kube.create(events, eventFor(regarding, spec, reporter, new Date()));
   } catch (err) {
-    log?.('could not record an event', { reason: spec.reason, object: `${regarding.kind}/${regarding.metadata.name}`, error: err instanceof Error ? err.message : String(err) });
+    log?.('could not record an event', {
+      reason: spec.reason,
+      object: `${regarding.kind}/${regarding.metadata.name}`,
+      error: err instanceof Error ? err.message : String(err),
+    });
   }
 }

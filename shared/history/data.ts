@@ -28,7 +28,9 @@ export function parsePath(path: string): string[] {
   if (!PATH.test(path)) throw new PathError(`field path ${JSON.stringify(path)} is not a dotted path such as spec.template`);
   const parts = path.split('.');
   if (parts[0] === 'metadata' || parts[0] === 'status' || parts[0] === 'apiVersion' || parts[0] === 'kind') {
-    throw new PathError(`field path ${JSON.stringify(path)} is not target state: it must be under spec or another field of the object's specification`);
+    throw new PathError(
+      `field path ${JSON.stringify(path)} is not target state: it must be under spec or another field of the object's specification`,
+    );
   }
   return parts;
 }
@@ -159,7 +161,11 @@ export function parentLabelValue(parentName: string): string {
 }
 
 /** The labels that select one parent's revisions: its name and its kind (with group). */
-export function parentLabels(parent: { kind?: string | undefined; apiVersion?: string | undefined; metadata: { name?: string | undefined } }): Record<string, string> {
+export function parentLabels(parent: {
+  kind?: string | undefined;
+  apiVersion?: string | undefined;
+  metadata: { name?: string | undefined };
+}): Record<string, string> {
   const group = (parent.apiVersion ?? '').includes('/') ? (parent.apiVersion ?? '').split('/')[0]! : 'core';
   return {
     'outrigger.dev/parent': parentLabelValue(parent.metadata.name ?? ''),
@@ -176,7 +182,11 @@ export function parentLabels(parent: { kind?: string | undefined; apiVersion?: s
  * Without such a template, the selector's matchLabels (all a selector of expressions alone cannot be
  * satisfied from). Labels that are not valid label keys and values are never returned.
  */
-export function selectorLabels(selector: LabelSelector | null | undefined, data: JsonObject, paths: readonly string[]): Record<string, string> {
+export function selectorLabels(
+  selector: LabelSelector | null | undefined,
+  data: JsonObject,
+  paths: readonly string[],
+): Record<string, string> {
   let compiled;
   try {
     compiled = compileSelector(selector);
@@ -193,7 +203,8 @@ export function selectorLabels(selector: LabelSelector | null | undefined, data:
 
 /** A copy of `value` if it is a map of valid label keys to valid label values. */
 function validLabels(value: unknown): Record<string, string> | undefined {
-  if (!value || typeof value !== 'object' || Array.isArray(value) || !Object.values(value).every((v) => typeof v === 'string')) return undefined;
+  if (!value || typeof value !== 'object' || Array.isArray(value) || !Object.values(value).every((v) => typeof v === 'string'))
+    return undefined;
   const labels = { ...(value as Record<string, string>) };
   try {
     compileSelector({ matchLabels: labels }); // checks every key and value as the apiserver would
@@ -205,5 +216,7 @@ function validLabels(value: unknown): Record<string, string> | undefined {
 }
 
 export function labelSelectorString(labels: Record<string, string>): string {
-  return Object.entries(labels).map(([k, v]) => `${k}=${v}`).join(',');
+  return Object.entries(labels)
+    .map(([k, v]) => `${k}=${v}`)
+    .join(',');
 }

@@ -112,7 +112,9 @@ const volume = fields({
   downwardAPI: fields({ defaultMode: is(420), items: each(fields({ fieldRef })) }),
   projected: fields({
     defaultMode: is(420),
-    sources: each(fields({ downwardAPI: fields({ items: each(fields({ fieldRef })) }), serviceAccountToken: fields({ expirationSeconds: is(3600) }) })),
+    sources: each(
+      fields({ downwardAPI: fields({ items: each(fields({ fieldRef })) }), serviceAccountToken: fields({ expirationSeconds: is(3600) }) }),
+    ),
   }),
   ephemeral: fields({ volumeClaimTemplate: fields({ spec: claimSpec }) }),
   // "Defaults to Always if :latest tag is specified, or IfNotPresent otherwise."
@@ -183,14 +185,21 @@ export function crdDefaults(crd: unknown, version: string): DefaultsSchema | und
 
 function fromOpenApi(s: unknown, own: boolean): DefaultsSchema | undefined {
   if (!isObj(s)) return undefined;
-  const out: { default?: Json; properties?: Record<string, DefaultsSchema>; items?: DefaultsSchema; additionalProperties?: DefaultsSchema } = {};
+  const out: {
+    default?: Json;
+    properties?: Record<string, DefaultsSchema>;
+    items?: DefaultsSchema;
+    additionalProperties?: DefaultsSchema;
+  } = {};
   if (own && s.default !== undefined && s.default !== null && s.nullable !== true) out.default = s.default as Json;
   if (isObj(s.properties)) {
     // fromEntries, so that a property named `__proto__` is a key like any other.
-    const properties = Object.fromEntries(Object.entries(s.properties).flatMap(([k, p]) => {
-      const d = fromOpenApi(p, true);
-      return d ? [[k, d] as const] : [];
-    }));
+    const properties = Object.fromEntries(
+      Object.entries(s.properties).flatMap(([k, p]) => {
+        const d = fromOpenApi(p, true);
+        return d ? [[k, d] as const] : [];
+      }),
+    );
     if (Object.keys(properties).length > 0) out.properties = properties;
   }
   const items = fromOpenApi(s.items, false);

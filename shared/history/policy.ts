@@ -46,7 +46,8 @@ const specSchema = z
           ctx.addIssue({ code: 'custom', path: ['targetState', i], message: (err as Error).message });
         }
       }
-      if (spec.mode === 'revisionKey' && !spec.revisionKey) ctx.addIssue({ code: 'custom', path: ['revisionKey'], message: 'mode revisionKey needs spec.revisionKey' });
+      if (spec.mode === 'revisionKey' && !spec.revisionKey)
+        ctx.addIssue({ code: 'custom', path: ['revisionKey'], message: 'mode revisionKey needs spec.revisionKey' });
     }),
   );
 

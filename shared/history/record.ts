@@ -54,10 +54,13 @@ export interface ParentState {
  * and of its revisions. An event of a generated object (a pod deleted) always takes the full sync.
  */
 export function recordMayAnswer(causes: readonly string[], parentUid: string): boolean {
-  return causes.length > 0 && causes.every((c) => {
-    const { kind, uid } = parseSyncCause(c);
-    return kind === 'ControllerRevision' || uid === parentUid;
-  });
+  return (
+    causes.length > 0 &&
+    causes.every((c) => {
+      const { kind, uid } = parseSyncCause(c);
+      return kind === 'ControllerRevision' || uid === parentUid;
+    })
+  );
 }
 
 /**
@@ -85,7 +88,11 @@ export function parentCauses(causes: readonly string[], parentUid: string): bool
  */
 export function recordAnswers(causes: readonly string[], parentUid: string, record: HistoryRecord, parent?: ParentState): boolean {
   if (causes.length === 0) return false;
-  const parentHolds = parent !== undefined && parent.digest === record.digest && parent.truncation === record.truncation && (parent.current || (compareResourceVersions(parent.resourceVersion, record.parentVersion) ?? -1) >= 0);
+  const parentHolds =
+    parent !== undefined &&
+    parent.digest === record.digest &&
+    parent.truncation === record.truncation &&
+    (parent.current || (compareResourceVersions(parent.resourceVersion, record.parentVersion) ?? -1) >= 0);
   return causes.every((c) => {
     const { kind, uid, resourceVersion, type } = parseSyncCause(c);
     if (kind === 'ControllerRevision') {
@@ -130,7 +137,9 @@ export function targetDigest(state: Json | undefined, defaults: DefaultsSchema |
 
 /** Which defaults the record's digests were made with: digests made with others do not compare. */
 export function defaultsKey(defaults: DefaultsSchema | undefined): string {
-  return createHash('sha256').update(JSON.stringify(defaults ?? null)).digest('hex');
+  return createHash('sha256')
+    .update(JSON.stringify(defaults ?? null))
+    .digest('hex');
 }
 
 /** The revisions as the record keeps them, or undefined when there are too many to keep. */
@@ -173,15 +182,23 @@ export function recordedRevisions(recorded: readonly RecordedRevision[], parent:
  * deletion of a revision it no longer holds or that is not the latest). A generated object's event, an orphan's
  * or a revision changed by someone else takes the list (and the claim).
  */
-export function recordListSuffices(causes: readonly string[], parentUid: string, record: HistoryRecord | undefined, defaults: string): boolean {
+export function recordListSuffices(
+  causes: readonly string[],
+  parentUid: string,
+  record: HistoryRecord | undefined,
+  defaults: string,
+): boolean {
   if (!record?.revisions || record.defaults !== defaults) return false;
   const held = new Set(record.revisions.map((r) => r.uid));
-  return causes.length > 0 && causes.every((c) => {
-    const { kind, uid, resourceVersion, type } = parseSyncCause(c);
-    if (kind !== 'ControllerRevision') return uid === parentUid;
-    if (type === 'deleted') return uid !== record.revisionUid || !held.has(uid ?? '');
-    return record.revisionsVersion !== undefined && resourceVersion === record.revisionsVersion;
-  });
+  return (
+    causes.length > 0 &&
+    causes.every((c) => {
+      const { kind, uid, resourceVersion, type } = parseSyncCause(c);
+      if (kind !== 'ControllerRevision') return uid === parentUid;
+      if (type === 'deleted') return uid !== record.revisionUid || !held.has(uid ?? '');
+      return record.revisionsVersion !== undefined && resourceVersion === record.revisionsVersion;
+    })
+  );
 }
 
 /** Seed 000's decision (decide) by digests: equal digests are semantically equal data, given one set of defaults. */

@@ -24,9 +24,7 @@ export function maxRevision(revisions: readonly ControllerRevision[]): number {
 }
 
 export type Outcome<T extends ControllerRevision> =
-  | { kind: 'unchanged'; revision: T }
-  | { kind: 'rollback'; revision: T; number: number }
-  | { kind: 'create'; number: number };
+  { kind: 'unchanged'; revision: T } | { kind: 'rollback'; revision: T; number: number } | { kind: 'create'; number: number };
 
 /**
  * Seed 000: equal to the latest revision, nothing to do; equal to an older one, a rollback (reuse it with the
@@ -77,7 +75,11 @@ export const PARENT_KIND_LABEL = 'outrigger.dev/parent-kind';
  * parent controls them and they carry the hash label those controllers set, but neither of Outrigger's labels
  * (README, "Coexistence"). A revision without the hash label is a stray, which history's claim releases.
  */
-export function foreignRevisions<T extends KubeObject>(revisions: readonly T[], parentKind: { group: string; kind: string }, parentUid?: string): T[] {
+export function foreignRevisions<T extends KubeObject>(
+  revisions: readonly T[],
+  parentKind: { group: string; kind: string },
+  parentUid?: string,
+): T[] {
   return revisions.filter((r) => {
     const ref = r.metadata.ownerReferences?.find((o) => o.controller === true);
     if (!ref || ref.kind !== parentKind.kind || parseApiVersion(ref.apiVersion).group !== parentKind.group) return false;

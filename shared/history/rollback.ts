@@ -10,7 +10,12 @@ export type JsonPatchOp = { op: 'add' | 'test'; path: string; value: Json } | { 
 /** The value without `$patch` directives, which are for strategic merge patches only. */
 export function withoutDirectives(value: Json | undefined): Json | undefined {
   if (Array.isArray(value)) return value.map((v) => withoutDirectives(v) ?? null);
-  if (value && typeof value === 'object') return Object.fromEntries(Object.entries(value).filter(([k]) => k !== '$patch').map(([k, v]) => [k, withoutDirectives(v) ?? null]));
+  if (value && typeof value === 'object')
+    return Object.fromEntries(
+      Object.entries(value)
+        .filter(([k]) => k !== '$patch')
+        .map(([k, v]) => [k, withoutDirectives(v) ?? null]),
+    );
   return value;
 }
 
@@ -62,7 +67,10 @@ export function rollbackPatch(data: Json | undefined, parent: JsonObject): JsonP
 export function applyRollback(doc: JsonObject, ops: readonly JsonPatchOp[]): JsonObject {
   const out = JSON.parse(JSON.stringify(doc)) as JsonObject;
   for (const op of ops) {
-    const parts = op.path.split('/').slice(1).map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'));
+    const parts = op.path
+      .split('/')
+      .slice(1)
+      .map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'));
     const leaf = parts.pop()!;
     let at: Json = out;
     for (const p of parts) {

@@ -10,7 +10,8 @@ import pRetry, { AbortError } from 'p-retry';
 import { parseRetryAfter } from '../kube/errors.ts';
 import type { Hook } from '../map/api.ts';
 
-export type HookFailure = 'Timeout' | 'Unreachable' | 'HTTPError' | 'MalformedAnswer' | 'FunctionError' | 'Refused' | 'AnswerTooLarge' | 'Unavailable';
+export type HookFailure =
+  'Timeout' | 'Unreachable' | 'HTTPError' | 'MalformedAnswer' | 'FunctionError' | 'Refused' | 'AnswerTooLarge' | 'Unavailable';
 
 /** The largest answer read, webhook or Lambda (a sync Lambda answer is at most 6 MB anyway). */
 export const MAX_ANSWER_BYTES = 4 * 1024 * 1024;
@@ -27,7 +28,11 @@ export class HookError extends Error {
   readonly detail: string | undefined;
   /** When the hook asked to be called again (a webhook's Retry-After, a Lambda hook's retryAfterSeconds), in seconds. */
   readonly retryAfterSeconds: number | undefined;
-  constructor(reason: HookFailure, message: string, opts: { cause?: unknown; status?: number; detail?: string; retryAfterSeconds?: number | undefined } = {}) {
+  constructor(
+    reason: HookFailure,
+    message: string,
+    opts: { cause?: unknown; status?: number; detail?: string; retryAfterSeconds?: number | undefined } = {},
+  ) {
     super(message, { cause: opts.cause });
     this.name = 'HookError';
     this.reason = reason;
@@ -69,7 +74,13 @@ export function signRequest(secret: string, timestamp: string, body: string): st
 }
 
 /** For hook authors: whether a request's signature is good and its timestamp within `toleranceSeconds` of `nowMs`. */
-export function verifyRequest(secret: string, headers: { timestamp: string | undefined; signature: string | undefined }, body: string, nowMs = Date.now(), toleranceSeconds = 300): boolean {
+export function verifyRequest(
+  secret: string,
+  headers: { timestamp: string | undefined; signature: string | undefined },
+  body: string,
+  nowMs = Date.now(),
+  toleranceSeconds = 300,
+): boolean {
   const { timestamp, signature } = headers;
   if (!timestamp || !signature || !/^\d+$/.test(timestamp) || Math.abs(nowMs / 1000 - Number(timestamp)) > toleranceSeconds) return false;
   const expected = Buffer.from(signRequest(secret, timestamp, body));
@@ -123,7 +134,8 @@ export class Hooks implements HookCaller {
       async () => {
         // An attempt gets the hook's timeout, or what is left of the pass's budget if that is less.
         const left = deadline === undefined ? Infinity : deadline - now();
-        if (left <= 0) throw new AbortError(new HookError('Timeout', `${hookName(hook)}: the pass's time budget ran out before it answered`));
+        if (left <= 0)
+          throw new AbortError(new HookError('Timeout', `${hookName(hook)}: the pass's time budget ran out before it answered`));
         const timeoutMs = Math.min(hook.timeoutSeconds * 1000, left);
         this.stats.attempts += 1;
         try {
@@ -131,7 +143,13 @@ export class Hooks implements HookCaller {
         } catch (err) {
           // A hook that says when to come back is not called again before then: the parent's retry waits for it.
           if (err instanceof HookError && err.retryAfterSeconds !== undefined) throw new AbortError(err);
-          if (err instanceof HookError && err.reason !== 'Timeout' && err.reason !== 'Unreachable' && !(err.reason === 'HTTPError' && retriable(err))) throw new AbortError(err);
+          if (
+            err instanceof HookError &&
+            err.reason !== 'Timeout' &&
+            err.reason !== 'Unreachable' &&
+            !(err.reason === 'HTTPError' && retriable(err))
+          )
+            throw new AbortError(err);
           throw err;
         }
       },
@@ -160,13 +178,23 @@ export class Hooks implements HookCaller {
     }
     if (res.status >= 300 && res.status < 400) {
       await res.body?.cancel().catch(() => undefined);
-      throw new HookError('Refused', `${hookName(hook)} answered a redirect (HTTP ${res.status}); redirects are not followed`, { status: res.status, detail: res.headers.get('location') ?? undefined });
+      throw new HookError('Refused', `${hookName(hook)} answered a redirect (HTTP ${res.status}); redirects are not followed`, {
+        status: res.status,
+        detail: res.headers.get('location') ?? undefined,
+      });
     }
     const text = await this.readCapped(hook, res, timeoutMs);
     if (res.status < 200 || res.status > 299) {
-      const retryAfterSeconds = res.status === 429 || res.status >= 500 ? parseRetryAfter(res.headers.get('retry-after') ?? undefined, new Date((this.opts.now ?? Date.now)())) : undefined;
+      const retryAfterSeconds =
+        res.status === 429 || res.status >= 500
+          ? parseRetryAfter(res.headers.get('retry-after') ?? undefined, new Date((this.opts.now ?? Date.now)()))
+          : undefined;
       const after = retryAfterSeconds === undefined ? '' : `; it asked to be called again after ${retryAfterSeconds} s`;
-      throw new HookError('HTTPError', `${hookName(hook)} answered HTTP ${res.status}${after}`, { status: res.status, detail: text.slice(0, 300), retryAfterSeconds });
+      throw new HookError('HTTPError', `${hookName(hook)} answered HTTP ${res.status}${after}`, {
+        status: res.status,
+        detail: text.slice(0, 300),
+        retryAfterSeconds,
+      });
     }
     return parseAnswer(hook, text);
   }
@@ -201,27 +229,45 @@ export class Hooks implements HookCaller {
 
   private async invoke(hook: Hook, body: string, timeoutMs: number): Promise<unknown> {
     // A local endpoint checks no signature; it gets placeholder credentials, as DynamoDB Local does.
-    const local = this.opts.lambdaEndpoint ? { endpoint: this.opts.lambdaEndpoint, region: this.opts.region ?? 'local', credentials: { accessKeyId: 'local', secretAccessKey: 'local' } } : {};
+    const local = this.opts.lambdaEndpoint
+      ? {
+          endpoint: this.opts.lambdaEndpoint,
+          region: this.opts.region ?? 'local',
+          credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+        }
+      : {};
     const { InvokeCommand, LambdaClient } = await import('@aws-sdk/client-lambda');
     this.lambda ??= new LambdaClient({ ...(this.opts.region ? { region: this.opts.region } : {}), ...local, maxAttempts: 1 });
     let out;
     try {
-      out = await this.lambda.send(new InvokeCommand({ FunctionName: hook.lambda!.functionName, Qualifier: hook.lambda!.qualifier, Payload: Buffer.from(body) }), {
-        abortSignal: AbortSignal.timeout(timeoutMs),
-      });
+      out = await this.lambda.send(
+        new InvokeCommand({ FunctionName: hook.lambda!.functionName, Qualifier: hook.lambda!.qualifier, Payload: Buffer.from(body) }),
+        {
+          abortSignal: AbortSignal.timeout(timeoutMs),
+        },
+      );
     } catch (err) {
       const status = (err as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
-      if (status) throw new HookError('HTTPError', `${hookName(hook)}: Invoke failed with HTTP ${status}: ${(err as Error).message}`, { cause: err, status });
+      if (status)
+        throw new HookError('HTTPError', `${hookName(hook)}: Invoke failed with HTTP ${status}: ${(err as Error).message}`, {
+          cause: err,
+          status,
+        });
       throw failure(hook, err, timeoutMs);
     }
     const payload = out.Payload ?? new Uint8Array();
-    if (payload.byteLength > (this.opts.maxAnswerBytes ?? MAX_ANSWER_BYTES)) throw new HookError('AnswerTooLarge', `${hookName(hook)} answered more than ${this.opts.maxAnswerBytes ?? MAX_ANSWER_BYTES} bytes`);
+    if (payload.byteLength > (this.opts.maxAnswerBytes ?? MAX_ANSWER_BYTES))
+      throw new HookError('AnswerTooLarge', `${hookName(hook)} answered more than ${this.opts.maxAnswerBytes ?? MAX_ANSWER_BYTES} bytes`);
     const text = Buffer.from(payload).toString('utf8');
-    if (out.FunctionError) throw new HookError('FunctionError', `${hookName(hook)} failed (${out.FunctionError === 'Unhandled' ? 'Unhandled' : 'Handled'})`, { detail: text.slice(0, 300) });
+    if (out.FunctionError)
+      throw new HookError('FunctionError', `${hookName(hook)} failed (${out.FunctionError === 'Unhandled' ? 'Unhandled' : 'Handled'})`, {
+        detail: text.slice(0, 300),
+      });
     const answer = parseAnswer(hook, text);
     // A Lambda hook has no Retry-After header: it answers {retryAfterSeconds: N} (and no outputs) instead.
     const retryAfterSeconds = lambdaRetryAfter(answer);
-    if (retryAfterSeconds !== undefined) throw new HookError('Unavailable', `${hookName(hook)} asked to be called again after ${retryAfterSeconds} s`, { retryAfterSeconds });
+    if (retryAfterSeconds !== undefined)
+      throw new HookError('Unavailable', `${hookName(hook)} asked to be called again after ${retryAfterSeconds} s`, { retryAfterSeconds });
     return answer;
   }
 }
@@ -240,11 +286,18 @@ function retriable(err: HookError): boolean {
 function failure(hook: Hook, err: unknown, timeoutMs: number): HookError {
   const name = (err as { name?: string }).name;
   if (name === 'TimeoutError' || name === 'AbortError') {
-    const clamped = timeoutMs < hook.timeoutSeconds * 1000 ? ` (what was left of the pass's time budget; its timeout is ${hook.timeoutSeconds} s)` : '';
-    return new HookError('Timeout', `${hookName(hook)} did not answer within ${Math.round(timeoutMs / 100) / 10} s${clamped}`, { cause: err });
+    const clamped =
+      timeoutMs < hook.timeoutSeconds * 1000 ? ` (what was left of the pass's time budget; its timeout is ${hook.timeoutSeconds} s)` : '';
+    return new HookError('Timeout', `${hookName(hook)} did not answer within ${Math.round(timeoutMs / 100) / 10} s${clamped}`, {
+      cause: err,
+    });
   }
   const cause = (err as { cause?: { code?: string; message?: string } }).cause;
-  return new HookError('Unreachable', `${hookName(hook)} could not be reached: ${cause?.code ?? cause?.message ?? (err as Error).message}`, { cause: err });
+  return new HookError(
+    'Unreachable',
+    `${hookName(hook)} could not be reached: ${cause?.code ?? cause?.message ?? (err as Error).message}`,
+    { cause: err },
+  );
 }
 
 function parseAnswer(hook: Hook, text: string): unknown {
@@ -252,6 +305,8 @@ function parseAnswer(hook: Hook, text: string): unknown {
     return JSON.parse(text);
   } catch (err) {
     // The parser's message quotes the answer: it goes to the log only.
-    throw new HookError('MalformedAnswer', `${hookName(hook)} answered something that is not JSON`, { detail: `${(err as Error).message}: ${text.slice(0, 100)}` });
+    throw new HookError('MalformedAnswer', `${hookName(hook)} answered something that is not JSON`, {
+      detail: `${(err as Error).message}: ${text.slice(0, 100)}`,
+    });
   }
 }

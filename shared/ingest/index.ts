@@ -22,7 +22,13 @@ export type IngestPlan =
    * Events to queue, and those refused (each dead-lettered with its reason): a refused event never costs the valid
    * ones beside it. `problem` names the first refusal.
    */
-  | { ok: true; envelopes: Envelope[]; deadLetters: IngestDeadLetter[]; problem?: string; counts: { accepted: number; envelopes: number; knative: number; refused: number } }
+  | {
+      ok: true;
+      envelopes: Envelope[];
+      deadLetters: IngestDeadLetter[];
+      problem?: string;
+      counts: { accepted: number; envelopes: number; knative: number; refused: number };
+    }
   /** Nothing to queue: the request as a whole, or every event in it, was refused. */
   | { ok: false; status: number; problem: string; deadLetters: IngestDeadLetter[] };
 
@@ -38,7 +44,12 @@ function refuse(first: IngestError, refused: number, deadLetters: IngestDeadLett
  * `clusters`: those this deployment serves; `allowed`: those the request's caller may speak for (the cluster
  * configuration's ingestPrincipals, see ingestClustersOf).
  */
-export function planIngest(request: IngestRequest, clusters: ReadonlySet<string>, allowed: ReadonlySet<string>, now = new Date()): IngestPlan {
+export function planIngest(
+  request: IngestRequest,
+  clusters: ReadonlySet<string>,
+  allowed: ReadonlySet<string>,
+  now = new Date(),
+): IngestPlan {
   let events: IncomingEvent[];
   try {
     events = readEvents(request);
@@ -54,7 +65,11 @@ export function planIngest(request: IngestRequest, clusters: ReadonlySet<string>
       knownCluster(scope, cluster, '?cluster');
     } catch (err) {
       if (!(err instanceof IngestError)) throw err;
-      return refuse(err, 1, events.map((e) => ({ body: e.text, reason: err.message })));
+      return refuse(
+        err,
+        1,
+        events.map((e) => ({ body: e.text, reason: err.message })),
+      );
     }
   }
   const results = events.map((event) => {

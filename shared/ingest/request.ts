@@ -55,7 +55,8 @@ function binaryEvent(request: IngestRequest): IncomingEvent {
   if (contentType) attributes.datacontenttype = contentType;
   let data: unknown = request.body;
   let problem: IngestError | undefined;
-  if (contentType && !/^application\/(?:[\w.+-]+\+)?json\b/i.test(contentType)) problem = new IngestError('datacontenttype', `is ${contentType}: the ingest takes JSON data only`, 415);
+  if (contentType && !/^application\/(?:[\w.+-]+\+)?json\b/i.test(contentType))
+    problem = new IngestError('datacontenttype', `is ${contentType}: the ingest takes JSON data only`, 415);
   else {
     try {
       data = JSON.parse(request.body);
@@ -93,6 +94,7 @@ export function readEvents(request: IngestRequest): IncomingEvent[] {
     const p = problems.get(i);
     return p === undefined ? {} : { problem: new IngestError(at ? at.slice(0, -1) : '(body)', p) };
   };
-  if (Array.isArray(value)) return value.map((v, i) => ({ value: v, at: `[${i}].`, text: request.body.slice(...elements[i]!), ...refused(`[${i}].`, i) }));
+  if (Array.isArray(value))
+    return value.map((v, i) => ({ value: v, at: `[${i}].`, text: request.body.slice(...elements[i]!), ...refused(`[${i}].`, i) }));
   return [{ value, at: '', text: request.body, ...refused('', -1) }];
 }

@@ -9,7 +9,9 @@ import { Resources, type KubeObject } from './resource.ts';
 
 export async function applyObject(client: KubeClient, obj: KubeObject): Promise<KubeObject> {
   if (!obj.apiVersion || !obj.kind || !obj.metadata?.name) {
-    throw new Error(`a manifest needs apiVersion, kind and metadata.name (got ${JSON.stringify({ apiVersion: obj.apiVersion, kind: obj.kind })})`);
+    throw new Error(
+      `a manifest needs apiVersion, kind and metadata.name (got ${JSON.stringify({ apiVersion: obj.apiVersion, kind: obj.kind })})`,
+    );
   }
   const r = await resolveKind(client, obj.apiVersion, obj.kind);
   const namespace = r.namespaced ? (obj.metadata.namespace ?? 'default') : undefined;
@@ -38,7 +40,7 @@ async function waitEstablished(client: KubeClient, name: string, timeoutMs: numb
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const crd = await client.get(Resources.customResourceDefinitions, name);
-    const conditions = ((crd.status as { conditions?: Array<{ type: string; status: string }> } | undefined)?.conditions ?? []);
+    const conditions = (crd.status as { conditions?: Array<{ type: string; status: string }> } | undefined)?.conditions ?? [];
     if (conditions.some((c) => c.type === 'Established' && c.status === 'True')) return;
     if (Date.now() > deadline) throw new Error(`CustomResourceDefinition ${name} was not Established within ${timeoutMs} ms`);
     await sleep(100);

@@ -119,7 +119,15 @@ interface Connection {
 /** Where requests go and through which pool. */
 interface Transport {
   /** http.request or https.request, to match `agent`. */
-  send: (options: { agent: HttpAgent; hostname: string; port: string; path: string; method: string; headers: OutgoingHttpHeaders; signal?: AbortSignal }) => ClientRequest;
+  send: (options: {
+    agent: HttpAgent;
+    hostname: string;
+    port: string;
+    path: string;
+    method: string;
+    headers: OutgoingHttpHeaders;
+    signal?: AbortSignal;
+  }) => ClientRequest;
   /** One per client: its connections stay alive from one request (and one warm Lambda invocation) to the next. */
   agent: HttpAgent;
   hostname: string;
@@ -180,7 +188,12 @@ export class KubeClient {
 
   /** This client, acting as another identity (Impersonation); the same endpoint, connections and stats. */
   as(impersonation: Impersonation): KubeClient {
-    const client = new KubeClient(this.source, { retry: this.retry, timeoutMs: this.timeoutMs, fieldManager: this.fieldManager, server: this.serverOverride });
+    const client = new KubeClient(this.source, {
+      retry: this.retry,
+      timeoutMs: this.timeoutMs,
+      fieldManager: this.fieldManager,
+      server: this.serverOverride,
+    });
     Object.assign(client, { stats: this.stats });
     client.base = this.base ?? this;
     client.impersonation = impersonation;
@@ -192,7 +205,12 @@ export class KubeClient {
     this.connection ??= this.source().then(
       (endpoint) => {
         const server = (this.serverOverride ?? endpoint.server).replace(/\/+$/, '');
-        return { server, defaultNamespace: endpoint.defaultNamespace, headers: endpoint.headers, transport: transportFor(server, endpoint) };
+        return {
+          server,
+          defaultNamespace: endpoint.defaultNamespace,
+          headers: endpoint.headers,
+          transport: transportFor(server, endpoint),
+        };
       },
       (err: unknown) => {
         // A kubeconfig being written, an exec plugin that failed once: the next request tries again.
@@ -225,7 +243,11 @@ export class KubeClient {
   /** `list`, answered with each object's metadata only (a PartialObjectMetadataList): no object body is read. */
   async listMetadata(r: GVR, opts: ListOptions = {}): Promise<KubeList> {
     const { namespace, ...query } = opts;
-    const list = await this.request<KubeList>('GET', resourcePath(r, { namespace }), { verb: 'list/metadata', query, accept: METADATA_LIST });
+    const list = await this.request<KubeList>('GET', resourcePath(r, { namespace }), {
+      verb: 'list/metadata',
+      query,
+      accept: METADATA_LIST,
+    });
     // An empty PartialObjectMetadataList comes as `"items": null` (Go's nil slice), unlike a full list.
     return { ...list, items: list.items ?? [] };
   }
@@ -243,7 +265,12 @@ export class KubeClient {
   }
 
   /** POST. `encode` writes the body when its bytes matter (a ControllerRevision's: shared/json.ts says why). */
-  async create<T extends KubeObject = KubeObject>(r: GVR, obj: T, namespace?: string, opts: { encode?: (body: unknown) => string } = {}): Promise<T> {
+  async create<T extends KubeObject = KubeObject>(
+    r: GVR,
+    obj: T,
+    namespace?: string,
+    opts: { encode?: (body: unknown) => string } = {},
+  ): Promise<T> {
     return this.request<T>('POST', resourcePath(r, { namespace: namespace ?? obj.metadata.namespace }), {
       verb: 'create',
       body: obj,
@@ -311,7 +338,11 @@ export class KubeClient {
     const what = `watch ${path}`;
     this.stats.count(metadataOnly ? 'watch/metadata' : 'watch');
     const query = { ...rest, watch: true };
-    const prepared = await this.prepare('GET', path, { query, ...(signal ? { signal } : {}), ...(metadataOnly ? { accept: METADATA } : {}) });
+    const prepared = await this.prepare('GET', path, {
+      query,
+      ...(signal ? { signal } : {}),
+      ...(metadataOnly ? { accept: METADATA } : {}),
+    });
     let res: IncomingMessage;
     try {
       res = await respond(prepared);
@@ -359,7 +390,14 @@ export class KubeClient {
   async request<T>(
     method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE',
     path: string,
-    opts: { verb: string; query?: Record<string, string | number | boolean | undefined>; body?: unknown; encode?: ((body: unknown) => string) | undefined; contentType?: string; accept?: string },
+    opts: {
+      verb: string;
+      query?: Record<string, string | number | boolean | undefined>;
+      body?: unknown;
+      encode?: ((body: unknown) => string) | undefined;
+      contentType?: string;
+      accept?: string;
+    },
   ): Promise<T> {
     const what = `${method} ${path}`;
     return pRetry(
@@ -413,7 +451,14 @@ export class KubeClient {
   private async prepare(
     method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE',
     path: string,
-    opts: { query?: Record<string, string | number | boolean | undefined>; body?: unknown; encode?: ((body: unknown) => string) | undefined; contentType?: string; accept?: string; signal?: AbortSignal },
+    opts: {
+      query?: Record<string, string | number | boolean | undefined>;
+      body?: unknown;
+      encode?: ((body: unknown) => string) | undefined;
+      contentType?: string;
+      accept?: string;
+      signal?: AbortSignal;
+    },
   ): Promise<Prepared> {
     const { server, headers: credentials, transport } = await this.open();
     const url = new URL(server + path);
@@ -470,7 +515,9 @@ function readBody(res: IncomingMessage, signal: AbortSignal | undefined): Promis
     res.on('end', () => resolve(rest ? Buffer.concat(rest).toString('utf8') : (first?.toString('utf8') ?? '')));
     res.on('error', (err) => reject(signal?.aborted ? signal.reason : err));
     // After 'end' this settles nothing; before it, the connection went without an error being reported.
-    res.on('close', () => reject(signal?.aborted ? signal.reason : Object.assign(new Error('the response ended early'), { code: 'ECONNRESET' })));
+    res.on('close', () =>
+      reject(signal?.aborted ? signal.reason : Object.assign(new Error('the response ended early'), { code: 'ECONNRESET' })),
+    );
   });
 }
 
@@ -478,7 +525,8 @@ function transportFor(server: string, endpoint: KubeEndpoint): Transport {
   const url = new URL(server);
   if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new Error(`server ${server}: only http and https are supported`);
   const https = url.protocol === 'https:';
-  if (endpoint.proxy && !/^https?:/.test(endpoint.proxy)) throw new Error(`proxy ${endpoint.proxy}: only http and https proxies are supported`);
+  if (endpoint.proxy && !/^https?:/.test(endpoint.proxy))
+    throw new Error(`proxy ${endpoint.proxy}: only http and https proxies are supported`);
   const options = {
     keepAlive: true,
     // TCP keep-alive probes after 30 s (from the connection's start, and again once it is idle in the pool): a
@@ -494,7 +542,8 @@ function transportFor(server: string, endpoint: KubeEndpoint): Transport {
   // Settings left undefined are left out: an explicit undefined would hide the agent's default (servername
   // from the host).
   const tls: TlsSettings = {};
-  for (const [k, v] of Object.entries(endpoint.tls) as Array<[keyof TlsSettings, unknown]>) if (v !== undefined) Object.assign(tls, { [k]: v });
+  for (const [k, v] of Object.entries(endpoint.tls) as Array<[keyof TlsSettings, unknown]>)
+    if (v !== undefined) Object.assign(tls, { [k]: v });
   return {
     send: https ? httpsRequest : httpRequest,
     agent: https ? new HttpsAgent({ ...options, ...tls }) : new HttpAgent(options),

@@ -60,10 +60,20 @@ export function connect(access: ClusterAccess, opts: KubeClientOptions = {}): Ku
     case 'token': {
       const { token } = access;
       if (typeof token === 'string' && token.trim() === '') throw new Error('cluster access: the bearer token is empty');
-      return new KubeClient(bearerEndpoint(access.server, access.caData, typeof token === 'string' ? () => Promise.resolve(token) : token), opts);
+      return new KubeClient(
+        bearerEndpoint(access.server, access.caData, typeof token === 'string' ? () => Promise.resolve(token) : token),
+        opts,
+      );
     }
     case 'secret':
-      return new KubeClient(bearerEndpoint(access.server, access.caData, secretTokenSource(access.secretArn, { region: access.region ?? access.secretArn.split(':')[3] })), opts);
+      return new KubeClient(
+        bearerEndpoint(
+          access.server,
+          access.caData,
+          secretTokenSource(access.secretArn, { region: access.region ?? access.secretArn.split(':')[3] }),
+        ),
+        opts,
+      );
     case 'eks': {
       const token = eksTokenSource({
         clusterName: access.clusterName,

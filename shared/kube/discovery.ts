@@ -121,7 +121,10 @@ function servedVersions(g: APIGroup): string[] {
  * a resource served in several versions is reported once, from the first version in servedVersions' order.
  * Subresources and resources without a hash are skipped.
  */
-export async function discoverStorageVersions(client: KubeClient, opts: { groups?: readonly string[] | undefined; concurrency?: number } = {}): Promise<StorageDiscovery> {
+export async function discoverStorageVersions(
+  client: KubeClient,
+  opts: { groups?: readonly string[] | undefined; concurrency?: number } = {},
+): Promise<StorageDiscovery> {
   const wanted = (g: string) => !opts.groups || opts.groups.includes(g);
   const targets: Array<{ group: string; version: string }> = [];
   if (wanted('')) targets.push({ group: '', version: 'v1' });

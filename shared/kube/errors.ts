@@ -2,16 +2,7 @@
 // so that "the object is gone" or "someone else changed it first" is decided in one place.
 
 export type KubeErrorKind =
-  | 'NotFound'
-  | 'AlreadyExists'
-  | 'Conflict'
-  | 'Invalid'
-  | 'Forbidden'
-  | 'Unauthorized'
-  | 'Gone'
-  | 'BadRequest'
-  | 'Transient'
-  | 'Unknown';
+  'NotFound' | 'AlreadyExists' | 'Conflict' | 'Invalid' | 'Forbidden' | 'Unauthorized' | 'Gone' | 'BadRequest' | 'Transient' | 'Unknown';
 
 /** The `Status` object the apiserver sends with an error, as far as Outrigger reads it. */
 export interface KubeStatus {
@@ -45,7 +36,11 @@ export class KubeError extends Error {
    */
   readonly continueToken: string | undefined;
 
-  constructor(kind: KubeErrorKind, message: string, opts: { status?: number; body?: KubeStatus; cause?: unknown; retryAfterSeconds?: number | undefined } = {}) {
+  constructor(
+    kind: KubeErrorKind,
+    message: string,
+    opts: { status?: number; body?: KubeStatus; cause?: unknown; retryAfterSeconds?: number | undefined } = {},
+  ) {
     super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
     this.name = 'KubeError';
     this.kind = kind;
@@ -120,7 +115,11 @@ export function kubeErrorFromResponse(status: number, body: string, what: string
   }
   const kind = (parsed?.reason && byReason[parsed.reason]) || byCode[status] || (status >= 500 ? 'Transient' : 'Unknown');
   const detail = parsed?.message ?? (body.length > 300 ? `${body.slice(0, 300)}…` : body);
-  return new KubeError(kind, `${what}: ${status} ${kind}: ${detail}`, { status, ...(parsed ? { body: parsed } : {}), retryAfterSeconds: parseRetryAfter(retryAfter) });
+  return new KubeError(kind, `${what}: ${status} ${kind}: ${detail}`, {
+    status,
+    ...(parsed ? { body: parsed } : {}),
+    retryAfterSeconds: parseRetryAfter(retryAfter),
+  });
 }
 
 /** A request that got no HTTP answer. These are transient: the next attempt may reach the server. */

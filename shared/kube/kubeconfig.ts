@@ -23,7 +23,10 @@ export async function kubeconfigEndpoint(path?: string, context?: string): Promi
   };
 }
 
-async function loadKubeConfig(path: string | undefined, context: string | undefined): Promise<{ kc: ClientNode.KubeConfig; server: string; proxy: string | undefined }> {
+async function loadKubeConfig(
+  path: string | undefined,
+  context: string | undefined,
+): Promise<{ kc: ClientNode.KubeConfig; server: string; proxy: string | undefined }> {
   const { KubeConfig } = await importClientNode();
   const kc = new KubeConfig();
   if (path) kc.loadFromFile(path);
@@ -40,7 +43,10 @@ async function importClientNode(): Promise<typeof ClientNode> {
   } catch (err) {
     // In Lambda the package is not there (it is external to the bundle and not deployed): say why, not just what.
     if ((err as { code?: unknown } | null)?.code === 'ERR_MODULE_NOT_FOUND' && String(err).includes(CLIENT_NODE)) {
-      throw new Error(`kubeconfig access is for local use (the local runtime, the CLI, tests), and ${CLIENT_NODE}, which reads kubeconfigs, is not part of a Lambda bundle: a deployed function reaches its clusters with \`eks\` or \`secret\` access`, { cause: err });
+      throw new Error(
+        `kubeconfig access is for local use (the local runtime, the CLI, tests), and ${CLIENT_NODE}, which reads kubeconfigs, is not part of a Lambda bundle: a deployed function reaches its clusters with \`eks\` or \`secret\` access`,
+        { cause: err },
+      );
     }
     throw err;
   }
@@ -68,7 +74,8 @@ function credentialHeaders(opts: RequestOptions): Record<string, string> {
   // As client-node itself does: basic auth first, so that a token (in `opts.headers`) wins over it.
   if (opts.auth) headers.authorization = `Basic ${Buffer.from(opts.auth).toString('base64')}`;
   if (opts.headers && !Array.isArray(opts.headers)) {
-    for (const [k, v] of Object.entries(opts.headers)) if (v !== undefined) headers[k.toLowerCase()] = Array.isArray(v) ? v.join(', ') : String(v);
+    for (const [k, v] of Object.entries(opts.headers))
+      if (v !== undefined) headers[k.toLowerCase()] = Array.isArray(v) ? v.join(', ') : String(v);
   }
   return headers;
 }

@@ -69,7 +69,10 @@ export function groupVersionPath(r: Pick<GVR, 'group' | 'version'>): string {
  * The REST path of a collection (no name) or an object. `namespace` undefined means cluster-scoped, or, for a
  * collection of a namespaced resource, all namespaces.
  */
-export function resourcePath(r: GVR, opts: { namespace?: string | undefined; name?: string | undefined; subresource?: string | undefined } = {}): string {
+export function resourcePath(
+  r: GVR,
+  opts: { namespace?: string | undefined; name?: string | undefined; subresource?: string | undefined } = {},
+): string {
   let path = groupVersionPath(r);
   if (opts.namespace) path += `/namespaces/${encodeURIComponent(opts.namespace)}`;
   path += `/${r.resource}`;

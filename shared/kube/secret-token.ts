@@ -18,7 +18,10 @@ function sdkReader(region: string | undefined): SecretReader {
   };
 }
 
-export function secretTokenSource(secretId: string, opts: { region?: string | undefined; ttlMs?: number; read?: SecretReader; now?: () => number } = {}): () => Promise<string> {
+export function secretTokenSource(
+  secretId: string,
+  opts: { region?: string | undefined; ttlMs?: number; read?: SecretReader; now?: () => number } = {},
+): () => Promise<string> {
   const read = opts.read ?? sdkReader(opts.region);
   return reusableToken(async () => tokenOf((await read(secretId)).SecretString, secretId), opts.ttlMs ?? 5 * 60_000, opts.now);
 }

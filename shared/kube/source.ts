@@ -97,7 +97,9 @@ async function relist(opts: WatchSourceOptions, known: Map<string, KubeObject>):
   let resourceVersion = '';
   do {
     const listOptions = { namespace: opts.namespace, labelSelector: opts.labelSelector, limit: 500, continue: cont };
-    const page = opts.metadataOnly ? await opts.client.listMetadata(opts.resource, listOptions) : await opts.client.list(opts.resource, listOptions);
+    const page = opts.metadataOnly
+      ? await opts.client.listMetadata(opts.resource, listOptions)
+      : await opts.client.list(opts.resource, listOptions);
     resourceVersion = page.metadata.resourceVersion ?? resourceVersion;
     cont = page.metadata.continue || undefined;
     for (const item of page.items) {
@@ -108,7 +110,8 @@ async function relist(opts: WatchSourceOptions, known: Map<string, KubeObject>):
       const old = known.get(uid);
       known.set(uid, obj);
       if (!old) await opts.onEvent({ type: 'added', object: obj });
-      else if (old.metadata.resourceVersion !== obj.metadata.resourceVersion) await opts.onEvent({ type: 'modified', object: obj, oldObject: old });
+      else if (old.metadata.resourceVersion !== obj.metadata.resourceVersion)
+        await opts.onEvent({ type: 'modified', object: obj, oldObject: old });
     }
   } while (cont);
   for (const [uid, obj] of known) {

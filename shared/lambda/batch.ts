@@ -12,7 +12,6 @@ import type { DeadLetterSink } from './dead-letter.ts';
 import { askedDelay, NotYet, RetryLater, type Retry } from './retry.ts';
 import { parseSyncRequest, type SyncRequest } from './sync-request.ts';
 
-
 export interface BatchOptions<T> {
   /** Does the work for one message. Throw to have it retried. */
   process: (message: T, record: SQSRecord) => Promise<void>;
@@ -28,7 +27,11 @@ export interface BatchOptions<T> {
  * Parses a record, or sends it to the dead-letter sink with the reason when it can never be processed.
  * Returns undefined for a dead-lettered record.
  */
-export async function parseOrDeadLetter<T>(record: SQSRecord, parse: (body: string) => T, opts: Omit<BatchOptions<T>, 'process'>): Promise<T | undefined> {
+export async function parseOrDeadLetter<T>(
+  record: SQSRecord,
+  parse: (body: string) => T,
+  opts: Omit<BatchOptions<T>, 'process'>,
+): Promise<T | undefined> {
   try {
     return parse(record.body);
   } catch (err) {
@@ -57,8 +60,14 @@ function fifoBatchHandler<T>(parse: (body: string) => T, opts: BatchOptions<T>):
       } catch (err) {
         const delay = err instanceof RetryLater ? askedDelay(err.afterSeconds) : undefined;
         if (delay !== undefined) asked.set(record.messageId, delay);
-        if (err instanceof NotYet) opts.log?.('info', 'not due yet; held back', { messageId: record.messageId, reason: err.message, retryAfterSeconds: delay });
-        else opts.log?.(err instanceof RetryLater ? 'warn' : 'error', 'processing failed; it will be retried', { messageId: record.messageId, error: String(err), ...(delay === undefined ? {} : { retryAfterSeconds: delay }) });
+        if (err instanceof NotYet)
+          opts.log?.('info', 'not due yet; held back', { messageId: record.messageId, reason: err.message, retryAfterSeconds: delay });
+        else
+          opts.log?.(err instanceof RetryLater ? 'warn' : 'error', 'processing failed; it will be retried', {
+            messageId: record.messageId,
+            error: String(err),
+            ...(delay === undefined ? {} : { retryAfterSeconds: delay }),
+          });
         throw err;
       }
     };

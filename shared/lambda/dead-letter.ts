@@ -25,7 +25,11 @@ export function fitDeadLetter<T extends { body: string; reason: string }>(letter
   if (bytes.length <= DEAD_LETTER_BODY_BYTES) return letter;
   // A streaming decode holds back a multi-byte character cut in half instead of emitting a replacement.
   const body = new TextDecoder().decode(bytes.subarray(0, DEAD_LETTER_BODY_BYTES), { stream: true });
-  return { ...letter, body, reason: `${letter.reason.slice(0, 900)} [the dead letter holds the first ${Buffer.byteLength(body)} of ${bytes.length} bytes]` };
+  return {
+    ...letter,
+    body,
+    reason: `${letter.reason.slice(0, 900)} [the dead letter holds the first ${Buffer.byteLength(body)} of ${bytes.length} bytes]`,
+  };
 }
 
 export interface DeadLetterSink {
@@ -51,7 +55,10 @@ export class SqsDeadLetterSink implements DeadLetterSink {
     let queueUrl: string;
     if (typeof this.queue === 'string') queueUrl = this.queue;
     else if (letter.queue) queueUrl = this.queue.deadLetterOf(letter.queue);
-    else throw new Error(`a dead letter from ${letter.source} names no queue it came from, so it has no dead-letter queue (reason: ${letter.reason})`);
+    else
+      throw new Error(
+        `a dead letter from ${letter.source} names no queue it came from, so it has no dead-letter queue (reason: ${letter.reason})`,
+      );
     const fifo = queueUrl.endsWith('.fifo');
     const { SendMessageCommand } = await import('@aws-sdk/client-sqs');
     await (this.client ?? (await sqsClient())).send(
@@ -64,7 +71,12 @@ export class SqsDeadLetterSink implements DeadLetterSink {
         },
         // Deduplicated by content (a redelivered message dead-lettered twice is kept once); the id is named here
         // so that a queue without content-based deduplication takes it too.
-        ...(fifo ? { MessageGroupId: 'dead-letter', MessageDeduplicationId: createHash('sha256').update(letter.body).update('\0').update(letter.reason).digest('hex') } : {}),
+        ...(fifo
+          ? {
+              MessageGroupId: 'dead-letter',
+              MessageDeduplicationId: createHash('sha256').update(letter.body).update('\0').update(letter.reason).digest('hex'),
+            }
+          : {}),
       }),
     );
   }
@@ -94,5 +106,7 @@ export function deadLetterSinkFromEnv(env: NodeJS.ProcessEnv = process.env): Dea
   if (env.OUTRIGGER_DEAD_LETTER_QUEUE_URL) return new SqsDeadLetterSink(env.OUTRIGGER_DEAD_LETTER_QUEUE_URL);
   if (env.OUTRIGGER_DEAD_LETTER_FILE) return new FileDeadLetterSink(env.OUTRIGGER_DEAD_LETTER_FILE);
   if (env.OUTRIGGER_QUEUE_URL_PREFIX) return new SqsDeadLetterSink(queueUrlsFromEnv(env));
-  throw new Error('no dead-letter destination: set OUTRIGGER_QUEUE_URL_PREFIX or OUTRIGGER_DEAD_LETTER_QUEUE_URL (AWS), or OUTRIGGER_DEAD_LETTER_FILE (local)');
+  throw new Error(
+    'no dead-letter destination: set OUTRIGGER_QUEUE_URL_PREFIX or OUTRIGGER_DEAD_LETTER_QUEUE_URL (AWS), or OUTRIGGER_DEAD_LETTER_FILE (local)',
+  );
 }

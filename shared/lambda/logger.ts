@@ -23,18 +23,36 @@ const OBJECT_FIELDS = ['parent', 'migration', 'policy', 'object', 'reporter', 'n
 const OUTCOME_FIELDS = ['outcome', 'action', 'error', 'problem', 'reason'] as const;
 const MAX_OUTCOME = 120;
 /** Keys Powertools adds to every line in Lambda (the context), not worth a terminal's width. */
-const CONTEXT_FIELDS = new Set(['function', 'cluster', 'key', 'lambda_request_id', 'function_name', 'function_arn', 'function_memory_size', 'function_request_id', 'cold_start', 'sampling_rate', 'xray_trace_id']);
+const CONTEXT_FIELDS = new Set([
+  'function',
+  'cluster',
+  'key',
+  'lambda_request_id',
+  'function_name',
+  'function_arn',
+  'function_memory_size',
+  'function_request_id',
+  'cold_start',
+  'sampling_rate',
+  'xray_trace_id',
+]);
 
 /**
  * One line: local time, function, cluster, the object and the outcome (an outcome field, or else the non-zero
  * counts), coloured for a terminal by level. '-' stands for what the entry does not name.
  */
-export function humanLine(base: Pick<UnformattedAttributes, 'timestamp' | 'logLevel' | 'message'>, fields: LogAttributes, opts: { color: boolean }): string {
-  const paint = (format: Parameters<typeof styleText>[0], text: string) => (opts.color ? styleText(format, text, { validateStream: false }) : text);
+export function humanLine(
+  base: Pick<UnformattedAttributes, 'timestamp' | 'logLevel' | 'message'>,
+  fields: LogAttributes,
+  opts: { color: boolean },
+): string {
+  const paint = (format: Parameters<typeof styleText>[0], text: string) =>
+    opts.color ? styleText(format, text, { validateStream: false }) : text;
   const key = typeof fields.key === 'object' && fields.key !== null ? (fields.key as Record<string, unknown>) : undefined;
   const cluster = text(fields.cluster ?? key?.cluster) || '-';
   const named = OBJECT_FIELDS.map((f) => text(fields[f])).find(Boolean);
-  const object = named ?? (key ? [key.kind, [key.namespace, key.name].filter(Boolean).join('/')].filter(Boolean).map(String).join(' ') : '') ?? '';
+  const object =
+    named ?? (key ? [key.kind, [key.namespace, key.name].filter(Boolean).join('/')].filter(Boolean).map(String).join(' ') : '') ?? '';
   const outcomeField = OUTCOME_FIELDS.map((f) => text(fields[f])).find(Boolean);
   const counts = Object.entries(fields)
     .filter(([k, v]) => typeof v === 'number' && v !== 0 && !CONTEXT_FIELDS.has(k))

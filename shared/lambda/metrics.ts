@@ -43,7 +43,10 @@ export type DomainMetric =
  * error kind, never a message), so each is a CloudWatch metric an alarm can name.
  */
 export class MetricsRecorder {
-  private readonly stored = new Map<string, { dimensions: Record<string, string>; values: Array<{ name: DomainMetric; unit: Unit; value: number }> }>();
+  private readonly stored = new Map<
+    string,
+    { dimensions: Record<string, string>; values: Array<{ name: DomainMetric; unit: Unit; value: number }> }
+  >();
 
   count(cluster: string, name: DomainMetric, value = 1, dimensions: Record<string, string> = {}): void {
     this.add(cluster, name, MetricUnit.Count, value, dimensions);

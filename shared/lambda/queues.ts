@@ -25,7 +25,10 @@ const DEAD_LETTER_FIFO = `-dlq${FIFO}`;
 export class QueueUrls {
   readonly prefix: string;
   constructor(prefix: string) {
-    if (!/^https?:\/\/[^/]+\/[^/]+\/[^/]*$/.test(prefix)) throw new Error(`OUTRIGGER_QUEUE_URL_PREFIX is ${JSON.stringify(prefix)}, not a queue URL without its queue name's end (https://sqs.<region>.amazonaws.com/<account>/<stack>-)`);
+    if (!/^https?:\/\/[^/]+\/[^/]+\/[^/]*$/.test(prefix))
+      throw new Error(
+        `OUTRIGGER_QUEUE_URL_PREFIX is ${JSON.stringify(prefix)}, not a queue URL without its queue name's end (https://sqs.<region>.amazonaws.com/<account>/<stack>-)`,
+      );
     this.prefix = prefix;
   }
 
@@ -58,7 +61,8 @@ export class QueueUrls {
   urlOf(sourceQueueArn: string): string {
     const name = sourceQueueArn.slice(sourceQueueArn.lastIndexOf(':') + 1);
     const slash = this.prefix.lastIndexOf('/') + 1;
-    if (!name.startsWith(this.prefix.slice(slash)) || !name.endsWith(FIFO)) throw new Error(`${sourceQueueArn} is not a queue of this deployment (${this.prefix}<cluster>-<queue>${FIFO})`);
+    if (!name.startsWith(this.prefix.slice(slash)) || !name.endsWith(FIFO))
+      throw new Error(`${sourceQueueArn} is not a queue of this deployment (${this.prefix}<cluster>-<queue>${FIFO})`);
     return `${this.prefix.slice(0, slash)}${name}`;
   }
 
@@ -67,7 +71,9 @@ export class QueueUrls {
     const name = sourceQueueArn.slice(sourceQueueArn.lastIndexOf(':') + 1);
     const slash = this.prefix.lastIndexOf('/') + 1;
     if (!name.startsWith(this.prefix.slice(slash)) || !name.endsWith(FIFO) || name.endsWith(DEAD_LETTER_FIFO)) {
-      throw new Error(`${sourceQueueArn} is not a queue of this deployment (${this.prefix}<cluster>-<queue>${FIFO}): it has no dead-letter queue here`);
+      throw new Error(
+        `${sourceQueueArn} is not a queue of this deployment (${this.prefix}<cluster>-<queue>${FIFO}): it has no dead-letter queue here`,
+      );
     }
     return `${this.prefix.slice(0, slash)}${name.slice(0, -FIFO.length)}${DEAD_LETTER_FIFO}`;
   }

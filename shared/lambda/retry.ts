@@ -68,9 +68,18 @@ export function sqsRetry(queues: QueueUrls, client?: SQSClient, log?: Log): Retr
       records.map(async (r) => {
         const seconds = asked?.get(r.messageId) ?? retryDelay(Number(r.attributes.ApproximateReceiveCount));
         try {
-          await sqs.send(new ChangeMessageVisibilityCommand({ QueueUrl: queues.urlOf(r.eventSourceARN), ReceiptHandle: r.receiptHandle, VisibilityTimeout: seconds }));
+          await sqs.send(
+            new ChangeMessageVisibilityCommand({
+              QueueUrl: queues.urlOf(r.eventSourceARN),
+              ReceiptHandle: r.receiptHandle,
+              VisibilityTimeout: seconds,
+            }),
+          );
         } catch (err) {
-          log?.('warn', 'the backoff of a failed message could not be set; it comes back after its queue\'s visibility timeout', { messageId: r.messageId, error: String(err) });
+          log?.('warn', "the backoff of a failed message could not be set; it comes back after its queue's visibility timeout", {
+            messageId: r.messageId,
+            error: String(err),
+          });
         }
       }),
     );

@@ -26,7 +26,10 @@ export interface FifoMessage {
  * written as JSON `\u` escapes, which a JSON body reads back as the same string (outside a string no JSON holds them).
  */
 export function sqsText(text: string): string {
-  return text.replace(/[^\t\n\r\x20-\uD7FF\uE000-\uFFFD\u{10000}-\u{10FFFF}]/gu, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  return text.replace(
+    /[^\t\n\r\x20-\uD7FF\uE000-\uFFFD\u{10000}-\u{10FFFF}]/gu,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  );
 }
 
 /** A message SQS did not take, with its answer; `senderFault` says resending it cannot help. */
@@ -50,7 +53,10 @@ export async function sendFifoMessages(sqs: SQSClient, queueUrl: string, message
   let bytes = 0;
   const send = async () => {
     const out = await sqs.send(
-      new SendMessageBatchCommand({ QueueUrl: queueUrl, Entries: batch.map((m, i) => ({ Id: String(i), MessageBody: m.text, MessageGroupId: m.group, MessageDeduplicationId: m.dedup })) }),
+      new SendMessageBatchCommand({
+        QueueUrl: queueUrl,
+        Entries: batch.map((m, i) => ({ Id: String(i), MessageBody: m.text, MessageGroupId: m.group, MessageDeduplicationId: m.dedup })),
+      }),
     );
     for (const f of out.Failed ?? []) {
       const { text: _, ...message } = batch[Number(f.Id)]!;

@@ -28,7 +28,11 @@ export interface SyncTools {
 }
 
 /** `environment` replaces the process's environment (tests run a handler against their own queues and table). */
-export function syncFunction(name: string, process: (request: SyncRequest, tools: SyncTools) => Promise<void>, opts: { environment?: () => Environment } = {}) {
+export function syncFunction(
+  name: string,
+  process: (request: SyncRequest, tools: SyncTools) => Promise<void>,
+  opts: { environment?: () => Environment } = {},
+) {
   const logger = functionLogger(name);
   const env = opts.environment ?? (() => environment());
   return middy(async (event: SQSEvent, context: Context) => {
@@ -51,7 +55,8 @@ export function syncFunction(name: string, process: (request: SyncRequest, tools
               later: event.Records.length - 1 - event.Records.findIndex((r) => r.messageId === record.messageId),
             });
           } catch (err) {
-            if (!(err instanceof NotYet)) metrics.count(request.key.cluster, 'SyncsFailed', 1, { function: name, reason: failureReason(err) });
+            if (!(err instanceof NotYet))
+              metrics.count(request.key.cluster, 'SyncsFailed', 1, { function: name, reason: failureReason(err) });
             throw err;
           }
         },

@@ -40,10 +40,19 @@ export class SyncRequestError extends MalformedMessageError {
 }
 
 export function makeSyncRequest(key: SyncKey, causes: string[], observed?: KubeObject): SyncRequest {
-  const request: SyncRequest = { type: 'dev.outrigger.sync', key: { ...key, namespace: key.namespace || undefined }, causes: causes.slice(0, 10) };
+  const request: SyncRequest = {
+    type: 'dev.outrigger.sync',
+    key: { ...key, namespace: key.namespace || undefined },
+    causes: causes.slice(0, 10),
+  };
   // Only a snapshot of this very parent that fits comfortably in a message: SQS takes 256 KiB per batch of
   // sends, and the handler reads the parent when there is none.
-  if (observed && observed.metadata.uid === key.uid && observed.metadata.resourceVersion && Buffer.byteLength(JSON.stringify(observed)) <= MAX_OBSERVED_BYTES) {
+  if (
+    observed &&
+    observed.metadata.uid === key.uid &&
+    observed.metadata.resourceVersion &&
+    Buffer.byteLength(JSON.stringify(observed)) <= MAX_OBSERVED_BYTES
+  ) {
     request.observed = observed as SyncRequest['observed'];
   }
   return request;
@@ -67,7 +76,12 @@ export function syncCause(envelope: Pick<Envelope, 'id' | 'data'>): string {
 }
 
 /** The parts of a cause syncCause made; a cause of another form (a resync's) gives parts that match no object. */
-export function parseSyncCause(cause: string): { kind: string | undefined; uid: string | undefined; resourceVersion: string | undefined; type: string | undefined } {
+export function parseSyncCause(cause: string): {
+  kind: string | undefined;
+  uid: string | undefined;
+  resourceVersion: string | undefined;
+  type: string | undefined;
+} {
   const [kind, , uid, resourceVersion, type] = cause.split('/');
   return { kind, uid, resourceVersion, type };
 }

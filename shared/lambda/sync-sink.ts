@@ -29,13 +29,18 @@ export class SqsSyncSink implements SyncSink {
     this.client = client;
   }
 
-  async send(target: string, requests: SyncRequest[], groupOf: (request: SyncRequest) => string = (r) => syncGroupId(r.key)): Promise<void> {
+  async send(
+    target: string,
+    requests: SyncRequest[],
+    groupOf: (request: SyncRequest) => string = (r) => syncGroupId(r.key),
+  ): Promise<void> {
     const client = this.client ?? (await sqsClient());
     // Each request to its own cluster's queue; a FIFO group is one cluster's, so order within it is kept.
     for (const [cluster, forCluster] of Map.groupBy(requests, (r) => r.key.cluster)) {
       const messages = forCluster.map((r) => ({ body: JSON.stringify(r), group: groupOf(r), dedup: syncDeduplicationId(r) }));
       const failed = await sendFifoMessages(client, this.queues.url(cluster, target), messages);
-      if (failed.length > 0) throw new Error(`SQS refused ${failed.length} sync request(s) for ${target} of cluster ${cluster}: ${describeFailures(failed)}`);
+      if (failed.length > 0)
+        throw new Error(`SQS refused ${failed.length} sync request(s) for ${target} of cluster ${cluster}: ${describeFailures(failed)}`);
     }
   }
 }

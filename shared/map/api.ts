@@ -122,7 +122,8 @@ export const MAX_OUTPUTS_PER_ANSWER = 250;
 
 // The answer's identifying fields are the only parts of it that messages (and so the parent's status) quote:
 // they are held to the apiserver's own shapes, so no free text of the hook's travels.
-const pattern = (re: RegExp, max: number, what: string) => z.string().check(z.maxLength(max, `must be at most ${max} characters`), z.regex(re, `must be ${what}`));
+const pattern = (re: RegExp, max: number, what: string) =>
+  z.string().check(z.maxLength(max, `must be at most ${max} characters`), z.regex(re, `must be ${what}`));
 const objectName = pattern(/^[A-Za-z0-9]([-A-Za-z0-9_.:]*[A-Za-z0-9])?$/, 253, 'an object name');
 const namespaceName = pattern(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 63, 'a namespace name');
 const kindName = pattern(/^[A-Za-z][A-Za-z0-9]*$/, 63, 'a kind');
@@ -139,14 +140,14 @@ export const MAX_RESYNC_AFTER_SECONDS = 86_400;
  * any hook, `resyncAfterSeconds`: call me again after that long even if nothing changes (0 or absent: no wish).
  */
 const outputsSchema = z
-    .array(
-      z.looseObject({
-        apiVersion: apiVersionName,
-        kind: kindName,
-        metadata: z.looseObject({ name: objectName, namespace: z.optional(namespaceName) }),
-      }),
-    )
-    .check(z.maxLength(MAX_OUTPUTS_PER_ANSWER, `must name at most ${MAX_OUTPUTS_PER_ANSWER} outputs`));
+  .array(
+    z.looseObject({
+      apiVersion: apiVersionName,
+      kind: kindName,
+      metadata: z.looseObject({ name: objectName, namespace: z.optional(namespaceName) }),
+    }),
+  )
+  .check(z.maxLength(MAX_OUTPUTS_PER_ANSWER, `must name at most ${MAX_OUTPUTS_PER_ANSWER} outputs`));
 const resyncAfter = z.optional(z.number().check(z.gte(0, 'must be a number of seconds, 0 or more')));
 const hookResponseSchema = z.object({ outputs: outputsSchema, resyncAfterSeconds: resyncAfter });
 /** The finalize hook's answer: `finalized` says whether the parent may go (its finalizer is removed). */
@@ -208,7 +209,8 @@ export function controllerCause(mc: Pick<MapController, 'uid' | 'generation'>): 
 export function definitionOf(causes: readonly string[]): Definition | undefined {
   for (const c of causes) {
     const [tag, uid, generation] = c.split('/');
-    if (tag === 'MapController-definition' && uid && Number.isSafeInteger(Number(generation))) return { uid, generation: Number(generation) };
+    if (tag === 'MapController-definition' && uid && Number.isSafeInteger(Number(generation)))
+      return { uid, generation: Number(generation) };
   }
   return undefined;
 }

@@ -66,7 +66,10 @@ export class OutputError extends Error {
  * namespaced parent owns nothing elsewhere), named once, with the parent's ControllerRef, the map key and
  * parent labels and the hash of what is applied. Throws OutputError, naming the output, for anything else.
  */
-export function prepareOutputs(desired: readonly KubeObject[], ctx: { parent: KubeObject; mapKey: string; outputKinds: readonly ResolvedResource[] }): KubeObject[] {
+export function prepareOutputs(
+  desired: readonly KubeObject[],
+  ctx: { parent: KubeObject; mapKey: string; outputKinds: readonly ResolvedResource[] },
+): KubeObject[] {
   const parentNs = ctx.parent.metadata.namespace;
   const seen = new Set<string>();
   return desired.map((d) => {
@@ -74,17 +77,30 @@ export function prepareOutputs(desired: readonly KubeObject[], ctx: { parent: Ku
     const { group, version } = parseApiVersion(d.apiVersion ?? '');
     const kind = ctx.outputKinds.find((k) => k.group === group && k.kind === d.kind);
     if (!kind) throw new OutputError(`${what}: ${d.apiVersion ?? ''} ${d.kind ?? ''} is not one of the controller's outputResources`);
-    if (kind.version !== version) throw new OutputError(`${what}: written as ${d.apiVersion ?? ''}, but outputResources names ${group ? `${group}/` : ''}${kind.version}`);
+    if (kind.version !== version)
+      throw new OutputError(
+        `${what}: written as ${d.apiVersion ?? ''}, but outputResources names ${group ? `${group}/` : ''}${kind.version}`,
+      );
     let namespace = d.metadata.namespace;
     if (!kind.namespaced && namespace) throw new OutputError(`${what}: ${d.kind ?? ''} is cluster-scoped and takes no namespace`);
     if (kind.namespaced && parentNs) {
-      if (namespace && namespace !== parentNs) throw new OutputError(`${what}: is in namespace ${namespace}, but a parent in ${parentNs} may own outputs in ${parentNs} only`);
+      if (namespace && namespace !== parentNs)
+        throw new OutputError(`${what}: is in namespace ${namespace}, but a parent in ${parentNs} may own outputs in ${parentNs} only`);
       namespace = parentNs;
     }
     if (kind.namespaced && !namespace) throw new OutputError(`${what}: a namespaced output of a cluster-scoped parent needs a namespace`);
     const ours = d.metadata.ownerReferences?.find((r) => r.controller === true && r.uid !== ctx.parent.metadata.uid);
     if (ours) throw new OutputError(`${what}: names another controller; outputs are owned by the parent`);
-    const { uid: _uid, resourceVersion: _rv, generation: _g, creationTimestamp: _c, managedFields: _m, deletionTimestamp: _d, selfLink: _s, ...meta } = d.metadata;
+    const {
+      uid: _uid,
+      resourceVersion: _rv,
+      generation: _g,
+      creationTimestamp: _c,
+      managedFields: _m,
+      deletionTimestamp: _d,
+      selfLink: _s,
+      ...meta
+    } = d.metadata;
     const { status: _status, ...body } = d;
     const object: KubeObject = {
       ...body,
@@ -128,7 +144,9 @@ export function diffOutputs(observed: readonly KubeObject[], desired: readonly K
       changes.create.push(d);
       continue;
     }
-    const content = o.metadata.annotations?.[APPLIED_ANNOTATION] !== d.metadata.annotations?.[APPLIED_ANNOTATION] || !contains(o as unknown as Json, d as unknown as Json);
+    const content =
+      o.metadata.annotations?.[APPLIED_ANNOTATION] !== d.metadata.annotations?.[APPLIED_ANNOTATION] ||
+      !contains(o as unknown as Json, d as unknown as Json);
     if (content || (manager !== undefined && appliedOwnership(o, manager, d))) changes.update.push({ desired: d, observed: o, content });
     else changes.unchanged.push(o);
   }
@@ -164,11 +182,15 @@ export function appliedOwnership(o: KubeObject, manager: string, desired?: KubeO
   // in (defaults, a Job's generated selector): of those, only the fields the hook answered become applied, or the
   // next apply would remove the rest, and an immutable one would fail every apply after.
   const fieldsV1 = [...(applied ? [applied] : []), ...updates].reduce<Record<string, unknown>>(
-    (set, e) => unionFields(set, e === applied || !desired ? (e.fieldsV1 ?? {}) : fieldsWithin(e.fieldsV1 ?? {}, desired as unknown as Json)),
+    (set, e) =>
+      unionFields(set, e === applied || !desired ? (e.fieldsV1 ?? {}) : fieldsWithin(e.fieldsV1 ?? {}, desired as unknown as Json)),
     {},
   );
   const apiVersion = applied?.apiVersion ?? updates[0]!.apiVersion;
-  return [...entries.filter((e) => !mine(e) || (e.operation !== 'Update' && e.operation !== 'Apply')), { manager, operation: 'Apply', apiVersion, fieldsType: 'FieldsV1', fieldsV1 }];
+  return [
+    ...entries.filter((e) => !mine(e) || (e.operation !== 'Update' && e.operation !== 'Apply')),
+    { manager, operation: 'Apply', apiVersion, fieldsType: 'FieldsV1', fieldsV1 },
+  ];
 }
 
 /**
@@ -183,10 +205,20 @@ export function fieldsWithin(set: Record<string, unknown>, value: Json | undefin
     if (k === '.') out[k] = v;
     else if (k.startsWith('f:')) {
       const name = k.slice(2);
-      if (value !== null && typeof value === 'object' && !Array.isArray(value) && value[name] !== undefined) out[k] = fieldsWithin(sub(v), value[name]);
+      if (value !== null && typeof value === 'object' && !Array.isArray(value) && value[name] !== undefined)
+        out[k] = fieldsWithin(sub(v), value[name]);
     } else if (k.startsWith('k:') && list) {
       const keys = parseJson(k.slice(2));
-      const item = keys && typeof keys === 'object' && !Array.isArray(keys) ? list.find((it) => it !== null && typeof it === 'object' && !Array.isArray(it) && Object.entries(keys).every(([kk, kv]) => canonicalJson(it[kk]) === canonicalJson(kv))) : undefined;
+      const item =
+        keys && typeof keys === 'object' && !Array.isArray(keys)
+          ? list.find(
+              (it) =>
+                it !== null &&
+                typeof it === 'object' &&
+                !Array.isArray(it) &&
+                Object.entries(keys).every(([kk, kv]) => canonicalJson(it[kk]) === canonicalJson(kv)),
+            )
+          : undefined;
       if (item !== undefined) out[k] = fieldsWithin(sub(v), item);
     } else if (k.startsWith('v:') && list) {
       const member = parseJson(k.slice(2));
@@ -209,14 +241,16 @@ function parseJson(text: string): Json | undefined {
 
 function unionFields(a: Record<string, unknown>, b: Record<string, unknown>): Record<string, unknown> {
   const out: Record<string, unknown> = { ...a };
-  for (const [k, v] of Object.entries(b)) out[k] = unionFields((out[k] ?? {}) as Record<string, unknown>, (v ?? {}) as Record<string, unknown>);
+  for (const [k, v] of Object.entries(b))
+    out[k] = unionFields((out[k] ?? {}) as Record<string, unknown>, (v ?? {}) as Record<string, unknown>);
   return out;
 }
 
 /** Every field of `expected` is in `actual` with the same value (lists item by item, same length). */
 export function contains(actual: Json | undefined, expected: Json | undefined): boolean {
   if (expected === null || typeof expected !== 'object') return canonicalJson(actual) === canonicalJson(expected);
-  if (Array.isArray(expected)) return Array.isArray(actual) && actual.length === expected.length && expected.every((e, i) => contains(actual[i], e));
+  if (Array.isArray(expected))
+    return Array.isArray(actual) && actual.length === expected.length && expected.every((e, i) => contains(actual[i], e));
   if (actual === null || typeof actual !== 'object' || Array.isArray(actual)) return canonicalJson(expected) === canonicalJson(undefined);
   return Object.entries(expected).every(([k, v]) => contains(actual[k], v));
 }
@@ -227,11 +261,20 @@ export function contains(actual: Json | undefined, expected: Json | undefined): 
  * ignored, or mistaken for a request to create it). With `namespace` (the finalize hook's, a namespaced
  * parent's), an answer that names no namespace means the parent's, as in a map hook's answer.
  */
-export function detachedToDelete(detached: readonly KubeObject[], keep: readonly KubeObject[], opts: { hook?: string; namespace?: string | undefined } = {}): KubeObject[] {
+export function detachedToDelete(
+  detached: readonly KubeObject[],
+  keep: readonly KubeObject[],
+  opts: { hook?: string; namespace?: string | undefined } = {},
+): KubeObject[] {
   const ids = new Set(detached.map(identityOf));
-  const keepIds = keep.map((k) => identityOf(opts.namespace && !k.metadata.namespace ? { ...k, metadata: { ...k.metadata, namespace: opts.namespace } } : k));
+  const keepIds = keep.map((k) =>
+    identityOf(opts.namespace && !k.metadata.namespace ? { ...k, metadata: { ...k.metadata, namespace: opts.namespace } } : k),
+  );
   keep.forEach((k, i) => {
-    if (!ids.has(keepIds[i]!)) throw new OutputError(`the ${opts.hook ?? 'tombstone'} hook answered ${k.kind ?? '?'} ${k.metadata.name ?? '?'}, which is not one of the ${opts.hook ? 'parent' : 'detached'} outputs`);
+    if (!ids.has(keepIds[i]!))
+      throw new OutputError(
+        `the ${opts.hook ?? 'tombstone'} hook answered ${k.kind ?? '?'} ${k.metadata.name ?? '?'}, which is not one of the ${opts.hook ? 'parent' : 'detached'} outputs`,
+      );
   });
   const kept = new Set(keepIds);
   return detached.filter((d) => !kept.has(identityOf(d)));
@@ -254,7 +297,10 @@ export interface Condition {
 }
 
 /** Per input resource its total; per output resource its total and, per condition type, how many have it True. */
-export function aggregate(inputs: ReadonlyMap<ResolvedResource, number>, outputs: ReadonlyMap<ResolvedResource, readonly KubeObject[]>): Pick<MapStatus, 'inputs' | 'outputs'> {
+export function aggregate(
+  inputs: ReadonlyMap<ResolvedResource, number>,
+  outputs: ReadonlyMap<ResolvedResource, readonly KubeObject[]>,
+): Pick<MapStatus, 'inputs' | 'outputs'> {
   const status: Pick<MapStatus, 'inputs' | 'outputs'> = { inputs: {}, outputs: {} };
   for (const [kind, total] of inputs) status.inputs[kind.resource] = { total };
   for (const [kind, objects] of outputs) {
@@ -275,7 +321,11 @@ export function aggregate(inputs: ReadonlyMap<ResolvedResource, number>, outputs
 }
 
 /** The condition list with `next` set, keeping its transition time when its status did not change. */
-export function setCondition(current: readonly Condition[] | undefined, next: Omit<Condition, 'lastTransitionTime'>, now: Date): Condition[] {
+export function setCondition(
+  current: readonly Condition[] | undefined,
+  next: Omit<Condition, 'lastTransitionTime'>,
+  now: Date,
+): Condition[] {
   const before = current?.find((c) => c.type === next.type);
   const lastTransitionTime = before && before.status === next.status ? before.lastTransitionTime : `${now.toISOString().slice(0, 19)}Z`;
   return [...(current ?? []).filter((c) => c.type !== next.type), { ...next, lastTransitionTime }];
@@ -283,7 +333,8 @@ export function setCondition(current: readonly Condition[] | undefined, next: Om
 
 /** The status fields the pass owns, compared as the apiserver stores them. */
 export function statusChanged(current: Partial<MapStatus> | undefined, next: MapStatus): boolean {
-  const pick = (s: Partial<MapStatus> | undefined) => ({ observedGeneration: s?.observedGeneration, inputs: s?.inputs, outputs: s?.outputs, conditions: s?.conditions }) as unknown as Json;
+  const pick = (s: Partial<MapStatus> | undefined) =>
+    ({ observedGeneration: s?.observedGeneration, inputs: s?.inputs, outputs: s?.outputs, conditions: s?.conditions }) as unknown as Json;
   return canonicalJson(pick(current)) !== canonicalJson(pick(next));
 }
 
@@ -369,7 +420,13 @@ export function answerHolds(
   touched: ReadonlySet<string>,
   now = Date.now(),
 ): boolean {
-  if (!previous || previous.parentGeneration !== at.parentGeneration || previous.controller !== at.controller || previous.generation !== at.generation) return false;
+  if (
+    !previous ||
+    previous.parentGeneration !== at.parentGeneration ||
+    previous.controller !== at.controller ||
+    previous.generation !== at.generation
+  )
+    return false;
   if (outputs.some((o) => o.metadata.uid && touched.has(o.metadata.uid))) return false;
   // The hook asked to be called again by now (resyncAfterSeconds): its answer no longer holds.
   const wake = previous.wakes?.[mapKeyOf(input)];
@@ -434,7 +491,11 @@ export function timerStep(t: { now: number; sentAt: number; dueAt: number; recor
  * pending timer (`pending`, not yet due) due no later than what is wanted serves it: the pass it starts sends the
  * next one. With no wish, the pending timer becomes stale.
  */
-export function nextWake(pending: number | undefined, wanted: number | undefined, now: number): { wakeAt: number | undefined; send: boolean } {
+export function nextWake(
+  pending: number | undefined,
+  wanted: number | undefined,
+  now: number,
+): { wakeAt: number | undefined; send: boolean } {
   if (wanted === undefined) return { wakeAt: undefined, send: false };
   if (pending !== undefined && pending > now && pending <= wanted) return { wakeAt: pending, send: false };
   return { wakeAt: wanted, send: true };
@@ -470,14 +531,24 @@ export function releasePatch(o: KubeObject, parentUid: string): Record<string, u
  * with `refreshed`). A pass serves later requests only with the definition they would be served with: a process
  * whose cached definition is stale runs its pass, but does not make a request for the newer one look served.
  */
-export function passDecision(opts: { last: PassRecord | undefined; sentAt: number; skewMs: number; current: Definition | undefined; requested: Definition | undefined; refreshed: boolean }): 'run' | 'served' | 'refresh' | 'no-controller' {
+export function passDecision(opts: {
+  last: PassRecord | undefined;
+  sentAt: number;
+  skewMs: number;
+  current: Definition | undefined;
+  requested: Definition | undefined;
+  refreshed: boolean;
+}): 'run' | 'served' | 'refresh' | 'no-controller' {
   const { last, current, requested } = opts;
   const behind =
     (requested && (!current || requested.uid !== current.uid || requested.generation > current.generation)) ||
     (current && last?.controller === current.uid && (last.generation ?? 0) > current.generation);
   if (behind && !opts.refreshed) return 'refresh';
   if (!current) return 'no-controller';
-  const sameDefinition = last?.controller === current.uid && last.generation === current.generation && (!requested || (requested.uid === current.uid && requested.generation <= current.generation));
+  const sameDefinition =
+    last?.controller === current.uid &&
+    last.generation === current.generation &&
+    (!requested || (requested.uid === current.uid && requested.generation <= current.generation));
   return last && sameDefinition && last.startedAt > opts.sentAt + opts.skewMs ? 'served' : 'run';
 }
 
@@ -529,7 +600,8 @@ export function continuationOf(causes: readonly string[]): Continuation | undefi
   for (const c of causes) {
     if (!c.startsWith(CONTINUE_CAUSE)) continue;
     const [cursor, problems, reason] = c.slice(CONTINUE_CAUSE.length).split('/');
-    if (cursor && Number.isSafeInteger(Number(problems)) && Number(problems) >= 0) return { cursor, problems: Number(problems), reason: reason === '-' ? '' : (reason ?? '') };
+    if (cursor && Number.isSafeInteger(Number(problems)) && Number(problems) >= 0)
+      return { cursor, problems: Number(problems), reason: reason === '-' ? '' : (reason ?? '') };
   }
   return undefined;
 }
@@ -555,12 +627,21 @@ export type PassOutcome =
  * the hook's Retry-After, else the message's backoff), or, past MAP_RETRY_RECEIVES, nothing more for now.
  * A hook that asked to be called later is not called again before then: the retry, not a follow-up, continues.
  */
-export function passOutcome(pass: { deferred: readonly string[]; problems: ReadonlyArray<{ reason: string }>; retryAfterSeconds: number | undefined; earlier: Continuation | undefined; receiveCount: number }): PassOutcome {
+export function passOutcome(pass: {
+  deferred: readonly string[];
+  problems: ReadonlyArray<{ reason: string }>;
+  retryAfterSeconds: number | undefined;
+  earlier: Continuation | undefined;
+  receiveCount: number;
+}): PassOutcome {
   const problems = (pass.earlier?.problems ?? 0) + pass.problems.length;
   const reason = pass.earlier?.problems ? pass.earlier.reason : (pass.problems[0]?.reason ?? '');
-  const retry = (afterSeconds: number | undefined): PassOutcome => (pass.receiveCount >= MAP_RETRY_RECEIVES ? { kind: 'give-up', reason } : { kind: 'retry', afterSeconds, reason });
+  const retry = (afterSeconds: number | undefined): PassOutcome =>
+    pass.receiveCount >= MAP_RETRY_RECEIVES ? { kind: 'give-up', reason } : { kind: 'retry', afterSeconds, reason };
   if (pass.retryAfterSeconds !== undefined) return retry(pass.retryAfterSeconds);
   if (pass.deferred.length) return { kind: 'continue', continuation: { cursor: [...pass.deferred].sort()[0]!, problems, reason } };
-  const retriable = pass.problems.some((p) => !NOT_RETRIED.has(p.reason)) || (pass.earlier !== undefined && pass.earlier.problems > 0 && !NOT_RETRIED.has(pass.earlier.reason));
+  const retriable =
+    pass.problems.some((p) => !NOT_RETRIED.has(p.reason)) ||
+    (pass.earlier !== undefined && pass.earlier.problems > 0 && !NOT_RETRIED.has(pass.earlier.reason));
   return retriable ? retry(undefined) : { kind: 'done' };
 }

@@ -56,8 +56,12 @@ export async function claim<T extends KubeObject>(
   const ref = newControllerRef(parent);
   const limit = pLimit(CLAIM_CONCURRENCY);
   const outcomes = await Promise.all([
-    ...plan.adopt.map((child) => limit(async () => ({ child, op: 'adopt' as const, out: await settle(ctx, parent, selector, child, 'adopt', opts, ref) }))),
-    ...plan.release.map((child) => limit(async () => ({ child, op: 'release' as const, out: await settle(ctx, parent, selector, child, 'release', opts, ref) }))),
+    ...plan.adopt.map((child) =>
+      limit(async () => ({ child, op: 'adopt' as const, out: await settle(ctx, parent, selector, child, 'adopt', opts, ref) })),
+    ),
+    ...plan.release.map((child) =>
+      limit(async () => ({ child, op: 'release' as const, out: await settle(ctx, parent, selector, child, 'release', opts, ref) })),
+    ),
   ]);
   for (const { child, op, out } of outcomes) {
     if (out.state === 'owned') {
@@ -76,7 +80,8 @@ async function recheckParent(ctx: ClaimContext, parent: ParentIdentity): Promise
   const { name, namespace, uid } = parent.metadata;
   try {
     const fresh = await ctx.kube.get(ctx.parentResource, name ?? '', namespace);
-    if (fresh.metadata.uid !== uid) return `${parent.kind} ${namespace ? `${namespace}/` : ''}${name} was replaced (uid ${fresh.metadata.uid}, not ${uid})`;
+    if (fresh.metadata.uid !== uid)
+      return `${parent.kind} ${namespace ? `${namespace}/` : ''}${name} was replaced (uid ${fresh.metadata.uid}, not ${uid})`;
     if (isBeingDeleted(fresh)) return `${parent.kind} ${namespace ? `${namespace}/` : ''}${name} is being deleted`;
     return undefined;
   } catch (err) {
@@ -101,7 +106,8 @@ async function settle(
   let action: 'adopt' | 'release' | 'owned' | 'ignored' = op;
   for (let attempt = 1; ; attempt += 1) {
     if (action === 'owned') return { state: 'owned', obj: child };
-    if (action === 'ignored') return op === 'release' && controllerOf(child)?.uid !== parent.metadata.uid ? { state: 'released' } : { state: 'lost' };
+    if (action === 'ignored')
+      return op === 'release' && controllerOf(child)?.uid !== parent.metadata.uid ? { state: 'released' } : { state: 'lost' };
     const refs = child.metadata.ownerReferences ?? [];
     const ownerReferences = action === 'adopt' ? [...refs, ref] : refs.filter((r) => r.uid !== parent.metadata.uid);
     const patch = { metadata: { uid: child.metadata.uid, resourceVersion: child.metadata.resourceVersion, ownerReferences } };

@@ -25,7 +25,12 @@ export interface ClaimPlan<T extends KubeObject = KubeObject> {
   ignored: T[];
 }
 
-export function planClaim<T extends KubeObject>(parent: ParentIdentity, selector: Selector, candidates: readonly T[], opts: ClaimOptions = {}): ClaimPlan<T> {
+export function planClaim<T extends KubeObject>(
+  parent: ParentIdentity,
+  selector: Selector,
+  candidates: readonly T[],
+  opts: ClaimOptions = {},
+): ClaimPlan<T> {
   const plan: ClaimPlan<T> = { owned: [], adopt: [], release: [], ignored: [] };
   const parentUid = parent.metadata.uid;
   const deleting = isBeingDeleted(parent);

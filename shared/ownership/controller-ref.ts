@@ -22,7 +22,9 @@ export function newControllerRef(parent: ParentIdentity): OwnerReference {
   const { name, uid } = parent.metadata;
   const { apiVersion, kind } = parent;
   if (!name || !uid || !apiVersion || !kind) {
-    throw new Error(`a ControllerRef needs the parent's apiVersion, kind, name and uid (got ${apiVersion ?? '?'} ${kind ?? '?'} ${name ?? '?'} / ${uid ?? '?'})`);
+    throw new Error(
+      `a ControllerRef needs the parent's apiVersion, kind, name and uid (got ${apiVersion ?? '?'} ${kind ?? '?'} ${name ?? '?'} / ${uid ?? '?'})`,
+    );
   }
   return { apiVersion, kind, name, uid, controller: true, blockOwnerDeletion: true };
 }

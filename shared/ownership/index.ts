@@ -1,6 +1,17 @@
 // Ownership (README, "Ownership and routing"): ControllerRef helpers, label selectors, claiming (adopt/release), event routing.
 export { controllerOf, isControlledBy, isBeingDeleted, newControllerRef, type ParentIdentity } from './controller-ref.ts';
-export { compileSelector, matches, parseSelector, selectorAt, selectorString, SelectorError, type LabelSelector, type LabelSelectorRequirement, type Selector, type Labels } from './selector.ts';
+export {
+  compileSelector,
+  matches,
+  parseSelector,
+  selectorAt,
+  selectorString,
+  SelectorError,
+  type LabelSelector,
+  type LabelSelectorRequirement,
+  type Selector,
+  type Labels,
+} from './selector.ts';
 export { planClaim, ordinalNameGuard, type ClaimOptions, type ClaimPlan } from './claim.ts';
 export { claim, type ClaimContext, type ClaimResult } from './claim-shell.ts';
 export { routeEvent, inputSteps, dedupeKeys, syncKeyString, type RouteStep, type SyncKey } from './router.ts';

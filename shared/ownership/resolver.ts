@@ -70,12 +70,21 @@ export class BatchResolver {
   private async resolveRef(step: Extract<RouteStep, { by: 'controllerRef' }>): Promise<RoutedKey[]> {
     const { group } = parseApiVersion(step.ref.apiVersion);
     // Every controller of the parent's kind that owns this child's kind: one parent, one read, a key for each.
-    const kinds = this.controllers.filter((c) => c.kind === step.ref.kind && c.resource.group === group && ownsKind(c, step.group, step.kind));
+    const kinds = this.controllers.filter(
+      (c) => c.kind === step.ref.kind && c.resource.group === group && ownsKind(c, step.group, step.kind),
+    );
     const first = kinds[0];
     if (!first) return []; // owned by a controller Outrigger does not run: not ours to sync
     const namespace = first.namespaced ? step.namespace : undefined;
     if (kinds.every((k) => k.checksRefUid)) {
-      const key = (kind: ControllerKind): SyncKey => ({ cluster: this.cluster, group, kind: kind.kind, namespace, name: step.ref.name, uid: step.ref.uid });
+      const key = (kind: ControllerKind): SyncKey => ({
+        cluster: this.cluster,
+        group,
+        kind: kind.kind,
+        namespace,
+        name: step.ref.name,
+        uid: step.ref.uid,
+      });
       return kinds.map((kind) => ({ key: key(kind), target: kind.target }));
     }
     const id = `${group}/${first.kind}/${namespace ?? ''}/${step.ref.name}`;
@@ -110,7 +119,12 @@ export class BatchResolver {
     return out;
   }
 
-  private async matchingParents(kind: ControllerKind, objectNamespace: string | undefined, selectorOf: ControllerKind['selectorOf'], labels: Readonly<Record<string, string>>): Promise<RoutedKey[]> {
+  private async matchingParents(
+    kind: ControllerKind,
+    objectNamespace: string | undefined,
+    selectorOf: ControllerKind['selectorOf'],
+    labels: Readonly<Record<string, string>>,
+  ): Promise<RoutedKey[]> {
     const namespace = kind.namespaced ? objectNamespace : undefined;
     const id = `${kind.resource.group}/${kind.kind}/${namespace ?? ''}`;
     let list = this.lists.get(id);

@@ -48,7 +48,13 @@ export function routeEvent(type: WatchEventType, object: KubeObject, oldObject?:
  */
 export function inputSteps(object: KubeObject, oldObject?: KubeObject): RouteStep[] {
   const { group } = parseApiVersion(object.apiVersion ?? '');
-  const step = (o: KubeObject): RouteStep => ({ by: 'input', group, kind: object.kind ?? '', labels: o.metadata.labels ?? {}, namespace: object.metadata.namespace });
+  const step = (o: KubeObject): RouteStep => ({
+    by: 'input',
+    group,
+    kind: object.kind ?? '',
+    labels: o.metadata.labels ?? {},
+    namespace: object.metadata.namespace,
+  });
   return oldObject && labelsChanged(oldObject, object) ? [step(object), step(oldObject)] : [step(object)];
 }
 

@@ -17,7 +17,8 @@ export interface LabelSelector {
 export type Labels = Readonly<Record<string, string>> | undefined;
 
 /** A checked selector. `none` is the missing selector: it matches nothing. */
-export type Selector = { readonly kind: 'none' } | { readonly kind: 'requirements'; readonly requirements: readonly LabelSelectorRequirement[] };
+export type Selector =
+  { readonly kind: 'none' } | { readonly kind: 'requirements'; readonly requirements: readonly LabelSelectorRequirement[] };
 
 export class SelectorError extends Error {
   constructor(message: string) {
@@ -128,7 +129,7 @@ const isSpace = (c: string) => c === ' ' || c === '\t' || c === '\n' || c === '\
 
 function tokenize(s: string): Token[] {
   const tokens: Token[] = [];
-  for (let i = 0; i < s.length; ) {
+  for (let i = 0; i < s.length;) {
     const c = s[i]!;
     if (isSpace(c)) {
       i += 1;
@@ -236,6 +237,7 @@ export function parseSelector(input: string): LabelSelector {
 export function selectorAt(value: unknown): Selector {
   if (value === null || value === undefined) return { kind: 'none' };
   if (typeof value === 'string') return compileSelector(parseSelector(value));
-  if (typeof value !== 'object' || Array.isArray(value)) throw new SelectorError(`expected a LabelSelector or its string form, found ${Array.isArray(value) ? 'an array' : typeof value}`);
+  if (typeof value !== 'object' || Array.isArray(value))
+    throw new SelectorError(`expected a LabelSelector or its string form, found ${Array.isArray(value) ? 'an array' : typeof value}`);
   return compileSelector(value as LabelSelector);
 }

@@ -172,7 +172,10 @@ export class LeaseStore {
    * Writes `items` atomically if and only if `lease` is still held. A lost lease raises LeaseLostError; a
    * failed condition on one of the items raises VersionConflictError naming it.
    */
-  async fencedWrite(lease: Lease, items: Array<{ item: TransactWriteItem; describe: string; expected: number | 'absent' | 'any' }>): Promise<void> {
+  async fencedWrite(
+    lease: Lease,
+    items: Array<{ item: TransactWriteItem; describe: string; expected: number | 'absent' | 'any' }>,
+  ): Promise<void> {
     try {
       await this.client.send(new TransactWriteItemsCommand({ TransactItems: [this.fence(lease), ...items.map((i) => i.item)] }));
     } catch (err) {

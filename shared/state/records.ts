@@ -48,7 +48,12 @@ export class RecordStore {
   }
 
   /** Writes `value` as the next version if the record is at `expected`; with `fence`, only while it is held. */
-  async put<T>(key: StateKey, value: T, expected: Expected, opts: { fence?: Lease; ttlSeconds?: number } = {}): Promise<VersionedRecord<T>> {
+  async put<T>(
+    key: StateKey,
+    value: T,
+    expected: Expected,
+    opts: { fence?: Lease; ttlSeconds?: number } = {},
+  ): Promise<VersionedRecord<T>> {
     const write = this.putWrite(key, value, expected, opts.ttlSeconds);
     if (opts.fence) {
       await this.leases.fencedWrite(opts.fence, [write]);
@@ -103,12 +108,25 @@ export class RecordStore {
 
   /** A counter's value; 0 when it was never incremented. */
   async counter(key: StateKey): Promise<number> {
-    const out = await this.client.send(new GetItemCommand({ TableName: this.tableName, Key: itemKey(key), ConsistentRead: true, ProjectionExpression: '#c', ExpressionAttributeNames: { '#c': 'counter' } }));
+    const out = await this.client.send(
+      new GetItemCommand({
+        TableName: this.tableName,
+        Key: itemKey(key),
+        ConsistentRead: true,
+        ProjectionExpression: '#c',
+        ExpressionAttributeNames: { '#c': 'counter' },
+      }),
+    );
     return Number(out.Item?.counter?.N ?? 0);
   }
 
   /** The conditional put as a transaction item, for callers that write several records at once. */
-  putWrite<T>(key: StateKey, value: T, expected: Expected, ttlSeconds?: number): { item: TransactWriteItem; describe: string; expected: Expected } {
+  putWrite<T>(
+    key: StateKey,
+    value: T,
+    expected: Expected,
+    ttlSeconds?: number,
+  ): { item: TransactWriteItem; describe: string; expected: Expected } {
     const item: Record<string, AttributeValue> = {
       ...itemKey(key),
       value: { S: JSON.stringify(value) },

@@ -21,9 +21,16 @@ export interface ControlPlaneRecord {
 }
 
 /** The record after one poll's observation: unchanged while the control plane is. */
-export function observeControlPlane(previous: ControlPlaneRecord | undefined, seen: { identities: readonly string[]; disagreeing: readonly string[] }, now: Date): ControlPlaneRecord {
+export function observeControlPlane(
+  previous: ControlPlaneRecord | undefined,
+  seen: { identities: readonly string[]; disagreeing: readonly string[] },
+  now: Date,
+): ControlPlaneRecord {
   const identities = [...new Set(seen.identities)].sort();
-  const same = previous !== undefined && previous.identities.length === identities.length && previous.identities.every((id, i) => id === identities[i]);
+  const same =
+    previous !== undefined &&
+    previous.identities.length === identities.length &&
+    previous.identities.every((id, i) => id === identities[i]);
   if (same && seen.disagreeing.length === 0) return previous;
   return { identities, generation: (previous?.generation ?? 0) + 1, stableSince: rfc3339(now) };
 }
@@ -32,7 +39,8 @@ export function observeControlPlane(previous: ControlPlaneRecord | undefined, se
 export function unstableReason(record: ControlPlaneRecord | undefined, now: Date, periodMs: number): string | undefined {
   if (!record) return 'the control plane has not been observed yet';
   const since = Date.parse(record.stableSince);
-  if (!(now.getTime() - since >= periodMs)) return `the control plane changed at ${record.stableSince} (apiserver identities or disagreeing answers); waiting for a stable period`;
+  if (!(now.getTime() - since >= periodMs))
+    return `the control plane changed at ${record.stableSince} (apiserver identities or disagreeing answers); waiting for a stable period`;
   return undefined;
 }
 
@@ -43,7 +51,10 @@ export interface SampledResource extends StorageVersionEntry {
 }
 
 /** Discovery sampled over several connections, merged per resource; `disagreeing` names resources with several hashes. */
-export function mergeSamples(samples: ReadonlyArray<readonly StorageVersionEntry[]>): { resources: SampledResource[]; disagreeing: string[] } {
+export function mergeSamples(samples: ReadonlyArray<readonly StorageVersionEntry[]>): {
+  resources: SampledResource[];
+  disagreeing: string[];
+} {
   const byKey = new Map<string, SampledResource>();
   for (const sample of samples) {
     for (const r of sample) {

@@ -55,7 +55,17 @@ export function progressOf(m: Pick<StorageVersionMigration, 'status'>): Migratio
 /** A run's first progress, before any chunk. */
 export function startProgress(now: Date, crd?: MigrationProgress['crd']): MigrationProgress {
   const at = now.toISOString();
-  return { continueToken: '', complete: false, rewritten: 0, conflicts: 0, notFound: 0, chunks: 0, ...(crd ? { crd } : {}), startTime: at, updateTime: at };
+  return {
+    continueToken: '',
+    complete: false,
+    rewritten: 0,
+    conflicts: 0,
+    notFound: 0,
+    chunks: 0,
+    ...(crd ? { crd } : {}),
+    startTime: at,
+    updateTime: at,
+  };
 }
 
 /** After one chunk: the counts added, and where the list goes on (nowhere: complete). */
@@ -80,7 +90,13 @@ export function afterChunk(p: MigrationProgress, chunk: ChunkResult, next: strin
 export function afterExpiry(p: MigrationProgress, token: string | undefined, now: Date): MigrationProgress {
   return token
     ? { ...p, continueToken: token, expiredTokens: (p.expiredTokens ?? 0) + 1, updateTime: now.toISOString() }
-    : { ...p, continueToken: '', expiredTokens: (p.expiredTokens ?? 0) + 1, restarts: (p.restarts ?? 0) + 1, updateTime: now.toISOString() };
+    : {
+        ...p,
+        continueToken: '',
+        expiredTokens: (p.expiredTokens ?? 0) + 1,
+        restarts: (p.restarts ?? 0) + 1,
+        updateTime: now.toISOString(),
+      };
 }
 
 /**
@@ -89,11 +105,19 @@ export function afterExpiry(p: MigrationProgress, token: string | undefined, now
  * same generation: any change to its versions in between could have let objects be written in another one).
  * Otherwise the reason it may not.
  */
-export function storedVersionsVerdict(p: MigrationProgress | undefined, crdNow: { storageVersion: string | undefined; generation: number | undefined }): { narrow: true } | { narrow: false; reason: string } {
+export function storedVersionsVerdict(
+  p: MigrationProgress | undefined,
+  crdNow: { storageVersion: string | undefined; generation: number | undefined },
+): { narrow: true } | { narrow: false; reason: string } {
   if (!p?.complete) return { narrow: false, reason: 'the list was not rewritten to the end by this migrator' };
   if (!p.crd) return { narrow: false, reason: "the CRD's storage version was not recorded when the run started" };
-  if (crdNow.storageVersion !== p.crd.storageVersion) return { narrow: false, reason: `the storage version moved from ${p.crd.storageVersion} to ${crdNow.storageVersion ?? 'none'} during the run` };
-  if (crdNow.generation !== p.crd.generation) return { narrow: false, reason: `the CRD changed during the run (generation ${p.crd.generation} to ${crdNow.generation ?? 'none'})` };
+  if (crdNow.storageVersion !== p.crd.storageVersion)
+    return {
+      narrow: false,
+      reason: `the storage version moved from ${p.crd.storageVersion} to ${crdNow.storageVersion ?? 'none'} during the run`,
+    };
+  if (crdNow.generation !== p.crd.generation)
+    return { narrow: false, reason: `the CRD changed during the run (generation ${p.crd.generation} to ${crdNow.generation ?? 'none'})` };
   return { narrow: true };
 }
 

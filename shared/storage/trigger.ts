@@ -26,7 +26,15 @@
 //    through it) shows only in a later report. This is the design's "held identical for at least one polling
 //    period", placed after the migration rather than before it.
 import { revisionHash } from '../history/data.ts';
-import { isTerminal, storageStateName, UNKNOWN, type MigrationPhase, type ReporterEntry, type StorageState, type StorageStateStatus } from './api.ts';
+import {
+  isTerminal,
+  storageStateName,
+  UNKNOWN,
+  type MigrationPhase,
+  type ReporterEntry,
+  type StorageState,
+  type StorageStateStatus,
+} from './api.ts';
 
 export const DEFAULT_PERIOD_MS = 10 * 60_000;
 /** Entries of reporters silent for this many periods are removed (reporter ids change on restart). */
@@ -72,7 +80,11 @@ function silent(e: ReporterEntry, now: Date, periodMs: number, lastPoll: Date | 
 }
 
 /** The status after one reporter's poll saw `hash` for the resource (the HA reporter steps). */
-export function report(status: StorageStateStatus | undefined, obs: Observation, periodMs = DEFAULT_PERIOD_MS): { status: StorageStateStatus; change: ReportChange } {
+export function report(
+  status: StorageStateStatus | undefined,
+  obs: Observation,
+  periodMs = DEFAULT_PERIOD_MS,
+): { status: StorageStateStatus; change: ReportChange } {
   const entry: ReporterEntry = { reporterID: obs.reporter, currentStorageVersionHash: obs.hash, lastHeartbeatTime: rfc3339(obs.now) };
   if (!status || (!status.currentStorageVersionHashes?.length && !status.persistedStorageVersionHashes?.length)) {
     return { status: { currentStorageVersionHashes: [entry], persistedStorageVersionHashes: [UNKNOWN] }, change: 'created' };
@@ -87,8 +99,15 @@ export function report(status: StorageStateStatus | undefined, obs: Observation,
   const forgetBefore = obs.now.getTime() - FORGET_AFTER_PERIODS * periodMs;
   const others = (status.currentStorageVersionHashes ?? []).filter((e) => e.reporterID !== obs.reporter && heartbeatMs(e) >= forgetBefore);
   const entries = [...others, entry].sort((a, b) => a.reporterID.localeCompare(b.reporterID));
-  const changed = missed || previous.currentStorageVersionHash !== obs.hash || persisted.join('\n') !== before.join('\n') || others.length !== (status.currentStorageVersionHashes?.length ?? 0) - 1;
-  return { status: { currentStorageVersionHashes: entries, persistedStorageVersionHashes: persisted }, change: changed ? 'hash' : 'heartbeat' };
+  const changed =
+    missed ||
+    previous.currentStorageVersionHash !== obs.hash ||
+    persisted.join('\n') !== before.join('\n') ||
+    others.length !== (status.currentStorageVersionHashes?.length ?? 0) - 1;
+  return {
+    status: { currentStorageVersionHashes: entries, persistedStorageVersionHashes: persisted },
+    change: changed ? 'hash' : 'heartbeat',
+  };
 }
 
 /**
@@ -100,7 +119,8 @@ export function report(status: StorageStateStatus | undefined, obs: Observation,
 export function heartbeatPatch(state: Pick<StorageState, 'metadata' | 'status'>, obs: Observation): object[] {
   const entries = state.status?.currentStorageVersionHashes ?? [];
   const i = entries.findIndex((e) => e.reporterID === obs.reporter);
-  if (i < 0 || entries[i]!.currentStorageVersionHash !== obs.hash) throw new Error(`heartbeatPatch: reporter ${obs.reporter} has no entry with hash ${obs.hash}`);
+  if (i < 0 || entries[i]!.currentStorageVersionHash !== obs.hash)
+    throw new Error(`heartbeatPatch: reporter ${obs.reporter} has no entry with hash ${obs.hash}`);
   const at = `/status/currentStorageVersionHashes/${i}`;
   return [
     { op: 'test', path: '/metadata/uid', value: state.metadata.uid },
@@ -116,7 +136,12 @@ export function heartbeatPatch(state: Pick<StorageState, 'metadata' | 'status'>,
  * successful polls known, TOLERATED_MISSED_POLLS more): what is persisted may have missed changes (seed:
  * recreate with Unknown).
  */
-export function isStale(status: StorageStateStatus | undefined, now: Date, periodMs = DEFAULT_PERIOD_MS, lastPolls: Readonly<Record<string, Date>> = {}): boolean {
+export function isStale(
+  status: StorageStateStatus | undefined,
+  now: Date,
+  periodMs = DEFAULT_PERIOD_MS,
+  lastPolls: Readonly<Record<string, Date>> = {},
+): boolean {
   // A state nobody reported into yet (just created by another reporter) is not stale: its first report sets Unknown.
   const entries = status?.currentStorageVersionHashes ?? [];
   if (entries.length === 0) return false;
@@ -158,7 +183,15 @@ export interface DecideInput {
 export type Decision =
   | { action: 'none'; reason: string; cancel?: never }
   | { action: 'cancel'; reason: string; cancel: MigrationView[] }
-  | { action: 'create'; reason: string; hash: string; epoch: number; persisted: string[]; cancel: MigrationView[]; controlPlaneGeneration?: number | undefined }
+  | {
+      action: 'create';
+      reason: string;
+      hash: string;
+      epoch: number;
+      persisted: string[];
+      cancel: MigrationView[];
+      controlPlaneGeneration?: number | undefined;
+    }
   | { action: 'narrow'; reason: string; hash: string; migration: MigrationView; cancel?: never };
 
 /** The persisted hashes, with an empty or missing list read as Unknown (the default of README "Storage version migration"). */
@@ -186,13 +219,22 @@ export function decide(input: DecideInput): Decision {
   const unstable = input.controlPlane?.unstable;
   if (unstable) return pending.length ? { action: 'cancel', reason: unstable, cancel: pending } : { action: 'none', reason: unstable };
   if (hashes.size !== 1) {
-    if (pending.length) return { action: 'cancel', reason: entries.length ? `reporters disagree (${[...hashes].join(', ')})` : 'no reporter has reported', cancel: pending };
+    if (pending.length)
+      return {
+        action: 'cancel',
+        reason: entries.length ? `reporters disagree (${[...hashes].join(', ')})` : 'no reporter has reported',
+        cancel: pending,
+      };
     return { action: 'none', reason: entries.length ? `reporters disagree (${[...hashes].join(', ')})` : 'no reporter has reported' };
   }
   const hash = [...hashes][0]!;
-  const fits = (m: MigrationView) => m.hash === hash && m.epoch === input.epoch && m.controlPlaneGeneration === input.controlPlane?.generation;
+  const fits = (m: MigrationView) =>
+    m.hash === hash && m.epoch === input.epoch && m.controlPlaneGeneration === input.controlPlane?.generation;
   const outdated = pending.filter((m) => !fits(m));
-  const waitOr = (reason: string): Decision => (outdated.length ? { action: 'cancel', reason: `${reason}; cancelling migrations made for another state`, cancel: outdated } : { action: 'none', reason });
+  const waitOr = (reason: string): Decision =>
+    outdated.length
+      ? { action: 'cancel', reason: `${reason}; cancelling migrations made for another state`, cancel: outdated }
+      : { action: 'none', reason };
 
   const missing = input.reporters.filter((r) => !entries.some((e) => e.reporterID === r));
   if (missing.length) return waitOr(`waiting for reporters ${missing.join(', ')}`);
@@ -205,8 +247,14 @@ export function decide(input: DecideInput): Decision {
   const succeeded = valid.find((m) => m.phase === 'Succeeded');
   if (succeeded) {
     const unconfirmed = unconfirmedReporters(succeeded, entries, input.reporters);
-    if (unconfirmed.length) return waitOr(`migration ${succeeded.name} succeeded; waiting for ${unconfirmed.join(', ')} to report ${hash} again after it`);
-    return { action: 'narrow', reason: `migration ${succeeded.name} succeeded and every reporter confirmed ${hash} since`, hash, migration: succeeded };
+    if (unconfirmed.length)
+      return waitOr(`migration ${succeeded.name} succeeded; waiting for ${unconfirmed.join(', ')} to report ${hash} again after it`);
+    return {
+      action: 'narrow',
+      reason: `migration ${succeeded.name} succeeded and every reporter confirmed ${hash} since`,
+      hash,
+      migration: succeeded,
+    };
   }
   const running = valid.find((m) => !isTerminal(m.phase));
   if (running) return waitOr(`migration ${running.name} is ${running.phase.toLowerCase()}`);

@@ -41,7 +41,9 @@ describe('the real kube-apiserver, as the outrigger identity', () => {
   });
 
   test('rejects an object with two controller ownerReferences as Invalid', async () => {
-    const two = revision(ns, 'web-3', { ownerReferences: [owner('a', '00000000-0000-0000-0000-00000000000a'), owner('b', '00000000-0000-0000-0000-00000000000b')] });
+    const two = revision(ns, 'web-3', {
+      ownerReferences: [owner('a', '00000000-0000-0000-0000-00000000000a'), owner('b', '00000000-0000-0000-0000-00000000000b')],
+    });
     const err = await kube.create(Resources.controllerRevisions, two).catch((e: unknown) => e);
     expect((err as KubeError).kind).toBe('Invalid');
     expect((err as KubeError).message).toMatch(/controller/i);
@@ -58,7 +60,10 @@ describe('the real kube-apiserver, as the outrigger identity', () => {
   test('maps NotFound and AlreadyExists', async () => {
     await expect(kube.get(Resources.controllerRevisions, 'absent', ns)).rejects.toMatchObject({ kind: 'NotFound', status: 404 });
     await kube.create(Resources.controllerRevisions, revision(ns, 'web-5'));
-    await expect(kube.create(Resources.controllerRevisions, revision(ns, 'web-5'))).rejects.toMatchObject({ kind: 'AlreadyExists', status: 409 });
+    await expect(kube.create(Resources.controllerRevisions, revision(ns, 'web-5'))).rejects.toMatchObject({
+      kind: 'AlreadyExists',
+      status: 409,
+    });
   });
 
   test('is held to its RBAC role: no PUT on revisions, no namespaces', async () => {

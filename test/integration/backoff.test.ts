@@ -13,10 +13,24 @@ describe('backoff', () => {
   test("a failed sync request is seen again after 2 s, then after 4 s, not after the queue's 60 s visibility timeout", async () => {
     const { sqs, url } = await testQueue('backoff');
     const queues = new QueueUrls(`${url.slice(0, url.lastIndexOf('/') + 1)}${uniqueName('bo')}-`);
-    const queueUrl = (await sqs.send(new CreateQueueCommand({ QueueName: queues.name('c1', 'history'), Attributes: { FifoQueue: 'true', VisibilityTimeout: '60' } }))).QueueUrl!;
+    const queueUrl = (
+      await sqs.send(
+        new CreateQueueCommand({ QueueName: queues.name('c1', 'history'), Attributes: { FifoQueue: 'true', VisibilityTimeout: '60' } }),
+      )
+    ).QueueUrl!;
     const arn = `arn:aws:sqs:elasticmq:000000000000:${queues.name('c1', 'history')}`;
-    const request = makeSyncRequest({ cluster: 'c1', group: 'apps', kind: 'StatefulSet', namespace: 'ns', name: 'web', uid: '5f0c7d2e-3b1a-4c9e-8f6d-2a7b9c1e4d30' }, []);
-    await sqs.send(new SendMessageCommand({ QueueUrl: queueUrl, MessageBody: JSON.stringify(request), MessageGroupId: 'g', MessageDeduplicationId: 'd' }));
+    const request = makeSyncRequest(
+      { cluster: 'c1', group: 'apps', kind: 'StatefulSet', namespace: 'ns', name: 'web', uid: '5f0c7d2e-3b1a-4c9e-8f6d-2a7b9c1e4d30' },
+      [],
+    );
+    await sqs.send(
+      new SendMessageCommand({
+        QueueUrl: queueUrl,
+        MessageBody: JSON.stringify(request),
+        MessageGroupId: 'g',
+        MessageDeduplicationId: 'd',
+      }),
+    );
     const handler = syncBatchHandler({
       source: 'history',
       deadLetter: () => new MemoryDeadLetterSink(),
@@ -26,8 +40,15 @@ describe('backoff', () => {
       },
     });
     const receive = async (): Promise<{ message: Message; at: number }> => {
-      for (const deadline = Date.now() + 15_000; Date.now() < deadline; ) {
-        const got = await sqs.send(new ReceiveMessageCommand({ QueueUrl: queueUrl, MaxNumberOfMessages: 1, WaitTimeSeconds: 1, MessageSystemAttributeNames: ['All'] }));
+      for (const deadline = Date.now() + 15_000; Date.now() < deadline;) {
+        const got = await sqs.send(
+          new ReceiveMessageCommand({
+            QueueUrl: queueUrl,
+            MaxNumberOfMessages: 1,
+            WaitTimeSeconds: 1,
+            MessageSystemAttributeNames: ['All'],
+          }),
+        );
         if (got.Messages?.[0]) return { message: got.Messages[0], at: Date.now() };
       }
       throw new Error('the failed message did not come back within 15 s');
@@ -37,7 +58,9 @@ describe('backoff', () => {
     for (const count of ['1', '2']) {
       expect(last.message.Attributes?.ApproximateReceiveCount).toBe(count);
       const failedAt = Date.now();
-      expect(await handler({ Records: [asRecord(last.message, arn)] })).toEqual({ batchItemFailures: [{ itemIdentifier: last.message.MessageId }] });
+      expect(await handler({ Records: [asRecord(last.message, arn)] })).toEqual({
+        batchItemFailures: [{ itemIdentifier: last.message.MessageId }],
+      });
       last = await receive();
       gaps.push((last.at - failedAt) / 1000);
     }

@@ -47,7 +47,10 @@ async function hashes(client: KubeClient): Promise<Map<string, string>> {
 
 describe('a control plane of two apiservers', () => {
   test('each apiserver holds an identity lease of its own; the load balancer serves while one is down', async () => {
-    const identities = await admin.list<KubeObject>(leases, { namespace: 'kube-system', labelSelector: 'apiserver.kubernetes.io/identity=kube-apiserver' });
+    const identities = await admin.list<KubeObject>(leases, {
+      namespace: 'kube-system',
+      labelSelector: 'apiserver.kubernetes.io/identity=kube-apiserver',
+    });
     expect(identities.items.map((l) => l.metadata.labels?.['kubernetes.io/hostname']).sort()).toEqual(['apiserver-1', 'apiserver-2']);
 
     await cp.stopApiserver('apiserver-1');
@@ -64,10 +67,18 @@ describe('a control plane of two apiservers', () => {
     const before = await hashes(cp.clientOf('apiserver-1', 'admin'));
     await cp.restartApiserver('apiserver-2', EMULATE_PREVIOUS_MINOR);
     try {
-      const [upgraded, previous] = await Promise.all([hashes(cp.clientOf('apiserver-1', 'admin')), hashes(cp.clientOf('apiserver-2', 'admin'))]);
+      const [upgraded, previous] = await Promise.all([
+        hashes(cp.clientOf('apiserver-1', 'admin')),
+        hashes(cp.clientOf('apiserver-2', 'admin')),
+      ]);
       const differing = [...upgraded.keys()].filter((k) => previous.has(k) && previous.get(k) !== upgraded.get(k)).sort();
       process.stderr.write(`[control plane] storageVersionHash differs under --emulated-version=1.34 for: ${differing.join(', ')}\n`);
-      expect(differing).toEqual(['resource.k8s.io/deviceclasses', 'resource.k8s.io/resourceclaims', 'resource.k8s.io/resourceclaimtemplates', 'resource.k8s.io/resourceslices']);
+      expect(differing).toEqual([
+        'resource.k8s.io/deviceclasses',
+        'resource.k8s.io/resourceclaims',
+        'resource.k8s.io/resourceclaimtemplates',
+        'resource.k8s.io/resourceslices',
+      ]);
       expect(upgraded).toEqual(before);
     } finally {
       // The rollout completes: both on the new release again, and they agree.
@@ -93,24 +104,44 @@ describe("kube-controller-manager's garbage collector and Outrigger's Controller
       apiVersion: 'apps/v1',
       kind: 'StatefulSet',
       metadata: { name, namespace: ns },
-      spec: { serviceName: name, replicas: 0, selector: { matchLabels: { app: name } }, template: { metadata: { labels: { app: name } }, spec: { containers: [{ name: 'c', image }] } } },
+      spec: {
+        serviceName: name,
+        replicas: 0,
+        selector: { matchLabels: { app: name } },
+        template: { metadata: { labels: { app: name } }, spec: { containers: [{ name: 'c', image }] } },
+      },
     });
   }
 
   async function sync(parent: KubeObject) {
     const policy = policyFor(await listPolicies(kube, cluster), 'apps', 'StatefulSet')!;
-    const key: SyncKey = { cluster, group: 'apps', kind: 'StatefulSet', namespace: parent.metadata.namespace, name: parent.metadata.name!, uid: parent.metadata.uid! };
+    const key: SyncKey = {
+      cluster,
+      group: 'apps',
+      kind: 'StatefulSet',
+      namespace: parent.metadata.namespace,
+      name: parent.metadata.name!,
+      uid: parent.metadata.uid!,
+    };
     return syncHistory({ kube, state, holder: uniqueName('h') }, policy, key, ['ControllerRevision/it/x/1/added']);
   }
 
   async function revisions(ns: string, parent: string): Promise<ControllerRevision[]> {
-    return (await kube.list<ControllerRevision>(Resources.controllerRevisions, { namespace: ns, labelSelector: `${PARENT_LABEL}=${parent}` })).items;
+    return (
+      await kube.list<ControllerRevision>(Resources.controllerRevisions, { namespace: ns, labelSelector: `${PARENT_LABEL}=${parent}` })
+    ).items;
   }
 
   async function twoRevisions(ns: string, name: string): Promise<KubeObject> {
     const sts = await createSts(ns, name, 'registry.example/app:1');
     await sync(sts);
-    const changed = await admin.patch(statefulSets, name, ns, { spec: { template: { spec: { containers: [{ name: 'c', image: 'registry.example/app:2' }] } } } }, 'merge');
+    const changed = await admin.patch(
+      statefulSets,
+      name,
+      ns,
+      { spec: { template: { spec: { containers: [{ name: 'c', image: 'registry.example/app:2' }] } } } },
+      'merge',
+    );
     await sync(changed);
     expect(await revisions(ns, name)).toHaveLength(2);
     return changed;
@@ -159,7 +190,12 @@ describe("kube-controller-manager's garbage collector and Outrigger's Controller
 
   test('a PersistentVolumeClaim can be deleted (its protection finalizer is removed)', async () => {
     const ns = await namespace('pvc');
-    await admin.create(pvcs, { apiVersion: 'v1', kind: 'PersistentVolumeClaim', metadata: { name: 'data', namespace: ns }, spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } } });
+    await admin.create(pvcs, {
+      apiVersion: 'v1',
+      kind: 'PersistentVolumeClaim',
+      metadata: { name: 'data', namespace: ns },
+      spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } },
+    });
     await admin.delete(pvcs, 'data', ns);
     await eventually(async () => !(await admin.find(pvcs, 'data', ns)), 30_000);
   });
@@ -168,7 +204,8 @@ describe("kube-controller-manager's garbage collector and Outrigger's Controller
 describe('etcd compaction', () => {
   test("a paged list's continue token expires with 410 Gone once etcd is compacted past it", async () => {
     const ns = await namespace('compact');
-    for (let i = 0; i < 3; i += 1) await admin.create(configMaps, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `c${i}`, namespace: ns } });
+    for (let i = 0; i < 3; i += 1)
+      await admin.create(configMaps, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `c${i}`, namespace: ns } });
     const first = await admin.list(configMaps, { namespace: ns, limit: 1 });
     expect(first.metadata.continue).toBeTruthy();
     // Move etcd's revision on and compact up to now; once the apiserver learns of it, the token's snapshot is gone.
@@ -176,7 +213,11 @@ describe('etcd compaction', () => {
     const revision = await compactEtcd(undefined, cp.etcdUrl);
     await recordCompaction(revision, cp.etcdUrl);
     const expired = await eventually(
-      () => admin.list(configMaps, { namespace: ns, limit: 1, continue: first.metadata.continue }).then(() => undefined, (err: unknown) => (isKubeError(err, 'Gone') ? err : Promise.reject(err))),
+      () =>
+        admin.list(configMaps, { namespace: ns, limit: 1, continue: first.metadata.continue }).then(
+          () => undefined,
+          (err: unknown) => (isKubeError(err, 'Gone') ? err : Promise.reject(err)),
+        ),
       40_000,
     );
     // The answer carries a token to go on from (an inconsistent list, which a migration may use).

@@ -19,22 +19,51 @@ import { pascal } from '../../scripts/forwarder-overlay.ts';
 import { parseEnvelope, type Envelope } from '../../shared/envelope/index.ts';
 import { connect, gvr, Resources, type KubeObject } from '../../shared/kube/index.ts';
 import { applyManifests } from '../../shared/kube/apply.ts';
-import { FORWARDER_NAMESPACE, deploymentEnv, forwarderKubeconfig, renderKustomize, startForwarder, type ForwarderProcess } from '../testbed/forwarder.ts';
+import {
+  FORWARDER_NAMESPACE,
+  deploymentEnv,
+  forwarderKubeconfig,
+  renderKustomize,
+  startForwarder,
+  type ForwarderProcess,
+} from '../testbed/forwarder.ts';
 import { adminClient, createNamespace, eventually, outriggerClient, testbed, testQueue, uniqueName } from '../testbed/index.ts';
 
 const run = promisify(execFile);
 
-const revision = (namespace: string, name: string): KubeObject => ({ apiVersion: 'apps/v1', kind: 'ControllerRevision', metadata: { name, namespace }, data: {}, revision: 1 });
+const revision = (namespace: string, name: string): KubeObject => ({
+  apiVersion: 'apps/v1',
+  kind: 'ControllerRevision',
+  metadata: { name, namespace },
+  data: {},
+  revision: 1,
+});
 
 /** Envelopes received from the queue (and deleted from it) until `done` holds. */
-async function receive(sqs: SQSClient, url: string, into: Envelope[], done: () => boolean, timeoutMs = 60_000, log?: () => string): Promise<void> {
+async function receive(
+  sqs: SQSClient,
+  url: string,
+  into: Envelope[],
+  done: () => boolean,
+  timeoutMs = 60_000,
+  log?: () => string,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!done()) {
-    if (Date.now() > deadline) throw new Error(`not received in time (${into.length} envelopes: ${into.map(label).join(', ')})${log ? `\nforwarder log:\n${log()}` : ''}`);
+    if (Date.now() > deadline)
+      throw new Error(
+        `not received in time (${into.length} envelopes: ${into.map(label).join(', ')})${log ? `\nforwarder log:\n${log()}` : ''}`,
+      );
     const out = await sqs.send(new ReceiveMessageCommand({ QueueUrl: url, MaxNumberOfMessages: 10, WaitTimeSeconds: 1 }));
     const messages = out.Messages ?? [];
     for (const m of messages) into.push(parseEnvelope(m.Body ?? ''));
-    if (messages.length) await sqs.send(new DeleteMessageBatchCommand({ QueueUrl: url, Entries: messages.map((m, i) => ({ Id: String(i), ReceiptHandle: m.ReceiptHandle! })) }));
+    if (messages.length)
+      await sqs.send(
+        new DeleteMessageBatchCommand({
+          QueueUrl: url,
+          Entries: messages.map((m, i) => ({ Id: String(i), ReceiptHandle: m.ReceiptHandle! })),
+        }),
+      );
   }
 }
 const label = (e: Envelope) => `${e.type.split('.').pop()}:${e.data.object.metadata.name}`;
@@ -64,22 +93,83 @@ describe('the forwarder installed from its kustomize base and generated overlay'
     const dead = await testQueue('fwd-install-dlq');
     const dir = await mkdtemp(join(tmpdir(), 'outrigger-overlay-'));
     // The stack's configuration and outputs, as an operator has them after `cdk deploy --outputs-file`.
-    const clusters = [{ id: cluster, access: { kind: 'eks', server: 'https://EXAMPLE.gr7.eu-west-1.eks.amazonaws.com', caData: 'Q0E=', clusterName: 'prod', region: 'eu-west-1' }, storage: { migrations: 'in-tree' } }];
-    const outputs = { Outrigger: { [`${pascal(cluster)}EventsQueueUrl`]: events.url, [`${pascal(cluster)}EventsDeadLetterQueueUrl`]: dead.url, AlarmTopicArn: 'arn:aws:sns:eu-west-1:123456789012:alarms' } };
+    const clusters = [
+      {
+        id: cluster,
+        access: {
+          kind: 'eks',
+          server: 'https://EXAMPLE.gr7.eu-west-1.eks.amazonaws.com',
+          caData: 'Q0E=',
+          clusterName: 'prod',
+          region: 'eu-west-1',
+        },
+        storage: { migrations: 'in-tree' },
+      },
+    ];
+    const outputs = {
+      Outrigger: {
+        [`${pascal(cluster)}EventsQueueUrl`]: events.url,
+        [`${pascal(cluster)}EventsDeadLetterQueueUrl`]: dead.url,
+        AlarmTopicArn: 'arn:aws:sns:eu-west-1:123456789012:alarms',
+      },
+    };
     await writeFile(join(dir, 'clusters.json'), JSON.stringify(clusters));
     await writeFile(join(dir, 'cdk-outputs.json'), JSON.stringify(outputs));
     const overlay = join(dir, 'overlay');
-    await run(process.execPath, ['scripts/forwarder-overlay.ts', '--cluster', cluster, '--clusters', join(dir, 'clusters.json'), '--outputs', join(dir, 'cdk-outputs.json'), '--image', 'registry.example/outrigger-forwarder:0.1.0', '--out', overlay], { cwd: projectRoot });
+    await run(
+      process.execPath,
+      [
+        'scripts/forwarder-overlay.ts',
+        '--cluster',
+        cluster,
+        '--clusters',
+        join(dir, 'clusters.json'),
+        '--outputs',
+        join(dir, 'cdk-outputs.json'),
+        '--image',
+        'registry.example/outrigger-forwarder:0.1.0',
+        '--out',
+        overlay,
+      ],
+      { cwd: projectRoot },
+    );
 
     const objects = await renderKustomize(overlay);
     const byKind = (kind: string) => objects.filter((o) => o.kind === kind);
-    expect(new Set(objects.map((o) => o.kind))).toEqual(new Set(['ClusterRole', 'ClusterRoleBinding', 'ConfigMap', 'Deployment', 'Namespace', 'PodDisruptionBudget', 'Role', 'RoleBinding', 'ServiceAccount']));
-    const deployment = byKind('Deployment')[0] as KubeObject & { spec: { replicas: number; template: { spec: { containers: Array<{ image: string; resources: unknown; livenessProbe: unknown; readinessProbe: unknown }> } } } };
+    expect(new Set(objects.map((o) => o.kind))).toEqual(
+      new Set([
+        'ClusterRole',
+        'ClusterRoleBinding',
+        'ConfigMap',
+        'Deployment',
+        'Namespace',
+        'PodDisruptionBudget',
+        'Role',
+        'RoleBinding',
+        'ServiceAccount',
+      ]),
+    );
+    const deployment = byKind('Deployment')[0] as KubeObject & {
+      spec: {
+        replicas: number;
+        template: { spec: { containers: Array<{ image: string; resources: unknown; livenessProbe: unknown; readinessProbe: unknown }> } };
+      };
+    };
     expect(deployment.spec.replicas).toBe(2);
-    expect(deployment.spec.template.spec.containers[0]).toMatchObject({ image: 'registry.example/outrigger-forwarder:0.1.0', resources: { requests: { cpu: expect.any(String), memory: expect.any(String) }, limits: { memory: expect.any(String) } } });
+    expect(deployment.spec.template.spec.containers[0]).toMatchObject({
+      image: 'registry.example/outrigger-forwarder:0.1.0',
+      resources: { requests: { cpu: expect.any(String), memory: expect.any(String) }, limits: { memory: expect.any(String) } },
+    });
     const env = deploymentEnv(objects, { name: 'outrigger-forwarder-0', namespace: FORWARDER_NAMESPACE });
-    expect(env).toMatchObject({ OUTRIGGER_CLUSTER_ID: cluster, OUTRIGGER_EVENT_QUEUE_URL: events.url, OUTRIGGER_DEAD_LETTER_QUEUE_URL: dead.url, OUTRIGGER_POD_NAMESPACE: FORWARDER_NAMESPACE });
-    expect(JSON.parse(env.OUTRIGGER_CLUSTERS!)).toEqual([{ id: cluster, access: { kind: 'kubeconfig' }, storage: expect.objectContaining({ migrations: 'in-tree' }) }]);
+    expect(env).toMatchObject({
+      OUTRIGGER_CLUSTER_ID: cluster,
+      OUTRIGGER_EVENT_QUEUE_URL: events.url,
+      OUTRIGGER_DEAD_LETTER_QUEUE_URL: dead.url,
+      OUTRIGGER_POD_NAMESPACE: FORWARDER_NAMESPACE,
+    });
+    expect(JSON.parse(env.OUTRIGGER_CLUSTERS!)).toEqual([
+      { id: cluster, access: { kind: 'kubeconfig' }, storage: expect.objectContaining({ migrations: 'in-tree' }) },
+    ]);
 
     // Server-side dry-run of everything (its namespace exists first, as `kubectl apply -k` would have created
     // it in the same call); the namespace enforces the restricted Pod Security Standard, so a warning would
@@ -87,13 +177,17 @@ describe('the forwarder installed from its kustomize base and generated overlay'
     await applyManifests(adminClient(), dump(byKind('Namespace')[0]));
     const rendered = join(dir, 'rendered.yaml');
     await writeFile(rendered, objects.map((o) => dump(o)).join('---\n'));
-    const dry = await run(kubectlBinary, ['apply', '--server-side', '--dry-run=server', '-f', rendered], { env: { ...process.env, KUBECONFIG: testbed().kubeconfigs.admin } });
+    const dry = await run(kubectlBinary, ['apply', '--server-side', '--dry-run=server', '-f', rendered], {
+      env: { ...process.env, KUBECONFIG: testbed().kubeconfigs.admin },
+    });
     expect(dry.stdout).toMatch(/deployment\.apps\/outrigger-forwarder serverside-applied \(server dry run\)/);
     expect(dry.stdout).toMatch(/poddisruptionbudget\.policy\/outrigger-forwarder serverside-applied \(server dry run\)/);
     expect(dry.stderr).not.toMatch(/[Ww]arning/);
 
     const kubeconfig = await forwarderKubeconfig(objects);
-    const fwd = started(startForwarder({ ...env, KUBECONFIG: kubeconfig, OUTRIGGER_SQS_ENDPOINT: testbed().sqsEndpoint, OUTRIGGER_NAMESPACE: ns }));
+    const fwd = started(
+      startForwarder({ ...env, KUBECONFIG: kubeconfig, OUTRIGGER_SQS_ENDPOINT: testbed().sqsEndpoint, OUTRIGGER_NAMESPACE: ns }),
+    );
     await fwd.logged('forwarder started');
     await outriggerClient().create(Resources.controllerRevisions, revision(ns, 'installed'));
     const got: Envelope[] = [];
@@ -136,7 +230,11 @@ describe('the forwarder installed from its kustomize base and generated overlay'
     for (let i = 0; i < 5; i += 1) await kube.create(Resources.controllerRevisions, revision(ns, `d${i}`));
     await receive(sqs, url, got, () => [0, 1, 2, 3, 4].every((i) => has(got, `added:d${i}`)), 60_000, first.log);
     // Checkpointed in its ConfigMap (every second), as read by anyone with the ServiceAccount's rights.
-    const store = new ConfigMapCheckpoint({ kube: connect({ kind: 'kubeconfig', path: env.KUBECONFIG }), namespace: FORWARDER_NAMESPACE, name: env.OUTRIGGER_CHECKPOINT_CONFIGMAP! });
+    const store = new ConfigMapCheckpoint({
+      kube: connect({ kind: 'kubeconfig', path: env.KUBECONFIG }),
+      namespace: FORWARDER_NAMESPACE,
+      name: env.OUTRIGGER_CHECKPOINT_CONFIGMAP!,
+    });
     await eventually(async () => {
       const text = (await store.load()) ?? '';
       return ['d0', 'd1', 'd2', 'd3', 'd4'].every((n) => text.includes(`"name":"${n}"`));
@@ -153,14 +251,20 @@ describe('the forwarder installed from its kustomize base and generated overlay'
     expect(second.log()).toMatch(/"message":"checkpoint loaded","from":"configmap outrigger-system\//);
     // The objects still there and unchanged are not sent again.
     expect(got.filter((e) => ['d2', 'd3', 'd4'].includes(e.data.object.metadata.name ?? ''))).toEqual([]);
-    process.stdout.write(`[forwarder-install] a new forwarder (the last one SIGKILLed, its Lease expiring after 15 s) forwarded the deletions ${resumedMs} ms after it started\n`);
+    process.stdout.write(
+      `[forwarder-install] a new forwarder (the last one SIGKILLed, its Lease expiring after 15 s) forwarded the deletions ${resumedMs} ms after it started\n`,
+    );
     expect(await stop(second)).toBe(0);
   }, 120_000);
 
   test('of two forwarders only the leader sends; when it is killed the standby takes over, and a clean stop hands over at once', async () => {
     const ns = await createNamespace('fwd-leader');
     const { sqs, url } = await testQueue('fwd-leader');
-    const env = await baseEnv(ns, url, { OUTRIGGER_LEASE_DURATION_SECONDS: '4', OUTRIGGER_RENEW_DEADLINE_SECONDS: '3', OUTRIGGER_RETRY_PERIOD_SECONDS: '0.5' });
+    const env = await baseEnv(ns, url, {
+      OUTRIGGER_LEASE_DURATION_SECONDS: '4',
+      OUTRIGGER_RENEW_DEADLINE_SECONDS: '3',
+      OUTRIGGER_RETRY_PERIOD_SECONDS: '0.5',
+    });
     const kube = outriggerClient();
     const got: Envelope[] = [];
     const a = started(startForwarder({ ...env, OUTRIGGER_POD_NAME: 'pod-a' }));
@@ -212,11 +316,13 @@ describe('the forwarder installed from its kustomize base and generated overlay'
     expect(handoverMs - releasedMs).toBeLessThan(3_500);
     const lease = await adminClient().get<Lease>(Resources.leases, env.OUTRIGGER_LEADER_ELECTION_LEASE!, FORWARDER_NAMESPACE);
     expect(lease.spec).toMatchObject({ holderIdentity: 'pod-c', leaseTransitions: 1 });
-    process.stdout.write(`[forwarder-install] failover after SIGKILL (4 s lease): leading after ${failoverMs} ms, first event after ${firstEventMs} ms; clean handover: leader stopped in ${releasedMs} ms, standby leading ${handoverMs} ms after SIGTERM\n`);
+    process.stdout.write(
+      `[forwarder-install] failover after SIGKILL (4 s lease): leading after ${failoverMs} ms, first event after ${firstEventMs} ms; clean handover: leader stopped in ${releasedMs} ms, standby leading ${handoverMs} ms after SIGTERM\n`,
+    );
     expect(await stop(c)).toBe(0);
   }, 120_000);
 
-  test('a checkpoint too large for one ConfigMap is kept in parts, a later small one leaves no part behind, and another writer\'s write is overwritten', async () => {
+  test("a checkpoint too large for one ConfigMap is kept in parts, a later small one leaves no part behind, and another writer's write is overwritten", async () => {
     const kubeconfig = await forwarderKubeconfig();
     const kube = connect({ kind: 'kubeconfig', path: kubeconfig });
     const name = uniqueName('fwd-parts');
@@ -224,7 +330,11 @@ describe('the forwarder installed from its kustomize base and generated overlay'
     // Random bytes in base64 compress to about three quarters: some 150 KB of gzip, three parts.
     const big = JSON.stringify({ cluster: 'it', noise: (await import('node:crypto')).randomBytes(150_000).toString('base64') });
     await store.save(big);
-    const parts = () => adminClient().list(gvr('', 'v1', 'configmaps'), { namespace: FORWARDER_NAMESPACE, labelSelector: `outrigger.dev/checkpoint-of=${name}` });
+    const parts = () =>
+      adminClient().list(gvr('', 'v1', 'configmaps'), {
+        namespace: FORWARDER_NAMESPACE,
+        labelSelector: `outrigger.dev/checkpoint-of=${name}`,
+      });
     expect((await parts()).items.length).toBe(3);
     // A new process reads it back whole.
     expect(await new ConfigMapCheckpoint({ kube, namespace: FORWARDER_NAMESPACE, name }).load()).toBe(big);

@@ -17,7 +17,8 @@ test('a leader cut off from the apiserver stops leading within its renew deadlin
   const token = (JSON.parse(await readFile(kubeconfig, 'utf8')) as { users: Array<{ user: { token: string } }> }).users[0]!.user.token;
   const proxy = await startFaultProxy({ target: testbed().server, caFile: testbed().caFile, token, faultRate: 0, hangMs: 500 });
   const name = uniqueName('fwd-lease');
-  const elector = (path: string, identity: string) => new LeaderElector({ kube: connect({ kind: 'kubeconfig', path }), namespace: FORWARDER_NAMESPACE, name, identity, ...timing });
+  const elector = (path: string, identity: string) =>
+    new LeaderElector({ kube: connect({ kind: 'kubeconfig', path }), namespace: FORWARDER_NAMESPACE, name, identity, ...timing });
   const a = elector(proxy.kubeconfig, 'a');
   const b = elector(kubeconfig, 'b');
   try {
@@ -36,7 +37,9 @@ test('a leader cut off from the apiserver stops leading within its renew deadlin
     // The old leader had stopped before the new one began: never two at once.
     expect(lost!.at).toBeLessThan(bLeadsAt);
     expect(lost!.at - cut).toBeLessThan(timing.renewDeadlineMs + 1_000);
-    process.stdout.write(`[forwarder-leader] cut off at 0 ms: the leader stopped after ${lost!.at - cut} ms, the standby led after ${bLeadsAt - cut} ms\n`);
+    process.stdout.write(
+      `[forwarder-leader] cut off at 0 ms: the leader stopped after ${lost!.at - cut} ms, the standby led after ${bLeadsAt - cut} ms\n`,
+    );
   } finally {
     proxy.faultRate = 0;
     await Promise.all([a.release(), b.release()]);
@@ -47,10 +50,26 @@ test('a leader cut off from the apiserver stops leading within its renew deadlin
 test('of candidates starting at once, exactly one leads', async () => {
   const kubeconfig = await forwarderKubeconfig();
   const name = uniqueName('fwd-lease');
-  const candidates = ['a', 'b', 'c', 'd'].map((identity) => new LeaderElector({ kube: connect({ kind: 'kubeconfig', path: kubeconfig }), namespace: FORWARDER_NAMESPACE, name, identity, ...timing }));
+  const candidates = ['a', 'b', 'c', 'd'].map(
+    (identity) =>
+      new LeaderElector({
+        kube: connect({ kind: 'kubeconfig', path: kubeconfig }),
+        namespace: FORWARDER_NAMESPACE,
+        name,
+        identity,
+        ...timing,
+      }),
+  );
   const stop = new AbortController();
   try {
-    const leading = candidates.map((c) => c.acquire(() => undefined, stop.signal).then(() => true, () => false));
+    const leading = candidates.map((c) =>
+      c
+        .acquire(() => undefined, stop.signal)
+        .then(
+          () => true,
+          () => false,
+        ),
+    );
     const first = await Promise.race(leading);
     expect(first).toBe(true);
     // Twice the lease duration: the leader renews, no other takes over.

@@ -22,7 +22,11 @@ function memorySink(into: Envelope[]): EnvelopeSink {
 describe('the forwarder sends what is not a parent as metadata only', () => {
   test("a pod's readiness flapping sends nothing, its label change sends its metadata alone; a Secret's data never leaves; a parent is sent whole", async () => {
     const ns = await createNamespace('fwd-meta');
-    await admin.create(Resources.serviceAccounts, { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'default', namespace: ns } });
+    await admin.create(Resources.serviceAccounts, {
+      apiVersion: 'v1',
+      kind: 'ServiceAccount',
+      metadata: { name: 'default', namespace: ns },
+    });
     const sent: Envelope[] = [];
     const forwarder = new Forwarder({
       cluster: 'it',
@@ -38,14 +42,40 @@ describe('the forwarder sends what is not a parent as metadata only', () => {
     const of = (name: string) => sent.filter((e) => e.data.object.metadata.name === name);
     try {
       await forwarder.synced();
-      const pod = await admin.create<KubeObject>(Resources.pods, { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p', namespace: ns, labels: { app: 'a' } }, spec: { containers: [{ name: 'c', image: 'x' }] } });
-      await admin.create(secrets, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 's', namespace: ns }, stringData: { password: 'hunter2' } });
-      await admin.create(statefulSets, { apiVersion: 'apps/v1', kind: 'StatefulSet', metadata: { name: 'web', namespace: ns }, spec: { replicas: 0, selector: { matchLabels: { app: 'web' } }, template: { metadata: { labels: { app: 'web' } }, spec: { containers: [{ name: 'c', image: 'x' }] } } } });
+      const pod = await admin.create<KubeObject>(Resources.pods, {
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: { name: 'p', namespace: ns, labels: { app: 'a' } },
+        spec: { containers: [{ name: 'c', image: 'x' }] },
+      });
+      await admin.create(secrets, {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: { name: 's', namespace: ns },
+        stringData: { password: 'hunter2' },
+      });
+      await admin.create(statefulSets, {
+        apiVersion: 'apps/v1',
+        kind: 'StatefulSet',
+        metadata: { name: 'web', namespace: ns },
+        spec: {
+          replicas: 0,
+          selector: { matchLabels: { app: 'web' } },
+          template: { metadata: { labels: { app: 'web' } }, spec: { containers: [{ name: 'c', image: 'x' }] } },
+        },
+      });
       await eventually(() => of('p').length === 1 && of('s').length === 1 && of('web').length >= 1);
       expect(pod.metadata.generation).toBeDefined();
 
       for (const status of ['True', 'False', 'True']) {
-        await admin.patch(Resources.pods, 'p', ns, { status: { conditions: [{ type: 'Ready', status, lastTransitionTime: new Date().toISOString() }] } }, 'merge', { subresource: 'status' });
+        await admin.patch(
+          Resources.pods,
+          'p',
+          ns,
+          { status: { conditions: [{ type: 'Ready', status, lastTransitionTime: new Date().toISOString() }] } },
+          'merge',
+          { subresource: 'status' },
+        );
       }
       await eventually(() => forwarder.stats.statusOnly === 3);
       await admin.patch(Resources.pods, 'p', ns, { metadata: { labels: { app: 'b' } } }, 'merge');
@@ -73,12 +103,30 @@ describe('the forwarder sends what is not a parent as metadata only', () => {
   test('a resource that becomes a parent is watched whole from then on, without sending its objects again', async () => {
     const ns = await createNamespace('fwd-reshape');
     const sent: Envelope[] = [];
-    let whole: typeof statefulSets[] = [];
-    const forwarder = new Forwarder({ cluster: 'it', kube: outriggerClient(), sink: memorySink(sent), namespace: ns, resources: async () => [statefulSets], wholeObjects: async () => whole, definitions: [], refreshMs: 500 });
+    let whole: (typeof statefulSets)[] = [];
+    const forwarder = new Forwarder({
+      cluster: 'it',
+      kube: outriggerClient(),
+      sink: memorySink(sent),
+      namespace: ns,
+      resources: async () => [statefulSets],
+      wholeObjects: async () => whole,
+      definitions: [],
+      refreshMs: 500,
+    });
     await forwarder.start();
     try {
       await forwarder.synced();
-      const web = { apiVersion: 'apps/v1', kind: 'StatefulSet', metadata: { name: 'web', namespace: ns }, spec: { replicas: 0, selector: { matchLabels: { app: 'web' } }, template: { metadata: { labels: { app: 'web' } }, spec: { containers: [{ name: 'c', image: 'x' }] } } } };
+      const web = {
+        apiVersion: 'apps/v1',
+        kind: 'StatefulSet',
+        metadata: { name: 'web', namespace: ns },
+        spec: {
+          replicas: 0,
+          selector: { matchLabels: { app: 'web' } },
+          template: { metadata: { labels: { app: 'web' } }, spec: { containers: [{ name: 'c', image: 'x' }] } },
+        },
+      };
       await admin.create(statefulSets, web);
       await eventually(() => sent.length === 1);
       expect(sent[0]!.data.object).not.toHaveProperty('spec');

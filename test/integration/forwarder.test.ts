@@ -18,20 +18,48 @@ import { adminClient, createNamespace, outriggerClient, testbed, testQueue } fro
 const revision = (namespace: string, name: string, owner?: string): KubeObject => ({
   apiVersion: 'apps/v1',
   kind: 'ControllerRevision',
-  metadata: { name, namespace, ...(owner ? { ownerReferences: [{ apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'web', uid: owner, controller: true }] } : {}) },
+  metadata: {
+    name,
+    namespace,
+    ...(owner ? { ownerReferences: [{ apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'web', uid: owner, controller: true }] } : {}),
+  },
   data: {},
   revision: 1,
 });
 
 /** Receives (and deletes) whatever the queue has, until `done` holds or the time runs out. */
-async function drain(sqs: SQSClient, url: string, into: Array<{ envelope: Envelope; group: string; dedup: string }>, done: () => boolean, timeoutMs = 60_000): Promise<void> {
+async function drain(
+  sqs: SQSClient,
+  url: string,
+  into: Array<{ envelope: Envelope; group: string; dedup: string }>,
+  done: () => boolean,
+  timeoutMs = 60_000,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!done()) {
     if (Date.now() > deadline) throw new Error(`queue not drained in time (${into.length} messages received)`);
-    const out = await sqs.send(new ReceiveMessageCommand({ QueueUrl: url, MaxNumberOfMessages: 10, WaitTimeSeconds: 1, MessageSystemAttributeNames: ['MessageGroupId', 'MessageDeduplicationId'] }));
+    const out = await sqs.send(
+      new ReceiveMessageCommand({
+        QueueUrl: url,
+        MaxNumberOfMessages: 10,
+        WaitTimeSeconds: 1,
+        MessageSystemAttributeNames: ['MessageGroupId', 'MessageDeduplicationId'],
+      }),
+    );
     const messages = out.Messages ?? [];
-    for (const m of messages) into.push({ envelope: parseEnvelope(m.Body ?? ''), group: m.Attributes?.MessageGroupId ?? '', dedup: m.Attributes?.MessageDeduplicationId ?? '' });
-    if (messages.length) await sqs.send(new DeleteMessageBatchCommand({ QueueUrl: url, Entries: messages.map((m, i) => ({ Id: String(i), ReceiptHandle: m.ReceiptHandle! })) }));
+    for (const m of messages)
+      into.push({
+        envelope: parseEnvelope(m.Body ?? ''),
+        group: m.Attributes?.MessageGroupId ?? '',
+        dedup: m.Attributes?.MessageDeduplicationId ?? '',
+      });
+    if (messages.length)
+      await sqs.send(
+        new DeleteMessageBatchCommand({
+          QueueUrl: url,
+          Entries: messages.map((m, i) => ({ Id: String(i), ReceiptHandle: m.ReceiptHandle! })),
+        }),
+      );
   }
 }
 
@@ -45,7 +73,13 @@ describe('the forwarder', () => {
     const kube = await forwarderIdentity();
     const ns = await createNamespace('fwd-rbac');
     const { sqs, url } = await testQueue('fwd-rbac');
-    const fwd = new Forwarder({ cluster: 'it', kube, sink: new SqsEnvelopeSink(sqs, url), namespace: ns, resources: async () => [Resources.controllerRevisions, Resources.pods] });
+    const fwd = new Forwarder({
+      cluster: 'it',
+      kube,
+      sink: new SqsEnvelopeSink(sqs, url),
+      namespace: ns,
+      resources: async () => [Resources.controllerRevisions, Resources.pods],
+    });
     await fwd.start();
     try {
       await outriggerClient().create(Resources.controllerRevisions, revision(ns, 'seen'));
@@ -61,7 +95,13 @@ describe('the forwarder', () => {
   test('sends each change as a valid envelope, grouped by owning controller, deduplicated by uid, version and type', async () => {
     const ns = await createNamespace('fwd');
     const { sqs, url } = await testQueue('fwd');
-    const fwd = new Forwarder({ cluster: 'it', kube: outriggerClient(), sink: new SqsEnvelopeSink(sqs, url), namespace: ns, resources: async () => [Resources.controllerRevisions] });
+    const fwd = new Forwarder({
+      cluster: 'it',
+      kube: outriggerClient(),
+      sink: new SqsEnvelopeSink(sqs, url),
+      namespace: ns,
+      resources: async () => [Resources.controllerRevisions],
+    });
     await fwd.start();
     try {
       const kube = outriggerClient();
@@ -71,7 +111,9 @@ describe('the forwarder', () => {
       await kube.delete(Resources.controllerRevisions, 'owned', ns);
       const got: Array<{ envelope: Envelope; group: string; dedup: string }> = [];
       await drain(sqs, url, got, () => got.length >= 4);
-      expect(got.map((g) => `${g.envelope.type.split('.').pop()}:${g.envelope.data.object.metadata.name}`)).toEqual(expect.arrayContaining(['added:owned', 'added:loose', 'modified:loose', 'deleted:owned']));
+      expect(got.map((g) => `${g.envelope.type.split('.').pop()}:${g.envelope.data.object.metadata.name}`)).toEqual(
+        expect.arrayContaining(['added:owned', 'added:loose', 'modified:loose', 'deleted:owned']),
+      );
       expect(got.find((g) => g.envelope.data.object.metadata.name === 'owned')!.group).toBe('it/00000000-0000-0000-0000-0000000000aa');
       expect(got.find((g) => g.envelope.data.object.metadata.name === 'loose')!.group).toBe(`it/${loose.metadata.uid}`);
       expect(got.find((g) => g.envelope.type.endsWith('modified'))!.envelope.data.oldObject?.metadata.name).toBe('loose');
@@ -89,16 +131,29 @@ describe('the forwarder', () => {
     const { sqs, url } = await testQueue('fwd');
     const dead = await testQueue('fwd-dead');
     const roles = gvr('rbac.authorization.k8s.io', 'v1', 'roles');
-    const fwd = new Forwarder({ cluster: 'it', kube: adminClient(), sink: new SqsEnvelopeSink(sqs, url, dead.url), namespace: ns, resources: async () => [roles] });
+    const fwd = new Forwarder({
+      cluster: 'it',
+      kube: adminClient(),
+      sink: new SqsEnvelopeSink(sqs, url, dead.url),
+      namespace: ns,
+      resources: async () => [roles],
+    });
     await fwd.start();
     try {
-      const role = (name: string) => ({ apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata: { name, namespace: ns }, rules: [] });
+      const role = (name: string) => ({
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'Role',
+        metadata: { name, namespace: ns },
+        rules: [],
+      });
       await adminClient().create(roles, role('system:odd'));
       await adminClient().create(roles, role('plain'));
       const got: Array<{ envelope: Envelope; group: string; dedup: string }> = [];
       await drain(sqs, url, got, () => got.some((g) => g.envelope.data.object.metadata.name === 'plain'));
       expect(got.map((g) => g.envelope.data.object.metadata.name)).toEqual(['plain']);
-      const letters = await dead.sqs.send(new ReceiveMessageCommand({ QueueUrl: dead.url, MaxNumberOfMessages: 10, WaitTimeSeconds: 2, MessageAttributeNames: ['All'] }));
+      const letters = await dead.sqs.send(
+        new ReceiveMessageCommand({ QueueUrl: dead.url, MaxNumberOfMessages: 10, WaitTimeSeconds: 2, MessageAttributeNames: ['All'] }),
+      );
       const letter = letters.Messages?.find((m) => m.Body?.includes('system:odd'));
       expect(letter?.MessageAttributes?.reason?.StringValue).toMatch(/^cannot be sent as an event: .*metadata\.name/);
       expect(fwd.healthy()).toBe(true);
@@ -139,10 +194,14 @@ describe('the forwarder', () => {
       // perhaps only buffered: kill -9.
       const checkpointed = async () => {
         const text = await readFile(state, 'utf8').catch(() => '{}');
-        const names = new Set(Object.values((JSON.parse(text) as { resources?: Record<string, KubeObject[]> }).resources ?? {}).flat().map((o) => o.metadata.name));
+        const names = new Set(
+          Object.values((JSON.parse(text) as { resources?: Record<string, KubeObject[]> }).resources ?? {})
+            .flat()
+            .map((o) => o.metadata.name),
+        );
         return Array.from({ length: 20 }, (_, i) => `r${i}`).every((n) => names.has(n));
       };
-      for (const deadline = Date.now() + 60_000; !(await checkpointed()); ) {
+      for (const deadline = Date.now() + 60_000; !(await checkpointed());) {
         if (Date.now() > deadline) throw new Error(`the first forwarder did not checkpoint r0..r19 within 60 s:\n${childLog}`);
         await new Promise((r) => setTimeout(r, 200));
       }
@@ -153,25 +212,35 @@ describe('the forwarder', () => {
       await exited;
       // While it is down: more objects, changes to earlier ones, and deletions.
       for (let i = 65; i < 90; i += 1) await kube.create(Resources.controllerRevisions, revision(ns, `r${i}`));
-      for (let i = 0; i < 10; i += 1) await kube.patch(Resources.controllerRevisions, `r${i}`, ns, { metadata: { labels: { changed: 'yes' } } }, 'merge');
+      for (let i = 0; i < 10; i += 1)
+        await kube.patch(Resources.controllerRevisions, `r${i}`, ns, { metadata: { labels: { changed: 'yes' } } }, 'merge');
       for (let i = 10; i < 20; i += 1) await kube.delete(Resources.controllerRevisions, `r${i}`, ns);
       child = start();
       for (let i = 90; i < 100; i += 1) await kube.create(Resources.controllerRevisions, revision(ns, `r${i}`));
 
-      const final = new Map((await kube.listAll(Resources.controllerRevisions, { namespace: ns })).map((o) => [o.metadata.uid!, o.metadata.resourceVersion!]));
+      const final = new Map(
+        (await kube.listAll(Resources.controllerRevisions, { namespace: ns })).map((o) => [o.metadata.uid!, o.metadata.resourceVersion!]),
+      );
       const latest = new Map<string, { rv: bigint; type: string }>();
-      const deletedNames = () => new Set(got.filter((g) => g.envelope.type.endsWith('deleted')).map((g) => g.envelope.data.object.metadata.name));
-      await drain(sqs, url, got, () => {
-        for (const g of got) {
-          const uid = g.envelope.data.object.metadata.uid ?? '';
-          const rv = BigInt(g.envelope.data.object.metadata.resourceVersion ?? '0');
-          const seen = latest.get(uid);
-          if (!seen || seen.rv <= rv) latest.set(uid, { rv, type: g.envelope.type });
-        }
-        const current = [...final].every(([uid, rv]) => latest.get(uid)?.rv === BigInt(rv));
-        const gone = Array.from({ length: 10 }, (_, i) => `r${i + 10}`).every((n) => deletedNames().has(n));
-        return current && gone;
-      }, 60_000).catch((err: unknown) => {
+      const deletedNames = () =>
+        new Set(got.filter((g) => g.envelope.type.endsWith('deleted')).map((g) => g.envelope.data.object.metadata.name));
+      await drain(
+        sqs,
+        url,
+        got,
+        () => {
+          for (const g of got) {
+            const uid = g.envelope.data.object.metadata.uid ?? '';
+            const rv = BigInt(g.envelope.data.object.metadata.resourceVersion ?? '0');
+            const seen = latest.get(uid);
+            if (!seen || seen.rv <= rv) latest.set(uid, { rv, type: g.envelope.type });
+          }
+          const current = [...final].every(([uid, rv]) => latest.get(uid)?.rv === BigInt(rv));
+          const gone = Array.from({ length: 10 }, (_, i) => `r${i + 10}`).every((n) => deletedNames().has(n));
+          return current && gone;
+        },
+        60_000,
+      ).catch((err: unknown) => {
         throw new Error(`${String(err)}; forwarder log:\n${childLog}`);
       });
       expect(final.size).toBe(90);
@@ -183,7 +252,14 @@ describe('the forwarder', () => {
   test('a burst of 10,000 changes is delivered, every one, while the buffer never holds more than its bound', async () => {
     const ns = await createNamespace('fwd-burst');
     const { sqs, url } = await testQueue('fwd-burst');
-    const fwd = new Forwarder({ cluster: 'it', kube: outriggerClient(), sink: new SqsEnvelopeSink(sqs, url), namespace: ns, resources: async () => [Resources.controllerRevisions], maxBuffered: 200 });
+    const fwd = new Forwarder({
+      cluster: 'it',
+      kube: outriggerClient(),
+      sink: new SqsEnvelopeSink(sqs, url),
+      namespace: ns,
+      resources: async () => [Resources.controllerRevisions],
+      maxBuffered: 200,
+    });
     await fwd.start();
     const got: Array<{ envelope: Envelope; group: string; dedup: string }> = [];
     const uids = new Set<string>();
@@ -192,13 +268,21 @@ describe('the forwarder', () => {
       const limit = pLimit(32);
       const receiving = Promise.all(
         Array.from({ length: 4 }, () =>
-          drain(sqs, url, got, () => {
-            for (const g of got.splice(0)) uids.add(g.envelope.data.object.metadata.uid ?? '');
-            return uids.size >= 10_000;
-          }, 240_000),
+          drain(
+            sqs,
+            url,
+            got,
+            () => {
+              for (const g of got.splice(0)) uids.add(g.envelope.data.object.metadata.uid ?? '');
+              return uids.size >= 10_000;
+            },
+            240_000,
+          ),
         ),
       );
-      await Promise.all(Array.from({ length: 10_000 }, (_, i) => limit(() => admin.create(Resources.controllerRevisions, revision(ns, `b${i}`)))));
+      await Promise.all(
+        Array.from({ length: 10_000 }, (_, i) => limit(() => admin.create(Resources.controllerRevisions, revision(ns, `b${i}`)))),
+      );
       await receiving;
       expect(uids.size).toBe(10_000);
       expect(fwd.stats.maxBuffered).toBeLessThanOrEqual(200);

@@ -23,13 +23,28 @@ describe('heartbeat metrics', () => {
     await forwarderKubeconfig();
     const admin = adminClient();
     const renewTime = new Date(Date.now() - 30_000).toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
-    const lease = { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: FORWARDER_LEASE.name, namespace: FORWARDER_LEASE.namespace }, spec: { renewTime } };
+    const lease = {
+      apiVersion: 'coordination.k8s.io/v1',
+      kind: 'Lease',
+      metadata: { name: FORWARDER_LEASE.name, namespace: FORWARDER_LEASE.namespace },
+      spec: { renewTime },
+    };
     await admin.create(Resources.leases, lease).catch(async (err: unknown) => {
       if (!isKubeError(err, 'AlreadyExists')) throw err;
       await admin.patch(Resources.leases, FORWARDER_LEASE.name, FORWARDER_LEASE.namespace, { spec: { renewTime } }, 'merge');
     });
     const nowhere = join(await mkdtemp(join(tmpdir(), 'outrigger-hb-')), 'kubeconfig');
-    await writeFile(nowhere, JSON.stringify({ apiVersion: 'v1', kind: 'Config', clusters: [{ name: 'n', cluster: { server: 'https://127.0.0.1:1', 'insecure-skip-tls-verify': true } }], users: [{ name: 'u', user: { token: 't' } }], contexts: [{ name: 'c', context: { cluster: 'n', user: 'u' } }], 'current-context': 'c' }));
+    await writeFile(
+      nowhere,
+      JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'Config',
+        clusters: [{ name: 'n', cluster: { server: 'https://127.0.0.1:1', 'insecure-skip-tls-verify': true } }],
+        users: [{ name: 'u', user: { token: 't' } }],
+        contexts: [{ name: 'c', context: { cluster: 'n', user: 'u' } }],
+        'current-context': 'c',
+      }),
+    );
     const up = uniqueName('hb-up');
     const down = uniqueName('hb-down');
     const deadLetter = new MemoryDeadLetterSink();
@@ -43,7 +58,14 @@ describe('heartbeat metrics', () => {
       syncSink: { send: async () => {} },
     });
     // A new RoleBinding takes effect once the authorizer's cache has it.
-    await eventually(() => outriggerClient().get(Resources.leases, FORWARDER_LEASE.name, FORWARDER_LEASE.namespace).then(() => true, () => false));
+    await eventually(() =>
+      outriggerClient()
+        .get(Resources.leases, FORWARDER_LEASE.name, FORWARDER_LEASE.namespace)
+        .then(
+          () => true,
+          () => false,
+        ),
+    );
     const docs = await emfOf(() => handler({}, lambdaContext({ name: 'heartbeat', timeoutSeconds: 30 })));
     const of = (cluster: string, name: string) => docs.filter((d) => d.cluster === cluster && name in d).map((d) => d[name]);
     expect(of(up, 'ClusterUnreachable')).toEqual([0]);

@@ -31,14 +31,19 @@ afterAll(async () => {
   await cp?.stop();
 });
 
-test("a StatefulSet policy reports ForeignHistory and writes nothing; opted in with foreignHistory: Coexist, both histories are kept; outrigger history shows the in-tree one read-only", async () => {
+test('a StatefulSet policy reports ForeignHistory and writes nothing; opted in with foreignHistory: Coexist, both histories are kept; outrigger history shows the in-tree one read-only', async () => {
   const ns = uniqueName('coexist');
   await admin.create(Resources.namespaces, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
   const sts = await admin.create<KubeObject>(statefulSets, {
     apiVersion: 'apps/v1',
     kind: 'StatefulSet',
     metadata: { name: 'web', namespace: ns },
-    spec: { serviceName: 'web', replicas: 0, selector: { matchLabels: { app: 'web' } }, template: { metadata: { labels: { app: 'web' } }, spec: { containers: [{ name: 'c', image: 'registry.example/app:1' }] } } },
+    spec: {
+      serviceName: 'web',
+      replicas: 0,
+      selector: { matchLabels: { app: 'web' } },
+      template: { metadata: { labels: { app: 'web' } }, spec: { containers: [{ name: 'c', image: 'registry.example/app:1' }] } },
+    },
   });
   const revisions = async () => (await kube.list<ControllerRevision>(Resources.controllerRevisions, { namespace: ns })).items;
   // The in-tree controller's revision: controlled by the StatefulSet, its hash label, none of Outrigger's.
@@ -48,9 +53,15 @@ test("a StatefulSet policy reports ForeignHistory and writes nothing; opted in w
 
   await applyManifests(admin, STATEFULSET_POLICY);
   const report = await reportPolicy(kube, CLUSTER, 'statefulsets');
-  expect(report).toMatchObject({ ready: false, reason: 'ForeignHistory', message: expect.stringContaining(`${ns}/${inTree.metadata.name}`) });
+  expect(report).toMatchObject({
+    ready: false,
+    reason: 'ForeignHistory',
+    message: expect.stringContaining(`${ns}/${inTree.metadata.name}`),
+  });
   const reported = await kube.get(revisionPolicies, 'statefulsets');
-  expect((reported.status as { conditions: unknown[] }).conditions).toEqual([expect.objectContaining({ type: 'Ready', status: 'False', reason: 'ForeignHistory' })]);
+  expect((reported.status as { conditions: unknown[] }).conditions).toEqual([
+    expect.objectContaining({ type: 'Ready', status: 'False', reason: 'ForeignHistory' }),
+  ]);
   // Not in effect: not watched, not routed, no parent synced.
   forgetPolicies(CLUSTER);
   expect(policyFor(await listPolicies(kube, CLUSTER), 'apps', 'StatefulSet')).toBeUndefined();
@@ -60,7 +71,10 @@ test("a StatefulSet policy reports ForeignHistory and writes nothing; opted in w
   const key: SyncKey = { cluster: CLUSTER, group: 'apps', kind: 'StatefulSet', namespace: ns, name: 'web', uid: sts.metadata.uid! };
   const state = testState();
   const refused = parsePolicy(reported);
-  expect(await syncHistory({ kube, state, holder: uniqueName('h') }, refused, key, ['StatefulSet/kcm/x/1/added'])).toMatchObject({ outcome: 'skipped', reason: expect.stringMatching(/another controller keeps this parent's history/) });
+  expect(await syncHistory({ kube, state, holder: uniqueName('h') }, refused, key, ['StatefulSet/kcm/x/1/added'])).toMatchObject({
+    outcome: 'skipped',
+    reason: expect.stringMatching(/another controller keeps this parent's history/),
+  });
   expect((await revisions()).map((r) => r.metadata.name)).toEqual([inTree.metadata.name]);
 
   // `outrigger history` (as the admin, a user) shows the in-tree revision, read-only.
@@ -74,7 +88,10 @@ test("a StatefulSet policy reports ForeignHistory and writes nothing; opted in w
   forgetPolicies(CLUSTER);
   const coexisting = policyFor(await listPolicies(kube, CLUSTER), 'apps', 'StatefulSet')!;
   expect(coexisting.spec.foreignHistory).toBe('Coexist');
-  expect(await syncHistory({ kube, state, holder: uniqueName('h') }, coexisting, key, ['StatefulSet/kcm/x/2/added'])).toMatchObject({ outcome: 'created', number: 1 });
+  expect(await syncHistory({ kube, state, holder: uniqueName('h') }, coexisting, key, ['StatefulSet/kcm/x/2/added'])).toMatchObject({
+    outcome: 'created',
+    number: 1,
+  });
   const after = await revisions();
   expect(after.filter((r) => r.metadata.labels?.[PARENT_LABEL] === 'web')).toHaveLength(1);
   const still = after.find((r) => r.metadata.name === inTree.metadata.name) as (KubeObject & { revision: number }) | undefined;

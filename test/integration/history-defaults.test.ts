@@ -20,13 +20,23 @@ const state = testState();
 const childCause = ['ControllerRevision/it/some-revision/1/added'];
 const parentCause = (obj: KubeObject) => [`${obj.kind ?? 'StatefulSet'}/it/${obj.metadata.uid}/${obj.metadata.resourceVersion}/modified`];
 
-const keyOf = (obj: KubeObject, group: string, kind: string): SyncKey => ({ cluster: 'it', group, kind, namespace: obj.metadata.namespace, name: obj.metadata.name!, uid: obj.metadata.uid! });
+const keyOf = (obj: KubeObject, group: string, kind: string): SyncKey => ({
+  cluster: 'it',
+  group,
+  kind,
+  namespace: obj.metadata.namespace,
+  name: obj.metadata.name!,
+  uid: obj.metadata.uid!,
+});
 
 /** What a sync sent besides reads: nothing, when the target state did not change. */
 const writes = (client: KubeClient) => Object.keys(client.stats.byVerb).filter((v) => !['get', 'list', 'discovery'].includes(v));
 
 async function history(ns: string, name: string): Promise<ControllerRevision[]> {
-  const list = await kube.list<ControllerRevision>(Resources.controllerRevisions, { namespace: ns, labelSelector: `${PARENT_LABEL}=${name}` });
+  const list = await kube.list<ControllerRevision>(Resources.controllerRevisions, {
+    namespace: ns,
+    labelSelector: `${PARENT_LABEL}=${name}`,
+  });
   return sortRevisions(list.items);
 }
 
@@ -44,7 +54,12 @@ async function replaceRevision(parent: KubeObject, data: JsonObject, extraLabels
   await adminClient().create(Resources.controllerRevisions, {
     apiVersion: 'apps/v1',
     kind: 'ControllerRevision',
-    metadata: { name, namespace: ns, labels: { ...extraLabels, ...parentLabels(parent), [HASH_LABEL]: hash }, ownerReferences: [newControllerRef(parent)] },
+    metadata: {
+      name,
+      namespace: ns,
+      labels: { ...extraLabels, ...parentLabels(parent), [HASH_LABEL]: hash },
+      ownerReferences: [newControllerRef(parent)],
+    },
     data,
     revision: made!.revision,
   });
@@ -94,12 +109,25 @@ describe('a StatefulSet whose revision predates defaulted fields', () => {
     expect(await sync(sts)).toMatchObject({ outcome: 'created', number: 1 });
 
     // The revision a controller made before those fields were defaulted: the template without any of them.
-    const live = (sts.spec as { template: JsonObject }).template as { spec: JsonObject & { containers: JsonObject[]; volumes: Array<{ configMap: JsonObject }> } };
+    const live = (sts.spec as { template: JsonObject }).template as {
+      spec: JsonObject & { containers: JsonObject[]; volumes: Array<{ configMap: JsonObject }> };
+    };
     const c = live.spec.containers[0] as { [k: string]: JsonObject & { [k: string]: JsonObject } };
-    expect(c).toMatchObject({ imagePullPolicy: 'IfNotPresent', terminationMessagePath: '/dev/termination-log', ports: [{ protocol: 'TCP' }], readinessProbe: { periodSeconds: 10, httpGet: { scheme: 'HTTP' } } });
+    expect(c).toMatchObject({
+      imagePullPolicy: 'IfNotPresent',
+      terminationMessagePath: '/dev/termination-log',
+      ports: [{ protocol: 'TCP' }],
+      readinessProbe: { periodSeconds: 10, httpGet: { scheme: 'HTTP' } },
+    });
     const older = structuredClone(live);
-    const oc = older.spec.containers[0] as { [k: string]: unknown } & { securityContext: JsonObject; readinessProbe: JsonObject & { httpGet: JsonObject }; ports: JsonObject[]; env: Array<{ valueFrom: { fieldRef: JsonObject } }> };
-    for (const k of ['dnsPolicy', 'restartPolicy', 'schedulerName', 'securityContext', 'terminationGracePeriodSeconds']) delete older.spec[k];
+    const oc = older.spec.containers[0] as { [k: string]: unknown } & {
+      securityContext: JsonObject;
+      readinessProbe: JsonObject & { httpGet: JsonObject };
+      ports: JsonObject[];
+      env: Array<{ valueFrom: { fieldRef: JsonObject } }>;
+    };
+    for (const k of ['dnsPolicy', 'restartPolicy', 'schedulerName', 'securityContext', 'terminationGracePeriodSeconds'])
+      delete older.spec[k];
     for (const k of ['imagePullPolicy', 'terminationMessagePath', 'terminationMessagePolicy', 'resources']) delete oc[k];
     delete oc.securityContext.procMount;
     for (const k of ['timeoutSeconds', 'periodSeconds', 'successThreshold', 'failureThreshold']) delete oc.readinessProbe[k];
@@ -125,7 +153,13 @@ describe('a StatefulSet whose revision predates defaulted fields', () => {
     // A field set to a value other than its default is a change, and so is a new image.
     sts = await admin.patch(statefulSets, 'web', ns, { spec: { template: { spec: { terminationGracePeriodSeconds: 60 } } } }, 'merge');
     expect(await sync(sts, parentCause(sts))).toMatchObject({ outcome: 'created', number: 2 });
-    sts = await admin.patch(statefulSets, 'web', ns, { spec: { template: { spec: { containers: [{ ...c, image: 'registry.example/app:2' }] } } } }, 'merge');
+    sts = await admin.patch(
+      statefulSets,
+      'web',
+      ns,
+      { spec: { template: { spec: { containers: [{ ...c, image: 'registry.example/app:2' }] } } } },
+      'merge',
+    );
     expect(await sync(sts, parentCause(sts))).toMatchObject({ outcome: 'created', number: 3 });
   });
 });
@@ -177,9 +211,15 @@ spec:
     forgetPolicies();
     forgetTargetDefaults();
     const policy = policyFor(await listPolicies(kube, 'it'), group, 'Gadget')!;
-    const sync = (obj: KubeObject, client: KubeClient = kube) => syncHistory({ kube: client, state, holder: uniqueName('g') }, policy, keyOf(obj, group, 'Gadget'), childCause);
+    const sync = (obj: KubeObject, client: KubeClient = kube) =>
+      syncHistory({ kube: client, state, holder: uniqueName('g') }, policy, keyOf(obj, group, 'Gadget'), childCause);
     const ns = await createNamespace('hdef');
-    let g: KubeObject = await admin.create(gadgets, { apiVersion: `${group}/v1`, kind: 'Gadget', metadata: { name: 'g', namespace: ns }, spec: { replicas: 1, template: { image: 'app:1' } } });
+    let g: KubeObject = await admin.create(gadgets, {
+      apiVersion: `${group}/v1`,
+      kind: 'Gadget',
+      metadata: { name: 'g', namespace: ns },
+      spec: { replicas: 1, template: { image: 'app:1' } },
+    });
     expect(await sync(g)).toMatchObject({ outcome: 'created', number: 1 });
     const [first] = await history(ns, 'g');
 

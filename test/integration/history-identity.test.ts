@@ -22,7 +22,9 @@ beforeAll(async () => {
   await applyManifests(admin, openCrd(GROUP, 'Strongbox', 'strongboxes'));
   await eventually(async () => {
     forgetDiscovery(kube);
-    return resolveKind(kube, `${GROUP}/v1`, 'Strongbox').then(() => true).catch(() => false);
+    return resolveKind(kube, `${GROUP}/v1`, 'Strongbox')
+      .then(() => true)
+      .catch(() => false);
   });
 }, 60_000);
 
@@ -38,7 +40,10 @@ ${account ? `  serviceAccount: { namespace: ${account.namespace}, name: ${accoun
 }
 
 async function revisions(ns: string, name: string): Promise<string[]> {
-  const list = await kube.list<ControllerRevision>(Resources.controllerRevisions, { namespace: ns, labelSelector: `${PARENT_LABEL}=${name}` });
+  const list = await kube.list<ControllerRevision>(Resources.controllerRevisions, {
+    namespace: ns,
+    labelSelector: `${PARENT_LABEL}=${name}`,
+  });
   return sortRevisions(list.items).map((r) => `${r.revision}:${(r.data as { spec: { template: { image: string } } }).spec.template.image}`);
 }
 
@@ -46,7 +51,12 @@ describe('a RevisionPolicy that names a ServiceAccount', () => {
   test("reads its target with the account's grants: revisions of a kind Outrigger itself may not read", async () => {
     const ns = await createNamespace('ident');
     await applyManifests(admin, impersonatedAccount(ns, 'reader', [READ]));
-    const box = await admin.create<KubeObject>(strongboxes, { apiVersion: `${GROUP}/v1`, kind: 'Strongbox', metadata: { name: 'vault', namespace: ns }, spec: { template: { image: 'app:1' } } });
+    const box = await admin.create<KubeObject>(strongboxes, {
+      apiVersion: `${GROUP}/v1`,
+      kind: 'Strongbox',
+      metadata: { name: 'vault', namespace: ns },
+      spec: { template: { image: 'app:1' } },
+    });
     const err = await kube.get(strongboxes, 'vault', ns).catch((e: unknown) => e);
     expect(isKubeError(err, 'Forbidden')).toBe(true);
     const name = uniqueName('ident');
@@ -60,7 +70,11 @@ describe('a RevisionPolicy that names a ServiceAccount', () => {
       expect(report).toMatchObject({ ready: true, reason: 'Valid' });
       const effective = policyFor(await listPolicies(kube, 'it'), GROUP, 'Strongbox')!;
       const key = { cluster: 'it', group: GROUP, kind: 'Strongbox', namespace: ns, name: 'vault', uid: box.metadata.uid! };
-      expect(await syncHistory({ kube, state: testState(), holder: uniqueName('h') }, effective, key, [`Strongbox/it/${box.metadata.uid}/1/added`])).toMatchObject({ outcome: 'created' });
+      expect(
+        await syncHistory({ kube, state: testState(), holder: uniqueName('h') }, effective, key, [
+          `Strongbox/it/${box.metadata.uid}/1/added`,
+        ]),
+      ).toMatchObject({ outcome: 'created' });
       expect(await revisions(ns, 'vault')).toEqual(['1:app:1']);
     } finally {
       await admin.delete(revisionPolicies, name).catch(() => undefined);
@@ -90,10 +104,20 @@ describe('a RevisionPolicy that names a ServiceAccount', () => {
     await applyManifests(admin, `apiVersion: v1\nkind: ServiceAccount\nmetadata: { name: other, namespace: ${ns} }\n`);
     const notAllowed = uniqueName('ident');
     const missing = uniqueName('ident');
-    await applyManifests(admin, `${policy(notAllowed, { namespace: ns, name: 'other' })}---\n${policy(missing, { namespace: 'outrigger-system', name: 'no-such-account' })}`);
+    await applyManifests(
+      admin,
+      `${policy(notAllowed, { namespace: ns, name: 'other' })}---\n${policy(missing, { namespace: 'outrigger-system', name: 'no-such-account' })}`,
+    );
     try {
-      expect(await reportPolicy(kube, 'it', notAllowed)).toMatchObject({ ready: false, reason: 'ServiceAccountNotAllowed', message: expect.stringMatching(/has not allowed Outrigger to act as ServiceAccount/) });
-      expect(await reportPolicy(kube, 'it', missing)).toMatchObject({ ready: false, reason: expect.stringMatching(/^ServiceAccountNot(Found|Allowed)$/) });
+      expect(await reportPolicy(kube, 'it', notAllowed)).toMatchObject({
+        ready: false,
+        reason: 'ServiceAccountNotAllowed',
+        message: expect.stringMatching(/has not allowed Outrigger to act as ServiceAccount/),
+      });
+      expect(await reportPolicy(kube, 'it', missing)).toMatchObject({
+        ready: false,
+        reason: expect.stringMatching(/^ServiceAccountNot(Found|Allowed)$/),
+      });
     } finally {
       await admin.delete(revisionPolicies, notAllowed).catch(() => undefined);
       await admin.delete(revisionPolicies, missing).catch(() => undefined);

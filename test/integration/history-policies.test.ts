@@ -21,7 +21,16 @@ import type { SyncRequest } from '../../shared/lambda/sync-request.ts';
 import type { SyncSink } from '../../shared/lambda/sync-sink.ts';
 import { openCrd } from '../testbed/crds.ts';
 import { controllersGrant } from '../testbed/rbac.ts';
-import { adminClient, createNamespace, eventually, outriggerClient, startTestRuntime, testbed, testCluster, uniqueName } from '../testbed/index.ts';
+import {
+  adminClient,
+  createNamespace,
+  eventually,
+  outriggerClient,
+  startTestRuntime,
+  testbed,
+  testCluster,
+  uniqueName,
+} from '../testbed/index.ts';
 import { separatePipeline } from '../testbed/separate-pipeline.ts';
 
 const kube = outriggerClient();
@@ -29,10 +38,15 @@ const admin = adminClient();
 
 /** A namespaced kind of the test's own, which Outrigger may read, served once this resolves. */
 async function ownKind(group: string, kind: string, plural: string) {
-  await applyManifests(admin, `${openCrd(group, kind, plural)}---\n${controllersGrant(`outrigger-${plural}-test`, [`{ apiGroups: ["${group}"], resources: ["${plural}"], verbs: ["get", "list", "watch"] }`])}`);
+  await applyManifests(
+    admin,
+    `${openCrd(group, kind, plural)}---\n${controllersGrant(`outrigger-${plural}-test`, [`{ apiGroups: ["${group}"], resources: ["${plural}"], verbs: ["get", "list", "watch"] }`])}`,
+  );
   await eventually(async () => {
     forgetDiscovery(kube);
-    return resolveKind(kube, `${group}/v1`, kind).then(() => true).catch(() => false);
+    return resolveKind(kube, `${group}/v1`, kind)
+      .then(() => true)
+      .catch(() => false);
   });
   return gvr(group, 'v1', plural);
 }
@@ -49,7 +63,10 @@ ${extra}`;
 }
 
 async function history(ns: string, name: string): Promise<string[]> {
-  const list = await kube.list<ControllerRevision>(Resources.controllerRevisions, { namespace: ns, labelSelector: `${PARENT_LABEL}=${name}` });
+  const list = await kube.list<ControllerRevision>(Resources.controllerRevisions, {
+    namespace: ns,
+    labelSelector: `${PARENT_LABEL}=${name}`,
+  });
   return sortRevisions(list.items).map((r) => `${r.revision}:${(r.data as { spec: { template: { image: string } } }).spec.template.image}`);
 }
 
@@ -58,7 +75,13 @@ function sqsRecord(e: { body: string; group: string; id: string }): SQSRecord {
     messageId: e.id,
     receiptHandle: e.id,
     body: e.body,
-    attributes: { ApproximateReceiveCount: '1', SentTimestamp: '0', SenderId: 't', ApproximateFirstReceiveTimestamp: '0', MessageGroupId: e.group },
+    attributes: {
+      ApproximateReceiveCount: '1',
+      SentTimestamp: '0',
+      SenderId: 't',
+      ApproximateFirstReceiveTimestamp: '0',
+      MessageGroupId: e.group,
+    },
     messageAttributes: {},
     md5OfBody: '',
     eventSource: 'aws:sqs',
@@ -76,7 +99,8 @@ function routerDeps(sink: SyncSink, sources: readonly ControllerSource[] = contr
     sink,
     deadLetter: () => deadLetter,
     queueCluster: () => 'it',
-    log: (level: string, message: string, fields?: Record<string, unknown>) => process.stderr.write(`[router] ${level} ${message} ${JSON.stringify(fields)}\n`),
+    log: (level: string, message: string, fields?: Record<string, unknown>) =>
+      process.stderr.write(`[router] ${level} ${message} ${JSON.stringify(fields)}\n`),
   };
   return { deps, deadLetter };
 }
@@ -96,7 +120,12 @@ describe('a policy installed on a live cluster loses no first events', () => {
     const pipeline = await separatePipeline(ns);
     const warm = uniqueName('race-warm');
     const name = uniqueName('race');
-    const gizmo = (image: number) => ({ apiVersion: 'race.outrigger.test/v1', kind: 'Gizmo', metadata: { name: 'w', namespace: ns }, spec: { template: { image: `app:${image}` } } });
+    const gizmo = (image: number) => ({
+      apiVersion: 'race.outrigger.test/v1',
+      kind: 'Gizmo',
+      metadata: { name: 'w', namespace: ns },
+      spec: { template: { image: `app:${image}` } },
+    });
     try {
       // A policy already in force, whose parent's revisions show the whole pipeline working.
       await applyManifests(admin, `${policy(warm, 'race.outrigger.test/v1', 'Gizmo')}---\n${JSON.stringify(gizmo(1))}`);
@@ -106,13 +135,23 @@ describe('a policy installed on a live cluster loses no first events', () => {
       await new Promise((r) => setTimeout(r, 5_500));
       await admin.patch(gizmos, 'w', ns, { spec: { template: { image: 'app:2' } } }, 'merge');
       await eventually(async () => (await history(ns, 'w')).length === 2, 30_000);
-      const gadget = (image: number) => ({ apiVersion: 'race.outrigger.test/v1', kind: 'Gadget', metadata: { name: 'g', namespace: ns }, spec: { template: { image: `app:${image}` } } });
+      const gadget = (image: number) => ({
+        apiVersion: 'race.outrigger.test/v1',
+        kind: 'Gadget',
+        metadata: { name: 'g', namespace: ns },
+        spec: { template: { image: `app:${image}` } },
+      });
       await applyManifests(admin, `${policy(name, 'race.outrigger.test/v1', 'Gadget')}---\n${JSON.stringify(gadget(1))}`);
       for (const image of [2, 3, 4]) {
         await new Promise((r) => setTimeout(r, 1_500));
         await admin.patch(gadgets, 'g', ns, { spec: { template: { image: `app:${image}` } } }, 'merge');
       }
-      expect(await eventually(async () => ((await history(ns, 'g')).length === 4 ? history(ns, 'g') : undefined), 30_000)).toEqual(['1:app:1', '2:app:2', '3:app:3', '4:app:4']);
+      expect(await eventually(async () => ((await history(ns, 'g')).length === 4 ? history(ns, 'g') : undefined), 30_000)).toEqual([
+        '1:app:1',
+        '2:app:2',
+        '3:app:3',
+        '4:app:4',
+      ]);
       expect(await pipeline.deadLetters()).toEqual([]);
     } catch (err) {
       process.stderr.write(`[race] process logs:\n${pipeline.logs()}\n`);
@@ -127,7 +166,12 @@ describe('a policy installed on a live cluster loses no first events', () => {
   test('the history resync gives every parent of a policy a baseline revision, with no event', async () => {
     const widgets = await ownKind('resync.outrigger.test', 'Sprocket', 'sprockets');
     const ns = await createNamespace('resync');
-    await admin.create(widgets, { apiVersion: 'resync.outrigger.test/v1', kind: 'Sprocket', metadata: { name: 's', namespace: ns }, spec: { template: { image: 'app:1' } } });
+    await admin.create(widgets, {
+      apiVersion: 'resync.outrigger.test/v1',
+      kind: 'Sprocket',
+      metadata: { name: 's', namespace: ns },
+      spec: { template: { image: 'app:1' } },
+    });
     const name = uniqueName('resync');
     await applyManifests(admin, policy(name, 'resync.outrigger.test/v1', 'Sprocket'));
     // No forwarder and no router: only the schedule can find the parent.
@@ -136,7 +180,9 @@ describe('a policy installed on a live cluster loses no first events', () => {
       await runtime.runScheduled('history-resync');
       expect(await eventually(async () => ((await history(ns, 's')).length ? history(ns, 's') : undefined))).toEqual(['1:app:1']);
       const checked = await kube.get(revisionPolicies, name);
-      expect((checked.status as { conditions: unknown[] }).conditions).toEqual([expect.objectContaining({ type: 'Ready', status: 'True', reason: 'Valid' })]);
+      expect((checked.status as { conditions: unknown[] }).conditions).toEqual([
+        expect.objectContaining({ type: 'Ready', status: 'True', reason: 'Valid' }),
+      ]);
     } finally {
       await runtime.stop();
       await admin.delete(revisionPolicies, name).catch(() => undefined);
@@ -153,15 +199,33 @@ describe('a bad policy says so, and stops costing', () => {
       const { deps } = routerDeps(sink, [historySource]);
       const own = await kube.get(revisionPolicies, name);
       const nsObject = await kube.get(Resources.namespaces, 'default').catch(() => admin.get(Resources.namespaces, 'default'));
-      const envelopes = [makeEnvelope({ cluster: 'it', type: 'added', object: own, source: 'test' }), makeEnvelope({ cluster: 'it', type: 'modified', object: { ...nsObject, apiVersion: 'v1', kind: 'Namespace' } as KubeObject, source: 'test' })];
-      const out = await routeBatch({ Records: envelopes.map((e, i) => sqsRecord({ body: JSON.stringify(e), group: messageGroupId(e), id: `m${i}` })) }, deps);
+      const envelopes = [
+        makeEnvelope({ cluster: 'it', type: 'added', object: own, source: 'test' }),
+        makeEnvelope({
+          cluster: 'it',
+          type: 'modified',
+          object: { ...nsObject, apiVersion: 'v1', kind: 'Namespace' } as KubeObject,
+          source: 'test',
+        }),
+      ];
+      const out = await routeBatch(
+        { Records: envelopes.map((e, i) => sqsRecord({ body: JSON.stringify(e), group: messageGroupId(e), id: `m${i}` })) },
+        deps,
+      );
       expect(out.batchItemFailures).toEqual([]);
       expect(sink.sent.map((s) => `${s.target}:${s.request.key.kind}/${s.request.key.name}`)).toEqual([`history:RevisionPolicy/${name}`]);
 
       const report = await reportPolicy(kube, 'it', name);
       expect(report).toMatchObject({ ready: false, reason: 'ClusterScoped' });
       const status = (await kube.get(revisionPolicies, name)).status as { conditions: unknown[] };
-      expect(status.conditions).toEqual([expect.objectContaining({ type: 'Ready', status: 'False', reason: 'ClusterScoped', message: expect.stringMatching(/Namespace is cluster-scoped/) })]);
+      expect(status.conditions).toEqual([
+        expect.objectContaining({
+          type: 'Ready',
+          status: 'False',
+          reason: 'ClusterScoped',
+          message: expect.stringMatching(/Namespace is cluster-scoped/),
+        }),
+      ]);
       expect((await historySource.watches(testCluster('it'), kube)).map(gvrString)).not.toContain(gvrString(Resources.namespaces));
       expect((await historySource.kinds(testCluster('it'), kube)).map((k) => k.kind)).not.toContain('Namespace');
     } finally {
@@ -185,13 +249,25 @@ ${policy(name, 'broken.outrigger.test/v1', 'Thing')}`,
       const sink = new MemorySyncSink();
       const { deps } = routerDeps(sink, [historySource]);
       const own = await kube.get(revisionPolicies, name);
-      const thing: KubeObject = { apiVersion: 'broken.outrigger.test/v1', kind: 'Thing', metadata: { name: 't', namespace: 'default', uid: randomUUID(), resourceVersion: '1' } };
-      const envelopes = [makeEnvelope({ cluster: 'it', type: 'added', object: thing, source: 'test' }), makeEnvelope({ cluster: 'it', type: 'added', object: own, source: 'test' })];
+      const thing: KubeObject = {
+        apiVersion: 'broken.outrigger.test/v1',
+        kind: 'Thing',
+        metadata: { name: 't', namespace: 'default', uid: randomUUID(), resourceVersion: '1' },
+      };
+      const envelopes = [
+        makeEnvelope({ cluster: 'it', type: 'added', object: thing, source: 'test' }),
+        makeEnvelope({ cluster: 'it', type: 'added', object: own, source: 'test' }),
+      ];
       forgetPolicies('it');
-      const out = await routeBatch({ Records: envelopes.map((e, i) => sqsRecord({ body: JSON.stringify(e), group: messageGroupId(e), id: `m${i}` })) }, deps);
+      const out = await routeBatch(
+        { Records: envelopes.map((e, i) => sqsRecord({ body: JSON.stringify(e), group: messageGroupId(e), id: `m${i}` })) },
+        deps,
+      );
       expect(out.batchItemFailures).toEqual([{ itemIdentifier: 'm0' }]);
       expect(sink.sent.map((s) => `${s.target}:${s.request.key.kind}/${s.request.key.name}`)).toEqual([`history:RevisionPolicy/${name}`]);
-      expect((await listPolicies(kube, 'it')).unresolved).toEqual([expect.objectContaining({ name, kinds: [{ group: 'broken.outrigger.test', kind: 'Thing' }] })]);
+      expect((await listPolicies(kube, 'it')).unresolved).toEqual([
+        expect.objectContaining({ name, kinds: [{ group: 'broken.outrigger.test', kind: 'Thing' }] }),
+      ]);
     } finally {
       await admin.delete(revisionPolicies, name).catch(() => undefined);
       await admin.delete(apiServices, 'v1.broken.outrigger.test').catch(() => undefined);
@@ -204,8 +280,14 @@ ${policy(name, 'broken.outrigger.test/v1', 'Thing')}`,
     const name = uniqueName('generated');
     await applyManifests(admin, policy(name, 'gen.outrigger.test/v1', 'Cog', '  generated: { apiVersion: v1, kind: NoSuchKind }'));
     try {
-      expect(await reportPolicy(kube, 'it', name)).toMatchObject({ ready: false, reason: 'UnknownGeneratedKind', message: expect.stringMatching(/spec.generated: the cluster serves no kind NoSuchKind in v1/) });
-      expect((await historySource.watches(testCluster('it'), kube)).map(gvrString)).not.toContain(gvrString(gvr('gen.outrigger.test', 'v1', 'cogs')));
+      expect(await reportPolicy(kube, 'it', name)).toMatchObject({
+        ready: false,
+        reason: 'UnknownGeneratedKind',
+        message: expect.stringMatching(/spec.generated: the cluster serves no kind NoSuchKind in v1/),
+      });
+      expect((await historySource.watches(testCluster('it'), kube)).map(gvrString)).not.toContain(
+        gvrString(gvr('gen.outrigger.test', 'v1', 'cogs')),
+      );
     } finally {
       await admin.delete(revisionPolicies, name).catch(() => undefined);
     }

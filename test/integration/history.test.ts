@@ -12,7 +12,16 @@ import { controllerOf, newControllerRef, type SyncKey } from '../../shared/owner
 import { startFaultProxy } from '../testbed/fault-proxy.ts';
 import { kubectl } from '../testbed/kubectl.ts';
 import { DAEMONSET_POLICY, STATEFULSET_POLICY } from '../testbed/policies.ts';
-import { adminClient, createNamespace, eventually, outriggerClient, startTestRuntime, testState, testbed, uniqueName } from '../testbed/index.ts';
+import {
+  adminClient,
+  createNamespace,
+  eventually,
+  outriggerClient,
+  startTestRuntime,
+  testState,
+  testbed,
+  uniqueName,
+} from '../testbed/index.ts';
 import { openCrd } from '../testbed/crds.ts';
 import { controllersGrant } from '../testbed/rbac.ts';
 import { forgetDiscovery } from '../../shared/kube/index.ts';
@@ -34,7 +43,12 @@ function template(image: string, extra: Record<string, unknown> = {}) {
   return { metadata: { labels: { app: 'web' } }, spec: { containers: [{ name: 'c', image, ...extra }] } };
 }
 
-async function createSts(ns: string, name = 'web', image = 'registry.example/app:1', annotations: Record<string, string> = {}): Promise<KubeObject> {
+async function createSts(
+  ns: string,
+  name = 'web',
+  image = 'registry.example/app:1',
+  annotations: Record<string, string> = {},
+): Promise<KubeObject> {
   return adminClient().create(statefulSets, {
     apiVersion: 'apps/v1',
     kind: 'StatefulSet',
@@ -48,7 +62,14 @@ async function setImage(ns: string, name: string, image: string): Promise<KubeOb
 }
 
 function keyOf(obj: KubeObject, cluster = 'it'): SyncKey {
-  return { cluster, group: 'apps', kind: 'StatefulSet', namespace: obj.metadata.namespace, name: obj.metadata.name!, uid: obj.metadata.uid! };
+  return {
+    cluster,
+    group: 'apps',
+    kind: 'StatefulSet',
+    namespace: obj.metadata.namespace,
+    name: obj.metadata.name!,
+    uid: obj.metadata.uid!,
+  };
 }
 
 const parentCause = (obj: KubeObject) => [`StatefulSet/it/${obj.metadata.uid}/${obj.metadata.resourceVersion}/modified`];
@@ -62,11 +83,18 @@ async function sync(obj: KubeObject, causes = childCause, client: KubeClient = k
 const ownEvent = (obj: KubeObject, client: KubeClient = kube) => sync(obj, parentCause(obj), client, obj);
 
 async function history(ns: string, name = 'web'): Promise<ControllerRevision[]> {
-  const list = await kube.list<ControllerRevision>(Resources.controllerRevisions, { namespace: ns, labelSelector: `${PARENT_LABEL}=${name}` });
+  const list = await kube.list<ControllerRevision>(Resources.controllerRevisions, {
+    namespace: ns,
+    labelSelector: `${PARENT_LABEL}=${name}`,
+  });
   return sortRevisions(list.items);
 }
 
-const summary = (revs: ControllerRevision[]) => revs.map((r) => `${r.revision}:${(r.data as { spec: { template: { spec: { containers: Array<{ image: string }> } } } }).spec.template.spec.containers[0]!.image}`);
+const summary = (revs: ControllerRevision[]) =>
+  revs.map(
+    (r) =>
+      `${r.revision}:${(r.data as { spec: { template: { spec: { containers: Array<{ image: string }> } } } }).spec.template.spec.containers[0]!.image}`,
+  );
 
 describe('revision creation', () => {
   test('the first sync records revision 1: data replaces each path, named <parent>-<hash>, owned, selectable', async () => {
@@ -105,7 +133,7 @@ describe('revision creation', () => {
     expect(await history(ns)).toHaveLength(1);
   });
 
-  test("with its event's object, a label, annotation, status or replica change costs no apiserver request (README, \"What a sync does\": cost)", async () => {
+  test('with its event\'s object, a label, annotation, status or replica change costs no apiserver request (README, "What a sync does": cost)', async () => {
     const ns = await createNamespace('hist');
     let sts = await createSts(ns);
     await ownEvent(sts);
@@ -116,13 +144,16 @@ describe('revision creation', () => {
     const leases = Object.create(state.leases) as typeof state.leases;
     leases.get = async (...a) => ((reads.dynamodb += 1), state.leases.get(...a));
     const countingState = { ...state, leases };
-    const noop = (o: KubeObject) => syncHistory({ kube: counted, state: countingState, holder: uniqueName('h') }, policy, keyOf(o), parentCause(o), o);
+    const noop = (o: KubeObject) =>
+      syncHistory({ kube: counted, state: countingState, holder: uniqueName('h') }, policy, keyOf(o), parentCause(o), o);
     counted.stats.reset();
     sts = await adminClient().patch(statefulSets, 'web', ns, { spec: { replicas: 5 } }, 'merge');
     expect(await noop(sts)).toMatchObject({ outcome: 'cached', number: 1 });
     sts = await adminClient().patch(statefulSets, 'web', ns, { metadata: { labels: { tier: 'x' }, annotations: { note: 'y' } } }, 'merge');
     expect(await noop(sts)).toMatchObject({ outcome: 'cached', number: 1 });
-    sts = await adminClient().patch(statefulSets, 'web', ns, { status: { replicas: 0, observedGeneration: 9 } }, 'merge', { subresource: 'status' });
+    sts = await adminClient().patch(statefulSets, 'web', ns, { status: { replicas: 0, observedGeneration: 9 } }, 'merge', {
+      subresource: 'status',
+    });
     expect(await noop(sts)).toMatchObject({ outcome: 'cached', number: 1 });
     expect(counted.stats.total).toBe(0);
     expect(reads.dynamodb).toBe(3);
@@ -222,7 +253,15 @@ describe('revision creation', () => {
     const live = (sts.spec as { template: JsonObject }).template;
     // What an older controller stored: the same template with `creationTimestamp: null`, an empty map and
     // its keys in another order.
-    const old: JsonObject = { spec: { template: { $patch: 'replace', spec: (live as { spec: JsonObject }).spec, metadata: { creationTimestamp: null, annotations: {}, labels: { app: 'web' } } } } };
+    const old: JsonObject = {
+      spec: {
+        template: {
+          $patch: 'replace',
+          spec: (live as { spec: JsonObject }).spec,
+          metadata: { creationTimestamp: null, annotations: {}, labels: { app: 'web' } },
+        },
+      },
+    };
     expect(semanticallyEqual(old, { spec: { template: { ...live, $patch: 'replace' } } })).toBe(true);
     await kube.create<ControllerRevision>(Resources.controllerRevisions, {
       apiVersion: 'apps/v1',
@@ -250,9 +289,15 @@ describe('revision creation', () => {
   test('a name collision moves to the next count, and the hash label matches the new name', async () => {
     const ns = await createNamespace('hist');
     const sts = await createSts(ns);
-    const data = { spec: { template: { ...((sts.spec as { template: JsonObject }).template), $patch: 'replace' } } };
+    const data = { spec: { template: { ...(sts.spec as { template: JsonObject }).template, $patch: 'replace' } } };
     // Someone else's revision already has the name this data hashes to at count 0.
-    await adminClient().create(Resources.controllerRevisions, { apiVersion: 'apps/v1', kind: 'ControllerRevision', metadata: { name: revisionName('web', revisionHash(data, 0)), namespace: ns }, data: { other: true }, revision: 1 });
+    await adminClient().create(Resources.controllerRevisions, {
+      apiVersion: 'apps/v1',
+      kind: 'ControllerRevision',
+      metadata: { name: revisionName('web', revisionHash(data, 0)), namespace: ns },
+      data: { other: true },
+      revision: 1,
+    });
     const out = await sync(sts);
     expect(out).toMatchObject({ outcome: 'created', revision: revisionName('web', revisionHash(data, 1)) });
     const [mine] = (await history(ns)).filter((r) => controllerOf(r)?.uid === sts.metadata.uid);
@@ -262,23 +307,43 @@ describe('revision creation', () => {
   test('when every name a revision could take is held by other data, the sync fails and says so on the parent (a Warning event)', async () => {
     const ns = await createNamespace('hist');
     const sts = await createSts(ns);
-    const data = { spec: { template: { ...((sts.spec as { template: JsonObject }).template), $patch: 'replace' } } };
+    const data = { spec: { template: { ...(sts.spec as { template: JsonObject }).template, $patch: 'replace' } } };
     for (let count = 0; count < MAX_COLLISIONS; count += 1) {
-      await adminClient().create(Resources.controllerRevisions, { apiVersion: 'apps/v1', kind: 'ControllerRevision', metadata: { name: revisionName('web', revisionHash(data, count)), namespace: ns }, data: { other: count }, revision: 1 });
+      await adminClient().create(Resources.controllerRevisions, {
+        apiVersion: 'apps/v1',
+        kind: 'ControllerRevision',
+        metadata: { name: revisionName('web', revisionHash(data, count)), namespace: ns },
+        data: { other: count },
+        revision: 1,
+      });
     }
     await expect(sync(sts)).rejects.toThrow(/10 revision names in a row were taken/);
-    expect(await kubectl('describe', 'statefulset', 'web', '-n', ns)).toMatch(/Warning\s+SyncFailed\s+.*revision names in a row were taken by other data/);
+    expect(await kubectl('describe', 'statefulset', 'web', '-n', ns)).toMatch(
+      /Warning\s+SyncFailed\s+.*revision names in a row were taken by other data/,
+    );
   });
 
   test("a revision's data survives the apiserver's own re-encoding: a strategic merge patch of its metadata, as the garbage collector's orphaning sends, is accepted", async () => {
     const ns = await createNamespace('hist');
     // JavaScript's key order (name before image) and characters Go escapes (& < >) in the data.
     const sts = await createSts(ns, 'web', 'registry.example/app:1', {});
-    await adminClient().patch(statefulSets, 'web', ns, { spec: { template: template('registry.example/app:1', { args: ['run && <wait>'], env: [{ name: 'Z', value: '1' }] }) } }, 'merge');
+    await adminClient().patch(
+      statefulSets,
+      'web',
+      ns,
+      { spec: { template: template('registry.example/app:1', { args: ['run && <wait>'], env: [{ name: 'Z', value: '1' }] }) } },
+      'merge',
+    );
     await sync(await kube.get(statefulSets, 'web', ns), parentCause(sts));
     const [rev] = await history(ns);
     const before = rev!.data;
-    const patched = await adminClient().patch<ControllerRevision>(Resources.controllerRevisions, rev!.metadata.name!, ns, { metadata: { labels: { touched: 'yes' } } }, 'strategic');
+    const patched = await adminClient().patch<ControllerRevision>(
+      Resources.controllerRevisions,
+      rev!.metadata.name!,
+      ns,
+      { metadata: { labels: { touched: 'yes' } } },
+      'strategic',
+    );
     expect(patched.metadata.labels?.touched).toBe('yes');
     expect(patched.data).toEqual(before);
   });
@@ -290,7 +355,7 @@ describe('review findings', () => {
     let sts = await createSts(ns);
     await sync(sts);
     sts = await setImage(ns, 'web', 'registry.example/app:2');
-    const data = { spec: { template: { ...((sts.spec as { template: JsonObject }).template), $patch: 'replace' } } };
+    const data = { spec: { template: { ...(sts.spec as { template: JsonObject }).template, $patch: 'replace' } } };
     // Ours and with this data, but without the parent labels (so no list selects it) and an old number.
     await kube.create<ControllerRevision>(Resources.controllerRevisions, {
       apiVersion: 'apps/v1',
@@ -303,13 +368,18 @@ describe('review findings', () => {
     expect(summary(await history(ns))).toEqual(['1:registry.example/app:1', '2:registry.example/app:2']);
   });
 
-  test("a DaemonSet never adopts the orphaned history of a StatefulSet of the same name", async () => {
+  test('a DaemonSet never adopts the orphaned history of a StatefulSet of the same name', async () => {
     const ns = await createNamespace('hist');
     const sts = await createSts(ns);
     await sync(sts);
     const [rev] = await history(ns);
     await kube.patch(Resources.controllerRevisions, rev!.metadata.name!, ns, { metadata: { ownerReferences: null } }, 'merge');
-    await adminClient().create(gvr('apps', 'v1', 'daemonsets'), { apiVersion: 'apps/v1', kind: 'DaemonSet', metadata: { name: 'web', namespace: ns }, spec: { selector: { matchLabels: { app: 'web' } }, template: template('registry.example/ds:1') } });
+    await adminClient().create(gvr('apps', 'v1', 'daemonsets'), {
+      apiVersion: 'apps/v1',
+      kind: 'DaemonSet',
+      metadata: { name: 'web', namespace: ns },
+      spec: { selector: { matchLabels: { app: 'web' } }, template: template('registry.example/ds:1') },
+    });
     await applyManifests(adminClient(), DAEMONSET_POLICY);
     forgetPolicies();
     const dsPolicy = policyFor(await listPolicies(kube, 'it'), 'apps', 'DaemonSet')!;
@@ -325,7 +395,10 @@ describe('review findings', () => {
       sts = await setImage(ns, 'web', `registry.example/${image}`);
       await sync(sts);
     }
-    const blind: RevisionPolicy = { ...policy, spec: { ...policy.spec, revisionHistoryLimit: 0, generated: { ...policy.spec.generated!, selectorPath: 'spec.noSuchSelector' } } };
+    const blind: RevisionPolicy = {
+      ...policy,
+      spec: { ...policy.spec, revisionHistoryLimit: 0, generated: { ...policy.spec.generated!, selectorPath: 'spec.noSuchSelector' } },
+    };
     const result = await truncateHistory({ kube }, blind, keyOf(sts));
     expect(result.deleted).toEqual([]);
     expect(result.skipped).toMatch(/no readable selector/);
@@ -377,9 +450,19 @@ describe('reliability', () => {
 
   test('through a proxy that fails about 20% of requests, the history equals a clean run', async () => {
     const bed = testbed();
-    const proxy = await startFaultProxy({ target: bed.server, caFile: bed.caFile, token: bed.tokens.outrigger, faultRate: 0.2, hangMs: 500, seed: 11 });
+    const proxy = await startFaultProxy({
+      target: bed.server,
+      caFile: bed.caFile,
+      token: bed.tokens.outrigger,
+      faultRate: 0.2,
+      hangMs: 500,
+      seed: 11,
+    });
     try {
-      const flaky = connect({ kind: 'kubeconfig', path: proxy.kubeconfig }, { timeoutMs: 300, retry: { retries: 8, minDelayMs: 5, maxDelayMs: 50 } });
+      const flaky = connect(
+        { kind: 'kubeconfig', path: proxy.kubeconfig },
+        { timeoutMs: 300, retry: { retries: 8, minDelayMs: 5, maxDelayMs: 50 } },
+      );
       const ns = await createNamespace('flaky');
       let sts = await createSts(ns, 'web', 'registry.example/c:1');
       const run = async (s: KubeObject) => {
@@ -398,7 +481,12 @@ describe('reliability', () => {
         await run(sts);
         await run(sts);
       }
-      expect(summary(await history(ns))).toEqual(['2:registry.example/c:2', '3:registry.example/c:3', '4:registry.example/c:1', '5:registry.example/c:4']);
+      expect(summary(await history(ns))).toEqual([
+        '2:registry.example/c:2',
+        '3:registry.example/c:3',
+        '4:registry.example/c:1',
+        '5:registry.example/c:4',
+      ]);
       expect(proxy.stats.injected['429'] + proxy.stats.injected['500'] + proxy.stats.injected.timeout).toBeGreaterThan(0);
     } finally {
       await proxy.close();
@@ -409,9 +497,19 @@ describe('reliability', () => {
 describe('truncation', () => {
   test('keeps at most the limit of non-live revisions, oldest deleted first, never a live one', async () => {
     const ns = await createNamespace('trunc');
-    await adminClient().create(Resources.serviceAccounts, { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'default', namespace: ns } });
+    await adminClient().create(Resources.serviceAccounts, {
+      apiVersion: 'v1',
+      kind: 'ServiceAccount',
+      metadata: { name: 'default', namespace: ns },
+    });
     let sts = await createSts(ns, 'web', 'registry.example/t:1');
-    await adminClient().patch(statefulSets, 'web', ns, { metadata: { annotations: { 'outrigger.dev/revision-history-limit': '2' } } }, 'merge');
+    await adminClient().patch(
+      statefulSets,
+      'web',
+      ns,
+      { metadata: { annotations: { 'outrigger.dev/revision-history-limit': '2' } } },
+      'merge',
+    );
     await sync(sts);
     const [rev1] = await history(ns);
     // A pod still runs revision 1: it is live.
@@ -430,7 +528,12 @@ describe('truncation', () => {
     const result = await truncateHistory({ kube }, policy, keyOf(sts));
     const after = await history(ns);
     // Live: revision 1 (the pod) and 6 (the latest); non-live kept: the newest two of 2..5.
-    expect(summary(after)).toEqual(['1:registry.example/t:1', '4:registry.example/t:4', '5:registry.example/t:5', '6:registry.example/t:6']);
+    expect(summary(after)).toEqual([
+      '1:registry.example/t:1',
+      '4:registry.example/t:4',
+      '5:registry.example/t:5',
+      '6:registry.example/t:6',
+    ]);
     expect(result.deleted).toHaveLength(2);
     // Idempotent: a second run deletes nothing.
     expect((await truncateHistory({ kube }, policy, keyOf(sts))).deleted).toEqual([]);
@@ -445,7 +548,13 @@ describe('truncation', () => {
   test("never deletes the revision holding the parent's target state, even before the sync has made it the latest (a rollback)", async () => {
     const ns = await createNamespace('trunc');
     let sts = await createSts(ns, 'web', 'registry.example/t:1');
-    await adminClient().patch(statefulSets, 'web', ns, { metadata: { annotations: { 'outrigger.dev/revision-history-limit': '0' } } }, 'merge');
+    await adminClient().patch(
+      statefulSets,
+      'web',
+      ns,
+      { metadata: { annotations: { 'outrigger.dev/revision-history-limit': '0' } } },
+      'merge',
+    );
     await sync(sts);
     for (const image of ['t:2', 't:3']) {
       sts = await setImage(ns, 'web', `registry.example/${image}`);
@@ -464,7 +573,13 @@ describe('truncation', () => {
   test('never deletes a revision another controller owns', async () => {
     const ns = await createNamespace('trunc');
     const sts = await createSts(ns);
-    await adminClient().patch(statefulSets, 'web', ns, { metadata: { annotations: { 'outrigger.dev/revision-history-limit': '0' } } }, 'merge');
+    await adminClient().patch(
+      statefulSets,
+      'web',
+      ns,
+      { metadata: { annotations: { 'outrigger.dev/revision-history-limit': '0' } } },
+      'merge',
+    );
     const other = await createSts(ns, 'other');
     const foreign = await kube.create<ControllerRevision>(Resources.controllerRevisions, {
       apiVersion: 'apps/v1',
@@ -488,7 +603,13 @@ describe('when truncation runs, and by which limit', () => {
       apiVersion: 'apps/v1',
       kind: 'StatefulSet',
       metadata: { name: 'web', namespace: ns },
-      spec: { serviceName: 'web', replicas: 0, revisionHistoryLimit: 1, selector: { matchLabels: { app: 'web' } }, template: template('registry.example/o:1') },
+      spec: {
+        serviceName: 'web',
+        replicas: 0,
+        revisionHistoryLimit: 1,
+        selector: { matchLabels: { app: 'web' } },
+        template: template('registry.example/o:1'),
+      },
     });
     await sync(sts);
     let last: SyncOutcome | undefined;
@@ -507,7 +628,9 @@ describe('when truncation runs, and by which limit', () => {
     let sts = await createSts(ns, 'web', 'registry.example/s:1', { [LIMIT]: '1' });
     await sync(sts);
     const [rev1] = await history(ns);
-    sts = await admin.patch(statefulSets, 'web', ns, { status: { currentRevision: rev1!.metadata.name } }, 'merge', { subresource: 'status' });
+    sts = await admin.patch(statefulSets, 'web', ns, { status: { currentRevision: rev1!.metadata.name } }, 'merge', {
+      subresource: 'status',
+    });
     for (const image of ['s:2', 's:3']) {
       sts = await setImage(ns, 'web', `registry.example/${image}`);
       await sync(sts, parentCause(sts));
@@ -518,7 +641,9 @@ describe('when truncation runs, and by which limit', () => {
     sts = await admin.patch(statefulSets, 'web', ns, { spec: { replicas: 4 } }, 'merge');
     expect(await sync(sts, parentCause(sts))).toEqual({ outcome: 'cached', revision: expect.any(String), number: 3 });
 
-    sts = await admin.patch(statefulSets, 'web', ns, { status: { currentRevision: (await history(ns))[2]!.metadata.name } }, 'merge', { subresource: 'status' });
+    sts = await admin.patch(statefulSets, 'web', ns, { status: { currentRevision: (await history(ns))[2]!.metadata.name } }, 'merge', {
+      subresource: 'status',
+    });
     expect(await sync(sts, parentCause(sts))).toMatchObject({ outcome: 'unchanged', truncate: true });
     await truncateHistory({ kube }, policy, keyOf(sts));
     expect(summary(await history(ns))).toEqual(['2:registry.example/s:2', '3:registry.example/s:3']);
@@ -534,17 +659,31 @@ describe('when truncation runs, and by which limit', () => {
     const ns = await createNamespace('trunc-inline');
     const runtime = await startTestRuntime('trunc-inline', ['router', 'history'], { namespace: ns });
     try {
-      await adminClient().create(Resources.serviceAccounts, { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'default', namespace: ns } });
+      await adminClient().create(Resources.serviceAccounts, {
+        apiVersion: 'v1',
+        kind: 'ServiceAccount',
+        metadata: { name: 'default', namespace: ns },
+      });
       await createSts(ns, 'web', 'registry.example/i:1', { [LIMIT]: '1' });
       await eventually(async () => (await history(ns)).length === 1);
-      for (const [n, image] of [[2, 'i:2'], [3, 'i:3'], [4, 'i:4'], [5, 'i:5']] as const) {
+      for (const [n, image] of [
+        [2, 'i:2'],
+        [3, 'i:3'],
+        [4, 'i:4'],
+        [5, 'i:5'],
+      ] as const) {
         await setImage(ns, 'web', `registry.example/${image}`);
         await eventually(async () => (await history(ns)).some((r) => r.revision === n));
         // A pod still runs revision 2: it is live, and the truncations after it (which read the pods from the
         // apiserver's cache once one has listed them) keep it.
         if (n === 2) {
           const rev2 = (await history(ns)).find((r) => r.revision === 2)!;
-          await adminClient().create(Resources.pods, { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'web-0', namespace: ns, labels: { app: 'web', 'controller-revision-hash': rev2.metadata.name! } }, spec: { containers: [{ name: 'c', image: 'registry.example/i:2' }] } });
+          await adminClient().create(Resources.pods, {
+            apiVersion: 'v1',
+            kind: 'Pod',
+            metadata: { name: 'web-0', namespace: ns, labels: { app: 'web', 'controller-revision-hash': rev2.metadata.name! } },
+            spec: { containers: [{ name: 'c', image: 'registry.example/i:2' }] },
+          });
         }
       }
       // The latest, the live one and one more (the limit), with nothing consuming the truncation queue.
@@ -585,7 +724,12 @@ spec:
     const runtime = await startTestRuntime('trunc-policy', ['router', 'history', 'truncate'], { namespace: ns });
     try {
       const count = async () => (await kube.list(Resources.controllerRevisions, { namespace: ns })).items.length;
-      await admin.create(trimmed, { apiVersion: `${group}/v1`, kind: 'Trimmed', metadata: { name: 't', namespace: ns }, spec: { template: { v: 1 } } });
+      await admin.create(trimmed, {
+        apiVersion: `${group}/v1`,
+        kind: 'Trimmed',
+        metadata: { name: 't', namespace: ns },
+        spec: { template: { v: 1 } },
+      });
       await eventually(async () => (await count()) === 1);
       for (const v of [2, 3, 4]) {
         await admin.patch(trimmed, 't', ns, { spec: { template: { v } } }, 'merge');
@@ -603,24 +747,52 @@ spec:
 describe('policies', () => {
   test.each([
     ['a bad path', { target: { apiVersion: 'apps/v1', kind: 'DaemonSet' }, targetState: ['spec..template'] }, /targetState/],
-    ['a limit below 0', { target: { apiVersion: 'apps/v1', kind: 'DaemonSet' }, targetState: ['spec.template'], revisionHistoryLimit: -1 }, /revisionHistoryLimit/],
-    ['state under metadata', { target: { apiVersion: 'apps/v1', kind: 'DaemonSet' }, targetState: ['metadata.labels'] }, /cannot be under metadata or status/],
-    ['revisionKey mode without its settings', { target: { apiVersion: 'apps/v1', kind: 'DaemonSet' }, targetState: ['spec.template'], mode: 'revisionKey' }, /needs spec.revisionKey/],
+    [
+      'a limit below 0',
+      { target: { apiVersion: 'apps/v1', kind: 'DaemonSet' }, targetState: ['spec.template'], revisionHistoryLimit: -1 },
+      /revisionHistoryLimit/,
+    ],
+    [
+      'state under metadata',
+      { target: { apiVersion: 'apps/v1', kind: 'DaemonSet' }, targetState: ['metadata.labels'] },
+      /cannot be under metadata or status/,
+    ],
+    [
+      'revisionKey mode without its settings',
+      { target: { apiVersion: 'apps/v1', kind: 'DaemonSet' }, targetState: ['spec.template'], mode: 'revisionKey' },
+      /needs spec.revisionKey/,
+    ],
   ])('the CRD schema rejects %s', async (_, spec, message) => {
     const err = await adminClient()
-      .create(revisionPolicies, { apiVersion: 'outrigger.dev/v1alpha1', kind: 'RevisionPolicy', metadata: { name: uniqueName('bad') }, spec })
+      .create(revisionPolicies, {
+        apiVersion: 'outrigger.dev/v1alpha1',
+        kind: 'RevisionPolicy',
+        metadata: { name: uniqueName('bad') },
+        spec,
+      })
       .catch((e: unknown) => e);
     expect(err).toMatchObject({ kind: 'Invalid', message });
   });
 
   test('an unknown kind is reported on the policy, and never causes a write', async () => {
     const name = uniqueName('unknown');
-    await adminClient().create(revisionPolicies, { apiVersion: 'outrigger.dev/v1alpha1', kind: 'RevisionPolicy', metadata: { name }, spec: { target: { apiVersion: 'example.com/v1', kind: 'Widget' }, targetState: ['spec.template'] } });
+    await adminClient().create(revisionPolicies, {
+      apiVersion: 'outrigger.dev/v1alpha1',
+      kind: 'RevisionPolicy',
+      metadata: { name },
+      spec: { target: { apiVersion: 'example.com/v1', kind: 'Widget' }, targetState: ['spec.template'] },
+    });
     const counted = outriggerClient();
     const report = await reportPolicy(counted, 'it', name);
-    expect(report).toMatchObject({ ready: false, reason: 'UnknownKind', message: expect.stringMatching(/the cluster does not serve example.com\/v1/) });
+    expect(report).toMatchObject({
+      ready: false,
+      reason: 'UnknownKind',
+      message: expect.stringMatching(/the cluster does not serve example.com\/v1/),
+    });
     const obj = await kube.get(revisionPolicies, name);
-    expect((obj.status as { conditions: unknown[] }).conditions).toEqual([expect.objectContaining({ type: 'Ready', status: 'False', reason: 'UnknownKind' })]);
+    expect((obj.status as { conditions: unknown[] }).conditions).toEqual([
+      expect.objectContaining({ type: 'Ready', status: 'False', reason: 'UnknownKind' }),
+    ]);
     expect(Object.keys(counted.stats.byVerb).filter((v) => v !== 'get' && v !== 'discovery' && v !== 'patch/merge')).toEqual([]);
     expect(counted.stats.byVerb['patch/merge']).toBe(1); // the status condition, nothing else
     await adminClient().delete(revisionPolicies, name);

@@ -25,7 +25,15 @@ const statefulSets = gvr('apps', 'v1', 'statefulsets');
 const TARGET = 'hostile-controller';
 const source: ControllerSource = {
   target: TARGET,
-  kinds: async () => [{ resource: statefulSets, kind: 'StatefulSet', namespaced: true, selectorOf: (p) => (p.spec as { selector?: LabelSelector }).selector, target: TARGET }],
+  kinds: async () => [
+    {
+      resource: statefulSets,
+      kind: 'StatefulSet',
+      namespaced: true,
+      selectorOf: (p) => (p.spec as { selector?: LabelSelector }).selector,
+      target: TARGET,
+    },
+  ],
   watches: async () => [statefulSets],
 };
 const CLUSTERS = ['prod', 'staging'];
@@ -51,7 +59,17 @@ function urlEvent(body: string): LambdaFunctionURLEventWithIAMAuthorizer {
       stage: '$default',
       time: new Date().toISOString(),
       timeEpoch: Date.now(),
-      authorizer: { iam: { accessKey: 'ASIA0000', accountId: '111122223333', callerId: 'AROA0000:proxy', cognitoIdentity: null, principalOrgId: 'o-example', userArn: SIGNER, userId: 'AROA0000:proxy' } },
+      authorizer: {
+        iam: {
+          accessKey: 'ASIA0000',
+          accountId: '111122223333',
+          callerId: 'AROA0000:proxy',
+          cognitoIdentity: null,
+          principalOrgId: 'o-example',
+          userArn: SIGNER,
+          userId: 'AROA0000:proxy',
+        },
+      },
     },
     body,
     isBase64Encoded: false,
@@ -67,17 +85,37 @@ describe('hostile envelopes', () => {
       apiVersion: 'apps/v1',
       kind: 'StatefulSet',
       metadata: { name: 'web', namespace: ns },
-      spec: { serviceName: 'web', replicas: 0, selector: { matchLabels: { app: 'h' } }, template: { metadata: { labels: { app: 'h' } }, spec: { containers: [{ name: 'c', image: 'registry.example/app:1' }] } } },
+      spec: {
+        serviceName: 'web',
+        replicas: 0,
+        selector: { matchLabels: { app: 'h' } },
+        template: { metadata: { labels: { app: 'h' } }, spec: { containers: [{ name: 'c', image: 'registry.example/app:1' }] } },
+      },
     });
     const { sqs, url } = await testQueue('hostile');
     const queues = new QueueUrls(`${url.slice(0, url.lastIndexOf('/') + 1)}${uniqueName('hq')}-`);
     for (const c of CLUSTERS) {
       for (const q of [EVENTS_QUEUE, TARGET]) {
-        for (const dlq of [false, true]) await sqs.send(new CreateQueueCommand({ QueueName: queues.name(c, q, dlq), Attributes: { FifoQueue: 'true', ...(dlq ? { ContentBasedDeduplication: 'true' } : {}) } }));
+        for (const dlq of [false, true])
+          await sqs.send(
+            new CreateQueueCommand({
+              QueueName: queues.name(c, q, dlq),
+              Attributes: { FifoQueue: 'true', ...(dlq ? { ContentBasedDeduplication: 'true' } : {}) },
+            }),
+          );
       }
     }
-    const ingestDlq = (await sqs.send(new CreateQueueCommand({ QueueName: `${uniqueName('hostile-ingest-dlq')}.fifo`, Attributes: { FifoQueue: 'true', ContentBasedDeduplication: 'true' } }))).QueueUrl!;
-    const prodEventsArn = (await sqs.send(new GetQueueAttributesCommand({ QueueUrl: queues.url('prod', EVENTS_QUEUE), AttributeNames: ['QueueArn'] }))).Attributes!.QueueArn!;
+    const ingestDlq = (
+      await sqs.send(
+        new CreateQueueCommand({
+          QueueName: `${uniqueName('hostile-ingest-dlq')}.fifo`,
+          Attributes: { FifoQueue: 'true', ContentBasedDeduplication: 'true' },
+        }),
+      )
+    ).QueueUrl!;
+    const prodEventsArn = (
+      await sqs.send(new GetQueueAttributesCommand({ QueueUrl: queues.url('prod', EVENTS_QUEUE), AttributeNames: ['QueueArn'] }))
+    ).Attributes!.QueueArn!;
     const configs = [{ id: 'prod', ingestPrincipals: ['arn:aws:iam::111122223333:role/prod-signer'] }, { id: 'staging' }];
     const ingest = createIngestHandler(() => ({
       clusters: new Set(CLUSTERS),
@@ -85,10 +123,22 @@ describe('hostile envelopes', () => {
       events: new SqsEventQueue((c) => queues.url(c, EVENTS_QUEUE), sqs),
       deadLetter: new SqsDeadLetterSink(ingestDlq, sqs),
     }));
-    const kube = new Clusters(CLUSTERS.map((id) => ({ id, access: { kind: 'kubeconfig' as const, path: testbed().kubeconfigs.outrigger } })));
-    const routerDeps = { clusters: kube, sources: [source], sink: new SqsSyncSink(queues, sqs), deadLetter: () => new SqsDeadLetterSink(queues, sqs), queueCluster: (arn: string) => queues.clusterOf(arn, EVENTS_QUEUE) };
+    const kube = new Clusters(
+      CLUSTERS.map((id) => ({ id, access: { kind: 'kubeconfig' as const, path: testbed().kubeconfigs.outrigger } })),
+    );
+    const routerDeps = {
+      clusters: kube,
+      sources: [source],
+      sink: new SqsSyncSink(queues, sqs),
+      deadLetter: () => new SqsDeadLetterSink(queues, sqs),
+      queueCluster: (arn: string) => queues.clusterOf(arn, EVENTS_QUEUE),
+    };
 
-    const valid = validCase({ cluster: 'prod', namespace: ns, owner: { apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'web', uid: sts.metadata.uid! } });
+    const valid = validCase({
+      cluster: 'prod',
+      namespace: ns,
+      owner: { apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'web', uid: sts.metadata.uid! },
+    });
     let tried = 0;
     let delivered = 0;
     await fc.assert(
@@ -98,12 +148,17 @@ describe('hostile envelopes', () => {
 
         // 1. The ingest: posted as one batch by a signer that may speak for prod only.
         const res = (await ingest(urlEvent(`[${batch.map((c) => c.text).join(',')}]`), context)) as APIGatewayProxyStructuredResultV2;
-        expect([res.statusCode, JSON.parse(res.body ?? '{}')]).toEqual([202, expect.objectContaining({ accepted: good.length, refused: bad.length })]);
+        expect([res.statusCode, JSON.parse(res.body ?? '{}')]).toEqual([
+          202,
+          expect.objectContaining({ accepted: good.length, refused: bad.length }),
+        ]);
         const queued = (await drain(sqs, queues.url('prod', EVENTS_QUEUE), good.length)).map((m) => JSON.parse(m.Body!) as Envelope);
         expect(queued).toEqual(good);
         expect(await drain(sqs, queues.url('staging', EVENTS_QUEUE), 0)).toEqual([]);
         const ingestLetters = await drain(sqs, ingestDlq, bad.length);
-        expect(ingestLetters.map(reasonOf).sort()).toEqual(bad.map(([, i]) => expect.stringMatching(new RegExp(`^invalid ingest request: \\[${i}\\]`))).sort());
+        expect(ingestLetters.map(reasonOf).sort()).toEqual(
+          bad.map(([, i]) => expect.stringMatching(new RegExp(`^invalid ingest request: \\[${i}\\]`))).sort(),
+        );
         for (const [c, i] of bad) {
           const letter = ingestLetters.find((l) => reasonOf(l).startsWith(`invalid ingest request: [${i}]`));
           expect(reasonOf(letter!)).toMatch(new RegExp(`^invalid ingest request: \\[${i}\\]\\.?${c.field}`));
@@ -113,9 +168,16 @@ describe('hostile envelopes', () => {
 
         // 2. The router: the same texts sent straight to prod's events queue (what SQS itself takes).
         const sendable = batch.filter((c) => Buffer.byteLength(sqsText(c.text)) <= 256 * 1024);
-        const entries = sendable.map((c, i) => ({ Id: String(i), MessageBody: sqsText(c.text), MessageGroupId: c.kind === 'valid' ? messageGroupId(c.envelope) : `hostile-${i}`, MessageDeduplicationId: `${Date.now()}-${i}-${Math.random()}` }));
+        const entries = sendable.map((c, i) => ({
+          Id: String(i),
+          MessageBody: sqsText(c.text),
+          MessageGroupId: c.kind === 'valid' ? messageGroupId(c.envelope) : `hostile-${i}`,
+          MessageDeduplicationId: `${Date.now()}-${i}-${Math.random()}`,
+        }));
         for (let i = 0; i < entries.length; i += 10) {
-          const out = await sqs.send(new SendMessageBatchCommand({ QueueUrl: queues.url('prod', EVENTS_QUEUE), Entries: entries.slice(i, i + 10) }));
+          const out = await sqs.send(
+            new SendMessageBatchCommand({ QueueUrl: queues.url('prod', EVENTS_QUEUE), Entries: entries.slice(i, i + 10) }),
+          );
           expect(out.Failed ?? []).toEqual([]);
         }
         const records = (await drain(sqs, queues.url('prod', EVENTS_QUEUE), sendable.length)).map((m) => asRecord(m, prodEventsArn));

@@ -34,7 +34,10 @@ const SIGNER_ROLE = 'arn:aws:iam::111122223333:role/ingest-signer';
 const SIGNER = 'arn:aws:sts::111122223333:assumed-role/ingest-signer/proxy';
 
 /** A Function URL request (payload format 2.0) signed by `caller`, with the body base64-encoded as the URL does for binary content types when asked. */
-function urlEvent(body: string, opts: { headers?: Record<string, string>; cluster?: string; base64?: boolean; caller?: string } = {}): LambdaFunctionURLEventWithIAMAuthorizer {
+function urlEvent(
+  body: string,
+  opts: { headers?: Record<string, string>; cluster?: string; base64?: boolean; caller?: string } = {},
+): LambdaFunctionURLEventWithIAMAuthorizer {
   const now = Date.now();
   return {
     version: '2.0',
@@ -54,7 +57,17 @@ function urlEvent(body: string, opts: { headers?: Record<string, string>; cluste
       stage: '$default',
       time: new Date(now).toISOString(),
       timeEpoch: now,
-      authorizer: { iam: { accessKey: 'ASIA0000', accountId: '111122223333', callerId: 'AROA0000:proxy', cognitoIdentity: null, principalOrgId: 'o-example', userArn: opts.caller ?? SIGNER, userId: 'AROA0000:proxy' } },
+      authorizer: {
+        iam: {
+          accessKey: 'ASIA0000',
+          accountId: '111122223333',
+          callerId: 'AROA0000:proxy',
+          cognitoIdentity: null,
+          principalOrgId: 'o-example',
+          userArn: opts.caller ?? SIGNER,
+          userId: 'AROA0000:proxy',
+        },
+      },
     },
     body: opts.base64 ? Buffer.from(body).toString('base64') : body,
     isBase64Encoded: opts.base64 ?? false,
@@ -62,18 +75,39 @@ function urlEvent(body: string, opts: { headers?: Record<string, string>; cluste
 }
 
 /** The UUID an apiserver would have given the object called `name` here. */
-const uuidOf = (name: string) => createHash('sha256').update(name).digest('hex').slice(0, 32).replace(/^(.{8})(.{4})(.{4})(.{4})(.{12})$/, '$1-$2-$3-$4-$5');
+const uuidOf = (name: string) =>
+  createHash('sha256')
+    .update(name)
+    .digest('hex')
+    .slice(0, 32)
+    .replace(/^(.{8})(.{4})(.{4})(.{4})(.{12})$/, '$1-$2-$3-$4-$5');
 
 const pod = (name: string, owner?: string): KubeObject => ({
   apiVersion: 'v1',
   kind: 'Pod',
-  metadata: { name: `p-${name}`, namespace: 'shop', uid: uuidOf(name), resourceVersion: '12', ...(owner ? { ownerReferences: [{ apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'web', uid: uuidOf(owner), controller: true }] } : {}) },
+  metadata: {
+    name: `p-${name}`,
+    namespace: 'shop',
+    uid: uuidOf(name),
+    resourceVersion: '12',
+    ...(owner
+      ? { ownerReferences: [{ apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'web', uid: uuidOf(owner), controller: true }] }
+      : {}),
+  },
 });
 
 async function drain(sqs: SQSClient, url: string): Promise<Message[]> {
   const out: Message[] = [];
   for (;;) {
-    const r = await sqs.send(new ReceiveMessageCommand({ QueueUrl: url, MaxNumberOfMessages: 10, WaitTimeSeconds: 1, MessageSystemAttributeNames: ['All'], MessageAttributeNames: ['All'] }));
+    const r = await sqs.send(
+      new ReceiveMessageCommand({
+        QueueUrl: url,
+        MaxNumberOfMessages: 10,
+        WaitTimeSeconds: 1,
+        MessageSystemAttributeNames: ['All'],
+        MessageAttributeNames: ['All'],
+      }),
+    );
     if (!r.Messages?.length) return out;
     out.push(...r.Messages);
   }
@@ -86,10 +120,16 @@ async function setup(deps: Partial<IngestDeps> = {}) {
   // A deployment of its own: each cluster's events queue, named as the stack names it (`<stack>-<cluster>-events.fifo`).
   const stack = uniqueName('ingest');
   const queues = new QueueUrls(`${url.slice(0, url.lastIndexOf('/') + 1)}${stack}-`);
-  for (const c of CLUSTERS) await sqs.send(new CreateQueueCommand({ QueueName: `${stack}-${queueName(c, EVENTS_QUEUE)}`, Attributes: { FifoQueue: 'true' } }));
+  for (const c of CLUSTERS)
+    await sqs.send(new CreateQueueCommand({ QueueName: `${stack}-${queueName(c, EVENTS_QUEUE)}`, Attributes: { FifoQueue: 'true' } }));
   const eventsUrl = Object.fromEntries(CLUSTERS.map((c) => [c, queues.url(c, EVENTS_QUEUE)])) as Record<(typeof CLUSTERS)[number], string>;
   // As the stack makes it: FIFO, deduplicated by content (SqsDeadLetterSink names only the message group).
-  const created = await sqs.send(new CreateQueueCommand({ QueueName: `${uniqueName('ingest-dlq')}.fifo`, Attributes: { FifoQueue: 'true', ContentBasedDeduplication: 'true' } }));
+  const created = await sqs.send(
+    new CreateQueueCommand({
+      QueueName: `${uniqueName('ingest-dlq')}.fifo`,
+      Attributes: { FifoQueue: 'true', ContentBasedDeduplication: 'true' },
+    }),
+  );
   const deadLetterUrl = created.QueueUrl!;
   // The signer may speak for both clusters (each names it in ingestPrincipals).
   const configs = CLUSTERS.map((id) => ({ id, ingestPrincipals: [SIGNER_ROLE] }));
@@ -110,31 +150,54 @@ async function setup(deps: Partial<IngestDeps> = {}) {
 }
 
 describe('the ingest function', () => {
-  test('queues a Knative ApiServerSource event (binary mode) as our envelope on its cluster\'s events queue, grouped by controller, with its deduplication id', async () => {
+  test("queues a Knative ApiServerSource event (binary mode) as our envelope on its cluster's events queue, grouped by controller, with its deduplication id", async () => {
     const { sqs, eventsUrl, deadLetterUrl, invoke } = await setup();
     const object = pod('pod-1', 'sts-1');
     const res = await invoke(
       urlEvent(JSON.stringify(object), {
         cluster: 'prod',
         base64: true,
-        headers: { 'ce-specversion': '1.0', 'ce-id': 'k-1', 'ce-source': 'https://10.96.0.1:443', 'ce-type': 'dev.knative.apiserver.resource.update', 'ce-time': '2026-11-22T09:00:00Z' },
+        headers: {
+          'ce-specversion': '1.0',
+          'ce-id': 'k-1',
+          'ce-source': 'https://10.96.0.1:443',
+          'ce-type': 'dev.knative.apiserver.resource.update',
+          'ce-time': '2026-11-22T09:00:00Z',
+        },
       }),
     );
     expect(res).toEqual({ status: 202, body: { accepted: 1, envelopes: 0, knative: 1, refused: 0 } });
     const [message, ...rest] = await drain(sqs, eventsUrl.prod);
     expect(rest).toEqual([]);
     expect(await drain(sqs, eventsUrl.staging)).toEqual([]);
-    const expected = makeEnvelope({ cluster: 'prod', type: 'modified', object, source: 'https://10.96.0.1:443', time: new Date('2026-11-22T09:00:00Z') });
+    const expected = makeEnvelope({
+      cluster: 'prod',
+      type: 'modified',
+      object,
+      source: 'https://10.96.0.1:443',
+      time: new Date('2026-11-22T09:00:00Z'),
+    });
     expect(JSON.parse(message!.Body!)).toEqual(expected);
-    expect(message!.Attributes).toMatchObject({ MessageGroupId: `prod/${uuidOf('sts-1')}`, MessageDeduplicationId: deduplicationId(expected) });
+    expect(message!.Attributes).toMatchObject({
+      MessageGroupId: `prod/${uuidOf('sts-1')}`,
+      MessageDeduplicationId: deduplicationId(expected),
+    });
     expect(await drain(sqs, deadLetterUrl)).toEqual([]);
   });
 
   test('queues a batch of our envelopes beyond one SQS batch, each on the events queue of the cluster it names, and a resent batch is deduplicated', async () => {
     const { sqs, eventsUrl, invoke } = await setup();
-    const batch: Envelope[] = Array.from({ length: 24 }, (_, i) => makeEnvelope({ cluster: i % 2 ? 'prod' : 'staging', type: 'added', object: pod(`u-${i}`), source: 'outrigger://test' }));
-    expect(await invoke(urlEvent(JSON.stringify(batch)))).toEqual({ status: 202, body: { accepted: 24, envelopes: 24, knative: 0, refused: 0 } });
-    expect(await invoke(urlEvent(JSON.stringify(batch)))).toEqual({ status: 202, body: { accepted: 24, envelopes: 24, knative: 0, refused: 0 } });
+    const batch: Envelope[] = Array.from({ length: 24 }, (_, i) =>
+      makeEnvelope({ cluster: i % 2 ? 'prod' : 'staging', type: 'added', object: pod(`u-${i}`), source: 'outrigger://test' }),
+    );
+    expect(await invoke(urlEvent(JSON.stringify(batch)))).toEqual({
+      status: 202,
+      body: { accepted: 24, envelopes: 24, knative: 0, refused: 0 },
+    });
+    expect(await invoke(urlEvent(JSON.stringify(batch)))).toEqual({
+      status: 202,
+      body: { accepted: 24, envelopes: 24, knative: 0, refused: 0 },
+    });
     const byId = (a: Envelope, b: Envelope) => a.id.localeCompare(b.id);
     for (const c of CLUSTERS) {
       const mine = batch.filter((e) => e.cluster === c);
@@ -147,20 +210,42 @@ describe('the ingest function', () => {
   test('refuses a Reference-mode event: 422 naming the problem, the event in the dead-letter queue with its reason, nothing queued', async () => {
     const { sqs, drainEvents, deadLetterUrl, invoke } = await setup();
     const ref = { apiVersion: 'v1', kind: 'Pod', name: 'p', namespace: 'shop' };
-    const res = await invoke(urlEvent(JSON.stringify(ref), { cluster: 'prod', headers: { 'ce-specversion': '1.0', 'ce-id': 'k-2', 'ce-source': 'https://10.96.0.1:443', 'ce-type': 'dev.knative.apiserver.ref.add' } }));
+    const res = await invoke(
+      urlEvent(JSON.stringify(ref), {
+        cluster: 'prod',
+        headers: {
+          'ce-specversion': '1.0',
+          'ce-id': 'k-2',
+          'ce-source': 'https://10.96.0.1:443',
+          'ce-type': 'dev.knative.apiserver.ref.add',
+        },
+      }),
+    );
     expect(res.status).toBe(422);
-    expect(res.body.error).toMatch(/^invalid ingest request: type: is dev\.knative\.apiserver\.ref\.add, an ApiServerSource event in mode Reference/);
+    expect(res.body.error).toMatch(
+      /^invalid ingest request: type: is dev\.knative\.apiserver\.ref\.add, an ApiServerSource event in mode Reference/,
+    );
     expect(await drainEvents()).toEqual([]);
     const [letter, ...more] = await drain(sqs, deadLetterUrl);
     expect(more).toEqual([]);
-    expect(JSON.parse(letter!.Body!)).toEqual({ specversion: '1.0', id: 'k-2', source: 'https://10.96.0.1:443', type: 'dev.knative.apiserver.ref.add', datacontenttype: 'application/json', data: ref });
+    expect(JSON.parse(letter!.Body!)).toEqual({
+      specversion: '1.0',
+      id: 'k-2',
+      source: 'https://10.96.0.1:443',
+      type: 'dev.knative.apiserver.ref.add',
+      datacontenttype: 'application/json',
+      data: ref,
+    });
     expect(letter!.MessageAttributes!.reason!.StringValue).toBe(res.body.error);
     expect(letter!.MessageAttributes!.source!.StringValue).toBe('ingest');
   });
 
   test("queues a batch's events for clusters it serves, and dead-letters with its reason the one for a cluster it does not", async () => {
     const { sqs, eventsUrl, deadLetterUrl, invoke } = await setup();
-    const batch = [makeEnvelope({ cluster: 'prod', type: 'added', object: pod('a'), source: 's' }), makeEnvelope({ cluster: 'qa', type: 'added', object: pod('b'), source: 's' })];
+    const batch = [
+      makeEnvelope({ cluster: 'prod', type: 'added', object: pod('a'), source: 's' }),
+      makeEnvelope({ cluster: 'qa', type: 'added', object: pod('b'), source: 's' }),
+    ];
     const res = await invoke(urlEvent(JSON.stringify(batch)));
     const problem = 'invalid ingest request: [1].cluster: "qa" is not a cluster this deployment serves (prod, staging)';
     expect(res).toEqual({ status: 202, body: { accepted: 1, envelopes: 1, knative: 0, refused: 1, problem, deadLettered: 1 } });
@@ -170,26 +255,57 @@ describe('the ingest function', () => {
   });
 
   test("binds the caller to its clusters: a signer named by prod's ingestPrincipals only is refused (403) for staging, and an unnamed one for any", async () => {
-    const { sqs, drainEvents, deadLetterUrl, invoke } = await setup({ allowed: (caller) => ingestClustersOf([{ id: 'prod', ingestPrincipals: [SIGNER_ROLE] }, { id: 'staging' }], caller) });
+    const { sqs, drainEvents, deadLetterUrl, invoke } = await setup({
+      allowed: (caller) => ingestClustersOf([{ id: 'prod', ingestPrincipals: [SIGNER_ROLE] }, { id: 'staging' }], caller),
+    });
     const forStaging = makeEnvelope({ cluster: 'staging', type: 'added', object: pod('s'), source: 's' });
     const res = await invoke(urlEvent(JSON.stringify(forStaging)));
-    expect(res).toEqual({ status: 403, body: { error: `invalid ingest request: cluster: is "staging", a cluster whose ingestPrincipals do not name the caller ${SIGNER} (it may for prod)`, deadLettered: 1 } });
+    expect(res).toEqual({
+      status: 403,
+      body: {
+        error: `invalid ingest request: cluster: is "staging", a cluster whose ingestPrincipals do not name the caller ${SIGNER} (it may for prod)`,
+        deadLettered: 1,
+      },
+    });
     const stranger = 'arn:aws:sts::111122223333:assumed-role/someone-else/x';
-    const knativeRes = await invoke(urlEvent(JSON.stringify(pod('k')), { caller: stranger, cluster: 'prod', headers: { 'ce-specversion': '1.0', 'ce-id': 'k-9', 'ce-source': 's', 'ce-type': 'dev.knative.apiserver.resource.add' } }));
-    expect(knativeRes).toEqual({ status: 403, body: { error: `invalid ingest request: ?cluster: is "prod", a cluster whose ingestPrincipals do not name the caller ${stranger} (it may for none)`, deadLettered: 1 } });
+    const knativeRes = await invoke(
+      urlEvent(JSON.stringify(pod('k')), {
+        caller: stranger,
+        cluster: 'prod',
+        headers: { 'ce-specversion': '1.0', 'ce-id': 'k-9', 'ce-source': 's', 'ce-type': 'dev.knative.apiserver.resource.add' },
+      }),
+    );
+    expect(knativeRes).toEqual({
+      status: 403,
+      body: {
+        error: `invalid ingest request: ?cluster: is "prod", a cluster whose ingestPrincipals do not name the caller ${stranger} (it may for none)`,
+        deadLettered: 1,
+      },
+    });
     expect(await drainEvents()).toEqual([]);
-    expect((await drain(sqs, deadLetterUrl)).map((l) => l.MessageAttributes!.reason!.StringValue)).toEqual([res.body.error, knativeRes.body.error]);
+    expect((await drain(sqs, deadLetterUrl)).map((l) => l.MessageAttributes!.reason!.StringValue)).toEqual([
+      res.body.error,
+      knativeRes.body.error,
+    ]);
   });
 
   test("queues the envelope under the id its (cluster, uid, resourceVersion, type) make, not the sender's: a sender cannot make SQS drop a future event as its duplicate", async () => {
     const { sqs, eventsUrl, invoke } = await setup();
     const object = pod('f');
-    const next = makeEnvelope({ cluster: 'prod', type: 'modified', object: { ...object, metadata: { ...object.metadata, resourceVersion: '13' } }, source: 's' });
+    const next = makeEnvelope({
+      cluster: 'prod',
+      type: 'modified',
+      object: { ...object, metadata: { ...object.metadata, resourceVersion: '13' } },
+      source: 's',
+    });
     // The sender claims the id of the object's next change.
     const forged = { ...makeEnvelope({ cluster: 'prod', type: 'modified', object, source: 's' }), id: next.id };
     expect((await invoke(urlEvent(JSON.stringify(forged)))).status).toBe(202);
     expect((await invoke(urlEvent(JSON.stringify(next)))).status).toBe(202);
-    expect((await drain(sqs, eventsUrl.prod)).map((m) => (JSON.parse(m.Body!) as Envelope).id)).toEqual([`prod/${uuidOf('f')}/12/modified`, next.id]);
+    expect((await drain(sqs, eventsUrl.prod)).map((m) => (JSON.parse(m.Body!) as Envelope).id)).toEqual([
+      `prod/${uuidOf('f')}/12/modified`,
+      next.id,
+    ]);
   });
 
   test('a message SQS refuses fails alone: SendMessageBatch answers per entry, and the others of its batch are queued', async () => {
@@ -203,8 +319,16 @@ describe('the ingest function', () => {
 
   test('refuses a Knative event for an unknown ?cluster= whole, to the dead-letter queue with its reason', async () => {
     const { sqs, drainEvents, deadLetterUrl, invoke } = await setup();
-    const res = await invoke(urlEvent(JSON.stringify(pod('k')), { cluster: 'qa', headers: { 'ce-specversion': '1.0', 'ce-id': 'k-3', 'ce-source': 's', 'ce-type': 'dev.knative.apiserver.resource.add' } }));
-    expect(res).toEqual({ status: 422, body: { error: 'invalid ingest request: ?cluster: "qa" is not a cluster this deployment serves (prod, staging)', deadLettered: 1 } });
+    const res = await invoke(
+      urlEvent(JSON.stringify(pod('k')), {
+        cluster: 'qa',
+        headers: { 'ce-specversion': '1.0', 'ce-id': 'k-3', 'ce-source': 's', 'ce-type': 'dev.knative.apiserver.resource.add' },
+      }),
+    );
+    expect(res).toEqual({
+      status: 422,
+      body: { error: 'invalid ingest request: ?cluster: "qa" is not a cluster this deployment serves (prod, staging)', deadLettered: 1 },
+    });
     expect(await drainEvents()).toEqual([]);
     expect((await drain(sqs, deadLetterUrl)).map((l) => l.MessageAttributes!.reason!.StringValue)).toEqual([res.body.error]);
   });

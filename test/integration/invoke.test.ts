@@ -21,7 +21,10 @@ interface Invoked {
 /** Runs the script as a user would (Node 24, from the project root), with only the environment given. */
 async function invoke(args: string[], env: Record<string, string>): Promise<Invoked> {
   const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('OUTRIGGER_') && !k.startsWith('AWS_')));
-  const { code, stdout, stderr } = await capture(join(projectRoot, 'node_modules/node/bin/node'), ['scripts/invoke.ts', ...args], { cwd: projectRoot, env: { ...base, ...env } });
+  const { code, stdout, stderr } = await capture(join(projectRoot, 'node_modules/node/bin/node'), ['scripts/invoke.ts', ...args], {
+    cwd: projectRoot,
+    env: { ...base, ...env },
+  });
   return { status: code, stdout, stderr };
 }
 
@@ -56,7 +59,7 @@ describe('npm run invoke', () => {
     expect(out.stderr).toContain('.cache/invoke/heartbeat/index.js');
   }, 120_000);
 
-  test('runs a bundle that reads the cluster configuration from a file, as the deployed functions read their layer\'s', async () => {
+  test("runs a bundle that reads the cluster configuration from a file, as the deployed functions read their layer's", async () => {
     const { OUTRIGGER_CLUSTERS: clusters, ...env } = bedEnv(uniqueName('invoke'));
     const file = join(dir, 'clusters.json');
     await writeFile(file, clusters!);
@@ -64,11 +67,14 @@ describe('npm run invoke', () => {
     expect(json(out)).toEqual({ clusters: 1, unreachable: 0 });
   }, 120_000);
 
-  test('takes the environment from a running local runtime\'s runtime.json, acting as its outrigger identity', async () => {
+  test("takes the environment from a running local runtime's runtime.json, acting as its outrigger identity", async () => {
     const bed = testbed();
     const stateDir = await mkdtemp(join(dir, 'state-'));
     // This test's process stands in for the runtime: runtime.json names a live pid.
-    await writeFile(join(stateDir, 'runtime.json'), JSON.stringify({ kubeconfig: bed.kubeconfigs.admin, server: bed.server, dynamodb: bed.dynamodbEndpoint, pid: process.pid }));
+    await writeFile(
+      join(stateDir, 'runtime.json'),
+      JSON.stringify({ kubeconfig: bed.kubeconfigs.admin, server: bed.server, dynamodb: bed.dynamodbEndpoint, pid: process.pid }),
+    );
     const out = await invoke(['heartbeat', '--state-dir', stateDir], {});
     expect(json(out)).toEqual({ clusters: 1, unreachable: 0 });
     expect(out.stderr).toContain('supplies OUTRIGGER_CLUSTERS, OUTRIGGER_TABLE, OUTRIGGER_DYNAMODB_ENDPOINT');
@@ -79,27 +85,49 @@ describe('npm run invoke', () => {
     const deadLetters = join(dir, 'router-dead-letter.jsonl');
     // A profile in the user's environment does not matter to an all-local run: the bundle reads credentials from
     // its environment only (as in Lambda), and invoke puts placeholders there.
-    const out = await invoke(['router', 'events/router.json', '--no-runtime'], bedEnv('local', { OUTRIGGER_DEAD_LETTER_FILE: deadLetters, AWS_PROFILE: 'outrigger-no-such-profile' }));
+    const out = await invoke(
+      ['router', 'events/router.json', '--no-runtime'],
+      bedEnv('local', { OUTRIGGER_DEAD_LETTER_FILE: deadLetters, AWS_PROFILE: 'outrigger-no-such-profile' }),
+    );
     expect(json(out)).toEqual({ batchItemFailures: [] });
 
     const sample = JSON.parse(await readFile(join(projectRoot, 'events/router.json'), 'utf8')) as SQSEvent;
     const malformed = sample.Records.find((r) => r.body.includes('dev.outrigger.watch.bookmark'))!;
-    const letters = (await readFile(deadLetters, 'utf8')).trim().split('\n').map((l) => JSON.parse(l) as DeadLetter);
-    expect(letters).toEqual([expect.objectContaining({ body: malformed.body, source: 'router', reason: expect.stringContaining('invalid event envelope: type:') })]);
+    const letters = (await readFile(deadLetters, 'utf8'))
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as DeadLetter);
+    expect(letters).toEqual([
+      expect.objectContaining({ body: malformed.body, source: 'router', reason: expect.stringContaining('invalid event envelope: type:') }),
+    ]);
     // The router's own log line, and the script's summary.
     expect(out.stderr).toContain(`"messageId":"${malformed.messageId}"`);
     expect(out.stderr).toContain('1 message(s) dead-lettered');
 
     // The RevisionPolicy's and the StorageVersionMigration's own events sync them (other tests' policies may add more).
-    const sent = async (target: string) => ((JSON.parse(await readFile(join(invokeDir('router'), `sent-${target}.json`), 'utf8')) as SQSEvent).Records.map((r) => parseSyncRequest(r.body).key));
-    expect(await sent('history')).toEqual(expect.arrayContaining([expect.objectContaining({ cluster: 'local', kind: 'RevisionPolicy', name: 'deployments' })]));
-    expect(await sent('storage')).toEqual([expect.objectContaining({ cluster: 'local', kind: 'StorageVersionMigration', name: 'deployments.apps-7xk2p' })]);
+    const sent = async (target: string) =>
+      (JSON.parse(await readFile(join(invokeDir('router'), `sent-${target}.json`), 'utf8')) as SQSEvent).Records.map(
+        (r) => parseSyncRequest(r.body).key,
+      );
+    expect(await sent('history')).toEqual(
+      expect.arrayContaining([expect.objectContaining({ cluster: 'local', kind: 'RevisionPolicy', name: 'deployments' })]),
+    );
+    expect(await sent('storage')).toEqual([
+      expect.objectContaining({ cluster: 'local', kind: 'StorageVersionMigration', name: 'deployments.apps-7xk2p' }),
+    ]);
     expect(out.stderr).toContain('would send 1 sync request(s) to storage');
   }, 120_000);
 
-  test('prints Lambda\'s error shape and exits 1 when the handler throws', async () => {
-    const out = await invoke(['heartbeat', '--no-runtime'], bedEnv(uniqueName('invoke'), { OUTRIGGER_DYNAMODB_ENDPOINT: 'http://127.0.0.1:1' }));
+  test("prints Lambda's error shape and exits 1 when the handler throws", async () => {
+    const out = await invoke(
+      ['heartbeat', '--no-runtime'],
+      bedEnv(uniqueName('invoke'), { OUTRIGGER_DYNAMODB_ENDPOINT: 'http://127.0.0.1:1' }),
+    );
     expect(out.status).toBe(1);
-    expect(JSON.parse(out.stdout)).toEqual({ errorType: expect.any(String), errorMessage: expect.stringContaining('ECONNREFUSED'), trace: expect.any(Array) });
+    expect(JSON.parse(out.stdout)).toEqual({
+      errorType: expect.any(String),
+      errorMessage: expect.stringContaining('ECONNREFUSED'),
+      trace: expect.any(Array),
+    });
   }, 120_000);
 });

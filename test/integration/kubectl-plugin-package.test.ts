@@ -27,36 +27,73 @@ test('the plugin, packed and installed with npm outside the checkout, works as k
   const prefix = join(dir, 'prefix');
   await run('npm', ['install', '--global', '--prefix', prefix, '--offline', '--no-audit', '--no-fund', tarball!], { cwd: dir });
   // Only the installed plugin and Node (the project's 24) on PATH; run from outside the checkout.
-  const env = { HOME: dir, KUBECONFIG: testbed().kubeconfigs.admin, PATH: `${join(prefix, 'bin')}:${dirname(process.execPath)}:/usr/bin:/bin` };
+  const env = {
+    HOME: dir,
+    KUBECONFIG: testbed().kubeconfigs.admin,
+    PATH: `${join(prefix, 'bin')}:${dirname(process.execPath)}:/usr/bin:/bin`,
+  };
   const kubectl = async (...args: string[]) => (await run(kubectlBinary, args, { env, cwd: dir })).stdout;
 
   const ns = await createNamespace('plugin');
   await applyManifests(adminClient(), STATEFULSET_POLICY);
   forgetPolicies();
   const statefulSets = gvr('apps', 'v1', 'statefulsets');
-  const spec = (image: string) => ({ serviceName: 'web', replicas: 0, selector: { matchLabels: { app: 'web' } }, template: { metadata: { labels: { app: 'web' } }, spec: { containers: [{ name: 'c', image }] } } });
+  const spec = (image: string) => ({
+    serviceName: 'web',
+    replicas: 0,
+    selector: { matchLabels: { app: 'web' } },
+    template: { metadata: { labels: { app: 'web' } }, spec: { containers: [{ name: 'c', image }] } },
+  });
   const sync = async () => {
     const obj = await adminClient().get(statefulSets, 'web', ns);
     const kube = outriggerClient();
     const policy = policyFor(await listPolicies(kube, 'it'), 'apps', 'StatefulSet')!;
-    await syncHistory({ kube, state: testState(), holder: 'plugin-test' }, policy, { cluster: 'it', group: 'apps', kind: 'StatefulSet', namespace: ns, name: 'web', uid: obj.metadata.uid! }, ['ControllerRevision/x']);
+    await syncHistory(
+      { kube, state: testState(), holder: 'plugin-test' },
+      policy,
+      { cluster: 'it', group: 'apps', kind: 'StatefulSet', namespace: ns, name: 'web', uid: obj.metadata.uid! },
+      ['ControllerRevision/x'],
+    );
   };
-  await adminClient().create(statefulSets, { apiVersion: 'apps/v1', kind: 'StatefulSet', metadata: { name: 'web', namespace: ns }, spec: spec('registry.example/app:1') });
+  await adminClient().create(statefulSets, {
+    apiVersion: 'apps/v1',
+    kind: 'StatefulSet',
+    metadata: { name: 'web', namespace: ns },
+    spec: spec('registry.example/app:1'),
+  });
   await sync();
-  await adminClient().patch(statefulSets, 'web', ns, { spec: { template: { spec: { containers: [{ name: 'c', image: 'registry.example/app:2' }] } } } }, 'strategic');
+  await adminClient().patch(
+    statefulSets,
+    'web',
+    ns,
+    { spec: { template: { spec: { containers: [{ name: 'c', image: 'registry.example/app:2' }] } } } },
+    'strategic',
+  );
   await sync();
 
-  const listed = JSON.parse(await kubectl('outrigger', 'history', 'statefulset/web', '-n', ns, '-o', 'json')) as { revisions: Array<{ revision: number; current: boolean }> };
+  const listed = JSON.parse(await kubectl('outrigger', 'history', 'statefulset/web', '-n', ns, '-o', 'json')) as {
+    revisions: Array<{ revision: number; current: boolean }>;
+  };
   expect(listed.revisions.map((r) => [r.revision, r.current])).toEqual([
     [1, false],
     [2, true],
   ]);
-  expect(await kubectl('outrigger', 'rollback', 'statefulset/web', '-n', ns, '--dry-run')).toMatch(/would be rolled back to revision 1 .*\(dry run\)/);
-  await expect(kubectl('outrigger', 'run')).rejects.toMatchObject({ stderr: expect.stringMatching(/^outrigger: run needs a checkout of Outrigger/) });
+  expect(await kubectl('outrigger', 'rollback', 'statefulset/web', '-n', ns, '--dry-run')).toMatch(
+    /would be rolled back to revision 1 .*\(dry run\)/,
+  );
+  await expect(kubectl('outrigger', 'run')).rejects.toMatchObject({
+    stderr: expect.stringMatching(/^outrigger: run needs a checkout of Outrigger/),
+  });
 
   // The krew manifest installs the same package's file.
-  const pkg = JSON.parse(await readFile(join(pluginPackage, 'package.json'), 'utf8')) as { name: string; version: string; bin: Record<string, string> };
-  const krew = load(await readFile(join(projectRoot, 'deploy', 'krew', 'outrigger.yaml'), 'utf8')) as { spec: { version: string; platforms: Array<{ uri: string; bin: string; files: Array<{ from: string }> }> } };
+  const pkg = JSON.parse(await readFile(join(pluginPackage, 'package.json'), 'utf8')) as {
+    name: string;
+    version: string;
+    bin: Record<string, string>;
+  };
+  const krew = load(await readFile(join(projectRoot, 'deploy', 'krew', 'outrigger.yaml'), 'utf8')) as {
+    spec: { version: string; platforms: Array<{ uri: string; bin: string; files: Array<{ from: string }> }> };
+  };
   expect(krew.spec.version).toBe(`v${pkg.version}`);
   for (const p of krew.spec.platforms) {
     expect(p.uri).toBe(`https://registry.npmjs.org/${pkg.name}/-/${pkg.name}-${pkg.version}.tgz`);

@@ -12,7 +12,11 @@ async function runUntilPolled(args: string[]): Promise<string> {
   const env = { ...process.env };
   delete env.KUBECONFIG;
   const stateDir = await mkdtemp(join(tmpdir(), 'outrigger-log-'));
-  const child = spawn(process.execPath, ['bin/outrigger.ts', 'run', '--state-dir', stateDir, ...args], { cwd: projectRoot, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['bin/outrigger.ts', 'run', '--state-dir', stateDir, ...args], {
+    cwd: projectRoot,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stdout = '';
   child.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
@@ -31,7 +35,10 @@ describe('outrigger run --log-format', () => {
     expect(lines[0]).toMatch(/^\d\d:\d\d:\d\d storage-poll local apiserver storage poll: resources=\d+/);
     const json = (await runUntilPolled(['--log-format', 'json'])).split('\n').filter((l) => l.includes('storage poll'));
     expect(JSON.parse(json[0]!)).toMatchObject({ level: 'INFO', message: 'storage poll', function: 'storage-poll', cluster: 'local' });
-    const refused = spawn(process.execPath, ['bin/outrigger.ts', 'run', '--log-format', 'xml'], { cwd: projectRoot, stdio: ['ignore', 'pipe', 'pipe'] });
+    const refused = spawn(process.execPath, ['bin/outrigger.ts', 'run', '--log-format', 'xml'], {
+      cwd: projectRoot,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stderr = '';
     refused.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
     expect(await new Promise((resolve) => refused.on('exit', resolve))).not.toBe(0);

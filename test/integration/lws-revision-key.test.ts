@@ -50,9 +50,18 @@ const podTemplate = (image: string) => ({ metadata: { labels: { app: 'serve' } }
 
 /** A LeaderWorkerSet, with the status its controller writes first (the leader pods' selector). */
 async function createLws(ns: string, name: string, image: string): Promise<KubeObject> {
-  await admin.create(Resources.serviceAccounts, { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'default', namespace: ns } }).catch(() => undefined);
-  await admin.create(lwsResource, { apiVersion: `${GROUP}/v1`, kind: 'LeaderWorkerSet', metadata: { name, namespace: ns }, spec: { replicas: 1, leaderWorkerTemplate: { size: 1, workerTemplate: podTemplate(image) } } });
-  return admin.patch(lwsResource, name, ns, { status: { hpaPodSelector: `${NAME}=${name},${INDEX}=0` } }, 'merge', { subresource: 'status' });
+  await admin
+    .create(Resources.serviceAccounts, { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'default', namespace: ns } })
+    .catch(() => undefined);
+  await admin.create(lwsResource, {
+    apiVersion: `${GROUP}/v1`,
+    kind: 'LeaderWorkerSet',
+    metadata: { name, namespace: ns },
+    spec: { replicas: 1, leaderWorkerTemplate: { size: 1, workerTemplate: podTemplate(image) } },
+  });
+  return admin.patch(lwsResource, name, ns, { status: { hpaPodSelector: `${NAME}=${name},${INDEX}=0` } }, 'merge', {
+    subresource: 'status',
+  });
 }
 
 /** The leader StatefulSet the LWS controller makes (controlled by the LWS, the key on it), and its leader pod. */
@@ -63,7 +72,12 @@ async function leaders(lws: KubeObject, key: string, opts: { podKey?: string; te
     apiVersion: 'apps/v1',
     kind: 'StatefulSet',
     metadata: { name, namespace, labels: { [NAME]: name, [KEY]: key }, ownerReferences: [newControllerRef(lws)] },
-    spec: { replicas: 0, serviceName: name, selector: { matchLabels: podLabels }, template: { ...podTemplate('x'), metadata: { labels: { ...podLabels, [KEY]: key } } } },
+    spec: {
+      replicas: 0,
+      serviceName: name,
+      selector: { matchLabels: podLabels },
+      template: { ...podTemplate('x'), metadata: { labels: { ...podLabels, [KEY]: key } } },
+    },
   });
   await leaderPod(sts, `${name}-0`, opts.podKey ?? key, opts.terminating);
 }
@@ -73,7 +87,13 @@ async function leaderPod(sts: KubeObject, podName: string, key: string, terminat
   await admin.create(Resources.pods, {
     apiVersion: 'v1',
     kind: 'Pod',
-    metadata: { name: podName, namespace, labels: { [NAME]: lwsName, [INDEX]: '0', [KEY]: key }, ownerReferences: [newControllerRef(sts)], ...(terminating ? { finalizers: [HOLD] } : {}) },
+    metadata: {
+      name: podName,
+      namespace,
+      labels: { [NAME]: lwsName, [INDEX]: '0', [KEY]: key },
+      ownerReferences: [newControllerRef(sts)],
+      ...(terminating ? { finalizers: [HOLD] } : {}),
+    },
     spec: { containers: [{ name: 'c', image: 'x' }] },
   });
   if (terminating) await admin.delete(Resources.pods, podName, namespace);
@@ -83,7 +103,14 @@ async function release(ns: string, pod: string): Promise<void> {
   await admin.patch(Resources.pods, pod, ns, { metadata: { finalizers: null } }, 'merge');
 }
 
-const keyOf = (o: KubeObject): SyncKey => ({ cluster: 'lws', group: GROUP, kind: 'LeaderWorkerSet', namespace: o.metadata.namespace, name: o.metadata.name!, uid: o.metadata.uid! });
+const keyOf = (o: KubeObject): SyncKey => ({
+  cluster: 'lws',
+  group: GROUP,
+  kind: 'LeaderWorkerSet',
+  namespace: o.metadata.namespace,
+  name: o.metadata.name!,
+  uid: o.metadata.uid!,
+});
 const hashKey = (o: KubeObject) => revisionHash(targetState(o as unknown as JsonObject, STATE), 0);
 
 async function policy() {
@@ -96,7 +123,10 @@ async function sync(o: KubeObject) {
 
 /** `<revision>:<key>` of each revision the LWS owns. */
 async function keys(o: KubeObject): Promise<string[]> {
-  const list = await kube.list(Resources.controllerRevisions, { namespace: o.metadata.namespace, labelSelector: `outrigger.dev/parent=${o.metadata.name}` });
+  const list = await kube.list(Resources.controllerRevisions, {
+    namespace: o.metadata.namespace,
+    labelSelector: `outrigger.dev/parent=${o.metadata.name}`,
+  });
   return list.items
     .filter((r) => r.metadata.ownerReferences?.some((ref) => ref.uid === o.metadata.uid))
     .map((r) => `${(r as unknown as { revision: number }).revision}:${r.metadata.labels?.[KEY]}`)

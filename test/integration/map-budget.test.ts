@@ -23,7 +23,15 @@ import { PARENT_LABEL } from '../../shared/map/api.ts';
 import { passBudgetMs } from '../../shared/map/plan.ts';
 import { startLambdaEndpoint } from '../../local/lambda-endpoint.ts';
 import { lambdaContext } from '../../runtime/lambda-context.ts';
-import { adminClient, createNamespace, deleteMapControllersCalling, outriggerClient, testQueue, testState, uniqueName } from '../testbed/index.ts';
+import {
+  adminClient,
+  createNamespace,
+  deleteMapControllersCalling,
+  outriggerClient,
+  testQueue,
+  testState,
+  uniqueName,
+} from '../testbed/index.ts';
 import { openCrd } from '../testbed/crds.ts';
 import { controllersGrant, MAP_TEST_IDENTITY } from '../testbed/rbac.ts';
 import { asRecord } from './sqs-records.ts';
@@ -40,7 +48,10 @@ interface HookRequest {
   input: KubeObject;
 }
 /** Per parent name: how its map hook answers (undefined: it never answers), and after how long. */
-const answers = new Map<string, (req: HookRequest) => { status: number; headers?: Record<string, string>; body: unknown; afterMs?: number } | undefined>();
+const answers = new Map<
+  string,
+  (req: HookRequest) => { status: number; headers?: Record<string, string>; body: unknown; afterMs?: number } | undefined
+>();
 /** Per parent name, each call: when, and for which input. */
 const calls = new Map<string, Array<{ at: number; input: string }>>();
 
@@ -60,14 +71,19 @@ function serve(req: IncomingMessage, res: ServerResponse): void {
   });
 }
 
-const copyOf = (req: HookRequest) => ({ outputs: [{ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `${req.input.metadata.name}-copy` }, data: { v: 'copy' } }] });
+const copyOf = (req: HookRequest) => ({
+  outputs: [{ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `${req.input.metadata.name}-copy` }, data: { v: 'copy' } }],
+});
 
 let server: Server;
 let sqs: SQSClient;
 let queueUrl: string;
 let queues: QueueUrls;
 let arn: string;
-let lambdaHandler: (event: { Records: ReturnType<typeof asRecord>[] }, context: ReturnType<typeof runtimeLambdaContext>) => Promise<{ batchItemFailures: Array<{ itemIdentifier: string }> }>;
+let lambdaHandler: (
+  event: { Records: ReturnType<typeof asRecord>[] },
+  context: ReturnType<typeof runtimeLambdaContext>,
+) => Promise<{ batchItemFailures: Array<{ itemIdentifier: string }> }>;
 let ns: string;
 
 beforeAll(async () => {
@@ -105,16 +121,36 @@ spec:
   }
   ({ sqs, url: queueUrl } = await testQueue('map-budget'));
   queues = new QueueUrls(`${queueUrl.slice(0, queueUrl.lastIndexOf('/') + 1)}${uniqueName('mb')}-`);
-  queueUrl = (await sqs.send(new CreateQueueCommand({ QueueName: queues.name(CLUSTER, 'map'), Attributes: { FifoQueue: 'true', VisibilityTimeout: '60' } }))).QueueUrl!;
+  queueUrl = (
+    await sqs.send(
+      new CreateQueueCommand({ QueueName: queues.name(CLUSTER, 'map'), Attributes: { FifoQueue: 'true', VisibilityTimeout: '60' } }),
+    )
+  ).QueueUrl!;
   arn = `arn:aws:sqs:elasticmq:000000000000:${queues.name(CLUSTER, 'map')}`;
-  const env: Environment = { clusters: new Clusters([]), state: testState(), deadLetter: new MemoryDeadLetterSink(), syncSink: new SqsSyncSink(queues, sqs), queues, retry: sqsRetry(queues, sqs) };
+  const env: Environment = {
+    clusters: new Clusters([]),
+    state: testState(),
+    deadLetter: new MemoryDeadLetterSink(),
+    syncSink: new SqsSyncSink(queues, sqs),
+    queues,
+    retry: sqsRetry(queues, sqs),
+  };
   const hooks = new Hooks({ minRetryDelayMs: 50, allowLoopbackHttp: true });
   const controllers = clusterCache<MapControllerSet>(60_000);
   // The map handler as deployed, with the test's queue, table, identity and hook caller.
   lambdaHandler = syncFunction(
     'map',
     (request, tools) =>
-      serveMapRequest(request, tools.sentAt, { kube, state: tools.env.state, syncSink: tools.env.syncSink, hooks, controllers, log: () => undefined, concurrency: 4, ...passTiming(tools) }),
+      serveMapRequest(request, tools.sentAt, {
+        kube,
+        state: tools.env.state,
+        syncSink: tools.env.syncSink,
+        hooks,
+        controllers,
+        log: () => undefined,
+        concurrency: 4,
+        ...passTiming(tools),
+      }),
     { environment: () => env },
   ) as unknown as typeof lambdaHandler;
   ns = await createNamespace('map-budget');
@@ -129,21 +165,39 @@ afterAll(async () => {
 async function parentWithInputs(name: string, inputs: number): Promise<KubeObject> {
   await Promise.all(
     Array.from({ length: inputs }, (_, i) =>
-      adminClient().create(configMaps, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `${name}-in-${String(i).padStart(2, '0')}`, namespace: ns, labels: { set: name } }, data: { i: String(i) } } as KubeObject),
+      adminClient().create(configMaps, {
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        metadata: { name: `${name}-in-${String(i).padStart(2, '0')}`, namespace: ns, labels: { set: name } },
+        data: { i: String(i) },
+      } as KubeObject),
     ),
   );
-  return adminClient().create(pacers, { apiVersion: `${GROUP}/v1`, kind: 'Pacer', metadata: { name, namespace: ns }, spec: { selector: { matchLabels: { set: name } } } } as KubeObject);
+  return adminClient().create(pacers, {
+    apiVersion: `${GROUP}/v1`,
+    kind: 'Pacer',
+    metadata: { name, namespace: ns },
+    spec: { selector: { matchLabels: { set: name } } },
+  } as KubeObject);
 }
 
 /** The handler, and what Lambda's event source mapping does after it: delete the messages that did not fail. */
-async function handler(event: { Records: ReturnType<typeof asRecord>[] }, context: ReturnType<typeof runtimeLambdaContext>): Promise<{ batchItemFailures: Array<{ itemIdentifier: string }> }> {
+async function handler(
+  event: { Records: ReturnType<typeof asRecord>[] },
+  context: ReturnType<typeof runtimeLambdaContext>,
+): Promise<{ batchItemFailures: Array<{ itemIdentifier: string }> }> {
   const response = await lambdaHandler(event, context);
   const failed = new Set(response.batchItemFailures.map((f) => f.itemIdentifier));
-  for (const r of event.Records) if (!failed.has(r.messageId)) await sqs.send(new DeleteMessageCommand({ QueueUrl: queueUrl, ReceiptHandle: r.receiptHandle }));
+  for (const r of event.Records)
+    if (!failed.has(r.messageId)) await sqs.send(new DeleteMessageCommand({ QueueUrl: queueUrl, ReceiptHandle: r.receiptHandle }));
   return response;
 }
 
-const requestFor = (p: KubeObject, causes: string[]): SyncRequest => makeSyncRequest({ cluster: CLUSTER, group: GROUP, kind: 'Pacer', namespace: ns, name: p.metadata.name ?? '', uid: p.metadata.uid ?? '' }, causes);
+const requestFor = (p: KubeObject, causes: string[]): SyncRequest =>
+  makeSyncRequest(
+    { cluster: CLUSTER, group: GROUP, kind: 'Pacer', namespace: ns, name: p.metadata.name ?? '', uid: p.metadata.uid ?? '' },
+    causes,
+  );
 
 async function send(requests: SyncRequest[]): Promise<void> {
   await new SqsSyncSink(queues, sqs).send('map', requests);
@@ -152,8 +206,10 @@ async function send(requests: SyncRequest[]): Promise<void> {
 /** Receives until `count` messages of the parents named came (each group's head), waiting up to `timeoutMs`; others are left. */
 async function receive(count: number, parents: readonly string[], timeoutMs = 15_000): Promise<Message[]> {
   const out: Message[] = [];
-  for (const deadline = Date.now() + timeoutMs; out.length < count && Date.now() < deadline; ) {
-    const got = await sqs.send(new ReceiveMessageCommand({ QueueUrl: queueUrl, MaxNumberOfMessages: 10, WaitTimeSeconds: 1, MessageSystemAttributeNames: ['All'] }));
+  for (const deadline = Date.now() + timeoutMs; out.length < count && Date.now() < deadline;) {
+    const got = await sqs.send(
+      new ReceiveMessageCommand({ QueueUrl: queueUrl, MaxNumberOfMessages: 10, WaitTimeSeconds: 1, MessageSystemAttributeNames: ['All'] }),
+    );
     out.push(...(got.Messages ?? []).filter((m) => parents.includes(parseSyncRequest(m.Body ?? '').key.name)));
   }
   if (out.length < count) throw new Error(`${out.length} of ${count} message(s) came within ${timeoutMs} ms`);
@@ -162,9 +218,12 @@ async function receive(count: number, parents: readonly string[], timeoutMs = 15
 
 const synced = async (name: string) => {
   const p = await adminClient().get(pacers, name, ns);
-  return (p.status as { conditions?: Array<{ type: string; status: string; reason: string; message: string }> } | undefined)?.conditions?.find((c) => c.type === 'Synced');
+  return (
+    p.status as { conditions?: Array<{ type: string; status: string; reason: string; message: string }> } | undefined
+  )?.conditions?.find((c) => c.type === 'Synced');
 };
-const outputsOf = async (p: KubeObject) => (await adminClient().listAll(configMaps, { namespace: ns, labelSelector: `${PARENT_LABEL}=${p.metadata.uid ?? ''}` })).length;
+const outputsOf = async (p: KubeObject) =>
+  (await adminClient().listAll(configMaps, { namespace: ns, labelSelector: `${PARENT_LABEL}=${p.metadata.uid ?? ''}` })).length;
 
 describe('a pass fits its invocation', () => {
   test('a hanging hook, many inputs, little time left: status for what was done, the rest in a follow-up, the other parent of the batch served', async () => {
@@ -175,7 +234,9 @@ describe('a pass fits its invocation', () => {
     answers.set('quick', (req) => ({ status: 200, body: copyOf(req) }));
     await send([requestFor(slow, ['ConfigMap/event-slow']), requestFor(quick, ['ConfigMap/event-quick'])]);
     const messages = await receive(2, ['slow', 'quick']);
-    const records = messages.map((m) => asRecord(m, arn)).sort((a, b) => (parseSyncRequest(a.body).key.name === 'slow' ? -1 : parseSyncRequest(b.body).key.name === 'slow' ? 1 : 0));
+    const records = messages
+      .map((m) => asRecord(m, arn))
+      .sort((a, b) => (parseSyncRequest(a.body).key.name === 'slow' ? -1 : parseSyncRequest(b.body).key.name === 'slow' ? 1 : 0));
 
     // An invocation with 20 s left and two records: the first pass gets passBudgetMs(20 s, 1) = 7.5 s.
     const startedAt = Date.now();
@@ -183,7 +244,15 @@ describe('a pass fits its invocation', () => {
     const budgetMs = passBudgetMs(20_000, 1);
     // The quick parent's first hook call marks the end of the slow parent's pass (records run one after another).
     const slowPassMs = calls.get('quick')![0]!.at - startedAt;
-    console.log(JSON.stringify({ figure: 'slow pass vs budget', slowPassMs, budgetMs, invocationMs: Date.now() - startedAt, slowCalls: calls.get('slow')!.length }));
+    console.log(
+      JSON.stringify({
+        figure: 'slow pass vs budget',
+        slowPassMs,
+        budgetMs,
+        invocationMs: Date.now() - startedAt,
+        slowCalls: calls.get('slow')!.length,
+      }),
+    );
 
     // No other parent of the batch failed, nor the slow one: it continues in a follow-up.
     expect(response).toEqual({ batchItemFailures: [] });
@@ -198,9 +267,14 @@ describe('a pass fits its invocation', () => {
     expect(firstCalls.size).toBeLessThan(40);
     const condition = await synced('slow');
     expect(condition).toMatchObject({ status: 'False', reason: 'HookTimeout' });
-    expect(condition!.message).toMatch(new RegExp(`; ${40 - firstCalls.size} input\\(s\\) not reached within the pass's time budget, continued by a follow-up pass$`));
+    expect(condition!.message).toMatch(
+      new RegExp(`; ${40 - firstCalls.size} input\\(s\\) not reached within the pass's time budget, continued by a follow-up pass$`),
+    );
     expect(await outputsOf(slow)).toBe(answered);
-    const status = (await adminClient().get(pacers, 'slow', ns)).status as { inputs: { configmaps: { total: number } }; outputs: { configmaps: { total: number } } };
+    const status = (await adminClient().get(pacers, 'slow', ns)).status as {
+      inputs: { configmaps: { total: number } };
+      outputs: { configmaps: { total: number } };
+    };
     expect(status).toMatchObject({ inputs: { configmaps: { total: 40 } }, outputs: { configmaps: { total: answered } } });
 
     // The follow-up, for the same parent, goes on from where the pass stopped: each input not yet called, once.
@@ -210,11 +284,23 @@ describe('a pass fits its invocation', () => {
     expect(request.causes[0]).toMatch(/^continue\//);
     const before = calls.get('slow')!.length;
     const second = await handler({ Records: [asRecord(followUp!, arn)] }, runtimeLambdaContext(60));
-    const secondCalls = new Set(calls.get('slow')!.slice(before).map((c) => c.input));
+    const secondCalls = new Set(
+      calls
+        .get('slow')!
+        .slice(before)
+        .map((c) => c.input),
+    );
     expect([...secondCalls].filter((n) => firstCalls.has(n))).toEqual([]);
     expect(firstCalls.size + secondCalls.size).toBe(40);
     // The whole sync had problems: its message fails, and comes back after its backoff.
-    console.log(JSON.stringify({ figure: 'follow-up', inputsCalledFirst: firstCalls.size, inputsCalledInFollowUp: secondCalls.size, answeredFirst: answered }));
+    console.log(
+      JSON.stringify({
+        figure: 'follow-up',
+        inputsCalledFirst: firstCalls.size,
+        inputsCalledInFollowUp: secondCalls.size,
+        answeredFirst: answered,
+      }),
+    );
     expect(second).toEqual({ batchItemFailures: [{ itemIdentifier: followUp!.MessageId }] });
     expect(await outputsOf(slow)).toBe(8);
     await sqs.send(new DeleteMessageCommand({ QueueUrl: queueUrl, ReceiptHandle: followUp!.ReceiptHandle }));
@@ -231,7 +317,11 @@ describe('a pass fits its invocation, with a slow hook that answers', () => {
     expect(await handler({ Records: [asRecord(message!, arn)] }, runtimeLambdaContext(8))).toEqual({ batchItemFailures: [] });
     const first = calls.get('steady')!.length;
     expect(first).toBeLessThan(20);
-    expect(await synced('steady')).toMatchObject({ status: 'False', reason: 'InProgress', message: `${first} of 20 input(s) mapped; ${20 - first} input(s) not reached within the pass's time budget, continued by a follow-up pass` });
+    expect(await synced('steady')).toMatchObject({
+      status: 'False',
+      reason: 'InProgress',
+      message: `${first} of 20 input(s) mapped; ${20 - first} input(s) not reached within the pass's time budget, continued by a follow-up pass`,
+    });
     expect(await outputsOf(p)).toBe(first);
     const [followUp] = await receive(1, ['steady']);
     expect(await handler({ Records: [asRecord(followUp!, arn)] }, runtimeLambdaContext(60))).toEqual({ batchItemFailures: [] });
@@ -255,10 +345,16 @@ describe('per-parent backoff', () => {
     });
     await send([requestFor(p, ['ConfigMap/event-after'])]);
     const [message] = await receive(1, ['after']);
-    expect(await handler({ Records: [asRecord(message!, arn)] }, runtimeLambdaContext(60))).toEqual({ batchItemFailures: [{ itemIdentifier: message!.MessageId }] });
+    expect(await handler({ Records: [asRecord(message!, arn)] }, runtimeLambdaContext(60))).toEqual({
+      batchItemFailures: [{ itemIdentifier: message!.MessageId }],
+    });
     // Not retried within the call (retries: 1 would call again after 50 ms).
     expect(calls.get('after')!.length).toBe(1);
-    expect(await synced('after')).toMatchObject({ status: 'False', reason: 'HookHTTPError', message: expect.stringContaining('answered HTTP 503; it asked to be called again after 3 s') });
+    expect(await synced('after')).toMatchObject({
+      status: 'False',
+      reason: 'HookHTTPError',
+      message: expect.stringContaining('answered HTTP 503; it asked to be called again after 3 s'),
+    });
     const [again] = await receive(1, ['after']);
     expect(again!.Attributes?.ApproximateReceiveCount).toBe('2');
     expect(await handler({ Records: [asRecord(again!, arn)] }, runtimeLambdaContext(60))).toEqual({ batchItemFailures: [] });
@@ -278,7 +374,11 @@ describe('per-parent backoff', () => {
       const hooks = new Hooks({ lambdaEndpoint: endpoint.url, region: 'local', minRetryDelayMs: 10 });
       const err = await hooks.call({ lambda: { functionName: 'busy-hook' }, timeoutSeconds: 5, retries: 2 }, {}).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(HookError);
-      expect(err).toMatchObject({ reason: 'Unavailable', retryAfterSeconds: 4, message: 'lambda busy-hook asked to be called again after 4 s' });
+      expect(err).toMatchObject({
+        reason: 'Unavailable',
+        retryAfterSeconds: 4,
+        message: 'lambda busy-hook asked to be called again after 4 s',
+      });
       expect(endpoint.invocations.get('busy-hook')).toBe(1);
     } finally {
       await endpoint.stop();
@@ -291,7 +391,11 @@ describe('per-parent backoff', () => {
     answers.set('clamp', () => undefined);
     const started = Date.now();
     const err = await hooks
-      .call({ webhook: { url }, timeoutSeconds: 3, retries: 2 }, { parent: { metadata: { name: 'clamp' } }, input: { metadata: { name: 'x' } } }, { deadline: started + 1_500 })
+      .call(
+        { webhook: { url }, timeoutSeconds: 3, retries: 2 },
+        { parent: { metadata: { name: 'clamp' } }, input: { metadata: { name: 'x' } } },
+        { deadline: started + 1_500 },
+      )
       .catch((e: unknown) => e);
     const tookMs = Date.now() - started;
     expect(err).toMatchObject({ reason: 'Timeout', message: expect.stringContaining("what was left of the pass's time budget") });

@@ -6,7 +6,13 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { clusterCache, type ClusterCache } from '../../functions/cluster-cache.ts';
-import { forgetMapControllers, listMapControllers, mapControllerFor, type MapControllerSet, type ResolvedMapController } from '../../functions/map/controllers.ts';
+import {
+  forgetMapControllers,
+  listMapControllers,
+  mapControllerFor,
+  type MapControllerSet,
+  type ResolvedMapController,
+} from '../../functions/map/controllers.ts';
 import { serveMapRequest, type MapServeContext } from '../../functions/map/handler.ts';
 import { makeSyncRequest, type SyncRequest } from '../../shared/lambda/sync-request.ts';
 import { syncMap, type MapContext } from '../../functions/map/sync.ts';
@@ -14,7 +20,15 @@ import { Hooks } from '../../shared/hooks/index.ts';
 import { connect, forgetDiscovery, gvr, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
 import { applyManifests } from '../../shared/kube/apply.ts';
 import type { SyncKey } from '../../shared/ownership/index.ts';
-import { adminClient, createNamespace, deleteMapControllersCalling, outriggerClient, testbed, testState, uniqueName } from '../testbed/index.ts';
+import {
+  adminClient,
+  createNamespace,
+  deleteMapControllersCalling,
+  outriggerClient,
+  testbed,
+  testState,
+  uniqueName,
+} from '../testbed/index.ts';
 import { openCrd } from '../testbed/crds.ts';
 import { controllersGrant, MAP_TEST_IDENTITY } from '../testbed/rbac.ts';
 
@@ -42,12 +56,16 @@ const tombstoneAnswers = new Map<string, (req: HookRequest) => Answer>();
 const calls = { map: 0, tombstone: 0 };
 const mapCallsOf = new Map<string, number>();
 
-const copyOf = (req: HookRequest, data?: Record<string, string>): KubeObject => ({
-  apiVersion: 'v1',
-  kind: 'ConfigMap',
-  metadata: { name: `${req.input!.metadata.name}-copy`, ...(req.input!.metadata.namespace ? { namespace: req.input!.metadata.namespace } : {}) },
-  data: data ?? ((req.input as { data?: Record<string, string> }).data ?? {}),
-} as KubeObject);
+const copyOf = (req: HookRequest, data?: Record<string, string>): KubeObject =>
+  ({
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: {
+      name: `${req.input!.metadata.name}-copy`,
+      ...(req.input!.metadata.namespace ? { namespace: req.input!.metadata.namespace } : {}),
+    },
+    data: data ?? (req.input as { data?: Record<string, string> }).data ?? {},
+  }) as KubeObject;
 
 function serve(req: IncomingMessage, res: ServerResponse): void {
   const chunks: Buffer[] = [];
@@ -66,7 +84,8 @@ function serve(req: IncomingMessage, res: ServerResponse): void {
 
 const crd = (kind: string, plural: string, opts: Parameters<typeof openCrd>[3] = {}) => `${openCrd(GROUP, kind, plural, opts)}---`;
 /** `resource` (core v1) or `<apiVersion>/<resource>`. */
-const rule = (r: string) => `{ apiVersion: ${r.includes('/') ? r.slice(0, r.lastIndexOf('/')) : 'v1'}, resource: ${r.slice(r.lastIndexOf('/') + 1)} }`;
+const rule = (r: string) =>
+  `{ apiVersion: ${r.includes('/') ? r.slice(0, r.lastIndexOf('/')) : 'v1'}, resource: ${r.slice(r.lastIndexOf('/') + 1)} }`;
 const mapController = (name: string, parents: string, inputs: string[], outputs: string[], tombstone: boolean) => `
 apiVersion: metacontroller.k8s.io/v1alpha1
 kind: MapController
@@ -132,14 +151,37 @@ afterAll(async () => {
   await new Promise<void>((r) => server.close(() => r()));
 });
 
-const context = (kube: KubeClient = outriggerClient()): MapContext => ({ kube, hooks: new Hooks({ minRetryDelayMs: 10, allowLoopbackHttp: true }), concurrency: 4 });
-const keyOf = (o: KubeObject, kind: string): SyncKey => ({ cluster: 'it', group: GROUP, kind, namespace: o.metadata.namespace, name: o.metadata.name ?? '', uid: o.metadata.uid ?? '' });
-const writes = (kube: KubeClient) => Object.entries(kube.stats.byVerb).filter(([v]) => !['get', 'list'].includes(v)).reduce((n, [, x]) => n + x, 0);
+const context = (kube: KubeClient = outriggerClient()): MapContext => ({
+  kube,
+  hooks: new Hooks({ minRetryDelayMs: 10, allowLoopbackHttp: true }),
+  concurrency: 4,
+});
+const keyOf = (o: KubeObject, kind: string): SyncKey => ({
+  cluster: 'it',
+  group: GROUP,
+  kind,
+  namespace: o.metadata.namespace,
+  name: o.metadata.name ?? '',
+  uid: o.metadata.uid ?? '',
+});
+const writes = (kube: KubeClient) =>
+  Object.entries(kube.stats.byVerb)
+    .filter(([v]) => !['get', 'list'].includes(v))
+    .reduce((n, [, x]) => n + x, 0);
 const configMap = (name: string, namespace: string, labels: Record<string, string>, data: Record<string, string> = { v: name }) =>
   adminClient().create(configMaps, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, namespace, labels }, data } as KubeObject);
 const parentOf = (r: typeof shapers, kind: string, name: string, namespace: string | undefined, selector: Record<string, string>) =>
-  adminClient().create(r, { apiVersion: `${GROUP}/v1`, kind, metadata: { name, ...(namespace ? { namespace } : {}) }, spec: { selector: { matchLabels: selector } } } as KubeObject);
-const names = async (ns: string) => (await adminClient().listAll(configMaps, { namespace: ns })).map((c) => c.metadata.name!).filter((n) => n !== 'kube-root-ca.crt').sort();
+  adminClient().create(r, {
+    apiVersion: `${GROUP}/v1`,
+    kind,
+    metadata: { name, ...(namespace ? { namespace } : {}) },
+    spec: { selector: { matchLabels: selector } },
+  } as KubeObject);
+const names = async (ns: string) =>
+  (await adminClient().listAll(configMaps, { namespace: ns }))
+    .map((c) => c.metadata.name!)
+    .filter((n) => n !== 'kube-root-ca.crt')
+    .sort();
 
 describe('outputs are exactly what the hook answered', () => {
   test('a field, label or annotation the hook set at creation and later drops is gone after the next pass; a pass after that writes nothing', async () => {
@@ -162,7 +204,11 @@ describe('outputs are exactly what the hook answered', () => {
     expect(after.metadata.labels?.tier).toBeUndefined();
     expect(after.metadata.annotations?.note).toBeUndefined();
     kube.stats.reset();
-    expect(await syncMap(context(kube), controllers.Shaper!, keyOf(parent, 'Shaper'))).toMatchObject({ updated: 0, created: 0, statusWritten: false });
+    expect(await syncMap(context(kube), controllers.Shaper!, keyOf(parent, 'Shaper'))).toMatchObject({
+      updated: 0,
+      created: 0,
+      statusWritten: false,
+    });
     expect(writes(kube)).toBe(0);
   });
 
@@ -180,7 +226,7 @@ describe('outputs are exactly what the hook answered', () => {
     expect((await adminClient().get(configMaps, 'in-copy', ns)).data).toEqual({ mine: 'a', theirs: 'b' });
   });
 
-  test('what the apiserver fills in at creation (defaults, a Job\'s generated selector) is not taken for the hook\'s: it stays, and a later change applies', async () => {
+  test("what the apiserver fills in at creation (defaults, a Job's generated selector) is not taken for the hook's: it stays, and a later change applies", async () => {
     const ns = await createNamespace('contract');
     await configMap('in', ns, { app: 'job' });
     const parent = await parentOf(jobbers, 'Jobber', 'jobber', ns, { app: 'job' });
@@ -201,7 +247,9 @@ describe('outputs are exactly what the hook answered', () => {
     expect(await syncMap(ctx, controllers.Jobber!, keyOf(parent, 'Jobber'))).toMatchObject({ created: 1, problems: [] });
     // Outrigger applies what the hook answered, not what defaulting or admission added: those stay, owned by nobody.
     const created = await adminClient().get(jobs, 'in-job', ns);
-    const applied = (created.metadata.managedFields as Array<{ manager: string; operation: string; fieldsV1: { 'f:spec': Record<string, unknown> } }>).filter((e) => e.manager === 'outrigger');
+    const applied = (
+      created.metadata.managedFields as Array<{ manager: string; operation: string; fieldsV1: { 'f:spec': Record<string, unknown> } }>
+    ).filter((e) => e.manager === 'outrigger');
     expect(applied.map((e) => e.operation)).toEqual(['Apply']);
     expect(Object.keys(applied[0]!.fieldsV1['f:spec']).sort()).toEqual(['f:suspend', 'f:template']);
     expect((created.spec as { backoffLimit?: number }).backoffLimit).toBe(6);
@@ -219,13 +267,23 @@ describe('status shrinks', () => {
     await configMap('in', ns, { app: 'shrink' });
     const parent = await parentOf(shapers, 'Shaper', 'shrinker', ns, { app: 'shrink' });
     let gadget = true;
-    mapAnswers.set('shrinker', (req) => ({ body: { outputs: [copyOf(req), ...(gadget ? [{ apiVersion: `${GROUP}/v1`, kind: 'Gadget', metadata: { name: 'g' }, spec: {} }] : [])] } }));
+    mapAnswers.set('shrinker', (req) => ({
+      body: {
+        outputs: [copyOf(req), ...(gadget ? [{ apiVersion: `${GROUP}/v1`, kind: 'Gadget', metadata: { name: 'g' }, spec: {} }] : [])],
+      },
+    }));
     const kube = outriggerClient();
     const ctx = context(kube);
     await syncMap(ctx, controllers.Shaper!, keyOf(parent, 'Shaper'));
-    await adminClient().patch(gadgets, 'g', ns, { status: { conditions: [{ type: 'Ready', status: 'True' }] } }, 'merge', { subresource: 'status' });
+    await adminClient().patch(gadgets, 'g', ns, { status: { conditions: [{ type: 'Ready', status: 'True' }] } }, 'merge', {
+      subresource: 'status',
+    });
     await syncMap(ctx, controllers.Shaper!, keyOf(parent, 'Shaper'));
-    const status = async () => (await adminClient().get(shapers, 'shrinker', ns)).status as { inputs: Record<string, unknown>; outputs: Record<string, Record<string, number>> };
+    const status = async () =>
+      (await adminClient().get(shapers, 'shrinker', ns)).status as {
+        inputs: Record<string, unknown>;
+        outputs: Record<string, Record<string, number>>;
+      };
     expect((await status()).outputs.gadgets).toEqual({ total: 1, ready: 1 });
     gadget = false;
     expect(await syncMap(ctx, controllers.Shaper!, keyOf(parent, 'Shaper'))).toMatchObject({ deleted: 1, statusWritten: true });
@@ -240,16 +298,34 @@ describe('parents and hooks the contract allows', () => {
   test('several input and output resources: one hook call per input of every input kind; outputs of every kind, counted per kind', async () => {
     const ns = await createNamespace('contract');
     await configMap('cm-in', ns, { app: 'multi' });
-    await adminClient().create(seeds, { apiVersion: `${GROUP}/v1`, kind: 'Seed', metadata: { name: 'seed-in', namespace: ns, labels: { app: 'multi' } }, spec: {} } as KubeObject);
+    await adminClient().create(seeds, {
+      apiVersion: `${GROUP}/v1`,
+      kind: 'Seed',
+      metadata: { name: 'seed-in', namespace: ns, labels: { app: 'multi' } },
+      spec: {},
+    } as KubeObject);
     const parent = await parentOf(shapers, 'Shaper', 'multi', ns, { app: 'multi' });
     mapAnswers.set('multi', (req) => ({
-      body: { outputs: [copyOf(req, { from: req.input!.kind! }), { apiVersion: `${GROUP}/v1`, kind: 'Gadget', metadata: { name: `${req.input!.metadata.name}-gadget` }, spec: { from: req.input!.kind } }] },
+      body: {
+        outputs: [
+          copyOf(req, { from: req.input!.kind! }),
+          {
+            apiVersion: `${GROUP}/v1`,
+            kind: 'Gadget',
+            metadata: { name: `${req.input!.metadata.name}-gadget` },
+            spec: { from: req.input!.kind },
+          },
+        ],
+      },
     }));
     const result = await syncMap(context(), controllers.Shaper!, keyOf(parent, 'Shaper'));
     expect(result).toMatchObject({ inputs: 2, hookCalls: 2, created: 4, problems: [] });
     expect((await adminClient().get(configMaps, 'seed-in-copy', ns)).data).toEqual({ from: 'Seed' });
     expect((await adminClient().get(gadgets, 'cm-in-gadget', ns)).spec).toEqual({ from: 'ConfigMap' });
-    expect((await adminClient().get(shapers, 'multi', ns)).status).toMatchObject({ inputs: { configmaps: { total: 1 }, seeds: { total: 1 } }, outputs: { configmaps: { total: 2 }, gadgets: { total: 2 } } });
+    expect((await adminClient().get(shapers, 'multi', ns)).status).toMatchObject({
+      inputs: { configmaps: { total: 1 }, seeds: { total: 1 } },
+      outputs: { configmaps: { total: 2 }, gadgets: { total: 2 } },
+    });
   });
 
   test('a parent kind without a status subresource: status is written on the object, once; the parent is not re-synced by its own write', async () => {
@@ -257,7 +333,11 @@ describe('parents and hooks the contract allows', () => {
     await configMap('in', ns, { app: 'bare' });
     const parent = await parentOf(bares, 'Bare', 'bare', ns, { app: 'bare' });
     const kube = outriggerClient();
-    expect(await syncMap(context(kube), controllers.Bare!, keyOf(parent, 'Bare'))).toMatchObject({ created: 1, problems: [], statusWritten: true });
+    expect(await syncMap(context(kube), controllers.Bare!, keyOf(parent, 'Bare'))).toMatchObject({
+      created: 1,
+      problems: [],
+      statusWritten: true,
+    });
     const after = await adminClient().get(bares, 'bare', ns);
     expect(after.status).toMatchObject({ inputs: { configmaps: { total: 1 } }, outputs: { configmaps: { total: 1 } } });
     // Without a status subresource every write bumps the generation: the status must name the generation it made.
@@ -277,7 +357,10 @@ describe('parents and hooks the contract allows', () => {
     expect(result).toMatchObject({ inputs: 2, created: 2, problems: [] });
     expect(await names(a)).toEqual(['in', 'in-copy']);
     expect(await names(b)).toEqual(['in', 'in-copy']);
-    expect((await adminClient().get(regions, parent.metadata.name!)).status).toMatchObject({ inputs: { configmaps: { total: 2 } }, outputs: { configmaps: { total: 2 } } });
+    expect((await adminClient().get(regions, parent.metadata.name!)).status).toMatchObject({
+      inputs: { configmaps: { total: 2 } },
+      outputs: { configmaps: { total: 2 } },
+    });
   });
 
   test('detached outputs without a tombstone hook are deleted', async () => {
@@ -309,7 +392,9 @@ describe('parents and hooks the contract allows', () => {
     expect(result.problems).toEqual([expect.objectContaining({ what: 'detached outputs', reason: 'HookHTTPError' })]);
     expect(await names(ns)).toEqual(['gone-copy', 'stays', 'stays-copy']);
     expect((await adminClient().get(configMaps, 'stays-copy', ns)).data).toEqual({ v: 'new' });
-    const synced = ((await adminClient().get(shapers, 'tomb', ns)).status as { conditions: Array<{ type: string; status: string; reason: string }> }).conditions.find((c) => c.type === 'Synced');
+    const synced = (
+      (await adminClient().get(shapers, 'tomb', ns)).status as { conditions: Array<{ type: string; status: string; reason: string }> }
+    ).conditions.find((c) => c.type === 'Synced');
     expect(synced).toMatchObject({ status: 'False', reason: 'HookHTTPError' });
     // The hook recovers and keeps nothing: the detached output goes.
     tombstoneAnswers.set('tomb', () => ({ body: { outputs: [] } }));
@@ -324,7 +409,9 @@ describe('a MapController change is never served with the old definition', () =>
     await configMap('in', ns, { app: 'race' });
     const parent = await parentOf(racers, 'Racer', 'racer', ns, { app: 'race' });
     // The hook answers with the definition it was called through (its URL differs per generation).
-    mapAnswers.set('racer', (req, hookUrl) => ({ body: { outputs: [copyOf(req, { definition: new URL(hookUrl, 'http://x').searchParams.get('definition') ?? '' })] } }));
+    mapAnswers.set('racer', (req, hookUrl) => ({
+      body: { outputs: [copyOf(req, { definition: new URL(hookUrl, 'http://x').searchParams.get('definition') ?? '' })] },
+    }));
     const state = testState();
     const sent: SyncRequest[] = [];
     const cluster = uniqueName('race');
@@ -342,11 +429,28 @@ describe('a MapController change is never served with the old definition', () =>
     // The MapController changes; the process that hears of it queues the parent for the new definition.
     const admin = adminClient();
     const mcs = gvr('metacontroller.k8s.io', 'v1alpha1', 'mapcontrollers');
-    await admin.patch(mcs, 'contract-racer', undefined, { spec: { hooks: { map: { webhook: { url: `${url}/map?definition=2` } } } } }, 'merge');
+    await admin.patch(
+      mcs,
+      'contract-racer',
+      undefined,
+      { spec: { hooks: { map: { webhook: { url: `${url}/map?definition=2` } } } } },
+      'merge',
+    );
     const changed = await admin.get(mcs, 'contract-racer');
     expect(changed.metadata.generation).toBe(before.generation + 1);
-    const key = (o: KubeObject, kind: string, group: string) => ({ cluster, group, kind, namespace: o.metadata.namespace, name: o.metadata.name!, uid: o.metadata.uid! });
-    await serveMapRequest(makeSyncRequest(key(changed, 'MapController', 'metacontroller.k8s.io'), ['MapController/change']), Date.now(), serveContext(fresh));
+    const key = (o: KubeObject, kind: string, group: string) => ({
+      cluster,
+      group,
+      kind,
+      namespace: o.metadata.namespace,
+      name: o.metadata.name!,
+      uid: o.metadata.uid!,
+    });
+    await serveMapRequest(
+      makeSyncRequest(key(changed, 'MapController', 'metacontroller.k8s.io'), ['MapController/change']),
+      Date.now(),
+      serveContext(fresh),
+    );
     const queued = sent.find((r) => r.key.uid === parent.metadata.uid)!;
     expect(queued).toBeDefined();
     const queuedAt = Date.now() - 5_000;
@@ -357,9 +461,15 @@ describe('a MapController change is never served with the old definition', () =>
     await serveMapRequest(queued, queuedAt, serveContext(fresh));
     expect((await adminClient().get(configMaps, 'in-copy', ns)).data).toEqual({ definition: '2' });
     // And the stale process, given the parent again, refreshes rather than go back to the old definition.
-    await serveMapRequest(makeSyncRequest({ ...keyOf(parent, 'Racer'), cluster }, ['ConfigMap/event']), Date.now() + 10_000, serveContext(stale));
+    await serveMapRequest(
+      makeSyncRequest({ ...keyOf(parent, 'Racer'), cluster }, ['ConfigMap/event']),
+      Date.now() + 10_000,
+      serveContext(stale),
+    );
     expect((await adminClient().get(configMaps, 'in-copy', ns)).data).toEqual({ definition: '2' });
-    expect(mapControllerFor(await listMapControllers(outriggerClient(), cluster, stale), GROUP, 'Racer')!.generation).toBe(changed.metadata.generation);
+    expect(mapControllerFor(await listMapControllers(outriggerClient(), cluster, stale), GROUP, 'Racer')!.generation).toBe(
+      changed.metadata.generation,
+    );
   });
 });
 
@@ -371,7 +481,14 @@ describe('incremental passes', () => {
     const parent = await parentOf(shapers, 'Shaper', 'incr', ns, { app: 'incr' });
     const cluster = uniqueName('incr');
     const state = testState();
-    const ctx: MapServeContext = { kube: outriggerClient(), state, syncSink: { send: async () => undefined }, hooks: new Hooks({ minRetryDelayMs: 10, allowLoopbackHttp: true }), controllers: clusterCache<MapControllerSet>(60_000), log: () => undefined };
+    const ctx: MapServeContext = {
+      kube: outriggerClient(),
+      state,
+      syncSink: { send: async () => undefined },
+      hooks: new Hooks({ minRetryDelayMs: 10, allowLoopbackHttp: true }),
+      controllers: clusterCache<MapControllerSet>(60_000),
+      log: () => undefined,
+    };
     const pk = { ...keyOf(parent, 'Shaper'), cluster };
     const cause = (o: KubeObject) => `ConfigMap/${cluster}/${o.metadata.uid}/${o.metadata.resourceVersion}/modified`;
     // Queued after the last pass started: never taken as already served.
@@ -394,7 +511,13 @@ describe('incremental passes', () => {
     expect(await serve([`ConfigMap/${cluster}/${aCopy.metadata.uid}/${aCopy.metadata.resourceVersion}/deleted`])).toBe(1);
     expect(await names(ns)).toContain('a-copy');
     // An output changed by someone: its event names it, its input's hook is called, and it is set back.
-    const cCopy = await connect({ kind: 'kubeconfig', path: testbed().kubeconfigs.admin }, { fieldManager: 'kubectl-edit' }).patch(configMaps, 'c-copy', ns, { data: { v: 'tampered' } }, 'merge');
+    const cCopy = await connect({ kind: 'kubeconfig', path: testbed().kubeconfigs.admin }, { fieldManager: 'kubectl-edit' }).patch(
+      configMaps,
+      'c-copy',
+      ns,
+      { data: { v: 'tampered' } },
+      'merge',
+    );
     expect(await serve([cause(cCopy)])).toBe(1);
     expect((await admin.get(configMaps, 'c-copy', ns)).data).toEqual({ v: 'c' });
     // A resync calls every hook (a hook may depend on the clock); so does a parent spec change.

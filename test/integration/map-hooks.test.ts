@@ -49,7 +49,11 @@ function serve(req: IncomingMessage, res: ServerResponse): void {
     if (!verifyRequest(SECRET, { timestamp: header(TIMESTAMP_HEADER), signature: header(SIGNATURE_HEADER) }, body)) seen.badSignatures += 1;
     const r = reply((JSON.parse(body) as { input: KubeObject }).input);
     const length = Buffer.byteLength(r.body);
-    res.writeHead(r.status, { 'content-type': 'application/json', ...(r.chunked ? {} : { 'content-length': String(length) }), ...r.headers });
+    res.writeHead(r.status, {
+      'content-type': 'application/json',
+      ...(r.chunked ? {} : { 'content-length': String(length) }),
+      ...r.headers,
+    });
     // A body far past the limit is written in pieces; a client that stops reading closes the connection.
     res.on('error', () => undefined);
     res.end(r.body);
@@ -105,26 +109,40 @@ afterAll(async () => {
   await new Promise<void>((r) => server.close(() => r()));
 });
 
-const copy = (input: KubeObject, over: Record<string, unknown> = {}) => ({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `${input.metadata.name}-copy` }, data: { v: 'good' }, ...over });
+const copy = (input: KubeObject, over: Record<string, unknown> = {}) => ({
+  apiVersion: 'v1',
+  kind: 'ConfigMap',
+  metadata: { name: `${input.metadata.name}-copy` },
+  data: { v: 'good' },
+  ...over,
+});
 const json = (value: unknown): Reply => ({ status: 200, body: JSON.stringify(value) });
 
 /** Hostile answers, each with the reason it must be reported with. */
 const hostile: fc.Arbitrary<{ name: string; reason: string; reply: (input: KubeObject) => Reply }> = fc.oneof(
-  fc.record({ code: fc.constantFrom(400, 401, 403, 404, 409, 422, 500, 502, 503), text: fc.string({ maxLength: 200 }) }).map(({ code, text }) => ({
-    name: `HTTP ${code}`,
-    reason: 'HookHTTPError',
-    reply: () => ({ status: code, body: `${MARKER} ${text}` }),
-  })),
+  fc
+    .record({ code: fc.constantFrom(400, 401, 403, 404, 409, 422, 500, 502, 503), text: fc.string({ maxLength: 200 }) })
+    .map(({ code, text }) => ({
+      name: `HTTP ${code}`,
+      reason: 'HookHTTPError',
+      reply: () => ({ status: code, body: `${MARKER} ${text}` }),
+    })),
   fc.constantFrom(301, 302, 303, 307, 308).map((code) => ({
     name: `redirect ${code}`,
     reason: 'HookRefused',
     reply: () => ({ status: code, headers: { location: `${url}/steal` }, body: MARKER }),
   })),
-  fc.string({ maxLength: 300 }).map((text) => ({ name: 'not JSON', reason: 'HookMalformedAnswer', reply: () => ({ status: 200, body: `{${MARKER} ${text}` }) })),
+  fc
+    .string({ maxLength: 300 })
+    .map((text) => ({ name: 'not JSON', reason: 'HookMalformedAnswer', reply: () => ({ status: 200, body: `{${MARKER} ${text}` }) })),
   fc.record({ extra: fc.nat(3 * MAX_BYTES), chunked: fc.boolean() }).map(({ extra, chunked }) => ({
     name: `huge (${chunked ? 'chunked' : 'with a length'})`,
     reason: 'HookAnswerTooLarge',
-    reply: (input: KubeObject) => ({ status: 200, chunked, body: JSON.stringify({ outputs: [copy(input, { data: { v: MARKER.repeat(Math.ceil((MAX_BYTES + extra) / MARKER.length)) } })] }) }),
+    reply: (input: KubeObject) => ({
+      status: 200,
+      chunked,
+      body: JSON.stringify({ outputs: [copy(input, { data: { v: MARKER.repeat(Math.ceil((MAX_BYTES + extra) / MARKER.length)) } })] }),
+    }),
   })),
   fc.integer({ min: MAX_OUTPUTS_PER_ANSWER + 1, max: MAX_OUTPUTS_PER_ANSWER + 50 }).map((n) => ({
     name: `${n} outputs`,
@@ -140,19 +158,41 @@ const hostile: fc.Arbitrary<{ name: string; reason: string; reply: (input: KubeO
       fc.constant<unknown>({ outputs: [{ kind: 'ConfigMap', metadata: { name: 'x' } }] }),
       fc.string().map((s): unknown => ({ outputs: [{ apiVersion: 'v1', kind: `Config Map ${MARKER}${s}`, metadata: { name: 'x' } }] })),
       fc.string().map((s): unknown => ({ outputs: [{ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `../${MARKER}/${s}` } }] })),
-      fc.string().map((s): unknown => ({ outputs: [{ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'x', namespace: `${MARKER} ${s}` } }] })),
+      fc.string().map((s): unknown => ({
+        outputs: [{ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'x', namespace: `${MARKER} ${s}` } }],
+      })),
       fc.constant<unknown>({ outputs: [{ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'x'.repeat(254) } }] }),
     )
-    .filter((v) => !(v && typeof v === 'object' && 'outputs' in v && Array.isArray((v as { outputs: unknown }).outputs) && (v as { outputs: unknown[] }).outputs.length === 0))
+    .filter(
+      (v) =>
+        !(
+          v &&
+          typeof v === 'object' &&
+          'outputs' in v &&
+          Array.isArray((v as { outputs: unknown }).outputs) &&
+          (v as { outputs: unknown[] }).outputs.length === 0
+        ),
+    )
     .map((v) => ({ name: `malformed ${JSON.stringify(v)?.slice(0, 60)}`, reason: 'HookMalformedAnswer', reply: () => json(v) })),
   fc
     .oneof(
       fc.constant((input: KubeObject) => copy(input, { metadata: { name: `${input.metadata.name}-copy`, namespace: 'kube-system' } })),
       fc.constant((input: KubeObject) => copy(input, { kind: 'Secret' })),
       fc.constant((input: KubeObject) => copy(input, { apiVersion: 'v2' })),
-      fc.constant((input: KubeObject) => copy(input, { metadata: { name: 'other', ownerReferences: [{ apiVersion: 'v1', kind: 'Pod', name: MARKER.toLowerCase(), uid: 'x', controller: true }] } })),
+      fc.constant((input: KubeObject) =>
+        copy(input, {
+          metadata: {
+            name: 'other',
+            ownerReferences: [{ apiVersion: 'v1', kind: 'Pod', name: MARKER.toLowerCase(), uid: 'x', controller: true }],
+          },
+        }),
+      ),
     )
-    .map((out) => ({ name: 'an output it may not have', reason: 'InvalidOutput', reply: (input: KubeObject) => json({ outputs: [out(input)] }) })),
+    .map((out) => ({
+      name: 'an output it may not have',
+      reason: 'InvalidOutput',
+      reply: (input: KubeObject) => json({ outputs: [out(input)] }),
+    })),
   fc.constant({
     name: 'an output the apiserver refuses',
     reason: 'WriteFailed',
@@ -160,14 +200,34 @@ const hostile: fc.Arbitrary<{ name: string; reason: string; reply: (input: KubeO
   }),
 );
 
-const key = (o: KubeObject): SyncKey => ({ cluster: 'it', group: GROUP, kind: 'Prober', namespace: o.metadata.namespace, name: o.metadata.name!, uid: o.metadata.uid! });
-const snapshot = async (ns: string) => Object.fromEntries((await adminClient().listAll(configMaps, { namespace: ns })).map((c) => [c.metadata.name!, c.metadata.resourceVersion!]));
+const key = (o: KubeObject): SyncKey => ({
+  cluster: 'it',
+  group: GROUP,
+  kind: 'Prober',
+  namespace: o.metadata.namespace,
+  name: o.metadata.name!,
+  uid: o.metadata.uid!,
+});
+const snapshot = async (ns: string) =>
+  Object.fromEntries(
+    (await adminClient().listAll(configMaps, { namespace: ns })).map((c) => [c.metadata.name!, c.metadata.resourceVersion!]),
+  );
 
 test('property: a hostile answer writes nothing but the status, is reported with its reason, and no text of it reaches the status', async () => {
   const ns = await createNamespace('hooks');
   const admin = adminClient();
-  await admin.create(configMaps, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'in', namespace: ns, labels: { app: 'probe' } }, data: { v: 'in' } } as KubeObject);
-  const parent = await admin.create(probers, { apiVersion: `${GROUP}/v1`, kind: 'Prober', metadata: { name: 'prober', namespace: ns }, spec: { selector: { matchLabels: { app: 'probe' } } } } as KubeObject);
+  await admin.create(configMaps, {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name: 'in', namespace: ns, labels: { app: 'probe' } },
+    data: { v: 'in' },
+  } as KubeObject);
+  const parent = await admin.create(probers, {
+    apiVersion: `${GROUP}/v1`,
+    kind: 'Prober',
+    metadata: { name: 'prober', namespace: ns },
+    spec: { selector: { matchLabels: { app: 'probe' } } },
+  } as KubeObject);
   const kube: KubeClient = outriggerClient();
   const logged: Array<Record<string, unknown>> = [];
   const ctx: MapContext = {
@@ -194,7 +254,9 @@ test('property: a hostile answer writes nothing but the status, is reported with
       expect(writes.filter(([v]) => v !== 'patch/merge' && !(h.reason === 'WriteFailed' && v === 'create'))).toEqual([]);
       expect(kube.stats.byVerb['patch/merge'] ?? 0).toBeLessThanOrEqual(1);
       expect(await snapshot(ns)).toEqual(before);
-      const status = (await admin.get(probers, 'prober', ns)).status as { conditions: Array<{ type: string; reason: string; message: string }> };
+      const status = (await admin.get(probers, 'prober', ns)).status as {
+        conditions: Array<{ type: string; reason: string; message: string }>;
+      };
       const synced = status.conditions.find((c) => c.type === 'Synced')!;
       expect(synced.reason).toBe(h.reason);
       expect(JSON.stringify(status)).not.toContain(MARKER);
@@ -214,10 +276,23 @@ test('property: a hostile answer writes nothing but the status, is reported with
 test('the answer text goes to the log: an HTTP error body and a non-JSON answer are logged, not written', async () => {
   const ns = await createNamespace('hooks');
   const admin = adminClient();
-  await admin.create(configMaps, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'in', namespace: ns, labels: { app: 'probe' } } } as KubeObject);
-  const parent = await admin.create(probers, { apiVersion: `${GROUP}/v1`, kind: 'Prober', metadata: { name: 'prober', namespace: ns }, spec: { selector: { matchLabels: { app: 'probe' } } } } as KubeObject);
+  await admin.create(configMaps, {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name: 'in', namespace: ns, labels: { app: 'probe' } },
+  } as KubeObject);
+  const parent = await admin.create(probers, {
+    apiVersion: `${GROUP}/v1`,
+    kind: 'Prober',
+    metadata: { name: 'prober', namespace: ns },
+    spec: { selector: { matchLabels: { app: 'probe' } } },
+  } as KubeObject);
   const logged: Array<Record<string, unknown>> = [];
-  const ctx: MapContext = { kube: outriggerClient(), hooks: new Hooks({ allowLoopbackHttp: true, minRetryDelayMs: 10 }), log: (_l, _m, f) => logged.push(f ?? {}) };
+  const ctx: MapContext = {
+    kube: outriggerClient(),
+    hooks: new Hooks({ allowLoopbackHttp: true, minRetryDelayMs: 10 }),
+    log: (_l, _m, f) => logged.push(f ?? {}),
+  };
   reply = () => ({ status: 500, body: `${MARKER} stack trace` });
   await syncMap(ctx, mc, key(parent));
   expect(logged.find((f) => f.reason === 'HookHTTPError')?.detail).toContain(MARKER);
@@ -230,8 +305,17 @@ test('the answer text goes to the log: an HTTP error body and a non-JSON answer 
 test('https only: a plain http webhook is refused unless loopback http is allowed (the local runtime), and nothing is called', async () => {
   const ns = await createNamespace('hooks');
   const admin = adminClient();
-  await admin.create(configMaps, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'in', namespace: ns, labels: { app: 'probe' } } } as KubeObject);
-  const parent = await admin.create(probers, { apiVersion: `${GROUP}/v1`, kind: 'Prober', metadata: { name: 'prober', namespace: ns }, spec: { selector: { matchLabels: { app: 'probe' } } } } as KubeObject);
+  await admin.create(configMaps, {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name: 'in', namespace: ns, labels: { app: 'probe' } },
+  } as KubeObject);
+  const parent = await admin.create(probers, {
+    apiVersion: `${GROUP}/v1`,
+    kind: 'Prober',
+    metadata: { name: 'prober', namespace: ns },
+    spec: { selector: { matchLabels: { app: 'probe' } } },
+  } as KubeObject);
   const calls = seen.requests;
   const result = await syncMap({ kube: outriggerClient(), hooks: new Hooks() }, mc, key(parent));
   expect(result.problems).toEqual([expect.objectContaining({ reason: 'HookRefused', message: expect.stringMatching(/https only/) })]);

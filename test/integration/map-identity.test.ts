@@ -35,7 +35,10 @@ beforeAll(async () => {
   const admin = adminClient();
   const dir = new URL('../../examples/snapshot-schedule/', import.meta.url);
   for (const f of ['crds.yaml', 'rbac.yaml']) await applyManifests(admin, await readFile(new URL(f, dir), 'utf8'));
-  await applyManifests(admin, `${openCrd(GROUP, 'TeamMap', 'teammaps')}---\n${openCrd(GROUP, 'TeamRegion', 'teamregions', { scope: 'Cluster' })}`);
+  await applyManifests(
+    admin,
+    `${openCrd(GROUP, 'TeamMap', 'teammaps')}---\n${openCrd(GROUP, 'TeamRegion', 'teamregions', { scope: 'Cluster' })}`,
+  );
   hookServer = createServer((req: IncomingMessage, res: ServerResponse) => {
     let body = '';
     req.on('data', (c: Buffer) => (body += c.toString()));
@@ -46,7 +49,17 @@ beforeAll(async () => {
         res.writeHead(500).end('boom');
         return;
       }
-      const out = r.input.kind === 'ConfigMap' ? [{ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `${r.input.metadata.name ?? ''}-copy` }, data: { from: r.input.metadata.name } }] : [];
+      const out =
+        r.input.kind === 'ConfigMap'
+          ? [
+              {
+                apiVersion: 'v1',
+                kind: 'ConfigMap',
+                metadata: { name: `${r.input.metadata.name ?? ''}-copy` },
+                data: { from: r.input.metadata.name },
+              },
+            ]
+          : [];
       res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ outputs: out }));
     });
   });
@@ -73,15 +86,31 @@ async function serve(key: SyncKey, controller: string): Promise<void> {
     log,
   };
   const mc = await adminClient().get(mapControllers, controller);
-  await serveMapRequest(makeSyncRequest({ cluster: key.cluster, group: 'metacontroller.k8s.io', kind: 'MapController', name: controller, uid: mc.metadata.uid ?? '' }, []), Date.now(), ctx);
+  await serveMapRequest(
+    makeSyncRequest(
+      { cluster: key.cluster, group: 'metacontroller.k8s.io', kind: 'MapController', name: controller, uid: mc.metadata.uid ?? '' },
+      [],
+    ),
+    Date.now(),
+    ctx,
+  );
   await serveMapRequest(makeSyncRequest(key, []), Date.now(), ctx);
 }
 
-const keyOf = (o: KubeObject, group: string, kind: string): SyncKey => ({ cluster: uniqueName('id'), group, kind, namespace: o.metadata.namespace, name: o.metadata.name ?? '', uid: o.metadata.uid ?? '' });
+const keyOf = (o: KubeObject, group: string, kind: string): SyncKey => ({
+  cluster: uniqueName('id'),
+  group,
+  kind,
+  namespace: o.metadata.namespace,
+  name: o.metadata.name ?? '',
+  uid: o.metadata.uid ?? '',
+});
 
 async function ready(name: string): Promise<{ status?: string; reason?: string; message?: string } | undefined> {
   const mc = await adminClient().get(mapControllers, name);
-  return (mc.status as { conditions?: Array<{ type: string; status: string; reason: string; message: string }> } | undefined)?.conditions?.find((c) => c.type === 'Ready');
+  return (
+    mc.status as { conditions?: Array<{ type: string; status: string; reason: string; message: string }> } | undefined
+  )?.conditions?.find((c) => c.type === 'Ready');
 }
 
 function teamController(name: string, sa: { namespace: string; name: string } | undefined, parents = 'teammaps'): string {
@@ -113,17 +142,30 @@ describe('MapController identity', () => {
     calls.length = 0;
     await applyManifests(admin, impersonatedAccount(ns, 'mapper', []));
     await applyManifests(admin, teamController(name, { namespace: ns, name: 'mapper' }));
-    const parent = await admin.create(teams, { apiVersion: `${GROUP}/v1`, kind: 'TeamMap', metadata: { name: 'p', namespace: ns }, spec: {} } as KubeObject);
-    await admin.create(configMaps, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'in', namespace: ns }, data: { a: '1' } } as KubeObject);
+    const parent = await admin.create(teams, {
+      apiVersion: `${GROUP}/v1`,
+      kind: 'TeamMap',
+      metadata: { name: 'p', namespace: ns },
+      spec: {},
+    } as KubeObject);
+    await admin.create(configMaps, {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'in', namespace: ns },
+      data: { a: '1' },
+    } as KubeObject);
     try {
       // Outrigger itself may read and write TeamMaps and ConfigMaps here: only the ServiceAccount's grants count.
-      await applyManifests(admin, `
+      await applyManifests(
+        admin,
+        `
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
 metadata: { name: outrigger-own-${name}, namespace: ${ns} }
 roleRef: { apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: admin }
 subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: Group, name: "outrigger:controllers" }]
-`);
+`,
+      );
       const key = keyOf(parent, GROUP, 'TeamMap');
       await serve(key, name);
       expect(calls).toEqual([]);
@@ -143,7 +185,9 @@ subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: Group, name: "outrigger:
       await admin.patch(configMaps, 'in', ns, { data: { a: '2' } }, 'merge');
       // A pass with a hook failure has its message retried with backoff (README "MapController").
       await expect(serve(key, name)).rejects.toThrow(RetryLater);
-      const ev = await eventually(async () => (await admin.listAll(events, { namespace: ns })).find((e) => (e as { reason?: string }).reason === 'HookHTTPError'));
+      const ev = await eventually(async () =>
+        (await admin.listAll(events, { namespace: ns })).find((e) => (e as { reason?: string }).reason === 'HookHTTPError'),
+      );
       expect(ev).toMatchObject({ type: 'Warning', regarding: { kind: 'TeamMap', name: 'p' } });
     } finally {
       failing = false;
@@ -156,7 +200,12 @@ subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: Group, name: "outrigger:
     const ns = await createNamespace('mapid');
     const name = uniqueName('team');
     calls.length = 0;
-    const parent = await admin.create(teams, { apiVersion: `${GROUP}/v1`, kind: 'TeamMap', metadata: { name: 'p', namespace: ns }, spec: {} } as KubeObject);
+    const parent = await admin.create(teams, {
+      apiVersion: `${GROUP}/v1`,
+      kind: 'TeamMap',
+      metadata: { name: 'p', namespace: ns },
+      spec: {},
+    } as KubeObject);
     await admin.create(configMaps, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'in', namespace: ns } } as KubeObject);
     await applyManifests(admin, teamController(name, undefined));
     try {
@@ -164,7 +213,13 @@ subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: Group, name: "outrigger:
       expect(calls).toEqual([]);
       expect(await ready(name)).toMatchObject({ status: 'False', reason: 'NoServiceAccount' });
       // A ServiceAccount no cluster admin allowed Outrigger to act as.
-      await admin.patch(mapControllers, name, undefined, { spec: { serviceAccount: { namespace: 'kube-system', name: 'default' } } }, 'merge');
+      await admin.patch(
+        mapControllers,
+        name,
+        undefined,
+        { spec: { serviceAccount: { namespace: 'kube-system', name: 'default' } } },
+        'merge',
+      );
       await serve(keyOf(parent, GROUP, 'TeamMap'), name);
       expect(calls).toEqual([]);
       expect(await ready(name)).toMatchObject({ status: 'False', reason: 'ServiceAccountNotAllowed' });
@@ -173,7 +228,7 @@ subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: Group, name: "outrigger:
     }
   }, 60_000);
 
-  test('a ServiceAccount that may list its parents but not its inputs: Forbidden up front when a pass would list them in every namespace, in the parent\'s Synced condition when in its namespace; no hook call, nothing written', async () => {
+  test("a ServiceAccount that may list its parents but not its inputs: Forbidden up front when a pass would list them in every namespace, in the parent's Synced condition when in its namespace; no hook call, nothing written", async () => {
     const admin = adminClient();
     const ns = await createNamespace('mapid');
     const name = uniqueName('team');
@@ -186,20 +241,40 @@ subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: Group, name: "outrigger:
       ]),
     );
     await admin.create(configMaps, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'in', namespace: ns } } as KubeObject);
-    const parent = await admin.create(teams, { apiVersion: `${GROUP}/v1`, kind: 'TeamMap', metadata: { name: 'p', namespace: ns }, spec: {} } as KubeObject);
-    const region = await admin.create(regions, { apiVersion: `${GROUP}/v1`, kind: 'TeamRegion', metadata: { name: `${ns}-r` }, spec: {} } as KubeObject);
+    const parent = await admin.create(teams, {
+      apiVersion: `${GROUP}/v1`,
+      kind: 'TeamMap',
+      metadata: { name: 'p', namespace: ns },
+      spec: {},
+    } as KubeObject);
+    const region = await admin.create(regions, {
+      apiVersion: `${GROUP}/v1`,
+      kind: 'TeamRegion',
+      metadata: { name: `${ns}-r` },
+      spec: {},
+    } as KubeObject);
     try {
       // A namespaced parent: its pass lists ConfigMaps in its namespace only, which the apiserver refuses there.
       await applyManifests(admin, teamController(name, { namespace: ns, name: 'lister' }));
       await expect(serve(keyOf(parent, GROUP, 'TeamMap'), name)).rejects.toThrow(RetryLater);
       expect(await ready(name)).toMatchObject({ status: 'True' });
-      const synced = ((await admin.get(teams, 'p', ns)).status as { conditions?: Array<{ type: string }> }).conditions?.find((c) => c.type === 'Synced');
-      expect(synced).toMatchObject({ status: 'False', reason: 'Forbidden', message: expect.stringContaining(`inputResources: the controller's ServiceAccount may not list configmaps in namespace ${ns}`) });
+      const synced = ((await admin.get(teams, 'p', ns)).status as { conditions?: Array<{ type: string }> }).conditions?.find(
+        (c) => c.type === 'Synced',
+      );
+      expect(synced).toMatchObject({
+        status: 'False',
+        reason: 'Forbidden',
+        message: expect.stringContaining(`inputResources: the controller's ServiceAccount may not list configmaps in namespace ${ns}`),
+      });
       await admin.delete(mapControllers, name);
       // A cluster-scoped parent: its passes would list ConfigMaps in every namespace, which is checked up front.
       await applyManifests(admin, teamController(name, { namespace: ns, name: 'lister' }, 'teamregions'));
       await serve({ ...keyOf(region, GROUP, 'TeamRegion'), namespace: undefined }, name);
-      expect(await ready(name)).toMatchObject({ status: 'False', reason: 'Forbidden', message: expect.stringContaining('may not list configmaps in every namespace') });
+      expect(await ready(name)).toMatchObject({
+        status: 'False',
+        reason: 'Forbidden',
+        message: expect.stringContaining('may not list configmaps in every namespace'),
+      });
       expect(calls).toEqual([]);
       expect((await admin.listAll(configMaps, { namespace: ns })).map((c) => c.metadata.name)).toEqual(['in']);
     } finally {
@@ -216,8 +291,18 @@ describe('the confused deputy', () => {
     const attacker = await createNamespace('attacker');
     const name = uniqueName('steal');
     calls.length = 0;
-    await admin.create(pvcs, { apiVersion: 'v1', kind: 'PersistentVolumeClaim', metadata: { name: 'secret-data', namespace: ns }, spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } } } as KubeObject);
-    const state = await admin.create(storageStates, { apiVersion: 'migration.k8s.io/v1alpha1', kind: 'StorageState', metadata: { name: `${name}.example.com` }, spec: { resource: { group: 'example.com', resource: name } } } as KubeObject);
+    await admin.create(pvcs, {
+      apiVersion: 'v1',
+      kind: 'PersistentVolumeClaim',
+      metadata: { name: 'secret-data', namespace: ns },
+      spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } },
+    } as KubeObject);
+    const state = await admin.create(storageStates, {
+      apiVersion: 'migration.k8s.io/v1alpha1',
+      kind: 'StorageState',
+      metadata: { name: `${name}.example.com` },
+      spec: { resource: { group: 'example.com', resource: name } },
+    } as KubeObject);
     // The attacker's own ServiceAccount, which an admin let Outrigger act as, with no grants of its own.
     await applyManifests(admin, impersonatedAccount(attacker, 'mine', []));
     await applyManifests(

@@ -26,7 +26,17 @@ import { forgetDiscovery, gvr, type KubeClient, type KubeObject } from '../../sh
 import { applyManifests } from '../../shared/kube/apply.ts';
 import { finalizerName, MAP_KEY_LABEL, PARENT_LABEL } from '../../shared/map/api.ts';
 import type { SyncKey } from '../../shared/ownership/index.ts';
-import { adminClient, createNamespace, deleteMapControllersCalling, eventually, outriggerClient, startTestRuntime, testQueue, testState, uniqueName } from '../testbed/index.ts';
+import {
+  adminClient,
+  createNamespace,
+  deleteMapControllersCalling,
+  eventually,
+  outriggerClient,
+  startTestRuntime,
+  testQueue,
+  testState,
+  uniqueName,
+} from '../testbed/index.ts';
 import { openCrd } from '../testbed/crds.ts';
 import { controllersGrant, MAP_TEST_IDENTITY } from '../testbed/rbac.ts';
 
@@ -57,7 +67,13 @@ const wakeCalls = new Map<string, number[]>();
 let sleepWake = true;
 
 const copyOf = (input: KubeObject, data?: Record<string, string>, extra: Record<string, unknown> = {}): KubeObject =>
-  ({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `${input.metadata.name}-copy` }, data: data ?? (input as { data?: Record<string, string> }).data ?? {}, ...extra }) as KubeObject;
+  ({
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name: `${input.metadata.name}-copy` },
+    data: data ?? (input as { data?: Record<string, string> }).data ?? {},
+    ...extra,
+  }) as KubeObject;
 
 function serve(req: IncomingMessage, res: ServerResponse): void {
   const chunks: Buffer[] = [];
@@ -148,16 +164,41 @@ async function controllerFor(kube: KubeClient, kind: string, generation = 0): Pr
   }
 }
 
-const context = (kube: KubeClient): MapContext => ({ kube, hooks: new Hooks({ minRetryDelayMs: 10, allowLoopbackHttp: true }), concurrency: 4 });
-const keyOf = (o: KubeObject): SyncKey => ({ cluster: 'it', group: GROUP, kind: o.kind ?? '', namespace: o.metadata.namespace, name: o.metadata.name ?? '', uid: o.metadata.uid ?? '' });
+const context = (kube: KubeClient): MapContext => ({
+  kube,
+  hooks: new Hooks({ minRetryDelayMs: 10, allowLoopbackHttp: true }),
+  concurrency: 4,
+});
+const keyOf = (o: KubeObject): SyncKey => ({
+  cluster: 'it',
+  group: GROUP,
+  kind: o.kind ?? '',
+  namespace: o.metadata.namespace,
+  name: o.metadata.name ?? '',
+  uid: o.metadata.uid ?? '',
+});
 
 async function parentWithInputs(resource: typeof keepers, kind: string, ns: string, name: string, inputs: string[]): Promise<KubeObject> {
   const admin = adminClient();
-  for (const i of inputs) await admin.create(configMaps, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: i, namespace: ns, labels: { set: name } }, data: { from: i } } as KubeObject);
-  return admin.create(resource, { apiVersion: `${GROUP}/v1`, kind, metadata: { name, namespace: ns }, spec: { selector: { matchLabels: { set: name } } } } as KubeObject);
+  for (const i of inputs)
+    await admin.create(configMaps, {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: i, namespace: ns, labels: { set: name } },
+      data: { from: i },
+    } as KubeObject);
+  return admin.create(resource, {
+    apiVersion: `${GROUP}/v1`,
+    kind,
+    metadata: { name, namespace: ns },
+    spec: { selector: { matchLabels: { set: name } } },
+  } as KubeObject);
 }
 
-const outputsOf = async (ns: string, parent: KubeObject) => (await adminClient().listAll(configMaps, { namespace: ns, labelSelector: `${PARENT_LABEL}=${parent.metadata.uid ?? ''}` })).map((o) => o.metadata.name).sort();
+const outputsOf = async (ns: string, parent: KubeObject) =>
+  (await adminClient().listAll(configMaps, { namespace: ns, labelSelector: `${PARENT_LABEL}=${parent.metadata.uid ?? ''}` }))
+    .map((o) => o.metadata.name)
+    .sort();
 
 describe('finalize hook', () => {
   test('a parent carries the finalizer; deleted, its finalize hook is called with it and its outputs until it answers finalized, deleting what it does not keep and releasing what it keeps; then the parent goes', async () => {
@@ -181,7 +222,11 @@ describe('finalize hook', () => {
     expect(deleting.metadata.deletionTimestamp).toBeDefined();
 
     // Not done yet, keeping in-a-copy: in-b-copy is deleted, the parent stays with its finalizer.
-    finalizeAnswers.set('k1', () => ({ outputs: [{ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'in-a-copy' } }], finalized: false, resyncAfterSeconds: 3 }));
+    finalizeAnswers.set('k1', () => ({
+      outputs: [{ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'in-a-copy' } }],
+      finalized: false,
+      resyncAfterSeconds: 3,
+    }));
     const mapCallsBefore = mapCalls.get('k1') ?? 0;
     const started = Date.now();
     const first = await syncMap(ctx, mc, keyOf(deleting));
@@ -194,7 +239,11 @@ describe('finalize hook', () => {
     expect(await outputsOf(ns, parent)).toEqual(['in-a-copy']);
     const still = await admin.get(keepers, 'k1', ns);
     expect(still.metadata.finalizers).toEqual([finalizerName('lifecycle-keeper')]);
-    expect((still.status as { conditions: Array<{ type: string; reason: string; message: string }> }).conditions.find((c) => c.type === 'Synced')).toMatchObject({ reason: 'Deleting', message: 'the parent is being deleted: its finalize hook has not finished' });
+    expect(
+      (still.status as { conditions: Array<{ type: string; reason: string; message: string }> }).conditions.find(
+        (c) => c.type === 'Synced',
+      ),
+    ).toMatchObject({ reason: 'Deleting', message: 'the parent is being deleted: its finalize hook has not finished' });
     // The map hook is never called for a parent being deleted.
     expect(mapCalls.get('k1') ?? 0).toBe(mapCallsBefore);
 
@@ -221,7 +270,12 @@ describe('finalize hook', () => {
     expect(await outputsOf(ns, parent)).toEqual(['in-c-copy', 'in-d-copy']);
     await admin.delete(keepers, 'k2', ns);
     finalizeAnswers.set('k2', () => ({ outputs: [], finalized: true }));
-    expect(await syncMap(ctx, mc, keyOf(await admin.get(keepers, 'k2', ns)))).toMatchObject({ finalized: true, deleted: 2, released: 0, problems: [] });
+    expect(await syncMap(ctx, mc, keyOf(await admin.get(keepers, 'k2', ns)))).toMatchObject({
+      finalized: true,
+      deleted: 2,
+      released: 0,
+      problems: [],
+    });
     expect(await outputsOf(ns, parent)).toEqual([]);
     expect(await admin.find(keepers, 'k2', ns)).toBeUndefined();
   }, 60_000);
@@ -237,7 +291,13 @@ describe('finalize hook', () => {
     expect((await admin.get(droppers, 'd1', ns)).metadata.finalizers).toEqual([finalizerName('lifecycle-dropper')]);
     // Someone else's finalizer is left as it is.
     await admin.patch(droppers, 'd1', ns, { metadata: { finalizers: [finalizerName('lifecycle-dropper'), 'example.com/other'] } }, 'merge');
-    const changed = await admin.patch(gvr('metacontroller.k8s.io', 'v1alpha1', 'mapcontrollers'), 'lifecycle-dropper', undefined, [{ op: 'remove', path: '/spec/hooks/finalize' }], 'json');
+    const changed = await admin.patch(
+      gvr('metacontroller.k8s.io', 'v1alpha1', 'mapcontrollers'),
+      'lifecycle-dropper',
+      undefined,
+      [{ op: 'remove', path: '/spec/hooks/finalize' }],
+      'json',
+    );
     const without = await controllerFor(kube, 'Dropper', changed.metadata.generation);
     expect(without.spec.hooks.finalize).toBeUndefined();
     expect(await syncMap(ctx, without, keyOf(parent))).toMatchObject({ problems: [] });
@@ -257,10 +317,21 @@ describe('finalize hook without patch on the parents', () => {
     const mc = await controllerFor(kube, 'Locker');
     const parent = await parentWithInputs(lockers, 'Locker', ns, 'l1', ['in-l']);
     const result = await syncMap(context(kube), mc, keyOf(parent));
-    expect(result).toMatchObject({ created: 1, problems: [{ reason: 'Forbidden', what: 'finalizer', message: `the controller's ServiceAccount may not patch lockers.${GROUP} to set its finalizer` }] });
+    expect(result).toMatchObject({
+      created: 1,
+      problems: [
+        {
+          reason: 'Forbidden',
+          what: 'finalizer',
+          message: `the controller's ServiceAccount may not patch lockers.${GROUP} to set its finalizer`,
+        },
+      ],
+    });
     const now = await admin.get(lockers, 'l1', ns);
     expect(now.metadata.finalizers).toBeUndefined();
-    expect((now.status as { conditions: Array<{ type: string; status: string; reason: string }> }).conditions.find((c) => c.type === 'Synced')).toMatchObject({ status: 'False', reason: 'Forbidden' });
+    expect(
+      (now.status as { conditions: Array<{ type: string; status: string; reason: string }> }).conditions.find((c) => c.type === 'Synced'),
+    ).toMatchObject({ status: 'False', reason: 'Forbidden' });
     expect(await outputsOf(ns, parent)).toEqual(['in-l-copy']);
   }, 60_000);
 });
@@ -311,16 +382,24 @@ describe('in the local runtime (router, map function, FIFO queue)', () => {
     let wake = true;
     const finalizeCallTimes: number[] = [];
     const hooks = new Map<string, (event: HookRequest) => Promise<unknown>>([
-      ['lifecycle-wake-map', async (req) => {
-        if (req.parent.kind === 'Waker') calls.push(Date.now());
-        return { outputs: [copyOf(req.input!)], ...(wake && req.parent.kind === 'Waker' ? { resyncAfterSeconds: 2 } : {}) };
-      }],
+      [
+        'lifecycle-wake-map',
+        async (req) => {
+          if (req.parent.kind === 'Waker') calls.push(Date.now());
+          return { outputs: [copyOf(req.input!)], ...(wake && req.parent.kind === 'Waker' ? { resyncAfterSeconds: 2 } : {}) };
+        },
+      ],
       // Not done until 2.5 s after its first call, keeping every output (so no output event brings a pass) and
       // asking to be called again after 1 s; then done, keeping nothing.
-      ['lifecycle-close-finalize', async (req) => {
-        finalizeCallTimes.push(Date.now());
-        return Date.now() < finalizeCallTimes[0]! + 2_500 ? { outputs: Object.values(req.outputs['ConfigMap.v1'] ?? {}), finalized: false, resyncAfterSeconds: 1 } : { outputs: [], finalized: true };
-      }],
+      [
+        'lifecycle-close-finalize',
+        async (req) => {
+          finalizeCallTimes.push(Date.now());
+          return Date.now() < finalizeCallTimes[0]! + 2_500
+            ? { outputs: Object.values(req.outputs['ConfigMap.v1'] ?? {}), finalized: false, resyncAfterSeconds: 1 }
+            : { outputs: [], finalized: true };
+        },
+      ],
     ]);
     await applyManifests(
       admin,
@@ -353,7 +432,10 @@ ${controller('lifecycle-closer', 'closers', '    map: { lambda: { functionName: 
 
       // finalize, end to end: the deletion's event brings the hook; not done, called again 1 s later; then done.
       const closer = await parentWithInputs(closers, 'Closer', ns, 'c1', ['in-c1']);
-      await eventually(async () => (await admin.get(closers, 'c1', ns)).metadata.finalizers?.includes(finalizerName('lifecycle-closer')) === true, 30_000);
+      await eventually(
+        async () => (await admin.get(closers, 'c1', ns)).metadata.finalizers?.includes(finalizerName('lifecycle-closer')) === true,
+        30_000,
+      );
       await eventually(async () => (await outputsOf(ns, closer)).length === 1, 30_000);
       const deletedAt = Date.now();
       await admin.delete(closers, 'c1', ns);
@@ -365,7 +447,13 @@ ${controller('lifecycle-closer', 'closers', '    map: { lambda: { functionName: 
       expect(await outputsOf(ns, closer)).toEqual(['in-c1-copy']);
       await eventually(async () => (await admin.find(closers, 'c1', ns)) === undefined, 30_000);
       const finalizeGaps = finalizeCallTimes.slice(1).map((t, i) => (t - finalizeCallTimes[i]!) / 1000);
-      console.log(JSON.stringify({ figure: 'finalize: delete to parent gone (s); gaps between finalize calls (s), each not-done answer asking for 1 s', seconds: (Date.now() - deletedAt) / 1000, finalizeGaps }));
+      console.log(
+        JSON.stringify({
+          figure: 'finalize: delete to parent gone (s); gaps between finalize calls (s), each not-done answer asking for 1 s',
+          seconds: (Date.now() - deletedAt) / 1000,
+          finalizeGaps,
+        }),
+      );
       // The first calls come from the deletion's events; once they settle, only the wake-up each answer asked for
       // calls it again, about 1 s later, until it is done.
       expect(finalizeGaps.filter((g) => g >= 0.75).length).toBeGreaterThanOrEqual(2);
@@ -385,29 +473,70 @@ describe('resyncAfterSeconds on SQS (ElasticMQ), as Lambda runs the map function
     await controllerFor(kube, 'Sleeper');
     const { sqs, url: anyQueue } = await testQueue('map-wake');
     const queues = new QueueUrls(`${anyQueue.slice(0, anyQueue.lastIndexOf('/') + 1)}${uniqueName('mw')}-`);
-    const queueUrl = (await sqs.send(new CreateQueueCommand({ QueueName: queues.name('it', 'map'), Attributes: { FifoQueue: 'true', VisibilityTimeout: '60' } }))).QueueUrl!;
+    const queueUrl = (
+      await sqs.send(
+        new CreateQueueCommand({ QueueName: queues.name('it', 'map'), Attributes: { FifoQueue: 'true', VisibilityTimeout: '60' } }),
+      )
+    ).QueueUrl!;
     const arn = `arn:aws:sqs:elasticmq:000000000000:${queues.name('it', 'map')}`;
-    const env: Environment = { clusters: new Clusters([]), state: testState(), deadLetter: new MemoryDeadLetterSink(), syncSink: new SqsSyncSink(queues, sqs), queues, retry: sqsRetry(queues, sqs) };
+    const env: Environment = {
+      clusters: new Clusters([]),
+      state: testState(),
+      deadLetter: new MemoryDeadLetterSink(),
+      syncSink: new SqsSyncSink(queues, sqs),
+      queues,
+      retry: sqsRetry(queues, sqs),
+    };
     const hooks = new Hooks({ minRetryDelayMs: 10, allowLoopbackHttp: true });
     const controllers = clusterCache<MapControllerSet>(60_000);
-    const lambda = syncFunction('map', (request, tools) => serveMapRequest(request, tools.sentAt, { kube, state: tools.env.state, syncSink: tools.env.syncSink, hooks, controllers, log: () => undefined, ...passTiming(tools) }), {
-      environment: () => env,
-    }) as unknown as (event: { Records: SQSRecord[] }, context: unknown) => Promise<{ batchItemFailures: Array<{ itemIdentifier: string }> }>;
+    const lambda = syncFunction(
+      'map',
+      (request, tools) =>
+        serveMapRequest(request, tools.sentAt, {
+          kube,
+          state: tools.env.state,
+          syncSink: tools.env.syncSink,
+          hooks,
+          controllers,
+          log: () => undefined,
+          ...passTiming(tools),
+        }),
+      {
+        environment: () => env,
+      },
+    ) as unknown as (
+      event: { Records: SQSRecord[] },
+      context: unknown,
+    ) => Promise<{ batchItemFailures: Array<{ itemIdentifier: string }> }>;
     /** One message at a time, as the event source mapping hands it over, deleted unless it failed (or was held). */
     const handled: Array<{ at: number; causes: string[]; group: string; held: boolean; receiveCount: number }> = [];
     const pump = async (until: () => boolean, timeoutMs: number) => {
-      for (const deadline = Date.now() + timeoutMs; !until() && Date.now() < deadline; ) {
-        const got = await sqs.send(new ReceiveMessageCommand({ QueueUrl: queueUrl, MaxNumberOfMessages: 1, WaitTimeSeconds: 1, MessageSystemAttributeNames: ['All'] }));
+      for (const deadline = Date.now() + timeoutMs; !until() && Date.now() < deadline;) {
+        const got = await sqs.send(
+          new ReceiveMessageCommand({
+            QueueUrl: queueUrl,
+            MaxNumberOfMessages: 1,
+            WaitTimeSeconds: 1,
+            MessageSystemAttributeNames: ['All'],
+          }),
+        );
         for (const m of got.Messages ?? []) {
           const response = await lambda({ Records: [asRecord(m, arn)] }, lambdaContext({ name: 'map', timeoutSeconds: 60 }));
           const held = response.batchItemFailures.length > 0;
           if (!held) await sqs.send(new DeleteMessageCommand({ QueueUrl: queueUrl, ReceiptHandle: m.ReceiptHandle! }));
-          handled.push({ at: Date.now(), causes: parseSyncRequest(m.Body ?? '').causes, group: m.Attributes?.MessageGroupId ?? '', held, receiveCount: Number(m.Attributes?.ApproximateReceiveCount) });
+          handled.push({
+            at: Date.now(),
+            causes: parseSyncRequest(m.Body ?? '').causes,
+            group: m.Attributes?.MessageGroupId ?? '',
+            held,
+            receiveCount: Number(m.Attributes?.ApproximateReceiveCount),
+          });
         }
       }
     };
     const p = await parentWithInputs(sleepers, 'Sleeper', ns, 'z1', ['in-z']);
-    const request = (cause: string) => makeSyncRequest({ cluster: 'it', group: GROUP, kind: 'Sleeper', namespace: ns, name: 'z1', uid: p.metadata.uid ?? '' }, [cause]);
+    const request = (cause: string) =>
+      makeSyncRequest({ cluster: 'it', group: GROUP, kind: 'Sleeper', namespace: ns, name: 'z1', uid: p.metadata.uid ?? '' }, [cause]);
     await new SqsSyncSink(queues, sqs).send('map', [request('ConfigMap/first-event')]);
     // The pass calls the hook and sends the timer; the timer's first receive holds it back.
     await pump(() => handled.some((h) => h.held), 15_000);
@@ -428,7 +557,14 @@ describe('resyncAfterSeconds on SQS (ElasticMQ), as Lambda runs the map function
     await pump(() => (wakeCalls.get('z1')?.length ?? 0) >= 2, 15_000);
     const [t1, t2] = wakeCalls.get('z1')!;
     const gapSeconds = (t2! - t1!) / 1000;
-    console.log(JSON.stringify({ figure: 'resyncAfterSeconds 2 on ElasticMQ: gap between hook calls (s); an event served while the timer was held (ms)', gapSeconds, eventServedMs, handled: handled.map((h) => ({ cause: h.causes[0]?.split('/')[0], held: h.held, receiveCount: h.receiveCount })) }));
+    console.log(
+      JSON.stringify({
+        figure: 'resyncAfterSeconds 2 on ElasticMQ: gap between hook calls (s); an event served while the timer was held (ms)',
+        gapSeconds,
+        eventServedMs,
+        handled: handled.map((h) => ({ cause: h.causes[0]?.split('/')[0], held: h.held, receiveCount: h.receiveCount })),
+      }),
+    );
     expect(eventServedMs).toBeLessThan(1_900);
     expect(gapSeconds).toBeGreaterThanOrEqual(1.9);
     expect(gapSeconds).toBeLessThan(4);

@@ -35,13 +35,16 @@ beforeAll(async () => {
   await applyManifests(admin, MAPPER_MANIFESTS);
   await applyManifests(admin, MAP_TEST_IDENTITY);
   // Passes below call syncMap as Outrigger itself; the map function acts as the example's ServiceAccount.
-  await applyManifests(admin, `
+  await applyManifests(
+    admin,
+    `
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
 metadata: { name: outrigger-map-snapshot-schedule-test }
 roleRef: { apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: outrigger-map-snapshot-schedule }
 subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: Group, name: "outrigger:controllers" }]
-`);
+`,
+  );
   lambda = await startLambdaEndpoint(await exampleHooks());
   hookServer = createServer(webhook);
   await new Promise<void>((r) => hookServer.listen(0, '127.0.0.1', r));
@@ -71,24 +74,44 @@ async function controllerFor(kube: KubeClient, group: string, kind: string) {
   throw new Error(`no valid MapController for ${kind}: ${JSON.stringify((await listMapControllers(kube, 'it')).invalid)}`);
 }
 
-const keyOf = (o: KubeObject): SyncKey => ({ cluster: 'it', group: o.apiVersion?.split('/')[0] ?? '', kind: o.kind ?? '', namespace: o.metadata.namespace, name: o.metadata.name ?? '', uid: o.metadata.uid ?? '' });
-const writes = (kube: KubeClient) => Object.entries(kube.stats.byVerb).filter(([v]) => !['get', 'list'].includes(v)).reduce((n, [, x]) => n + x, 0);
+const keyOf = (o: KubeObject): SyncKey => ({
+  cluster: 'it',
+  group: o.apiVersion?.split('/')[0] ?? '',
+  kind: o.kind ?? '',
+  namespace: o.metadata.namespace,
+  name: o.metadata.name ?? '',
+  uid: o.metadata.uid ?? '',
+});
+const writes = (kube: KubeClient) =>
+  Object.entries(kube.stats.byVerb)
+    .filter(([v]) => !['get', 'list'].includes(v))
+    .reduce((n, [, x]) => n + x, 0);
 
 describe('MapController: SnapshotSchedule, the README example, with Lambda hooks', () => {
   test('PVCs get a snapshot per interval; a resync with nothing due writes nothing; a deleted PVC keeps its snapshots until their TTL; status counts', async () => {
     const admin = adminClient();
     const kube = outriggerClient();
     const ns = await createNamespace('map');
-    await applyManifests(admin, (await readFile(new URL('../../examples/snapshot-schedule/controller.yaml', import.meta.url), 'utf8')));
+    await applyManifests(admin, await readFile(new URL('../../examples/snapshot-schedule/controller.yaml', import.meta.url), 'utf8'));
     const mc = await controllerFor(kube, 'snapshot.outrigger.dev', 'SnapshotSchedule');
     const pvc = (name: string, app: string) =>
-      admin.create(pvcs, { apiVersion: 'v1', kind: 'PersistentVolumeClaim', metadata: { name, namespace: ns, labels: { app } }, spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } } } as KubeObject);
+      admin.create(pvcs, {
+        apiVersion: 'v1',
+        kind: 'PersistentVolumeClaim',
+        metadata: { name, namespace: ns, labels: { app } },
+        spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } },
+      } as KubeObject);
     await pvc('data-a', 'my-app');
     await pvc('data-b', 'my-app');
     await pvc('other', 'other-app');
     // Interval 4 s and TTL 6 s, the clock aligned to just after an interval starts (T0), so the steps below fall
     // in known intervals: first and second pass in [T0, T0+4), the next ones in [T0+4, T0+8), the last at T0+10.
-    const parent = await admin.create(schedules, { apiVersion: 'snapshot.outrigger.dev/v1', kind: 'SnapshotSchedule', metadata: { name: 'my-app-snapshots', namespace: ns }, spec: { snapshotInterval: '4s', snapshotTTL: '6s', selector: { matchLabels: { app: 'my-app' } } } } as KubeObject);
+    const parent = await admin.create(schedules, {
+      apiVersion: 'snapshot.outrigger.dev/v1',
+      kind: 'SnapshotSchedule',
+      metadata: { name: 'my-app-snapshots', namespace: ns },
+      spec: { snapshotInterval: '4s', snapshotTTL: '6s', selector: { matchLabels: { app: 'my-app' } } },
+    } as KubeObject);
     const ctx = context(kube);
     const list = async () => (await admin.listAll(snapshots, { namespace: ns })).map((s) => s.metadata.name!).sort();
 
@@ -98,8 +121,15 @@ describe('MapController: SnapshotSchedule, the README example, with Lambda hooks
     const first = await syncMap(ctx, mc, keyOf(parent));
     expect(first).toMatchObject({ inputs: 2, hookCalls: 2, created: 2, problems: [] });
     const made = await admin.listAll(snapshots, { namespace: ns });
-    expect(made.map((s) => (s.spec as { source: { persistentVolumeClaimName: string } }).source.persistentVolumeClaimName).sort()).toEqual(['data-a', 'data-b']);
-    expect(made.every((s) => s.metadata.ownerReferences?.[0]?.uid === parent.metadata.uid && s.metadata.ownerReferences?.[0]?.controller === true)).toBe(true);
+    expect(made.map((s) => (s.spec as { source: { persistentVolumeClaimName: string } }).source.persistentVolumeClaimName).sort()).toEqual([
+      'data-a',
+      'data-b',
+    ]);
+    expect(
+      made.every(
+        (s) => s.metadata.ownerReferences?.[0]?.uid === parent.metadata.uid && s.metadata.ownerReferences?.[0]?.controller === true,
+      ),
+    ).toBe(true);
 
     // Nothing due, nothing changed: the hooks are called again, nothing is written (the status included).
     kube.stats.reset();
@@ -114,14 +144,21 @@ describe('MapController: SnapshotSchedule, the README example, with Lambda hooks
 
     // Conditions on outputs are counted per type (the example's `ready`).
     const one = (await admin.listAll(snapshots, { namespace: ns }))[0]!;
-    await admin.patch(snapshots, one.metadata.name!, ns, { status: { conditions: [{ type: 'Ready', status: 'True' }] } }, 'merge', { subresource: 'status' });
+    await admin.patch(snapshots, one.metadata.name!, ns, { status: { conditions: [{ type: 'Ready', status: 'True' }] } }, 'merge', {
+      subresource: 'status',
+    });
     await syncMap(ctx, mc, keyOf(parent));
     const status = (await admin.get(schedules, 'my-app-snapshots', ns)).status as Record<string, unknown>;
-    expect(status).toMatchObject({ inputs: { persistentvolumeclaims: { total: 2 } }, outputs: { volumesnapshots: { total: 4, ready: 1 } } });
+    expect(status).toMatchObject({
+      inputs: { persistentvolumeclaims: { total: 2 } },
+      outputs: { volumesnapshots: { total: 4, ready: 1 } },
+    });
     expect((status.conditions as Array<{ type: string; status: string }>).find((c) => c.type === 'Synced')?.status).toBe('True');
 
     // data-a goes: its snapshots are detached; the tombstone hook keeps them while within their TTL.
-    const aSnaps = (await admin.listAll(snapshots, { namespace: ns })).filter((s) => s.metadata.name!.startsWith('data-a-')).map((s) => s.metadata.name!);
+    const aSnaps = (await admin.listAll(snapshots, { namespace: ns }))
+      .filter((s) => s.metadata.name!.startsWith('data-a-'))
+      .map((s) => s.metadata.name!);
     // (The admission plugin's pvc-protection finalizer, which no controller removes here, is dropped by hand.)
     await admin.delete(pvcs, 'data-a', ns);
     await admin.patch(pvcs, 'data-a', ns, { metadata: { finalizers: null } }, 'merge');
@@ -178,7 +215,9 @@ describe('MapController: same resource in and out, bad hooks, the Three Laws', (
   const admin = () => adminClient();
 
   beforeAll(async () => {
-    await applyManifests(adminClient(), `
+    await applyManifests(
+      adminClient(),
+      `
 apiVersion: metacontroller.k8s.io/v1alpha1
 kind: MapController
 metadata: { name: mapper-controller }
@@ -189,13 +228,16 @@ spec:
   outputResources: [{ apiVersion: v1, resource: configmaps }]
   hooks:
     map: { webhook: { url: "${hookUrl}/map" }, timeoutSeconds: 1, retries: 1 }
-`);
+`,
+    );
     mc = await controllerFor(outriggerClient(), 'map.outrigger.test', 'Mapper');
   });
 
   // Its parents' hooks fail on purpose: with the controller gone, no later runtime's resync retries them.
   afterAll(async () => {
-    await adminClient().delete(mapControllers, 'mapper-controller').catch(() => undefined);
+    await adminClient()
+      .delete(mapControllers, 'mapper-controller')
+      .catch(() => undefined);
   });
 
   beforeEach(async () => {
@@ -203,16 +245,32 @@ spec:
   });
 
   async function setup(mode = 'copy') {
-    for (const name of ['one', 'two']) await admin().create(configMaps, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, namespace: ns, labels: { app: 'x' } }, data: { v: name } } as KubeObject);
-    return admin().create(mappers, { apiVersion: 'map.outrigger.test/v1', kind: 'Mapper', metadata: { name: uniqueName('m'), namespace: ns }, spec: { mode, selector: { matchLabels: { app: 'x' } } } } as KubeObject);
+    for (const name of ['one', 'two'])
+      await admin().create(configMaps, {
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        metadata: { name, namespace: ns, labels: { app: 'x' } },
+        data: { v: name },
+      } as KubeObject);
+    return admin().create(mappers, {
+      apiVersion: 'map.outrigger.test/v1',
+      kind: 'Mapper',
+      metadata: { name: uniqueName('m'), namespace: ns },
+      spec: { mode, selector: { matchLabels: { app: 'x' } } },
+    } as KubeObject);
   }
-  const names = async () => (await admin().listAll(configMaps, { namespace: ns })).map((c) => c.metadata.name!).filter((n) => n !== 'kube-root-ca.crt').sort();
+  const names = async () =>
+    (await admin().listAll(configMaps, { namespace: ns }))
+      .map((c) => c.metadata.name!)
+      .filter((n) => n !== 'kube-root-ca.crt')
+      .sort();
 
   test('an output that matches the selector is never an input: no recursion across passes', async () => {
     const parent = await setup();
     const ctx = context(outriggerClient());
     expect(await syncMap(ctx, mc, keyOf(parent))).toMatchObject({ inputs: 2, created: 2, problems: [] });
-    for (let i = 0; i < 2; i += 1) expect(await syncMap(ctx, mc, keyOf(parent))).toMatchObject({ inputs: 2, hookCalls: 2, created: 0, updated: 0 });
+    for (let i = 0; i < 2; i += 1)
+      expect(await syncMap(ctx, mc, keyOf(parent))).toMatchObject({ inputs: 2, hookCalls: 2, created: 0, updated: 0 });
     expect(await names()).toEqual(['one', 'one-copy', 'two', 'two-copy']);
   });
 
@@ -222,32 +280,49 @@ spec:
     ['garbage', 'HookMalformedAnswer', /not JSON/],
     ['other-namespace', 'InvalidOutput', /is in namespace kube-system, but a parent in .* may own outputs in .* only/],
     ['unlisted-kind', 'InvalidOutput', /v1 Secret is not one of the controller's outputResources/],
-  ])('a hook that answers %s: a condition names it, a log line has it, nothing is deleted', async (mode, reason, message) => {
-    const parent = await setup();
-    const ctx = context(outriggerClient());
-    const logged: Array<Record<string, unknown>> = [];
-    ctx.log = (_level, _m, fields) => logged.push(fields ?? {});
-    await syncMap(ctx, mc, keyOf(parent));
-    const before = await names();
-    await admin().patch(mappers, parent.metadata.name!, ns, { spec: { mode } }, 'merge');
-    const fresh = await admin().get(mappers, parent.metadata.name!, ns);
-    const result = await syncMap(ctx, mc, keyOf(fresh));
-    expect(result).toMatchObject({ deleted: 0, created: 0 });
-    expect(result.problems.map((p) => p.reason)).toEqual([reason, reason]);
-    expect(await names()).toEqual(before);
-    const condition = ((await admin().get(mappers, parent.metadata.name!, ns)).status as { conditions: Array<{ type: string; status: string; reason: string; message: string }> }).conditions.find((c) => c.type === 'Synced')!;
-    expect(condition).toMatchObject({ status: 'False', reason });
-    expect(condition.message).toMatch(message);
-    expect(logged.some((f) => f.reason === reason)).toBe(true);
-  }, 30_000);
+  ])(
+    'a hook that answers %s: a condition names it, a log line has it, nothing is deleted',
+    async (mode, reason, message) => {
+      const parent = await setup();
+      const ctx = context(outriggerClient());
+      const logged: Array<Record<string, unknown>> = [];
+      ctx.log = (_level, _m, fields) => logged.push(fields ?? {});
+      await syncMap(ctx, mc, keyOf(parent));
+      const before = await names();
+      await admin().patch(mappers, parent.metadata.name!, ns, { spec: { mode } }, 'merge');
+      const fresh = await admin().get(mappers, parent.metadata.name!, ns);
+      const result = await syncMap(ctx, mc, keyOf(fresh));
+      expect(result).toMatchObject({ deleted: 0, created: 0 });
+      expect(result.problems.map((p) => p.reason)).toEqual([reason, reason]);
+      expect(await names()).toEqual(before);
+      const condition = (
+        (await admin().get(mappers, parent.metadata.name!, ns)).status as {
+          conditions: Array<{ type: string; status: string; reason: string; message: string }>;
+        }
+      ).conditions.find((c) => c.type === 'Synced')!;
+      expect(condition).toMatchObject({ status: 'False', reason });
+      expect(condition.message).toMatch(message);
+      expect(logged.some((f) => f.reason === reason)).toBe(true);
+    },
+    30_000,
+  );
 
-  test("never touches an object another controller owns, nor one nobody owns, even with the map labels", async () => {
+  test('never touches an object another controller owns, nor one nobody owns, even with the map labels', async () => {
     const parent = await setup();
     const ctx = context(outriggerClient());
     // `one-copy` already exists and is nobody's: the map pass must not take it over.
-    await admin().create(configMaps, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'one-copy', namespace: ns }, data: { mine: 'yes' } } as KubeObject);
+    await admin().create(configMaps, {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'one-copy', namespace: ns },
+      data: { mine: 'yes' },
+    } as KubeObject);
     // An object with this parent's map labels but controlled by someone else is not an output.
-    const other = await admin().create(configMaps, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'foreign', namespace: ns } } as KubeObject);
+    const other = await admin().create(configMaps, {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'foreign', namespace: ns },
+    } as KubeObject);
     await admin().create(configMaps, {
       apiVersion: 'v1',
       kind: 'ConfigMap',
@@ -264,7 +339,10 @@ spec:
     expect((await admin().get(configMaps, 'one-copy', ns)).data).toEqual({ mine: 'yes' });
     expect(await names()).toContain('impostor');
     // Status counts what the parent owns: `two-copy`, not the impostor that merely carries its labels.
-    expect(((await admin().get(mappers, parent.metadata.name!, ns)).status as { outputs: Record<string, { total: number }> }).outputs.configmaps!.total).toBe(1);
+    expect(
+      ((await admin().get(mappers, parent.metadata.name!, ns)).status as { outputs: Record<string, { total: number }> }).outputs.configmaps!
+        .total,
+    ).toBe(1);
   });
 
   test('a parent being deleted gets its status only', async () => {
@@ -277,7 +355,9 @@ spec:
     const result = await syncMap(ctx, mc, keyOf(parent));
     expect(result).toMatchObject({ hookCalls: 0, created: 0, updated: 0, deleted: 0 });
     expect(await names()).toContain('two-copy');
-    const status = (await admin().get(mappers, parent.metadata.name!, ns)).status as { conditions: Array<{ type: string; reason: string }> };
+    const status = (await admin().get(mappers, parent.metadata.name!, ns)).status as {
+      conditions: Array<{ type: string; reason: string }>;
+    };
     expect(status.conditions.find((c) => c.type === 'Synced')?.reason).toBe('Deleting');
     await admin().patch(mappers, parent.metadata.name!, ns, { metadata: { finalizers: null } }, 'merge');
   });
@@ -288,21 +368,46 @@ spec:
     await syncMap(context(kube), mc, keyOf(parent));
     const kinds = await mapSource.kinds(testCluster('it'), kube);
     const route = async (type: 'added' | 'modified' | 'deleted', object: KubeObject, oldObject?: KubeObject) =>
-      (await routeEnvelope(makeEnvelope({ cluster: 'it', type, object, oldObject, source: 'test' }), new BatchResolver(kube, 'it', kinds), kinds)).map((r) => `${r.target}:${r.key.name}`);
+      (
+        await routeEnvelope(
+          makeEnvelope({ cluster: 'it', type, object, oldObject, source: 'test' }),
+          new BatchResolver(kube, 'it', kinds),
+          kinds,
+        )
+      ).map((r) => `${r.target}:${r.key.name}`);
     const typedCm = async (name: string) => ({ ...(await admin().get(configMaps, name, ns)), apiVersion: 'v1', kind: 'ConfigMap' });
     // An input controlled by something else still reaches the parent.
-    const owned = await admin().create(configMaps, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'owned', namespace: ns, labels: { app: 'x' }, ownerReferences: [{ apiVersion: 'v1', kind: 'Pod', name: 'p', uid: '00000000-0000-0000-0000-000000000001', controller: true }] } } as KubeObject);
+    const owned = await admin().create(configMaps, {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: {
+        name: 'owned',
+        namespace: ns,
+        labels: { app: 'x' },
+        ownerReferences: [{ apiVersion: 'v1', kind: 'Pod', name: 'p', uid: '00000000-0000-0000-0000-000000000001', controller: true }],
+      },
+    } as KubeObject);
     expect(await route('added', { ...owned, apiVersion: 'v1', kind: 'ConfigMap' })).toEqual([`map:${parent.metadata.name}`]);
     // An input whose labels stop matching reaches it too (its outputs are now detached), and a non-matching one does not.
     const one = await typedCm('one');
-    expect(await route('modified', { ...one, metadata: { ...one.metadata, labels: { app: 'y' } } }, one)).toEqual([`map:${parent.metadata.name}`]);
-    expect(await route('modified', { ...one, metadata: { ...one.metadata, labels: { app: 'y' } } }, { ...one, metadata: { ...one.metadata, labels: { app: 'z' } } })).toEqual([]);
+    expect(await route('modified', { ...one, metadata: { ...one.metadata, labels: { app: 'y' } } }, one)).toEqual([
+      `map:${parent.metadata.name}`,
+    ]);
+    expect(
+      await route(
+        'modified',
+        { ...one, metadata: { ...one.metadata, labels: { app: 'y' } } },
+        { ...one, metadata: { ...one.metadata, labels: { app: 'z' } } },
+      ),
+    ).toEqual([]);
     // An output reaches its parent (by ControllerRef, and as a matching ConfigMap: one key after dedupe).
     expect(new Set(await route('deleted', await typedCm('one-copy')))).toEqual(new Set([`map:${parent.metadata.name}`]));
     // The parent: a spec change syncs; its own status write (generation already observed) does not.
     const synced = { ...(await admin().get(mappers, parent.metadata.name!, ns)), apiVersion: 'map.outrigger.test/v1', kind: 'Mapper' };
     expect(await route('modified', synced)).toEqual([]);
-    expect(await route('modified', { ...synced, metadata: { ...synced.metadata, generation: (synced.metadata.generation ?? 1) + 1 } })).toEqual([`map:${parent.metadata.name}`]);
+    expect(
+      await route('modified', { ...synced, metadata: { ...synced.metadata, generation: (synced.metadata.generation ?? 1) + 1 } }),
+    ).toEqual([`map:${parent.metadata.name}`]);
   });
 });
 
@@ -313,11 +418,24 @@ describe('MapController through the local runtime', () => {
     const ns = await createNamespace('map-rt');
     const runtime = await startTestRuntime('map-rt', ['router', 'map', 'map-resync'], { namespace: ns });
     try {
-      const snapsOf = async (pvc: string) => (await admin.listAll(snapshots, { namespace: ns })).filter((s) => (s.spec as { source: { persistentVolumeClaimName: string } }).source.persistentVolumeClaimName === pvc);
+      const snapsOf = async (pvc: string) =>
+        (await admin.listAll(snapshots, { namespace: ns })).filter(
+          (s) => (s.spec as { source: { persistentVolumeClaimName: string } }).source.persistentVolumeClaimName === pvc,
+        );
       const until = (check: () => Promise<boolean>) => eventually(check, 30_000);
       const claim = (name: string, labels: Record<string, string>) =>
-        admin.create(pvcs, { apiVersion: 'v1', kind: 'PersistentVolumeClaim', metadata: { name, namespace: ns, labels }, spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } } } as KubeObject);
-      await admin.create(schedules, { apiVersion: 'snapshot.outrigger.dev/v1', kind: 'SnapshotSchedule', metadata: { name: 'nightly', namespace: ns }, spec: { snapshotInterval: '1h', snapshotTTL: '1d', selector: { matchLabels: { app: 'db' } } } } as KubeObject);
+        admin.create(pvcs, {
+          apiVersion: 'v1',
+          kind: 'PersistentVolumeClaim',
+          metadata: { name, namespace: ns, labels },
+          spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } },
+        } as KubeObject);
+      await admin.create(schedules, {
+        apiVersion: 'snapshot.outrigger.dev/v1',
+        kind: 'SnapshotSchedule',
+        metadata: { name: 'nightly', namespace: ns },
+        spec: { snapshotInterval: '1h', snapshotTTL: '1d', selector: { matchLabels: { app: 'db' } } },
+      } as KubeObject);
       await claim('db-0', { app: 'db' });
       await claim('web-0', { app: 'web' });
       await until(async () => (await snapsOf('db-0')).length === 1);
@@ -327,7 +445,11 @@ describe('MapController through the local runtime', () => {
       // db-0 goes; the tombstone hook keeps its snapshot (its TTL is a day).
       await admin.delete(pvcs, 'db-0', ns);
       await admin.patch(pvcs, 'db-0', ns, { metadata: { finalizers: null } }, 'merge');
-      await until(async () => ((await admin.get(schedules, 'nightly', ns)).status as { inputs?: { persistentvolumeclaims?: { total: number } } } | undefined)?.inputs?.persistentvolumeclaims?.total === 1);
+      await until(
+        async () =>
+          ((await admin.get(schedules, 'nightly', ns)).status as { inputs?: { persistentvolumeclaims?: { total: number } } } | undefined)
+            ?.inputs?.persistentvolumeclaims?.total === 1,
+      );
       await runtime.settled();
       expect(await snapsOf('db-0')).toHaveLength(1);
       // Settled means settled: the parent's own status writes do not start new passes.

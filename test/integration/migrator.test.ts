@@ -11,10 +11,27 @@ import { lead } from '../../functions/storage/leader.ts';
 import { runMigration, type MigratorContext } from '../../functions/storage/migrator.ts';
 import { pollReporter } from '../../functions/storage/poll.ts';
 import { Resources, getResourceList, isKubeError, type GVR, type KubeError, type KubeObject } from '../../shared/kube/index.ts';
-import { MIGRATOR_LABEL, MIGRATOR_LABEL_VALUE, MIGRATOR_LEASE_MS, progressOf, storageVersionHash, type StorageState, type StorageVersionMigration } from '../../shared/storage/index.ts';
+import {
+  MIGRATOR_LABEL,
+  MIGRATOR_LABEL_VALUE,
+  MIGRATOR_LEASE_MS,
+  progressOf,
+  storageVersionHash,
+  type StorageState,
+  type StorageVersionMigration,
+} from '../../shared/storage/index.ts';
 import { compactEtcd, etcdRead, recordCompaction, registryKey } from '../testbed/etcd.ts';
 import { storageTestContext } from '../testbed/storage-scene.ts';
-import { adminClient, createNamespace, eventually, migratorClient, outriggerClient, testbed, testState, uniqueName } from '../testbed/index.ts';
+import {
+  adminClient,
+  createNamespace,
+  eventually,
+  migratorClient,
+  outriggerClient,
+  testbed,
+  testState,
+  uniqueName,
+} from '../testbed/index.ts';
 import { kubectl } from '../testbed/kubectl.ts';
 import { widgetCrd } from '../testbed/widgets.ts';
 
@@ -26,21 +43,38 @@ interface CRD extends KubeObject {
 const admin = adminClient();
 
 function migratorContext(): MigratorContext {
-  return { cluster: uniqueName('migrator'), kube: migratorClient(), state: testState(), holder: `test-${randomUUID()}`, now: () => new Date() };
+  return {
+    cluster: uniqueName('migrator'),
+    kube: migratorClient(),
+    state: testState(),
+    holder: `test-${randomUUID()}`,
+    now: () => new Date(),
+  };
 }
 
 /** A migration of the resource, as an administrator would create one; `labelled` hands it to Outrigger's migrator. */
 async function migrationOf(r: GVR, labelled = true): Promise<string> {
   const name = uniqueName('m');
   const labels: Record<string, string> = labelled ? { [MIGRATOR_LABEL]: MIGRATOR_LABEL_VALUE } : {};
-  await admin.create(migrations, { apiVersion: 'migration.k8s.io/v1alpha1', kind: 'StorageVersionMigration', metadata: { name, labels }, spec: { resource: { group: r.group, version: r.version, resource: r.resource } } });
+  await admin.create(migrations, {
+    apiVersion: 'migration.k8s.io/v1alpha1',
+    kind: 'StorageVersionMigration',
+    metadata: { name, labels },
+    spec: { resource: { group: r.group, version: r.version, resource: r.resource } },
+  });
   return name;
 }
 
 const migrationNamed = (name: string) => admin.get<StorageVersionMigration>(migrations, name);
 
 async function widgets(r: GVR, ns: string, n: number): Promise<void> {
-  for (let i = 0; i < n; i += 1) await admin.create(r, { apiVersion: `${r.group}/v1`, kind: 'Widget', metadata: { name: `w${i}`, namespace: ns }, spec: { i } } as KubeObject);
+  for (let i = 0; i < n; i += 1)
+    await admin.create(r, {
+      apiVersion: `${r.group}/v1`,
+      kind: 'Widget',
+      metadata: { name: `w${i}`, namespace: ns },
+      spec: { i },
+    } as KubeObject);
 }
 
 /** The admin's request with the apiserver's answer as the text it sent: nothing parses the JSON in between. */
@@ -48,13 +82,20 @@ function raw(method: 'GET' | 'POST', path: string, body?: string, accept = 'appl
   const bed = testbed();
   const url = new URL(bed.server + path);
   return new Promise((resolve, reject) => {
-    const headers: Record<string, string> = { authorization: `Bearer ${bed.tokens.admin}`, accept, ...(body ? { 'content-type': 'application/json' } : {}) };
-    const req = request({ hostname: url.hostname, port: url.port, path: url.pathname + url.search, method, headers, ca: readFileSync(bed.caFile) }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
-      res.on('error', reject);
-    });
+    const headers: Record<string, string> = {
+      authorization: `Bearer ${bed.tokens.admin}`,
+      accept,
+      ...(body ? { 'content-type': 'application/json' } : {}),
+    };
+    const req = request(
+      { hostname: url.hostname, port: url.port, path: url.pathname + url.search, method, headers, ca: readFileSync(bed.caFile) },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
+        res.on('error', reject);
+      },
+    );
     req.on('error', reject);
     req.end(body);
   });
@@ -66,9 +107,18 @@ const withoutResourceVersion = (text: string) => text.replace(/"resourceVersion"
 
 async function moveStorageTo(crdName: string, group: string, to: string): Promise<void> {
   const current = await admin.get<CRD>(Resources.customResourceDefinitions, crdName);
-  await admin.patch(Resources.customResourceDefinitions, crdName, undefined, { spec: { versions: current.spec.versions.map((v) => ({ ...v, storage: v.name === to })) } }, 'merge');
+  await admin.patch(
+    Resources.customResourceDefinitions,
+    crdName,
+    undefined,
+    { spec: { versions: current.spec.versions.map((v) => ({ ...v, storage: v.name === to })) } },
+    'merge',
+  );
   const hash = storageVersionHash(group, to, 'Widget');
-  await eventually(async () => (await getResourceList(admin, group, 'v1')).resources.find((r) => r.name === 'widgets')?.storageVersionHash === hash, 30_000);
+  await eventually(
+    async () => (await getResourceList(admin, group, 'v1')).resources.find((r) => r.name === 'widgets')?.storageVersionHash === hash,
+    30_000,
+  );
 }
 
 describe("Outrigger's migrator", () => {
@@ -128,7 +178,11 @@ describe("Outrigger's migrator", () => {
     // Once the apiserver learns of the compaction (as from its own compactor), it answers 410 with a token.
     await recordCompaction(revision);
     const expired = await eventually(
-      () => admin.listMetadata(crd.resource, { limit: 2, continue: token }).then(() => undefined, (err: unknown) => (isKubeError(err, 'Gone') ? err : Promise.reject(err))),
+      () =>
+        admin.listMetadata(crd.resource, { limit: 2, continue: token }).then(
+          () => undefined,
+          (err: unknown) => (isKubeError(err, 'Gone') ? err : Promise.reject(err)),
+        ),
       40_000,
     );
     expect((expired as KubeError).continueToken).toBeTruthy();
@@ -171,9 +225,20 @@ describe("Outrigger's migrator", () => {
     const starts = [...header.matchAll(/\S+/g)].map((m) => m.index);
     const cells = Object.fromEntries(starts.map((at, i) => [header.slice(at).split(/\s/)[0], row.slice(at, starts[i + 1]).trim()]));
     expect(Object.keys(cells)).toEqual(['NAME', 'RESOURCE', 'GROUP', 'RUNNING', 'SUCCEEDED', 'FAILED', 'REWRITTEN', 'LISTED', 'AGE']);
-    expect(cells).toMatchObject({ NAME: name, RESOURCE: 'widgets', GROUP: group, RUNNING: '', SUCCEEDED: 'True', FAILED: '', REWRITTEN: '5', LISTED: 'true' });
+    expect(cells).toMatchObject({
+      NAME: name,
+      RESOURCE: 'widgets',
+      GROUP: group,
+      RUNNING: '',
+      SUCCEEDED: 'True',
+      FAILED: '',
+      REWRITTEN: '5',
+      LISTED: 'true',
+    });
     expect(await kubectl('get', 'svm', name, '-o', 'jsonpath={.status.progress.rewritten}')).toBe('5');
-    await expect(kubectl('get', 'storageversionmigrations', name)).rejects.toMatchObject({ stderr: expect.stringContaining(`storageversionmigrations.storagemigration.k8s.io "${name}" not found`) });
+    await expect(kubectl('get', 'storageversionmigrations', name)).rejects.toMatchObject({
+      stderr: expect.stringContaining(`storageversionmigrations.storagemigration.k8s.io "${name}" not found`),
+    });
     expect(await kubectl('get', 'outrigger', '-A', '-o', 'name')).toContain(`storageversionmigration.migration.k8s.io/${name}`);
     expect((await kubectl('api-resources', '--categories', 'outrigger', '-o', 'name')).trim().split('\n').sort()).toEqual([
       'mapcontrollers.metacontroller.k8s.io',
@@ -201,7 +266,13 @@ describe("Outrigger's migrator", () => {
 
     // The CRD changes during the run (its storage version does not): every object is still rewritten, but the
     // migrator cannot vouch that nothing was written in between through another version, so storedVersions stays.
-    await admin.patch(Resources.customResourceDefinitions, crd.name, undefined, { metadata: { annotations: { touched: 'yes' } }, spec: { names: { shortNames: ['wdg'] } } }, 'merge');
+    await admin.patch(
+      Resources.customResourceDefinitions,
+      crd.name,
+      undefined,
+      { metadata: { annotations: { touched: 'yes' } }, spec: { names: { shortNames: ['wdg'] } } },
+      'merge',
+    );
     const done = await runMigration(ctx, foreign, { chunk: 2 });
     expect(done).toMatchObject({ outcome: 'Succeeded', rewritten: 2 });
     expect(done.storedVersions).toBeUndefined();

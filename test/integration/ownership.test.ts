@@ -25,17 +25,44 @@ const statefulSets = gvr('apps', 'v1', 'statefulsets');
 const daemonSets = gvr('apps', 'v1', 'daemonsets');
 
 const controllers: ControllerKind[] = [
-  { resource: statefulSets, kind: 'StatefulSet', namespaced: true, selectorOf: (p) => (p.spec as { selector?: LabelSelector }).selector, target: 'history' },
-  { resource: daemonSets, kind: 'DaemonSet', namespaced: true, selectorOf: (p) => (p.spec as { selector?: LabelSelector }).selector, target: 'history' },
+  {
+    resource: statefulSets,
+    kind: 'StatefulSet',
+    namespaced: true,
+    selectorOf: (p) => (p.spec as { selector?: LabelSelector }).selector,
+    target: 'history',
+  },
+  {
+    resource: daemonSets,
+    kind: 'DaemonSet',
+    namespaced: true,
+    selectorOf: (p) => (p.spec as { selector?: LabelSelector }).selector,
+    target: 'history',
+  },
 ];
 
 function podTemplate(labels: Record<string, string>) {
   return { metadata: { labels }, spec: { containers: [{ name: 'c', image: 'registry.example/app:1' }] } };
 }
 
-async function createParent(kind: 'StatefulSet' | 'DaemonSet', namespace: string, name: string, labels: Record<string, string>, extra: Partial<KubeObject['metadata']> = {}): Promise<KubeObject> {
-  const spec = { selector: { matchLabels: labels }, template: podTemplate(labels), ...(kind === 'StatefulSet' ? { serviceName: name, replicas: 0 } : {}) };
-  return adminClient().create(kind === 'StatefulSet' ? statefulSets : daemonSets, { apiVersion: 'apps/v1', kind, metadata: { name, namespace, ...extra }, spec });
+async function createParent(
+  kind: 'StatefulSet' | 'DaemonSet',
+  namespace: string,
+  name: string,
+  labels: Record<string, string>,
+  extra: Partial<KubeObject['metadata']> = {},
+): Promise<KubeObject> {
+  const spec = {
+    selector: { matchLabels: labels },
+    template: podTemplate(labels),
+    ...(kind === 'StatefulSet' ? { serviceName: name, replicas: 0 } : {}),
+  };
+  return adminClient().create(kind === 'StatefulSet' ? statefulSets : daemonSets, {
+    apiVersion: 'apps/v1',
+    kind,
+    metadata: { name, namespace, ...extra },
+    spec,
+  });
 }
 
 function revision(namespace: string, name: string, labels: Record<string, string>): KubeObject {
@@ -48,23 +75,38 @@ describe('label selectors agree with the apiserver', () => {
     const admin = adminClient();
     const keys = ['a', 'b', 'c'];
     const values = ['x', 'y', 'z'];
-    const labelSets = fc.sample(fc.dictionary(fc.constantFrom(...keys), fc.constantFrom(...values), { maxKeys: 3 }), { numRuns: 40, seed: 42 });
+    const labelSets = fc.sample(fc.dictionary(fc.constantFrom(...keys), fc.constantFrom(...values), { maxKeys: 3 }), {
+      numRuns: 40,
+      seed: 42,
+    });
     const objects = await Promise.all(
-      labelSets.map((labels, i) => admin.create(configMaps, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `o-${i}`, namespace: ns, labels } })),
+      labelSets.map((labels, i) =>
+        admin.create(configMaps, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `o-${i}`, namespace: ns, labels } }),
+      ),
     );
     const requirement: fc.Arbitrary<LabelSelectorRequirement> = fc.oneof(
-      fc.record({ key: fc.constantFrom(...keys), operator: fc.constantFrom('In' as const, 'NotIn' as const), values: fc.uniqueArray(fc.constantFrom(...values), { minLength: 1, maxLength: 3 }) }),
+      fc.record({
+        key: fc.constantFrom(...keys),
+        operator: fc.constantFrom('In' as const, 'NotIn' as const),
+        values: fc.uniqueArray(fc.constantFrom(...values), { minLength: 1, maxLength: 3 }),
+      }),
       fc.record({ key: fc.constantFrom(...keys), operator: fc.constantFrom('Exists' as const, 'DoesNotExist' as const) }),
     );
     const selector: fc.Arbitrary<LabelSelector> = fc.record(
-      { matchLabels: fc.dictionary(fc.constantFrom(...keys), fc.constantFrom(...values), { maxKeys: 2 }), matchExpressions: fc.array(requirement, { maxLength: 3 }) },
+      {
+        matchLabels: fc.dictionary(fc.constantFrom(...keys), fc.constantFrom(...values), { maxKeys: 2 }),
+        matchExpressions: fc.array(requirement, { maxLength: 3 }),
+      },
       { requiredKeys: [] },
     );
     let compared = 0;
     await fc.assert(
       fc.asyncProperty(selector, async (sel) => {
         const compiled = compileSelector(sel);
-        const ours = objects.filter((o) => matches(compiled, o.metadata.labels)).map((o) => o.metadata.name).sort();
+        const ours = objects
+          .filter((o) => matches(compiled, o.metadata.labels))
+          .map((o) => o.metadata.name)
+          .sort();
         const server = await admin.list(configMaps, { namespace: ns, labelSelector: selectorString(compiled) });
         expect(ours).toEqual(server.items.map((o) => o.metadata.name).sort());
         compared += 1;
@@ -95,7 +137,10 @@ describe('claiming on the real apiserver', () => {
       const view = await list();
       await Promise.all([claim(ctxFor(statefulSets), sts, selector, view), claim(ctxFor(daemonSets), ds, selector, view)]);
     }
-    const ownerOf = async () => new Map((await list()).map((r) => [r.metadata.name!, r.metadata.ownerReferences?.filter((o) => o.controller).map((o) => o.uid) ?? []]));
+    const ownerOf = async () =>
+      new Map(
+        (await list()).map((r) => [r.metadata.name!, r.metadata.ownerReferences?.filter((o) => o.controller).map((o) => o.uid) ?? []]),
+      );
     const after = await ownerOf();
     expect(after.size).toBe(20);
     for (const owners of after.values()) {
@@ -110,7 +155,9 @@ describe('claiming on the real apiserver', () => {
       const before = await kube.get(Resources.controllerRevisions, name, ns);
       const updated = await kube.patch(Resources.controllerRevisions, name, ns, { metadata: { labels: { touch: String(i) } } }, 'merge');
       const r = resolver();
-      const keys = dedupeKeys((await Promise.all(routeEvent('modified', updated, before).map((s) => r.resolve(s)))).flat().map((k) => k.key));
+      const keys = dedupeKeys(
+        (await Promise.all(routeEvent('modified', updated, before).map((s) => r.resolve(s)))).flat().map((k) => k.key),
+      );
       expect(keys.map((k) => k.uid)).toEqual([controllerOf(updated)!.uid]);
       const view = await list();
       for (const key of keys) {
@@ -156,8 +203,14 @@ describe('claiming on the real apiserver', () => {
     const ns = await createNamespace('release');
     const sts = await createParent('StatefulSet', ns, 'web', { app: 'w' });
     const other = await createParent('DaemonSet', ns, 'other', { app: 'o' });
-    const mine = await kube.create<KubeObject>(Resources.controllerRevisions, { ...revision(ns, 'mine', { app: 'moved' }), metadata: { name: 'mine', namespace: ns, labels: { app: 'moved' }, ownerReferences: [newControllerRef(sts)] } });
-    const theirs = await kube.create<KubeObject>(Resources.controllerRevisions, { ...revision(ns, 'theirs', { app: 'w' }), metadata: { name: 'theirs', namespace: ns, labels: { app: 'w' }, ownerReferences: [newControllerRef(other)] } });
+    const mine = await kube.create<KubeObject>(Resources.controllerRevisions, {
+      ...revision(ns, 'mine', { app: 'moved' }),
+      metadata: { name: 'mine', namespace: ns, labels: { app: 'moved' }, ownerReferences: [newControllerRef(sts)] },
+    });
+    const theirs = await kube.create<KubeObject>(Resources.controllerRevisions, {
+      ...revision(ns, 'theirs', { app: 'w' }),
+      metadata: { name: 'theirs', namespace: ns, labels: { app: 'w' }, ownerReferences: [newControllerRef(other)] },
+    });
     const result = await claim(ctxFor(statefulSets), sts, compileSelector({ matchLabels: { app: 'w' } }), [mine, theirs]);
     expect(result.released.map((c) => c.metadata.name)).toEqual(['mine']);
     expect(result.owned).toEqual([]);
@@ -180,13 +233,24 @@ describe('routing events to controllers (README, "Ownership and routing": the ro
     owned.metadata.resourceVersion = '1';
     owned.metadata.ownerReferences = [newControllerRef(sts)];
     const orphan: KubeObject = { ...owned, metadata: { ...owned.metadata, ownerReferences: [] } };
-    const impostor: KubeObject = { ...owned, metadata: { ...owned.metadata, ownerReferences: [{ ...newControllerRef(sts), uid: 'not-the-real-uid' }] } };
-    const foreign: KubeObject = { ...owned, metadata: { ...owned.metadata, ownerReferences: [{ apiVersion: 'apps/v1', kind: 'Deployment', name: 'd', uid: 'd-uid', controller: true }] } };
+    const impostor: KubeObject = {
+      ...owned,
+      metadata: { ...owned.metadata, ownerReferences: [{ ...newControllerRef(sts), uid: 'not-the-real-uid' }] },
+    };
+    const foreign: KubeObject = {
+      ...owned,
+      metadata: {
+        ...owned.metadata,
+        ownerReferences: [{ apiVersion: 'apps/v1', kind: 'Deployment', name: 'd', uid: 'd-uid', controller: true }],
+      },
+    };
     const relabelled: KubeObject = { ...orphan, metadata: { ...orphan.metadata, labels: { app: 'route', extra: '1' } } };
 
     const resolver = new BatchResolver(kube, 'it', controllers);
     const route = async (...args: Parameters<typeof routeEvent>) =>
-      dedupeKeys((await Promise.all(routeEvent(...args).map((s) => resolver.resolve(s)))).flat().map((k) => k.key)).map((k) => `${k.kind}/${k.name}`);
+      dedupeKeys((await Promise.all(routeEvent(...args).map((s) => resolver.resolve(s)))).flat().map((k) => k.key)).map(
+        (k) => `${k.kind}/${k.name}`,
+      );
 
     expect(await route('added', owned)).toEqual(['StatefulSet/web']);
     expect(await route('modified', owned, owned)).toEqual(['StatefulSet/web']);

@@ -4,13 +4,26 @@ import { Resources, connect, type KubeObject } from '../../shared/kube/index.ts'
 import { startFaultProxy, type FaultProxy } from '../testbed/fault-proxy.ts';
 import { createNamespace, outriggerClient, testbed } from '../testbed/index.ts';
 
-const revision = (namespace: string, name: string): KubeObject => ({ apiVersion: 'apps/v1', kind: 'ControllerRevision', metadata: { name, namespace }, data: { n: name }, revision: 1 });
+const revision = (namespace: string, name: string): KubeObject => ({
+  apiVersion: 'apps/v1',
+  kind: 'ControllerRevision',
+  metadata: { name, namespace },
+  data: { n: name },
+  revision: 1,
+});
 
 describe('retries through a fault-injecting proxy', () => {
   let proxy: FaultProxy;
   beforeAll(async () => {
     const bed = testbed();
-    proxy = await startFaultProxy({ target: bed.server, caFile: bed.caFile, token: bed.tokens.outrigger, faultRate: 0.2, hangMs: 600, seed: 7 });
+    proxy = await startFaultProxy({
+      target: bed.server,
+      caFile: bed.caFile,
+      token: bed.tokens.outrigger,
+      faultRate: 0.2,
+      hangMs: 600,
+      seed: 7,
+    });
   });
   afterAll(async () => {
     await proxy.close();
@@ -19,7 +32,10 @@ describe('retries through a fault-injecting proxy', () => {
   test('every operation succeeds at a 20% fault rate, and the result equals a clean run', async () => {
     const ns = await createNamespace('faults');
     proxy.faultRate = 0.2;
-    const kube = connect({ kind: 'kubeconfig', path: proxy.kubeconfig }, { timeoutMs: 400, retry: { retries: 8, minDelayMs: 5, maxDelayMs: 50 } });
+    const kube = connect(
+      { kind: 'kubeconfig', path: proxy.kubeconfig },
+      { timeoutMs: 400, retry: { retries: 8, minDelayMs: 5, maxDelayMs: 50 } },
+    );
     const names = Array.from({ length: 40 }, (_, i) => `r-${i}`);
     for (const name of names) {
       await kube.create(Resources.controllerRevisions, revision(ns, name));
@@ -45,7 +61,10 @@ describe('retries through a fault-injecting proxy', () => {
 
   test('retries are bounded: a server that always fails gives a Transient error after retries + 1 attempts', async () => {
     proxy.faultRate = 1;
-    const kube = connect({ kind: 'kubeconfig', path: proxy.kubeconfig }, { timeoutMs: 300, retry: { retries: 3, minDelayMs: 1, maxDelayMs: 5 } });
+    const kube = connect(
+      { kind: 'kubeconfig', path: proxy.kubeconfig },
+      { timeoutMs: 300, retry: { retries: 3, minDelayMs: 1, maxDelayMs: 5 } },
+    );
     const started = Date.now();
     await expect(kube.get(Resources.controllerRevisions, 'x', 'default')).rejects.toMatchObject({ kind: 'Transient' });
     expect(kube.stats.total).toBe(4);

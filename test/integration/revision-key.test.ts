@@ -37,7 +37,14 @@ beforeAll(async () => {
 });
 
 const template = (image: string) => ({ metadata: { labels: { app: 'w' } }, spec: { containers: [{ name: 'c', image }] } });
-const keyOf = (o: KubeObject): SyncKey => ({ cluster: 'it', group: 'test.outrigger.dev', kind: 'Widget', namespace: o.metadata.namespace, name: o.metadata.name!, uid: o.metadata.uid! });
+const keyOf = (o: KubeObject): SyncKey => ({
+  cluster: 'it',
+  group: 'test.outrigger.dev',
+  kind: 'Widget',
+  namespace: o.metadata.namespace,
+  name: o.metadata.name!,
+  uid: o.metadata.uid!,
+});
 
 async function sync(o: KubeObject) {
   const policy = policyFor(await listPolicies(kube, 'it'), 'test.outrigger.dev', 'Widget')!;
@@ -53,8 +60,15 @@ async function keys(ns: string): Promise<string[]> {
 async function leaderPod(owner: KubeObject, name: string, key: string) {
   const admin = adminClient();
   const ns = owner.metadata.namespace!;
-  await admin.create(Resources.serviceAccounts, { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'default', namespace: ns } }).catch(() => undefined);
-  return admin.create(Resources.pods, { apiVersion: 'v1', kind: 'Pod', metadata: { name, namespace: ns, labels: { app: 'w', [KEY]: key }, ownerReferences: [newControllerRef(owner)] }, spec: { containers: [{ name: 'c', image: 'x' }] } });
+  await admin
+    .create(Resources.serviceAccounts, { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'default', namespace: ns } })
+    .catch(() => undefined);
+  return admin.create(Resources.pods, {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name, namespace: ns, labels: { app: 'w', [KEY]: key }, ownerReferences: [newControllerRef(owner)] },
+    spec: { containers: [{ name: 'c', image: 'x' }] },
+  });
 }
 
 test('the three cases of KEP-238, lookup by key, and cleanup once the rollout is done', async () => {
@@ -63,7 +77,12 @@ test('the three cases of KEP-238, lookup by key, and cleanup once the rollout is
   const policy = policyFor(await listPolicies(kube, 'it'), 'test.outrigger.dev', 'Widget')!;
 
   // Case 1, upgrade: the leader already carries a key from before history existed; it is adopted as is.
-  let w = await admin.create(widgets, { apiVersion: 'test.outrigger.dev/v1', kind: 'Widget', metadata: { name: 'lws', namespace: ns }, spec: { replicas: 2, selector: { matchLabels: { app: 'w' } }, template: template('app:1') } });
+  let w = await admin.create(widgets, {
+    apiVersion: 'test.outrigger.dev/v1',
+    kind: 'Widget',
+    metadata: { name: 'lws', namespace: ns },
+    spec: { replicas: 2, selector: { matchLabels: { app: 'w' } }, template: template('app:1') },
+  });
   await leaderPod(w, 'lws', 'legacy-key');
   expect(await sync(w)).toMatchObject({ outcome: 'created', number: 1 });
   expect(await keys(ns)).toEqual(['1:legacy-key']);
@@ -87,7 +106,9 @@ test('the three cases of KEP-238, lookup by key, and cleanup once the rollout is
   expect((await truncateHistory({ kube }, policy, keyOf(w))).deleted).toEqual([]);
   // The parent's controller rolls the leader to the new key and reports the rollout done.
   await admin.patch(Resources.pods, 'lws', ns, { metadata: { labels: { [KEY]: newKey } } }, 'merge');
-  w = await admin.patch(widgets, 'lws', ns, { status: { conditions: [{ type: 'Available', status: 'True' }] } }, 'merge', { subresource: 'status' });
+  w = await admin.patch(widgets, 'lws', ns, { status: { conditions: [{ type: 'Available', status: 'True' }] } }, 'merge', {
+    subresource: 'status',
+  });
   expect((await truncateHistory({ kube }, policy, keyOf(w))).deleted).toEqual([]);
   expect(await keys(ns)).toEqual(['1:legacy-key', `2:${newKey}`]);
   await admin.delete(Resources.pods, 'lws-worker', ns);
@@ -95,8 +116,15 @@ test('the three cases of KEP-238, lookup by key, and cleanup once the rollout is
   expect(await keys(ns)).toEqual([`2:${newKey}`]);
 
   // Case 2, a new object with no generated object yet: keyed by its hash.
-  const w2 = await admin.create(widgets, { apiVersion: 'test.outrigger.dev/v1', kind: 'Widget', metadata: { name: 'fresh', namespace: ns }, spec: { selector: { matchLabels: { app: 'none' } }, template: template('app:9') } });
+  const w2 = await admin.create(widgets, {
+    apiVersion: 'test.outrigger.dev/v1',
+    kind: 'Widget',
+    metadata: { name: 'fresh', namespace: ns },
+    spec: { selector: { matchLabels: { app: 'none' } }, template: template('app:9') },
+  });
   expect(await sync(w2)).toMatchObject({ outcome: 'created', number: 1 });
   const fresh = (await kube.list(Resources.controllerRevisions, { namespace: ns, labelSelector: 'outrigger.dev/parent=fresh' })).items[0]!;
-  expect(fresh.metadata.labels?.[KEY]).toBe(revisionHash(targetState(w2 as unknown as JsonObject, ['spec.template', 'spec.networkConfig']), 0));
+  expect(fresh.metadata.labels?.[KEY]).toBe(
+    revisionHash(targetState(w2 as unknown as JsonObject, ['spec.template', 'spec.networkConfig']), 0),
+  );
 });

@@ -25,7 +25,13 @@ import { forgetDiscovery } from '../../shared/kube/index.ts';
 import { adminClient, createNamespace, eventually, outriggerClient, testbed, testQueue, uniqueName } from '../testbed/index.ts';
 import { openCrd } from '../testbed/crds.ts';
 import { controllersGrant, MAP_TEST_IDENTITY } from '../testbed/rbac.ts';
-import { CreateQueueCommand, DeleteMessageBatchCommand, GetQueueAttributesCommand, ReceiveMessageCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
+import {
+  CreateQueueCommand,
+  DeleteMessageBatchCommand,
+  GetQueueAttributesCommand,
+  ReceiveMessageCommand,
+  SendMessageCommand,
+} from '@aws-sdk/client-sqs';
 import { asRecord, drain } from './sqs-records.ts';
 import { EVENTS_QUEUE, QueueUrls } from '../../shared/lambda/queues.ts';
 import { SqsSyncSink } from '../../shared/lambda/sync-sink.ts';
@@ -34,7 +40,15 @@ const statefulSets = gvr('apps', 'v1', 'statefulsets');
 
 const source: ControllerSource = {
   target: 'test-controller',
-  kinds: async () => [{ resource: statefulSets, kind: 'StatefulSet', namespaced: true, selectorOf: (p) => (p.spec as { selector?: LabelSelector }).selector, target: 'test-controller' }],
+  kinds: async () => [
+    {
+      resource: statefulSets,
+      kind: 'StatefulSet',
+      namespaced: true,
+      selectorOf: (p) => (p.spec as { selector?: LabelSelector }).selector,
+      target: 'test-controller',
+    },
+  ],
   watches: async () => [statefulSets, Resources.controllerRevisions],
 };
 
@@ -43,7 +57,12 @@ async function createStatefulSet(namespace: string, name: string, labels: Record
     apiVersion: 'apps/v1',
     kind: 'StatefulSet',
     metadata: { name, namespace },
-    spec: { serviceName: name, replicas: 0, selector: { matchLabels: labels }, template: { metadata: { labels }, spec: { containers: [{ name: 'c', image: 'registry.example/app:1' }] } } },
+    spec: {
+      serviceName: name,
+      replicas: 0,
+      selector: { matchLabels: labels },
+      template: { metadata: { labels }, spec: { containers: [{ name: 'c', image: 'registry.example/app:1' }] } },
+    },
   });
 }
 
@@ -57,7 +76,13 @@ function record(body: string, groupId: string, id: string, cluster = 'it'): SQSR
     messageId: id,
     receiptHandle: id,
     body,
-    attributes: { ApproximateReceiveCount: '1', SentTimestamp: '0', SenderId: 't', ApproximateFirstReceiveTimestamp: '0', MessageGroupId: groupId },
+    attributes: {
+      ApproximateReceiveCount: '1',
+      SentTimestamp: '0',
+      SenderId: 't',
+      ApproximateFirstReceiveTimestamp: '0',
+      MessageGroupId: groupId,
+    },
     messageAttributes: {},
     md5OfBody: '',
     eventSource: 'aws:sqs',
@@ -81,7 +106,14 @@ describe('routeBatch', () => {
     const child = (name: string, owned: boolean): KubeObject => ({
       apiVersion: 'apps/v1',
       kind: 'ControllerRevision',
-      metadata: { name, namespace: ns, uid: randomUUID(), resourceVersion: '1', labels, ...(owned ? { ownerReferences: [newControllerRef(sts)] } : {}) },
+      metadata: {
+        name,
+        namespace: ns,
+        uid: randomUUID(),
+        resourceVersion: '1',
+        labels,
+        ...(owned ? { ownerReferences: [newControllerRef(sts)] } : {}),
+      },
     });
     const env = (cluster: string, obj: KubeObject): Envelope => makeEnvelope({ cluster, type: 'added', object: obj, source: 'test' });
     const orphan = env('it', child('a', false));
@@ -103,10 +135,19 @@ describe('routeBatch', () => {
     const out = await routeBatch(event, { clusters, sources: [source], sink, deadLetter: () => deadLetter, queueCluster });
 
     expect(out.batchItemFailures).toEqual([{ itemIdentifier: 'm3' }, { itemIdentifier: 'm5' }]);
-    expect(deadLetter.letters).toEqual([expect.objectContaining({ source: 'router', reason: expect.stringMatching(/^invalid event envelope: id: /) })]);
+    expect(deadLetter.letters).toEqual([
+      expect.objectContaining({ source: 'router', reason: expect.stringMatching(/^invalid event envelope: id: /) }),
+    ]);
     // Both good events lead to the one StatefulSet: one sync request, with both causes.
     expect(sink.sent).toEqual([
-      { target: 'test-controller', request: { type: 'dev.outrigger.sync', key: { cluster: 'it', group: 'apps', kind: 'StatefulSet', namespace: ns, name: 'web', uid: sts.metadata.uid }, causes: [`ControllerRevision/${orphan.id}`, `ControllerRevision/${owned.id}`] } },
+      {
+        target: 'test-controller',
+        request: {
+          type: 'dev.outrigger.sync',
+          key: { cluster: 'it', group: 'apps', kind: 'StatefulSet', namespace: ns, name: 'web', uid: sts.metadata.uid },
+          causes: [`ControllerRevision/${orphan.id}`, `ControllerRevision/${owned.id}`],
+        },
+      },
     ]);
     expect(out.stats).toMatchObject({ records: 5, deadLettered: 1, failed: 2, keys: 1, gets: 1, lists: 1 });
   });
@@ -119,10 +160,31 @@ describe('a kind that observes its parents and checks ControllerRef uids itself 
     const sts = await createStatefulSet(ns, 'web', labels);
     const observing: ControllerSource = {
       target: 'observer',
-      kinds: async () => [{ resource: statefulSets, kind: 'StatefulSet', namespaced: true, selectorOf: () => ({ matchLabels: labels }), target: 'observer', owns: [{ group: 'apps', kind: 'ControllerRevision' }], observe: ({ metadata: { managedFields: _, ...metadata }, ...rest }) => ({ ...rest, metadata }), checksRefUid: true }],
+      kinds: async () => [
+        {
+          resource: statefulSets,
+          kind: 'StatefulSet',
+          namespaced: true,
+          selectorOf: () => ({ matchLabels: labels }),
+          target: 'observer',
+          owns: [{ group: 'apps', kind: 'ControllerRevision' }],
+          observe: ({ metadata: { managedFields: _, ...metadata }, ...rest }) => ({ ...rest, metadata }),
+          checksRefUid: true,
+        },
+      ],
       watches: async () => [statefulSets, Resources.controllerRevisions],
     };
-    const revision = (uid: string): KubeObject => ({ apiVersion: 'apps/v1', kind: 'ControllerRevision', metadata: { name: 'web-1', namespace: ns, uid: randomUUID(), resourceVersion: '7', ownerReferences: [{ ...newControllerRef(sts), uid }] } });
+    const revision = (uid: string): KubeObject => ({
+      apiVersion: 'apps/v1',
+      kind: 'ControllerRevision',
+      metadata: {
+        name: 'web-1',
+        namespace: ns,
+        uid: randomUUID(),
+        resourceVersion: '7',
+        ownerReferences: [{ ...newControllerRef(sts), uid }],
+      },
+    });
     const gone = randomUUID();
     const envelopes = [
       makeEnvelope({ cluster: 'it', type: 'modified', object: { ...sts, apiVersion: 'apps/v1', kind: 'StatefulSet' }, source: 'test' }),
@@ -132,7 +194,10 @@ describe('a kind that observes its parents and checks ControllerRef uids itself 
     ];
     const sink = new MemorySyncSink();
     const clusters = new Clusters([{ id: 'it', access: { kind: 'kubeconfig', path: testbed().kubeconfigs.outrigger } }]);
-    const out = await routeBatch({ Records: envelopes.map((e, i) => record(JSON.stringify(e), messageGroupId(e), `m${i}`)) }, { clusters, sources: [observing], sink, deadLetter: () => new MemoryDeadLetterSink(), queueCluster });
+    const out = await routeBatch(
+      { Records: envelopes.map((e, i) => record(JSON.stringify(e), messageGroupId(e), `m${i}`)) },
+      { clusters, sources: [observing], sink, deadLetter: () => new MemoryDeadLetterSink(), queueCluster },
+    );
     expect(out.stats).toMatchObject({ failed: 0, keys: 2, gets: 0, lists: 0 });
     const [own, other] = sink.sent.map((s) => s.request);
     expect(own?.key.uid).toBe(sts.metadata.uid);
@@ -172,8 +237,12 @@ spec:
 `;
 
   afterAll(async () => {
-    await adminClient().delete(revisionPolicies, 'router-duals').catch(() => undefined);
-    await adminClient().delete(mapControllers, 'router-duals').catch(() => undefined);
+    await adminClient()
+      .delete(revisionPolicies, 'router-duals')
+      .catch(() => undefined);
+    await adminClient()
+      .delete(mapControllers, 'router-duals')
+      .catch(() => undefined);
   });
 
   test("each controller of the parent's kind gets the parent's own events, and each gets its own children's", async () => {
@@ -186,16 +255,35 @@ spec:
       forgetMapControllers();
       forgetDiscovery(kube);
       const [policies, maps] = await Promise.all([listPolicies(kube, 'it'), listMapControllers(kube, 'it')]);
-      return policyFor(policies, 'router.outrigger.test', 'Dual') !== undefined && mapControllerFor(maps, 'router.outrigger.test', 'Dual') !== undefined;
+      return (
+        policyFor(policies, 'router.outrigger.test', 'Dual') !== undefined &&
+        mapControllerFor(maps, 'router.outrigger.test', 'Dual') !== undefined
+      );
     });
     const ns = await createNamespace('router-dual');
-    const dual: KubeObject = { ...(await adminClient().create<KubeObject>(duals, { apiVersion: 'router.outrigger.test/v1', kind: 'Dual', metadata: { name: 'd', namespace: ns }, spec: { template: { a: 1 } } })), apiVersion: 'router.outrigger.test/v1', kind: 'Dual' };
-    const owned = (apiVersion: string, kind: string, name: string): KubeObject => ({ apiVersion, kind, metadata: { name, namespace: ns, uid: randomUUID(), resourceVersion: '1', ownerReferences: [newControllerRef(dual)] } });
+    const dual: KubeObject = {
+      ...(await adminClient().create<KubeObject>(duals, {
+        apiVersion: 'router.outrigger.test/v1',
+        kind: 'Dual',
+        metadata: { name: 'd', namespace: ns },
+        spec: { template: { a: 1 } },
+      })),
+      apiVersion: 'router.outrigger.test/v1',
+      kind: 'Dual',
+    };
+    const owned = (apiVersion: string, kind: string, name: string): KubeObject => ({
+      apiVersion,
+      kind,
+      metadata: { name, namespace: ns, uid: randomUUID(), resourceVersion: '1', ownerReferences: [newControllerRef(dual)] },
+    });
     const clusters = new Clusters([{ id: 'it', access: { kind: 'kubeconfig', path: testbed().kubeconfigs.outrigger } }]);
     const targets = async (object: KubeObject) => {
       const envelope = makeEnvelope({ cluster: 'it', type: 'added', object, source: 'test' });
       const sink = new MemorySyncSink();
-      await routeBatch({ Records: [record(JSON.stringify(envelope), messageGroupId(envelope), 'm1')] }, { clusters, sources: [historySource, mapSource], sink, deadLetter: () => new MemoryDeadLetterSink(), queueCluster });
+      await routeBatch(
+        { Records: [record(JSON.stringify(envelope), messageGroupId(envelope), 'm1')] },
+        { clusters, sources: [historySource, mapSource], sink, deadLetter: () => new MemoryDeadLetterSink(), queueCluster },
+      );
       expect(sink.sent.every((s) => s.request.key.uid === dual.metadata.uid)).toBe(true);
       return sink.sent.map((s) => s.target).sort();
     };
@@ -210,26 +298,61 @@ describe('dead letters on a real queue', () => {
   test('a malformed, an oversized and an unknown-type event reach the dead-letter queue with their reasons; their batch-mates are routed', async () => {
     const ns = await createNamespace('router-dlq');
     const sts = await createStatefulSet(ns, 'web', { app: 'd' });
-    const good = makeEnvelope({ cluster: 'it', type: 'added', object: { apiVersion: 'apps/v1', kind: 'ControllerRevision', metadata: { name: 'g', namespace: ns, uid: randomUUID(), resourceVersion: '1', ownerReferences: [newControllerRef(sts)] } }, source: 'test' });
+    const good = makeEnvelope({
+      cluster: 'it',
+      type: 'added',
+      object: {
+        apiVersion: 'apps/v1',
+        kind: 'ControllerRevision',
+        metadata: { name: 'g', namespace: ns, uid: randomUUID(), resourceVersion: '1', ownerReferences: [newControllerRef(sts)] },
+      },
+      source: 'test',
+    });
     const oversized = JSON.stringify({ ...good, id: 'big', data: { object: { ...good.data.object, padding: 'x'.repeat(300 * 1024) } } });
     const unknownType = JSON.stringify({ ...good, id: 'bookmark', type: 'dev.outrigger.watch.bookmark' });
     const event: SQSEvent = {
-      Records: [record('{"specversion":', 'g1', 'm1'), record(oversized, 'g2', 'm2'), record(unknownType, 'g3', 'm3'), record(JSON.stringify(good), messageGroupId(good), 'm4')],
+      Records: [
+        record('{"specversion":', 'g1', 'm1'),
+        record(oversized, 'g2', 'm2'),
+        record(unknownType, 'g3', 'm3'),
+        record(JSON.stringify(good), messageGroupId(good), 'm4'),
+      ],
     };
     const dlq = await testQueue('router-dlq');
     const sink = new MemorySyncSink();
     const clusters = new Clusters([{ id: 'it', access: { kind: 'kubeconfig', path: testbed().kubeconfigs.outrigger } }]);
-    const out = await routeBatch(event, { clusters, sources: [source], sink, deadLetter: () => new SqsDeadLetterSink(dlq.url, dlq.sqs), queueCluster });
+    const out = await routeBatch(event, {
+      clusters,
+      sources: [source],
+      sink,
+      deadLetter: () => new SqsDeadLetterSink(dlq.url, dlq.sqs),
+      queueCluster,
+    });
     expect(out.batchItemFailures).toEqual([]);
     expect(sink.sent.map((s) => s.request.key.name)).toEqual(['web']);
     const letters: Array<{ reason: string; source: string; bytes: number }> = [];
     while (letters.length < 3) {
-      const got = await dlq.sqs.send(new ReceiveMessageCommand({ QueueUrl: dlq.url, MaxNumberOfMessages: 10, WaitTimeSeconds: 1, MessageAttributeNames: ['All'] }));
-      for (const m of got.Messages ?? []) letters.push({ reason: m.MessageAttributes?.reason?.StringValue ?? '', source: m.MessageAttributes?.source?.StringValue ?? '', bytes: (m.Body ?? '').length });
-      if (got.Messages?.length) await dlq.sqs.send(new DeleteMessageBatchCommand({ QueueUrl: dlq.url, Entries: got.Messages.map((m, i) => ({ Id: String(i), ReceiptHandle: m.ReceiptHandle! })) }));
+      const got = await dlq.sqs.send(
+        new ReceiveMessageCommand({ QueueUrl: dlq.url, MaxNumberOfMessages: 10, WaitTimeSeconds: 1, MessageAttributeNames: ['All'] }),
+      );
+      for (const m of got.Messages ?? [])
+        letters.push({
+          reason: m.MessageAttributes?.reason?.StringValue ?? '',
+          source: m.MessageAttributes?.source?.StringValue ?? '',
+          bytes: (m.Body ?? '').length,
+        });
+      if (got.Messages?.length)
+        await dlq.sqs.send(
+          new DeleteMessageBatchCommand({
+            QueueUrl: dlq.url,
+            Entries: got.Messages.map((m, i) => ({ Id: String(i), ReceiptHandle: m.ReceiptHandle! })),
+          }),
+        );
     }
     expect(letters.map((l) => l.reason).sort()).toEqual([
-      expect.stringMatching(/^invalid event envelope: \(envelope\): is 3\d{5} bytes, over the 262144-byte limit \[the dead letter holds the first 258048 of 3\d{5} bytes\]$/),
+      expect.stringMatching(
+        /^invalid event envelope: \(envelope\): is 3\d{5} bytes, over the 262144-byte limit \[the dead letter holds the first 258048 of 3\d{5} bytes\]$/,
+      ),
       expect.stringMatching(/^invalid event envelope: \(envelope\): is not JSON/),
       expect.stringMatching(/^invalid event envelope: type: /),
     ]);
@@ -243,19 +366,45 @@ async function deploymentQueues(clusters: readonly string[]) {
   const queues = new QueueUrls(`${url.slice(0, url.lastIndexOf('/') + 1)}${uniqueName('rq')}-`);
   for (const c of clusters) {
     for (const q of [EVENTS_QUEUE, source.target]) {
-      for (const dlq of [false, true]) await sqs.send(new CreateQueueCommand({ QueueName: queues.name(c, q, dlq), Attributes: { FifoQueue: 'true', ...(dlq ? { ContentBasedDeduplication: 'true' } : {}) } }));
+      for (const dlq of [false, true])
+        await sqs.send(
+          new CreateQueueCommand({
+            QueueName: queues.name(c, q, dlq),
+            Attributes: { FifoQueue: 'true', ...(dlq ? { ContentBasedDeduplication: 'true' } : {}) },
+          }),
+        );
     }
   }
-  const arn = async (c: string) => (await sqs.send(new GetQueueAttributesCommand({ QueueUrl: queues.url(c, EVENTS_QUEUE), AttributeNames: ['QueueArn'] }))).Attributes!.QueueArn!;
+  const arn = async (c: string) =>
+    (await sqs.send(new GetQueueAttributesCommand({ QueueUrl: queues.url(c, EVENTS_QUEUE), AttributeNames: ['QueueArn'] }))).Attributes!
+      .QueueArn!;
   /** What a forwarder sends: the envelope, its message group and deduplication id, on `cluster`'s events queue. */
   const send = async (cluster: string, envelope: Envelope) =>
-    sqs.send(new SendMessageCommand({ QueueUrl: queues.url(cluster, EVENTS_QUEUE), MessageBody: JSON.stringify(envelope), MessageGroupId: messageGroupId(envelope), MessageDeduplicationId: deduplicationId(envelope) }));
+    sqs.send(
+      new SendMessageCommand({
+        QueueUrl: queues.url(cluster, EVENTS_QUEUE),
+        MessageBody: JSON.stringify(envelope),
+        MessageGroupId: messageGroupId(envelope),
+        MessageDeduplicationId: deduplicationId(envelope),
+      }),
+    );
   /** Routes what `cluster`'s events queue holds, as the router's event source mapping of that queue would. */
   const route = async (cluster: string) => {
     const queueArn = await arn(cluster);
     const records = (await drain(sqs, queues.url(cluster, EVENTS_QUEUE), 1)).map((m) => asRecord(m, queueArn));
-    const kube = new Clusters(clusters.map((id) => ({ id, access: { kind: 'kubeconfig' as const, path: testbed().kubeconfigs.outrigger } })));
-    return routeBatch({ Records: records }, { clusters: kube, sources: [source], sink: new SqsSyncSink(queues, sqs), deadLetter: () => new SqsDeadLetterSink(queues, sqs), queueCluster: (a) => queues.clusterOf(a, EVENTS_QUEUE) });
+    const kube = new Clusters(
+      clusters.map((id) => ({ id, access: { kind: 'kubeconfig' as const, path: testbed().kubeconfigs.outrigger } })),
+    );
+    return routeBatch(
+      { Records: records },
+      {
+        clusters: kube,
+        sources: [source],
+        sink: new SqsSyncSink(queues, sqs),
+        deadLetter: () => new SqsDeadLetterSink(queues, sqs),
+        queueCluster: (a) => queues.clusterOf(a, EVENTS_QUEUE),
+      },
+    );
   };
   return { sqs, queues, send, route, receive: (c: string, q: string, dlq = false) => drain(sqs, queues.url(c, q, dlq)) };
 }
@@ -264,7 +413,11 @@ describe('the cluster an event speaks for', () => {
   test("is its events queue's: an envelope on cluster a's queue naming cluster b is dead-lettered with that reason, and nothing reaches b's queues", async () => {
     const ns = await createNamespace('router-forged');
     const sts = await createStatefulSet(ns, 'web', { app: 'f' });
-    const revision = (name: string): KubeObject => ({ apiVersion: 'apps/v1', kind: 'ControllerRevision', metadata: { name, namespace: ns, uid: randomUUID(), resourceVersion: '1', ownerReferences: [newControllerRef(sts)] } });
+    const revision = (name: string): KubeObject => ({
+      apiVersion: 'apps/v1',
+      kind: 'ControllerRevision',
+      metadata: { name, namespace: ns, uid: randomUUID(), resourceVersion: '1', ownerReferences: [newControllerRef(sts)] },
+    });
     const d = await deploymentQueues(['a', 'b']);
     // Cluster a's forwarder role may send only to a's events queue; it says its event is b's.
     const forged = makeEnvelope({ cluster: 'b', type: 'added', object: revision('forged'), source: 'outrigger://a/forwarder' });
@@ -281,7 +434,11 @@ describe('the cluster an event speaks for', () => {
     expect(synced.map((r) => [r.key.cluster, r.key.name, r.causes])).toEqual([['a', 'web', [`ControllerRevision/${own.id}`]]]);
     const letters = await d.receive('a', EVENTS_QUEUE, true);
     expect(letters.map((l) => [l.Body, l.MessageAttributes?.reason?.StringValue, l.MessageAttributes?.source?.StringValue])).toEqual([
-      [JSON.stringify(forged), 'invalid event envelope: cluster: is "b", but the envelope came from the events queue of cluster "a", which speaks only for that cluster', 'router'],
+      [
+        JSON.stringify(forged),
+        'invalid event envelope: cluster: is "b", but the envelope came from the events queue of cluster "a", which speaks only for that cluster',
+        'router',
+      ],
     ]);
   });
 });
@@ -290,7 +447,15 @@ describe('the router in the local runtime', () => {
   let runtime: Runtime;
   const synced: SyncRequest[] = [];
   const specs: RuntimeFunction[] = [
-    { name: 'router', description: 'router', entry: 'functions/router/handler.ts', timeoutSeconds: 30, events: { resources: source.watches }, clusterAccess: 'controllers', handler: createRouterHandler([source]) },
+    {
+      name: 'router',
+      description: 'router',
+      entry: 'functions/router/handler.ts',
+      timeoutSeconds: 30,
+      events: { resources: source.watches },
+      clusterAccess: 'controllers',
+      handler: createRouterHandler([source]),
+    },
     {
       name: 'test-controller',
       description: 'records sync requests',
@@ -309,7 +474,12 @@ describe('the router in the local runtime', () => {
   ];
 
   beforeAll(async () => {
-    runtime = await startRuntime({ kubeconfig: testbed().kubeconfigs.outrigger, clusterId: 'rt', stateDir: await mkdtemp(join(tmpdir(), 'outrigger-router-')), functions: specs });
+    runtime = await startRuntime({
+      kubeconfig: testbed().kubeconfigs.outrigger,
+      clusterId: 'rt',
+      stateDir: await mkdtemp(join(tmpdir(), 'outrigger-router-')),
+      functions: specs,
+    });
     await runtime.settled();
   }, 120_000);
   afterAll(async () => {
@@ -321,9 +491,27 @@ describe('the router in the local runtime', () => {
     const labels = { app: 'e2e' };
     const sts = await createStatefulSet(ns, 'db', labels);
     const kube = outriggerClient();
-    await kube.create(Resources.controllerRevisions, { apiVersion: 'apps/v1', kind: 'ControllerRevision', metadata: { name: 'orphan', namespace: ns, labels }, data: {}, revision: 1 });
-    await kube.create(Resources.controllerRevisions, { apiVersion: 'apps/v1', kind: 'ControllerRevision', metadata: { name: 'owned', namespace: ns, labels: { other: 'x' }, ownerReferences: [newControllerRef(sts)] }, data: {}, revision: 1 });
-    await kube.create(Resources.controllerRevisions, { apiVersion: 'apps/v1', kind: 'ControllerRevision', metadata: { name: 'stranger', namespace: ns, labels: { app: 'other' } }, data: {}, revision: 1 });
+    await kube.create(Resources.controllerRevisions, {
+      apiVersion: 'apps/v1',
+      kind: 'ControllerRevision',
+      metadata: { name: 'orphan', namespace: ns, labels },
+      data: {},
+      revision: 1,
+    });
+    await kube.create(Resources.controllerRevisions, {
+      apiVersion: 'apps/v1',
+      kind: 'ControllerRevision',
+      metadata: { name: 'owned', namespace: ns, labels: { other: 'x' }, ownerReferences: [newControllerRef(sts)] },
+      data: {},
+      revision: 1,
+    });
+    await kube.create(Resources.controllerRevisions, {
+      apiVersion: 'apps/v1',
+      kind: 'ControllerRevision',
+      metadata: { name: 'stranger', namespace: ns, labels: { app: 'other' } },
+      data: {},
+      revision: 1,
+    });
     const deadline = Date.now() + 20_000;
     const mine = () => synced.filter((r) => r.key.namespace === ns);
     // Three events for the parent (its own creation, the orphan, the owned child): at least one sync, all for it.

@@ -16,7 +16,6 @@ import { loadHandler } from '../../runtime/load-handler.ts';
 
 const run = promisify(execFile);
 
-
 function revision(namespace: string, name: string, labels: Record<string, string> = {}): KubeObject {
   return { apiVersion: 'apps/v1', kind: 'ControllerRevision', metadata: { name, namespace, labels }, data: {}, revision: 1 };
 }
@@ -26,7 +25,11 @@ describe('npm start (no KUBECONFIG)', () => {
     const stateDir = await mkdtemp(join(tmpdir(), 'outrigger-run-'));
     const env = { ...process.env };
     delete env.KUBECONFIG;
-    const child = spawn(process.execPath, ['bin/outrigger.ts', 'run', '--state-dir', stateDir], { cwd: projectRoot, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['bin/outrigger.ts', 'run', '--state-dir', stateDir], {
+      cwd: projectRoot,
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
@@ -128,7 +131,13 @@ describe('the local runtime event path', () => {
       source: 'test',
       type: 'dev.outrigger.watch.added',
       cluster: 'it',
-      data: { object: { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'good', namespace: 'x', uid: '6c3a4f0e-2b1d-4e8a-9f7c-0d5e1a2b3c4d', resourceVersion: '1' } } },
+      data: {
+        object: {
+          apiVersion: 'v1',
+          kind: 'ConfigMap',
+          metadata: { name: 'good', namespace: 'x', uid: '6c3a4f0e-2b1d-4e8a-9f7c-0d5e1a2b3c4d', resourceVersion: '1' },
+        },
+      },
     });
     // Envelopes carry uids as the apiserver assigns them (RFC 4122); this one has none.
     const bad = good.replace('"uid":"6c3a4f0e-2b1d-4e8a-9f7c-0d5e1a2b3c4d",', '').replace('good-1', 'bad-1');
@@ -139,14 +148,31 @@ describe('the local runtime event path', () => {
       const t = await readFile(runtime.deadLetterFile, 'utf8').catch(() => '');
       return t.includes('bad-1') ? t : undefined;
     });
-    const letter = text.split('\n').filter(Boolean).map((l) => JSON.parse(l) as { body: string; reason: string }).find((l) => l.body.includes('bad-1'))!;
+    const letter = text
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { body: string; reason: string })
+      .find((l) => l.body.includes('bad-1'))!;
     expect(letter.reason).toBe('invalid event envelope: data.object.metadata.uid: Invalid input: expected string, received undefined');
   });
 
   test('a duplicated delivery is deduplicated by the queue', async () => {
     const queue = runtime.queues.get('recorder')!;
     const before = queue.stats.deduplicated;
-    const body = JSON.stringify({ specversion: '1.0', id: 'dup-1', source: 't', type: 'dev.outrigger.watch.added', cluster: 'it', data: { object: { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'd', uid: '0b8e7d6c-5a4f-4e3d-8c2b-1a0f9e8d7c6b', resourceVersion: '1' } } } });
+    const body = JSON.stringify({
+      specversion: '1.0',
+      id: 'dup-1',
+      source: 't',
+      type: 'dev.outrigger.watch.added',
+      cluster: 'it',
+      data: {
+        object: {
+          apiVersion: 'v1',
+          kind: 'ConfigMap',
+          metadata: { name: 'd', uid: '0b8e7d6c-5a4f-4e3d-8c2b-1a0f9e8d7c6b', resourceVersion: '1' },
+        },
+      },
+    });
     await queue.enqueue(body, 'g', 'dup-1');
     await queue.enqueue(body, 'g', 'dup-1');
     await queue.idle();
@@ -163,5 +189,4 @@ describe('the local runtime event path', () => {
     const record = await environment().state.records.get<{ gitVersion: string }>({ cluster: 'it', kind: 'heartbeat', name: 'apiserver' });
     expect(record?.value.gitVersion).toMatch(/^v1\.35\.\d+$/);
   });
-
 });

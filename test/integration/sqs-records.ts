@@ -9,14 +9,27 @@ import type { SQSRecord } from 'aws-lambda';
  */
 export async function drain(sqs: SQSClient, url: string, expected = 0): Promise<Message[]> {
   const out: Message[] = [];
-  for (let empty = 0; empty < (out.length >= expected ? 1 : 20); ) {
-    const got = await sqs.send(new ReceiveMessageCommand({ QueueUrl: url, MaxNumberOfMessages: 10, WaitTimeSeconds: out.length >= expected ? 0 : 1, MessageSystemAttributeNames: ['All'], MessageAttributeNames: ['All'] }));
+  for (let empty = 0; empty < (out.length >= expected ? 1 : 20);) {
+    const got = await sqs.send(
+      new ReceiveMessageCommand({
+        QueueUrl: url,
+        MaxNumberOfMessages: 10,
+        WaitTimeSeconds: out.length >= expected ? 0 : 1,
+        MessageSystemAttributeNames: ['All'],
+        MessageAttributeNames: ['All'],
+      }),
+    );
     if (!got.Messages?.length) {
       empty += 1;
       continue;
     }
     out.push(...got.Messages);
-    await sqs.send(new DeleteMessageBatchCommand({ QueueUrl: url, Entries: got.Messages.map((m, i) => ({ Id: String(i), ReceiptHandle: m.ReceiptHandle! })) }));
+    await sqs.send(
+      new DeleteMessageBatchCommand({
+        QueueUrl: url,
+        Entries: got.Messages.map((m, i) => ({ Id: String(i), ReceiptHandle: m.ReceiptHandle! })),
+      }),
+    );
   }
   return out;
 }
@@ -28,7 +41,14 @@ export function asRecord(m: Message, arn: string): SQSRecord {
     messageId: m.MessageId!,
     receiptHandle: m.ReceiptHandle!,
     body: m.Body ?? '',
-    attributes: { ApproximateReceiveCount: a.ApproximateReceiveCount ?? '1', SentTimestamp: a.SentTimestamp ?? '0', SenderId: a.SenderId ?? '', ApproximateFirstReceiveTimestamp: a.ApproximateFirstReceiveTimestamp ?? '0', MessageGroupId: a.MessageGroupId!, MessageDeduplicationId: a.MessageDeduplicationId! },
+    attributes: {
+      ApproximateReceiveCount: a.ApproximateReceiveCount ?? '1',
+      SentTimestamp: a.SentTimestamp ?? '0',
+      SenderId: a.SenderId ?? '',
+      ApproximateFirstReceiveTimestamp: a.ApproximateFirstReceiveTimestamp ?? '0',
+      MessageGroupId: a.MessageGroupId!,
+      MessageDeduplicationId: a.MessageDeduplicationId!,
+    },
     messageAttributes: {},
     md5OfBody: m.MD5OfBody ?? '',
     eventSource: 'aws:sqs',

@@ -20,7 +20,7 @@ afterAll(async () => {
   await cp?.stop();
 });
 
-test("the HA case walkthrough with a real rolling upgrade and rollback: persisted always covers what etcd holds, and narrows only after every apiserver confirms", async () => {
+test('the HA case walkthrough with a real rolling upgrade and rollback: persisted always covers what etcd holds, and narrows only after every apiserver confirms', async () => {
   const scene = storageScene(cp, { reporters: REPORTERS });
   const { at, write, stored, migrateAll, persisted } = scene;
   const poll = async () => {

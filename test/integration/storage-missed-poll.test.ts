@@ -15,16 +15,29 @@ describe('storage: a missed poll', () => {
     const crd = await widgetCrd(group);
     const h1 = storageVersionHash(group, 'v1', 'Widget');
     const base = Date.now();
-    const ctx: StorageContext = { cluster: uniqueName('missed'), kube: outriggerClient(), state: testState(), holder: `test-${randomUUID()}`, reporters: ['apiserver'], mode: 'outrigger', periodMs: DEFAULT_PERIOD_MS, now: () => new Date() };
+    const ctx: StorageContext = {
+      cluster: uniqueName('missed'),
+      kube: outriggerClient(),
+      state: testState(),
+      holder: `test-${randomUUID()}`,
+      reporters: ['apiserver'],
+      mode: 'outrigger',
+      periodMs: DEFAULT_PERIOD_MS,
+      now: () => new Date(),
+    };
     const reporter = { id: 'apiserver', client: outriggerClient() };
     const poll = (minute: number) => pollReporter({ ...ctx, now: at(base, minute) }, reporter, { groups: [group], lead: false });
     const persisted = async () => (await ctx.kube.get<StorageState>(storageStates, crd.name)).status?.persistedStorageVersionHashes;
 
     expect(await poll(0)).toMatchObject({ created: 1, missedPolls: {} });
     // As if migrated: persisted is the one hash.
-    await ctx.kube.patch(storageStates, crd.name, undefined, { status: { persistedStorageVersionHashes: [h1] } }, 'merge', { subresource: 'status' });
+    await ctx.kube.patch(storageStates, crd.name, undefined, { status: { persistedStorageVersionHashes: [h1] } }, 'merge', {
+      subresource: 'status',
+    });
     // One record per reporter, written once per poll, not per resource.
-    expect((await ctx.state.records.get<{ time: string }>(pollKey(ctx.cluster, 'apiserver')))?.value.time).toBe(at(base, 0)().toISOString());
+    expect((await ctx.state.records.get<{ time: string }>(pollKey(ctx.cluster, 'apiserver')))?.value.time).toBe(
+      at(base, 0)().toISOString(),
+    );
 
     // The poll at 10 failed: at 20 the heartbeat is 20 minutes old, yet the last successful poll saw the resource.
     expect(await poll(20)).toMatchObject({ heartbeats: 1, changed: 0, reset: 0, missedPolls: { apiserver: 1 } });
@@ -34,6 +47,5 @@ describe('storage: a missed poll', () => {
     // The polls at 40 and 50 failed: it may have missed a change and back.
     expect(await poll(60)).toMatchObject({ heartbeats: 0, reset: 1, missedPolls: { apiserver: 2 } });
     expect(await persisted()).toEqual([UNKNOWN]);
-
   });
 });

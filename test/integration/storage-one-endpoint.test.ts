@@ -22,7 +22,8 @@ test('one endpoint, sampled: persisted always covers what etcd holds; no start o
   const scene = storageScene(cp, { samples: 4 });
   const { at, write, stored, migrateAll, persisted } = scene;
   // Through the load balancer only: each sample a client of its own, so a connection of its own.
-  const poll = () => pollReporter(scene.ctx, { id: 'apiserver', client: cp.client('outrigger'), sample: () => cp.client('outrigger') }, { groups: [GROUP] });
+  const poll = () =>
+    pollReporter(scene.ctx, { id: 'apiserver', client: cp.client('outrigger'), sample: () => cp.client('outrigger') }, { groups: [GROUP] });
 
   await write('apiserver-1');
   // 0: first sight; the control plane is new to Outrigger, so nothing starts for a period.

@@ -1,25 +1,46 @@
 // Storage version migration (README, "Storage version migration") end to end on the real apiserver and DynamoDB Local, acting as the
 // project's identities: `outrigger` polls and leads, `migrator` rewrites. Each test has its own CRD group and
 // DynamoDB cluster id, and limits the poll to its group, so tests sharing the bed do not meet.
-import { decisionKey, epochKey, LEADER_LEASE, migrations, inTreeMigrations, storageStates, type StorageContext } from '../../functions/storage/context.ts';
+import {
+  decisionKey,
+  epochKey,
+  LEADER_LEASE,
+  migrations,
+  inTreeMigrations,
+  storageStates,
+  type StorageContext,
+} from '../../functions/storage/context.ts';
 import { lead } from '../../functions/storage/leader.ts';
 import { runMigration } from '../../functions/storage/migrator.ts';
 import { pollReporter } from '../../functions/storage/poll.ts';
 import { Resources, getResourceList, gvr, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
 import { LeaseLostError } from '../../shared/state/index.ts';
-import { heartbeatPatch, STATE_LABEL, storageVersionHash, UNKNOWN, type StorageState, type StorageVersionMigration } from '../../shared/storage/index.ts';
+import {
+  heartbeatPatch,
+  STATE_LABEL,
+  storageVersionHash,
+  UNKNOWN,
+  type StorageState,
+  type StorageVersionMigration,
+} from '../../shared/storage/index.ts';
 import { storageTestContext } from '../testbed/storage-scene.ts';
-import { adminClient, createNamespace, eventually, migratorClient, outriggerClient, startTestRuntime, testbed, testState, uniqueName } from '../testbed/index.ts';
+import {
+  adminClient,
+  createNamespace,
+  eventually,
+  migratorClient,
+  outriggerClient,
+  startTestRuntime,
+  testbed,
+  testState,
+  uniqueName,
+} from '../testbed/index.ts';
 import { widgetCrd } from '../testbed/widgets.ts';
-
-
 
 interface CRD extends KubeObject {
   spec: { versions: Array<{ name: string; served: boolean; storage: boolean }> };
   status?: { storedVersions?: string[] };
 }
-
-
 
 const context = storageTestContext;
 
@@ -35,7 +56,13 @@ describe('storage version migration', () => {
     const crd = await widgetCrd(group);
     const ns = await createNamespace('storage');
     const admin = adminClient();
-    for (let i = 0; i < 5; i += 1) await admin.create(crd.resource, { apiVersion: `${group}/v1`, kind: 'Widget', metadata: { name: `w${i}`, namespace: ns }, spec: { i } } as KubeObject);
+    for (let i = 0; i < 5; i += 1)
+      await admin.create(crd.resource, {
+        apiVersion: `${group}/v1`,
+        kind: 'Widget',
+        metadata: { name: `w${i}`, namespace: ns },
+        spec: { i },
+      } as KubeObject);
     const ctx = context();
     const reporter = { id: 'apiserver', client: outriggerClient() };
     const h1 = storageVersionHash(group, 'v1', 'Widget');
@@ -47,7 +74,10 @@ describe('storage version migration', () => {
     expect(first).toMatchObject({ resources: 1, created: 1, failedGroups: [] });
     expect(first.leader?.created).toHaveLength(1);
     let state = await stateOf(ctx.kube, crd.name);
-    expect(state.status).toMatchObject({ persistedStorageVersionHashes: [UNKNOWN], currentStorageVersionHashes: [{ reporterID: 'apiserver', currentStorageVersionHash: h1 }] });
+    expect(state.status).toMatchObject({
+      persistedStorageVersionHashes: [UNKNOWN],
+      currentStorageVersionHashes: [{ reporterID: 'apiserver', currentStorageVersionHash: h1 }],
+    });
     const m1 = first.leader!.created[0]!;
     expect(await runMigration(migratorCtx, m1)).toMatchObject({ outcome: 'Succeeded', rewritten: 5 });
     // Narrowed once the reporter has reported again after the success (the confirmation round).
@@ -57,8 +87,17 @@ describe('storage version migration', () => {
 
     // The storage version moves to v2; the next poll sees the new hash in discovery.
     const current = await admin.get<CRD>(Resources.customResourceDefinitions, crd.name);
-    await admin.patch(Resources.customResourceDefinitions, crd.name, undefined, { spec: { versions: current.spec.versions.map((v) => ({ ...v, storage: v.name === 'v2' })) } }, 'merge');
-    await eventually(async () => (await getResourceList(admin, group, 'v1')).resources.find((r) => r.name === 'widgets')?.storageVersionHash === h2, 30_000);
+    await admin.patch(
+      Resources.customResourceDefinitions,
+      crd.name,
+      undefined,
+      { spec: { versions: current.spec.versions.map((v) => ({ ...v, storage: v.name === 'v2' })) } },
+      'merge',
+    );
+    await eventually(
+      async () => (await getResourceList(admin, group, 'v1')).resources.find((r) => r.name === 'widgets')?.storageVersionHash === h2,
+      30_000,
+    );
     expect((await admin.get<CRD>(Resources.customResourceDefinitions, crd.name)).status?.storedVersions).toEqual(['v1', 'v2']);
     const second = await pollReporter(ctx, reporter, { groups: [group] });
     expect(second).toMatchObject({ created: 0, changed: 1 });
@@ -70,7 +109,9 @@ describe('storage version migration', () => {
     // The migrator stops after its first chunk (as a timed-out invocation would) and resumes from the token.
     const paused = await runMigration(migratorCtx, m2, { chunk: 2, shouldPause: () => true });
     expect(paused).toMatchObject({ outcome: 'paused', chunks: 1, rewritten: 2 });
-    expect((await ctx.kube.get<StorageVersionMigration>(migrations, m2)).status).toMatchObject({ progress: { continueToken: expect.stringMatching(/./), complete: false } });
+    expect((await ctx.kube.get<StorageVersionMigration>(migrations, m2)).status).toMatchObject({
+      progress: { continueToken: expect.stringMatching(/./), complete: false },
+    });
     const resumed = await runMigration(migratorCtx, m2, { chunk: 2 });
     expect(resumed).toMatchObject({ outcome: 'Succeeded', chunks: 2, rewritten: 3, storedVersions: ['v2'] });
     expect((await admin.get<CRD>(Resources.customResourceDefinitions, crd.name)).status?.storedVersions).toEqual(['v2']);
@@ -95,16 +136,28 @@ describe('storage version migration', () => {
     for (const r of clients) await pollReporter(ctx, r, { groups: [group], lead: false });
     const t = new Date(Date.now() + 60_000);
     const results = await Promise.all(clients.map((r) => pollReporter({ ...ctx, now: () => t }, r, { groups: [group], lead: false })));
-    expect(results.map((r) => [r.heartbeats, r.conflicts])).toEqual([[1, 0], [1, 0], [1, 0]]);
+    expect(results.map((r) => [r.heartbeats, r.conflicts])).toEqual([
+      [1, 0],
+      [1, 0],
+      [1, 0],
+    ]);
     const state = await stateOf(ctx.kube, crd.name);
-    expect(state.status?.currentStorageVersionHashes?.map((e) => e.lastHeartbeatTime)).toEqual(reporters.map(() => t.toISOString().slice(0, 19) + 'Z'));
+    expect(state.status?.currentStorageVersionHashes?.map((e) => e.lastHeartbeatTime)).toEqual(
+      reporters.map(() => t.toISOString().slice(0, 19) + 'Z'),
+    );
 
     // A heartbeat whose test operations no longer hold (the persisted list changed since the view was read)
     // is refused by the apiserver as a whole; the reporter rereads and writes through the compare-and-set path.
     const h1 = storageVersionHash(group, 'v1', 'Widget');
-    await ctx.kube.patch(storageStates, crd.name, undefined, { status: { persistedStorageVersionHashes: [h1] } }, 'merge', { subresource: 'status' });
+    await ctx.kube.patch(storageStates, crd.name, undefined, { status: { persistedStorageVersionHashes: [h1] } }, 'merge', {
+      subresource: 'status',
+    });
     const stale = { ...state, metadata: { ...state.metadata } };
-    await expect(ctx.kube.patch(storageStates, crd.name, undefined, heartbeatPatch(stale, { reporter: 'apiserver-a', hash: h1, now: t }), 'json', { subresource: 'status' })).rejects.toMatchObject({ kind: 'Invalid' });
+    await expect(
+      ctx.kube.patch(storageStates, crd.name, undefined, heartbeatPatch(stale, { reporter: 'apiserver-a', hash: h1, now: t }), 'json', {
+        subresource: 'status',
+      }),
+    ).rejects.toMatchObject({ kind: 'Invalid' });
     expect((await stateOf(ctx.kube, crd.name)).status?.persistedStorageVersionHashes).toEqual([h1]);
   });
 
@@ -114,7 +167,14 @@ describe('storage version migration', () => {
     const ctx = context();
     const reporter = { id: 'apiserver', client: outriggerClient() };
     await pollReporter(ctx, reporter, { groups: [group], lead: false });
-    await ctx.kube.patch(storageStates, crd.name, undefined, { status: { persistedStorageVersionHashes: [storageVersionHash(group, 'v1', 'Widget')] } }, 'merge', { subresource: 'status' });
+    await ctx.kube.patch(
+      storageStates,
+      crd.name,
+      undefined,
+      { status: { persistedStorageVersionHashes: [storageVersionHash(group, 'v1', 'Widget')] } },
+      'merge',
+      { subresource: 'status' },
+    );
     const before = await stateOf(ctx.kube, crd.name);
     // One missed poll is tolerated (README: "Operating"); two are not.
     const later = new Date(Date.now() + 26 * 60_000);
@@ -145,7 +205,9 @@ describe('storage version migration', () => {
     clock += 61_000;
     const successor = await lead(ctx);
     expect(successor).toMatchObject({ leader: true, term: deposed!.term + 1 });
-    await expect(state.records.put(decisionKey(ctx.cluster, 'widgets.x'), { action: 'create' }, 'any', { fence: deposed! })).rejects.toBeInstanceOf(LeaseLostError);
+    await expect(
+      state.records.put(decisionKey(ctx.cluster, 'widgets.x'), { action: 'create' }, 'any', { fence: deposed! }),
+    ).rejects.toBeInstanceOf(LeaseLostError);
   });
 
   test('in-tree mode creates storagemigration.k8s.io migrations and narrows when the cluster reports success', async () => {
@@ -158,14 +220,35 @@ describe('storage version migration', () => {
     expect(svm.spec).toEqual({ resource: { group, resource: 'widgets' } });
     const now = new Date().toISOString();
     // As kube-controller-manager's migrator would (the test cluster runs none).
-    await adminClient().patch(inTreeMigrations, name, undefined, { status: { resourceVersion: svm.metadata.resourceVersion, conditions: [{ type: 'Succeeded', status: 'True', lastTransitionTime: now, reason: 'StorageVersionMigrationSucceeded', message: 'done' }] } }, 'merge', { subresource: 'status' });
-    expect((await pollReporter(afterwards(ctx), { id: 'apiserver', client: outriggerClient() }, { groups: [group] })).leader?.narrowed).toEqual([crd.name]);
+    await adminClient().patch(
+      inTreeMigrations,
+      name,
+      undefined,
+      {
+        status: {
+          resourceVersion: svm.metadata.resourceVersion,
+          conditions: [
+            { type: 'Succeeded', status: 'True', lastTransitionTime: now, reason: 'StorageVersionMigrationSucceeded', message: 'done' },
+          ],
+        },
+      },
+      'merge',
+      { subresource: 'status' },
+    );
+    expect(
+      (await pollReporter(afterwards(ctx), { id: 'apiserver', client: outriggerClient() }, { groups: [group] })).leader?.narrowed,
+    ).toEqual([crd.name]);
     expect((await stateOf(ctx.kube, crd.name)).status?.persistedStorageVersionHashes).toEqual([storageVersionHash(group, 'v1', 'Widget')]);
   });
 
   test('a StorageState must be named after its resource; only the migrator identity may rewrite arbitrary objects', async () => {
     await expect(
-      adminClient().create(storageStates, { apiVersion: 'migration.k8s.io/v1alpha1', kind: 'StorageState', metadata: { name: 'pods.apps' }, spec: { resource: { group: 'apps', resource: 'deployments' } } } as KubeObject),
+      adminClient().create(storageStates, {
+        apiVersion: 'migration.k8s.io/v1alpha1',
+        kind: 'StorageState',
+        metadata: { name: 'pods.apps' },
+        spec: { resource: { group: 'apps', resource: 'deployments' } },
+      } as KubeObject),
     ).rejects.toMatchObject({ kind: 'Invalid', message: expect.stringContaining('must be <resource>.<group>') });
     await expect(outriggerClient().list(Resources.namespaces)).rejects.toMatchObject({ kind: 'Forbidden' });
     await expect(migratorClient().list(Resources.namespaces)).resolves.toBeDefined();
@@ -181,7 +264,12 @@ describe('storage version migration: the trigger on the real apiserver', () => {
     const group = `${uniqueName('sv')}.storage.test`;
     const crd = await widgetCrd(group);
     const ns = await createNamespace('storage-confirm');
-    await adminClient().create(crd.resource, { apiVersion: `${group}/v1`, kind: 'Widget', metadata: { name: 'w0', namespace: ns }, spec: {} } as KubeObject);
+    await adminClient().create(crd.resource, {
+      apiVersion: `${group}/v1`,
+      kind: 'Widget',
+      metadata: { name: 'w0', namespace: ns },
+      spec: {},
+    } as KubeObject);
     const reporters = ['apiserver-1', 'apiserver-2', 'apiserver-3'];
     const base = Date.now();
     const ctx = context({ reporters });
@@ -208,10 +296,13 @@ describe('storage version migration: the trigger on the real apiserver', () => {
     const base = Date.now();
     const ctx = context({ reporters: ['a', 'b'] });
     const h1 = storageVersionHash(group, 'v1', 'Widget');
-    const poll = (id: string, minute: number) => pollReporter({ ...ctx, now: at(base, minute) }, { id, client: outriggerClient() }, { groups: [group], lead: false });
+    const poll = (id: string, minute: number) =>
+      pollReporter({ ...ctx, now: at(base, minute) }, { id, client: outriggerClient() }, { groups: [group], lead: false });
     await poll('a', 0);
     await poll('b', 0);
-    await ctx.kube.patch(storageStates, crd.name, undefined, { status: { persistedStorageVersionHashes: [h1] } }, 'merge', { subresource: 'status' });
+    await ctx.kube.patch(storageStates, crd.name, undefined, { status: { persistedStorageVersionHashes: [h1] } }, 'merge', {
+      subresource: 'status',
+    });
     expect((await poll('b', 10)).heartbeats).toBe(1);
     const epoch = await ctx.state.records.counter(epochKey(ctx.cluster, crd.name));
     // a was silent from 0 to 26 (two polls missed): its apiserver may have gone v1 → v2 → v1 meanwhile.
@@ -233,14 +324,31 @@ describe('storage version migration: the trigger on the real apiserver', () => {
         group,
         scope: 'Namespaced',
         names: { kind: 'Gadget', plural: 'gadgets', singular: 'gadget' },
-        versions: [{ name: 'v1', served: true, storage: true, schema: { openAPIV3Schema: { type: 'object', properties: { spec: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } } } } }],
+        versions: [
+          {
+            name: 'v1',
+            served: true,
+            storage: true,
+            schema: {
+              openAPIV3Schema: { type: 'object', properties: { spec: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } } },
+            },
+          },
+        ],
       },
     } as KubeObject);
-    await eventually(async () => (await getResourceList(admin, group, 'v1').catch(() => undefined))?.resources.some((r) => r.name === 'gadgets') ?? false, 30_000);
+    await eventually(
+      async () => (await getResourceList(admin, group, 'v1').catch(() => undefined))?.resources.some((r) => r.name === 'gadgets') ?? false,
+      30_000,
+    );
     const apiGroup = await admin.getPath<{ preferredVersion: { version: string } }>(`/apis/${group}`);
     expect(apiGroup.preferredVersion.version).toBe('v2');
     const ns = await createNamespace('storage-gadgets');
-    await admin.create(gvr(group, 'v1', 'gadgets'), { apiVersion: `${group}/v1`, kind: 'Gadget', metadata: { name: 'g0', namespace: ns }, spec: {} } as KubeObject);
+    await admin.create(gvr(group, 'v1', 'gadgets'), {
+      apiVersion: `${group}/v1`,
+      kind: 'Gadget',
+      metadata: { name: 'g0', namespace: ns },
+      spec: {},
+    } as KubeObject);
 
     const ctx = context();
     const polled = await pollReporter(ctx, { id: 'apiserver', client: outriggerClient() }, { groups: [group] });
@@ -265,11 +373,18 @@ describe('storage version migration: the leader step', () => {
         apiVersion: 'apiextensions.k8s.io/v1',
         kind: 'CustomResourceDefinition',
         metadata: { name: `${k.plural}.${group}` },
-        spec: { group, scope: 'Namespaced', names: { kind: k.kind, plural: k.plural, singular: k.kind.toLowerCase() }, versions: [{ name: 'v1', served: true, storage: true, schema: { openAPIV3Schema: { type: 'object' } } }] },
+        spec: {
+          group,
+          scope: 'Namespaced',
+          names: { kind: k.kind, plural: k.plural, singular: k.kind.toLowerCase() },
+          versions: [{ name: 'v1', served: true, storage: true, schema: { openAPIV3Schema: { type: 'object' } } }],
+        },
       } as KubeObject);
     }
     await eventually(async () => ((await getResourceList(admin, group, 'v1').catch(() => undefined))?.resources.length ?? 0) >= n, 30_000);
-    expect(await pollReporter(ctx, { id: 'apiserver', client: outriggerClient() }, { groups: [group], lead: false })).toMatchObject({ created: n });
+    expect(await pollReporter(ctx, { id: 'apiserver', client: outriggerClient() }, { groups: [group], lead: false })).toMatchObject({
+      created: n,
+    });
     return { group, names: kinds.map((k) => `${k.plural}.${group}`) };
   }
 
@@ -288,7 +403,7 @@ describe('storage version migration: the leader step', () => {
     }) as typeof kube.list;
     await lead({ ...ctx, kube }, { states: [a!] });
     expect(selectors).toEqual([`${STATE_LABEL}=${a!.metadata.uid}`]);
-    const [m] = (await ctx.kube.listAll<StorageVersionMigration>(migrations, { labelSelector: `${STATE_LABEL}=${b!.metadata.uid}` }));
+    const [m] = await ctx.kube.listAll<StorageVersionMigration>(migrations, { labelSelector: `${STATE_LABEL}=${b!.metadata.uid}` });
     expect(m?.metadata.ownerReferences?.[0]?.uid).toBe(b!.metadata.uid);
   });
 
@@ -297,14 +412,36 @@ describe('storage version migration: the leader step', () => {
     const { names } = await reportedStates(ctx, 3);
     // A state for a resource the cluster does not serve (its CRD deleted since, say): creating its migration fails.
     const ghost = `widgets.${uniqueName('gone')}.storage.test`;
-    const created = await ctx.kube.create<StorageState>(storageStates, { apiVersion: 'migration.k8s.io/v1alpha1', kind: 'StorageState', metadata: { name: ghost }, spec: { resource: { group: ghost.slice('widgets.'.length), resource: 'widgets' } } });
-    const entry = { reporterID: 'apiserver', currentStorageVersionHash: 'h', lastHeartbeatTime: new Date().toISOString().slice(0, 19) + 'Z' };
-    await ctx.kube.patch(storageStates, ghost, undefined, { metadata: { resourceVersion: created.metadata.resourceVersion }, status: { currentStorageVersionHashes: [entry], persistedStorageVersionHashes: [UNKNOWN] } }, 'merge', { subresource: 'status' });
+    const created = await ctx.kube.create<StorageState>(storageStates, {
+      apiVersion: 'migration.k8s.io/v1alpha1',
+      kind: 'StorageState',
+      metadata: { name: ghost },
+      spec: { resource: { group: ghost.slice('widgets.'.length), resource: 'widgets' } },
+    });
+    const entry = {
+      reporterID: 'apiserver',
+      currentStorageVersionHash: 'h',
+      lastHeartbeatTime: new Date().toISOString().slice(0, 19) + 'Z',
+    };
+    await ctx.kube.patch(
+      storageStates,
+      ghost,
+      undefined,
+      {
+        metadata: { resourceVersion: created.metadata.resourceVersion },
+        status: { currentStorageVersionHashes: [entry], persistedStorageVersionHashes: [UNKNOWN] },
+      },
+      'merge',
+      { subresource: 'status' },
+    );
     const states = await Promise.all([ghost, ...names].map((n) => stateOf(ctx.kube, n)));
     const result = await lead(ctx, { states });
     expect(result.failed).toEqual([{ state: ghost, error: expect.any(String) }]);
     expect(result.created).toHaveLength(3);
-    const count = async () => (await ctx.kube.listAll<StorageVersionMigration>(migrations)).filter((m) => states.some((s) => m.metadata.ownerReferences?.[0]?.uid === s.metadata.uid)).length;
+    const count = async () =>
+      (await ctx.kube.listAll<StorageVersionMigration>(migrations)).filter((m) =>
+        states.some((s) => m.metadata.ownerReferences?.[0]?.uid === s.metadata.uid),
+      ).length;
     expect(await count()).toBe(3);
     // Released at once (the next holder gets the next term), with nothing still in flight.
     const next = await ctx.state.leases.acquire(ctx.cluster, LEADER_LEASE, 'next', 60_000);
@@ -318,7 +455,12 @@ describe('storage version migration: the leader step', () => {
     const state = testState({ now: () => clock });
     // Each decision takes 15 s of the lease's clock: four of them outlast a 60 s lease unless it is renewed.
     let perDecisionMs = 15_000;
-    const ctx = context({ state, log: (_level, message) => { if (message === 'storage leader decision') clock += perDecisionMs; } });
+    const ctx = context({
+      state,
+      log: (_level, message) => {
+        if (message === 'storage leader decision') clock += perDecisionMs;
+      },
+    });
     const { names } = await reportedStates(ctx, 4);
     const renewed = await lead(ctx, { states: await Promise.all(names.map((n) => stateOf(ctx.kube, n))) });
     expect(renewed).toMatchObject({ failed: [] });
@@ -330,7 +472,9 @@ describe('storage version migration: the leader step', () => {
     const states = await Promise.all(polled.names.map((n) => stateOf(ctx.kube, n)));
     await expect(lead(ctx, { states })).rejects.toBeInstanceOf(LeaseLostError);
     const owners = new Set(states.map((s) => s.metadata.uid));
-    expect((await ctx.kube.listAll<StorageVersionMigration>(migrations)).filter((m) => owners.has(m.metadata.ownerReferences?.[0]?.uid))).toEqual([]);
+    expect(
+      (await ctx.kube.listAll<StorageVersionMigration>(migrations)).filter((m) => owners.has(m.metadata.ownerReferences?.[0]?.uid)),
+    ).toEqual([]);
   });
 });
 
@@ -339,14 +483,26 @@ describe('storage version migration through the local runtime', () => {
     const group = `${uniqueName('sv')}.storage.test`;
     const crd = await widgetCrd(group);
     const ns = await createNamespace('storage-rt');
-    for (let i = 0; i < 3; i += 1) await adminClient().create(crd.resource, { apiVersion: `${group}/v1`, kind: 'Widget', metadata: { name: `w${i}`, namespace: ns }, spec: { i } } as KubeObject);
-    const runtime = await startTestRuntime('storage-rt', ['router', 'storage-poll', 'storage', 'migrator'], { migratorKubeconfig: testbed().kubeconfigs.migrator, storageGroups: [group] });
+    for (let i = 0; i < 3; i += 1)
+      await adminClient().create(crd.resource, {
+        apiVersion: `${group}/v1`,
+        kind: 'Widget',
+        metadata: { name: `w${i}`, namespace: ns },
+        spec: { i },
+      } as KubeObject);
+    const runtime = await startTestRuntime('storage-rt', ['router', 'storage-poll', 'storage', 'migrator'], {
+      migratorKubeconfig: testbed().kubeconfigs.migrator,
+      storageGroups: [group],
+    });
     try {
       const kube = outriggerClient();
       const h1 = storageVersionHash(group, 'v1', 'Widget');
       // The poll ran at start; the migration's events reach the storage handler and the migrator through queues.
       const state = await eventually(() => stateOf(kube, crd.name).catch(() => undefined), 30_000);
-      await eventually(async () => (await ownedMigrations(kube, state))[0]?.status?.conditions?.some((c) => c.type === 'Succeeded' && c.status === 'True'), 60_000);
+      await eventually(
+        async () => (await ownedMigrations(kube, state))[0]?.status?.conditions?.some((c) => c.type === 'Succeeded' && c.status === 'True'),
+        60_000,
+      );
       expect((await stateOf(kube, crd.name)).status?.persistedStorageVersionHashes).toEqual([UNKNOWN]);
       // The next scheduled poll (a later second than the success) is the confirmation round that narrows.
       await new Promise((r) => setTimeout(r, 1_100));

@@ -18,9 +18,17 @@ export interface TestControlPlane extends ControlPlane {
 /** The kube-controller-manager controllers that make ownership real: garbage collection, PVC protection, namespaces. */
 export const GC_CONTROLLERS = ['garbage-collector-controller', 'persistentvolumeclaim-protection-controller', 'namespace-controller'];
 
-export async function startTestControlPlane(opts: { apiservers?: number; controllers?: readonly string[]; apiserverFlags?: readonly string[] }): Promise<TestControlPlane> {
+export async function startTestControlPlane(opts: {
+  apiservers?: number;
+  controllers?: readonly string[];
+  apiserverFlags?: readonly string[];
+}): Promise<TestControlPlane> {
   const started = Date.now();
-  const cp = await startControlPlane({ ...opts, ...(process.env.OUTRIGGER_CONTROL_PLANE_DIR ? { dir: process.env.OUTRIGGER_CONTROL_PLANE_DIR } : {}), log: (m) => process.stderr.write(`[control plane] ${m}\n`) });
+  const cp = await startControlPlane({
+    ...opts,
+    ...(process.env.OUTRIGGER_CONTROL_PLANE_DIR ? { dir: process.env.OUTRIGGER_CONTROL_PLANE_DIR } : {}),
+    log: (m) => process.stderr.write(`[control plane] ${m}\n`),
+  });
   const client = (identity: keyof ControlPlane['kubeconfigs']) => connect({ kind: 'kubeconfig', path: cp.kubeconfigs[identity] });
   try {
     await applyManifests(client('admin'), await clusterManifests());

@@ -1,7 +1,12 @@
 // A namespaced CRD for tests and benchmarks that need a kind of their own: v1 only, a status subresource, and
 // spec and status open to any field (the tests are about Outrigger, not about schemas).
 // Cluster-scoped, or without the status subresource, when asked.
-export function openCrd(group: string, kind: string, plural: string, opts: { scope?: 'Namespaced' | 'Cluster'; status?: boolean } = {}): string {
+export function openCrd(
+  group: string,
+  kind: string,
+  plural: string,
+  opts: { scope?: 'Namespaced' | 'Cluster'; status?: boolean } = {},
+): string {
   return `
 apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition

@@ -19,5 +19,8 @@ export async function emfOf(run: () => unknown): Promise<Emf[]> {
     spy.mockRestore();
     process.env.POWERTOOLS_METRICS_DISABLED = 'true';
   }
-  return lines.flatMap((l) => l.split('\n')).filter((l) => l.includes('"_aws"')).map((l) => JSON.parse(l) as Emf);
+  return lines
+    .flatMap((l) => l.split('\n'))
+    .filter((l) => l.includes('"_aws"'))
+    .map((l) => JSON.parse(l) as Emf);
 }

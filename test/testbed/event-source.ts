@@ -16,7 +16,9 @@ import { asRecord } from '../integration/sqs-records.ts';
 const [name, url] = process.argv.slice(2);
 const spec = functions.find((f) => f.name === name);
 if (!spec || !url) {
-  process.stderr.write(`usage: node test/testbed/event-source.ts <function> <queue url>; functions: ${functions.map((f) => f.name).join(', ')}\n`);
+  process.stderr.write(
+    `usage: node test/testbed/event-source.ts <function> <queue url>; functions: ${functions.map((f) => f.name).join(', ')}\n`,
+  );
   process.exit(2);
 }
 const handler = await loadHandler(spec);
@@ -27,12 +29,15 @@ let running = true;
 process.on('SIGTERM', () => (running = false));
 process.stderr.write(`[event-source] ${name} consuming ${url}\n`);
 while (running) {
-  const got = await sqs.send(new ReceiveMessageCommand({ QueueUrl: url, MaxNumberOfMessages: 10, WaitTimeSeconds: 1, MessageSystemAttributeNames: ['All'] }));
+  const got = await sqs.send(
+    new ReceiveMessageCommand({ QueueUrl: url, MaxNumberOfMessages: 10, WaitTimeSeconds: 1, MessageSystemAttributeNames: ['All'] }),
+  );
   const messages = got.Messages ?? [];
   if (!messages.length) continue;
   let failed: Set<string>;
   try {
-    const result = (await invokeAsLambda(spec, handler, { Records: messages.map((m) => asRecord(m, arn)) })) as SQSBatchResponse | undefined;
+    const result = (await invokeAsLambda(spec, handler, { Records: messages.map((m) => asRecord(m, arn)) })) as
+      SQSBatchResponse | undefined;
     failed = new Set((result?.batchItemFailures ?? []).map((f) => f.itemIdentifier));
   } catch (err) {
     // A thrown invocation leaves the whole batch on the queue, to come back after its visibility timeout.
@@ -40,6 +45,9 @@ while (running) {
     continue;
   }
   const done = messages.filter((m) => !failed.has(m.MessageId!));
-  if (done.length) await sqs.send(new DeleteMessageBatchCommand({ QueueUrl: url, Entries: done.map((m, i) => ({ Id: String(i), ReceiptHandle: m.ReceiptHandle! })) }));
+  if (done.length)
+    await sqs.send(
+      new DeleteMessageBatchCommand({ QueueUrl: url, Entries: done.map((m, i) => ({ Id: String(i), ReceiptHandle: m.ReceiptHandle! })) }),
+    );
 }
 process.exit(0);

@@ -31,7 +31,14 @@ function random(seed: number): () => number {
   };
 }
 
-export async function startFaultProxy(opts: { target: string; caFile: string; token: string; faultRate: number; hangMs?: number; seed?: number }): Promise<FaultProxy> {
+export async function startFaultProxy(opts: {
+  target: string;
+  caFile: string;
+  token: string;
+  faultRate: number;
+  hangMs?: number;
+  seed?: number;
+}): Promise<FaultProxy> {
   const agent = new Agent({ connect: { ca: await readFile(opts.caFile, 'utf8') } });
   const next = random(opts.seed ?? 1);
   const hangMs = opts.hangMs ?? 1_500;
@@ -42,7 +49,8 @@ export async function startFaultProxy(opts: { target: string; caFile: string; to
     faultRate: opts.faultRate,
     close: async () => {},
   };
-  const status = (code: number, reason: string) => JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', code, reason, message: `injected ${code}` });
+  const status = (code: number, reason: string) =>
+    JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', code, reason, message: `injected ${code}` });
 
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     proxy.stats.requests += 1;
@@ -70,7 +78,8 @@ export async function startFaultProxy(opts: { target: string; caFile: string; to
       dispatcher: agent,
     });
     const outHeaders: Record<string, string | string[]> = {};
-    for (const [k, v] of Object.entries(upstream.headers)) if (v !== undefined && k !== 'transfer-encoding' && k !== 'connection') outHeaders[k] = v;
+    for (const [k, v] of Object.entries(upstream.headers))
+      if (v !== undefined && k !== 'transfer-encoding' && k !== 'connection') outHeaders[k] = v;
     res.writeHead(upstream.statusCode, outHeaders);
     res.flushHeaders();
     req.on('close', () => upstream.body.destroy());

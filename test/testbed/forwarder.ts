@@ -32,19 +32,27 @@ const RBAC_KINDS = new Set(['Namespace', 'ServiceAccount', 'ClusterRole', 'Clust
  * conflict), and answers a kubeconfig acting as its ServiceAccount.
  */
 export async function forwarderKubeconfig(objects?: KubeObject[]): Promise<string> {
-  const docs = (objects ?? (await renderKustomize(join(projectRoot, 'deploy', 'forwarder', 'base')))).filter((o) => RBAC_KINDS.has(o.kind ?? ''));
+  const docs = (objects ?? (await renderKustomize(join(projectRoot, 'deploy', 'forwarder', 'base')))).filter((o) =>
+    RBAC_KINDS.has(o.kind ?? ''),
+  );
   const admin = adminClient();
   await applyManifests(admin, docs.map((d) => JSON.stringify(d)).join('\n---\n'));
-  const { status } = await admin.request<{ status: { token: string } }>('POST', `/api/v1/namespaces/${FORWARDER_NAMESPACE}/serviceaccounts/${FORWARDER_ACCOUNT}/token`, {
-    verb: 'create',
-    body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 3600 } },
-  });
+  const { status } = await admin.request<{ status: { token: string } }>(
+    'POST',
+    `/api/v1/namespaces/${FORWARDER_NAMESPACE}/serviceaccounts/${FORWARDER_ACCOUNT}/token`,
+    {
+      verb: 'create',
+      body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 3600 } },
+    },
+  );
   const bed = testbed();
   const file = join(await mkdtemp(join(tmpdir(), 'outrigger-fwd-sa-')), 'kubeconfig');
   const config = {
     apiVersion: 'v1',
     kind: 'Config',
-    clusters: [{ name: 'bed', cluster: { server: bed.server, 'certificate-authority-data': (await readFile(bed.caFile)).toString('base64') } }],
+    clusters: [
+      { name: 'bed', cluster: { server: bed.server, 'certificate-authority-data': (await readFile(bed.caFile)).toString('base64') } },
+    ],
     users: [{ name: 'forwarder', user: { token: status.token } }],
     contexts: [{ name: 'forwarder', context: { cluster: 'bed', user: 'forwarder', namespace: FORWARDER_NAMESPACE } }],
     'current-context': 'forwarder',
@@ -55,13 +63,18 @@ export async function forwarderKubeconfig(objects?: KubeObject[]): Promise<strin
 
 /** The Deployment's container environment: its ConfigMap's data, then its own variables (downward API filled in as a pod's). */
 export function deploymentEnv(objects: KubeObject[], pod: { name: string; namespace: string }): Record<string, string> {
-  type Container = { envFrom?: Array<{ configMapRef?: { name: string } }>; env?: Array<{ name: string; value?: string; valueFrom?: { fieldRef?: { fieldPath: string } } }> };
-  const deployment = objects.find((o) => o.kind === 'Deployment') as (KubeObject & { spec: { template: { spec: { containers: Container[] } } } }) | undefined;
+  type Container = {
+    envFrom?: Array<{ configMapRef?: { name: string } }>;
+    env?: Array<{ name: string; value?: string; valueFrom?: { fieldRef?: { fieldPath: string } } }>;
+  };
+  const deployment = objects.find((o) => o.kind === 'Deployment') as
+    (KubeObject & { spec: { template: { spec: { containers: Container[] } } } }) | undefined;
   if (!deployment) throw new Error('no Deployment in the rendered manifests');
   const container = deployment.spec.template.spec.containers[0]!;
   const env: Record<string, string> = {};
   for (const from of container.envFrom ?? []) {
-    const map = objects.find((o) => o.kind === 'ConfigMap' && o.metadata.name === from.configMapRef?.name) as (KubeObject & { data?: Record<string, string> }) | undefined;
+    const map = objects.find((o) => o.kind === 'ConfigMap' && o.metadata.name === from.configMapRef?.name) as
+      (KubeObject & { data?: Record<string, string> }) | undefined;
     if (!map) throw new Error(`the Deployment's ConfigMap ${from.configMapRef?.name} is not in the rendered manifests`);
     Object.assign(env, map.data);
   }
@@ -82,7 +95,11 @@ export interface ForwarderProcess {
 
 /** forwarder/main.ts as a process of its own. */
 export function startForwarder(env: Record<string, string>): ForwarderProcess {
-  const child = spawn(process.execPath, ['forwarder/main.ts'], { cwd: projectRoot, env: { PATH: process.env.PATH ?? '', ...env, PORT: '0' }, stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(process.execPath, ['forwarder/main.ts'], {
+    cwd: projectRoot,
+    env: { PATH: process.env.PATH ?? '', ...env, PORT: '0' },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   let text = '';
   const listeners = new Set<() => void>();
   child.stderr?.on('data', (b: Buffer) => {

@@ -24,5 +24,7 @@ export default async function globalSetup(): Promise<void> {
   await writeFile(file, JSON.stringify(info));
   process.env.OUTRIGGER_TESTBED = file;
   (globalThis as { __outriggerTestbed?: typeof bed }).__outriggerTestbed = bed;
-  process.stderr.write(`[testbed] kube-apiserver ${cluster.server} DynamoDB Local ${bed.dynamodb.endpoint} and ElasticMQ ${bed.sqs!.endpoint} ready in ${Date.now() - started} ms\n`);
+  process.stderr.write(
+    `[testbed] kube-apiserver ${cluster.server} DynamoDB Local ${bed.dynamodb.endpoint} and ElasticMQ ${bed.sqs!.endpoint} ready in ${Date.now() - started} ms\n`,
+  );
 }

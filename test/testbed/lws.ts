@@ -33,7 +33,8 @@ export async function lwsCrd(log: (message: string) => void = () => {}): Promise
       };
       const got = await capture('go', ['mod', 'download', '-json', `${LWS_MODULE}@${LWS_VERSION}`], { cwd: dir, env });
       const info = JSON.parse(got.stdout || '{}') as { Dir?: string; Sum?: string; Error?: string };
-      if (got.code !== 0 || !info.Dir) throw new Error(`go mod download ${LWS_MODULE}@${LWS_VERSION} failed: ${info.Error ?? got.stderr.trim()}`);
+      if (got.code !== 0 || !info.Dir)
+        throw new Error(`go mod download ${LWS_MODULE}@${LWS_VERSION} failed: ${info.Error ?? got.stderr.trim()}`);
       if (info.Sum !== LWS_SUM) throw new Error(`${LWS_MODULE}@${LWS_VERSION} downloaded with hash ${info.Sum}, expected ${LWS_SUM}`);
       await writeFile(crdFile, await readFile(join(info.Dir, CRD_PATH), 'utf8'));
       log(`fetched the LeaderWorkerSet CRD of ${LWS_MODULE}@${LWS_VERSION}`);

@@ -28,10 +28,17 @@ export async function separatePipeline(namespace: string, cluster = 'it'): Promi
   const queues = new QueueUrls(`${url.slice(0, url.lastIndexOf('/') + 1)}${uniqueName('sp')}-`);
   for (const q of QUEUES) {
     for (const deadLetter of [false, true]) {
-      await sqs.send(new CreateQueueCommand({ QueueName: queues.name(cluster, q, deadLetter), Attributes: { FifoQueue: 'true', VisibilityTimeout: '60' } }));
+      await sqs.send(
+        new CreateQueueCommand({
+          QueueName: queues.name(cluster, q, deadLetter),
+          Attributes: { FifoQueue: 'true', VisibilityTimeout: '60' },
+        }),
+      );
     }
   }
-  const clusters = JSON.stringify([{ id: cluster, access: { kind: 'kubeconfig', path: bed.kubeconfigs.outrigger }, storage: { enabled: false } }]);
+  const clusters = JSON.stringify([
+    { id: cluster, access: { kind: 'kubeconfig', path: bed.kubeconfigs.outrigger }, storage: { enabled: false } },
+  ]);
   const env = {
     ...process.env,
     OUTRIGGER_CLUSTERS: clusters,
@@ -69,7 +76,9 @@ export async function separatePipeline(namespace: string, cluster = 'it'): Promi
     deadLetters: async () => {
       const letters: string[] = [];
       for (const q of QUEUES) {
-        const got = await sqs.send(new ReceiveMessageCommand({ QueueUrl: queues.url(cluster, q, true), MaxNumberOfMessages: 10, MessageAttributeNames: ['All'] }));
+        const got = await sqs.send(
+          new ReceiveMessageCommand({ QueueUrl: queues.url(cluster, q, true), MaxNumberOfMessages: 10, MessageAttributeNames: ['All'] }),
+        );
         for (const m of got.Messages ?? []) letters.push(`${q}: ${m.MessageAttributes?.reason?.StringValue ?? m.Body}`);
       }
       return letters;

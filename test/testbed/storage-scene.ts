@@ -6,7 +6,17 @@ import { lead } from '../../functions/storage/leader.ts';
 import { runMigration, type MigratorContext } from '../../functions/storage/migrator.ts';
 import type { StorageContext } from '../../functions/storage/context.ts';
 import { gvr } from '../../shared/kube/index.ts';
-import { DEFAULT_PERIOD_MS, isOutriggers, isTerminal, phaseOf, storageStateName, storageVersionHash, UNKNOWN, type StorageState, type StorageVersionMigration } from '../../shared/storage/index.ts';
+import {
+  DEFAULT_PERIOD_MS,
+  isOutriggers,
+  isTerminal,
+  phaseOf,
+  storageStateName,
+  storageVersionHash,
+  UNKNOWN,
+  type StorageState,
+  type StorageVersionMigration,
+} from '../../shared/storage/index.ts';
 import type { TestControlPlane } from './control-plane.ts';
 import { etcdRead } from './etcd.ts';
 import { outriggerClient, testState, uniqueName } from './index.ts';
@@ -51,11 +61,19 @@ export function storageScene(cp: TestControlPlane, over: Partial<StorageContext>
   let minute = 0;
   const now = () => new Date(start + minute * MINUTE + (Date.now() - start) / 1000);
   const ctx = storageTestContext({ cluster: uniqueName('ha'), kube: cp.client('outrigger'), periodMs: 10 * MINUTE, now, ...over });
-  const migrator: MigratorContext = { cluster: ctx.cluster, kube: cp.client('migrator'), state: ctx.state, holder: `migrator-${randomUUID()}`, now };
+  const migrator: MigratorContext = {
+    cluster: ctx.cluster,
+    kube: cp.client('migrator'),
+    state: ctx.state,
+    holder: `migrator-${randomUUID()}`,
+    now,
+  };
   const classes: string[] = [];
   const stored = async (name: string) => {
     // Protobuf, in which the apiVersion is plain text.
-    const version = /resource\.k8s\.io\/(v\w+)/.exec((await etcdRead(`/registry/deviceclasses/${name}`, cp.etcdUrl))?.toString('latin1') ?? '')?.[1];
+    const version = /resource\.k8s\.io\/(v\w+)/.exec(
+      (await etcdRead(`/registry/deviceclasses/${name}`, cp.etcdUrl))?.toString('latin1') ?? '',
+    )?.[1];
     if (!version) throw new Error(`no stored apiVersion for DeviceClass ${name}`);
     return storageVersionHash(GROUP, version, 'DeviceClass');
   };
@@ -66,13 +84,17 @@ export function storageScene(cp: TestControlPlane, over: Partial<StorageContext>
     },
     write: async (apiserver) => {
       const name = uniqueName('dc');
-      await cp.clientOf(apiserver, 'admin').create(deviceClasses, { apiVersion: `${GROUP}/v1`, kind: 'DeviceClass', metadata: { name }, spec: {} });
+      await cp
+        .clientOf(apiserver, 'admin')
+        .create(deviceClasses, { apiVersion: `${GROUP}/v1`, kind: 'DeviceClass', metadata: { name }, spec: {} });
       classes.push(name);
       return name;
     },
     stored,
     migrateAll: async () => {
-      const pending = (await ctx.kube.listAll<StorageVersionMigration>(migrations)).filter((m) => isOutriggers(m) && !isTerminal(phaseOf(m)));
+      const pending = (await ctx.kube.listAll<StorageVersionMigration>(migrations)).filter(
+        (m) => isOutriggers(m) && !isTerminal(phaseOf(m)),
+      );
       for (const m of pending) await runMigration(migrator, m.metadata.name!);
       await lead(ctx);
       // Every resource.k8s.io resource changes alike; the count is DeviceClasses'.
@@ -82,7 +104,11 @@ export function storageScene(cp: TestControlPlane, over: Partial<StorageContext>
       const state = await ctx.kube.get<StorageState>(storageStates, storageStateName({ group: GROUP, resource: 'deviceclasses' }));
       const p = state.status?.persistedStorageVersionHashes ?? [UNKNOWN];
       if (!p.includes(UNKNOWN)) {
-        for (const name of classes) if (!p.includes(await stored(name))) throw new Error(`${when}: DeviceClass ${name} is stored in ${await stored(name)}, which persisted (${p.join(', ')}) does not list`);
+        for (const name of classes)
+          if (!p.includes(await stored(name)))
+            throw new Error(
+              `${when}: DeviceClass ${name} is stored in ${await stored(name)}, which persisted (${p.join(', ')}) does not list`,
+            );
       }
       return p;
     },

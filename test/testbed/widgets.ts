@@ -17,8 +17,16 @@ export async function widgetCrd(group: string): Promise<{ resource: GVR; name: s
     apiVersion: 'apiextensions.k8s.io/v1',
     kind: 'CustomResourceDefinition',
     metadata: { name },
-    spec: { group, scope: 'Namespaced', names: { kind: 'Widget', plural: 'widgets', singular: 'widget' }, versions: [version('v1', true), version('v2', false)] },
+    spec: {
+      group,
+      scope: 'Namespaced',
+      names: { kind: 'Widget', plural: 'widgets', singular: 'widget' },
+      versions: [version('v1', true), version('v2', false)],
+    },
   } as KubeObject);
-  await eventually(async () => (await getResourceList(admin, group, 'v1').catch(() => undefined))?.resources.some((r) => r.name === 'widgets') ?? false, 30_000);
+  await eventually(
+    async () => (await getResourceList(admin, group, 'v1').catch(() => undefined))?.resources.some((r) => r.name === 'widgets') ?? false,
+    30_000,
+  );
   return { resource: gvr(group, 'v1', 'widgets'), name };
 }

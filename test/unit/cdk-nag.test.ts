@@ -9,8 +9,21 @@ import { eksCluster } from './clusters.ts';
 
 test('AwsSolutions finds nothing unacknowledged', () => {
   const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
-  const onprem = { id: 'onprem', access: { kind: 'secret' as const, server: 'https://k8s.onprem.corp.internal:6443', secretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:onprem', migratorTokenSecretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:onprem-migrator' } };
-  new OutriggerStack(app, 'Nag', { clusters: [eksCluster('prod'), eksCluster('dr', { region: 'us-east-1' }), onprem], examples: true, mapHookFunctions: ['my-hook'], env: { account: '111122223333', region: 'eu-west-1' } });
+  const onprem = {
+    id: 'onprem',
+    access: {
+      kind: 'secret' as const,
+      server: 'https://k8s.onprem.corp.internal:6443',
+      secretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:onprem',
+      migratorTokenSecretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:onprem-migrator',
+    },
+  };
+  new OutriggerStack(app, 'Nag', {
+    clusters: [eksCluster('prod'), eksCluster('dr', { region: 'us-east-1' }), onprem],
+    examples: true,
+    mapHookFunctions: ['my-hook'],
+    env: { account: '111122223333', region: 'eu-west-1' },
+  });
   const report = new AwsSolutionsChecks().validateScope(app);
   expect(report.violations.map((v) => `${v.ruleName}: ${v.violatingResources.map((r) => r.constructPath).join(', ')}`)).toEqual([]);
 });

@@ -25,7 +25,19 @@ test('cfn-lint finds no error and no warning in the synthesized template', async
       outdir,
       context: {
         'aws:cdk:bundling-stacks': [],
-        'outrigger:clusters': [eks('prod'), eks('dr', 'us-east-1'), { id: 'onprem', access: { kind: 'secret', server: 'https://k8s.onprem.corp.internal:6443', secretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:outrigger/onprem', migratorTokenSecretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:outrigger/onprem-migrator' } }],
+        'outrigger:clusters': [
+          eks('prod'),
+          eks('dr', 'us-east-1'),
+          {
+            id: 'onprem',
+            access: {
+              kind: 'secret',
+              server: 'https://k8s.onprem.corp.internal:6443',
+              secretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:outrigger/onprem',
+              migratorTokenSecretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:outrigger/onprem-migrator',
+            },
+          },
+        ],
         'outrigger:mapHookFunctions': ['my-map-hook'],
         'outrigger:examples': true,
         'outrigger:forwarderNamespace': 'outrigger',

@@ -10,5 +10,14 @@ export const CA_DATA = Buffer.from(readFileSync(new URL('./cluster-ca.pem', impo
 export function eksCluster(id: string, opts: { clusterName?: string; region?: string } = {}): ClusterConfig & { access: { kind: 'eks' } } {
   const region = opts.region ?? 'eu-west-1';
   const endpointId = Buffer.from(id.padEnd(16, '0').slice(0, 16)).toString('hex').toUpperCase();
-  return { id, access: { kind: 'eks', server: `https://${endpointId}.gr7.${region}.eks.amazonaws.com`, caData: CA_DATA, clusterName: opts.clusterName ?? id, region } };
+  return {
+    id,
+    access: {
+      kind: 'eks',
+      server: `https://${endpointId}.gr7.${region}.eks.amazonaws.com`,
+      caData: CA_DATA,
+      clusterName: opts.clusterName ?? id,
+      region,
+    },
+  };
 }

@@ -35,7 +35,7 @@ describe('EKS IAM tokens', () => {
     expect(calls).toBe(1);
   });
 
-  test('are signed for the STS host of the cluster\'s partition: China regions answer on amazonaws.com.cn', async () => {
+  test("are signed for the STS host of the cluster's partition: China regions answer on amazonaws.com.cn", async () => {
     expect(stsHostname('eu-west-1')).toBe('sts.eu-west-1.amazonaws.com');
     expect(stsHostname('us-gov-west-1')).toBe('sts.us-gov-west-1.amazonaws.com');
     expect(stsHostname('cn-north-1')).toBe('sts.cn-north-1.amazonaws.com.cn');

@@ -1,5 +1,13 @@
 import fc from 'fast-check';
-import { EnvelopeError, MAX_ENVELOPE_BYTES, deduplicationId, makeEnvelope, messageGroupId, parseEnvelope, watchEventType } from '../../shared/envelope/index.ts';
+import {
+  EnvelopeError,
+  MAX_ENVELOPE_BYTES,
+  deduplicationId,
+  makeEnvelope,
+  messageGroupId,
+  parseEnvelope,
+  watchEventType,
+} from '../../shared/envelope/index.ts';
 import type { KubeObject } from '../../shared/kube/index.ts';
 
 const U1 = '3f2a1b4c-5d6e-4f70-8a9b-0c1d2e3f4a5b';
@@ -12,7 +20,15 @@ const object = (extra: Partial<KubeObject['metadata']> = {}): KubeObject => ({
   spec: { replicas: 3 },
 });
 
-const valid = () => makeEnvelope({ cluster: 'east-1', type: 'modified', object: object(), oldObject: object({ resourceVersion: '41' }), source: 'outrigger://east-1/forwarder', time: new Date('2026-11-22T00:00:00Z') });
+const valid = () =>
+  makeEnvelope({
+    cluster: 'east-1',
+    type: 'modified',
+    object: object(),
+    oldObject: object({ resourceVersion: '41' }),
+    source: 'outrigger://east-1/forwarder',
+    time: new Date('2026-11-22T00:00:00Z'),
+  });
 
 describe('the CloudEvents envelope', () => {
   test('is CloudEvents 1.0 structured JSON with the cluster as an extension attribute', () => {
@@ -58,11 +74,22 @@ describe('the CloudEvents envelope', () => {
   test('every envelope made from a valid object parses back unchanged', () => {
     const name = fc.stringMatching(/^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$/);
     fc.assert(
-      fc.property(name, fc.option(name, { nil: undefined }), fc.uuid(), fc.nat(), fc.constantFrom('added', 'modified', 'deleted' as const), (n, ns, uid, rv, type) => {
-        const obj: KubeObject = { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: n, ...(ns ? { namespace: ns } : {}), uid, resourceVersion: String(rv + 1) } };
-        const e = makeEnvelope({ cluster: 'c1', type, object: obj, source: 's' });
-        expect(parseEnvelope(JSON.stringify(e))).toEqual(e);
-      }),
+      fc.property(
+        name,
+        fc.option(name, { nil: undefined }),
+        fc.uuid(),
+        fc.nat(),
+        fc.constantFrom('added', 'modified', 'deleted' as const),
+        (n, ns, uid, rv, type) => {
+          const obj: KubeObject = {
+            apiVersion: 'v1',
+            kind: 'ConfigMap',
+            metadata: { name: n, ...(ns ? { namespace: ns } : {}), uid, resourceVersion: String(rv + 1) },
+          };
+          const e = makeEnvelope({ cluster: 'c1', type, object: obj, source: 's' });
+          expect(parseEnvelope(JSON.stringify(e))).toEqual(e);
+        },
+      ),
     );
   });
 
@@ -95,13 +122,20 @@ describe('sync requests', () => {
   test("carry the parent's event object only when it is this parent's, has a resourceVersion and is small", async () => {
     const { MAX_OBSERVED_BYTES, makeSyncRequest, observedParent, parseSyncRequest } = await import('../../shared/lambda/sync-request.ts');
     const key = { cluster: 'c1', group: 'apps', kind: 'StatefulSet', namespace: 'ns', name: 'web', uid: 'u' };
-    const parent = { apiVersion: 'apps/v1', kind: 'StatefulSet', metadata: { name: 'web', namespace: 'ns', uid: 'u', resourceVersion: '7' }, spec: { replicas: 0 } };
+    const parent = {
+      apiVersion: 'apps/v1',
+      kind: 'StatefulSet',
+      metadata: { name: 'web', namespace: 'ns', uid: 'u', resourceVersion: '7' },
+      spec: { replicas: 0 },
+    };
     const request = makeSyncRequest(key, ['StatefulSet/c1/u/7/modified'], parent);
     expect(observedParent(parseSyncRequest(JSON.stringify(request)))).toEqual(parent);
     expect(makeSyncRequest(key, [], { ...parent, metadata: { ...parent.metadata, uid: 'other' } })).not.toHaveProperty('observed');
     expect(makeSyncRequest(key, [], { ...parent, metadata: { name: 'web', uid: 'u' } })).not.toHaveProperty('observed');
     expect(makeSyncRequest(key, [], { ...parent, spec: { big: 'x'.repeat(MAX_OBSERVED_BYTES) } })).not.toHaveProperty('observed');
-    expect(() => parseSyncRequest(JSON.stringify({ ...request, observed: { metadata: { uid: 'u' } } }))).toThrow(/^invalid sync request: observed\.metadata\./);
+    expect(() => parseSyncRequest(JSON.stringify({ ...request, observed: { metadata: { uid: 'u' } } }))).toThrow(
+      /^invalid sync request: observed\.metadata\./,
+    );
   });
 });
 
@@ -109,12 +143,18 @@ describe('what JSON.parse does not say', () => {
   test('a key given twice in one object, and nesting past the limit, are named; escapes are read as the key they spell', async () => {
     const { scanJson } = await import('../../shared/envelope/json-scan.ts');
     expect([...scanJson('{"a":1,"b":{"a":2},"\\u0061":3}', 100).problems]).toEqual([[-1, 'has the key "a" twice in one object']]);
-    expect([...scanJson('[{"a":1},{"a":1,"a":2},[{"x":"\\"a\\"","a":1}]]', 100).problems]).toEqual([[1, 'has the key "a" twice in one object']]);
+    expect([...scanJson('[{"a":1},{"a":1,"a":2},[{"x":"\\"a\\"","a":1}]]', 100).problems]).toEqual([
+      [1, 'has the key "a" twice in one object'],
+    ]);
     const text = '[ 1 ,{"a":[[2]]} , "x,]" ]';
     expect(scanJson(text, 100).elements.map(([s, e]) => text.slice(s, e))).toEqual(['1', '{"a":[[2]]}', '"x,]"']);
-    expect([...scanJson(`[${'['.repeat(100)}${']'.repeat(100)},${'['.repeat(101)}${']'.repeat(101)}]`, 100).problems]).toEqual([[1, 'is nested deeper than 100 levels']]);
+    expect([...scanJson(`[${'['.repeat(100)}${']'.repeat(100)},${'['.repeat(101)}${']'.repeat(101)}]`, 100).problems]).toEqual([
+      [1, 'is nested deeper than 100 levels'],
+    ]);
     // Deeper than JSON.stringify's recursion survives: refused, not a crash.
-    expect(() => parseEnvelope(`${'{"a":'.repeat(40_000)}1${'}'.repeat(40_000)}`)).toThrow('invalid event envelope: (envelope): is nested deeper than 100 levels');
+    expect(() => parseEnvelope(`${'{"a":'.repeat(40_000)}1${'}'.repeat(40_000)}`)).toThrow(
+      'invalid event envelope: (envelope): is nested deeper than 100 levels',
+    );
   });
 
   test('any JSON, made SQS-safe, reads back the same and holds only what SQS takes', async () => {

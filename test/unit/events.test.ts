@@ -2,11 +2,21 @@
 import { eventFor } from '../../shared/events/index.ts';
 
 describe('eventFor', () => {
-  const sts = { apiVersion: 'apps/v1', kind: 'StatefulSet', metadata: { name: 'web', namespace: 'shop', uid: 'u-1', resourceVersion: '42' } };
+  const sts = {
+    apiVersion: 'apps/v1',
+    kind: 'StatefulSet',
+    metadata: { name: 'web', namespace: 'shop', uid: 'u-1', resourceVersion: '42' },
+  };
   const reporter = { controller: 'outrigger.dev/history', instance: 'history-1' };
 
-  test("names the object, carries a MicroTime, and regards the object by uid and resourceVersion", () => {
-    const e = eventFor(sts, { type: 'Normal', reason: 'RevisionCreated', action: 'Create', note: 'Created revision 1' }, reporter, new Date('2026-11-24T20:00:00.123Z'), 'abcd');
+  test('names the object, carries a MicroTime, and regards the object by uid and resourceVersion', () => {
+    const e = eventFor(
+      sts,
+      { type: 'Normal', reason: 'RevisionCreated', action: 'Create', note: 'Created revision 1' },
+      reporter,
+      new Date('2026-11-24T20:00:00.123Z'),
+      'abcd',
+    );
     expect(e).toEqual({
       apiVersion: 'events.k8s.io/v1',
       kind: 'Event',

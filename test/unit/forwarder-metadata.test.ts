@@ -3,12 +3,23 @@ import fc from 'fast-check';
 import { statusOnly, watchedAsMetadata } from '../../forwarder/metadata.ts';
 import { gvr, gvrString, type KubeObject } from '../../shared/kube/index.ts';
 
-const pod = (metadata: Record<string, unknown>): KubeObject => ({ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p', namespace: 'ns', uid: 'u1', ...metadata } });
-const base = { generation: 1, resourceVersion: '10', labels: { app: 'a' }, managedFields: [{ manager: 'kubelet', time: '2026-01-01T00:00:00Z' }] };
+const pod = (metadata: Record<string, unknown>): KubeObject => ({
+  apiVersion: 'v1',
+  kind: 'Pod',
+  metadata: { name: 'p', namespace: 'ns', uid: 'u1', ...metadata },
+});
+const base = {
+  generation: 1,
+  resourceVersion: '10',
+  labels: { app: 'a' },
+  managedFields: [{ manager: 'kubelet', time: '2026-01-01T00:00:00Z' }],
+};
 
 describe('statusOnly', () => {
   test('a change of the resourceVersion and managed fields alone, generation kept, is a status change', () => {
-    expect(statusOnly(pod(base), pod({ ...base, resourceVersion: '11', managedFields: [{ manager: 'kubelet', time: '2026-01-01T00:00:01Z' }] }))).toBe(true);
+    expect(
+      statusOnly(pod(base), pod({ ...base, resourceVersion: '11', managedFields: [{ manager: 'kubelet', time: '2026-01-01T00:00:01Z' }] })),
+    ).toBe(true);
   });
 
   test('any other metadata change is sent: labels, annotations, ownerReferences, finalizers, deletion, generation', () => {

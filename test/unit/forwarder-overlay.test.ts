@@ -13,7 +13,9 @@ test('outputs are found by the PascalCase id, exactly, with a hash suffix, or un
   expect(pascal('prod-1')).toBe('Prod1');
   expect(findOutput({ S: { ProdEuEventsQueueUrl: 'a', EuEventsQueueUrl: 'b' } }, 'EuEventsQueueUrl')).toBe('b');
   expect(findOutput({ S: { OutriggerProdEventsQueueUrlA1B2C3D4: 'a' } }, 'ProdEventsQueueUrl')).toBe('a');
-  expect(() => findOutput({ S: { ProdEuEventsQueueUrl: 'a', XEuEventsQueueUrl: 'b' } }, 'EuEventsQueueUrl')).toThrow(/several outputs match EuEventsQueueUrl/);
+  expect(() => findOutput({ S: { ProdEuEventsQueueUrl: 'a', XEuEventsQueueUrl: 'b' } }, 'EuEventsQueueUrl')).toThrow(
+    /several outputs match EuEventsQueueUrl/,
+  );
   expect(findOutput({ S: {} }, 'ProdEventsQueueUrl')).toBeUndefined();
   expect(queueRegion(queue('prod-events'))).toBe('eu-west-1');
   expect(queueRegion('https://sqs.cn-north-1.amazonaws.com.cn/123456789012/q.fifo')).toBe('cn-north-1');
@@ -21,15 +23,32 @@ test('outputs are found by the PascalCase id, exactly, with a hash suffix, or un
 });
 
 test('the overlay carries the cluster id, queues, region, image and storage settings, and refuses what it lacks', () => {
-  const clusters = parseClusters(JSON.stringify([{ id: 'prod', access: eks, storage: { enabled: false } }, { id: 'other', access: eks }]));
-  const outputs = { Outrigger: { ProdEventsQueueUrl: queue('prod-events'), ProdEventsDeadLetterQueueUrl: queue('prod-events-dlq'), ForwarderImageUri: '123456789012.dkr.ecr.eu-west-1.amazonaws.com/fwd@sha256:abc' } };
+  const clusters = parseClusters(
+    JSON.stringify([
+      { id: 'prod', access: eks, storage: { enabled: false } },
+      { id: 'other', access: eks },
+    ]),
+  );
+  const outputs = {
+    Outrigger: {
+      ProdEventsQueueUrl: queue('prod-events'),
+      ProdEventsDeadLetterQueueUrl: queue('prod-events-dlq'),
+      ForwarderImageUri: '123456789012.dkr.ecr.eu-west-1.amazonaws.com/fwd@sha256:abc',
+    },
+  };
   const files = forwarderOverlay({ cluster: 'prod', clusters, outputs, base: '../../base' });
-  const env = Object.fromEntries(files['forwarder.env']!.trim().split('\n').map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]));
+  const env = Object.fromEntries(
+    files['forwarder.env']!.trim()
+      .split('\n')
+      .map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]),
+  );
   expect(env).toEqual({
     OUTRIGGER_CLUSTER_ID: 'prod',
     OUTRIGGER_EVENT_QUEUE_URL: queue('prod-events'),
     OUTRIGGER_DEAD_LETTER_QUEUE_URL: queue('prod-events-dlq'),
-    OUTRIGGER_CLUSTERS: JSON.stringify([{ id: 'prod', access: { kind: 'kubeconfig' }, storage: { enabled: false, migrations: 'outrigger' } }]),
+    OUTRIGGER_CLUSTERS: JSON.stringify([
+      { id: 'prod', access: { kind: 'kubeconfig' }, storage: { enabled: false, migrations: 'outrigger' } },
+    ]),
     AWS_REGION: 'eu-west-1',
   });
   // What the forwarder is given parses as the functions' configuration does.
@@ -40,13 +59,20 @@ test('the overlay carries the cluster id, queues, region, image and storage sett
     images: [{ name: 'outrigger-forwarder', newName: '123456789012.dkr.ecr.eu-west-1.amazonaws.com/fwd', digest: 'sha256:abc' }],
     configMapGenerator: [{ name: 'outrigger-forwarder', behavior: 'merge', envs: ['forwarder.env'] }],
   });
-  const tagged = load(forwarderOverlay({ cluster: 'prod', clusters, outputs, image: 'registry:5000/fwd:1.2', base: 'b' })['kustomization.yaml']!) as { images: unknown[] };
+  const tagged = load(
+    forwarderOverlay({ cluster: 'prod', clusters, outputs, image: 'registry:5000/fwd:1.2', base: 'b' })['kustomization.yaml']!,
+  ) as { images: unknown[] };
   expect(tagged.images).toEqual([{ name: 'outrigger-forwarder', newName: 'registry:5000/fwd', newTag: '1.2' }]);
-  const untagged = load(forwarderOverlay({ cluster: 'prod', clusters, outputs, image: 'registry:5000/fwd', base: 'b' })['kustomization.yaml']!) as { images: unknown[] };
+  const untagged = load(
+    forwarderOverlay({ cluster: 'prod', clusters, outputs, image: 'registry:5000/fwd', base: 'b' })['kustomization.yaml']!,
+  ) as { images: unknown[] };
   expect(untagged.images).toEqual([{ name: 'outrigger-forwarder', newName: 'registry:5000/fwd' }]);
 
   // Another namespace: the bindings' ServiceAccount subjects follow it (kustomize's namespace leaves them).
-  const moved = load(forwarderOverlay({ cluster: 'prod', clusters, outputs, base: 'b', namespace: 'ops' })['kustomization.yaml']!) as { namespace: string; patches: Array<{ target: { kind: string }; patch: string }> };
+  const moved = load(forwarderOverlay({ cluster: 'prod', clusters, outputs, base: 'b', namespace: 'ops' })['kustomization.yaml']!) as {
+    namespace: string;
+    patches: Array<{ target: { kind: string }; patch: string }>;
+  };
   expect(moved.namespace).toBe('ops');
   expect(moved.patches.map((p) => [p.target.kind, JSON.parse(p.patch) as unknown])).toEqual([
     ['ClusterRoleBinding', [{ op: 'replace', path: '/subjects/0/namespace', value: 'ops' }]],
@@ -54,6 +80,15 @@ test('the overlay carries the cluster id, queues, region, image and storage sett
   ]);
 
   expect(() => forwarderOverlay({ cluster: 'nope', clusters, outputs, base: 'b' })).toThrow(/has no cluster nope \(it names prod, other\)/);
-  expect(() => forwarderOverlay({ cluster: 'other', clusters, outputs, base: 'b' })).toThrow(/no events queue for cluster other: pass --outputs with OtherEventsQueueUrl/);
-  expect(() => forwarderOverlay({ cluster: 'prod', clusters, outputs: { S: { ProdEventsQueueUrl: 'q', ProdEventsDeadLetterQueueUrl: 'd' } }, base: 'b' })).toThrow(/no forwarder image/);
+  expect(() => forwarderOverlay({ cluster: 'other', clusters, outputs, base: 'b' })).toThrow(
+    /no events queue for cluster other: pass --outputs with OtherEventsQueueUrl/,
+  );
+  expect(() =>
+    forwarderOverlay({
+      cluster: 'prod',
+      clusters,
+      outputs: { S: { ProdEventsQueueUrl: 'q', ProdEventsDeadLetterQueueUrl: 'd' } },
+      base: 'b',
+    }),
+  ).toThrow(/no forwarder image/);
 });

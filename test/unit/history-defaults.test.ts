@@ -1,17 +1,34 @@
 // Defaulted fields in history comparisons (kubernetes #78633): a field set to its default equals the field
 // absent, for built-in pod templates (a table) and custom resources (their CRD's schema defaults).
 import fc from 'fast-check';
-import { canonicalJson, normalize, revisionHash, semanticallyEqual, targetState, type Json, type JsonObject } from '../../shared/history/data.ts';
+import {
+  canonicalJson,
+  normalize,
+  revisionHash,
+  semanticallyEqual,
+  targetState,
+  type Json,
+  type JsonObject,
+} from '../../shared/history/data.ts';
 import { builtinDefaults, crdDefaults, defaultPullPolicy, POD_TEMPLATE_DEFAULTS } from '../../shared/history/defaults.ts';
 import { decide, type ControllerRevision } from '../../shared/history/revisions.ts';
 
 const STS = builtinDefaults('apps', 'StatefulSet')!;
 const stsState = (template: Json) => targetState({ spec: { replicas: 1, template } }, ['spec.template']);
-const revision = (name: string, number: number, data: Json): ControllerRevision => ({ apiVersion: 'apps/v1', kind: 'ControllerRevision', metadata: { name }, data, revision: number });
+const revision = (name: string, number: number, data: Json): ControllerRevision => ({
+  apiVersion: 'apps/v1',
+  kind: 'ControllerRevision',
+  metadata: { name },
+  data,
+  revision: number,
+});
 const clone = <T>(v: T): T => structuredClone(v);
 
 // What the user wrote, and what a 1.14 apiserver made of it (the template read back from etcd).
-const manifest = { metadata: { labels: { app: 'web' } }, spec: { containers: [{ name: 'c', image: 'registry.example/app:1', securityContext: { runAsNonRoot: true } }] } };
+const manifest = {
+  metadata: { labels: { app: 'web' } },
+  spec: { containers: [{ name: 'c', image: 'registry.example/app:1', securityContext: { runAsNonRoot: true } }] },
+};
 const served114 = {
   metadata: { creationTimestamp: null, labels: { app: 'web' } },
   spec: {
@@ -49,7 +66,11 @@ describe('defaulted fields (kubernetes #78633)', () => {
     const changed = clone(served114);
     changed.spec.containers[0]!.image = 'registry.example/app:2';
     const owned = [revision('web-a', 1, stsState(manifest)), revision('web-b', 2, stsState(changed))];
-    expect(decide(stsState(served114), owned, STS)).toMatchObject({ kind: 'rollback', number: 3, revision: { metadata: { name: 'web-a' } } });
+    expect(decide(stsState(served114), owned, STS)).toMatchObject({
+      kind: 'rollback',
+      number: 3,
+      revision: { metadata: { name: 'web-a' } },
+    });
   });
 
   test.each<[string, (t: typeof served114) => void]>([
@@ -86,7 +107,13 @@ describe('defaulted fields (kubernetes #78633)', () => {
 
   test('the other template kinds have the same pod template defaults, at their own paths', () => {
     const tmpl = (t: Json) => ({ spec: { template: t } });
-    for (const [group, kind] of [['apps', 'DaemonSet'], ['apps', 'Deployment'], ['apps', 'ReplicaSet'], ['batch', 'Job'], ['', 'ReplicationController']] as const) {
+    for (const [group, kind] of [
+      ['apps', 'DaemonSet'],
+      ['apps', 'Deployment'],
+      ['apps', 'ReplicaSet'],
+      ['batch', 'Job'],
+      ['', 'ReplicationController'],
+    ] as const) {
       expect(semanticallyEqual(tmpl(manifest), tmpl(served114), builtinDefaults(group, kind))).toBe(true);
     }
     const cron = (t: Json) => ({ spec: { jobTemplate: { spec: { template: t } } } });
@@ -112,25 +139,44 @@ describe('the image pull policy default', () => {
     expect(defaultPullPolicy(image)).toBe(policy);
   });
 
-  test.each(['', 'Nginx', 'Team/app', 'a:b:c', 'app@sha256:abc', '[::1]:5000/app', 'ab'.repeat(32), `${'a'.repeat(256)}`])('unsure of %j: no default, so the field is compared as it is', (image) => {
-    expect(defaultPullPolicy(image)).toBeUndefined();
-    const t = (policy?: string) => stsState({ spec: { containers: [{ name: 'c', image, ...(policy ? { imagePullPolicy: policy } : {}) }] } });
-    expect(semanticallyEqual(t('Always'), t(), STS)).toBe(false);
-    expect(semanticallyEqual(t('IfNotPresent'), t(), STS)).toBe(false);
-  });
+  test.each(['', 'Nginx', 'Team/app', 'a:b:c', 'app@sha256:abc', '[::1]:5000/app', 'ab'.repeat(32), `${'a'.repeat(256)}`])(
+    'unsure of %j: no default, so the field is compared as it is',
+    (image) => {
+      expect(defaultPullPolicy(image)).toBeUndefined();
+      const t = (policy?: string) =>
+        stsState({ spec: { containers: [{ name: 'c', image, ...(policy ? { imagePullPolicy: policy } : {}) }] } });
+      expect(semanticallyEqual(t('Always'), t(), STS)).toBe(false);
+      expect(semanticallyEqual(t('IfNotPresent'), t(), STS)).toBe(false);
+    },
+  );
 });
 
 // Property tests: templates as a user writes them, the same templates with any subset of the apiserver's
 // defaults filled in (written out here independently of the table), and real changes.
-const IMAGES: Record<string, string> = { nginx: 'Always', 'nginx:latest': 'Always', 'nginx:1.25': 'IfNotPresent', 'registry.example:5000/app:2': 'IfNotPresent', [`app@sha256:${'0'.repeat(64)}`]: 'IfNotPresent' };
+const IMAGES: Record<string, string> = {
+  nginx: 'Always',
+  'nginx:latest': 'Always',
+  'nginx:1.25': 'IfNotPresent',
+  'registry.example:5000/app:2': 'IfNotPresent',
+  [`app@sha256:${'0'.repeat(64)}`]: 'IfNotPresent',
+};
 const port = fc.integer({ min: 1, max: 65535 });
-const probe = fc.record({ httpGet: fc.record({ port }, { requiredKeys: ['port'] }), initialDelaySeconds: fc.nat({ max: 5 }) }, { requiredKeys: ['httpGet'] });
+const probe = fc.record(
+  { httpGet: fc.record({ port }, { requiredKeys: ['port'] }), initialDelaySeconds: fc.nat({ max: 5 }) },
+  { requiredKeys: ['httpGet'] },
+);
 const containerArb = fc.record(
   {
     name: fc.constantFrom('a', 'b', 'c'),
     image: fc.constantFrom(...Object.keys(IMAGES)),
     ports: fc.array(fc.record({ containerPort: port }), { minLength: 1, maxLength: 2 }),
-    env: fc.array(fc.record({ name: fc.constantFrom('X', 'Y'), valueFrom: fc.record({ fieldRef: fc.record({ fieldPath: fc.constant('metadata.name') }) }) }), { minLength: 1, maxLength: 2 }),
+    env: fc.array(
+      fc.record({
+        name: fc.constantFrom('X', 'Y'),
+        valueFrom: fc.record({ fieldRef: fc.record({ fieldPath: fc.constant('metadata.name') }) }),
+      }),
+      { minLength: 1, maxLength: 2 },
+    ),
     securityContext: fc.record({ runAsNonRoot: fc.boolean() }, { requiredKeys: [] }),
     livenessProbe: probe,
     readinessProbe: probe,
@@ -141,13 +187,26 @@ const volumeArb = fc.oneof(
   fc.record({ name: fc.constant('cm'), configMap: fc.record({ name: fc.constant('cfg') }) }),
   fc.record({ name: fc.constant('s'), secret: fc.record({ secretName: fc.constant('sec') }) }),
   fc.record({ name: fc.constant('h'), hostPath: fc.record({ path: fc.constant('/var/x') }) }),
-  fc.record({ name: fc.constant('d'), downwardAPI: fc.record({ items: fc.constant([{ path: 'n', fieldRef: { fieldPath: 'metadata.name' } }]) }) }),
+  fc.record({
+    name: fc.constant('d'),
+    downwardAPI: fc.record({ items: fc.constant([{ path: 'n', fieldRef: { fieldPath: 'metadata.name' } }]) }),
+  }),
 );
 const templateArb = fc.record({
   metadata: fc.record({ labels: fc.constant({ app: 'web' }) }),
-  spec: fc.record({ containers: fc.array(containerArb, { minLength: 1, maxLength: 3 }), initContainers: fc.array(containerArb, { maxLength: 1 }), volumes: fc.array(volumeArb, { maxLength: 3 }) }, { requiredKeys: ['containers'] }),
+  spec: fc.record(
+    {
+      containers: fc.array(containerArb, { minLength: 1, maxLength: 3 }),
+      initContainers: fc.array(containerArb, { maxLength: 1 }),
+      volumes: fc.array(volumeArb, { maxLength: 3 }),
+    },
+    { requiredKeys: ['containers'] },
+  ),
 });
-type Template = { metadata: JsonObject; spec: { containers: JsonObject[]; initContainers?: JsonObject[]; volumes?: JsonObject[]; [k: string]: Json | undefined } };
+type Template = {
+  metadata: JsonObject;
+  spec: { containers: JsonObject[]; initContainers?: JsonObject[]; volumes?: JsonObject[]; [k: string]: Json | undefined };
+};
 
 /** The template with the apiserver's defaults filled in where `fill()` says so (each default asks once). */
 function served(t: Template, fill: () => boolean): Template {
@@ -156,7 +215,15 @@ function served(t: Template, fill: () => boolean): Template {
     if (o[k] === undefined && fill()) o[k] = v;
   };
   const spec = out.spec!;
-  for (const [k, v] of Object.entries({ dnsPolicy: 'ClusterFirst', restartPolicy: 'Always', securityContext: {}, terminationGracePeriodSeconds: 30, schedulerName: 'default-scheduler', enableServiceLinks: true })) set(spec, k, v);
+  for (const [k, v] of Object.entries({
+    dnsPolicy: 'ClusterFirst',
+    restartPolicy: 'Always',
+    securityContext: {},
+    terminationGracePeriodSeconds: 30,
+    schedulerName: 'default-scheduler',
+    enableServiceLinks: true,
+  }))
+    set(spec, k, v);
   for (const c of [...((spec.containers ?? []) as JsonObject[]), ...((spec.initContainers ?? []) as JsonObject[])]) {
     set(c, 'imagePullPolicy', IMAGES[c.image as string]!);
     set(c, 'terminationMessagePath', '/dev/termination-log');
@@ -193,20 +260,35 @@ const changes: Array<[string, (t: Template) => void]> = [
   ['image', (t) => void (t.spec.containers[0]!.image = 'other.example/app:9')],
   ['imagePullPolicy Never', (t) => void (t.spec.containers[0]!.imagePullPolicy = 'Never')],
   ['terminationMessagePolicy', (t) => void (t.spec.containers[0]!.terminationMessagePolicy = 'FallbackToLogsOnError')],
-  ['procMount Unmasked', (t) => void (t.spec.containers[0]!.securityContext = { ...((t.spec.containers[0]!.securityContext as JsonObject) ?? {}), procMount: 'Unmasked' })],
-  ['a UDP port', (t) => {
-    const c = t.spec.containers[0]!;
-    c.ports = c.ports ? (c.ports as JsonObject[]).map((p, i) => (i === 0 ? { ...p, protocol: 'UDP' } : p)) : [{ containerPort: 53, protocol: 'UDP' }];
-  }],
+  [
+    'procMount Unmasked',
+    (t) =>
+      void (t.spec.containers[0]!.securityContext = {
+        ...((t.spec.containers[0]!.securityContext as JsonObject) ?? {}),
+        procMount: 'Unmasked',
+      }),
+  ],
+  [
+    'a UDP port',
+    (t) => {
+      const c = t.spec.containers[0]!;
+      c.ports = c.ports
+        ? (c.ports as JsonObject[]).map((p, i) => (i === 0 ? { ...p, protocol: 'UDP' } : p))
+        : [{ containerPort: 53, protocol: 'UDP' }];
+    },
+  ],
   ['grace period', (t) => void (t.spec.terminationGracePeriodSeconds = 5)],
   ['restartPolicy', (t) => void (t.spec.restartPolicy = 'OnFailure')],
   ['schedulerName', (t) => void (t.spec.schedulerName = 'custom')],
   ['enableServiceLinks false', (t) => void (t.spec.enableServiceLinks = false)],
-  ['defaultMode 0600', (t) => {
-    const cm = (t.spec.volumes ?? []).find((v) => v.configMap) as { configMap: JsonObject } | undefined;
-    if (cm) cm.configMap.defaultMode = 384;
-    else t.spec.volumes = [...(t.spec.volumes ?? []), { name: 'cm', configMap: { name: 'cfg', defaultMode: 384 } }];
-  }],
+  [
+    'defaultMode 0600',
+    (t) => {
+      const cm = (t.spec.volumes ?? []).find((v) => v.configMap) as { configMap: JsonObject } | undefined;
+      if (cm) cm.configMap.defaultMode = 384;
+      else t.spec.volumes = [...(t.spec.volumes ?? []), { name: 'cm', configMap: { name: 'cfg', defaultMode: 384 } }];
+    },
+  ],
 ];
 
 describe('defaulted fields, properties', () => {
@@ -263,7 +345,12 @@ describe('defaulted fields, properties', () => {
 });
 
 describe('custom resources: the defaults of the CRD schema', () => {
-  const schema = (version: string, properties: JsonObject) => ({ name: version, served: true, storage: version === 'v1', schema: { openAPIV3Schema: { type: 'object', properties: { spec: { type: 'object', properties } } } } });
+  const schema = (version: string, properties: JsonObject) => ({
+    name: version,
+    served: true,
+    storage: version === 'v1',
+    schema: { openAPIV3Schema: { type: 'object', properties: { spec: { type: 'object', properties } } } },
+  });
   const crd = {
     apiVersion: 'apiextensions.k8s.io/v1',
     kind: 'CustomResourceDefinition',
@@ -275,7 +362,10 @@ describe('custom resources: the defaults of the CRD schema', () => {
             properties: {
               mode: { type: 'string', default: 'Fast' },
               nullableMode: { type: 'string', nullable: true, default: 'Slow' },
-              workers: { type: 'array', items: { type: 'object', default: { weight: 7 }, properties: { weight: { type: 'integer', default: 1 } } } },
+              workers: {
+                type: 'array',
+                items: { type: 'object', default: { weight: 7 }, properties: { weight: { type: 'integer', default: 1 } } },
+              },
               labels: { type: 'object', additionalProperties: { type: 'string', default: 'x' } },
               limits: { type: 'object', default: { cpu: 1 }, properties: { cpu: { type: 'integer' } } },
             },
@@ -324,17 +414,41 @@ describe('the table itself', () => {
         terminationGracePeriodSeconds: 30,
         schedulerName: 'default-scheduler',
         enableServiceLinks: true,
-        containers: [{ terminationMessagePath: '/dev/termination-log', terminationMessagePolicy: 'File', securityContext: { procMount: 'Default' }, livenessProbe: { timeoutSeconds: 1, periodSeconds: 10, successThreshold: 1, failureThreshold: 3, httpGet: { path: '/', scheme: 'HTTP' }, grpc: { service: '' } } }],
-        volumes: [{ projected: { defaultMode: 420, sources: [{ serviceAccountToken: { expirationSeconds: 3600 } }] } }, { ephemeral: { volumeClaimTemplate: { spec: { volumeMode: 'Filesystem' } } } }],
+        containers: [
+          {
+            terminationMessagePath: '/dev/termination-log',
+            terminationMessagePolicy: 'File',
+            securityContext: { procMount: 'Default' },
+            livenessProbe: {
+              timeoutSeconds: 1,
+              periodSeconds: 10,
+              successThreshold: 1,
+              failureThreshold: 3,
+              httpGet: { path: '/', scheme: 'HTTP' },
+              grpc: { service: '' },
+            },
+          },
+        ],
+        volumes: [
+          { projected: { defaultMode: 420, sources: [{ serviceAccountToken: { expirationSeconds: 3600 } }] } },
+          { ephemeral: { volumeClaimTemplate: { spec: { volumeMode: 'Filesystem' } } } },
+        ],
       },
     };
     // List items are never dropped (their position is meaning), so what is left is the lists' shape.
-    expect(normalize(onlyDefaults, POD_TEMPLATE_DEFAULTS)).toEqual({ spec: { containers: [null], volumes: [{ projected: { sources: [null] } }, null] } });
+    expect(normalize(onlyDefaults, POD_TEMPLATE_DEFAULTS)).toEqual({
+      spec: { containers: [null], volumes: [{ projected: { sources: [null] } }, null] },
+    });
   });
 });
 
 test('field names that are Object.prototype members are plain fields', () => {
-  const d = crdDefaults(JSON.parse('{"spec": {"versions": [{"name": "v1", "schema": {"openAPIV3Schema": {"properties": {"__proto__": {"default": 1}, "a": {"default": 2}}}}}]}}'), 'v1');
+  const d = crdDefaults(
+    JSON.parse(
+      '{"spec": {"versions": [{"name": "v1", "schema": {"openAPIV3Schema": {"properties": {"__proto__": {"default": 1}, "a": {"default": 2}}}}}]}}',
+    ),
+    'v1',
+  );
   expect(Object.keys(d?.properties ?? {})).toEqual(['__proto__', 'a']);
   const parsed = JSON.parse('{"__proto__": 1, "a": 2, "toString": 3, "constructor": {}}') as Json;
   expect(normalize(parsed, d)).toEqual(JSON.parse('{"toString": 3}'));

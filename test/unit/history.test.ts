@@ -1,11 +1,39 @@
 import fc from 'fast-check';
-import { canonicalJson, parsePath, revisionHash, revisionName, selectorLabels, semanticallyEqual, targetState, type Json } from '../../shared/history/data.ts';
+import {
+  canonicalJson,
+  parsePath,
+  revisionHash,
+  revisionName,
+  selectorLabels,
+  semanticallyEqual,
+  targetState,
+  type Json,
+} from '../../shared/history/data.ts';
 import { compileSelector, matches, type LabelSelector } from '../../shared/ownership/index.ts';
 import { applyRollback, matchesRevision, rollbackPatch } from '../../shared/history/rollback.ts';
 import type { JsonObject } from '../../shared/history/data.ts';
 import { FOREIGN_HISTORY, historyLimit, parsePolicy, reportedNotReady, truncationInputs } from '../../shared/history/policy.ts';
-import { HASH_LABEL, PARENT_KIND_LABEL, PARENT_LABEL, decide, foreignRevisions, sortRevisions, truncationMayDelete, truncationPlan, type ControllerRevision } from '../../shared/history/revisions.ts';
-import { decideByDigest, observedSuffices, recordAnswers, recordedRevisions, recordListSuffices, recordMayAnswer, recordRevisions, targetDigest } from '../../shared/history/record.ts';
+import {
+  HASH_LABEL,
+  PARENT_KIND_LABEL,
+  PARENT_LABEL,
+  decide,
+  foreignRevisions,
+  sortRevisions,
+  truncationMayDelete,
+  truncationPlan,
+  type ControllerRevision,
+} from '../../shared/history/revisions.ts';
+import {
+  decideByDigest,
+  observedSuffices,
+  recordAnswers,
+  recordedRevisions,
+  recordListSuffices,
+  recordMayAnswer,
+  recordRevisions,
+  targetDigest,
+} from '../../shared/history/record.ts';
 import { compareResourceVersions } from '../../shared/kube/resource.ts';
 
 const rev = (name: string, revision: number, image: string, created = '2026-01-01T00:00:00Z'): ControllerRevision => ({
@@ -18,7 +46,10 @@ const rev = (name: string, revision: number, image: string, created = '2026-01-0
 
 describe('target state', () => {
   test('is a replace patch of each path, and nothing else', () => {
-    const sts = { spec: { replicas: 3, template: { metadata: { labels: { a: 'b' } } }, volumeClaimTemplates: [{ metadata: { name: 'd' } }] }, status: { replicas: 3 } };
+    const sts = {
+      spec: { replicas: 3, template: { metadata: { labels: { a: 'b' } } }, volumeClaimTemplates: [{ metadata: { name: 'd' } }] },
+      status: { replicas: 3 },
+    };
     expect(targetState(sts, ['spec.template', 'spec.volumeClaimTemplates'])).toEqual({
       spec: { template: { metadata: { labels: { a: 'b' } }, $patch: 'replace' }, volumeClaimTemplates: [{ metadata: { name: 'd' } }] },
     });
@@ -35,7 +66,12 @@ describe('target state', () => {
     fc.assert(
       fc.property(fc.nat(), fc.nat(), (a, b) => {
         const t = { spec: { containers: [{ image: 'x' }] } };
-        expect(semanticallyEqual(targetState({ spec: { replicas: a, template: t } }, ['spec.template']), targetState({ spec: { replicas: b, template: t } }, ['spec.template']))).toBe(true);
+        expect(
+          semanticallyEqual(
+            targetState({ spec: { replicas: a, template: t } }, ['spec.template']),
+            targetState({ spec: { replicas: b, template: t } }, ['spec.template']),
+          ),
+        ).toBe(true);
       }),
     );
   });
@@ -43,12 +79,21 @@ describe('target state', () => {
 
 describe('semantic equality', () => {
   const json: fc.Arbitrary<Json> = fc.letrec((tie) => ({
-    value: fc.oneof({ depthSize: 'small' }, fc.string(), fc.integer(), fc.boolean(), fc.array(tie('value'), { maxLength: 3 }), fc.dictionary(fc.string({ minLength: 1, maxLength: 4 }), tie('value'), { maxKeys: 4 })),
+    value: fc.oneof(
+      { depthSize: 'small' },
+      fc.string(),
+      fc.integer(),
+      fc.boolean(),
+      fc.array(tie('value'), { maxLength: 3 }),
+      fc.dictionary(fc.string({ minLength: 1, maxLength: 4 }), tie('value'), { maxKeys: 4 }),
+    ),
   })).value as fc.Arbitrary<Json>;
 
   test('ignores key order, nulls, empty maps and lists, and $patch', () => {
     expect(semanticallyEqual({ a: 1, b: { c: null, d: {}, e: [] }, $patch: 'replace' }, { b: {}, a: 1 })).toBe(true);
-    expect(semanticallyEqual({ metadata: { creationTimestamp: null, labels: { x: 'y' } } }, { metadata: { labels: { x: 'y' } } })).toBe(true);
+    expect(semanticallyEqual({ metadata: { creationTimestamp: null, labels: { x: 'y' } } }, { metadata: { labels: { x: 'y' } } })).toBe(
+      true,
+    );
     expect(semanticallyEqual({ a: 1 }, { a: 2 })).toBe(false);
     expect(semanticallyEqual({ a: [1, 2] }, { a: [2, 1] })).toBe(false);
     expect(semanticallyEqual({ a: false }, {})).toBe(false);
@@ -59,7 +104,11 @@ describe('semantic equality', () => {
       fc.property(json, json, (a, b) => {
         expect(semanticallyEqual(a, a)).toBe(true);
         expect(semanticallyEqual(a, b)).toBe(semanticallyEqual(b, a));
-        const reversed = JSON.parse(JSON.stringify(a, (_k, v: unknown) => (v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).reverse()) : v))) as Json;
+        const reversed = JSON.parse(
+          JSON.stringify(a, (_k, v: unknown) =>
+            v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).reverse()) : v,
+          ),
+        ) as Json;
         expect(canonicalJson(reversed)).toBe(canonicalJson(a));
       }),
     );
@@ -86,10 +135,20 @@ describe('names and hashes', () => {
 });
 
 describe('history decisions', () => {
-  const history = fc.uniqueArray(fc.tuple(fc.integer({ min: 0, max: 50 }), fc.constantFrom('a', 'b', 'c', 'd', 'e')), { selector: (t) => t[0], maxLength: 8 }).map((ts) => ts.map(([n, img], i) => rev(`p-${i}x${n}`, n, img, `2026-01-0${(i % 9) + 1}T00:00:00Z`)));
+  const history = fc
+    .uniqueArray(fc.tuple(fc.integer({ min: 0, max: 50 }), fc.constantFrom('a', 'b', 'c', 'd', 'e')), {
+      selector: (t) => t[0],
+      maxLength: 8,
+    })
+    .map((ts) => ts.map(([n, img], i) => rev(`p-${i}x${n}`, n, img, `2026-01-0${(i % 9) + 1}T00:00:00Z`)));
 
   test('ordering is by number, then creation time, then name', () => {
-    const sorted = sortRevisions([rev('p-b', 2, 'x', '2026-01-01T00:00:00Z'), rev('p-a', 2, 'x', '2026-01-01T00:00:00Z'), rev('p-c', 1, 'x', '2026-01-05T00:00:00Z'), rev('p-d', 2, 'x', '2025-12-31T00:00:00Z')]);
+    const sorted = sortRevisions([
+      rev('p-b', 2, 'x', '2026-01-01T00:00:00Z'),
+      rev('p-a', 2, 'x', '2026-01-01T00:00:00Z'),
+      rev('p-c', 1, 'x', '2026-01-05T00:00:00Z'),
+      rev('p-d', 2, 'x', '2025-12-31T00:00:00Z'),
+    ]);
     expect(sorted.map((r) => r.metadata.name)).toEqual(['p-c', 'p-d', 'p-a', 'p-b']);
     fc.assert(
       fc.property(history, (h) => {
@@ -117,7 +176,11 @@ describe('history decisions', () => {
   test('truncation never removes a live revision or the latest, and keeps at most the limit of the rest', () => {
     fc.assert(
       fc.property(history, fc.subarray(['a', 'b', 'c', 'd', 'e']), fc.nat({ max: 5 }), (h, liveImages, limit) => {
-        const live = new Set(h.filter((r) => liveImages.includes((r.data as { spec: { template: { spec: { image: string } } } }).spec.template.spec.image)).map((r) => r.metadata.name!));
+        const live = new Set(
+          h
+            .filter((r) => liveImages.includes((r.data as { spec: { template: { spec: { image: string } } } }).spec.template.spec.image))
+            .map((r) => r.metadata.name!),
+        );
         const doomed = truncationPlan(h, live, limit);
         const latest = sortRevisions(h).at(-1);
         for (const r of doomed) {
@@ -138,10 +201,17 @@ describe('history decisions', () => {
 describe('revision labels for stock kubectl', () => {
   const labels = fc.dictionary(fc.constantFrom('app', 'tier', 'env'), fc.constantFrom('a', 'b', ''), { maxKeys: 3 });
   const requirement = fc.oneof(
-    fc.record({ key: fc.constantFrom('app', 'tier', 'env'), operator: fc.constantFrom('In' as const, 'NotIn' as const), values: fc.uniqueArray(fc.constantFrom('a', 'b', ''), { minLength: 1 }) }),
+    fc.record({
+      key: fc.constantFrom('app', 'tier', 'env'),
+      operator: fc.constantFrom('In' as const, 'NotIn' as const),
+      values: fc.uniqueArray(fc.constantFrom('a', 'b', ''), { minLength: 1 }),
+    }),
     fc.record({ key: fc.constantFrom('app', 'tier', 'env'), operator: fc.constantFrom('Exists' as const, 'DoesNotExist' as const) }),
   );
-  const selector: fc.Arbitrary<LabelSelector> = fc.record({ matchLabels: labels, matchExpressions: fc.array(requirement, { maxLength: 3 }) }, { requiredKeys: [] });
+  const selector: fc.Arbitrary<LabelSelector> = fc.record(
+    { matchLabels: labels, matchExpressions: fc.array(requirement, { maxLength: 3 }) },
+    { requiredKeys: [] },
+  );
 
   test("whatever the selector's form, a template the selector matches gives labels it matches; otherwise its matchLabels", () => {
     fc.assert(
@@ -160,7 +230,10 @@ describe('revision labels for stock kubectl', () => {
 
   test('a selector of expressions alone is matched through the template; invalid labels are never returned', () => {
     const data = targetState({ spec: { template: { metadata: { labels: { app: 'web', version: '2' } } } } }, ['spec.template']);
-    expect(selectorLabels({ matchExpressions: [{ key: 'app', operator: 'In', values: ['web'] }] }, data, ['spec.template'])).toEqual({ app: 'web', version: '2' });
+    expect(selectorLabels({ matchExpressions: [{ key: 'app', operator: 'In', values: ['web'] }] }, data, ['spec.template'])).toEqual({
+      app: 'web',
+      version: '2',
+    });
     const bad = targetState({ spec: { template: { metadata: { labels: { app: 'not valid!' } } } } }, ['spec.template']);
     expect(selectorLabels({}, bad, ['spec.template'])).toEqual({});
     expect(selectorLabels(undefined, data, ['spec.template'])).toEqual({});
@@ -170,8 +243,20 @@ describe('revision labels for stock kubectl', () => {
 describe('rollback patches', () => {
   const applyPatch = applyRollback;
   const paths = ['spec.template', 'spec.sidecar', 'spec.deep.leaf'];
-  const value = fc.oneof(fc.constant(undefined), fc.constantFrom('a', 'b'), fc.dictionary(fc.constantFrom('x', 'y'), fc.constantFrom('1', '2'), { maxKeys: 2 }));
-  const spec = fc.record({ template: value, sidecar: value, deep: fc.oneof(fc.constant(undefined), fc.constant('scalar'), fc.record({ leaf: value }, { requiredKeys: [] })), replicas: fc.nat(3) }, { requiredKeys: ['replicas'] });
+  const value = fc.oneof(
+    fc.constant(undefined),
+    fc.constantFrom('a', 'b'),
+    fc.dictionary(fc.constantFrom('x', 'y'), fc.constantFrom('1', '2'), { maxKeys: 2 }),
+  );
+  const spec = fc.record(
+    {
+      template: value,
+      sidecar: value,
+      deep: fc.oneof(fc.constant(undefined), fc.constant('scalar'), fc.record({ leaf: value }, { requiredKeys: [] })),
+      replicas: fc.nat(3),
+    },
+    { requiredKeys: ['replicas'] },
+  );
   const object = spec.map((s) => JSON.parse(JSON.stringify({ metadata: { name: 'p', uid: 'u' }, spec: s })) as JsonObject);
 
   test("applied to the parent as it is, it makes the parent's target state the revision's, absent paths included, and touches nothing else", () => {
@@ -203,42 +288,82 @@ describe('rollback patches', () => {
 describe('policy parsing (the handler side of validation)', () => {
   test.each([
     [{ target: { apiVersion: 'apps/v1', kind: 'X' }, targetState: [] }, 'RevisionPolicy p: spec.targetState: names no field path'],
-    [{ target: { apiVersion: 'apps/v1', kind: 'X' }, targetState: ['status.x'] }, 'RevisionPolicy p: spec.targetState.0: field path "status.x" is not target state'],
-    [{ target: { apiVersion: 'apps/v1', kind: 'X' }, targetState: ['spec.t'], revisionHistoryLimit: -2 }, 'RevisionPolicy p: spec.revisionHistoryLimit: must be 0 or more'],
+    [
+      { target: { apiVersion: 'apps/v1', kind: 'X' }, targetState: ['status.x'] },
+      'RevisionPolicy p: spec.targetState.0: field path "status.x" is not target state',
+    ],
+    [
+      { target: { apiVersion: 'apps/v1', kind: 'X' }, targetState: ['spec.t'], revisionHistoryLimit: -2 },
+      'RevisionPolicy p: spec.revisionHistoryLimit: must be 0 or more',
+    ],
     [{ targetState: ['spec.t'] }, 'RevisionPolicy p: spec.target: Invalid input'],
   ])('rejects %j', (spec, message) => {
     expect(() => parsePolicy({ metadata: { name: 'p' }, spec })).toThrow(message);
   });
 
   test("a parent's limit: its annotation, else its own spec.revisionHistoryLimit, else the policy's", () => {
-    const policy = parsePolicy({ metadata: { name: 'p' }, spec: { target: { apiVersion: 'apps/v1', kind: 'X' }, targetState: ['spec.t'], revisionHistoryLimit: 7, statusRevisionPaths: ['status.current'] } });
-    const parent = (annotations: Record<string, string>, spec: Record<string, unknown>, status: Record<string, unknown> = {}) => ({ metadata: { annotations }, spec, status });
+    const policy = parsePolicy({
+      metadata: { name: 'p' },
+      spec: {
+        target: { apiVersion: 'apps/v1', kind: 'X' },
+        targetState: ['spec.t'],
+        revisionHistoryLimit: 7,
+        statusRevisionPaths: ['status.current'],
+      },
+    });
+    const parent = (annotations: Record<string, string>, spec: Record<string, unknown>, status: Record<string, unknown> = {}) => ({
+      metadata: { annotations },
+      spec,
+      status,
+    });
     expect(historyLimit(policy, parent({ 'outrigger.dev/revision-history-limit': '2' }, { revisionHistoryLimit: 3 }))).toBe(2);
     expect(historyLimit(policy, parent({}, { revisionHistoryLimit: 3 }))).toBe(3);
     expect(historyLimit(policy, parent({}, { revisionHistoryLimit: 0 }))).toBe(0);
     expect(historyLimit(policy, parent({ 'outrigger.dev/revision-history-limit': 'x' }, { revisionHistoryLimit: -1 }))).toBe(7);
     expect(historyLimit(policy, parent({}, { revisionHistoryLimit: '3' }))).toBe(7);
     // What truncation decides by from the parent alone: a change to either asks for a truncation.
-    const inputs = (a: Record<string, string>, spec: Record<string, unknown>, status: Record<string, unknown>) => truncationInputs(policy, parent(a, spec, status));
+    const inputs = (a: Record<string, string>, spec: Record<string, unknown>, status: Record<string, unknown>) =>
+      truncationInputs(policy, parent(a, spec, status));
     expect(inputs({}, { replicas: 1 }, { current: 'r1' })).toBe(inputs({}, { replicas: 5 }, { current: 'r1', replicas: 5 }));
     expect(inputs({}, {}, { current: 'r1' })).not.toBe(inputs({}, {}, { current: 'r2' }));
     expect(inputs({}, { revisionHistoryLimit: 3 }, {})).not.toBe(inputs({}, { revisionHistoryLimit: 2 }, {}));
   });
 
   test('fills in the defaults', () => {
-    expect(parsePolicy({ metadata: { name: 'p' }, spec: { target: { apiVersion: 'apps/v1', kind: 'X' }, targetState: ['spec.t'] } }).spec).toMatchObject({ revisionHistoryLimit: 10, mode: 'snapshot', statusRevisionPaths: [] });
+    expect(
+      parsePolicy({ metadata: { name: 'p' }, spec: { target: { apiVersion: 'apps/v1', kind: 'X' }, targetState: ['spec.t'] } }).spec,
+    ).toMatchObject({ revisionHistoryLimit: 10, mode: 'snapshot', statusRevisionPaths: [] });
   });
 });
 
 describe('which sync requests the history record answers', () => {
-  const record = { digest: 'd1', revision: 'p-abc', number: 3, revisionsVersion: '120', revisionUid: 'rev-latest', truncation: '[10]', parentVersion: '118' };
+  const record = {
+    digest: 'd1',
+    revision: 'p-abc',
+    number: 3,
+    revisionsVersion: '120',
+    revisionUid: 'rev-latest',
+    truncation: '[10]',
+    parentVersion: '118',
+  };
   const cause = (kind: string, uid: string, rv: string, type: string) => `${kind}/c1/${uid}/${rv}/${type}`;
   const read = { resourceVersion: '119', digest: 'd1', truncation: '[10]', current: true };
-  const observed = (resourceVersion: string, digest = 'd1', truncation = '[10]') => ({ resourceVersion, digest, truncation, current: false });
+  const observed = (resourceVersion: string, digest = 'd1', truncation = '[10]') => ({
+    resourceVersion,
+    digest,
+    truncation,
+    current: false,
+  });
 
   test("the parent's own events, the echo of the record's write and deletions of older revisions", () => {
     expect(recordAnswers([cause('StatefulSet', 'p', '130', 'modified')], 'p', record, read)).toBe(true);
-    expect(recordAnswers([cause('ControllerRevision', 'rev-latest', '120', 'added'), cause('ControllerRevision', 'rev-old', '125', 'deleted')], 'p', record)).toBe(true);
+    expect(
+      recordAnswers(
+        [cause('ControllerRevision', 'rev-latest', '120', 'added'), cause('ControllerRevision', 'rev-old', '125', 'deleted')],
+        'p',
+        record,
+      ),
+    ).toBe(true);
   });
 
   test('not: a revision changed by someone else, the latest deleted, a generated object, another parent, no cause', () => {
@@ -247,7 +372,9 @@ describe('which sync requests the history record answers', () => {
     expect(recordAnswers([cause('Pod', 'pod-1', '123', 'deleted')], 'p', record, read)).toBe(false);
     expect(recordAnswers([cause('StatefulSet', 'q', '124', 'modified')], 'p', record, read)).toBe(false);
     expect(recordAnswers([], 'p', record, read)).toBe(false);
-    expect(recordAnswers([cause('ControllerRevision', 'rev-latest', '120', 'added')], 'p', { digest: 'd1', revision: 'p-abc', number: 3 })).toBe(false);
+    expect(
+      recordAnswers([cause('ControllerRevision', 'rev-latest', '120', 'added')], 'p', { digest: 'd1', revision: 'p-abc', number: 3 }),
+    ).toBe(false);
   });
 
   test("a parent's event needs its state: another target state or truncation inputs, or none, is not answered", () => {
@@ -262,16 +389,33 @@ describe('which sync requests the history record answers', () => {
     expect(recordAnswers([cause('StatefulSet', 'p', '130', 'modified')], 'p', record, observed('130'))).toBe(true);
     expect(recordAnswers([cause('StatefulSet', 'p', '118', 'modified')], 'p', record, observed('118'))).toBe(true);
     // Several events of one batch, the object of the latest: it stands for the earlier ones too.
-    expect(recordAnswers([cause('StatefulSet', 'p', '125', 'modified'), cause('ControllerRevision', 'rev-latest', '120', 'added'), cause('StatefulSet', 'p', '130', 'modified')], 'p', record, observed('130'))).toBe(true);
+    expect(
+      recordAnswers(
+        [
+          cause('StatefulSet', 'p', '125', 'modified'),
+          cause('ControllerRevision', 'rev-latest', '120', 'added'),
+          cause('StatefulSet', 'p', '130', 'modified'),
+        ],
+        'p',
+        record,
+        observed('130'),
+      ),
+    ).toBe(true);
     // 1000 > 999: resourceVersions order as integers, not as strings.
-    expect(recordAnswers([cause('StatefulSet', 'p', '1000', 'modified')], 'p', { ...record, parentVersion: '999' }, observed('1000'))).toBe(true);
+    expect(recordAnswers([cause('StatefulSet', 'p', '1000', 'modified')], 'p', { ...record, parentVersion: '999' }, observed('1000'))).toBe(
+      true,
+    );
   });
 
   test("not: an event's object older than the record (a reordered or repeated delivery), older than an event, of no known order, or a deletion", () => {
     expect(recordAnswers([cause('StatefulSet', 'p', '117', 'modified')], 'p', record, observed('117'))).toBe(false);
     expect(recordAnswers([cause('StatefulSet', 'p', '131', 'modified')], 'p', record, observed('130'))).toBe(false);
-    expect(recordAnswers([cause('StatefulSet', 'p', '130', 'modified')], 'p', { ...record, parentVersion: undefined }, observed('130'))).toBe(false);
-    expect(recordAnswers([cause('StatefulSet', 'p', 'x1', 'modified')], 'p', { ...record, parentVersion: 'x0' }, observed('x1'))).toBe(false);
+    expect(
+      recordAnswers([cause('StatefulSet', 'p', '130', 'modified')], 'p', { ...record, parentVersion: undefined }, observed('130')),
+    ).toBe(false);
+    expect(recordAnswers([cause('StatefulSet', 'p', 'x1', 'modified')], 'p', { ...record, parentVersion: 'x0' }, observed('x1'))).toBe(
+      false,
+    );
     expect(recordAnswers([cause('StatefulSet', 'p', '130', 'deleted')], 'p', record, observed('130'))).toBe(false);
     expect(recordAnswers([cause('StatefulSet', 'p', '130', 'modified')], 'p', record, observed('130', 'd2'))).toBe(false);
   });
@@ -289,12 +433,29 @@ describe('which sync requests the history record answers', () => {
     expect(compareResourceVersions('10', '10')).toBe(0);
     expect(compareResourceVersions('20', '19')).toBe(1);
     for (const bad of ['', '0', '010', 'a1', '-1', undefined]) expect(compareResourceVersions(bad, '5')).toBeUndefined();
-    fc.assert(fc.property(fc.bigInt({ min: 1n, max: 10n ** 30n }), fc.bigInt({ min: 1n, max: 10n ** 30n }), (a, b) => compareResourceVersions(String(a), String(b)) === (a < b ? -1 : a > b ? 1 : 0)));
+    fc.assert(
+      fc.property(
+        fc.bigInt({ min: 1n, max: 10n ** 30n }),
+        fc.bigInt({ min: 1n, max: 10n ** 30n }),
+        (a, b) => compareResourceVersions(String(a), String(b)) === (a < b ? -1 : a > b ? 1 : 0),
+      ),
+    );
   });
 
   test("its revisions stand in for a list only for the parent's events and the echoes it accounts for, with the same defaults", () => {
-    const withRevisions = { ...record, revisions: [{ name: 'p-a', uid: 'rev-old', resourceVersion: '100', number: 2, digest: 'd0' }], defaults: 'k' };
-    expect(recordListSuffices([cause('StatefulSet', 'p', '130', 'modified'), cause('ControllerRevision', 'rev-latest', '120', 'added')], 'p', withRevisions, 'k')).toBe(true);
+    const withRevisions = {
+      ...record,
+      revisions: [{ name: 'p-a', uid: 'rev-old', resourceVersion: '100', number: 2, digest: 'd0' }],
+      defaults: 'k',
+    };
+    expect(
+      recordListSuffices(
+        [cause('StatefulSet', 'p', '130', 'modified'), cause('ControllerRevision', 'rev-latest', '120', 'added')],
+        'p',
+        withRevisions,
+        'k',
+      ),
+    ).toBe(true);
     expect(recordListSuffices([cause('ControllerRevision', 'rev-gone', '125', 'deleted')], 'p', withRevisions, 'k')).toBe(true);
     expect(recordListSuffices([cause('StatefulSet', 'p', '130', 'modified')], 'p', withRevisions, 'other defaults')).toBe(false);
     expect(recordListSuffices([cause('StatefulSet', 'p', '130', 'modified')], 'p', record, 'k')).toBe(false);
@@ -305,13 +466,24 @@ describe('which sync requests the history record answers', () => {
   test('deciding by digests is deciding by semantic equality, for revisions kept in the record', () => {
     const parent = { apiVersion: 'apps/v1', kind: 'StatefulSet', metadata: { name: 'p', namespace: 'n', uid: 'p' } };
     const images = ['a', 'b', 'c', 'b'];
-    const revs = images.map((image, i) => ({ ...rev(`p-${i}`, i + 1, image), metadata: { ...rev(`p-${i}`, i + 1, image).metadata, uid: `u${i}`, resourceVersion: String(10 + i) } }));
+    const revs = images.map((image, i) => ({
+      ...rev(`p-${i}`, i + 1, image),
+      metadata: { ...rev(`p-${i}`, i + 1, image).metadata, uid: `u${i}`, resourceVersion: String(10 + i) },
+    }));
     const kept = recordedRevisions(recordRevisions(revs, undefined)!, parent);
     for (const image of ['a', 'b', 'c', 'd']) {
       const candidate = { spec: { template: { spec: { image } } } };
       const byData = decide(candidate, revs);
       const byDigest = decideByDigest(targetDigest(candidate, undefined), kept);
-      expect({ kind: byDigest.kind, name: 'revision' in byDigest ? byDigest.revision.metadata.name : undefined, number: 'number' in byDigest ? byDigest.number : undefined }).toEqual({ kind: byData.kind, name: 'revision' in byData ? byData.revision.metadata.name : undefined, number: 'number' in byData ? byData.number : undefined });
+      expect({
+        kind: byDigest.kind,
+        name: 'revision' in byDigest ? byDigest.revision.metadata.name : undefined,
+        number: 'number' in byDigest ? byDigest.number : undefined,
+      }).toEqual({
+        kind: byData.kind,
+        name: 'revision' in byData ? byData.revision.metadata.name : undefined,
+        number: 'number' in byData ? byData.number : undefined,
+      });
     }
     expect(kept[0]?.metadata.ownerReferences?.[0]).toMatchObject({ uid: 'p', controller: true });
   });
@@ -324,13 +496,23 @@ describe('which sync requests the history record answers', () => {
 
 describe('coexistence (README, "Coexistence")', () => {
   const ref = (kind: string, apiVersion = 'apps/v1', uid = 'p', controller = true) => ({ apiVersion, kind, name: 'web', uid, controller });
-  const rev = (name: string, labels: Record<string, string>, owners: ReturnType<typeof ref>[]) => ({ metadata: { name, labels, ownerReferences: owners } });
+  const rev = (name: string, labels: Record<string, string>, owners: ReturnType<typeof ref>[]) => ({
+    metadata: { name, labels, ownerReferences: owners },
+  });
   const sts = { group: 'apps', kind: 'StatefulSet' };
 
   test.each([
-    ['the in-tree controller\'s: controlled, the hash label, none of ours', rev('a', { [HASH_LABEL]: 'h', app: 'web' }, [ref('StatefulSet')]), true],
+    [
+      "the in-tree controller's: controlled, the hash label, none of ours",
+      rev('a', { [HASH_LABEL]: 'h', app: 'web' }, [ref('StatefulSet')]),
+      true,
+    ],
     ["Outrigger's own (its parent label)", rev('b', { [HASH_LABEL]: 'h', [PARENT_LABEL]: 'web' }, [ref('StatefulSet')]), false],
-    ["Outrigger's own (its parent-kind label only)", rev('c', { [HASH_LABEL]: 'h', [PARENT_KIND_LABEL]: 'StatefulSet.apps' }, [ref('StatefulSet')]), false],
+    [
+      "Outrigger's own (its parent-kind label only)",
+      rev('c', { [HASH_LABEL]: 'h', [PARENT_KIND_LABEL]: 'StatefulSet.apps' }, [ref('StatefulSet')]),
+      false,
+    ],
     ['a stray without the hash label (history releases it)', rev('d', { app: 'web' }, [ref('StatefulSet')]), false],
     ['controlled by another kind', rev('e', { [HASH_LABEL]: 'h' }, [ref('DaemonSet')]), false],
     ['controlled by the kind of another group', rev('f', { [HASH_LABEL]: 'h' }, [ref('StatefulSet', 'example.com/v1')]), false],
@@ -345,7 +527,10 @@ describe('coexistence (README, "Coexistence")', () => {
   });
 
   test('a policy is out of effect only for a ForeignHistory verdict on its current generation', () => {
-    const policy = (generation: number, observedGeneration: number, status: string, reason: string) => ({ metadata: { name: 'p', generation }, status: { observedGeneration, conditions: [{ type: 'Ready', status, reason }] } });
+    const policy = (generation: number, observedGeneration: number, status: string, reason: string) => ({
+      metadata: { name: 'p', generation },
+      status: { observedGeneration, conditions: [{ type: 'Ready', status, reason }] },
+    });
     expect(reportedNotReady(policy(2, 2, 'False', FOREIGN_HISTORY))).toBe(true);
     expect(reportedNotReady(policy(3, 2, 'False', FOREIGN_HISTORY))).toBe(false); // a new spec (Coexist, perhaps) is checked again
     expect(reportedNotReady(policy(2, 2, 'True', 'Valid'))).toBe(false);

@@ -3,7 +3,14 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { APIGatewayProxyEventV2 } from 'aws-lambda';
 import { projectRoot } from '../../local/paths.ts';
-import { MAX_ENVELOPE_BYTES, deduplicationId, makeEnvelope, messageGroupId, parseEnvelope, type Envelope } from '../../shared/envelope/index.ts';
+import {
+  MAX_ENVELOPE_BYTES,
+  deduplicationId,
+  makeEnvelope,
+  messageGroupId,
+  parseEnvelope,
+  type Envelope,
+} from '../../shared/envelope/index.ts';
 import { DEAD_LETTER_BODY_BYTES, fitDeadLetter, planIngest, type IngestPlan, type IngestRequest } from '../../shared/ingest/index.ts';
 import type { KubeObject } from '../../shared/kube/index.ts';
 import fc from 'fast-check';
@@ -19,19 +26,40 @@ const OTHER_UID = '0e1d2c3b-4a59-4687-a5b4-c3d2e1f0a9b8';
 const pod = (extra: Partial<KubeObject['metadata']> = {}): KubeObject => ({
   apiVersion: 'v1',
   kind: 'Pod',
-  metadata: { name: 'web-0', namespace: 'shop', uid: POD_UID, resourceVersion: '7', ownerReferences: [{ apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'web', uid: STS_UID, controller: true }], ...extra },
+  metadata: {
+    name: 'web-0',
+    namespace: 'shop',
+    uid: POD_UID,
+    resourceVersion: '7',
+    ownerReferences: [{ apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'web', uid: STS_UID, controller: true }],
+    ...extra,
+  },
   spec: { containers: [{ name: 'c', image: 'registry.example/web:1' }] },
 });
 
-const envelope = (cluster = 'prod', object = pod()): Envelope => makeEnvelope({ cluster, type: 'modified', object, source: 'outrigger://prod/forwarder', time: now });
+const envelope = (cluster = 'prod', object = pod()): Envelope =>
+  makeEnvelope({ cluster, type: 'modified', object, source: 'outrigger://prod/forwarder', time: now });
 
 function post(body: string, opts: { headers?: Record<string, string>; query?: Record<string, string> } = {}): IngestRequest {
   return { method: 'POST', headers: { 'content-type': 'application/json', ...opts.headers }, query: opts.query ?? {}, body };
 }
 
 /** A binary-mode ApiServerSource event (mode: Resource), as Knative sends it; `headers` overrides (undefined drops one). */
-function knative(type: string, object: unknown, opts: { query?: Record<string, string>; headers?: Record<string, string | undefined> } = {}): IngestRequest {
-  const headers: Record<string, string | undefined> = { 'content-type': 'application/json', 'ce-specversion': '1.0', 'ce-id': 'a1b2', 'ce-source': 'https://10.96.0.1:443', 'ce-type': type, 'ce-time': '2026-11-22T09:59:00Z', 'ce-subject': '/api/v1/namespaces/shop/pods/web-0', ...opts.headers };
+function knative(
+  type: string,
+  object: unknown,
+  opts: { query?: Record<string, string>; headers?: Record<string, string | undefined> } = {},
+): IngestRequest {
+  const headers: Record<string, string | undefined> = {
+    'content-type': 'application/json',
+    'ce-specversion': '1.0',
+    'ce-id': 'a1b2',
+    'ce-source': 'https://10.96.0.1:443',
+    'ce-type': type,
+    'ce-time': '2026-11-22T09:59:00Z',
+    'ce-subject': '/api/v1/namespaces/shop/pods/web-0',
+    ...opts.headers,
+  };
   return { method: 'POST', headers, query: opts.query ?? { cluster: 'prod' }, body: JSON.stringify(object) };
 }
 
@@ -43,10 +71,20 @@ function refused(plan: IngestPlan): Extract<IngestPlan, { ok: false }> {
 describe('the ingest', () => {
   test('passes our envelopes through unchanged, one or a batch, with the ids the router relies on', () => {
     const one = planIngest(post(JSON.stringify(envelope())), clusters, clusters, now);
-    expect(one).toEqual({ ok: true, envelopes: [envelope()], deadLetters: [], counts: { accepted: 1, envelopes: 1, knative: 0, refused: 0 } });
+    expect(one).toEqual({
+      ok: true,
+      envelopes: [envelope()],
+      deadLetters: [],
+      counts: { accepted: 1, envelopes: 1, knative: 0, refused: 0 },
+    });
 
     const batch = [envelope(), envelope('staging', pod({ uid: OTHER_UID, ownerReferences: [] }))];
-    const plan = planIngest(post(JSON.stringify(batch), { headers: { 'content-type': 'application/cloudevents-batch+json' } }), clusters, clusters, now);
+    const plan = planIngest(
+      post(JSON.stringify(batch), { headers: { 'content-type': 'application/cloudevents-batch+json' } }),
+      clusters,
+      clusters,
+      now,
+    );
     if (!plan.ok) throw new Error(plan.problem);
     expect(plan.envelopes).toEqual(batch);
     expect(plan.envelopes.map(messageGroupId)).toEqual([`prod/${STS_UID}`, `staging/${OTHER_UID}`]);
@@ -64,7 +102,15 @@ describe('the ingest', () => {
     if (!plan.ok) throw new Error(plan.problem);
     expect(plan.counts).toEqual({ accepted: 1, envelopes: 0, knative: 1, refused: 0 });
     const e = plan.envelopes[0]!;
-    expect(e).toEqual(makeEnvelope({ cluster: 'prod', type: ours as 'added', object: pod(), source: 'https://10.96.0.1:443', time: new Date('2026-11-22T09:59:00Z') }));
+    expect(e).toEqual(
+      makeEnvelope({
+        cluster: 'prod',
+        type: ours as 'added',
+        object: pod(),
+        source: 'https://10.96.0.1:443',
+        time: new Date('2026-11-22T09:59:00Z'),
+      }),
+    );
     expect(e.id).toBe(`prod/${POD_UID}/7/${ours}`);
     expect(parseEnvelope(JSON.stringify(e))).toEqual(e);
     expect(messageGroupId(e)).toBe(`prod/${STS_UID}`);
@@ -73,33 +119,113 @@ describe('the ingest', () => {
   test('takes Knative events in structured mode too, so a refused one can be posted again as the dead-letter queue kept it', () => {
     const plan = refused(planIngest(knative('dev.knative.apiserver.resource.add', pod({ uid: undefined })), clusters, clusters, now));
     const letter = plan.deadLetters[0]!;
-    expect(JSON.parse(letter.body)).toMatchObject({ specversion: '1.0', id: 'a1b2', type: 'dev.knative.apiserver.resource.add', datacontenttype: 'application/json', data: { kind: 'Pod' } });
+    expect(JSON.parse(letter.body)).toMatchObject({
+      specversion: '1.0',
+      id: 'a1b2',
+      type: 'dev.knative.apiserver.resource.add',
+      datacontenttype: 'application/json',
+      data: { kind: 'Pod' },
+    });
     const fixed = { ...(JSON.parse(letter.body) as Record<string, unknown>), data: pod() };
-    expect(planIngest(post(JSON.stringify(fixed), { query: { cluster: 'prod' } }), clusters, clusters, now)).toMatchObject({ ok: true, counts: { knative: 1 } });
+    expect(planIngest(post(JSON.stringify(fixed), { query: { cluster: 'prod' } }), clusters, clusters, now)).toMatchObject({
+      ok: true,
+      counts: { knative: 1 },
+    });
   });
 
   test('refuses Reference-mode events, which carry no object, saying how to fix the source', () => {
-    const plan = refused(planIngest(knative('dev.knative.apiserver.ref.update', { apiVersion: 'v1', kind: 'Pod', name: 'web-0', namespace: 'shop' }), clusters, clusters, now));
+    const plan = refused(
+      planIngest(
+        knative('dev.knative.apiserver.ref.update', { apiVersion: 'v1', kind: 'Pod', name: 'web-0', namespace: 'shop' }),
+        clusters,
+        clusters,
+        now,
+      ),
+    );
     expect(plan.status).toBe(422);
-    expect(plan.problem).toBe("invalid ingest request: type: is dev.knative.apiserver.ref.update, an ApiServerSource event in mode Reference, which carries no object: set the ApiServerSource's spec.mode to Resource");
-    expect(plan.deadLetters).toEqual([{ body: expect.stringContaining('"type":"dev.knative.apiserver.ref.update"'), reason: plan.problem }]);
+    expect(plan.problem).toBe(
+      "invalid ingest request: type: is dev.knative.apiserver.ref.update, an ApiServerSource event in mode Reference, which carries no object: set the ApiServerSource's spec.mode to Resource",
+    );
+    expect(plan.deadLetters).toEqual([
+      { body: expect.stringContaining('"type":"dev.knative.apiserver.ref.update"'), reason: plan.problem },
+    ]);
   });
 
   test.each<[string, IngestRequest, number, RegExp]>([
-    ['an unknown type', post(JSON.stringify({ ...envelope(), type: 'com.example.other' })), 422, /^invalid ingest request: type: is com\.example\.other, not a type the ingest takes \(dev\.outrigger\.watch\.added, .*dev\.knative\.apiserver\.resource\.delete\)$/],
+    [
+      'an unknown type',
+      post(JSON.stringify({ ...envelope(), type: 'com.example.other' })),
+      422,
+      /^invalid ingest request: type: is com\.example\.other, not a type the ingest takes \(dev\.outrigger\.watch\.added, .*dev\.knative\.apiserver\.resource\.delete\)$/,
+    ],
     ['a bookmark', post(JSON.stringify({ ...envelope(), type: 'dev.outrigger.watch.bookmark' })), 400, /^invalid ingest request: type: /],
-    ['no type at all', post(JSON.stringify(pod())), 400, /^invalid ingest request: type: is required \(a CloudEvent attribute; in binary mode the ce-type header\)$/],
+    [
+      'no type at all',
+      post(JSON.stringify(pod())),
+      400,
+      /^invalid ingest request: type: is required \(a CloudEvent attribute; in binary mode the ce-type header\)$/,
+    ],
     ['a body that is not JSON', post('{"specversion":'), 400, /^invalid ingest request: \(body\): is not JSON/],
-    ['binary data that is not JSON', { ...knative('dev.knative.apiserver.resource.add', {}), body: 'web-0' }, 400, /^invalid ingest request: data: is not JSON/],
-    ['binary data of another content type', knative('dev.knative.apiserver.resource.add', pod(), { headers: { 'content-type': 'text/plain' } }), 415, /^invalid ingest request: datacontenttype: is text\/plain/],
-    ['an object without a uid', knative('dev.knative.apiserver.resource.add', pod({ uid: undefined })), 400, /^invalid ingest request: data\.metadata\.uid: /],
-    ['data that is not an object', knative('dev.knative.apiserver.resource.add', 'web-0'), 400, /^invalid ingest request: data: is not a Kubernetes object/],
-    ['a missing ce-source', knative('dev.knative.apiserver.resource.add', pod(), { headers: { 'ce-source': undefined } }), 400, /^invalid ingest request: source: is required/],
-    ['a bad ce-time', knative('dev.knative.apiserver.resource.add', pod(), { headers: { 'ce-time': 'yesterday' } }), 400, /^invalid ingest request: time: is "yesterday", not an RFC 3339 time$/],
-    ['a Knative event without ?cluster', knative('dev.knative.apiserver.resource.add', pod(), { query: {} }), 400, /^invalid ingest request: \?cluster: is required for Knative events/],
-    ['an unknown ?cluster', knative('dev.knative.apiserver.resource.add', pod(), { query: { cluster: 'dev' } }), 422, /^invalid ingest request: \?cluster: "dev" is not a cluster this deployment serves \(prod, staging\)$/],
-    ['an envelope of an unknown cluster', post(JSON.stringify(envelope('dev'))), 422, /^invalid ingest request: cluster: "dev" is not a cluster this deployment serves/],
-    ['an envelope of another cluster than ?cluster', post(JSON.stringify(envelope('staging')), { query: { cluster: 'prod' } }), 422, /^invalid ingest request: cluster: is "staging", but the request is for \?cluster=prod$/],
+    [
+      'binary data that is not JSON',
+      { ...knative('dev.knative.apiserver.resource.add', {}), body: 'web-0' },
+      400,
+      /^invalid ingest request: data: is not JSON/,
+    ],
+    [
+      'binary data of another content type',
+      knative('dev.knative.apiserver.resource.add', pod(), { headers: { 'content-type': 'text/plain' } }),
+      415,
+      /^invalid ingest request: datacontenttype: is text\/plain/,
+    ],
+    [
+      'an object without a uid',
+      knative('dev.knative.apiserver.resource.add', pod({ uid: undefined })),
+      400,
+      /^invalid ingest request: data\.metadata\.uid: /,
+    ],
+    [
+      'data that is not an object',
+      knative('dev.knative.apiserver.resource.add', 'web-0'),
+      400,
+      /^invalid ingest request: data: is not a Kubernetes object/,
+    ],
+    [
+      'a missing ce-source',
+      knative('dev.knative.apiserver.resource.add', pod(), { headers: { 'ce-source': undefined } }),
+      400,
+      /^invalid ingest request: source: is required/,
+    ],
+    [
+      'a bad ce-time',
+      knative('dev.knative.apiserver.resource.add', pod(), { headers: { 'ce-time': 'yesterday' } }),
+      400,
+      /^invalid ingest request: time: is "yesterday", not an RFC 3339 time$/,
+    ],
+    [
+      'a Knative event without ?cluster',
+      knative('dev.knative.apiserver.resource.add', pod(), { query: {} }),
+      400,
+      /^invalid ingest request: \?cluster: is required for Knative events/,
+    ],
+    [
+      'an unknown ?cluster',
+      knative('dev.knative.apiserver.resource.add', pod(), { query: { cluster: 'dev' } }),
+      422,
+      /^invalid ingest request: \?cluster: "dev" is not a cluster this deployment serves \(prod, staging\)$/,
+    ],
+    [
+      'an envelope of an unknown cluster',
+      post(JSON.stringify(envelope('dev'))),
+      422,
+      /^invalid ingest request: cluster: "dev" is not a cluster this deployment serves/,
+    ],
+    [
+      'an envelope of another cluster than ?cluster',
+      post(JSON.stringify(envelope('staging')), { query: { cluster: 'prod' } }),
+      422,
+      /^invalid ingest request: cluster: is "staging", but the request is for \?cluster=prod$/,
+    ],
     ['a GET', { ...post(''), method: 'GET' }, 405, /^invalid ingest request: \(method\): is GET/],
     ['an empty body', post(''), 400, /^invalid ingest request: \(body\): is empty$/],
   ])('refuses %s, naming the problem', (_, request, status, problem) => {
@@ -116,7 +242,9 @@ describe('the ingest', () => {
     big.spec = { padding: 'x'.repeat(MAX_ENVELOPE_BYTES) };
     const plan = refused(planIngest(knative('dev.knative.apiserver.resource.add', big), clusters, clusters, now));
     expect(plan.status).toBe(413);
-    expect(plan.problem).toMatch(/^invalid ingest request: \(body\): makes an envelope of \d+ bytes, over the 262144-byte limit of an SQS message$/);
+    expect(plan.problem).toMatch(
+      /^invalid ingest request: \(body\): makes an envelope of \d+ bytes, over the 262144-byte limit of an SQS message$/,
+    );
     const letter = plan.deadLetters[0]!;
     expect(Buffer.byteLength(letter.body)).toBe(DEAD_LETTER_BODY_BYTES);
     expect(letter.reason).toMatch(/\[the dead letter holds the first 258048 of \d+ bytes\]$/);
@@ -133,7 +261,9 @@ describe('the ingest', () => {
     if (!plan.ok) throw new Error(plan.problem);
     expect(plan.envelopes).toEqual([good]);
     expect(plan.counts).toEqual({ accepted: 1, envelopes: 1, knative: 0, refused: 2 });
-    expect(plan.problem).toMatch(/^invalid ingest request: \[1\]\.type: is dev\.knative\.apiserver\.ref\.add, .* \(and 1 more refused event\(s\)\)$/);
+    expect(plan.problem).toMatch(
+      /^invalid ingest request: \[1\]\.type: is dev\.knative\.apiserver\.ref\.add, .* \(and 1 more refused event\(s\)\)$/,
+    );
     expect(plan.deadLetters.map((l) => l.body)).toEqual([JSON.stringify(bad), '42']);
     expect(plan.deadLetters[1]!.reason).toBe('invalid ingest request: [2]: is not a CloudEvent (a JSON object)');
   });
@@ -151,7 +281,12 @@ describe('the ingest', () => {
     ['ingest-reference.json', { ok: false, status: 422 }],
   ])('reads the sample Function URL event events/%s', (file, outcome) => {
     const event = JSON.parse(readFileSync(join(projectRoot, 'events', file), 'utf8')) as APIGatewayProxyEventV2;
-    const request = { method: event.requestContext.http.method, headers: event.headers, query: event.queryStringParameters ?? {}, body: event.body ?? '' };
+    const request = {
+      method: event.requestContext.http.method,
+      headers: event.headers,
+      query: event.queryStringParameters ?? {},
+      body: event.body ?? '',
+    };
     expect(planIngest(request, new Set(['local']), new Set(['local']), now)).toMatchObject(outcome);
   });
 });
@@ -161,11 +296,13 @@ describe('who may speak for a cluster', () => {
   const SESSION = 'arn:aws:sts::111122223333:assumed-role/prod-ingest-signer/eks-prod-ingest-si-1a2b';
 
   test('the cluster configuration names the IAM principals whose requests speak for each cluster', () => {
-    const configs = parseClusters(JSON.stringify([
-      { id: 'prod', access: { kind: 'kubeconfig' }, ingestPrincipals: [ROLE] },
-      { id: 'staging', access: { kind: 'kubeconfig' }, ingestPrincipals: ['arn:aws:iam::111122223333:user/ci'] },
-      { id: 'dev', access: { kind: 'kubeconfig' } },
-    ]));
+    const configs = parseClusters(
+      JSON.stringify([
+        { id: 'prod', access: { kind: 'kubeconfig' }, ingestPrincipals: [ROLE] },
+        { id: 'staging', access: { kind: 'kubeconfig' }, ingestPrincipals: ['arn:aws:iam::111122223333:user/ci'] },
+        { id: 'dev', access: { kind: 'kubeconfig' } },
+      ]),
+    );
     // A session of the role (the Function URL's userArn) is the role, whatever its path; another account's is not.
     expect([...ingestClustersOf(configs, SESSION)]).toEqual(['prod']);
     expect([...ingestClustersOf(configs, ROLE)]).toEqual(['prod']);
@@ -174,20 +311,34 @@ describe('who may speak for a cluster', () => {
     expect([...ingestClustersOf(configs, 'arn:aws:sts::111122223333:assumed-role/prod-ingest-signer-2/s')]).toEqual([]);
     expect([...ingestClustersOf(configs, undefined)]).toEqual([]);
     expect(isPrincipal('arn:aws:iam::111122223333:role/a', 'arn:aws:sts::111122223333:assumed-role/a/s')).toBe(true);
-    expect(() => parseClusters(JSON.stringify([{ id: 'prod', access: { kind: 'kubeconfig' }, ingestPrincipals: ['prod-ingest-signer'] }]))).toThrow(
+    expect(() =>
+      parseClusters(JSON.stringify([{ id: 'prod', access: { kind: 'kubeconfig' }, ingestPrincipals: ['prod-ingest-signer'] }])),
+    ).toThrow(
       'cluster configuration: cluster prod: ingestPrincipals.0: must be an IAM role or user ARN (arn:aws:iam::<account>:role/<name>)',
     );
   });
 
-  test("refuses (403) every event for a cluster the caller may not speak for, and queues its own beside them", () => {
+  test('refuses (403) every event for a cluster the caller may not speak for, and queues its own beside them', () => {
     const caller = { ...post(JSON.stringify([envelope('prod'), envelope('staging')])), caller: SESSION };
     const plan = planIngest(caller, clusters, new Set(['prod']), now);
     if (!plan.ok) throw new Error(plan.problem);
     expect(plan.envelopes.map((e) => e.cluster)).toEqual(['prod']);
-    expect(plan.problem).toBe(`invalid ingest request: [1].cluster: is "staging", a cluster whose ingestPrincipals do not name the caller ${SESSION} (it may for prod)`);
+    expect(plan.problem).toBe(
+      `invalid ingest request: [1].cluster: is "staging", a cluster whose ingestPrincipals do not name the caller ${SESSION} (it may for prod)`,
+    );
     expect(plan.deadLetters).toEqual([{ body: JSON.stringify(envelope('staging')), reason: plan.problem }]);
-    const knativeForStaging = refused(planIngest({ ...knative('dev.knative.apiserver.resource.add', pod(), { query: { cluster: 'staging' } }), caller: SESSION }, clusters, new Set(['prod']), now));
-    expect(knativeForStaging).toMatchObject({ status: 403, problem: expect.stringMatching(/^invalid ingest request: \?cluster: is "staging", a cluster whose ingestPrincipals do not name/) });
+    const knativeForStaging = refused(
+      planIngest(
+        { ...knative('dev.knative.apiserver.resource.add', pod(), { query: { cluster: 'staging' } }), caller: SESSION },
+        clusters,
+        new Set(['prod']),
+        now,
+      ),
+    );
+    expect(knativeForStaging).toMatchObject({
+      status: 403,
+      problem: expect.stringMatching(/^invalid ingest request: \?cluster: is "staging", a cluster whose ingestPrincipals do not name/),
+    });
     expect(refused(planIngest(post(JSON.stringify(envelope('prod'))), clusters, new Set(), now)).status).toBe(403);
   });
 
@@ -208,7 +359,12 @@ describe('hostile envelopes', () => {
     fc.assert(
       fc.property(mixedBatch(good, hostileCase(good, 'staging')), (batch) => {
         const body = `[${batch.map((c) => c.text).join(',')}]`;
-        const plan = planIngest({ ...post(body), caller: 'arn:aws:sts::111122223333:assumed-role/prod/s' }, clusters, new Set(['prod']), now);
+        const plan = planIngest(
+          { ...post(body), caller: 'arn:aws:sts::111122223333:assumed-role/prod/s' },
+          clusters,
+          new Set(['prod']),
+          now,
+        );
         if (!plan.ok) throw new Error(`refused whole: ${plan.problem}`);
         const expected = batch.flatMap((c) => (c.kind === 'valid' ? [c.envelope] : []));
         expect(plan.envelopes).toEqual(expected);

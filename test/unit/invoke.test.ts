@@ -47,7 +47,7 @@ describe('the sample events', () => {
     return spec?.events || spec?.sync;
   });
 
-  test.each(sqsSamples)('%s is an SQS FIFO batch as Lambda delivers it, from cluster local\'s queue of a stack named Outrigger', (file) => {
+  test.each(sqsSamples)("%s is an SQS FIFO batch as Lambda delivers it, from cluster local's queue of a stack named Outrigger", (file) => {
     const event = read(file) as SQSEvent;
     const spec = functions.find((s) => s.name === functionOf(file))!;
     const queue = `Outrigger-${queueName('local', spec.events ? EVENTS_QUEUE : spec.sync!.target)}`;
@@ -55,7 +55,15 @@ describe('the sample events', () => {
     for (const r of event.Records) {
       expect(r).toMatchObject({ eventSource: 'aws:sqs', awsRegion: 'us-east-1', md5OfBody: md5(r.body) });
       expect(r.eventSourceARN).toBe(`arn:aws:sqs:us-east-1:000000000000:${queue}`);
-      expect(Object.keys(r.attributes).sort()).toEqual(['ApproximateFirstReceiveTimestamp', 'ApproximateReceiveCount', 'MessageDeduplicationId', 'MessageGroupId', 'SenderId', 'SentTimestamp', 'SequenceNumber']);
+      expect(Object.keys(r.attributes).sort()).toEqual([
+        'ApproximateFirstReceiveTimestamp',
+        'ApproximateReceiveCount',
+        'MessageDeduplicationId',
+        'MessageGroupId',
+        'SenderId',
+        'SentTimestamp',
+        'SequenceNumber',
+      ]);
     }
   });
 
@@ -77,24 +85,33 @@ describe('the sample events', () => {
     });
   }
 
-  test.each(sqsSamples)('%s carries what its consumer reads, for cluster local, with the group and deduplication ids its sender gives', (file) => {
-    const records = parsed(file);
-    const malformed = records.filter((p) => !p.ok);
-    if (file.endsWith('-malformed.json')) expect(malformed.length).toBeGreaterThan(0);
-    else if (file === 'router.json') expect(malformed).toHaveLength(1);
-    else expect(malformed).toEqual([]);
-    for (const p of records) {
-      if (!p.ok) continue;
-      expect(p.cluster).toBe('local');
-      expect(p.r.attributes.MessageGroupId).toBe(p.group);
-      expect(p.r.attributes.MessageDeduplicationId).toBe(p.dedup);
-    }
-  });
+  test.each(sqsSamples)(
+    '%s carries what its consumer reads, for cluster local, with the group and deduplication ids its sender gives',
+    (file) => {
+      const records = parsed(file);
+      const malformed = records.filter((p) => !p.ok);
+      if (file.endsWith('-malformed.json')) expect(malformed.length).toBeGreaterThan(0);
+      else if (file === 'router.json') expect(malformed).toHaveLength(1);
+      else expect(malformed).toEqual([]);
+      for (const p of records) {
+        if (!p.ok) continue;
+        expect(p.cluster).toBe('local');
+        expect(p.r.attributes.MessageGroupId).toBe(p.group);
+        expect(p.r.attributes.MessageDeduplicationId).toBe(p.dedup);
+      }
+    },
+  );
 
-  test('the scheduled functions get EventBridge scheduled events; storage-poll also the stack\'s per-reporter input', () => {
+  test("the scheduled functions get EventBridge scheduled events; storage-poll also the stack's per-reporter input", () => {
     for (const name of functions.filter((f) => f.schedule).map((f) => f.name)) {
       const file = name === 'storage-poll' ? 'storage-poll-scheduled.json' : `${name}.json`;
-      expect(read(file)).toMatchObject({ version: '0', 'detail-type': 'Scheduled Event', source: 'aws.events', account: '000000000000', detail: {} });
+      expect(read(file)).toMatchObject({
+        version: '0',
+        'detail-type': 'Scheduled Event',
+        source: 'aws.events',
+        account: '000000000000',
+        detail: {},
+      });
     }
     expect(read('storage-poll.json')).toEqual({ cluster: 'local', reporter: 'apiserver' });
   });
@@ -114,8 +131,12 @@ describe('the bundles npm run invoke and bench:bundle build', () => {
     });
     expect(compared).toEqual(functions.map((spec) => ({ name: spec.name, same: true })));
     // What a cold start must not parse (scripts/bundle.ts EXTERNALS and ALIASES; shared/kube/apply.ts).
-    const unwanted = /node_modules\/(@kubernetes\/client-node|js-yaml|@aws-sdk\/nested-clients|@aws-sdk\/credential-provider-(?!env)[a-z-]+)\//;
-    const carried = bundles.map((b, i) => ({ name: functions[i]!.name, unwanted: Object.keys(b.metafile.inputs).filter((path) => unwanted.test(path)) }));
+    const unwanted =
+      /node_modules\/(@kubernetes\/client-node|js-yaml|@aws-sdk\/nested-clients|@aws-sdk\/credential-provider-(?!env)[a-z-]+)\//;
+    const carried = bundles.map((b, i) => ({
+      name: functions[i]!.name,
+      unwanted: Object.keys(b.metafile.inputs).filter((path) => unwanted.test(path)),
+    }));
     expect(carried).toEqual(functions.map((spec) => ({ name: spec.name, unwanted: [] })));
   }, 240_000);
 });
@@ -123,7 +144,11 @@ describe('the bundles npm run invoke and bench:bundle build', () => {
 describe('npm run invoke', () => {
   test('names what is missing when neither the environment nor a local runtime has it, before building anything', () => {
     const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('OUTRIGGER_')));
-    const out = spawnSync(join(projectRoot, 'node_modules/node/bin/node'), ['scripts/invoke.ts', 'heartbeat', '--no-runtime'], { cwd: projectRoot, env, encoding: 'utf8' });
+    const out = spawnSync(join(projectRoot, 'node_modules/node/bin/node'), ['scripts/invoke.ts', 'heartbeat', '--no-runtime'], {
+      cwd: projectRoot,
+      env,
+      encoding: 'utf8',
+    });
     expect(out.status).toBe(2);
     expect(out.stdout).toBe('');
     expect(out.stderr).toContain('OUTRIGGER_CLUSTERS (or OUTRIGGER_CLUSTERS_FILE) and OUTRIGGER_TABLE are not set');
@@ -131,15 +156,26 @@ describe('npm run invoke', () => {
   });
 
   test('reads the cluster configuration from OUTRIGGER_CLUSTERS_FILE as a deployed function does, naming the file it cannot read', () => {
-    const env = { ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('OUTRIGGER_'))), OUTRIGGER_CLUSTERS_FILE: '/nonexistent/clusters.json', OUTRIGGER_TABLE: 'outrigger' };
-    const out = spawnSync(join(projectRoot, 'node_modules/node/bin/node'), ['scripts/invoke.ts', 'heartbeat', '--no-runtime'], { cwd: projectRoot, env, encoding: 'utf8' });
+    const env = {
+      ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('OUTRIGGER_'))),
+      OUTRIGGER_CLUSTERS_FILE: '/nonexistent/clusters.json',
+      OUTRIGGER_TABLE: 'outrigger',
+    };
+    const out = spawnSync(join(projectRoot, 'node_modules/node/bin/node'), ['scripts/invoke.ts', 'heartbeat', '--no-runtime'], {
+      cwd: projectRoot,
+      env,
+      encoding: 'utf8',
+    });
     expect(out.status).toBe(2);
     expect(out.stderr).toContain('OUTRIGGER_CLUSTERS_FILE /nonexistent/clusters.json: cannot read it');
     expect(out.stderr).not.toContain('bundled');
   });
 
   test('refuses a function the registry does not have, listing those it has', () => {
-    const out = spawnSync(join(projectRoot, 'node_modules/node/bin/node'), ['scripts/invoke.ts', 'no-such-function'], { cwd: projectRoot, encoding: 'utf8' });
+    const out = spawnSync(join(projectRoot, 'node_modules/node/bin/node'), ['scripts/invoke.ts', 'no-such-function'], {
+      cwd: projectRoot,
+      encoding: 'utf8',
+    });
     expect(out.status).toBe(2);
     expect(out.stderr).toContain(`functions: ${names.join(', ')}`);
   });

@@ -4,7 +4,7 @@ import fc from 'fast-check';
 import { goJson } from '../../shared/json.ts';
 
 describe('goJson', () => {
-  test("sorts keys, writes no spaces, and escapes as Go does (<, >, &, U+2028, U+2029; control characters)", () => {
+  test('sorts keys, writes no spaces, and escapes as Go does (<, >, &, U+2028, U+2029; control characters)', () => {
     expect(goJson({ name: 'c', image: 'a&b<c>', args: ['x && y'], n: 1, f: 0.5, t: true, z: null })).toBe(
       '{"args":["x \\u0026\\u0026 y"],"f":0.5,"image":"a\\u0026b\\u003cc\\u003e","n":1,"name":"c","t":true,"z":null}',
     );

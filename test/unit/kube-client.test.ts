@@ -41,14 +41,25 @@ beforeEach(() => {
   sockets.clear();
 });
 
-const endpoint = (headers: KubeEndpoint['headers'], extra: Partial<KubeEndpoint> = {}): KubeEndpoint => ({ server: `${base}/`, tls: {}, headers, ...extra });
+const endpoint = (headers: KubeEndpoint['headers'], extra: Partial<KubeEndpoint> = {}): KubeEndpoint => ({
+  server: `${base}/`,
+  tls: {},
+  headers,
+  ...extra,
+});
 
 describe('KubeClient', () => {
   test('asks for credentials before every request, so a rotated token is used at once, over one kept-alive connection', async () => {
     let n = 0;
     const kube = new KubeClient(() => Promise.resolve(endpoint(async () => ({ Authorization: `Bearer token-${++n}` }))));
     for (let i = 0; i < 5; i += 1) await kube.getPath('/version');
-    expect(seen.map((s) => s.headers.authorization)).toEqual(['Bearer token-1', 'Bearer token-2', 'Bearer token-3', 'Bearer token-4', 'Bearer token-5']);
+    expect(seen.map((s) => s.headers.authorization)).toEqual([
+      'Bearer token-1',
+      'Bearer token-2',
+      'Bearer token-3',
+      'Bearer token-4',
+      'Bearer token-5',
+    ]);
     // A second request may start before the first connection is back in the agent's pool; one per request would be 5.
     expect(sockets.size).toBeLessThanOrEqual(2);
   });
@@ -72,7 +83,9 @@ describe('KubeClient', () => {
   });
 
   test('talks to another endpoint of the same cluster when told to', async () => {
-    const kube = new KubeClient(() => Promise.resolve(endpoint(async () => ({}), { server: 'http://127.0.0.1:1' })), { server: `${base}//` });
+    const kube = new KubeClient(() => Promise.resolve(endpoint(async () => ({}), { server: 'http://127.0.0.1:1' })), {
+      server: `${base}//`,
+    });
     await expect(kube.getPath('/version')).resolves.toEqual({ gitVersion: 'v1.34.0' });
     await expect(kube.endpoint()).resolves.toMatchObject({ server: base });
   });
@@ -86,7 +99,9 @@ describe('KubeClient', () => {
 
     // An HTTP date works as well; a wait longer than maxRetryAfterMs is cut to it.
     busy.retryAfter = new Date(Date.now() + 60_000).toUTCString();
-    const capped = new KubeClient(() => Promise.resolve(endpoint(async () => ({}))), { retry: { retries: 2, minDelayMs: 1, maxDelayMs: 5, maxRetryAfterMs: 200 } });
+    const capped = new KubeClient(() => Promise.resolve(endpoint(async () => ({}))), {
+      retry: { retries: 2, minDelayMs: 1, maxDelayMs: 5, maxRetryAfterMs: 200 },
+    });
     started = Date.now();
     await expect(capped.getPath('/busy/b')).resolves.toEqual({ gitVersion: 'v1.34.0' });
     expect(Date.now() - started).toBeGreaterThanOrEqual(190);

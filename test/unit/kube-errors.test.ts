@@ -2,7 +2,8 @@ import fc from 'fast-check';
 import { KubeError, kubeErrorFromResponse } from '../../shared/kube/index.ts';
 import { kubeErrorFromFailure, parseRetryAfter } from '../../shared/kube/errors.ts';
 
-const status = (code: number, reason: string, message = 'm') => JSON.stringify({ kind: 'Status', status: 'Failure', code, reason, message });
+const status = (code: number, reason: string, message = 'm') =>
+  JSON.stringify({ kind: 'Status', status: 'Failure', code, reason, message });
 
 describe('apiserver answers map to error kinds', () => {
   test.each([
@@ -34,7 +35,13 @@ describe('apiserver answers map to error kinds', () => {
   });
 
   test('field causes of an Invalid answer are kept', () => {
-    const body = JSON.stringify({ kind: 'Status', code: 422, reason: 'Invalid', message: 'bad', details: { causes: [{ field: 'data', message: 'field is immutable' }] } });
+    const body = JSON.stringify({
+      kind: 'Status',
+      code: 422,
+      reason: 'Invalid',
+      message: 'bad',
+      details: { causes: [{ field: 'data', message: 'field is immutable' }] },
+    });
     expect(kubeErrorFromResponse(422, body, 'PATCH').causes).toEqual([{ field: 'data', message: 'field is immutable' }]);
   });
 
@@ -52,7 +59,14 @@ describe('apiserver answers map to error kinds', () => {
   });
 
   test("a 410 to a continued list carries the apiserver's token to go on from; a Status's retryAfterSeconds outranks the header", () => {
-    const expired = JSON.stringify({ kind: 'Status', status: 'Failure', code: 410, reason: 'Expired', message: 'too old', metadata: { continue: 'eyJ2IjoibWV0YS5rOHMuaW8vdjEifQ' } });
+    const expired = JSON.stringify({
+      kind: 'Status',
+      status: 'Failure',
+      code: 410,
+      reason: 'Expired',
+      message: 'too old',
+      metadata: { continue: 'eyJ2IjoibWV0YS5rOHMuaW8vdjEifQ' },
+    });
     expect(kubeErrorFromResponse(410, expired, 'GET').continueToken).toBe('eyJ2IjoibWV0YS5rOHMuaW8vdjEifQ');
     expect(kubeErrorFromResponse(410, status(410, 'Expired'), 'GET').continueToken).toBeUndefined();
     expect(kubeErrorFromResponse(429, status(429, 'TooManyRequests'), 'GET', '3').retryAfterSeconds).toBe(3);
@@ -72,4 +86,3 @@ describe('apiserver answers map to error kinds', () => {
     for (const v of [undefined, '', ' ', '-1', '1.5', 'soon']) expect(parseRetryAfter(v, now)).toBeUndefined();
   });
 });
-

@@ -9,7 +9,16 @@ import { syncBatchHandler } from '../../shared/lambda/batch.ts';
 import { MemoryDeadLetterSink } from '../../shared/lambda/dead-letter.ts';
 import { askedDelay, RETRY_MAX_SECONDS, RetryLater } from '../../shared/lambda/retry.ts';
 import { makeSyncRequest } from '../../shared/lambda/sync-request.ts';
-import { callFits, continuationCause, continuationOf, MAP_RETRY_RECEIVES, PASS_RESERVE_MS, passBudgetMs, passOutcome, type Continuation } from '../../shared/map/plan.ts';
+import {
+  callFits,
+  continuationCause,
+  continuationOf,
+  MAP_RETRY_RECEIVES,
+  PASS_RESERVE_MS,
+  passBudgetMs,
+  passOutcome,
+  type Continuation,
+} from '../../shared/map/plan.ts';
 
 describe('the time budget of a pass', () => {
   test('property: records of a batch that each use their budget and the reserve never outrun the invocation, and each gets at least an equal share', () => {
@@ -47,22 +56,48 @@ describe('follow-ups and retries', () => {
   const uid = fc.uuid();
   test('property: a continuation survives its cause, whatever the reason', () => {
     fc.assert(
-      fc.property(uid, fc.nat(), fc.constantFrom('', 'HookTimeout', 'HookHTTPError', 'WriteFailed'), fc.string({ minLength: 1, maxLength: 20 }).filter((s) => !s.includes('/')), (cursor, problems, reason, nonce) => {
-        const c: Continuation = { cursor, problems, reason };
-        expect(continuationOf(['ConfigMap/x', continuationCause(c, nonce)])).toEqual(c);
-      }),
+      fc.property(
+        uid,
+        fc.nat(),
+        fc.constantFrom('', 'HookTimeout', 'HookHTTPError', 'WriteFailed'),
+        fc.string({ minLength: 1, maxLength: 20 }).filter((s) => !s.includes('/')),
+        (cursor, problems, reason, nonce) => {
+          const c: Continuation = { cursor, problems, reason };
+          expect(continuationOf(['ConfigMap/x', continuationCause(c, nonce)])).toEqual(c);
+        },
+      ),
     );
     expect(continuationOf(['resync/60/1', 'ConfigMap/it/u/1/MODIFIED'])).toBeUndefined();
   });
   const p = (reason: string) => ({ reason });
   test.each([
     ['nothing left, no problem', { deferred: [], problems: [] }, { kind: 'done' }],
-    ['inputs left: a follow-up from the first key left', { deferred: ['c', 'a', 'b'], problems: [p('HookTimeout')] }, { kind: 'continue', continuation: { cursor: 'a', problems: 1, reason: 'HookTimeout' } }],
-    ['a problem: the message is retried with its backoff', { deferred: [], problems: [p('HookTimeout')] }, { kind: 'retry', afterSeconds: undefined, reason: 'HookTimeout' }],
-    ['a Retry-After: retried after it, not continued at once', { deferred: ['a'], problems: [p('HookHTTPError')], retryAfterSeconds: 3 }, { kind: 'retry', afterSeconds: 3, reason: 'HookHTTPError' }],
+    [
+      'inputs left: a follow-up from the first key left',
+      { deferred: ['c', 'a', 'b'], problems: [p('HookTimeout')] },
+      { kind: 'continue', continuation: { cursor: 'a', problems: 1, reason: 'HookTimeout' } },
+    ],
+    [
+      'a problem: the message is retried with its backoff',
+      { deferred: [], problems: [p('HookTimeout')] },
+      { kind: 'retry', afterSeconds: undefined, reason: 'HookTimeout' },
+    ],
+    [
+      'a Retry-After: retried after it, not continued at once',
+      { deferred: ['a'], problems: [p('HookHTTPError')], retryAfterSeconds: 3 },
+      { kind: 'retry', afterSeconds: 3, reason: 'HookHTTPError' },
+    ],
     ['only what a retry cannot cure: done', { deferred: [], problems: [p('InvalidSelector')] }, { kind: 'done' }],
-    ['earlier passes of the sync had problems: retried', { deferred: [], problems: [], earlier: { cursor: 'a', problems: 2, reason: 'HookTimeout' } }, { kind: 'retry', afterSeconds: undefined, reason: 'HookTimeout' }],
-    ['still failing after its retries: given up (consumed)', { deferred: [], problems: [p('HookTimeout')], receiveCount: MAP_RETRY_RECEIVES }, { kind: 'give-up', reason: 'HookTimeout' }],
+    [
+      'earlier passes of the sync had problems: retried',
+      { deferred: [], problems: [], earlier: { cursor: 'a', problems: 2, reason: 'HookTimeout' } },
+      { kind: 'retry', afterSeconds: undefined, reason: 'HookTimeout' },
+    ],
+    [
+      'still failing after its retries: given up (consumed)',
+      { deferred: [], problems: [p('HookTimeout')], receiveCount: MAP_RETRY_RECEIVES },
+      { kind: 'give-up', reason: 'HookTimeout' },
+    ],
   ])('%s', (_name, pass, outcome) => {
     expect(passOutcome({ retryAfterSeconds: undefined, earlier: undefined, receiveCount: 1, ...pass })).toEqual(outcome);
   });
@@ -70,17 +105,41 @@ describe('follow-ups and retries', () => {
     expect(MAP_RETRY_RECEIVES).toBeLessThan(MAX_RECEIVE_COUNT);
   });
   test('an asked delay is at least 1 s and at most the backoff cap', () => {
-    expect([askedDelay(undefined), askedDelay(0), askedDelay(2.2), askedDelay(3), askedDelay(86_400), askedDelay(Number.NaN)]).toEqual([undefined, 1, 3, 3, RETRY_MAX_SECONDS, undefined]);
+    expect([askedDelay(undefined), askedDelay(0), askedDelay(2.2), askedDelay(3), askedDelay(86_400), askedDelay(Number.NaN)]).toEqual([
+      undefined,
+      1,
+      3,
+      3,
+      RETRY_MAX_SECONDS,
+      undefined,
+    ]);
   });
   test("a Lambda hook's Retry-After is {retryAfterSeconds} with no outputs", () => {
-    expect([{ retryAfterSeconds: 3 }, { retryAfterSeconds: 2.5 }, { retryAfterSeconds: 3, outputs: [] }, { retryAfterSeconds: -1 }, { retryAfterSeconds: '3' }, null, [3]].map(lambdaRetryAfter)).toEqual([3, 3, undefined, undefined, undefined, undefined, undefined]);
+    expect(
+      [
+        { retryAfterSeconds: 3 },
+        { retryAfterSeconds: 2.5 },
+        { retryAfterSeconds: 3, outputs: [] },
+        { retryAfterSeconds: -1 },
+        { retryAfterSeconds: '3' },
+        null,
+        [3],
+      ].map(lambdaRetryAfter),
+    ).toEqual([3, 3, undefined, undefined, undefined, undefined, undefined]);
   });
   test('the batch hands the delay a record asked for (RetryLater) to the retry; other failures get none', async () => {
     const record = (id: string, group: string): SQSRecord => ({
       messageId: id,
       receiptHandle: id,
       body: JSON.stringify(makeSyncRequest({ cluster: 'c1', group: 'g', kind: 'K', namespace: 'ns', name: id, uid: `${id}-uid` }, [])),
-      attributes: { ApproximateReceiveCount: '1', SentTimestamp: '0', SenderId: '', ApproximateFirstReceiveTimestamp: '0', MessageGroupId: group, MessageDeduplicationId: id },
+      attributes: {
+        ApproximateReceiveCount: '1',
+        SentTimestamp: '0',
+        SenderId: '',
+        ApproximateFirstReceiveTimestamp: '0',
+        MessageGroupId: group,
+        MessageDeduplicationId: id,
+      },
       messageAttributes: {},
       md5OfBody: '',
       eventSource: 'aws:sqs',
@@ -91,7 +150,8 @@ describe('follow-ups and retries', () => {
     const handler = syncBatchHandler({
       source: 'map',
       deadLetter: () => new MemoryDeadLetterSink(),
-      retry: async (records, asked) => void seen.push({ ids: records.map((r) => r.messageId), asked: [...(asked ?? new Map<string, number>())] }),
+      retry: async (records, asked) =>
+        void seen.push({ ids: records.map((r) => r.messageId), asked: [...(asked ?? new Map<string, number>())] }),
       process: async (request) => {
         if (request.key.name === 'later') throw new RetryLater('the hook asked', 3);
         if (request.key.name === 'huge') throw new RetryLater('the hook asked', 86_400);
@@ -100,7 +160,15 @@ describe('follow-ups and retries', () => {
     });
     const response = await handler({ Records: [record('later', 'a'), record('fine', 'b'), record('broken', 'c'), record('huge', 'd')] });
     expect(response.batchItemFailures.map((f) => f.itemIdentifier).sort()).toEqual(['broken', 'huge', 'later']);
-    expect(seen).toEqual([{ ids: ['later', 'broken', 'huge'], asked: [['later', 3], ['huge', RETRY_MAX_SECONDS]] }]);
+    expect(seen).toEqual([
+      {
+        ids: ['later', 'broken', 'huge'],
+        asked: [
+          ['later', 3],
+          ['huge', RETRY_MAX_SECONDS],
+        ],
+      },
+    ]);
   });
   test("the local runtime's queue honours an asked delay too: 1 s, where its own backoff would be 60 ms", async () => {
     const at: number[] = [];
@@ -116,7 +184,11 @@ describe('follow-ups and retries', () => {
     });
     const queue = new LocalQueue({ name: 'map', retryDelayMs: 60, deadLetter: new MemoryDeadLetterSink(), deliver: handler });
     local.queue = queue;
-    await queue.enqueue(JSON.stringify(makeSyncRequest({ cluster: 'c1', group: 'g', kind: 'K', namespace: 'ns', name: 'p', uid: 'p-uid' }, [])), 'g', 'd1');
+    await queue.enqueue(
+      JSON.stringify(makeSyncRequest({ cluster: 'c1', group: 'g', kind: 'K', namespace: 'ns', name: 'p', uid: 'p-uid' }, [])),
+      'g',
+      'd1',
+    );
     await queue.idle();
     await queue.stop();
     expect(at).toHaveLength(2);

@@ -3,18 +3,77 @@ import fc from 'fast-check';
 import { signRequest, verifyRequest, webhookRefusal } from '../../shared/hooks/index.ts';
 import { keepSnapshots, mapSnapshots, parseDuration } from '../../examples/snapshot-schedule/hooks.ts';
 import type { KubeObject, ResolvedResource } from '../../shared/kube/index.ts';
-import { APPLIED_ANNOTATION, controllerCause, definitionOf, MAP_KEY_LABEL, MapControllerError, MAX_OUTPUTS_PER_ANSWER, PARENT_LABEL, parseHookResponse, parseMapController } from '../../shared/map/api.ts';
-import { aggregate, answerFingerprint, answerHolds, appliedOwnership, contains, fieldsWithin, passDecision, type PassRecord, detachedToDelete, diffOutputs, inputSelector, outputMap, outputsByKey, prepareOutputs, resyncDue, selectInputs, setCondition, statusChanged, statusPatch, type Condition } from '../../shared/map/plan.ts';
+import {
+  APPLIED_ANNOTATION,
+  controllerCause,
+  definitionOf,
+  MAP_KEY_LABEL,
+  MapControllerError,
+  MAX_OUTPUTS_PER_ANSWER,
+  PARENT_LABEL,
+  parseHookResponse,
+  parseMapController,
+} from '../../shared/map/api.ts';
+import {
+  aggregate,
+  answerFingerprint,
+  answerHolds,
+  appliedOwnership,
+  contains,
+  fieldsWithin,
+  passDecision,
+  type PassRecord,
+  detachedToDelete,
+  diffOutputs,
+  inputSelector,
+  outputMap,
+  outputsByKey,
+  prepareOutputs,
+  resyncDue,
+  selectInputs,
+  setCondition,
+  statusChanged,
+  statusPatch,
+  type Condition,
+} from '../../shared/map/plan.ts';
 
-const parent: KubeObject = { apiVersion: 'snapshot.outrigger.dev/v1', kind: 'SnapshotSchedule', metadata: { name: 's', namespace: 'ns', uid: 'p-uid', generation: 1 }, spec: { selector: { matchLabels: { app: 'a' } } } };
+const parent: KubeObject = {
+  apiVersion: 'snapshot.outrigger.dev/v1',
+  kind: 'SnapshotSchedule',
+  metadata: { name: 's', namespace: 'ns', uid: 'p-uid', generation: 1 },
+  spec: { selector: { matchLabels: { app: 'a' } } },
+};
 const configMaps: ResolvedResource = { group: '', version: 'v1', resource: 'configmaps', kind: 'ConfigMap', namespaced: true };
 const namespaces: ResolvedResource = { group: '', version: 'v1', resource: 'namespaces', kind: 'Namespace', namespaced: false };
-const cm = (name: string, over: Partial<KubeObject['metadata']> = {}, data: Record<string, string> = {}): KubeObject => ({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, ...over }, data });
-const ref = { apiVersion: 'snapshot.outrigger.dev/v1', kind: 'SnapshotSchedule', name: 's', uid: 'p-uid', controller: true, blockOwnerDeletion: true };
+const cm = (name: string, over: Partial<KubeObject['metadata']> = {}, data: Record<string, string> = {}): KubeObject => ({
+  apiVersion: 'v1',
+  kind: 'ConfigMap',
+  metadata: { name, ...over },
+  data,
+});
+const ref = {
+  apiVersion: 'snapshot.outrigger.dev/v1',
+  kind: 'SnapshotSchedule',
+  name: 's',
+  uid: 'p-uid',
+  controller: true,
+  blockOwnerDeletion: true,
+};
 
 describe('MapController spec', () => {
-  const mc = (spec: unknown) => parseMapController({ apiVersion: 'metacontroller.k8s.io/v1alpha1', kind: 'MapController', metadata: { name: 'm', uid: 'u' }, spec } as KubeObject);
-  const valid = { parentResource: { apiVersion: 'v1', resource: 'x' }, inputResources: [{ apiVersion: 'v1', resource: 'y' }], outputResources: [{ apiVersion: 'v1', resource: 'z' }], hooks: { map: { webhook: { url: 'http://h/map' } } } };
+  const mc = (spec: unknown) =>
+    parseMapController({
+      apiVersion: 'metacontroller.k8s.io/v1alpha1',
+      kind: 'MapController',
+      metadata: { name: 'm', uid: 'u' },
+      spec,
+    } as KubeObject);
+  const valid = {
+    parentResource: { apiVersion: 'v1', resource: 'x' },
+    inputResources: [{ apiVersion: 'v1', resource: 'y' }],
+    outputResources: [{ apiVersion: 'v1', resource: 'z' }],
+    hooks: { map: { webhook: { url: 'http://h/map' } } },
+  };
   test('defaults the hook timeout (10 s) and retries (2)', () => {
     expect(mc(valid).spec.hooks.map).toEqual({ webhook: { url: 'http://h/map' }, timeoutSeconds: 10, retries: 2 });
   });
@@ -36,7 +95,11 @@ describe('MapController spec', () => {
 
 describe('a sync pass, decided', () => {
   test('inputs: the selector (empty: everything), minus what this parent controls', () => {
-    const inputs = [cm('a', { labels: { app: 'a' }, uid: '1' }), cm('b', { labels: { app: 'b' }, uid: '2' }), cm('c', { labels: { app: 'a' }, uid: '3', ownerReferences: [ref] })];
+    const inputs = [
+      cm('a', { labels: { app: 'a' }, uid: '1' }),
+      cm('b', { labels: { app: 'b' }, uid: '2' }),
+      cm('c', { labels: { app: 'a' }, uid: '3', ownerReferences: [ref] }),
+    ];
     expect(selectInputs(parent, inputSelector(parent), inputs).map((i) => i.metadata.name)).toEqual(['a']);
     const all = { ...parent, spec: {} };
     expect(selectInputs(all, inputSelector(all), inputs).map((i) => i.metadata.name)).toEqual(['a', 'b']);
@@ -46,12 +109,23 @@ describe('a sync pass, decided', () => {
     const mine = cm('x', { uid: 'x', labels: { [MAP_KEY_LABEL]: 'k1' }, ownerReferences: [ref] });
     const theirs = cm('y', { uid: 'y', labels: { [MAP_KEY_LABEL]: 'k1' }, ownerReferences: [{ ...ref, uid: 'other' }] });
     expect([...outputsByKey(parent, [mine, theirs])]).toEqual([['k1', [mine]]]);
-    expect(outputMap([mine, { ...mine, metadata: { ...mine.metadata, namespace: 'ns' } }])).toEqual({ 'ConfigMap.v1': { x: mine, 'ns/x': { ...mine, metadata: { ...mine.metadata, namespace: 'ns' } } } });
+    expect(outputMap([mine, { ...mine, metadata: { ...mine.metadata, namespace: 'ns' } }])).toEqual({
+      'ConfigMap.v1': { x: mine, 'ns/x': { ...mine, metadata: { ...mine.metadata, namespace: 'ns' } } },
+    });
   });
 
   test('prepared outputs carry the ControllerRef, map key, parent label and applied hash; status and system fields are dropped', () => {
-    const [out] = prepareOutputs([{ ...cm('x', { uid: 'stale', resourceVersion: '9' }), status: { x: 1 } }], { parent, mapKey: 'k1', outputKinds: [configMaps] });
-    expect(out!.metadata).toMatchObject({ name: 'x', namespace: 'ns', labels: { [MAP_KEY_LABEL]: 'k1', [PARENT_LABEL]: 'p-uid' }, ownerReferences: [ref] });
+    const [out] = prepareOutputs([{ ...cm('x', { uid: 'stale', resourceVersion: '9' }), status: { x: 1 } }], {
+      parent,
+      mapKey: 'k1',
+      outputKinds: [configMaps],
+    });
+    expect(out!.metadata).toMatchObject({
+      name: 'x',
+      namespace: 'ns',
+      labels: { [MAP_KEY_LABEL]: 'k1', [PARENT_LABEL]: 'p-uid' },
+      ownerReferences: [ref],
+    });
     expect(out!.metadata.annotations?.[APPLIED_ANNOTATION]).toMatch(/^[a-z0-9]+$/);
     expect(out!.metadata.uid).toBeUndefined();
     expect(out!.status).toBeUndefined();
@@ -69,9 +143,17 @@ describe('a sync pass, decided', () => {
   });
 
   test('diff: create what is missing, delete what is no longer answered, rewrite on a new hash or drift, leave the rest', () => {
-    const desired = prepareOutputs([cm('a', {}, { v: '1' }), cm('b', {}, { v: '1' }), cm('c', {}, { v: '1' })], { parent, mapKey: 'k', outputKinds: [configMaps] });
+    const desired = prepareOutputs([cm('a', {}, { v: '1' }), cm('b', {}, { v: '1' }), cm('c', {}, { v: '1' })], {
+      parent,
+      mapKey: 'k',
+      outputKinds: [configMaps],
+    });
     // As stored: the server adds fields (uid, resourceVersion, a default) that are no difference.
-    const stored = (o: KubeObject): KubeObject => ({ ...o, metadata: { ...o.metadata, uid: `u-${o.metadata.name}`, resourceVersion: '5', managedFields: [] }, immutable: false });
+    const stored = (o: KubeObject): KubeObject => ({
+      ...o,
+      metadata: { ...o.metadata, uid: `u-${o.metadata.name}`, resourceVersion: '5', managedFields: [] },
+      immutable: false,
+    });
     const drifted = { ...stored(desired[1]!), data: { v: 'edited' } };
     const gone = stored(prepareOutputs([cm('d')], { parent, mapKey: 'k', outputKinds: [configMaps] })[0]!);
     const changes = diffOutputs([stored(desired[0]!), drifted, gone], desired);
@@ -82,13 +164,34 @@ describe('a sync pass, decided', () => {
   });
 
   test('property: once applied, the same answer is no change (a resync writes nothing), whatever the server adds', () => {
-    const json = fc.dictionary(fc.string({ minLength: 1, maxLength: 5 }), fc.oneof(fc.string(), fc.integer(), fc.boolean()), { maxKeys: 4 });
+    const json = fc.dictionary(fc.string({ minLength: 1, maxLength: 5 }), fc.oneof(fc.string(), fc.integer(), fc.boolean()), {
+      maxKeys: 4,
+    });
     fc.assert(
       fc.property(fc.uniqueArray(fc.stringMatching(/^[a-z]{1,8}$/), { minLength: 1, maxLength: 6 }), json, json, (names, data, extra) => {
-        const desired = prepareOutputs(names.map((n) => ({ ...cm(n), spec: data })), { parent, mapKey: 'k', outputKinds: [configMaps] });
-        const stored = desired.map((d) => ({ ...d, metadata: { ...d.metadata, uid: 'u', resourceVersion: '1' }, status: extra, serverDefault: extra }));
-        const changes = diffOutputs(stored, prepareOutputs(names.map((n) => ({ ...cm(n), spec: data })), { parent, mapKey: 'k', outputKinds: [configMaps] }));
-        return changes.create.length === 0 && changes.update.length === 0 && changes.delete.length === 0 && changes.unchanged.length === names.length;
+        const desired = prepareOutputs(
+          names.map((n) => ({ ...cm(n), spec: data })),
+          { parent, mapKey: 'k', outputKinds: [configMaps] },
+        );
+        const stored = desired.map((d) => ({
+          ...d,
+          metadata: { ...d.metadata, uid: 'u', resourceVersion: '1' },
+          status: extra,
+          serverDefault: extra,
+        }));
+        const changes = diffOutputs(
+          stored,
+          prepareOutputs(
+            names.map((n) => ({ ...cm(n), spec: data })),
+            { parent, mapKey: 'k', outputKinds: [configMaps] },
+          ),
+        );
+        return (
+          changes.create.length === 0 &&
+          changes.update.length === 0 &&
+          changes.delete.length === 0 &&
+          changes.unchanged.length === names.length
+        );
       }),
     );
   });
@@ -109,14 +212,21 @@ describe('a sync pass, decided', () => {
 
   test('status: totals per input and output resource, and per condition type how many are True', () => {
     const withCondition = (type: string, status: string) => ({ ...cm('x'), status: { conditions: [{ type, status }] } });
-    const status = aggregate(new Map([[configMaps, 3]]), new Map([[configMaps, [withCondition('Ready', 'True'), withCondition('Ready', 'False'), cm('y')]]]));
+    const status = aggregate(
+      new Map([[configMaps, 3]]),
+      new Map([[configMaps, [withCondition('Ready', 'True'), withCondition('Ready', 'False'), cm('y')]]]),
+    );
     expect(status).toEqual({ inputs: { configmaps: { total: 3 } }, outputs: { configmaps: { total: 3, ready: 1 } } });
   });
 
   test('a condition keeps its transition time while its status holds, so an unchanged pass writes no status', () => {
     const t0 = new Date('2026-01-01T00:00:00Z');
     const first = setCondition(undefined, { type: 'Synced', status: 'True', reason: 'Synced', message: '2 input(s) mapped' }, t0);
-    const again = setCondition(first, { type: 'Synced', status: 'True', reason: 'Synced', message: '2 input(s) mapped' }, new Date('2026-01-01T01:00:00Z'));
+    const again = setCondition(
+      first,
+      { type: 'Synced', status: 'True', reason: 'Synced', message: '2 input(s) mapped' },
+      new Date('2026-01-01T01:00:00Z'),
+    );
     expect(again).toEqual(first);
     const status = { observedGeneration: 1, inputs: {}, outputs: {}, conditions: first };
     expect(statusChanged(status, { ...status, conditions: again })).toBe(false);
@@ -134,7 +244,8 @@ describe('a sync pass, decided', () => {
     // RFC 7386, as the apiserver applies a merge patch.
     const merge = (target: unknown, patch: unknown): unknown => {
       if (patch === null || typeof patch !== 'object' || Array.isArray(patch)) return patch;
-      const out: Record<string, unknown> = target && typeof target === 'object' && !Array.isArray(target) ? { ...(target as Record<string, unknown>) } : {};
+      const out: Record<string, unknown> =
+        target && typeof target === 'object' && !Array.isArray(target) ? { ...(target as Record<string, unknown>) } : {};
       for (const [k, v] of Object.entries(patch)) {
         if (v === null) delete out[k];
         else out[k] = merge(out[k], v);
@@ -151,27 +262,70 @@ describe('a sync pass, decided', () => {
   });
 
   test('ownership: fields the field manager holds by an update (a create) become its applied fields; other managers are untouched', () => {
-    const entry = (manager: string, operation: string, fieldsV1: Record<string, unknown>, more: Record<string, unknown> = {}) => ({ manager, operation, apiVersion: 'v1', fieldsType: 'FieldsV1', fieldsV1, time: 't', ...more });
-    const created = cm('a', { managedFields: [entry('outrigger', 'Update', { 'f:data': { '.': {}, 'f:a': {} } }), entry('kubectl-edit', 'Update', { 'f:data': { 'f:b': {} } })] });
-    expect(appliedOwnership(created, 'outrigger')).toEqual([entry('kubectl-edit', 'Update', { 'f:data': { 'f:b': {} } }), { manager: 'outrigger', operation: 'Apply', apiVersion: 'v1', fieldsType: 'FieldsV1', fieldsV1: { 'f:data': { '.': {}, 'f:a': {} } } }]);
+    const entry = (manager: string, operation: string, fieldsV1: Record<string, unknown>, more: Record<string, unknown> = {}) => ({
+      manager,
+      operation,
+      apiVersion: 'v1',
+      fieldsType: 'FieldsV1',
+      fieldsV1,
+      time: 't',
+      ...more,
+    });
+    const created = cm('a', {
+      managedFields: [
+        entry('outrigger', 'Update', { 'f:data': { '.': {}, 'f:a': {} } }),
+        entry('kubectl-edit', 'Update', { 'f:data': { 'f:b': {} } }),
+      ],
+    });
+    expect(appliedOwnership(created, 'outrigger')).toEqual([
+      entry('kubectl-edit', 'Update', { 'f:data': { 'f:b': {} } }),
+      {
+        manager: 'outrigger',
+        operation: 'Apply',
+        apiVersion: 'v1',
+        fieldsType: 'FieldsV1',
+        fieldsV1: { 'f:data': { '.': {}, 'f:a': {} } },
+      },
+    ]);
     // An applier's earlier fields and an update's are one set; a status subresource's entry is another story.
-    const both = cm('a', { managedFields: [entry('outrigger', 'Apply', { 'f:data': { 'f:a': {} } }), entry('outrigger', 'Update', { 'f:data': { 'f:c': {} }, 'f:metadata': { 'f:labels': { 'f:x': {} } } }), entry('outrigger', 'Update', { 'f:status': {} }, { subresource: 'status' })] });
+    const both = cm('a', {
+      managedFields: [
+        entry('outrigger', 'Apply', { 'f:data': { 'f:a': {} } }),
+        entry('outrigger', 'Update', { 'f:data': { 'f:c': {} }, 'f:metadata': { 'f:labels': { 'f:x': {} } } }),
+        entry('outrigger', 'Update', { 'f:status': {} }, { subresource: 'status' }),
+      ],
+    });
     expect(appliedOwnership(both, 'outrigger')).toEqual([
       entry('outrigger', 'Update', { 'f:status': {} }, { subresource: 'status' }),
-      { manager: 'outrigger', operation: 'Apply', apiVersion: 'v1', fieldsType: 'FieldsV1', fieldsV1: { 'f:data': { 'f:a': {}, 'f:c': {} }, 'f:metadata': { 'f:labels': { 'f:x': {} } } } },
+      {
+        manager: 'outrigger',
+        operation: 'Apply',
+        apiVersion: 'v1',
+        fieldsType: 'FieldsV1',
+        fieldsV1: { 'f:data': { 'f:a': {}, 'f:c': {} }, 'f:metadata': { 'f:labels': { 'f:x': {} } } },
+      },
     ]);
     expect(appliedOwnership(cm('a', { managedFields: [entry('outrigger', 'Apply', {})] }), 'outrigger')).toBeUndefined();
     // An output still held by an update is rewritten even with nothing else changed.
     const desired = prepareOutputs([cm('a')], { parent, mapKey: 'k', outputKinds: [configMaps] })[0]!;
-    const observed = { ...desired, metadata: { ...desired.metadata, namespace: 'ns', uid: 'u', managedFields: created.metadata.managedFields } };
+    const observed = {
+      ...desired,
+      metadata: { ...desired.metadata, namespace: 'ns', uid: 'u', managedFields: created.metadata.managedFields },
+    };
     expect(diffOutputs([observed], [desired], 'outrigger').update).toHaveLength(1);
-    expect(diffOutputs([{ ...observed, metadata: { ...observed.metadata, managedFields: [] } }], [desired], 'outrigger').unchanged).toHaveLength(1);
+    expect(
+      diffOutputs([{ ...observed, metadata: { ...observed.metadata, managedFields: [] } }], [desired], 'outrigger').unchanged,
+    ).toHaveLength(1);
   });
 
   test('a pass serves later requests only with the definition they need; a stale definition is refreshed first', () => {
     const def = (generation: number, uid = 'mc') => ({ uid, generation });
-    const decide = (last: PassRecord | undefined, current: ReturnType<typeof def> | undefined, requested?: ReturnType<typeof def>, refreshed = false) =>
-      passDecision({ last, sentAt: 1_000, skewMs: 100, current, requested, refreshed });
+    const decide = (
+      last: PassRecord | undefined,
+      current: ReturnType<typeof def> | undefined,
+      requested?: ReturnType<typeof def>,
+      refreshed = false,
+    ) => passDecision({ last, sentAt: 1_000, skewMs: 100, current, requested, refreshed });
     const later = (generation: number, controller = 'mc') => ({ startedAt: 2_000, controller, generation });
     expect(decide(later(2), def(2))).toBe('served');
     expect(decide({ startedAt: 1_050, controller: 'mc', generation: 2 }, def(2))).toBe('run'); // within the skew
@@ -194,14 +348,23 @@ describe('a sync pass, decided', () => {
         '.': {},
         'f:backoffLimit': {},
         'f:suspend': {},
-        'f:containers': { 'k:{"name":"c"}': { '.': {}, 'f:name': {}, 'f:image': {}, 'f:imagePullPolicy': {} }, 'k:{"name":"gone"}': { 'f:name': {} } },
+        'f:containers': {
+          'k:{"name":"c"}': { '.': {}, 'f:name': {}, 'f:image': {}, 'f:imagePullPolicy': {} },
+          'k:{"name":"gone"}': { 'f:name': {} },
+        },
         'f:finalizers': { 'v:"a"': {}, 'v:"b"': {} },
         'f:args': { 'i:0': {}, 'i:5': {} },
       },
     };
     const value = { spec: { suspend: true, containers: [{ name: 'c', image: 'busybox' }], finalizers: ['a'], args: ['x'] } };
     expect(fieldsWithin(set, value)).toEqual({
-      'f:spec': { '.': {}, 'f:suspend': {}, 'f:containers': { 'k:{"name":"c"}': { '.': {}, 'f:name': {}, 'f:image': {} } }, 'f:finalizers': { 'v:"a"': {} }, 'f:args': { 'i:0': {} } },
+      'f:spec': {
+        '.': {},
+        'f:suspend': {},
+        'f:containers': { 'k:{"name":"c"}': { '.': {}, 'f:name': {}, 'f:image': {} } },
+        'f:finalizers': { 'v:"a"': {} },
+        'f:args': { 'i:0': {} },
+      },
     });
   });
 
@@ -229,16 +392,26 @@ describe('the SnapshotSchedule hooks', () => {
   test('one snapshot per interval, named by PVC and interval start; expired ones are no longer answered', () => {
     const first = mapSnapshots({ controller: parent, parent: schedule, mapKey: 'pvc', input: pvc, outputs: {} }, 7 * h).outputs;
     expect(first.map((o) => o.metadata.name)).toEqual([`data-${(6 * h) / 1000}`]);
-    const later = mapSnapshots({ controller: parent, parent: schedule, mapKey: 'pvc', input: pvc, outputs: outputMap(first) }, 13 * h).outputs;
+    const later = mapSnapshots(
+      { controller: parent, parent: schedule, mapKey: 'pvc', input: pvc, outputs: outputMap(first) },
+      13 * h,
+    ).outputs;
     expect(later.map((o) => o.metadata.name)).toEqual([`data-${(6 * h) / 1000}`, `data-${(12 * h) / 1000}`]);
-    const muchLater = mapSnapshots({ controller: parent, parent: schedule, mapKey: 'pvc', input: pvc, outputs: outputMap(later) }, 31 * h).outputs;
+    const muchLater = mapSnapshots(
+      { controller: parent, parent: schedule, mapKey: 'pvc', input: pvc, outputs: outputMap(later) },
+      31 * h,
+    ).outputs;
     expect(muchLater.map((o) => o.metadata.name)).toEqual([`data-${(12 * h) / 1000}`, `data-${(30 * h) / 1000}`]);
     // Answered again in the same interval: the same objects, so nothing is written.
-    expect(mapSnapshots({ controller: parent, parent: schedule, mapKey: 'pvc', input: pvc, outputs: outputMap(later) }, 14 * h).outputs).toEqual(later);
+    expect(
+      mapSnapshots({ controller: parent, parent: schedule, mapKey: 'pvc', input: pvc, outputs: outputMap(later) }, 14 * h).outputs,
+    ).toEqual(later);
   });
   test('a gone PVC keeps its snapshots until their TTL', () => {
     const snaps = mapSnapshots({ controller: parent, parent: schedule, mapKey: 'pvc', input: pvc, outputs: {} }, 7 * h).outputs;
-    expect(keepSnapshots({ controller: parent, parent: schedule, mapKey: 'pvc', outputs: outputMap(snaps) }, 20 * h).outputs).toEqual(snaps);
+    expect(keepSnapshots({ controller: parent, parent: schedule, mapKey: 'pvc', outputs: outputMap(snaps) }, 20 * h).outputs).toEqual(
+      snaps,
+    );
     expect(keepSnapshots({ controller: parent, parent: schedule, mapKey: 'pvc', outputs: outputMap(snaps) }, 31 * h).outputs).toEqual([]);
   });
   test('durations', () => {

@@ -21,7 +21,12 @@ describe('MetricsRecorder', () => {
     expect(prod._aws.CloudWatchMetrics[0]!.Namespace).toBe('Outrigger');
     expect(prod.RevisionsCreated).toEqual([1, 1]);
     expect(prod.HookLatency).toBe(12.5);
-    expect(prod._aws.CloudWatchMetrics[0]!.Metrics).toEqual(expect.arrayContaining([{ Name: 'HookLatency', Unit: 'Milliseconds' }, { Name: 'RevisionsCreated', Unit: 'Count' }]));
+    expect(prod._aws.CloudWatchMetrics[0]!.Metrics).toEqual(
+      expect.arrayContaining([
+        { Name: 'HookLatency', Unit: 'Milliseconds' },
+        { Name: 'RevisionsCreated', Unit: 'Count' },
+      ]),
+    );
     const failed = docs.find((d) => d.reason === 'Forbidden')!;
     expect(failed).toMatchObject({ cluster: 'prod', function: 'history', SyncsFailed: 1, service: 'outrigger' });
     expect(docs.find((d) => d.cluster === 'dev')).toMatchObject({ RevisionsTruncated: 3 });

@@ -26,8 +26,17 @@ function recordingClient() {
   return { sent, client: client as unknown as SQSClient };
 }
 
-describe('a cluster\'s maxConcurrency', () => {
-  const eks = { id: 'prod', access: { kind: 'eks', server: 'https://abc.gr7.eu-west-1.eks.amazonaws.com', caData: 'Q0E=', clusterName: 'prod', region: 'eu-west-1' } };
+describe("a cluster's maxConcurrency", () => {
+  const eks = {
+    id: 'prod',
+    access: {
+      kind: 'eks',
+      server: 'https://abc.gr7.eu-west-1.eks.amazonaws.com',
+      caData: 'Q0E=',
+      clusterName: 'prod',
+      region: 'eu-west-1',
+    },
+  };
 
   test('is optional, defaults to 5 and is kept as given', () => {
     const [plain, busy] = parseClusters(JSON.stringify([eks, { ...eks, id: 'busy', maxConcurrency: 50 }]));
@@ -40,43 +49,60 @@ describe('a cluster\'s maxConcurrency', () => {
   });
 
   test.each([
-    [1, "cluster configuration: cluster busy: maxConcurrency: must be at least 2: Lambda's lowest maximum concurrency for an SQS event source"],
-    [1001, "cluster configuration: cluster busy: maxConcurrency: must be at most 1000: Lambda's highest maximum concurrency for an SQS event source"],
+    [
+      1,
+      "cluster configuration: cluster busy: maxConcurrency: must be at least 2: Lambda's lowest maximum concurrency for an SQS event source",
+    ],
+    [
+      1001,
+      "cluster configuration: cluster busy: maxConcurrency: must be at most 1000: Lambda's highest maximum concurrency for an SQS event source",
+    ],
     [2.5, 'cluster configuration: cluster busy: maxConcurrency: must be a whole number'],
     ['5', 'cluster configuration: cluster busy: maxConcurrency: must be a whole number'],
-  ])('refuses %j with an error naming the cluster entry and Lambda\'s bounds', (value, message) => {
+  ])("refuses %j with an error naming the cluster entry and Lambda's bounds", (value, message) => {
     expect(() => parseClusters(JSON.stringify([eks, { ...eks, id: 'busy', maxConcurrency: value }]))).toThrow(message);
   });
 });
 
-describe('a deployment\'s queues', () => {
+describe("a deployment's queues", () => {
   const queues = new QueueUrls(PREFIX);
 
   test('are named by cluster and consumer, each with its dead-letter queue beside it', () => {
     expect(queueName('prod', EVENTS_QUEUE)).toBe('prod-events.fifo');
     expect(queueName('prod', 'history', true)).toBe('prod-history-dlq.fifo');
     expect(queues.url('prod-eu', 'map')).toBe(`${PREFIX}prod-eu-map.fifo`);
-    expect(queues.deadLetterOf('arn:aws:sqs:eu-west-1:111122223333:Outrigger-prod-eu-events.fifo')).toBe(`${PREFIX}prod-eu-events-dlq.fifo`);
+    expect(queues.deadLetterOf('arn:aws:sqs:eu-west-1:111122223333:Outrigger-prod-eu-events.fifo')).toBe(
+      `${PREFIX}prod-eu-events-dlq.fifo`,
+    );
   });
 
   test('name no dead-letter queue for a queue of another deployment, or for a dead-letter queue', () => {
-    expect(() => queues.deadLetterOf('arn:aws:sqs:eu-west-1:111122223333:Other-prod-events.fifo')).toThrow('is not a queue of this deployment');
-    expect(() => queues.deadLetterOf('arn:aws:sqs:eu-west-1:111122223333:Outrigger-prod-events-dlq.fifo')).toThrow('is not a queue of this deployment');
+    expect(() => queues.deadLetterOf('arn:aws:sqs:eu-west-1:111122223333:Other-prod-events.fifo')).toThrow(
+      'is not a queue of this deployment',
+    );
+    expect(() => queues.deadLetterOf('arn:aws:sqs:eu-west-1:111122223333:Outrigger-prod-events-dlq.fifo')).toThrow(
+      'is not a queue of this deployment',
+    );
   });
 
   test('come from OUTRIGGER_QUEUE_URL_PREFIX, which must be a queue URL without the end of its name', () => {
     expect(() => syncSinkFromEnv({})).toThrow('OUTRIGGER_QUEUE_URL_PREFIX is not set');
-    expect(() => syncSinkFromEnv({ OUTRIGGER_QUEUE_URL_PREFIX: '{"history":"https://x"}' })).toThrow('not a queue URL without its queue name');
+    expect(() => syncSinkFromEnv({ OUTRIGGER_QUEUE_URL_PREFIX: '{"history":"https://x"}' })).toThrow(
+      'not a queue URL without its queue name',
+    );
     expect(syncSinkFromEnv({ OUTRIGGER_QUEUE_URL_PREFIX: PREFIX })).toBeInstanceOf(SqsSyncSink);
   });
 });
 
-describe('each cluster\'s messages go to its own queues', () => {
+describe("each cluster's messages go to its own queues", () => {
   const key = (cluster: string, uid: string) => ({ cluster, group: 'apps', kind: 'StatefulSet', namespace: 'shop', name: uid, uid });
 
   test('sync requests: to the queue of their cluster for the target, in batches of 10', async () => {
     const { sent, client } = recordingClient();
-    const requests = [...Array.from({ length: 12 }, (_, i) => makeSyncRequest(key('prod', `p${i}`), ['c'])), makeSyncRequest(key('dr', 'd0'), ['c'])];
+    const requests = [
+      ...Array.from({ length: 12 }, (_, i) => makeSyncRequest(key('prod', `p${i}`), ['c'])),
+      makeSyncRequest(key('dr', 'd0'), ['c']),
+    ];
     await new SqsSyncSink(new QueueUrls(PREFIX), client).send('history', requests);
     expect(sent.map((s) => [s.queue, s.bodies.length])).toEqual([
       [`${PREFIX}prod-history.fifo`, 10],
@@ -87,7 +113,11 @@ describe('each cluster\'s messages go to its own queues', () => {
 
   test('ingested events: to the events queue of the cluster each names', async () => {
     const { sent, client } = recordingClient();
-    const pod = (i: number) => ({ apiVersion: 'v1', kind: 'Pod', metadata: { name: `p${i}`, namespace: 'shop', uid: `00000000-0000-4000-8000-00000000000${i}`, resourceVersion: '1' } });
+    const pod = (i: number) => ({
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: `p${i}`, namespace: 'shop', uid: `00000000-0000-4000-8000-00000000000${i}`, resourceVersion: '1' },
+    });
     const envelopes = ['prod', 'dr', 'prod'].map((cluster, i) => makeEnvelope({ cluster, type: 'added', object: pod(i), source: 's' }));
     const queues = new QueueUrls(PREFIX);
     await new SqsEventQueue((cluster) => queues.url(cluster, EVENTS_QUEUE), client).send(envelopes);
@@ -98,10 +128,19 @@ describe('each cluster\'s messages go to its own queues', () => {
   });
 
   test('the ingest function has an events queue for the clusters it serves only', async () => {
-    const env = { OUTRIGGER_CLUSTERS: JSON.stringify([{ id: 'prod', access: { kind: 'kubeconfig' } }]), OUTRIGGER_QUEUE_URL_PREFIX: PREFIX, OUTRIGGER_DEAD_LETTER_QUEUE_URL: `${PREFIX}ingest-dlq.fifo` };
+    const env = {
+      OUTRIGGER_CLUSTERS: JSON.stringify([{ id: 'prod', access: { kind: 'kubeconfig' } }]),
+      OUTRIGGER_QUEUE_URL_PREFIX: PREFIX,
+      OUTRIGGER_DEAD_LETTER_QUEUE_URL: `${PREFIX}ingest-dlq.fifo`,
+    };
     const deps = ingestDepsFromEnv(env);
     expect([...deps.clusters]).toEqual(['prod']);
-    const envelope = makeEnvelope({ cluster: 'qa', type: 'added', object: { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p', uid: '00000000-0000-4000-8000-000000000009', resourceVersion: '1' } }, source: 's' });
+    const envelope = makeEnvelope({
+      cluster: 'qa',
+      type: 'added',
+      object: { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'p', uid: '00000000-0000-4000-8000-000000000009', resourceVersion: '1' } },
+      source: 's',
+    });
     await expect(deps.events.send([envelope])).rejects.toThrow('no events queue for cluster "qa": this deployment serves prod');
     expect(() => ingestDepsFromEnv({ ...env, OUTRIGGER_QUEUE_URL_PREFIX: undefined })).toThrow('OUTRIGGER_QUEUE_URL_PREFIX is not set');
   });
@@ -109,14 +148,21 @@ describe('each cluster\'s messages go to its own queues', () => {
   test('a malformed message: to the dead-letter queue beside the queue it came from', async () => {
     const { sent, client } = recordingClient();
     const sink = new SqsDeadLetterSink(new QueueUrls(PREFIX), client);
-    await sink.send({ body: '{', reason: 'not JSON', source: 'history', queue: 'arn:aws:sqs:eu-west-1:111122223333:Outrigger-dr-history.fifo' });
+    await sink.send({
+      body: '{',
+      reason: 'not JSON',
+      source: 'history',
+      queue: 'arn:aws:sqs:eu-west-1:111122223333:Outrigger-dr-history.fifo',
+    });
     expect(sent).toEqual([{ queue: `${PREFIX}dr-history-dlq.fifo`, bodies: ['{'] }]);
     await expect(sink.send({ body: '{', reason: 'not JSON', source: 'history' })).rejects.toThrow('names no queue it came from');
   });
 
-  test('a deployed consumer\'s dead letters follow the prefix; one queue or a file, when named, win', () => {
+  test("a deployed consumer's dead letters follow the prefix; one queue or a file, when named, win", () => {
     expect(deadLetterSinkFromEnv({ OUTRIGGER_QUEUE_URL_PREFIX: PREFIX })).toBeInstanceOf(SqsDeadLetterSink);
-    expect(deadLetterSinkFromEnv({ OUTRIGGER_QUEUE_URL_PREFIX: PREFIX, OUTRIGGER_DEAD_LETTER_FILE: '/tmp/dl.jsonl' }).constructor.name).toBe('FileDeadLetterSink');
+    expect(
+      deadLetterSinkFromEnv({ OUTRIGGER_QUEUE_URL_PREFIX: PREFIX, OUTRIGGER_DEAD_LETTER_FILE: '/tmp/dl.jsonl' }).constructor.name,
+    ).toBe('FileDeadLetterSink');
     expect(() => deadLetterSinkFromEnv({})).toThrow('no dead-letter destination');
   });
 });

@@ -21,7 +21,10 @@ const ACCOUNT = '111122223333';
 const clusterFunctions = functions.filter((f) => !f.functionUrl).map((f) => f.name);
 const pascal = (name: string) => name.replace(/(^|-)([a-z])/g, (_, __, c: string) => c.toUpperCase());
 
-function userApp(props: Partial<OutriggerProps> & Pick<OutriggerProps, 'clusters'>, region: string | null = 'eu-west-1'): { stack: Stack; outrigger: Outrigger; template: Template } {
+function userApp(
+  props: Partial<OutriggerProps> & Pick<OutriggerProps, 'clusters'>,
+  region: string | null = 'eu-west-1',
+): { stack: Stack; outrigger: Outrigger; template: Template } {
   const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
   const stack = new Stack(app, 'Platform', region ? { env: { account: ACCOUNT, region } } : {});
   const outrigger = new Outrigger(stack, 'Outrigger', props);
@@ -30,7 +33,10 @@ function userApp(props: Partial<OutriggerProps> & Pick<OutriggerProps, 'clusters
 
 /** The logical id of the resource at `path` (construct ids below the stack). */
 function logicalId(stack: Stack, path: string): string {
-  const child = stack.node.findChild('Outrigger').node.findAll().find((c) => c.node.path === `${stack.node.path}/Outrigger/${path}`);
+  const child = stack.node
+    .findChild('Outrigger')
+    .node.findAll()
+    .find((c) => c.node.path === `${stack.node.path}/Outrigger/${path}`);
   if (!child) throw new Error(`no construct at ${path}`);
   return stack.getLogicalId(child.node.defaultChild as never);
 }
@@ -39,7 +45,12 @@ describe('the Outrigger construct in an app of its own, with two clusters', () =
   // prod: EKS in the stack's region; dr: EKS in another region.
   const prod = eksCluster('prod');
   const dr = eksCluster('dr', { region: 'us-east-1', clusterName: 'prod-dr' });
-  const vpc = (stack: Stack) => ec2.Vpc.fromVpcAttributes(stack, 'Vpc', { vpcId: 'vpc-0123456789abcdef0', availabilityZones: ['eu-west-1a', 'eu-west-1b'], privateSubnetIds: ['subnet-0aaaaaaaaaaaaaaaa', 'subnet-0bbbbbbbbbbbbbbbb'] });
+  const vpc = (stack: Stack) =>
+    ec2.Vpc.fromVpcAttributes(stack, 'Vpc', {
+      vpcId: 'vpc-0123456789abcdef0',
+      availabilityZones: ['eu-west-1a', 'eu-west-1b'],
+      privateSubnetIds: ['subnet-0aaaaaaaaaaaaaaaa', 'subnet-0bbbbbbbbbbbbbbbb'],
+    });
   const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
   const stack = new Stack(app, 'Platform', { env: { account: ACCOUNT, region: 'eu-west-1' } });
   const topic = sns.Topic.fromTopicArn(stack, 'Pager', `arn:aws:sns:eu-west-1:${ACCOUNT}:pager`);
@@ -57,31 +68,57 @@ describe('the Outrigger construct in an app of its own, with two clusters', () =
   const roleOf = (fn: string) => ({ 'Fn::GetAtt': [logicalId(stack, `${pascal(fn)}ServiceRole`), 'Arn'] });
 
   test('gives each function that talks to clusters an access entry to the in-region EKS cluster: the controllers group, the migrator also the migrators group', () => {
-    const entries = Object.values(template.findResources('AWS::EKS::AccessEntry')).map((r) => r.Properties as { ClusterName: string; PrincipalArn: unknown; KubernetesGroups: string[]; Type: string });
+    const entries = Object.values(template.findResources('AWS::EKS::AccessEntry')).map(
+      (r) => r.Properties as { ClusterName: string; PrincipalArn: unknown; KubernetesGroups: string[]; Type: string },
+    );
     expect(entries).toHaveLength(clusterFunctions.length);
     expect(entries.map((e) => e.ClusterName)).toEqual(clusterFunctions.map(() => 'prod'));
     expect(entries.map((e) => ({ principal: e.PrincipalArn, groups: e.KubernetesGroups, type: e.Type }))).toEqual(
-      clusterFunctions.map((fn) => ({ principal: roleOf(fn), groups: fn === 'migrator' ? ['outrigger:controllers', 'outrigger:migrators'] : ['outrigger:controllers'], type: 'STANDARD' })),
+      clusterFunctions.map((fn) => ({
+        principal: roleOf(fn),
+        groups: fn === 'migrator' ? ['outrigger:controllers', 'outrigger:migrators'] : ['outrigger:controllers'],
+        type: 'STANDARD',
+      })),
     );
     // Neither the ingest's role nor the forwarder's is let in.
     expect(JSON.stringify(entries)).not.toContain(logicalId(stack, 'IngestServiceRole'));
     expect(JSON.stringify(entries)).not.toContain('ForwarderRole');
   });
 
-  test('associates the in-region cluster\'s forwarder service account with its forwarder role through Pod Identity, and trusts only that service account', () => {
+  test("associates the in-region cluster's forwarder service account with its forwarder role through Pod Identity, and trusts only that service account", () => {
     template.resourcePropertiesCountIs('AWS::EKS::PodIdentityAssociation', {}, 1);
-    template.hasResourceProperties('AWS::EKS::PodIdentityAssociation', { ClusterName: 'prod', Namespace: 'platform-outrigger', ServiceAccount: 'events-forwarder', RoleArn: { 'Fn::GetAtt': [logicalId(stack, 'Prod/ForwarderRole'), 'Arn'] } });
-    const trust = template.toJSON().Resources[logicalId(stack, 'Dr/ForwarderRole')].Properties.AssumeRolePolicyDocument.Statement[0].Condition.StringEquals;
+    template.hasResourceProperties('AWS::EKS::PodIdentityAssociation', {
+      ClusterName: 'prod',
+      Namespace: 'platform-outrigger',
+      ServiceAccount: 'events-forwarder',
+      RoleArn: { 'Fn::GetAtt': [logicalId(stack, 'Prod/ForwarderRole'), 'Arn'] },
+    });
+    const trust =
+      template.toJSON().Resources[logicalId(stack, 'Dr/ForwarderRole')].Properties.AssumeRolePolicyDocument.Statement[0].Condition
+        .StringEquals;
     expect(trust).toEqual({
-      'aws:RequestTag/eks-cluster-arn': [{ 'Fn::Join': ['', ['arn:', { Ref: 'AWS::Partition' }, `:eks:us-east-1:${ACCOUNT}:cluster/prod-dr`]] }],
+      'aws:RequestTag/eks-cluster-arn': [
+        { 'Fn::Join': ['', ['arn:', { Ref: 'AWS::Partition' }, `:eks:us-east-1:${ACCOUNT}:cluster/prod-dr`]] },
+      ],
       'aws:RequestTag/kubernetes-namespace': ['platform-outrigger'],
       'aws:RequestTag/kubernetes-service-account': ['events-forwarder'],
     });
   });
 
-  test('outputs, under fixed names, each cluster\'s queues and forwarder role, and the roles a cluster in another region must be given access to', () => {
+  test("outputs, under fixed names, each cluster's queues and forwarder role, and the roles a cluster in another region must be given access to", () => {
     const outputs = template.findOutputs('*');
-    for (const name of ['ProdEventsQueueUrl', 'ProdEventsDeadLetterQueueUrl', 'ProdForwarderRoleArn', 'DrEventsQueueUrl', 'DrEventsDeadLetterQueueUrl', 'DrForwarderRoleArn', 'ControllerRoleArns', 'MigratorRoleArn', 'IngestUrl', 'AlarmTopicArn']) {
+    for (const name of [
+      'ProdEventsQueueUrl',
+      'ProdEventsDeadLetterQueueUrl',
+      'ProdForwarderRoleArn',
+      'DrEventsQueueUrl',
+      'DrEventsDeadLetterQueueUrl',
+      'DrForwarderRoleArn',
+      'ControllerRoleArns',
+      'MigratorRoleArn',
+      'IngestUrl',
+      'AlarmTopicArn',
+    ]) {
       expect(Object.keys(outputs)).toContain(name);
     }
     const joined = outputs.ControllerRoleArns!.Value as { 'Fn::Join': [string, unknown[]] };
@@ -93,26 +130,33 @@ describe('the Outrigger construct in an app of its own, with two clusters', () =
     expect(outrigger.clusters.get('dr')!.access).toBe('manual');
   });
 
-  test('runs every function in the VPC\'s subnets with one security group, at the memory, tracing and log retention asked for', () => {
+  test("runs every function in the VPC's subnets with one security group, at the memory, tracing and log retention asked for", () => {
     const fns = Object.values(template.findResources('AWS::Lambda::Function'));
     expect(fns).toHaveLength(functions.length);
     const group = { 'Fn::GetAtt': [logicalId(stack, 'FunctionsSecurityGroup'), 'GroupId'] };
     for (const fn of fns) {
-      expect(fn.Properties.VpcConfig).toEqual({ SubnetIds: ['subnet-0aaaaaaaaaaaaaaaa', 'subnet-0bbbbbbbbbbbbbbbb'], SecurityGroupIds: [group] });
+      expect(fn.Properties.VpcConfig).toEqual({
+        SubnetIds: ['subnet-0aaaaaaaaaaaaaaaa', 'subnet-0bbbbbbbbbbbbbbbb'],
+        SecurityGroupIds: [group],
+      });
       expect(fn.Properties).toMatchObject({ MemorySize: 1024, TracingConfig: { Mode: 'Active' } });
     }
     template.resourcePropertiesCountIs('AWS::EC2::SecurityGroup', {}, 1);
-    template.hasResourceProperties('AWS::EC2::SecurityGroup', { VpcId: 'vpc-0123456789abcdef0', SecurityGroupEgress: [{ CidrIp: '0.0.0.0/0', IpProtocol: '-1' }] });
+    template.hasResourceProperties('AWS::EC2::SecurityGroup', {
+      VpcId: 'vpc-0123456789abcdef0',
+      SecurityGroupEgress: [{ CidrIp: '0.0.0.0/0', IpProtocol: '-1' }],
+    });
     const logGroups = Object.values(template.findResources('AWS::Logs::LogGroup'));
     expect(logGroups).toHaveLength(functions.length);
     for (const g of logGroups) expect(g).toMatchObject({ Properties: { RetentionInDays: 7 }, DeletionPolicy: 'Delete' });
     template.hasResource('AWS::DynamoDB::GlobalTable', { DeletionPolicy: 'Delete' });
     // The alarms go to the user's topic; the construct makes none of its own.
     template.resourceCountIs('AWS::SNS::Topic', 0);
-    for (const a of Object.values(template.findResources('AWS::CloudWatch::Alarm'))) expect(a.Properties.AlarmActions).toEqual([`arn:aws:sns:eu-west-1:${ACCOUNT}:pager`]);
+    for (const a of Object.values(template.findResources('AWS::CloudWatch::Alarm')))
+      expect(a.Properties.AlarmActions).toEqual([`arn:aws:sns:eu-west-1:${ACCOUNT}:pager`]);
   });
 
-  test('passes cdk-nag\'s AwsSolutions checks, each acknowledged rule with its reason in the construct', () => {
+  test("passes cdk-nag's AwsSolutions checks, each acknowledged rule with its reason in the construct", () => {
     const report = new AwsSolutionsChecks().validateScope(app);
     expect(report.violations.map((v) => `${v.ruleName}: ${v.violatingResources.map((r) => r.constructPath).join(', ')}`)).toEqual([]);
   });
@@ -121,28 +165,49 @@ describe('the Outrigger construct in an app of its own, with two clusters', () =
     const app2 = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
     const stack2 = new Stack(app2, 'Platform', { env: { account: ACCOUNT, region: 'eu-west-1' } });
     const sg = ec2.SecurityGroup.fromSecurityGroupId(stack2, 'Sg', 'sg-0123456789abcdef0');
-    new Outrigger(stack2, 'Outrigger', { clusters: [prod], vpc: vpc(stack2), securityGroups: [sg], vpcSubnets: { subnets: [ec2.Subnet.fromSubnetId(stack2, 'S', 'subnet-0cccccccccccccccc')] } });
+    new Outrigger(stack2, 'Outrigger', {
+      clusters: [prod],
+      vpc: vpc(stack2),
+      securityGroups: [sg],
+      vpcSubnets: { subnets: [ec2.Subnet.fromSubnetId(stack2, 'S', 'subnet-0cccccccccccccccc')] },
+    });
     const t = Template.fromStack(stack2);
     t.resourceCountIs('AWS::EC2::SecurityGroup', 0);
-    for (const fn of Object.values(t.findResources('AWS::Lambda::Function'))) expect(fn.Properties.VpcConfig).toEqual({ SubnetIds: ['subnet-0cccccccccccccccc'], SecurityGroupIds: ['sg-0123456789abcdef0'] });
+    for (const fn of Object.values(t.findResources('AWS::Lambda::Function')))
+      expect(fn.Properties.VpcConfig).toEqual({ SubnetIds: ['subnet-0cccccccccccccccc'], SecurityGroupIds: ['sg-0123456789abcdef0'] });
   });
 });
 
 describe('where the stack cannot give access', () => {
-  test('a stack whose region is known only at deploy makes each cluster\'s access entries and association under a condition on its region', () => {
+  test("a stack whose region is known only at deploy makes each cluster's access entries and association under a condition on its region", () => {
     const { template } = userApp({ clusters: [eksCluster('prod'), eksCluster('dr', { region: 'us-east-1' })] }, null);
     const conditions = template.toJSON().Conditions as Record<string, unknown>;
-    expect(Object.values(conditions)).toEqual(expect.arrayContaining([{ 'Fn::Equals': [{ Ref: 'AWS::Region' }, 'eu-west-1'] }, { 'Fn::Equals': [{ Ref: 'AWS::Region' }, 'us-east-1'] }]));
+    expect(Object.values(conditions)).toEqual(
+      expect.arrayContaining([
+        { 'Fn::Equals': [{ Ref: 'AWS::Region' }, 'eu-west-1'] },
+        { 'Fn::Equals': [{ Ref: 'AWS::Region' }, 'us-east-1'] },
+      ]),
+    );
     const byRegion = (region: string) => Object.entries(conditions).find(([, c]) => JSON.stringify(c).includes(region))![0];
     const entries = Object.values(template.findResources('AWS::EKS::AccessEntry'));
     expect(entries).toHaveLength(2 * clusterFunctions.length);
     for (const e of entries) expect(e.Condition).toBe(byRegion(e.Properties.ClusterName === 'prod' ? 'eu-west-1' : 'us-east-1'));
-    for (const a of Object.values(template.findResources('AWS::EKS::PodIdentityAssociation'))) expect(a.Condition).toBe(byRegion(a.Properties.ClusterName === 'prod' ? 'eu-west-1' : 'us-east-1'));
+    for (const a of Object.values(template.findResources('AWS::EKS::PodIdentityAssociation')))
+      expect(a.Condition).toBe(byRegion(a.Properties.ClusterName === 'prod' ? 'eu-west-1' : 'us-east-1'));
     template.hasOutput('ControllerRoleArns', {});
   });
 
   test('a cluster outside EKS gets no access entry and no forwarder role, and the role ARNs are outputs; all in-region, there are no such outputs', () => {
-    const onprem: ClusterConfig = { id: 'onprem', access: { kind: 'secret', server: 'https://k8s.onprem.corp.internal:6443', caData: CA_DATA, secretArn: `arn:aws:secretsmanager:eu-west-1:${ACCOUNT}:secret:onprem`, migratorTokenSecretArn: `arn:aws:secretsmanager:eu-west-1:${ACCOUNT}:secret:onprem-migrator` } };
+    const onprem: ClusterConfig = {
+      id: 'onprem',
+      access: {
+        kind: 'secret',
+        server: 'https://k8s.onprem.corp.internal:6443',
+        caData: CA_DATA,
+        secretArn: `arn:aws:secretsmanager:eu-west-1:${ACCOUNT}:secret:onprem`,
+        migratorTokenSecretArn: `arn:aws:secretsmanager:eu-west-1:${ACCOUNT}:secret:onprem-migrator`,
+      },
+    };
     const { template } = userApp({ clusters: [onprem] });
     template.resourceCountIs('AWS::EKS::AccessEntry', 0);
     template.resourceCountIs('AWS::EKS::PodIdentityAssociation', 0);
@@ -161,7 +226,11 @@ describe('where the stack cannot give access', () => {
     const stack = new Stack(app, 'Platform', { env: { account: ACCOUNT, region: 'eu-west-1' } });
     const hook = lambda.Function.fromFunctionArn(stack, 'Hook', `arn:aws:lambda:eu-west-1:${ACCOUNT}:function:team-hook`);
     new Outrigger(stack, 'Outrigger', { clusters: [eksCluster('prod')], mapHookFunctions: [hook, 'named-hook'] });
-    const invoke = Object.values(Template.fromStack(stack).findResources('AWS::IAM::Policy')).flatMap((p) => (p.Properties.PolicyDocument.Statement as Array<{ Action: unknown; Resource: unknown }>).filter((st) => st.Action === 'lambda:InvokeFunction'));
+    const invoke = Object.values(Template.fromStack(stack).findResources('AWS::IAM::Policy')).flatMap((p) =>
+      (p.Properties.PolicyDocument.Statement as Array<{ Action: unknown; Resource: unknown }>).filter(
+        (st) => st.Action === 'lambda:InvokeFunction',
+      ),
+    );
     expect(invoke).toHaveLength(1);
     expect(invoke[0]!.Resource).toEqual([
       `arn:aws:lambda:eu-west-1:${ACCOUNT}:function:team-hook`,
@@ -179,16 +248,65 @@ describe('configuration refused at synth, naming the cluster and the field', () 
   test.each<[string, unknown[], string]>([
     [
       'the placeholder cluster cdk.json used to hold',
-      [{ id: 'example', access: { kind: 'eks', server: 'https://EXAMPLE0123456789.gr7.eu-west-1.eks.amazonaws.com', caData: 'UkVQTEFDRSBXSVRIIFRIRSBDTFVTVEVSIENB', clusterName: 'example', region: 'eu-west-1' } }],
+      [
+        {
+          id: 'example',
+          access: {
+            kind: 'eks',
+            server: 'https://EXAMPLE0123456789.gr7.eu-west-1.eks.amazonaws.com',
+            caData: 'UkVQTEFDRSBXSVRIIFRIRSBDTFVTVEVSIENB',
+            clusterName: 'example',
+            region: 'eu-west-1',
+          },
+        },
+      ],
       'cluster configuration: cluster example: access.server: https://EXAMPLE0123456789.gr7.eu-west-1.eks.amazonaws.com is not an EKS endpoint',
     ],
-    ['CA data that is no certificate', [{ ...prod, access: { ...prod.access, caData: 'UkVQTEFDRSBXSVRIIFRIRSBDTFVTVEVSIENB' } }], 'cluster configuration: cluster prod: access.caData: is not a base64-encoded PEM certificate'],
-    ['an endpoint in another region than the one named', [{ ...prod, access: { ...prod.access, region: 'eu-central-1' } }], 'cluster configuration: cluster prod: access.region: is eu-central-1, but the endpoint'],
-    ['a field the configuration does not have', [prod, { ...eksCluster('dr'), maxConcurency: 10 }], 'cluster configuration: cluster dr: maxConcurency: Unrecognized key'],
-    ['a field of the access the configuration does not have', [{ ...prod, access: { ...prod.access, roleArn: 'arn:aws:iam::111122223333:role/x' } }], 'cluster configuration: cluster prod: access.roleArn: Unrecognized key'],
-    ['a server in a domain reserved for examples', [{ id: 'onprem', access: { kind: 'secret', server: 'https://k8s.example.com:6443', secretArn: `arn:aws:secretsmanager:eu-west-1:${ACCOUNT}:secret:t`, migratorTokenSecretArn: `arn:aws:secretsmanager:eu-west-1:${ACCOUNT}:secret:m` } }], 'cluster configuration: cluster onprem: access.server: https://k8s.example.com:6443 is in a domain reserved for examples'],
-    ['a kubeconfig', [{ id: 'laptop', access: { kind: 'kubeconfig' } }], 'cluster configuration: cluster laptop: access.kind: a deployed stack reaches clusters through EKS IAM tokens or a token in Secrets Manager, not kubeconfig'],
-    ['one EKS cluster twice', [prod, { ...prod, id: 'prod-again' }], 'cluster configuration: cluster prod-again: access.clusterName: cluster prod is EKS cluster prod in eu-west-1 too'],
+    [
+      'CA data that is no certificate',
+      [{ ...prod, access: { ...prod.access, caData: 'UkVQTEFDRSBXSVRIIFRIRSBDTFVTVEVSIENB' } }],
+      'cluster configuration: cluster prod: access.caData: is not a base64-encoded PEM certificate',
+    ],
+    [
+      'an endpoint in another region than the one named',
+      [{ ...prod, access: { ...prod.access, region: 'eu-central-1' } }],
+      'cluster configuration: cluster prod: access.region: is eu-central-1, but the endpoint',
+    ],
+    [
+      'a field the configuration does not have',
+      [prod, { ...eksCluster('dr'), maxConcurency: 10 }],
+      'cluster configuration: cluster dr: maxConcurency: Unrecognized key',
+    ],
+    [
+      'a field of the access the configuration does not have',
+      [{ ...prod, access: { ...prod.access, roleArn: 'arn:aws:iam::111122223333:role/x' } }],
+      'cluster configuration: cluster prod: access.roleArn: Unrecognized key',
+    ],
+    [
+      'a server in a domain reserved for examples',
+      [
+        {
+          id: 'onprem',
+          access: {
+            kind: 'secret',
+            server: 'https://k8s.example.com:6443',
+            secretArn: `arn:aws:secretsmanager:eu-west-1:${ACCOUNT}:secret:t`,
+            migratorTokenSecretArn: `arn:aws:secretsmanager:eu-west-1:${ACCOUNT}:secret:m`,
+          },
+        },
+      ],
+      'cluster configuration: cluster onprem: access.server: https://k8s.example.com:6443 is in a domain reserved for examples',
+    ],
+    [
+      'a kubeconfig',
+      [{ id: 'laptop', access: { kind: 'kubeconfig' } }],
+      'cluster configuration: cluster laptop: access.kind: a deployed stack reaches clusters through EKS IAM tokens or a token in Secrets Manager, not kubeconfig',
+    ],
+    [
+      'one EKS cluster twice',
+      [prod, { ...prod, id: 'prod-again' }],
+      'cluster configuration: cluster prod-again: access.clusterName: cluster prod is EKS cluster prod in eu-west-1 too',
+    ],
     ['no cluster', [], 'cluster configuration: (top): names no cluster'],
   ])('%s', (_, clusters, message) => {
     expect(refused(clusters)).toThrow(message);
@@ -200,7 +318,7 @@ test('is the package entry outrigger/infra (package.json "exports")', async () =
   expect(entry.Outrigger).toBe(Outrigger);
 });
 
-test('builds the forwarder\'s image for the nodes\' platform as an asset, and outputs its URI; synth needs no Docker', () => {
+test("builds the forwarder's image for the nodes' platform as an asset, and outputs its URI; synth needs no Docker", () => {
   const docker = process.env.CDK_DOCKER;
   // Any call to Docker at synth would fail: the CDK runs this instead of `docker`.
   process.env.CDK_DOCKER = '/nonexistent/docker';
@@ -209,12 +327,30 @@ test('builds the forwarder\'s image for the nodes\' platform as an asset, and ou
     const stack = new Stack(app, 'Platform', { env: { account: ACCOUNT, region: 'eu-west-1' } });
     new Outrigger(stack, 'Outrigger', { clusters: [eksCluster('prod')], forwarderImage: { platform: Platform.LINUX_ARM64 } });
     const assembly = app.synth();
-    const images = Object.values((JSON.parse(readFileSync(join(assembly.directory, 'Platform.assets.json'), 'utf8')) as { dockerImages: Record<string, { source: { directory: string; dockerFile: string; platform: string } }> }).dockerImages);
-    expect(images.map((i) => ({ dockerFile: i.source.dockerFile, platform: i.source.platform }))).toEqual([{ dockerFile: 'forwarder/Dockerfile', platform: 'linux/arm64' }]);
+    const images = Object.values(
+      (
+        JSON.parse(readFileSync(join(assembly.directory, 'Platform.assets.json'), 'utf8')) as {
+          dockerImages: Record<string, { source: { directory: string; dockerFile: string; platform: string } }>;
+        }
+      ).dockerImages,
+    );
+    expect(images.map((i) => ({ dockerFile: i.source.dockerFile, platform: i.source.platform }))).toEqual([
+      { dockerFile: 'forwarder/Dockerfile', platform: 'linux/arm64' },
+    ]);
     // Staged: what the Dockerfile copies, not the whole project.
-    expect(readdirSync(join(assembly.directory, images[0]!.source.directory)).sort()).toEqual(['forwarder', 'functions', 'package-lock.json', 'package.json', 'shared']);
+    expect(readdirSync(join(assembly.directory, images[0]!.source.directory)).sort()).toEqual([
+      'forwarder',
+      'functions',
+      'package-lock.json',
+      'package.json',
+      'shared',
+    ]);
     const uri = Template.fromStack(stack).findOutputs('ForwarderImageUri').ForwarderImageUri!.Value as { 'Fn::Sub': string };
-    expect(uri['Fn::Sub']).toMatch(new RegExp(`^${ACCOUNT}\\.dkr\\.ecr\\.eu-west-1\\.\\$\\{AWS::URLSuffix\\}/cdk-[a-z0-9]+-container-assets-${ACCOUNT}-eu-west-1:[0-9a-f]{64}$`));
+    expect(uri['Fn::Sub']).toMatch(
+      new RegExp(
+        `^${ACCOUNT}\\.dkr\\.ecr\\.eu-west-1\\.\\$\\{AWS::URLSuffix\\}/cdk-[a-z0-9]+-container-assets-${ACCOUNT}-eu-west-1:[0-9a-f]{64}$`,
+      ),
+    );
   } finally {
     if (docker === undefined) delete process.env.CDK_DOCKER;
     else process.env.CDK_DOCKER = docker;

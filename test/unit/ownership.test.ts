@@ -20,8 +20,19 @@ const parent = (extra: Partial<ParentIdentity['metadata']> = {}): ParentIdentity
   kind: 'StatefulSet',
   metadata: { name: 'web', namespace: 'ns', uid: 'parent-uid', ...extra },
 });
-const ref = (uid: string, controller = true): OwnerReference => ({ apiVersion: 'apps/v1', kind: 'StatefulSet', name: `p-${uid}`, uid, controller });
-const child = (name: string, labels: Record<string, string> = {}, owners: OwnerReference[] = [], extra: Partial<KubeObject['metadata']> = {}): KubeObject => ({
+const ref = (uid: string, controller = true): OwnerReference => ({
+  apiVersion: 'apps/v1',
+  kind: 'StatefulSet',
+  name: `p-${uid}`,
+  uid,
+  controller,
+});
+const child = (
+  name: string,
+  labels: Record<string, string> = {},
+  owners: OwnerReference[] = [],
+  extra: Partial<KubeObject['metadata']> = {},
+): KubeObject => ({
   apiVersion: 'apps/v1',
   kind: 'ControllerRevision',
   metadata: { name, namespace: 'ns', uid: `uid-${name}`, resourceVersion: '1', labels, ownerReferences: owners, ...extra },
@@ -33,7 +44,14 @@ describe('ControllerRef helpers', () => {
     expect(controllerOf(obj)?.uid).toBe('y');
     expect(isControlledBy(obj, { metadata: { uid: 'y' } })).toBe(true);
     expect(isControlledBy(obj, { metadata: { uid: 'x' } })).toBe(false);
-    expect(newControllerRef(parent())).toEqual({ apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'web', uid: 'parent-uid', controller: true, blockOwnerDeletion: true });
+    expect(newControllerRef(parent())).toEqual({
+      apiVersion: 'apps/v1',
+      kind: 'StatefulSet',
+      name: 'web',
+      uid: 'parent-uid',
+      controller: true,
+      blockOwnerDeletion: true,
+    });
   });
 });
 
@@ -42,9 +60,21 @@ describe('routing watch events (README, "Ownership and routing": the router)', (
   const orphan = child('c', { app: 'a' });
   const revision = { group: 'apps', kind: 'ControllerRevision' };
   test.each<[string, ReturnType<typeof routeEvent>, ReturnType<typeof routeEvent>]>([
-    ['added with a ControllerRef: only its controller', routeEvent('added', owned), [{ by: 'controllerRef', ...revision, ref: ref('owner-1'), namespace: 'ns' }]],
-    ['modified with a ControllerRef: only its controller', routeEvent('modified', owned, owned), [{ by: 'controllerRef', ...revision, ref: ref('owner-1'), namespace: 'ns' }]],
-    ['deleted with a ControllerRef: only its controller', routeEvent('deleted', owned), [{ by: 'controllerRef', ...revision, ref: ref('owner-1'), namespace: 'ns' }]],
+    [
+      'added with a ControllerRef: only its controller',
+      routeEvent('added', owned),
+      [{ by: 'controllerRef', ...revision, ref: ref('owner-1'), namespace: 'ns' }],
+    ],
+    [
+      'modified with a ControllerRef: only its controller',
+      routeEvent('modified', owned, owned),
+      [{ by: 'controllerRef', ...revision, ref: ref('owner-1'), namespace: 'ns' }],
+    ],
+    [
+      'deleted with a ControllerRef: only its controller',
+      routeEvent('deleted', owned),
+      [{ by: 'controllerRef', ...revision, ref: ref('owner-1'), namespace: 'ns' }],
+    ],
     [
       'ControllerRef moved: the new and the previous controller',
       routeEvent('modified', child('c', {}, [ref('owner-2')]), owned),
@@ -61,12 +91,28 @@ describe('routing watch events (README, "Ownership and routing": the router)', (
         { by: 'selector', ...revision, labels: { app: 'a' }, namespace: 'ns' },
       ],
     ],
-    ['orphan added: every matching controller', routeEvent('added', orphan), [{ by: 'selector', ...revision, labels: { app: 'a' }, namespace: 'ns' }]],
+    [
+      'orphan added: every matching controller',
+      routeEvent('added', orphan),
+      [{ by: 'selector', ...revision, labels: { app: 'a' }, namespace: 'ns' }],
+    ],
     ['orphan deleted: none', routeEvent('deleted', orphan), []],
-    ['orphan updated, labels changed: every matching controller', routeEvent('modified', child('c', { app: 'b' }), orphan), [{ by: 'selector', ...revision, labels: { app: 'b' }, namespace: 'ns' }]],
+    [
+      'orphan updated, labels changed: every matching controller',
+      routeEvent('modified', child('c', { app: 'b' }), orphan),
+      [{ by: 'selector', ...revision, labels: { app: 'b' }, namespace: 'ns' }],
+    ],
     ['orphan updated, labels unchanged: none', routeEvent('modified', child('c', { app: 'a' }, [], { resourceVersion: '2' }), orphan), []],
-    ['orphan updated, previous state unknown: every matching controller', routeEvent('modified', orphan), [{ by: 'selector', ...revision, labels: { app: 'a' }, namespace: 'ns' }]],
-    ['orphan being deleted: none, nobody may adopt it', routeEvent('modified', child('c', { app: 'b' }, [], { deletionTimestamp: '2026-01-01T00:00:00Z' }), orphan), []],
+    [
+      'orphan updated, previous state unknown: every matching controller',
+      routeEvent('modified', orphan),
+      [{ by: 'selector', ...revision, labels: { app: 'a' }, namespace: 'ns' }],
+    ],
+    [
+      'orphan being deleted: none, nobody may adopt it',
+      routeEvent('modified', child('c', { app: 'b' }, [], { deletionTimestamp: '2026-01-01T00:00:00Z' }), orphan),
+      [],
+    ],
   ])('%s', (_, actual, expected) => {
     expect(actual).toEqual(expected);
   });
@@ -128,15 +174,23 @@ describe('label selectors', () => {
 describe('claim planning', () => {
   const labels = fc.dictionary(fc.constantFrom('app', 'tier'), fc.constantFrom('a', 'b'), { maxKeys: 2 });
   const owner = fc.constantFrom<OwnerReference[]>([], [ref('parent-uid')], [ref('someone-else')], [ref('x', false)]);
-  const children = fc.uniqueArray(fc.tuple(fc.stringMatching(/^web-[0-9]$|^[a-z]{1,3}$/), labels, owner), { selector: (t) => t[0], maxLength: 12 }).map((ts) => ts.map(([n, l, o]) => child(n, l, o)));
+  const children = fc
+    .uniqueArray(fc.tuple(fc.stringMatching(/^web-[0-9]$|^[a-z]{1,3}$/), labels, owner), { selector: (t) => t[0], maxLength: 12 })
+    .map((ts) => ts.map(([n, l, o]) => child(n, l, o)));
   const selector = compileSelector({ matchLabels: { app: 'a' } });
 
   /** What the cluster looks like after the plan is carried out. */
   const apply = (plan: ReturnType<typeof planClaim>): KubeObject[] => [
     ...plan.owned,
     ...plan.ignored,
-    ...plan.adopt.map((c) => ({ ...c, metadata: { ...c.metadata, ownerReferences: [...(c.metadata.ownerReferences ?? []), newControllerRef(parent())] } })),
-    ...plan.release.map((c) => ({ ...c, metadata: { ...c.metadata, ownerReferences: (c.metadata.ownerReferences ?? []).filter((r) => r.uid !== 'parent-uid') } })),
+    ...plan.adopt.map((c) => ({
+      ...c,
+      metadata: { ...c.metadata, ownerReferences: [...(c.metadata.ownerReferences ?? []), newControllerRef(parent())] },
+    })),
+    ...plan.release.map((c) => ({
+      ...c,
+      metadata: { ...c.metadata, ownerReferences: (c.metadata.ownerReferences ?? []).filter((r) => r.uid !== 'parent-uid') },
+    })),
   ];
 
   test('is idempotent: after carrying out a plan, the next plan adopts and releases nothing', () => {

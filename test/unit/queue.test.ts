@@ -23,7 +23,10 @@ describe('LocalQueue', () => {
               for (const r of event.Records) {
                 const { group, seq } = JSON.parse(r.body) as { group: string; seq: number };
                 // As the FIFO batch processor does: after a failure, the rest of that group fails too.
-                if (failures.length > 0 && event.Records.some((x) => failures.some((f) => f.itemIdentifier === x.messageId) && x.attributes.MessageGroupId === group)) {
+                if (
+                  failures.length > 0 &&
+                  event.Records.some((x) => failures.some((f) => f.itemIdentifier === x.messageId) && x.attributes.MessageGroupId === group)
+                ) {
                   failures.push({ itemIdentifier: r.messageId });
                   continue;
                 }
@@ -91,7 +94,9 @@ describe('LocalQueue', () => {
     await queue.idle();
     await queue.stop();
     expect(calls).toBe(3);
-    expect(deadLetter.letters).toEqual([expect.objectContaining({ body: '{}', source: 'q', reason: 'received 3 times without success; last: the handler threw: boom' })]);
+    expect(deadLetter.letters).toEqual([
+      expect.objectContaining({ body: '{}', source: 'q', reason: 'received 3 times without success; last: the handler threw: boom' }),
+    ]);
   });
 
   test('makes producers wait while full instead of growing without bound', async () => {

@@ -6,7 +6,11 @@ describe('REST paths by group/version/resource', () => {
     [gvr('', 'v1', 'namespaces'), {}, '/api/v1/namespaces'],
     [gvr('', 'v1', 'configmaps'), { namespace: 'a', name: 'b' }, '/api/v1/namespaces/a/configmaps/b'],
     [gvr('apps', 'v1', 'controllerrevisions'), { namespace: 'ns' }, '/apis/apps/v1/namespaces/ns/controllerrevisions'],
-    [gvr('apps', 'v1', 'statefulsets'), { namespace: 'ns', name: 'web', subresource: 'status' }, '/apis/apps/v1/namespaces/ns/statefulsets/web/status'],
+    [
+      gvr('apps', 'v1', 'statefulsets'),
+      { namespace: 'ns', name: 'web', subresource: 'status' },
+      '/apis/apps/v1/namespaces/ns/statefulsets/web/status',
+    ],
     [gvr('migration.k8s.io', 'v1alpha1', 'storagestates'), { name: 'pods' }, '/apis/migration.k8s.io/v1alpha1/storagestates/pods'],
   ])('%j %j', (r, opts, path) => {
     expect(resourcePath(r, opts)).toBe(path);

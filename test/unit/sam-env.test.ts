@@ -33,15 +33,25 @@ test('every variable the functions read is declared in every function of the tem
   const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
   const template = Template.fromStack(new OutriggerStack(app, 'Sam', { clusters: [eksCluster('prod')] }));
   const fns = Object.values(template.findResources('AWS::Lambda::Function'));
-  for (const fn of fns) expect(Object.keys(fn.Properties.Environment.Variables as object)).toEqual(expect.arrayContaining([...FUNCTION_ENVIRONMENT]));
+  for (const fn of fns)
+    expect(Object.keys(fn.Properties.Environment.Variables as object)).toEqual(expect.arrayContaining([...FUNCTION_ENVIRONMENT]));
 });
 
-test('npm run sam-env writes the local runtime\'s state for every function, and refuses without a runtime', async () => {
+test("npm run sam-env writes the local runtime's state for every function, and refuses without a runtime", async () => {
   const dir = mkdtempSync(join(tmpdir(), 'outrigger-sam-env-'));
-  const run = (...args: string[]) => promisify(execFile)(process.execPath, [join(projectRoot, 'scripts/sam-env.ts'), '--state-dir', dir, ...args], { cwd: dir });
+  const run = (...args: string[]) =>
+    promisify(execFile)(process.execPath, [join(projectRoot, 'scripts/sam-env.ts'), '--state-dir', dir, ...args], { cwd: dir });
   await expect(run()).rejects.toMatchObject({ code: 2, stderr: expect.stringContaining('no local runtime is running') });
   // A runtime.json as runtime/local.ts writes it, of a live process (this one).
-  writeFileSync(join(dir, 'runtime.json'), JSON.stringify({ kubeconfig: '/tmp/k/admin.kubeconfig', server: 'https://127.0.0.1:6443', dynamodb: 'http://127.0.0.1:8123', pid: process.pid }));
+  writeFileSync(
+    join(dir, 'runtime.json'),
+    JSON.stringify({
+      kubeconfig: '/tmp/k/admin.kubeconfig',
+      server: 'https://127.0.0.1:6443',
+      dynamodb: 'http://127.0.0.1:8123',
+      pid: process.pid,
+    }),
+  );
   await run('--host', 'host.docker.internal', '--out', join(dir, 'env.json'));
   const env = JSON.parse(readFileSync(join(dir, 'env.json'), 'utf8')) as { Parameters: Record<string, string> };
   expect(env).toEqual({

@@ -8,7 +8,11 @@ describe('a cluster token in Secrets Manager', () => {
     let now = 0;
     const values = ['first', 'second'];
     const reads: string[] = [];
-    const source = secretTokenSource(arn, { ttlMs: 1000, now: () => now, read: async (id) => (reads.push(id), { SecretString: values[reads.length - 1] }) });
+    const source = secretTokenSource(arn, {
+      ttlMs: 1000,
+      now: () => now,
+      read: async (id) => (reads.push(id), { SecretString: values[reads.length - 1] }),
+    });
     expect(await Promise.all([source(), source()])).toEqual(['first', 'first']);
     now = 999;
     expect(await source()).toBe('first');
@@ -27,26 +31,45 @@ describe('a cluster token in Secrets Manager', () => {
   });
 
   test('the cluster configuration names the secret by ARN, never the token', () => {
-    const base = { id: 'onprem', access: { kind: 'secret', server: 'https://k8s.onprem.example:6443', secretArn: arn, migratorTokenSecretArn: `${arn}-migrator` } };
+    const base = {
+      id: 'onprem',
+      access: { kind: 'secret', server: 'https://k8s.onprem.example:6443', secretArn: arn, migratorTokenSecretArn: `${arn}-migrator` },
+    };
     expect(parseClusters(JSON.stringify([base]))[0]!.access).toEqual(base.access);
-    expect(() => parseClusters(JSON.stringify([{ ...base, access: { ...base.access, secretArn: 'outrigger/onprem' } }]))).toThrow('must be a Secrets Manager secret ARN');
+    expect(() => parseClusters(JSON.stringify([{ ...base, access: { ...base.access, secretArn: 'outrigger/onprem' } }]))).toThrow(
+      'must be a Secrets Manager secret ARN',
+    );
     expect(() => parseClusters(JSON.stringify([{ ...base, access: { ...base.access, token: 'abc' } }]))).toThrow(/token/);
-    expect(() => parseClusters(JSON.stringify([{ ...base, access: { ...base.access, server: 'http://k8s' } }]))).toThrow('must be an https URL');
+    expect(() => parseClusters(JSON.stringify([{ ...base, access: { ...base.access, server: 'http://k8s' } }]))).toThrow(
+      'must be an https URL',
+    );
   });
 
   test('the migrator has a token of its own: required with storage migration on, and the one its client uses', () => {
     const migratorArn = 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:outrigger/onprem-migrator';
     const access = { kind: 'secret', server: 'https://k8s.onprem.example:6443', secretArn: arn };
-    expect(() => parseClusters(JSON.stringify([{ id: 'onprem', access }]))).toThrow(/cluster onprem: access\.migratorTokenSecretArn: .*storage migration/);
-    expect(() => parseClusters(JSON.stringify([{ id: 'onprem', access, storage: { migrations: 'in-tree' } }]))).toThrow('access.migratorTokenSecretArn');
-    expect(() => parseClusters(JSON.stringify([{ id: 'onprem', access: { ...access, migratorTokenSecretArn: 'onprem-migrator' } }]))).toThrow('must be a Secrets Manager secret ARN');
+    expect(() => parseClusters(JSON.stringify([{ id: 'onprem', access }]))).toThrow(
+      /cluster onprem: access\.migratorTokenSecretArn: .*storage migration/,
+    );
+    expect(() => parseClusters(JSON.stringify([{ id: 'onprem', access, storage: { migrations: 'in-tree' } }]))).toThrow(
+      'access.migratorTokenSecretArn',
+    );
+    expect(() =>
+      parseClusters(JSON.stringify([{ id: 'onprem', access: { ...access, migratorTokenSecretArn: 'onprem-migrator' } }])),
+    ).toThrow('must be a Secrets Manager secret ARN');
     // Storage off: no migrator runs for the cluster, and none may act with the controllers' token.
     const [off] = parseClusters(JSON.stringify([{ id: 'onprem', access, storage: { enabled: false } }]));
     expect(() => migratorAccess(off!)).toThrow(/cluster onprem.*migratorTokenSecretArn/);
     const [on] = parseClusters(JSON.stringify([{ id: 'onprem', access: { ...access, migratorTokenSecretArn: migratorArn } }]));
     expect(migratorAccess(on!)).toEqual({ kind: 'secret', server: access.server, secretArn: migratorArn });
     // Other access kinds: the migrator's own access where configured (the local runtime), else the cluster's.
-    const eks = { kind: 'eks', server: 'https://abc.gr7.eu-west-1.eks.amazonaws.com', caData: 'Q0E=', clusterName: 'prod', region: 'eu-west-1' };
+    const eks = {
+      kind: 'eks',
+      server: 'https://abc.gr7.eu-west-1.eks.amazonaws.com',
+      caData: 'Q0E=',
+      clusterName: 'prod',
+      region: 'eu-west-1',
+    };
     const [prod] = parseClusters(JSON.stringify([{ id: 'prod', access: eks }]));
     expect(migratorAccess(prod!)).toEqual(eks);
   });

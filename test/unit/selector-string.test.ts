@@ -1,16 +1,46 @@
 import fc from 'fast-check';
-import { compileSelector, matches, parseSelector, selectorAt, selectorString, SelectorError, type LabelSelector } from '../../shared/ownership/index.ts';
+import {
+  compileSelector,
+  matches,
+  parseSelector,
+  selectorAt,
+  selectorString,
+  SelectorError,
+  type LabelSelector,
+} from '../../shared/ownership/index.ts';
 
 describe('parseSelector', () => {
   test.each([
     ['', {}],
     ['a=b', { matchLabels: { a: 'b' } }],
     [' a == b , c != d ', { matchLabels: { a: 'b' }, matchExpressions: [{ key: 'c', operator: 'NotIn', values: ['d'] }] }],
-    ['e in (x, y),f notin (z),g,!h', { matchExpressions: [{ key: 'e', operator: 'In', values: ['x', 'y'] }, { key: 'f', operator: 'NotIn', values: ['z'] }, { key: 'g', operator: 'Exists' }, { key: 'h', operator: 'DoesNotExist' }] }],
+    [
+      'e in (x, y),f notin (z),g,!h',
+      {
+        matchExpressions: [
+          { key: 'e', operator: 'In', values: ['x', 'y'] },
+          { key: 'f', operator: 'NotIn', values: ['z'] },
+          { key: 'g', operator: 'Exists' },
+          { key: 'h', operator: 'DoesNotExist' },
+        ],
+      },
+    ],
     ['a=b,a=c', { matchLabels: { a: 'b' }, matchExpressions: [{ key: 'a', operator: 'In', values: ['c'] }] }],
-    ['a=,b in (),c in (x,)', { matchLabels: { a: '' }, matchExpressions: [{ key: 'b', operator: 'In', values: [''] }, { key: 'c', operator: 'In', values: ['x', ''] }] }],
+    [
+      'a=,b in (),c in (x,)',
+      {
+        matchLabels: { a: '' },
+        matchExpressions: [
+          { key: 'b', operator: 'In', values: [''] },
+          { key: 'c', operator: 'In', values: ['x', ''] },
+        ],
+      },
+    ],
     ['a=in,in=a', { matchLabels: { a: 'in', in: 'a' } }],
-    ['leaderworkerset.sigs.k8s.io/name=web,leaderworkerset.sigs.k8s.io/worker-index=0', { matchLabels: { 'leaderworkerset.sigs.k8s.io/name': 'web', 'leaderworkerset.sigs.k8s.io/worker-index': '0' } }],
+    [
+      'leaderworkerset.sigs.k8s.io/name=web,leaderworkerset.sigs.k8s.io/worker-index=0',
+      { matchLabels: { 'leaderworkerset.sigs.k8s.io/name': 'web', 'leaderworkerset.sigs.k8s.io/worker-index': '0' } },
+    ],
   ] as Array<[string, LabelSelector]>)('%j', (input, expected) => {
     expect(parseSelector(input)).toEqual(expected);
   });
@@ -46,10 +76,20 @@ describe('parseSelector', () => {
     const keys = ['a', 'b', 'example.com/c'];
     const values = ['x', 'y', ''];
     const requirement = fc.oneof(
-      fc.record({ key: fc.constantFrom(...keys), operator: fc.constantFrom('In' as const, 'NotIn' as const), values: fc.uniqueArray(fc.constantFrom(...values), { minLength: 1, maxLength: 3 }) }),
+      fc.record({
+        key: fc.constantFrom(...keys),
+        operator: fc.constantFrom('In' as const, 'NotIn' as const),
+        values: fc.uniqueArray(fc.constantFrom(...values), { minLength: 1, maxLength: 3 }),
+      }),
       fc.record({ key: fc.constantFrom(...keys), operator: fc.constantFrom('Exists' as const, 'DoesNotExist' as const) }),
     );
-    const selector: fc.Arbitrary<LabelSelector> = fc.record({ matchLabels: fc.dictionary(fc.constantFrom(...keys), fc.constantFrom(...values), { maxKeys: 2 }), matchExpressions: fc.array(requirement, { maxLength: 4 }) }, { requiredKeys: [] });
+    const selector: fc.Arbitrary<LabelSelector> = fc.record(
+      {
+        matchLabels: fc.dictionary(fc.constantFrom(...keys), fc.constantFrom(...values), { maxKeys: 2 }),
+        matchExpressions: fc.array(requirement, { maxLength: 4 }),
+      },
+      { requiredKeys: [] },
+    );
     const labels = fc.dictionary(fc.constantFrom(...keys), fc.constantFrom(...values), { maxKeys: 3 });
     fc.assert(
       fc.property(selector, fc.array(labels, { minLength: 1, maxLength: 10 }), (sel, objects) => {

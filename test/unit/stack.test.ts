@@ -54,7 +54,10 @@ function grants(t: Template): Record<string, string[]> {
     for (const st of p.Properties.PolicyDocument.Statement as Statement[]) {
       for (const action of [st.Action].flat()) {
         for (const r of [st.Resource].flat()) {
-          const name = typeof r === 'object' && r && 'Fn::GetAtt' in r ? stripHash((r as { 'Fn::GetAtt': [string] })['Fn::GetAtt'][0]) : JSON.stringify(r);
+          const name =
+            typeof r === 'object' && r && 'Fn::GetAtt' in r
+              ? stripHash((r as { 'Fn::GetAtt': [string] })['Fn::GetAtt'][0])
+              : JSON.stringify(r);
           (out[who] ??= []).push(`${action} ${name}`);
         }
       }
@@ -108,7 +111,10 @@ async function synthesized(clusters: ClusterConfig[], check: (out: { template: T
   try {
     const { app, stack } = outriggerApp({ outdir, context: { 'aws:cdk:bundling-stacks': [], 'outrigger:clusters': clusters } });
     const assembly = app.synth();
-    check({ template: JSON.parse(await readFile(join(outdir, `${stack.stackName}.template.json`), 'utf8')) as TemplateJson, directory: assembly.directory });
+    check({
+      template: JSON.parse(await readFile(join(outdir, `${stack.stackName}.template.json`), 'utf8')) as TemplateJson,
+      directory: assembly.directory,
+    });
   } finally {
     await rm(outdir, { recursive: true, force: true });
   }
@@ -128,7 +134,12 @@ const LAMBDA_ENVIRONMENT_BYTES = 4096;
  * such a name may be, and the pseudo parameters at their longest.
  */
 function environmentBytes(variables: Record<string, unknown>): number {
-  const pseudo: Record<string, string> = { 'AWS::Region': 'ap-southeast-5', 'AWS::AccountId': '111122223333', 'AWS::URLSuffix': 'amazonaws.com.cn', 'AWS::Partition': 'aws-us-gov' };
+  const pseudo: Record<string, string> = {
+    'AWS::Region': 'ap-southeast-5',
+    'AWS::AccountId': '111122223333',
+    'AWS::URLSuffix': 'amazonaws.com.cn',
+    'AWS::Partition': 'aws-us-gov',
+  };
   const resolve = (v: unknown): string => {
     if (typeof v === 'string') return v;
     const intrinsic = v as { Ref?: string; 'Fn::Join'?: [string, unknown[]]; 'Fn::GetAtt'?: unknown };
@@ -155,7 +166,7 @@ describe('the Outrigger stack', () => {
     });
   });
 
-  test('runs every registered function on arm64 Node 24, with the cluster configuration in a layer\'s file rather than in its environment', () => {
+  test("runs every registered function on arm64 Node 24, with the cluster configuration in a layer's file rather than in its environment", () => {
     const fns = template.findResources('AWS::Lambda::Function', { Properties: { Runtime: 'nodejs24.x' } });
     expect(Object.keys(fns)).toHaveLength(functions.length);
     const [layer, more] = Object.keys(template.findResources('AWS::Lambda::LayerVersion'));
@@ -173,7 +184,9 @@ describe('the Outrigger stack', () => {
   function scheduled(t: Template, rate: string): Array<{ description: string; inputs: unknown[] }> {
     return Object.values(t.findResources('AWS::Events::Rule', { Properties: { ScheduleExpression: rate } })).map((r) => ({
       description: r.Properties.Description as string,
-      inputs: (r.Properties.Targets as Array<{ Input?: string }>).map((target) => (target.Input === undefined ? undefined : (JSON.parse(target.Input) as unknown))),
+      inputs: (r.Properties.Targets as Array<{ Input?: string }>).map((target) =>
+        target.Input === undefined ? undefined : (JSON.parse(target.Input) as unknown),
+      ),
     }));
   }
 
@@ -186,54 +199,108 @@ describe('the Outrigger stack', () => {
   });
 
   test('polls storage every 10 minutes, one invocation per cluster and reporter, from a rule per cluster', () => {
-    const ha = (id: string, reporters: number): ClusterConfig => ({ ...eksCluster(id), storage: { enabled: true, migrations: 'outrigger', reporters: Array.from({ length: reporters }, (_, i) => ({ id: `apiserver-${i}` })) } });
-    const polls = (clusters: ClusterConfig[]) => scheduled(synth(clusters), 'rate(10 minutes)').sort((a, b) => a.description.localeCompare(b.description));
-    expect(polls([ha('prod', 2)])).toEqual([{ description: 'Runs storage-poll for cluster prod every 10 minute(s)', inputs: [{ cluster: 'prod', reporter: 'apiserver-0' }, { cluster: 'prod', reporter: 'apiserver-1' }] }]);
+    const ha = (id: string, reporters: number): ClusterConfig => ({
+      ...eksCluster(id),
+      storage: {
+        enabled: true,
+        migrations: 'outrigger',
+        reporters: Array.from({ length: reporters }, (_, i) => ({ id: `apiserver-${i}` })),
+      },
+    });
+    const polls = (clusters: ClusterConfig[]) =>
+      scheduled(synth(clusters), 'rate(10 minutes)').sort((a, b) => a.description.localeCompare(b.description));
+    expect(polls([ha('prod', 2)])).toEqual([
+      {
+        description: 'Runs storage-poll for cluster prod every 10 minute(s)',
+        inputs: [
+          { cluster: 'prod', reporter: 'apiserver-0' },
+          { cluster: 'prod', reporter: 'apiserver-1' },
+        ],
+      },
+    ]);
     // A rule takes at most 5 targets: one rule for all clusters would refuse 6 clusters, or 3 with 2 reporters each.
-    expect(polls(Array.from({ length: 6 }, (_, i) => eksCluster(`c${i}`)))).toEqual(Array.from({ length: 6 }, (_, i) => ({ description: `Runs storage-poll for cluster c${i} every 10 minute(s)`, inputs: [{ cluster: `c${i}`, reporter: 'apiserver' }] })));
+    expect(polls(Array.from({ length: 6 }, (_, i) => eksCluster(`c${i}`)))).toEqual(
+      Array.from({ length: 6 }, (_, i) => ({
+        description: `Runs storage-poll for cluster c${i} every 10 minute(s)`,
+        inputs: [{ cluster: `c${i}`, reporter: 'apiserver' }],
+      })),
+    );
     expect(polls([ha('a', 2), ha('b', 2), ha('c', 2)]).map((r) => r.inputs.length)).toEqual([2, 2, 2]);
     // More reporters than a rule takes: a further rule for the rest.
     const seven = polls([ha('big', 7)]);
-    expect(seven.map((r) => r.description)).toEqual(['Runs storage-poll for cluster big (reporters 1-5 of 7) every 10 minute(s)', 'Runs storage-poll for cluster big (reporters 6-7 of 7) every 10 minute(s)']);
+    expect(seven.map((r) => r.description)).toEqual([
+      'Runs storage-poll for cluster big (reporters 1-5 of 7) every 10 minute(s)',
+      'Runs storage-poll for cluster big (reporters 6-7 of 7) every 10 minute(s)',
+    ]);
     expect(seven.flatMap((r) => r.inputs)).toEqual(Array.from({ length: 7 }, (_, i) => ({ cluster: 'big', reporter: `apiserver-${i}` })));
     // Storage migration off: nothing to poll.
-    expect(polls([cluster, { ...eksCluster('off'), storage: { enabled: false, migrations: 'outrigger' } }]).map((r) => r.description)).toEqual(['Runs storage-poll for cluster prod every 10 minute(s)']);
+    expect(
+      polls([cluster, { ...eksCluster('off'), storage: { enabled: false, migrations: 'outrigger' } }]).map((r) => r.description),
+    ).toEqual(['Runs storage-poll for cluster prod every 10 minute(s)']);
   });
 
   test('grants each function only what its code does: its table actions, its queue, its dead letters, the queues it sends to', () => {
     const table = (...actions: string[]) => actions.map((a) => `${a} State`);
-    const consume = (queue: string) => ['sqs:ReceiveMessage', 'sqs:ChangeMessageVisibility', 'sqs:GetQueueUrl', 'sqs:DeleteMessage', 'sqs:GetQueueAttributes'].map((a) => `${a} ${queue}`);
+    const consume = (queue: string) =>
+      ['sqs:ReceiveMessage', 'sqs:ChangeMessageVisibility', 'sqs:GetQueueUrl', 'sqs:DeleteMessage', 'sqs:GetQueueAttributes'].map(
+        (a) => `${a} ${queue}`,
+      );
     const send = (...queues: string[]) => queues.map((q) => `sqs:SendMessage ${q}`);
     const consumer = (queue: string, ...sendsTo: string[]) => [...consume(queue), ...send(`${queue}DeadLetter`, ...sendsTo)];
     const granted = grants(template);
     // Each function writes its logs to its own log group (not AWSLambdaBasicExecutionRole's every log group).
-    const withLogs = (byFunction: Record<string, string[]>) => Object.fromEntries(Object.entries(byFunction).map(([fn, g]) => [fn, fn.endsWith('ForwarderRole') ? g : [...g, `logs:CreateLogStream ${fn}Logs`, `logs:PutLogEvents ${fn}Logs`]]));
+    const withLogs = (byFunction: Record<string, string[]>) =>
+      Object.fromEntries(
+        Object.entries(byFunction).map(([fn, g]) => [
+          fn,
+          fn.endsWith('ForwarderRole') ? g : [...g, `logs:CreateLogStream ${fn}Logs`, `logs:PutLogEvents ${fn}Logs`],
+        ]),
+      );
     expect(granted).toEqual(
-      sorted(withLogs({
-        Heartbeat: table('dynamodb:GetItem', 'dynamodb:PutItem'),
-        Router: consumer('ProdEvents', 'ProdSyncHistory', 'ProdSyncStorage', 'ProdSyncMap'),
-        History: [...table('dynamodb:GetItem', 'dynamodb:UpdateItem'), ...consumer('ProdSyncHistory', 'ProdSyncHistory', 'ProdSyncTruncate')],
-        HistoryResync: send('ProdSyncHistory'),
-        Truncate: consumer('ProdSyncTruncate'),
-        StoragePoll: [...table('dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:PutItem', 'dynamodb:ConditionCheckItem'), ...send('ProdSyncMigrator')],
-        Storage: [...table('dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:PutItem', 'dynamodb:ConditionCheckItem'), ...consumer('ProdSyncStorage', 'ProdSyncMigrator')],
-        Migrator: [...table('dynamodb:UpdateItem'), ...consumer('ProdSyncMigrator', 'ProdSyncMigrator')],
-        Map: [...table('dynamodb:GetItem', 'dynamodb:PutItem'), ...consumer('ProdSyncMap', 'ProdSyncMap'), `secretsmanager:GetSecretValue ${JSON.stringify({ Ref: signingSecretId(template) })}`],
-        MapResync: send('ProdSyncMap'),
-        Ingest: send('ProdEvents', 'IngestDeadLetter'),
-        ProdForwarderRole: send('ProdEvents', 'ProdEventsDeadLetter'),
-      })),
+      sorted(
+        withLogs({
+          Heartbeat: table('dynamodb:GetItem', 'dynamodb:PutItem'),
+          Router: consumer('ProdEvents', 'ProdSyncHistory', 'ProdSyncStorage', 'ProdSyncMap'),
+          History: [
+            ...table('dynamodb:GetItem', 'dynamodb:UpdateItem'),
+            ...consumer('ProdSyncHistory', 'ProdSyncHistory', 'ProdSyncTruncate'),
+          ],
+          HistoryResync: send('ProdSyncHistory'),
+          Truncate: consumer('ProdSyncTruncate'),
+          StoragePoll: [
+            ...table('dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:PutItem', 'dynamodb:ConditionCheckItem'),
+            ...send('ProdSyncMigrator'),
+          ],
+          Storage: [
+            ...table('dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:PutItem', 'dynamodb:ConditionCheckItem'),
+            ...consumer('ProdSyncStorage', 'ProdSyncMigrator'),
+          ],
+          Migrator: [...table('dynamodb:UpdateItem'), ...consumer('ProdSyncMigrator', 'ProdSyncMigrator')],
+          Map: [
+            ...table('dynamodb:GetItem', 'dynamodb:PutItem'),
+            ...consumer('ProdSyncMap', 'ProdSyncMap'),
+            `secretsmanager:GetSecretValue ${JSON.stringify({ Ref: signingSecretId(template) })}`,
+          ],
+          MapResync: send('ProdSyncMap'),
+          Ingest: send('ProdEvents', 'IngestDeadLetter'),
+          ProdForwarderRole: send('ProdEvents', 'ProdEventsDeadLetter'),
+        }),
+      ),
     );
     // No function role carries a managed policy (AWSLambdaBasicExecutionRole's logs:* on every log group).
     for (const role of Object.values(template.findResources('AWS::IAM::Role'))) expect(role.Properties.ManagedPolicyArns).toBeUndefined();
   });
 
-  const signingSecretId = (t: Template) => Object.keys(t.findResources('AWS::SecretsManager::Secret')).find((id) => id.startsWith('MapHookSigningSecret'));
+  const signingSecretId = (t: Template) =>
+    Object.keys(t.findResources('AWS::SecretsManager::Secret')).find((id) => id.startsWith('MapHookSigningSecret'));
 
   test('names no resource by wildcard in any policy', () => {
     for (const type of ['AWS::IAM::Policy', 'AWS::IAM::Role', 'AWS::SQS::QueuePolicy']) {
       for (const r of Object.values(template.findResources(type))) {
-        const docs = [r.Properties.PolicyDocument, ...((r.Properties.Policies as Array<{ PolicyDocument: unknown }> | undefined) ?? []).map((p) => p.PolicyDocument)].filter(Boolean) as Array<{ Statement: Statement[] }>;
+        const docs = [
+          r.Properties.PolicyDocument,
+          ...((r.Properties.Policies as Array<{ PolicyDocument: unknown }> | undefined) ?? []).map((p) => p.PolicyDocument),
+        ].filter(Boolean) as Array<{ Statement: Statement[] }>;
         for (const st of docs.flatMap((d) => d.Statement)) expect([st.Resource].flat()).not.toContain('*');
       }
     }
@@ -242,9 +309,16 @@ describe('the Outrigger stack', () => {
   test('has, per cluster, a FIFO events queue and one FIFO queue per sync target, each with a 14-day FIFO dead-letter queue taking 5 tries, named by cluster and consumer', () => {
     const t = synth([cluster, dr]);
     const queues = byName(t.findResources('AWS::SQS::Queue'));
-    const perCluster = (c: ClusterConfig) => ['events', ...targets].map((q) => ({ id: queueId(c.id, q), name: `Test-${c.id}-${q}`, consumer: functions.find((f) => (q === 'events' ? f.events : f.sync?.target === q))! }));
+    const perCluster = (c: ClusterConfig) =>
+      ['events', ...targets].map((q) => ({
+        id: queueId(c.id, q),
+        name: `Test-${c.id}-${q}`,
+        consumer: functions.find((f) => (q === 'events' ? f.events : f.sync?.target === q))!,
+      }));
     const main = [cluster, dr].flatMap(perCluster);
-    expect(Object.keys(queues).sort()).toEqual([...main.map((q) => q.id), ...main.map((q) => `${q.id}DeadLetter`), 'IngestDeadLetter'].sort());
+    expect(Object.keys(queues).sort()).toEqual(
+      [...main.map((q) => q.id), ...main.map((q) => `${q.id}DeadLetter`), 'IngestDeadLetter'].sort(),
+    );
     for (const q of main) {
       expect(queues[q.id]!.Properties).toEqual({
         QueueName: `${q.name}.fifo`,
@@ -257,29 +331,51 @@ describe('the Outrigger stack', () => {
         RedrivePolicy: { deadLetterTargetArn: { 'Fn::GetAtt': [queues[`${q.id}DeadLetter`]!.id, 'Arn'] }, maxReceiveCount: 12 },
       });
       // SqsDeadLetterSink names only the message group.
-      expect(queues[`${q.id}DeadLetter`]!.Properties).toEqual({ QueueName: `${q.name}-dlq.fifo`, FifoQueue: true, ContentBasedDeduplication: true, SqsManagedSseEnabled: true, MessageRetentionPeriod: 14 * 24 * 3600 });
+      expect(queues[`${q.id}DeadLetter`]!.Properties).toEqual({
+        QueueName: `${q.name}-dlq.fifo`,
+        FifoQueue: true,
+        ContentBasedDeduplication: true,
+        SqsManagedSseEnabled: true,
+        MessageRetentionPeriod: 14 * 24 * 3600,
+      });
     }
-    expect(queues.IngestDeadLetter!.Properties).toEqual({ QueueName: 'Test-ingest-dlq.fifo', FifoQueue: true, ContentBasedDeduplication: true, SqsManagedSseEnabled: true, MessageRetentionPeriod: 14 * 24 * 3600 });
+    expect(queues.IngestDeadLetter!.Properties).toEqual({
+      QueueName: 'Test-ingest-dlq.fifo',
+      FifoQueue: true,
+      ContentBasedDeduplication: true,
+      SqsManagedSseEnabled: true,
+      MessageRetentionPeriod: 14 * 24 * 3600,
+    });
     expect(queues.DrEuSyncMigrator!.Properties.VisibilityTimeout).toBe(5400);
     // Every queue refuses requests without TLS: one policy per cluster for all its queues (and one for ingest's).
     const policies = Object.values(t.findResources('AWS::SQS::QueuePolicy'));
     expect(policies).toHaveLength(3);
     const tlsOnly = policies.flatMap((p) => {
-      const deny = (p.Properties.PolicyDocument.Statement as Statement[]).find((st) => st.Effect === 'Deny' && JSON.stringify(st.Condition) === JSON.stringify({ Bool: { 'aws:SecureTransport': 'false' } }));
+      const deny = (p.Properties.PolicyDocument.Statement as Statement[]).find(
+        (st) => st.Effect === 'Deny' && JSON.stringify(st.Condition) === JSON.stringify({ Bool: { 'aws:SecureTransport': 'false' } }),
+      );
       const urls = (p.Properties.Queues as Array<{ Ref: string }>).map((q) => q.Ref);
       // The statement names the ARNs of the queues the policy is attached to, and only those.
-      expect(([deny?.Resource].flat() as Array<{ 'Fn::GetAtt': [string, string] }>).map((r) => r['Fn::GetAtt'][0]).sort()).toEqual([...urls].sort());
+      expect(([deny?.Resource].flat() as Array<{ 'Fn::GetAtt': [string, string] }>).map((r) => r['Fn::GetAtt'][0]).sort()).toEqual(
+        [...urls].sort(),
+      );
       return deny ? urls : [];
     });
-    expect(tlsOnly.sort()).toEqual(Object.values(queues).map((q) => q.id).sort());
+    expect(tlsOnly.sort()).toEqual(
+      Object.values(queues)
+        .map((q) => q.id)
+        .sort(),
+    );
   });
 
   test('refuses a cluster id that makes a queue name longer than SQS allows, or two ids that name the same resources', () => {
-    expect(() => synth([{ ...cluster, id: 'a'.repeat(60) }])).toThrow(`queue name Test-${'a'.repeat(60)}-events-dlq.fifo is 81 characters, over SQS's 80: shorten the cluster id or the stack name`);
+    expect(() => synth([{ ...cluster, id: 'a'.repeat(60) }])).toThrow(
+      `queue name Test-${'a'.repeat(60)}-events-dlq.fifo is 81 characters, over SQS's 80: shorten the cluster id or the stack name`,
+    );
     expect(() => synth([cluster, eksCluster('a-1'), eksCluster('a1')])).toThrow('clusters a-1 and a1 would share the name A1');
   });
 
-  test('feeds the router and each controller from each cluster\'s queue in partial batches, at most the cluster\'s maxConcurrency at once', () => {
+  test("feeds the router and each controller from each cluster's queue in partial batches, at most the cluster's maxConcurrency at once", () => {
     const t = synth([cluster, dr]);
     const consumers = functions.filter((f) => f.events || f.sync);
     const expected = consumers.flatMap((spec) =>
@@ -290,10 +386,18 @@ describe('the Outrigger stack', () => {
       })),
     );
     const got = mappings(t);
-    expect(got.map((m) => ({ fn: m.fn, queue: m.queue, maximumConcurrency: m.mapping.ScalingConfig.MaximumConcurrency })).sort((a, b) => a.queue.localeCompare(b.queue))).toEqual(expected.sort((a, b) => a.queue.localeCompare(b.queue)));
+    expect(
+      got
+        .map((m) => ({ fn: m.fn, queue: m.queue, maximumConcurrency: m.mapping.ScalingConfig.MaximumConcurrency }))
+        .sort((a, b) => a.queue.localeCompare(b.queue)),
+    ).toEqual(expected.sort((a, b) => a.queue.localeCompare(b.queue)));
     for (const { mapping } of got) expect(mapping).toMatchObject({ BatchSize: 10, FunctionResponseTypes: ['ReportBatchItemFailures'] });
-    expect(new Set(got.filter((m) => m.queue.startsWith('Prod')).map((m) => m.mapping.ScalingConfig.MaximumConcurrency))).toEqual(new Set([5]));
-    expect(new Set(got.filter((m) => m.queue.startsWith('DrEu')).map((m) => m.mapping.ScalingConfig.MaximumConcurrency))).toEqual(new Set([20]));
+    expect(new Set(got.filter((m) => m.queue.startsWith('Prod')).map((m) => m.mapping.ScalingConfig.MaximumConcurrency))).toEqual(
+      new Set([5]),
+    );
+    expect(new Set(got.filter((m) => m.queue.startsWith('DrEu')).map((m) => m.mapping.ScalingConfig.MaximumConcurrency))).toEqual(
+      new Set([20]),
+    );
   });
 
   test('names every queue by one prefix in the environment of each function that uses queues, and no queue URL one by one', () => {
@@ -301,7 +405,8 @@ describe('the Outrigger stack', () => {
     for (const spec of functions) {
       const env = fns[fnName(spec.name)]!.Properties.Environment.Variables as Record<string, unknown>;
       const usesQueues = Boolean(spec.events || spec.sync || spec.functionUrl || sendTargets(spec, functions).length);
-      if (usesQueues) expect(urlPrefix(env.OUTRIGGER_QUEUE_URL_PREFIX)).toBe('https://sqs.<AWS::Region>.<AWS::URLSuffix>/<AWS::AccountId>/Test-');
+      if (usesQueues)
+        expect(urlPrefix(env.OUTRIGGER_QUEUE_URL_PREFIX)).toBe('https://sqs.<AWS::Region>.<AWS::URLSuffix>/<AWS::AccountId>/Test-');
       else expect(env.OUTRIGGER_QUEUE_URL_PREFIX).toBe('');
       expect(env.OUTRIGGER_SYNC_QUEUES).toBeUndefined();
       expect(env.OUTRIGGER_EVENT_QUEUE_URL).toBeUndefined();
@@ -311,11 +416,17 @@ describe('the Outrigger stack', () => {
     }
   });
 
-  test('with two clusters, the router may send only to the sync queues of both, each forwarder role only to its own cluster\'s events queues', () => {
+  test("with two clusters, the router may send only to the sync queues of both, each forwarder role only to its own cluster's events queues", () => {
     const t = synth([cluster, dr]);
     const granted = grants(t);
-    const sends = (who: string) => granted[who]!.filter((g) => g.startsWith('sqs:SendMessage ')).map((g) => g.slice('sqs:SendMessage '.length)).sort();
-    const routerTargets = sendTargets(functions.find((f) => f.name === 'router')!, functions);
+    const sends = (who: string) =>
+      granted[who]!.filter((g) => g.startsWith('sqs:SendMessage '))
+        .map((g) => g.slice('sqs:SendMessage '.length))
+        .sort();
+    const routerTargets = sendTargets(
+      functions.find((f) => f.name === 'router')!,
+      functions,
+    );
     expect(sends('Router')).toEqual(
       [...[cluster, dr].flatMap((c) => routerTargets.map((q) => queueId(c.id, q))), 'ProdEventsDeadLetter', 'DrEuEventsDeadLetter'].sort(),
     );
@@ -323,7 +434,14 @@ describe('the Outrigger stack', () => {
     expect(granted.ProdForwarderRole).toEqual(['sqs:SendMessage ProdEvents', 'sqs:SendMessage ProdEventsDeadLetter']);
     expect(granted.DrEuForwarderRole).toEqual(['sqs:SendMessage DrEuEvents', 'sqs:SendMessage DrEuEventsDeadLetter']);
     // A controller hands work on to the same cluster's queue of the next target, for every cluster.
-    expect(sends('History')).toEqual(['DrEuSyncHistory', 'DrEuSyncHistoryDeadLetter', 'DrEuSyncTruncate', 'ProdSyncHistory', 'ProdSyncHistoryDeadLetter', 'ProdSyncTruncate']);
+    expect(sends('History')).toEqual([
+      'DrEuSyncHistory',
+      'DrEuSyncHistoryDeadLetter',
+      'DrEuSyncTruncate',
+      'ProdSyncHistory',
+      'ProdSyncHistoryDeadLetter',
+      'ProdSyncTruncate',
+    ]);
   });
 
   test('serves the ingest function on an IAM-authenticated Function URL, queueing to the events queues, refusing to its own dead-letter queue', () => {
@@ -336,25 +454,60 @@ describe('the Outrigger stack', () => {
     expect(refName(env.OUTRIGGER_DEAD_LETTER_QUEUE_URL)).toBe('IngestDeadLetter');
     template.hasOutput('IngestDeadLetterQueueUrl', { Value: { Ref: Match.stringLikeRegexp('^IngestDeadLetter[0-9A-F]{8}$') } });
     // With AWS_IAM no resource policy opens it: callers need lambda:InvokeFunctionUrl (and InvokeFunction) in their own.
-    expect(Object.values(template.findResources('AWS::Lambda::Permission')).filter((p) => JSON.stringify(p).includes(ingest.id))).toEqual([]);
+    expect(Object.values(template.findResources('AWS::Lambda::Permission')).filter((p) => JSON.stringify(p).includes(ingest.id))).toEqual(
+      [],
+    );
     template.hasOutput('IngestUrl', { Value: { 'Fn::GetAtt': [Match.stringLikeRegexp('^IngestFunctionUrl'), 'FunctionUrl'] } });
   });
 
-  test('gives each EKS cluster\'s forwarder a role for EKS Pod Identity that only that cluster\'s pods may assume, and outputs what its forwarder needs', () => {
-    const trust = (t: Template, role: string) => Object.values(byName(t.findResources('AWS::IAM::Role'))[role]!.Properties.AssumeRolePolicyDocument.Statement as Statement[]);
+  test("gives each EKS cluster's forwarder a role for EKS Pod Identity that only that cluster's pods may assume, and outputs what its forwarder needs", () => {
+    const trust = (t: Template, role: string) =>
+      Object.values(byName(t.findResources('AWS::IAM::Role'))[role]!.Properties.AssumeRolePolicyDocument.Statement as Statement[]);
     // By the cluster's ARN (region and account included), not its name alone.
-    const arn = (region: string, name: string) => ({ 'Fn::Join': ['', ['arn:', { Ref: 'AWS::Partition' }, `:eks:${region}:`, { Ref: 'AWS::AccountId' }, `:cluster/${name}`]] });
+    const arn = (region: string, name: string) => ({
+      'Fn::Join': ['', ['arn:', { Ref: 'AWS::Partition' }, `:eks:${region}:`, { Ref: 'AWS::AccountId' }, `:cluster/${name}`]],
+    });
     // By default, the forwarder's namespace and service account in deploy/forwarder/base.
-    const defaults = { 'aws:RequestTag/kubernetes-namespace': ['outrigger-system'], 'aws:RequestTag/kubernetes-service-account': ['outrigger-forwarder'] };
-    expect(trust(template, 'ProdForwarderRole')).toEqual([{ Effect: 'Allow', Principal: { Service: 'pods.eks.amazonaws.com' }, Action: ['sts:AssumeRole', 'sts:TagSession'], Condition: { StringEquals: { 'aws:RequestTag/eks-cluster-arn': [arn('eu-west-1', 'prod')], ...defaults } } }]);
-    const onprem: ClusterConfig = { id: 'onprem', access: { kind: 'secret', server: 'https://k8s.onprem.corp.internal:6443', secretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:outrigger/onprem', migratorTokenSecretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:outrigger/onprem-migrator' } };
+    const defaults = {
+      'aws:RequestTag/kubernetes-namespace': ['outrigger-system'],
+      'aws:RequestTag/kubernetes-service-account': ['outrigger-forwarder'],
+    };
+    expect(trust(template, 'ProdForwarderRole')).toEqual([
+      {
+        Effect: 'Allow',
+        Principal: { Service: 'pods.eks.amazonaws.com' },
+        Action: ['sts:AssumeRole', 'sts:TagSession'],
+        Condition: { StringEquals: { 'aws:RequestTag/eks-cluster-arn': [arn('eu-west-1', 'prod')], ...defaults } },
+      },
+    ]);
+    const onprem: ClusterConfig = {
+      id: 'onprem',
+      access: {
+        kind: 'secret',
+        server: 'https://k8s.onprem.corp.internal:6443',
+        secretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:outrigger/onprem',
+        migratorTokenSecretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:outrigger/onprem-migrator',
+      },
+    };
     const narrowed = synth([cluster, dr, onprem], { forwarder: { namespace: 'outrigger', serviceAccount: 'forwarder' } });
     const narrowing = { 'aws:RequestTag/kubernetes-namespace': ['outrigger'], 'aws:RequestTag/kubernetes-service-account': ['forwarder'] };
-    expect(trust(narrowed, 'ProdForwarderRole')[0]!.Condition).toEqual({ StringEquals: { 'aws:RequestTag/eks-cluster-arn': [arn('eu-west-1', 'prod')], ...narrowing } });
-    expect(trust(narrowed, 'DrEuForwarderRole')[0]!.Condition).toEqual({ StringEquals: { 'aws:RequestTag/eks-cluster-arn': [arn('eu-west-1', 'prod-dr')], ...narrowing } });
+    expect(trust(narrowed, 'ProdForwarderRole')[0]!.Condition).toEqual({
+      StringEquals: { 'aws:RequestTag/eks-cluster-arn': [arn('eu-west-1', 'prod')], ...narrowing },
+    });
+    expect(trust(narrowed, 'DrEuForwarderRole')[0]!.Condition).toEqual({
+      StringEquals: { 'aws:RequestTag/eks-cluster-arn': [arn('eu-west-1', 'prod-dr')], ...narrowing },
+    });
     // A cluster outside EKS has no Pod Identity: no role, but its queues' outputs.
-    expect(Object.keys(byName(narrowed.findResources('AWS::IAM::Role'))).filter((r) => r.endsWith('ForwarderRole')).sort()).toEqual(['DrEuForwarderRole', 'ProdForwarderRole']);
-    for (const [id, role] of [['Prod', true], ['DrEu', true], ['Onprem', false]] as const) {
+    expect(
+      Object.keys(byName(narrowed.findResources('AWS::IAM::Role')))
+        .filter((r) => r.endsWith('ForwarderRole'))
+        .sort(),
+    ).toEqual(['DrEuForwarderRole', 'ProdForwarderRole']);
+    for (const [id, role] of [
+      ['Prod', true],
+      ['DrEu', true],
+      ['Onprem', false],
+    ] as const) {
       narrowed.hasOutput(`${id}EventsQueueUrl`, { Value: { Ref: Match.stringLikeRegexp(`^${id}Events[0-9A-F]{8}$`) } });
       narrowed.hasOutput(`${id}EventsDeadLetterQueueUrl`, { Value: { Ref: Match.stringLikeRegexp(`^${id}EventsDeadLetter[0-9A-F]{8}$`) } });
       expect(Object.keys(narrowed.findOutputs(`${id}ForwarderRoleArn`))).toHaveLength(role ? 1 : 0);
@@ -362,9 +515,17 @@ describe('the Outrigger stack', () => {
     narrowed.hasOutput('DrEuForwarderRoleArn', { Value: { 'Fn::GetAtt': [Match.stringLikeRegexp('^DrEuForwarderRole'), 'Arn'] } });
   });
 
-  test('alarms on each cluster\'s dead letters and old messages (the worst of its queues), ingest\'s dead letters and function errors, to one topic, on one dashboard', () => {
+  test("alarms on each cluster's dead letters and old messages (the worst of its queues), ingest's dead letters and function errors, to one topic, on one dashboard", () => {
     const t = synth([cluster, dr]);
-    type Alarm = Record<string, unknown> & { Dimensions?: Array<{ Value: { Ref: string } }>; Metrics?: Array<{ Id: string; Expression?: string; ReturnData?: boolean; MetricStat?: { Metric: { MetricName: string; Dimensions: Array<{ Value: unknown }> }; Period: number; Stat: string } }> };
+    type Alarm = Record<string, unknown> & {
+      Dimensions?: Array<{ Value: { Ref: string } }>;
+      Metrics?: Array<{
+        Id: string;
+        Expression?: string;
+        ReturnData?: boolean;
+        MetricStat?: { Metric: { MetricName: string; Dimensions: Array<{ Value: unknown }> }; Period: number; Stat: string };
+      }>;
+    };
     const alarms = byName(t.findResources('AWS::CloudWatch::Alarm'));
     const topic = Object.keys(t.findResources('AWS::SNS::Topic'))[0];
     for (const a of Object.values(alarms)) expect(a.Properties.AlarmActions).toEqual([{ Ref: topic }]);
@@ -372,24 +533,45 @@ describe('the Outrigger stack', () => {
     const queueName = (dimension: unknown) => stripHash((dimension as { 'Fn::GetAtt': [string, string] })['Fn::GetAtt'][0]);
     const watched = (a: Alarm) => {
       const metrics = a.Metrics!.filter((m) => m.MetricStat);
-      return { names: [...new Set(metrics.map((m) => m.MetricStat!.Metric.MetricName))], queues: metrics.map((m) => queueName(m.MetricStat!.Metric.Dimensions[0]!.Value)).sort(), expression: a.Metrics!.find((m) => m.ReturnData !== false && m.Expression)?.Expression };
+      return {
+        names: [...new Set(metrics.map((m) => m.MetricStat!.Metric.MetricName))],
+        queues: metrics.map((m) => queueName(m.MetricStat!.Metric.Dimensions[0]!.Value)).sort(),
+        expression: a.Metrics!.find((m) => m.ReturnData !== false && m.Expression)?.Expression,
+      };
     };
     for (const c of [cluster, dr]) {
       const id = fnName(c.id);
       const mine = ['events', ...targets].map((q) => queueId(c.id, q));
       const dead = alarms[`${id}DeadLetters`]!.Properties as Alarm;
-      expect(watched(dead)).toEqual({ names: ['ApproximateNumberOfMessagesVisible'], queues: mine.map((q) => `${q}DeadLetter`).sort(), expression: 'MAX(METRICS())' });
-      expect(dead).toMatchObject({ Threshold: 1, ComparisonOperator: 'GreaterThanOrEqualToThreshold', EvaluationPeriods: 1, TreatMissingData: 'notBreaching' });
+      expect(watched(dead)).toEqual({
+        names: ['ApproximateNumberOfMessagesVisible'],
+        queues: mine.map((q) => `${q}DeadLetter`).sort(),
+        expression: 'MAX(METRICS())',
+      });
+      expect(dead).toMatchObject({
+        Threshold: 1,
+        ComparisonOperator: 'GreaterThanOrEqualToThreshold',
+        EvaluationPeriods: 1,
+        TreatMissingData: 'notBreaching',
+      });
       const old = alarms[`${id}OldestMessage`]!.Properties as Alarm;
       expect(watched(old)).toEqual({ names: ['ApproximateAgeOfOldestMessage'], queues: [...mine].sort(), expression: 'MAX(METRICS())' });
       expect(old).toMatchObject({ Threshold: 300, ComparisonOperator: 'GreaterThanThreshold' });
-      expect(old.Metrics!.filter((m) => m.MetricStat).every((m) => m.MetricStat!.Period === 300 && m.MetricStat!.Stat === 'Maximum')).toBe(true);
+      expect(old.Metrics!.filter((m) => m.MetricStat).every((m) => m.MetricStat!.Period === 300 && m.MetricStat!.Stat === 'Maximum')).toBe(
+        true,
+      );
       // The heartbeat's: the apiserver unanswered, the forwarder's Lease unrenewed, each for five minutes.
-      for (const [alarm, metric, threshold, operator] of [['ClusterUnreachable', 'ClusterUnreachable', 1, 'GreaterThanOrEqualToThreshold'], ['ForwarderSilent', 'ForwarderSilentSeconds', 120, 'GreaterThanThreshold']] as const) {
+      for (const [alarm, metric, threshold, operator] of [
+        ['ClusterUnreachable', 'ClusterUnreachable', 1, 'GreaterThanOrEqualToThreshold'],
+        ['ForwarderSilent', 'ForwarderSilentSeconds', 120, 'GreaterThanThreshold'],
+      ] as const) {
         expect(alarms[`${id}${alarm}`]!.Properties).toMatchObject({
           Namespace: 'Outrigger',
           MetricName: metric,
-          Dimensions: expect.arrayContaining([{ Name: 'service', Value: 'outrigger' }, { Name: 'cluster', Value: c.id }]),
+          Dimensions: expect.arrayContaining([
+            { Name: 'service', Value: 'outrigger' },
+            { Name: 'cluster', Value: c.id },
+          ]),
           Statistic: 'Minimum',
           Period: 300,
           Threshold: threshold,
@@ -398,11 +580,18 @@ describe('the Outrigger stack', () => {
         });
       }
       // Storage: a StorageState Unknown, or a migration in its phase, for over an hour; a missed poll (the poll's EMF counts).
-      for (const [alarm, metric] of [['StorageUnknown', 'StorageStatesUnknownOverdue'], ['StorageMigrationStuck', 'StorageMigrationsOverdue'], ['StoragePollMissed', 'StoragePollsMissed']]) {
+      for (const [alarm, metric] of [
+        ['StorageUnknown', 'StorageStatesUnknownOverdue'],
+        ['StorageMigrationStuck', 'StorageMigrationsOverdue'],
+        ['StoragePollMissed', 'StoragePollsMissed'],
+      ]) {
         expect(alarms[`${id}${alarm}`]!.Properties).toMatchObject({
           Namespace: 'Outrigger',
           MetricName: metric,
-          Dimensions: expect.arrayContaining([{ Name: 'service', Value: 'outrigger' }, { Name: 'cluster', Value: c.id }]),
+          Dimensions: expect.arrayContaining([
+            { Name: 'service', Value: 'outrigger' },
+            { Name: 'cluster', Value: c.id },
+          ]),
           Statistic: 'Maximum',
           Period: 1800,
           Threshold: 1,
@@ -411,15 +600,42 @@ describe('the Outrigger stack', () => {
         });
       }
     }
-    expect(alarms.IngestDeadLetters!.Properties).toMatchObject({ MetricName: 'ApproximateNumberOfMessagesVisible', Threshold: 1, Dimensions: [{ Value: { 'Fn::GetAtt': [queues.IngestDeadLetter!.id, 'QueueName'] } }] });
+    expect(alarms.IngestDeadLetters!.Properties).toMatchObject({
+      MetricName: 'ApproximateNumberOfMessagesVisible',
+      Threshold: 1,
+      Dimensions: [{ Value: { 'Fn::GetAtt': [queues.IngestDeadLetter!.id, 'QueueName'] } }],
+    });
     const fns = byName(t.findResources('AWS::Lambda::Function'));
-    const errors = Object.values(alarms).filter((a) => a.Properties.MetricName === 'Errors').map((a) => a.Properties as Alarm);
-    expect(errors.map((a) => a.Dimensions![0]!.Value.Ref).sort()).toEqual(Object.values(fns).map((f) => f.id).sort());
-    for (const a of errors) expect(a).toMatchObject({ Threshold: 1, ComparisonOperator: 'GreaterThanOrEqualToThreshold', Period: 300, Statistic: 'Sum', EvaluationPeriods: 1 });
+    const errors = Object.values(alarms)
+      .filter((a) => a.Properties.MetricName === 'Errors')
+      .map((a) => a.Properties as Alarm);
+    expect(errors.map((a) => a.Dimensions![0]!.Value.Ref).sort()).toEqual(
+      Object.values(fns)
+        .map((f) => f.id)
+        .sort(),
+    );
+    for (const a of errors)
+      expect(a).toMatchObject({
+        Threshold: 1,
+        ComparisonOperator: 'GreaterThanOrEqualToThreshold',
+        Period: 300,
+        Statistic: 'Sum',
+        EvaluationPeriods: 1,
+      });
     expect(Object.keys(alarms)).toHaveLength(errors.length + 2 * 7 + 1);
     t.resourceCountIs('AWS::CloudWatch::Dashboard', 1);
     const body = JSON.stringify(Object.values(t.findResources('AWS::CloudWatch::Dashboard'))[0]!.Properties.DashboardBody);
-    for (const text of ['ApproximateNumberOfMessagesVisible', 'ApproximateAgeOfOldestMessage', 'Errors', 'prod: dead letters', 'dr-eu: oldest message age', 'prod: events and syncs', 'RevisionsCreated', 'MetricName=\\\\\\"SyncsFailed']) expect(body).toContain(text);
+    for (const text of [
+      'ApproximateNumberOfMessagesVisible',
+      'ApproximateAgeOfOldestMessage',
+      'Errors',
+      'prod: dead letters',
+      'dr-eu: oldest message age',
+      'prod: events and syncs',
+      'RevisionsCreated',
+      'MetricName=\\\\\\"SyncsFailed',
+    ])
+      expect(body).toContain(text);
     // Every queue is on the dashboard.
     for (const q of Object.values(queues)) expect(body).toContain(q.id);
   });
@@ -439,13 +655,20 @@ describe('the Outrigger stack', () => {
     });
   });
 
-  test('with 10 EKS clusters (1,500 bytes of CA data each), keeps every function\'s environment under Lambda\'s 4 KB, the layer\'s file holding every cluster', async () => {
+  test("with 10 EKS clusters (1,500 bytes of CA data each), keeps every function's environment under Lambda's 4 KB, the layer's file holding every cluster", async () => {
     // A certificate behind text PEM readers skip, to 1,125 bytes: an EKS CA's size.
     const pem = Buffer.from(CA_DATA, 'base64').toString('utf8');
-    const caData = (i: number) => Buffer.from(`${Buffer.alloc(1125 - pem.length - 1, `cluster ${i} certificate authority `).toString()}\n${pem}`).toString('base64');
+    const caData = (i: number) =>
+      Buffer.from(`${Buffer.alloc(1125 - pem.length - 1, `cluster ${i} certificate authority `).toString()}\n${pem}`).toString('base64');
     const clusters: ClusterConfig[] = Array.from({ length: 10 }, (_, i) => ({
       id: `cluster-${i}`,
-      access: { kind: 'eks', server: `https://${'0123456789ABCDEF'.repeat(2)}.gr7.eu-west-1.eks.amazonaws.com`, caData: caData(i), clusterName: `outrigger-cluster-${i}`, region: 'eu-west-1' },
+      access: {
+        kind: 'eks',
+        server: `https://${'0123456789ABCDEF'.repeat(2)}.gr7.eu-west-1.eks.amazonaws.com`,
+        caData: caData(i),
+        clusterName: `outrigger-cluster-${i}`,
+        region: 'eu-west-1',
+      },
       storage: { enabled: true, migrations: 'outrigger', reporters: [{ id: 'apiserver-a' }, { id: 'apiserver-b' }] },
     }));
     expect(caData(0)).toHaveLength(1500);
@@ -461,43 +684,81 @@ describe('the Outrigger stack', () => {
       expect(JSON.stringify(clusters).length).toBeGreaterThan(4 * LAMBDA_ENVIRONMENT_BYTES);
       expect(clustersFromEnv({ OUTRIGGER_CLUSTERS_FILE: file })).toEqual(clusters);
       // Each cluster's storage poll has a rule of its own, within EventBridge's limit on a rule's targets.
-      const rules = Object.values(t.Resources).filter((r) => r.Type === 'AWS::Events::Rule' && r.Properties.ScheduleExpression === 'rate(10 minutes)');
+      const rules = Object.values(t.Resources).filter(
+        (r) => r.Type === 'AWS::Events::Rule' && r.Properties.ScheduleExpression === 'rate(10 minutes)',
+      );
       expect(rules).toHaveLength(10);
       for (const r of rules) expect((r.Properties.Targets as unknown[]).length).toBeLessThanOrEqual(TARGETS_PER_RULE);
     });
   });
 
   test('lets the map function invoke the named hook functions (and their versions) only; the example hooks deploy on request', () => {
-    const t = synth([cluster], { mapHookFunctions: ['my-map-hook'], examples: true, env: { account: '111122223333', region: 'eu-west-1' } });
+    const t = synth([cluster], {
+      mapHookFunctions: ['my-map-hook'],
+      examples: true,
+      env: { account: '111122223333', region: 'eu-west-1' },
+    });
     const invoke = Object.entries(t.findResources('AWS::IAM::Policy')).flatMap(([id, p]) =>
-      (p.Properties.PolicyDocument.Statement as Array<{ Action: unknown; Resource: unknown }>).filter((st) => st.Action === 'lambda:InvokeFunction').map((st) => [id.replace(/ServiceRoleDefaultPolicy.*$/, ''), st.Resource]),
+      (p.Properties.PolicyDocument.Statement as Array<{ Action: unknown; Resource: unknown }>)
+        .filter((st) => st.Action === 'lambda:InvokeFunction')
+        .map((st) => [id.replace(/ServiceRoleDefaultPolicy.*$/, ''), st.Resource]),
     );
-    const arn = (name: string) => ({ 'Fn::Join': ['', ['arn:', { Ref: 'AWS::Partition' }, `:lambda:eu-west-1:111122223333:function:${name}`]] });
-    expect(invoke).toEqual([['Map', ['my-map-hook', 'my-map-hook:*', 'outrigger-snapshot-schedule-map', 'outrigger-snapshot-schedule-map:*', 'outrigger-snapshot-schedule-tombstone', 'outrigger-snapshot-schedule-tombstone:*'].map(arn)]]);
+    const arn = (name: string) => ({
+      'Fn::Join': ['', ['arn:', { Ref: 'AWS::Partition' }, `:lambda:eu-west-1:111122223333:function:${name}`]],
+    });
+    expect(invoke).toEqual([
+      [
+        'Map',
+        [
+          'my-map-hook',
+          'my-map-hook:*',
+          'outrigger-snapshot-schedule-map',
+          'outrigger-snapshot-schedule-map:*',
+          'outrigger-snapshot-schedule-tombstone',
+          'outrigger-snapshot-schedule-tombstone:*',
+        ].map(arn),
+      ],
+    ]);
     t.hasResourceProperties('AWS::Lambda::Function', { FunctionName: 'outrigger-snapshot-schedule-map', Handler: 'index.map' });
     // Without hooks named, no function may invoke any.
     expect(JSON.stringify(template.findResources('AWS::IAM::Policy'))).not.toContain('lambda:InvokeFunction');
   });
 
   test('the app refuses a context key it does not know, and says where the clusters come from when none are given', () => {
-    expect(() => outriggerApp({ context: { 'aws:cdk:bundling-stacks': [], 'outrigger:clusterFile': 'clusters.json' } })).toThrow('unknown context outrigger:clusterFile (known: outrigger:clusters, outrigger:clustersFile,');
-    expect(() => outriggerApp({ context: { 'aws:cdk:bundling-stacks': [] } })).toThrow('no clusters: pass -c outrigger:clustersFile=clusters.json');
+    expect(() => outriggerApp({ context: { 'aws:cdk:bundling-stacks': [], 'outrigger:clusterFile': 'clusters.json' } })).toThrow(
+      'unknown context outrigger:clusterFile (known: outrigger:clusters, outrigger:clustersFile,',
+    );
+    expect(() => outriggerApp({ context: { 'aws:cdk:bundling-stacks': [] } })).toThrow(
+      'no clusters: pass -c outrigger:clustersFile=clusters.json',
+    );
   });
 
   test('refuses clusters reached any way but EKS IAM tokens or a token in Secrets Manager', () => {
-    expect(() => synth([{ id: 'x', access: { kind: 'kubeconfig', path: '/home/me/.kube/config' } }])).toThrow('a deployed stack reaches clusters through EKS IAM tokens or a token in Secrets Manager');
+    expect(() => synth([{ id: 'x', access: { kind: 'kubeconfig', path: '/home/me/.kube/config' } }])).toThrow(
+      'a deployed stack reaches clusters through EKS IAM tokens or a token in Secrets Manager',
+    );
   });
 
   test('a cluster outside EKS: every function that talks to clusters may read its token secret, and only that secret; the migrator its own secret alone; ingest neither', () => {
     const arn = 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:outrigger/onprem';
     const migratorArn = 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:outrigger/onprem-migrator-AbCdEf';
-    const t = synth([cluster, { id: 'onprem', access: { kind: 'secret', server: 'https://k8s.onprem.corp.internal:6443', secretArn: arn, migratorTokenSecretArn: migratorArn } }]);
+    const t = synth([
+      cluster,
+      {
+        id: 'onprem',
+        access: { kind: 'secret', server: 'https://k8s.onprem.corp.internal:6443', secretArn: arn, migratorTokenSecretArn: migratorArn },
+      },
+    ]);
     const reads = Object.entries(t.findResources('AWS::IAM::Policy')).flatMap(([id, p]) =>
       // (The map function's webhook signing key, a secret of the stack's own, is the next test's.)
-      (p.Properties.PolicyDocument.Statement as Array<{ Action: unknown; Resource: unknown }>).filter((st) => st.Action === 'secretsmanager:GetSecretValue' && typeof st.Resource === 'string').map((st) => [id.replace(/ServiceRoleDefaultPolicy.*$/, ''), st.Resource]),
+      (p.Properties.PolicyDocument.Statement as Array<{ Action: unknown; Resource: unknown }>)
+        .filter((st) => st.Action === 'secretsmanager:GetSecretValue' && typeof st.Resource === 'string')
+        .map((st) => [id.replace(/ServiceRoleDefaultPolicy.*$/, ''), st.Resource]),
     );
     const readers = Object.fromEntries(reads);
-    expect(Object.keys(readers)).toEqual(expect.arrayContaining(['Heartbeat', 'History', 'Map', 'MapResync', 'Migrator', 'Router', 'Storage', 'StoragePoll', 'Truncate']));
+    expect(Object.keys(readers)).toEqual(
+      expect.arrayContaining(['Heartbeat', 'History', 'Map', 'MapResync', 'Migrator', 'Router', 'Storage', 'StoragePoll', 'Truncate']),
+    );
     expect(readers).not.toHaveProperty('Ingest');
     const { Migrator: migratorReads, ...others } = readers;
     for (const resource of Object.values(others)) expect(resource).toBe(`${arn}-??????`);
@@ -511,10 +772,14 @@ describe('the Outrigger stack', () => {
     const [secretId] = Object.keys(t.findResources('AWS::SecretsManager::Secret'));
     expect(secretId).toMatch(/^MapHookSigningSecret/);
     const grants = Object.entries(t.findResources('AWS::IAM::Policy')).flatMap(([id, p]) =>
-      (p.Properties.PolicyDocument.Statement as Array<{ Action: unknown; Resource: unknown }>).filter((st) => JSON.stringify(st.Resource).includes(secretId!)).map((st) => [id.replace(/ServiceRoleDefaultPolicy.*$/, ''), st.Action, st.Resource]),
+      (p.Properties.PolicyDocument.Statement as Array<{ Action: unknown; Resource: unknown }>)
+        .filter((st) => JSON.stringify(st.Resource).includes(secretId!))
+        .map((st) => [id.replace(/ServiceRoleDefaultPolicy.*$/, ''), st.Action, st.Resource]),
     );
     expect(grants).toEqual([['Map', 'secretsmanager:GetSecretValue', { Ref: secretId }]]);
-    const withKey = Object.entries(t.findResources('AWS::Lambda::Function')).filter(([, f]) => (f.Properties.Environment?.Variables as Record<string, unknown> | undefined)?.OUTRIGGER_HOOK_SECRET_ARN);
+    const withKey = Object.entries(t.findResources('AWS::Lambda::Function')).filter(
+      ([, f]) => (f.Properties.Environment?.Variables as Record<string, unknown> | undefined)?.OUTRIGGER_HOOK_SECRET_ARN,
+    );
     expect(withKey.map(([id]) => id.replace(/[0-9A-F]{8}$/, ''))).toEqual(['Map']);
   });
 });

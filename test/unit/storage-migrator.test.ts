@@ -52,7 +52,13 @@ describe("the migrator's progress", () => {
             p = progressOf({ status: JSON.parse(JSON.stringify({ progress: p })) as StorageVersionMigration['status'] })!;
           }
         });
-        expect(p).toMatchObject({ rewritten: sum.rewritten, conflicts: sum.conflicts, notFound: sum.notFound, chunks: sum.chunks, crd: { storageVersion: 'v2', generation: 3 } });
+        expect(p).toMatchObject({
+          rewritten: sum.rewritten,
+          conflicts: sum.conflicts,
+          notFound: sum.notFound,
+          chunks: sum.chunks,
+          crd: { storageVersion: 'v2', generation: 3 },
+        });
         expect(p.expiredTokens ?? 0).toBe(sum.expired);
         expect(p.restarts ?? 0).toBe(sum.restarts);
         // An expiry after the last chunk cannot happen (a complete run lists no more); before it, complete stays false.
@@ -65,48 +71,87 @@ describe("the migrator's progress", () => {
     expect(progressOf({ status: {} })).toBeUndefined();
     expect(progressOf({ status: { progress: {} } as StorageVersionMigration['status'] })).toMatchObject({ rewritten: 0, chunks: 0 });
     expect(startProgress(t0)).toMatchObject({ complete: false, continueToken: '' });
-    expect(afterChunk(startProgress(t0), { rewritten: 1, conflicts: 0, notFound: 0 }, undefined, t0)).toMatchObject({ complete: true, continueToken: '' });
+    expect(afterChunk(startProgress(t0), { rewritten: 1, conflicts: 0, notFound: 0 }, undefined, t0)).toMatchObject({
+      complete: true,
+      continueToken: '',
+    });
   });
 });
 
 describe("a CRD's storedVersions", () => {
-  const done = (over: Partial<MigrationProgress> = {}): MigrationProgress => ({ ...startProgress(t0, { storageVersion: 'v2', generation: 4 }), complete: true, ...over });
+  const done = (over: Partial<MigrationProgress> = {}): MigrationProgress => ({
+    ...startProgress(t0, { storageVersion: 'v2', generation: 4 }),
+    complete: true,
+    ...over,
+  });
 
   test('are narrowed only when this migrator listed to the end and the CRD is as it was when the run started', () => {
     fc.assert(
-      fc.property(fc.boolean(), fc.boolean(), fc.constantFrom('v1', 'v2', undefined), fc.integer({ min: 1, max: 6 }), (complete, recorded, storageVersion, generation) => {
-        const p = { ...done({ complete }), ...(recorded ? {} : { crd: undefined }) };
-        const verdict = storedVersionsVerdict(p, { storageVersion, generation });
-        expect(verdict.narrow).toBe(complete && recorded && storageVersion === 'v2' && generation === 4);
-        if (!verdict.narrow) expect(verdict.reason).toMatch(/\S/);
-      }),
+      fc.property(
+        fc.boolean(),
+        fc.boolean(),
+        fc.constantFrom('v1', 'v2', undefined),
+        fc.integer({ min: 1, max: 6 }),
+        (complete, recorded, storageVersion, generation) => {
+          const p = { ...done({ complete }), ...(recorded ? {} : { crd: undefined }) };
+          const verdict = storedVersionsVerdict(p, { storageVersion, generation });
+          expect(verdict.narrow).toBe(complete && recorded && storageVersion === 'v2' && generation === 4);
+          if (!verdict.narrow) expect(verdict.reason).toMatch(/\S/);
+        },
+      ),
     );
     expect(storedVersionsVerdict(undefined, { storageVersion: 'v2', generation: 4 })).toMatchObject({ narrow: false });
-    expect(storedVersionsVerdict(done(), { storageVersion: 'v2', generation: 5 })).toEqual({ narrow: false, reason: 'the CRD changed during the run (generation 4 to 5)' });
+    expect(storedVersionsVerdict(done(), { storageVersion: 'v2', generation: 5 })).toEqual({
+      narrow: false,
+      reason: 'the CRD changed during the run (generation 4 to 5)',
+    });
   });
 });
 
 describe('stranded migrations', () => {
   const lease = 16 * 60_000;
-  const migration = (over: { labelled?: boolean; phase?: 'Pending' | 'Running' | 'Succeeded' | 'Failed'; createdAgo?: number; phaseAgo?: number; progressAgo?: number | undefined }, now: Date): StorageVersionMigration => {
+  const migration = (
+    over: {
+      labelled?: boolean;
+      phase?: 'Pending' | 'Running' | 'Succeeded' | 'Failed';
+      createdAgo?: number;
+      phaseAgo?: number;
+      progressAgo?: number | undefined;
+    },
+    now: Date,
+  ): StorageVersionMigration => {
     const { labelled = true, phase = 'Pending', createdAgo = 0, phaseAgo = 0, progressAgo } = over;
     const conditions = phase === 'Pending' ? [] : conditionsFor([], phase, new Date(now.getTime() - phaseAgo), 'r');
     return {
-      metadata: { name: 'm', creationTimestamp: new Date(now.getTime() - createdAgo).toISOString(), labels: labelled ? { [MIGRATOR_LABEL]: MIGRATOR_LABEL_VALUE } : {} },
+      metadata: {
+        name: 'm',
+        creationTimestamp: new Date(now.getTime() - createdAgo).toISOString(),
+        labels: labelled ? { [MIGRATOR_LABEL]: MIGRATOR_LABEL_VALUE } : {},
+      },
       spec: { resource: { group: 'example.com', version: 'v1', resource: 'widgets' } },
-      status: { conditions, ...(progressAgo === undefined ? {} : { progress: { ...startProgress(new Date(now.getTime() - progressAgo)) } }) },
+      status: {
+        conditions,
+        ...(progressAgo === undefined ? {} : { progress: { ...startProgress(new Date(now.getTime() - progressAgo)) } }),
+      },
     } as StorageVersionMigration;
   };
 
   test("only Outrigger's, not finished, and idle for longer than the lease: Pending since creation, Running since its last progress", () => {
     const ago = fc.integer({ min: 0, max: 3 * lease });
     fc.assert(
-      fc.property(fc.boolean(), fc.constantFrom('Pending', 'Running', 'Succeeded', 'Failed'), ago, ago, fc.option(ago, { nil: undefined }), (labelled, phase, createdAgo, phaseAgo, progressAgo) => {
-        const now = at(10 * lease);
-        const m = migration({ labelled, phase, createdAgo, phaseAgo, progressAgo }, now);
-        const idle = phase === 'Pending' ? createdAgo : (progressAgo ?? phaseAgo);
-        expect(isStranded(m, now, lease)).toBe(labelled && (phase === 'Pending' || phase === 'Running') && idle > lease);
-      }),
+      fc.property(
+        fc.boolean(),
+        fc.constantFrom('Pending', 'Running', 'Succeeded', 'Failed'),
+        ago,
+        ago,
+        fc.option(ago, { nil: undefined }),
+        (labelled, phase, createdAgo, phaseAgo, progressAgo) => {
+          const now = at(10 * lease);
+          const m = migration({ labelled, phase, createdAgo, phaseAgo, progressAgo }, now);
+          const idle = phase === 'Pending' ? createdAgo : (progressAgo ?? phaseAgo);
+          expect(isStranded(m, now, lease)).toBe(labelled && (phase === 'Pending' || phase === 'Running') && idle > lease);
+        },
+      ),
     );
   });
 });

@@ -24,7 +24,11 @@ export class Sim {
         ? {
             status: {
               persistedStorageVersionHashes: [initial.hash],
-              currentStorageVersionHashes: reporters.map((r) => ({ reporterID: r, currentStorageVersionHash: initial.hash, lastHeartbeatTime: initial.at.toISOString() })),
+              currentStorageVersionHashes: reporters.map((r) => ({
+                reporterID: r,
+                currentStorageVersionHash: initial.hash,
+                lastHeartbeatTime: initial.at.toISOString(),
+              })),
             },
           }
         : {}),
@@ -39,7 +43,14 @@ export class Sim {
 
   /** The leader's pass; returns the decision it acted on. */
   lead(now: Date): Decision {
-    const d = decide({ state: this.state, reporters: this.reporters, migrations: this.migrations, epoch: this.epoch, now, periodMs: PERIOD });
+    const d = decide({
+      state: this.state,
+      reporters: this.reporters,
+      migrations: this.migrations,
+      epoch: this.epoch,
+      now,
+      periodMs: PERIOD,
+    });
     this.actions.push(d);
     if (d.action === 'cancel' || d.action === 'create') {
       const gone = new Set(d.cancel.map((m) => m.uid));

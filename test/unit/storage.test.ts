@@ -1,5 +1,23 @@
 import fc from 'fast-check';
-import { conditionsFor, decide, heartbeatPatch, isStale, mergeSamples, migrationName, missedPolls, observeControlPlane, overdue, phaseOf, unstableReason, report, rfc3339, storageStateName, storageVersionHash, UNKNOWN, type StorageState } from '../../shared/storage/index.ts';
+import {
+  conditionsFor,
+  decide,
+  heartbeatPatch,
+  isStale,
+  mergeSamples,
+  migrationName,
+  missedPolls,
+  observeControlPlane,
+  overdue,
+  phaseOf,
+  unstableReason,
+  report,
+  rfc3339,
+  storageStateName,
+  storageVersionHash,
+  UNKNOWN,
+  type StorageState,
+} from '../../shared/storage/index.ts';
 import { minute, PERIOD, Sim } from './storage-sim.ts';
 
 describe('storage version hash and names', () => {
@@ -27,23 +45,34 @@ describe('reporter step', () => {
   const now = minute(10);
   test('a new state persists Unknown and the reporter entry', () => {
     expect(report(undefined, { reporter: 'a', hash: 'h1', now })).toEqual({
-      status: { currentStorageVersionHashes: [{ reporterID: 'a', currentStorageVersionHash: 'h1', lastHeartbeatTime: '2026-01-01T00:10:00Z' }], persistedStorageVersionHashes: [UNKNOWN] },
+      status: {
+        currentStorageVersionHashes: [{ reporterID: 'a', currentStorageVersionHash: 'h1', lastHeartbeatTime: '2026-01-01T00:10:00Z' }],
+        persistedStorageVersionHashes: [UNKNOWN],
+      },
       change: 'created',
     });
   });
 
   test('the same hash is a heartbeat; a new one is appended; Unknown absorbs it', () => {
-    const s1 = { currentStorageVersionHashes: [{ reporterID: 'a', currentStorageVersionHash: 'h1', lastHeartbeatTime: '2026-01-01T00:00:00Z' }], persistedStorageVersionHashes: ['h1'] };
+    const s1 = {
+      currentStorageVersionHashes: [{ reporterID: 'a', currentStorageVersionHash: 'h1', lastHeartbeatTime: '2026-01-01T00:00:00Z' }],
+      persistedStorageVersionHashes: ['h1'],
+    };
     expect(report(s1, { reporter: 'a', hash: 'h1', now }).change).toBe('heartbeat');
     const changed = report(s1, { reporter: 'a', hash: 'h2', now });
     expect(changed.change).toBe('hash');
     expect(changed.status.persistedStorageVersionHashes).toEqual(['h1', 'h2']);
-    expect(report({ ...s1, persistedStorageVersionHashes: [UNKNOWN] }, { reporter: 'a', hash: 'h2', now }).status.persistedStorageVersionHashes).toEqual([UNKNOWN]);
+    expect(
+      report({ ...s1, persistedStorageVersionHashes: [UNKNOWN] }, { reporter: 'a', hash: 'h2', now }).status.persistedStorageVersionHashes,
+    ).toEqual([UNKNOWN]);
   });
 
   test('a heartbeat patch pins the uid, this entry and its hash at its index, and the persisted list; it writes only the time', () => {
     const entry = (id: string) => ({ reporterID: id, currentStorageVersionHash: 'h1', lastHeartbeatTime: '2026-01-01T00:00:00Z' });
-    const state = { metadata: { uid: 'u1' }, status: { currentStorageVersionHashes: [entry('a'), entry('b')], persistedStorageVersionHashes: ['h1'] } };
+    const state = {
+      metadata: { uid: 'u1' },
+      status: { currentStorageVersionHashes: [entry('a'), entry('b')], persistedStorageVersionHashes: ['h1'] },
+    };
     expect(heartbeatPatch(state, { reporter: 'b', hash: 'h1', now })).toEqual([
       { op: 'test', path: '/metadata/uid', value: 'u1' },
       { op: 'test', path: '/status/currentStorageVersionHashes/1/reporterID', value: 'b' },
@@ -68,9 +97,18 @@ describe('reporter step', () => {
     const entry = (id: string, at: Date) => ({ reporterID: id, currentStorageVersionHash: 'v1', lastHeartbeatTime: rfc3339(at) });
     const s = { currentStorageVersionHashes: [entry('a', minute(0)), entry('b', minute(20))], persistedStorageVersionHashes: ['v1'] };
     // Its apiserver may have gone v1 → v2 → v1 meanwhile: the same hash as before, yet v2 objects may be stored.
-    expect(report(s, { reporter: 'a', hash: 'v1', now: minute(16) })).toMatchObject({ change: 'hash', status: { persistedStorageVersionHashes: [UNKNOWN] } });
-    expect(report(s, { reporter: 'a', hash: 'v1', now: minute(15) })).toMatchObject({ change: 'heartbeat', status: { persistedStorageVersionHashes: ['v1'] } });
-    expect(report(s, { reporter: 'c', hash: 'v1', now: minute(21) })).toMatchObject({ change: 'hash', status: { persistedStorageVersionHashes: [UNKNOWN] } });
+    expect(report(s, { reporter: 'a', hash: 'v1', now: minute(16) })).toMatchObject({
+      change: 'hash',
+      status: { persistedStorageVersionHashes: [UNKNOWN] },
+    });
+    expect(report(s, { reporter: 'a', hash: 'v1', now: minute(15) })).toMatchObject({
+      change: 'heartbeat',
+      status: { persistedStorageVersionHashes: ['v1'] },
+    });
+    expect(report(s, { reporter: 'c', hash: 'v1', now: minute(21) })).toMatchObject({
+      change: 'hash',
+      status: { persistedStorageVersionHashes: [UNKNOWN] },
+    });
     // Already Unknown: still a change, so the epoch moves and a migration made before cannot narrow.
     expect(report({ ...s, persistedStorageVersionHashes: [UNKNOWN] }, { reporter: 'a', hash: 'v1', now: minute(16) }).change).toBe('hash');
   });
@@ -79,10 +117,16 @@ describe('reporter step', () => {
     const entry = (id: string, at: Date) => ({ reporterID: id, currentStorageVersionHash: 'v1', lastHeartbeatTime: rfc3339(at) });
     const s = { currentStorageVersionHashes: [entry('a', minute(0))], persistedStorageVersionHashes: ['v1'] };
     // The poll at 10 failed: the one at 20 sees a 20-minute-old heartbeat, written by the last successful poll.
-    expect(report(s, { reporter: 'a', hash: 'v1', now: minute(20), lastPoll: minute(0) })).toMatchObject({ change: 'heartbeat', status: { persistedStorageVersionHashes: ['v1'] } });
+    expect(report(s, { reporter: 'a', hash: 'v1', now: minute(20), lastPoll: minute(0) })).toMatchObject({
+      change: 'heartbeat',
+      status: { persistedStorageVersionHashes: ['v1'] },
+    });
     expect(report(s, { reporter: 'a', hash: 'v1', now: minute(25), lastPoll: minute(0) }).change).toBe('heartbeat');
     // The polls at 10 and 20 failed.
-    expect(report(s, { reporter: 'a', hash: 'v1', now: minute(26), lastPoll: minute(0) })).toMatchObject({ change: 'hash', status: { persistedStorageVersionHashes: [UNKNOWN] } });
+    expect(report(s, { reporter: 'a', hash: 'v1', now: minute(26), lastPoll: minute(0) })).toMatchObject({
+      change: 'hash',
+      status: { persistedStorageVersionHashes: [UNKNOWN] },
+    });
     // The entry is older than the last successful poll: that poll did not see the resource, so its gap counts as before.
     expect(report(s, { reporter: 'a', hash: 'v1', now: minute(20), lastPoll: minute(10) }).change).toBe('hash');
     // No record of a successful poll (a deployment before it was kept): the heartbeat alone, as before.
@@ -91,12 +135,16 @@ describe('reporter step', () => {
     expect(isStale(s, minute(20), undefined, { a: minute(0) })).toBe(false);
     expect(isStale(s, minute(26), undefined, { a: minute(0) })).toBe(true);
     expect(isStale(s, minute(20), undefined, {})).toBe(true);
-    expect([minute(10), minute(15), minute(16), minute(20), minute(25), minute(26), minute(40)].map((t) => missedPolls(minute(0), t))).toEqual([0, 0, 1, 1, 1, 2, 3]);
+    expect(
+      [minute(10), minute(15), minute(16), minute(20), minute(25), minute(26), minute(40)].map((t) => missedPolls(minute(0), t)),
+    ).toEqual([0, 0, 1, 1, 1, 2, 3]);
     expect(missedPolls(undefined, minute(40))).toBe(0);
   });
 
   test('a state is stale when no reporter heartbeated for over a period (with half a period for schedule drift)', () => {
-    const s = { currentStorageVersionHashes: [{ reporterID: 'a', currentStorageVersionHash: 'h', lastHeartbeatTime: minute(0).toISOString() }] };
+    const s = {
+      currentStorageVersionHashes: [{ reporterID: 'a', currentStorageVersionHash: 'h', lastHeartbeatTime: minute(0).toISOString() }],
+    };
     expect(isStale(s, minute(15))).toBe(false);
     expect(isStale(s, minute(16))).toBe(true);
     expect(isStale(undefined, minute(0))).toBe(false);
@@ -105,14 +153,22 @@ describe('reporter step', () => {
 
 describe('migration conditions', () => {
   test('Running, Succeeded and Failed are exclusive; other types are kept', () => {
-    const c = conditionsFor([{ type: 'Custom', status: 'True' }, { type: 'Running', status: 'True' }], 'Succeeded', minute(1), 'Done');
+    const c = conditionsFor(
+      [
+        { type: 'Custom', status: 'True' },
+        { type: 'Running', status: 'True' },
+      ],
+      'Succeeded',
+      minute(1),
+      'Done',
+    );
     expect(c.map((x) => x.type)).toEqual(['Custom', 'Succeeded']);
     expect(phaseOf({ status: { conditions: c } })).toBe('Succeeded');
     expect(phaseOf({})).toBe('Pending');
   });
 });
 
-describe("the HA case walkthrough, minute by minute, three reporters", () => {
+describe('the HA case walkthrough, minute by minute, three reporters', () => {
   const reporters = ['apiserver-1', 'apiserver-2', 'apiserver-3'];
   type Row = { sv: string[]; current: string[]; persisted: string[]; leader: string[] };
 
@@ -124,7 +180,13 @@ describe("the HA case walkthrough, minute by minute, three reporters", () => {
   function replay(completions: readonly number[], rows: Record<number, Row>, until: number): Sim {
     const sim = new Sim(reporters, { hash: 'v1', at: minute(0) });
     const sv: Record<string, string> = { 'apiserver-1': 'v1', 'apiserver-2': 'v1', 'apiserver-3': 'v1' };
-    const admin: Record<number, [string, string]> = { 3: ['apiserver-1', 'v2'], 12: ['apiserver-2', 'v2'], 18: ['apiserver-3', 'v2'], 22: ['apiserver-3', 'v1'], 34: ['apiserver-3', 'v2'] };
+    const admin: Record<number, [string, string]> = {
+      3: ['apiserver-1', 'v2'],
+      12: ['apiserver-2', 'v2'],
+      18: ['apiserver-3', 'v2'],
+      22: ['apiserver-3', 'v1'],
+      34: ['apiserver-3', 'v2'],
+    };
     for (let m = 1; m <= until; m += 1) {
       const now = minute(m);
       const done = sim.actions.length;
@@ -146,7 +208,16 @@ describe("the HA case walkthrough, minute by minute, three reporters", () => {
         expect({ m, leader: sim.actions.slice(done).filter((a) => a.action !== 'none') }).toEqual({ m, leader: [] });
         continue;
       }
-      expect({ m, sv: reporters.map((r) => sv[r]), current: sim.current(), persisted: sim.persisted(), leader: sim.actions.slice(done).map((a) => a.action).filter((a) => a !== 'none') }).toEqual({ m, ...row });
+      expect({
+        m,
+        sv: reporters.map((r) => sv[r]),
+        current: sim.current(),
+        persisted: sim.persisted(),
+        leader: sim.actions
+          .slice(done)
+          .map((a) => a.action)
+          .filter((a) => a !== 'none'),
+      }).toEqual({ m, ...row });
     }
     return sim;
   }
@@ -165,13 +236,17 @@ describe("the HA case walkthrough, minute by minute, three reporters", () => {
   };
 
   test("every row matches: CurrentSV, PersistedSV and the leader action (narrowed after the next round, not at the migration's end)", () => {
-    const sim = replay([45], {
-      ...seedRows,
-      // The seed narrows at 45, when the migration completes; Outrigger waits for every reporter to report v2
-      // again after that (the confirmation round), which the polls at 50 do.
-      45: { sv: ['v2', 'v2', 'v2'], current: ['v2', 'v2', 'v2'], persisted: ['v1', 'v2'], leader: [] },
-      50: { sv: ['v2', 'v2', 'v2'], current: ['v2', 'v2', 'v2'], persisted: ['v2'], leader: ['narrow'] },
-    }, 50);
+    const sim = replay(
+      [45],
+      {
+        ...seedRows,
+        // The seed narrows at 45, when the migration completes; Outrigger waits for every reporter to report v2
+        // again after that (the confirmation round), which the polls at 50 do.
+        45: { sv: ['v2', 'v2', 'v2'], current: ['v2', 'v2', 'v2'], persisted: ['v1', 'v2'], leader: [] },
+        50: { sv: ['v2', 'v2', 'v2'], current: ['v2', 'v2', 'v2'], persisted: ['v2'], leader: ['narrow'] },
+      },
+      50,
+    );
     // The migration created at 20 was cancelled at 30; the one at 40 is the one that completed.
     expect(sim.migrations).toHaveLength(1);
     expect(sim.migrations[0]).toMatchObject({ hash: 'v2', phase: 'Succeeded' });
@@ -181,13 +256,17 @@ describe("the HA case walkthrough, minute by minute, three reporters", () => {
     // The migration made at 20 succeeds at 21, before apiserver 3's rollback at 22 (which writes v1 objects until
     // its reporter reports at 30): no narrowing, as the reports that started it predate its end. At 30 the
     // rollback is reported (a new epoch), so that success never narrows; the migration made at 40 does, at 50.
-    const sim = replay([21, 41], {
-      ...seedRows,
-      21: { sv: ['v2', 'v2', 'v2'], current: ['v2', 'v2', 'v2'], persisted: ['v1', 'v2'], leader: [] },
-      30: { sv: ['v2', 'v2', 'v1'], current: ['v2', 'v2', 'v1'], persisted: ['v1', 'v2'], leader: [] },
-      41: { sv: ['v2', 'v2', 'v2'], current: ['v2', 'v2', 'v2'], persisted: ['v1', 'v2'], leader: [] },
-      50: { sv: ['v2', 'v2', 'v2'], current: ['v2', 'v2', 'v2'], persisted: ['v2'], leader: ['narrow'] },
-    }, 50);
+    const sim = replay(
+      [21, 41],
+      {
+        ...seedRows,
+        21: { sv: ['v2', 'v2', 'v2'], current: ['v2', 'v2', 'v2'], persisted: ['v1', 'v2'], leader: [] },
+        30: { sv: ['v2', 'v2', 'v1'], current: ['v2', 'v2', 'v1'], persisted: ['v1', 'v2'], leader: [] },
+        41: { sv: ['v2', 'v2', 'v2'], current: ['v2', 'v2', 'v2'], persisted: ['v1', 'v2'], leader: [] },
+        50: { sv: ['v2', 'v2', 'v2'], current: ['v2', 'v2', 'v2'], persisted: ['v2'], leader: ['narrow'] },
+      },
+      50,
+    );
     expect(sim.migrations).toHaveLength(1);
     expect(sim.migrations[0]).toMatchObject({ hash: 'v2', phase: 'Succeeded' });
   });
@@ -262,7 +341,13 @@ describe('property: persisted hashes cover every encoding in storage', () => {
     changes: fc.oneof(
       { arbitrary: fc.constant([]), weight: 8 },
       // Mostly to the round's target (a rolling upgrade or rollback), sometimes anywhere.
-      { arbitrary: fc.array(fc.record({ to: fc.option(version, { freq: 4 }), write: fc.option(fc.nat(2)) }), { minLength: 1, maxLength: 3 }), weight: 1 },
+      {
+        arbitrary: fc.array(fc.record({ to: fc.option(version, { freq: 4 }), write: fc.option(fc.nat(2)) }), {
+          minLength: 1,
+          maxLength: 3,
+        }),
+        weight: 1,
+      },
     ),
     poll: fc.constantFrom('yes', 'yes', 'yes', 'yes', 'no', 'partial', 'twice'),
     lead: fc.boolean(),
@@ -294,7 +379,11 @@ describe('property: persisted hashes cover every encoding in storage', () => {
         const served: Record<string, string> = { a: 'v1', b: 'v1', c: 'v1' };
         const servingSince: Record<string, number> = { a: -1, b: -1, c: -1 };
         const history: Record<string, Array<{ seq: number; v: string }>> = { a: [], b: [], c: [] };
-        const lastReport: Record<string, { seq: number; at: number }> = { a: { seq: 0, at: 0 }, b: { seq: 0, at: 0 }, c: { seq: 0, at: 0 } };
+        const lastReport: Record<string, { seq: number; at: number }> = {
+          a: { seq: 0, at: 0 },
+          b: { seq: 0, at: 0 },
+          c: { seq: 0, at: 0 },
+        };
         const down: Record<string, boolean> = { a: false, b: false, c: false };
         const objects = [0, 1, 2].map(() => ({ enc: 'v1', writer: 'a', since: -1 }));
         const progress = new Map<string, number>();
@@ -306,7 +395,9 @@ describe('property: persisted hashes cover every encoding in storage', () => {
         };
         const check = (what: string) => {
           const persisted = sim.persisted();
-          const bad = objects.find((o) => !persisted.includes(UNKNOWN) && !persisted.includes(o.enc) && o.since <= lastReport[o.writer]!.seq);
+          const bad = objects.find(
+            (o) => !persisted.includes(UNKNOWN) && !persisted.includes(o.enc) && o.since <= lastReport[o.writer]!.seq,
+          );
           if (bad && !violation) violation = `${what}: ${bad.enc} stored (written via ${bad.writer}), persisted ${persisted.join(',')}`;
         };
         const lead = (at: Date) => {
@@ -315,9 +406,15 @@ describe('property: persisted hashes cover every encoding in storage', () => {
           if (d.action === 'create') runs.set(sim.migrations.at(-1)!.uid, { created: seq });
           if (d.action === 'narrow') {
             const run = runs.get(d.migration.uid)!;
-            const during = (r: string) => [{ seq: -1, v: 'v1' }, ...history[r]!].filter((h, i, all) => h.seq <= run.succeeded! && (all[i + 1]?.seq ?? Infinity) > run.created);
+            const during = (r: string) =>
+              [{ seq: -1, v: 'v1' }, ...history[r]!].filter(
+                (h, i, all) => h.seq <= run.succeeded! && (all[i + 1]?.seq ?? Infinity) > run.created,
+              );
             const other = R.find((r) => during(r).some((h) => h.v !== d.hash));
-            if (other && !violation) violation = `narrowed to ${d.hash} after a migration during which ${other} served ${during(other).map((h) => h.v).join(',')}`;
+            if (other && !violation)
+              violation = `narrowed to ${d.hash} after a migration during which ${other} served ${during(other)
+                .map((h) => h.v)
+                .join(',')}`;
           }
           check('lead');
         };
@@ -384,15 +481,18 @@ describe('property: persisted hashes cover every encoding in storage', () => {
 
   test('a duplicated leader pass decides nothing new', () => {
     fc.assert(
-      fc.property(fc.array(fc.tuple(fc.constantFrom('a', 'b'), fc.constantFrom('v1', 'v2'), fc.integer({ min: 0, max: 30 })), { maxLength: 20 }), (polls) => {
-        const sim = new Sim(['a', 'b']);
-        for (const [r, v, m] of polls) sim.poll(r, v, minute(m));
-        const at = minute(30);
-        sim.lead(at);
-        const state: StorageState = sim.state;
-        const again = decide({ state, reporters: ['a', 'b'], migrations: sim.migrations, epoch: sim.epoch, now: at, periodMs: PERIOD });
-        return again.action === 'none';
-      }),
+      fc.property(
+        fc.array(fc.tuple(fc.constantFrom('a', 'b'), fc.constantFrom('v1', 'v2'), fc.integer({ min: 0, max: 30 })), { maxLength: 20 }),
+        (polls) => {
+          const sim = new Sim(['a', 'b']);
+          for (const [r, v, m] of polls) sim.poll(r, v, minute(m));
+          const at = minute(30);
+          sim.lead(at);
+          const state: StorageState = sim.state;
+          const again = decide({ state, reporters: ['a', 'b'], migrations: sim.migrations, epoch: sim.epoch, now: at, periodMs: PERIOD });
+          return again.action === 'none';
+        },
+      ),
     );
   });
 });
@@ -410,14 +510,22 @@ describe('a control plane reached through one endpoint (sampled)', () => {
     // Same identities, in another order, agreeing: the very record, unchanged.
     expect(observeControlPlane(first, { identities: ['a/1', 'b/2'], disagreeing: [] }, t(10))).toBe(first);
     // A restarted apiserver holds its lease anew.
-    expect(observeControlPlane(first, { identities: ['a/1', 'b/3'], disagreeing: [] }, t(12))).toMatchObject({ generation: 2, stableSince: '2026-01-01T00:12:00Z' });
-    expect(observeControlPlane(first, { identities: ['a/1', 'b/2'], disagreeing: ['deviceclasses.resource.k8s.io'] }, t(12))).toMatchObject({ generation: 2 });
+    expect(observeControlPlane(first, { identities: ['a/1', 'b/3'], disagreeing: [] }, t(12))).toMatchObject({
+      generation: 2,
+      stableSince: '2026-01-01T00:12:00Z',
+    });
+    expect(observeControlPlane(first, { identities: ['a/1', 'b/2'], disagreeing: ['deviceclasses.resource.k8s.io'] }, t(12))).toMatchObject(
+      { generation: 2 },
+    );
   });
 
   test('samples merge per resource with every hash seen', () => {
     const entry = (resource: string, hash: string) => ({ group: 'g', version: 'v1', resource, kind: 'K', storageVersionHash: hash });
     const merged = mergeSamples([[entry('a', 'h1'), entry('b', 'x')], [entry('a', 'h2'), entry('b', 'x')], [entry('a', 'h1')]]);
-    expect(merged.resources.map((r) => [r.resource, r.hashes])).toEqual([['a', ['h1', 'h2']], ['b', ['x']]]);
+    expect(merged.resources.map((r) => [r.resource, r.hashes])).toEqual([
+      ['a', ['h1', 'h2']],
+      ['b', ['x']],
+    ]);
     expect(merged.disagreeing).toEqual(['a.g']);
   });
 
@@ -427,31 +535,63 @@ describe('a control plane reached through one endpoint (sampled)', () => {
       kind: 'StorageState',
       metadata: { name: 'deviceclasses.resource.k8s.io', uid: 'u' },
       spec: { resource: { group: 'resource.k8s.io', resource: 'deviceclasses' } },
-      status: { currentStorageVersionHashes: [{ reporterID: 'apiserver', currentStorageVersionHash: 'h2', lastHeartbeatTime: '2026-01-01T00:30:00Z' }], persistedStorageVersionHashes: ['h1', 'h2'] },
+      status: {
+        currentStorageVersionHashes: [
+          { reporterID: 'apiserver', currentStorageVersionHash: 'h2', lastHeartbeatTime: '2026-01-01T00:30:00Z' },
+        ],
+        persistedStorageVersionHashes: ['h1', 'h2'],
+      },
     };
     const base = { state, reporters: ['apiserver'], epoch: 3, now: t(31), periodMs: period };
     const pending = { name: 'm', uid: 'm', owned: true, hash: 'h2', epoch: 3, phase: 'Running' as const, controlPlaneGeneration: 4 };
-    expect(decide({ ...base, migrations: [], controlPlane: { generation: 4, unstable: 'changed' } })).toEqual({ action: 'none', reason: 'changed' });
-    expect(decide({ ...base, migrations: [pending], controlPlane: { generation: 5, unstable: 'changed' } })).toMatchObject({ action: 'cancel', cancel: [pending] });
-    expect(decide({ ...base, migrations: [], controlPlane: { generation: 5 } })).toMatchObject({ action: 'create', controlPlaneGeneration: 5 });
+    expect(decide({ ...base, migrations: [], controlPlane: { generation: 4, unstable: 'changed' } })).toEqual({
+      action: 'none',
+      reason: 'changed',
+    });
+    expect(decide({ ...base, migrations: [pending], controlPlane: { generation: 5, unstable: 'changed' } })).toMatchObject({
+      action: 'cancel',
+      cancel: [pending],
+    });
+    expect(decide({ ...base, migrations: [], controlPlane: { generation: 5 } })).toMatchObject({
+      action: 'create',
+      controlPlaneGeneration: 5,
+    });
     const succeeded = { ...pending, phase: 'Succeeded' as const, phaseTime: '2026-01-01T00:21:00Z' };
     expect(decide({ ...base, migrations: [succeeded], controlPlane: { generation: 4 } })).toMatchObject({ action: 'narrow' });
     // Made before the control plane changed (generation 4, now 5): never narrows, a new migration is made instead.
-    expect(decide({ ...base, migrations: [succeeded], controlPlane: { generation: 5 } })).toMatchObject({ action: 'create', controlPlaneGeneration: 5 });
+    expect(decide({ ...base, migrations: [succeeded], controlPlane: { generation: 5 } })).toMatchObject({
+      action: 'create',
+      controlPlaneGeneration: 5,
+    });
   });
 });
 
 describe('what is overdue (the storage alarms)', () => {
   const at = (minutes: number) => new Date(Date.UTC(2026, 0, 1, 0, minutes)).toISOString();
-  const state = (name: string, persisted: string[], created: string) => ({ metadata: { name, creationTimestamp: created }, status: { persistedStorageVersionHashes: persisted } });
+  const state = (name: string, persisted: string[], created: string) => ({
+    metadata: { name, creationTimestamp: created },
+    status: { persistedStorageVersionHashes: persisted },
+  });
   test('Unknown for over an hour with no migration moving, and migrations in their phase for over an hour', () => {
     const now = new Date(at(120));
-    const states = [state('fresh', ['Unknown'], at(100)), state('stuck', ['Unknown'], at(0)), state('moving', ['Unknown'], at(0)), state('done', ['h'], at(0)), state('failing', ['h1', 'h2'], at(0))];
-    const migrations: Record<string, Array<{ name: string; phase: 'Pending' | 'Running' | 'Succeeded' | 'Failed'; phaseTime?: string; created?: string }>> = {
+    const states = [
+      state('fresh', ['Unknown'], at(100)),
+      state('stuck', ['Unknown'], at(0)),
+      state('moving', ['Unknown'], at(0)),
+      state('done', ['h'], at(0)),
+      state('failing', ['h1', 'h2'], at(0)),
+    ];
+    const migrations: Record<
+      string,
+      Array<{ name: string; phase: 'Pending' | 'Running' | 'Succeeded' | 'Failed'; phaseTime?: string; created?: string }>
+    > = {
       moving: [{ name: 'moving-1', phase: 'Running', phaseTime: at(90) }],
       stuck: [{ name: 'stuck-1', phase: 'Running', phaseTime: at(10) }],
       done: [{ name: 'done-1', phase: 'Succeeded', phaseTime: at(0) }],
-      failing: [{ name: 'failing-1', phase: 'Failed', phaseTime: at(30) }, { name: 'failing-2', phase: 'Pending', created: at(110) }],
+      failing: [
+        { name: 'failing-1', phase: 'Failed', phaseTime: at(30) },
+        { name: 'failing-2', phase: 'Pending', created: at(110) },
+      ],
     };
     expect(overdue(states, (n) => migrations[n] ?? [], now)).toEqual({ unknown: ['stuck'], migrations: ['stuck-1', 'failing-1'] });
   });
