@@ -28,6 +28,7 @@ import { clusterManifests } from '../local/testbed.ts';
 import { startRuntime, type Runtime } from '../runtime/local.ts';
 import { Resources, connect, gvr, runWatchSource, type KubeObject } from '../shared/kube/index.ts';
 import { applyManifests } from '../shared/kube/apply.ts';
+import { statefulSet } from '../local/fixtures.ts';
 
 const { values } = parseArgs({
   options: {
@@ -214,17 +215,7 @@ try {
     const revisionSeen = (i: number) => new Promise<void>((resolve) => (seen.has(i) ? resolve() : waiting.set(i, resolve)));
     const image = (i: number) => ({ spec: { template: { spec: { containers: [{ name: 'c', image: `registry.example/lat:${i}` }] } } } });
     try {
-      await admin.create<KubeObject>(statefulSets, {
-        apiVersion: 'apps/v1',
-        kind: 'StatefulSet',
-        metadata: { name: 'web', namespace: ns },
-        spec: {
-          serviceName: 'web',
-          replicas: 0,
-          selector: { matchLabels: { app: 'web' } },
-          template: { metadata: { labels: { app: 'web' } }, spec: { containers: [{ name: 'c', image: 'registry.example/lat:0' }] } },
-        },
-      });
+      await admin.create<KubeObject>(statefulSets, statefulSet('web', ns, 'registry.example/lat:0'));
       await revisionSeen(0);
       const latencies: number[] = [];
       let from = 0;

@@ -18,6 +18,7 @@ import { startTestbed } from '../local/testbed.ts';
 import { startRuntime } from '../runtime/local.ts';
 import { connect, gvr, Resources, type KubeObject } from '../shared/kube/index.ts';
 import { applyManifests } from '../shared/kube/apply.ts';
+import { statefulSet } from '../local/fixtures.ts';
 
 const { values } = parseArgs({
   options: {
@@ -58,19 +59,10 @@ try {
     const before = { ...router.stats };
     const limit = pLimit(16);
     const t0 = performance.now();
-    const sts = (name: string, image: string): KubeObject => ({
-      apiVersion: 'apps/v1',
-      kind: 'StatefulSet',
-      metadata: { name, namespace: ns },
-      spec: {
-        serviceName: name,
-        replicas: 0,
-        selector: { matchLabels: { app: name } },
-        template: { metadata: { labels: { app: name } }, spec: { containers: [{ name: 'c', image }] } },
-      },
-    });
     await Promise.all(
-      Array.from({ length: PARENTS }, (_, i) => limit(() => admin.create(statefulSets, sts(`s${i}`, 'registry.example/app:0')))),
+      Array.from({ length: PARENTS }, (_, i) =>
+        limit(() => admin.create(statefulSets, statefulSet(`s${i}`, ns, 'registry.example/app:0'))),
+      ),
     );
     for (let u = 1; u <= UPDATES; u += 1) {
       await Promise.all(
@@ -156,17 +148,7 @@ try {
       log: () => {},
     });
     try {
-      const owner = await admin.create<KubeObject>(statefulSets, {
-        apiVersion: 'apps/v1',
-        kind: 'StatefulSet',
-        metadata: { name: 'web', namespace: podNs },
-        spec: {
-          serviceName: 'web',
-          replicas: 0,
-          selector: { matchLabels: { app: 'web' } },
-          template: { metadata: { labels: { app: 'web' } }, spec: { containers: [{ name: 'c', image: 'app:1' }] } },
-        },
-      });
+      const owner = await admin.create<KubeObject>(statefulSets, statefulSet('web', podNs, 'app:1'));
       const limit = pLimit(16);
       await Promise.all(
         Array.from({ length: PODS }, (_, i) =>

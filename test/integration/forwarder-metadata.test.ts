@@ -4,6 +4,7 @@ import { Forwarder, type EnvelopeSink } from '../../forwarder/forwarder.ts';
 import { parseEnvelope, type Envelope } from '../../shared/envelope/index.ts';
 import { gvr, Resources, type KubeObject } from '../../shared/kube/index.ts';
 import { adminClient, createNamespace, eventually, outriggerClient } from '../testbed/index.ts';
+import { statefulSet } from '../../local/fixtures.ts';
 
 const secrets = gvr('', 'v1', 'secrets');
 const statefulSets = gvr('apps', 'v1', 'statefulsets');
@@ -54,16 +55,7 @@ describe('the forwarder sends what is not a parent as metadata only', () => {
         metadata: { name: 's', namespace: ns },
         stringData: { password: 'hunter2' },
       });
-      await admin.create(statefulSets, {
-        apiVersion: 'apps/v1',
-        kind: 'StatefulSet',
-        metadata: { name: 'web', namespace: ns },
-        spec: {
-          replicas: 0,
-          selector: { matchLabels: { app: 'web' } },
-          template: { metadata: { labels: { app: 'web' } }, spec: { containers: [{ name: 'c', image: 'x' }] } },
-        },
-      });
+      await admin.create(statefulSets, statefulSet('web', ns, 'x'));
       await eventually(() => of('p').length === 1 && of('s').length === 1 && of('web').length >= 1);
       expect(pod.metadata.generation).toBeDefined();
 
@@ -117,17 +109,7 @@ describe('the forwarder sends what is not a parent as metadata only', () => {
     await forwarder.start();
     try {
       await forwarder.synced();
-      const web = {
-        apiVersion: 'apps/v1',
-        kind: 'StatefulSet',
-        metadata: { name: 'web', namespace: ns },
-        spec: {
-          replicas: 0,
-          selector: { matchLabels: { app: 'web' } },
-          template: { metadata: { labels: { app: 'web' } }, spec: { containers: [{ name: 'c', image: 'x' }] } },
-        },
-      };
-      await admin.create(statefulSets, web);
+      await admin.create(statefulSets, statefulSet('web', ns, 'x'));
       await eventually(() => sent.length === 1);
       expect(sent[0]!.data.object).not.toHaveProperty('spec');
       whole = [statefulSets];

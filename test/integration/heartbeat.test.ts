@@ -13,7 +13,7 @@ import { MemoryDeadLetterSink } from '../../shared/lambda/dead-letter.ts';
 import { setEnvironment } from '../../shared/lambda/environment.ts';
 import { emfOf } from '../testbed/emf.ts';
 import { forwarderKubeconfig } from '../testbed/forwarder.ts';
-import { adminClient, eventually, outriggerClient, testbed, testState, uniqueName } from '../testbed/index.ts';
+import { adminClient, eventually, outriggerClient, testCluster, testState, uniqueName } from '../testbed/index.ts';
 
 describe('heartbeat metrics', () => {
   afterEach(() => setEnvironment(undefined));
@@ -49,10 +49,7 @@ describe('heartbeat metrics', () => {
     const down = uniqueName('hb-down');
     const deadLetter = new MemoryDeadLetterSink();
     setEnvironment({
-      clusters: new Clusters([
-        { id: up, access: { kind: 'kubeconfig', path: testbed().kubeconfigs.outrigger } },
-        { id: down, access: { kind: 'kubeconfig', path: nowhere } },
-      ]),
+      clusters: new Clusters([testCluster(up), { id: down, access: { kind: 'kubeconfig', path: nowhere } }]),
       state: testState(),
       deadLetter,
       syncSink: { send: async () => {} },

@@ -12,6 +12,7 @@ import { controllerOf, type SyncKey } from '../../shared/ownership/index.ts';
 import { GC_CONTROLLERS, startTestControlPlane, type TestControlPlane } from '../testbed/control-plane.ts';
 import { STATEFULSET_POLICY } from '../testbed/policies.ts';
 import { eventually, testCluster, testState, uniqueName } from '../testbed/index.ts';
+import { statefulSet } from '../../local/fixtures.ts';
 
 const statefulSets = gvr('apps', 'v1', 'statefulsets');
 const CLUSTER = 'kcm';
@@ -34,17 +35,7 @@ afterAll(async () => {
 test('a StatefulSet policy reports ForeignHistory and writes nothing; opted in with foreignHistory: Coexist, both histories are kept; outrigger history shows the in-tree one read-only', async () => {
   const ns = uniqueName('coexist');
   await admin.create(Resources.namespaces, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
-  const sts = await admin.create<KubeObject>(statefulSets, {
-    apiVersion: 'apps/v1',
-    kind: 'StatefulSet',
-    metadata: { name: 'web', namespace: ns },
-    spec: {
-      serviceName: 'web',
-      replicas: 0,
-      selector: { matchLabels: { app: 'web' } },
-      template: { metadata: { labels: { app: 'web' } }, spec: { containers: [{ name: 'c', image: 'registry.example/app:1' }] } },
-    },
-  });
+  const sts = await admin.create<KubeObject>(statefulSets, statefulSet('web', ns, 'registry.example/app:1'));
   const revisions = async () => (await kube.list<ControllerRevision>(Resources.controllerRevisions, { namespace: ns })).items;
   // The in-tree controller's revision: controlled by the StatefulSet, its hash label, none of Outrigger's.
   const inTree = await eventually(async () => (await revisions()).find((r) => controllerOf(r)?.uid === sts.metadata.uid));

@@ -21,16 +21,7 @@ import type { SyncRequest } from '../../shared/lambda/sync-request.ts';
 import type { SyncSink } from '../../shared/lambda/sync-sink.ts';
 import { openCrd } from '../testbed/crds.ts';
 import { controllersGrant } from '../testbed/rbac.ts';
-import {
-  adminClient,
-  createNamespace,
-  eventually,
-  outriggerClient,
-  startTestRuntime,
-  testbed,
-  testCluster,
-  uniqueName,
-} from '../testbed/index.ts';
+import { adminClient, createNamespace, eventually, outriggerClient, startTestRuntime, testCluster, uniqueName } from '../testbed/index.ts';
 import { separatePipeline } from '../testbed/separate-pipeline.ts';
 
 const kube = outriggerClient();
@@ -94,7 +85,7 @@ function sqsRecord(e: { body: string; group: string; id: string }): SQSRecord {
 function routerDeps(sink: SyncSink, sources: readonly ControllerSource[] = controllerSources) {
   const deadLetter = new MemoryDeadLetterSink();
   const deps = {
-    clusters: new Clusters([{ id: 'it', access: { kind: 'kubeconfig' as const, path: testbed().kubeconfigs.outrigger } }]),
+    clusters: new Clusters([testCluster('it')]),
     sources,
     sink,
     deadLetter: () => deadLetter,

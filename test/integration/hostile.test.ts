@@ -17,9 +17,10 @@ import { sqsText } from '../../shared/lambda/sqs.ts';
 import type { SyncRequest } from '../../shared/lambda/sync-request.ts';
 import { SqsSyncSink } from '../../shared/lambda/sync-sink.ts';
 import type { LabelSelector } from '../../shared/ownership/index.ts';
-import { adminClient, createNamespace, testQueue, testbed, uniqueName } from '../testbed/index.ts';
+import { adminClient, createNamespace, testCluster, testQueue, uniqueName } from '../testbed/index.ts';
 import { asRecord, drain } from './sqs-records.ts';
 import { hostileCase, mixedBatch, validCase, type Case, type HostileCase } from '../unit/hostile.ts';
+import { statefulSet } from '../../local/fixtures.ts';
 
 const statefulSets = gvr('apps', 'v1', 'statefulsets');
 const TARGET = 'hostile-controller';
@@ -81,17 +82,7 @@ const reasonOf = (m: Message) => m.MessageAttributes?.reason?.StringValue ?? '';
 describe('hostile envelopes', () => {
   test('through the ingest and onto the router: each is dead-lettered with its reason, and every valid event beside it is delivered', async () => {
     const ns = await createNamespace('hostile');
-    const sts = await adminClient().create<KubeObject>(statefulSets, {
-      apiVersion: 'apps/v1',
-      kind: 'StatefulSet',
-      metadata: { name: 'web', namespace: ns },
-      spec: {
-        serviceName: 'web',
-        replicas: 0,
-        selector: { matchLabels: { app: 'h' } },
-        template: { metadata: { labels: { app: 'h' } }, spec: { containers: [{ name: 'c', image: 'registry.example/app:1' }] } },
-      },
-    });
+    const sts = await adminClient().create<KubeObject>(statefulSets, statefulSet('web', ns, 'registry.example/app:1', 'h'));
     const { sqs, url } = await testQueue('hostile');
     const queues = new QueueUrls(`${url.slice(0, url.lastIndexOf('/') + 1)}${uniqueName('hq')}-`);
     for (const c of CLUSTERS) {
@@ -123,9 +114,7 @@ describe('hostile envelopes', () => {
       events: new SqsEventQueue((c) => queues.url(c, EVENTS_QUEUE), sqs),
       deadLetter: new SqsDeadLetterSink(ingestDlq, sqs),
     }));
-    const kube = new Clusters(
-      CLUSTERS.map((id) => ({ id, access: { kind: 'kubeconfig' as const, path: testbed().kubeconfigs.outrigger } })),
-    );
+    const kube = new Clusters(CLUSTERS.map(testCluster));
     const routerDeps = {
       clusters: kube,
       sources: [source],

@@ -22,7 +22,16 @@ import { forgetPolicies, historySource, listPolicies, policyFor, revisionPolicie
 import { forgetMapControllers, listMapControllers, mapControllerFor, mapControllers, mapSource } from '../../functions/map/controllers.ts';
 import { applyManifests } from '../../shared/kube/apply.ts';
 import { forgetDiscovery } from '../../shared/kube/index.ts';
-import { adminClient, createNamespace, eventually, outriggerClient, testbed, testQueue, uniqueName } from '../testbed/index.ts';
+import {
+  adminClient,
+  createNamespace,
+  eventually,
+  outriggerClient,
+  testbed,
+  testCluster,
+  testQueue,
+  uniqueName,
+} from '../testbed/index.ts';
 import { openCrd } from '../testbed/crds.ts';
 import { controllersGrant, MAP_TEST_IDENTITY } from '../testbed/rbac.ts';
 import {
@@ -131,7 +140,7 @@ describe('routeBatch', () => {
     };
     const sink = new MemorySyncSink();
     const deadLetter = new MemoryDeadLetterSink();
-    const clusters = new Clusters([{ id: 'it', access: { kind: 'kubeconfig', path: testbed().kubeconfigs.outrigger } }]);
+    const clusters = new Clusters([testCluster('it')]);
     const out = await routeBatch(event, { clusters, sources: [source], sink, deadLetter: () => deadLetter, queueCluster });
 
     expect(out.batchItemFailures).toEqual([{ itemIdentifier: 'm3' }, { itemIdentifier: 'm5' }]);
@@ -193,7 +202,7 @@ describe('a kind that observes its parents and checks ControllerRef uids itself 
       makeEnvelope({ cluster: 'it', type: 'added', object: revision(gone), source: 'test' }),
     ];
     const sink = new MemorySyncSink();
-    const clusters = new Clusters([{ id: 'it', access: { kind: 'kubeconfig', path: testbed().kubeconfigs.outrigger } }]);
+    const clusters = new Clusters([testCluster('it')]);
     const out = await routeBatch(
       { Records: envelopes.map((e, i) => record(JSON.stringify(e), messageGroupId(e), `m${i}`)) },
       { clusters, sources: [observing], sink, deadLetter: () => new MemoryDeadLetterSink(), queueCluster },
@@ -276,7 +285,7 @@ spec:
       kind,
       metadata: { name, namespace: ns, uid: randomUUID(), resourceVersion: '1', ownerReferences: [newControllerRef(dual)] },
     });
-    const clusters = new Clusters([{ id: 'it', access: { kind: 'kubeconfig', path: testbed().kubeconfigs.outrigger } }]);
+    const clusters = new Clusters([testCluster('it')]);
     const targets = async (object: KubeObject) => {
       const envelope = makeEnvelope({ cluster: 'it', type: 'added', object, source: 'test' });
       const sink = new MemorySyncSink();
@@ -320,7 +329,7 @@ describe('dead letters on a real queue', () => {
     };
     const dlq = await testQueue('router-dlq');
     const sink = new MemorySyncSink();
-    const clusters = new Clusters([{ id: 'it', access: { kind: 'kubeconfig', path: testbed().kubeconfigs.outrigger } }]);
+    const clusters = new Clusters([testCluster('it')]);
     const out = await routeBatch(event, {
       clusters,
       sources: [source],
@@ -392,9 +401,7 @@ async function deploymentQueues(clusters: readonly string[]) {
   const route = async (cluster: string) => {
     const queueArn = await arn(cluster);
     const records = (await drain(sqs, queues.url(cluster, EVENTS_QUEUE), 1)).map((m) => asRecord(m, queueArn));
-    const kube = new Clusters(
-      clusters.map((id) => ({ id, access: { kind: 'kubeconfig' as const, path: testbed().kubeconfigs.outrigger } })),
-    );
+    const kube = new Clusters(clusters.map(testCluster));
     return routeBatch(
       { Records: records },
       {
