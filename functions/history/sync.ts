@@ -288,30 +288,18 @@ export async function syncHistory(
   const { outcome } = result;
   const also = deleted.length ? `; deleted ${deleted.length} revision(s) beyond the history limit: ${deleted.join(', ')}` : '';
   if (!recorded) return outcome;
-  if (outcome.outcome === 'created')
-    await recordEvent(
-      deps.kube,
-      recorded,
-      {
-        type: 'Normal',
-        reason: 'RevisionCreated',
-        action: 'Create',
-        note: `Created revision ${outcome.number}: ${outcome.revision}${also}`,
-      },
-      { controller: HISTORY_CONTROLLER, instance: deps.holder },
-    );
-  if (outcome.outcome === 'rollback')
-    await recordEvent(
-      deps.kube,
-      recorded,
-      {
-        type: 'Normal',
-        reason: 'RolledBack',
-        action: 'Update',
-        note: `Back to the target state of ${outcome.revision}, now revision ${outcome.number}${also}`,
-      },
-      { controller: HISTORY_CONTROLLER, instance: deps.holder },
-    );
+  const event =
+    outcome.outcome === 'created'
+      ? { reason: 'RevisionCreated', action: 'Create', note: `Created revision ${outcome.number}: ${outcome.revision}${also}` }
+      : outcome.outcome === 'rollback'
+        ? {
+            reason: 'RolledBack',
+            action: 'Update',
+            note: `Back to the target state of ${outcome.revision}, now revision ${outcome.number}${also}`,
+          }
+        : undefined;
+  if (event)
+    await recordEvent(deps.kube, recorded, { type: 'Normal', ...event }, { controller: HISTORY_CONTROLLER, instance: deps.holder });
   return outcome;
 }
 

@@ -1,4 +1,5 @@
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
+import { KubeError } from '../kube/errors.ts';
 
 /** Outrigger's CloudWatch metrics (embedded metric format, written to the function's log): namespace and service. */
 export const METRICS_NAMESPACE = 'Outrigger';
@@ -82,6 +83,6 @@ export class MetricsRecorder {
 
 /** A failure's reason as a metric dimension: the Kubernetes error's kind, or the error's class. */
 export function failureReason(err: unknown): string {
-  if (err && typeof err === 'object' && 'kind' in err && typeof err.kind === 'string') return err.kind;
+  if (err instanceof KubeError) return err.kind;
   return err instanceof Error ? err.name : 'Error';
 }
