@@ -103,6 +103,9 @@ describe('the forwarder', () => {
       resources: async () => [Resources.controllerRevisions],
     });
     await fwd.start();
+    // start() begins the watches; a change made before the first list that is gone by then (the deletion below)
+    // is rightly never sent, so the changes wait for it.
+    await fwd.synced();
     try {
       const kube = outriggerClient();
       const owned = await kube.create(Resources.controllerRevisions, revision(ns, 'owned', '00000000-0000-0000-0000-0000000000aa'));
@@ -110,7 +113,7 @@ describe('the forwarder', () => {
       await kube.patch(Resources.controllerRevisions, 'loose', ns, { metadata: { labels: { a: 'b' } } }, 'merge');
       await kube.delete(Resources.controllerRevisions, 'owned', ns);
       const got: Array<{ envelope: Envelope; group: string; dedup: string }> = [];
-      await drain(sqs, url, got, () => got.length >= 4);
+      await drain(sqs, url, got, () => got.length >= 4, 30_000);
       expect(got.map((g) => `${g.envelope.type.split('.').pop()}:${g.envelope.data.object.metadata.name}`)).toEqual(
         expect.arrayContaining(['added:owned', 'added:loose', 'modified:loose', 'deleted:owned']),
       );
