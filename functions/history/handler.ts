@@ -7,6 +7,7 @@ import { RESYNC_CAUSE, parentCause } from './resync.ts';
 import { syncHistory } from './sync.ts';
 import { policyParents, truncateSynced } from './truncate.ts';
 import type { KnownRevision } from '../../shared/history/record.ts';
+import type { KubeObject } from '../../shared/kube/index.ts';
 
 const holder = `history-${randomUUID()}`;
 
@@ -46,9 +47,10 @@ export const handler = syncFunction('history', async (request, { env, logger, me
     revisions: KnownRevision[],
     quiet: boolean,
     seen: { generatedVersion?: string | undefined },
+    parent: KubeObject,
   ): Promise<{ deleted: string[]; gone: string[] }> => {
     try {
-      const truncated = await truncateSynced({ kube }, policy, key, revisions, { quiet, seen });
+      const truncated = await truncateSynced({ kube }, policy, key, revisions, { quiet, seen, parent });
       logger.info('history truncated', { parent: `${key.namespace}/${key.name}`, ...truncated });
       return { deleted: truncated.deleted, gone: truncated.gone ?? [] };
     } catch (err) {

@@ -31,7 +31,8 @@ import {
   type JsonObject,
 } from '../../shared/history/data.ts';
 import type { DefaultsSchema } from '../../shared/history/defaults.ts';
-import { recordEvent } from '../../shared/events/index.ts';
+import { recordEvent, type EventSpec } from '../../shared/events/index.ts';
+import { spendEvent, withWithheld } from '../../shared/events/allowance.ts';
 import { goJson } from '../../shared/json.ts';
 import { historyLimit, truncationInputs, type RevisionPolicy } from '../../shared/history/policy.ts';
 import {
@@ -94,6 +95,8 @@ export interface HistoryDeps {
   state: State;
   /** Identifies this invocation as a lease holder. */
   holder: string;
+  /** The clock the parent's allowance of Events runs by (tests). */
+  now?: () => number;
   /**
    * Truncates right after a full sync that may leave more revisions than the limit keeps, from the revisions it
    * listed and wrote; `quiet` when the sync's own Event will say what was deleted. Returns the names deleted, and
@@ -103,6 +106,7 @@ export interface HistoryDeps {
     revisions: KnownRevision[],
     quiet: boolean,
     seen: { generatedVersion?: string | undefined },
+    parent: KubeObject,
   ) => Promise<{ deleted: string[]; gone: string[] }>;
 }
 
@@ -189,6 +193,7 @@ export async function syncHistory(
   let heldTruncation: string | undefined;
   let recorded: KubeObject | undefined;
   let deleted: string[] = [];
+  let event: { spec: Omit<EventSpec, 'type'>; record: boolean; withheld: number } | undefined;
   // The generated objects' version as the last truncation listed them, for the next one (listGenerated).
   const generated = { generatedVersion: held?.generatedVersion };
   try {
@@ -244,6 +249,7 @@ export async function syncHistory(
           result.revisions,
           result.outcome.outcome === 'created' || result.outcome.outcome === 'rollback',
           generated,
+          parent,
         );
         const removed = new Set([...truncated.deleted, ...truncated.gone]);
         result.revisions = result.revisions.filter((r) => !removed.has(r.metadata.name ?? ''));
@@ -268,6 +274,11 @@ export async function syncHistory(
     }
     recorded = parent;
   } finally {
+    // Whether the parent's allowance of Events covers this one is decided before the record is left, so that
+    // the record carries what is left of it.
+    const spec = result && recorded ? outcomeEvent(result.outcome, deleted) : undefined;
+    const spent = spec ? spendEvent(held?.events, deps.now?.() ?? Date.now()) : undefined;
+    event = spec && spent ? { spec, record: spent.record, withheld: spent.withheld } : undefined;
     // The record is a cache of what the sync found, left on the lease only while it is still held.
     const memo: HistoryRecord | undefined = result && {
       digest: heldDigest,
@@ -278,6 +289,7 @@ export async function syncHistory(
       truncation: heldTruncation,
       parentVersion: recorded?.metadata.resourceVersion,
       ...(generated.generatedVersion ? { generatedVersion: generated.generatedVersion } : {}),
+      ...((spent?.next ?? held?.events) ? { events: spent?.next ?? held?.events } : {}),
       ...(result.revisions && recorded
         ? { revisions: recordRevisions(result.revisions, policy.defaults), defaults: defaultsKey(policy.defaults) }
         : {}),
@@ -285,22 +297,27 @@ export async function syncHistory(
     await deps.state.leases.release(lease, memo);
   }
   // After the lease is free: an event is news of what was done, not part of doing it.
-  const { outcome } = result;
+  if (event?.record)
+    await recordEvent(
+      deps.kube,
+      recorded!,
+      { type: 'Normal', ...event.spec, note: withWithheld(event.spec.note, event.withheld) },
+      { controller: HISTORY_CONTROLLER, instance: deps.holder },
+    );
+  return result.outcome;
+}
+
+/** The Event a sync's outcome is news of, if any: one for a change and the truncation it made due (README, "Events"). */
+function outcomeEvent(outcome: SyncOutcome, deleted: readonly string[]): Omit<EventSpec, 'type'> | undefined {
+  if (outcome.outcome !== 'created' && outcome.outcome !== 'rollback') return undefined;
   const also = deleted.length ? `; deleted ${deleted.length} revision(s) beyond the history limit: ${deleted.join(', ')}` : '';
-  if (!recorded) return outcome;
-  const event =
-    outcome.outcome === 'created'
-      ? { reason: 'RevisionCreated', action: 'Create', note: `Created revision ${outcome.number}: ${outcome.revision}${also}` }
-      : outcome.outcome === 'rollback'
-        ? {
-            reason: 'RolledBack',
-            action: 'Update',
-            note: `Back to the target state of ${outcome.revision}, now revision ${outcome.number}${also}`,
-          }
-        : undefined;
-  if (event)
-    await recordEvent(deps.kube, recorded, { type: 'Normal', ...event }, { controller: HISTORY_CONTROLLER, instance: deps.holder });
-  return outcome;
+  return outcome.outcome === 'created'
+    ? { reason: 'RevisionCreated', action: 'Create', note: `Created revision ${outcome.number}: ${outcome.revision}${also}` }
+    : {
+        reason: 'RolledBack',
+        action: 'Update',
+        note: `Back to the target state of ${outcome.revision}, now revision ${outcome.number}${also}`,
+      };
 }
 
 /**

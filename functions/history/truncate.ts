@@ -116,32 +116,33 @@ export async function truncateHistory(deps: { kube: KubeClient }, policy: Revisi
 }
 
 /**
- * Truncation right after a history sync, from the revisions that sync listed and wrote, or knew from the history
- * record (the parent's, as they stood under its lease): no list of its own. The parent is read afresh all the same: what it holds and names now
- * (a rollback since, a revision its status names since) is what keeps a revision.
+ * Truncation right after a history sync, under its lease, from the revisions that sync listed and wrote, or knew
+ * from the history record, and from the parent as that sync decided on it: no list of revisions and no read of
+ * the parent of its own. The generated objects are listed all the same: they alone make a revision live (README,
+ * "What a sync does": truncation, for why a change to the parent since needs no read).
  */
 export async function truncateSynced(
   deps: { kube: KubeClient },
   policy: RevisionPolicy,
   key: SyncKey,
   revisions: readonly KnownRevision[],
-  opts: { quiet?: boolean; seen?: { generatedVersion?: string | undefined } } = {},
+  opts: { quiet?: boolean; seen?: { generatedVersion?: string | undefined }; parent?: KubeObject } = {},
 ): Promise<TruncateResult> {
   return truncateFrom(deps, policy, key, async () => [...revisions], opts);
 }
 
-/** `quiet`: no Truncated Event (the sync's own Event says what was deleted). */
+/** `quiet`: no Truncated Event (the sync's own Event says what was deleted). `parent`: the parent as decided on; else it is read. */
 async function truncateFrom(
   deps: { kube: KubeClient },
   policy: RevisionPolicy,
   key: SyncKey,
   revisionsOf: (parent: KubeObject) => Promise<KnownRevision[]>,
-  opts: { quiet?: boolean; seen?: { generatedVersion?: string | undefined } } = {},
+  opts: { quiet?: boolean; seen?: { generatedVersion?: string | undefined }; parent?: KubeObject } = {},
 ): Promise<TruncateResult> {
   const target = await resolveTarget(deps.kube, policy);
   let parent: KubeObject;
   try {
-    parent = await targetReader(deps.kube, policy).get(target, key.name, key.namespace);
+    parent = opts.parent ?? (await targetReader(deps.kube, policy).get(target, key.name, key.namespace));
   } catch (err) {
     if (isKubeError(err, 'NotFound')) return { deleted: [], kept: 0, live: [], skipped: 'the parent no longer exists' };
     throw err;

@@ -7,6 +7,7 @@ import { parseSyncCause } from '../lambda/sync-request.ts';
 import { newControllerRef } from '../ownership/controller-ref.ts';
 import { canonicalJson, type Json } from './data.ts';
 import type { DefaultsSchema } from './defaults.ts';
+import type { EventAllowance } from '../events/allowance.ts';
 import { HASH_LABEL, maxRevision, sortRevisions, type ControllerRevision, type Outcome } from './revisions.ts';
 
 /**
@@ -36,6 +37,8 @@ export interface HistoryRecord {
   defaults?: string | undefined;
   /** The resourceVersion the last truncation's list of the generated objects answered at. */
   generatedVersion?: string | undefined;
+  /** What is left of the parent's allowance of routine Events (README, "Events"). */
+  events?: EventAllowance | undefined;
 }
 
 /** The parent's state as the handler has it: read now, or an event's object (at its resourceVersion). */

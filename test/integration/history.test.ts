@@ -2,7 +2,10 @@
 import { forgetPolicies, listPolicies, policyFor, revisionPolicies } from '../../functions/history/policies.ts';
 import { reportPolicy } from '../../functions/history/report.ts';
 import { MAX_COLLISIONS, syncHistory, type SyncOutcome } from '../../functions/history/sync.ts';
-import { truncateHistory } from '../../functions/history/truncate.ts';
+import { truncateHistory, truncateSynced } from '../../functions/history/truncate.ts';
+import { events } from '../../shared/events/index.ts';
+import { EVENT_BURST, EVENT_REFILL_MS } from '../../shared/events/allowance.ts';
+import type { KnownRevision } from '../../shared/history/record.ts';
 import { parentLabels, revisionHash, revisionName, semanticallyEqual, type JsonObject } from '../../shared/history/data.ts';
 import type { RevisionPolicy } from '../../shared/history/policy.ts';
 import { HASH_LABEL, PARENT_LABEL, sortRevisions, type ControllerRevision } from '../../shared/history/revisions.ts';
@@ -718,6 +721,74 @@ spec:
     await eventually(async () => {
       forgetPolicies();
       forgetDiscovery(kube);
+  test("truncation right after a change decides on the parent the sync decided on: its create, one list of the pods and its delete, no read of the parent; a pod's revision is kept", async () => {
+    const ns = await createNamespace('trunc-cost');
+    await adminClient().create(Resources.serviceAccounts, {
+      apiVersion: 'v1',
+      kind: 'ServiceAccount',
+      metadata: { name: 'default', namespace: ns },
+    });
+    let sts = await createSts(ns, 'web', 'registry.example/c:1', { 'outrigger.dev/revision-history-limit': '0' });
+    const counted = outriggerClient();
+    const deps = {
+      kube: counted,
+      state,
+      holder: uniqueName('h'),
+      truncate: async (revisions: KnownRevision[], quiet: boolean, seen: { generatedVersion?: string | undefined }, parent: KubeObject) =>
+        truncateSynced({ kube: counted }, policy, keyOf(sts), revisions, { quiet, seen, parent }).then((t) => ({
+          deleted: t.deleted,
+          gone: t.gone ?? [],
+        })),
+    };
+    const change = async (image: string) => {
+      sts = await setImage(ns, 'web', `registry.example/${image}`);
+      return syncHistory(deps, policy, keyOf(sts), parentCause(sts), sts);
+    };
+    sts = await adminClient().get(statefulSets, { name: 'web', namespace: ns });
+    await syncHistory(deps, policy, keyOf(sts), parentCause(sts), sts);
+    await change('c:2');
+    // A pod runs revision 2: live, whatever the limit.
+    const rev2 = (await history(ns)).find((r) => r.revision === 2)!;
+    await adminClient().create(Resources.pods, {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'web-0', namespace: ns, labels: { app: 'web', 'controller-revision-hash': rev2.metadata.name! } },
+      spec: { containers: [{ name: 'c', image: 'registry.example/c:2' }] },
+    });
+    await change('c:3');
+    counted.stats.reset();
+    expect(await change('c:4')).toMatchObject({ outcome: 'created', number: 4 });
+    expect(summary(await history(ns))).toEqual(['2:registry.example/c:2', '4:registry.example/c:4']);
+    // The revision and its Event, the pods, revision 3's delete.
+    expect(counted.stats.byVerb).toEqual({ create: 2, list: 1, delete: 1 });
+  });
+
+  test('a parent changed in a tight loop gets a burst of Events, then one a minute; the next one says how many were not recorded', async () => {
+    const ns = await createNamespace('hist-events');
+    let sts = await createSts(ns, 'web', 'registry.example/v:0');
+    let clock = Date.parse('2026-01-01T00:00:00Z');
+    const deps = { kube, state, holder: uniqueName('h'), now: () => clock };
+    await syncHistory(deps, policy, keyOf(sts), parentCause(sts), sts);
+    for (let i = 1; i <= EVENT_BURST + 2; i += 1) {
+      sts = await setImage(ns, 'web', `registry.example/v:${i}`);
+      clock += 1_000;
+      await syncHistory(deps, policy, keyOf(sts), parentCause(sts), sts);
+    }
+    const notes = async () =>
+      (await adminClient().list<KubeObject & { reason?: string; note?: string }>(events, { namespace: ns })).items
+        .filter((e) => e.reason === 'RevisionCreated')
+        .map((e) => e.note ?? '');
+    // Revision 1 and the next seven: the burst. Revisions 9, 10 and 11 came too soon.
+    expect(await notes()).toHaveLength(EVENT_BURST);
+    expect(summary(await history(ns))).toHaveLength(EVENT_BURST + 3);
+    clock += EVENT_REFILL_MS;
+    sts = await setImage(ns, 'web', 'registry.example/v:late');
+    await syncHistory(deps, policy, keyOf(sts), parentCause(sts), sts);
+    expect((await notes()).filter((n) => n.startsWith('Created revision 12: '))).toEqual([
+      expect.stringMatching(/\(3 earlier event\(s\) on this object not recorded: at most 8 at once, then one a minute\)$/),
+    ]);
+  });
+
       return policyFor(await listPolicies(kube, 'it'), group, 'Trimmed') !== undefined;
     });
     const ns = await createNamespace('trunc-policy');
