@@ -744,7 +744,7 @@ spec:
       sts = await setImage(ns, 'web', `registry.example/${image}`);
       return syncHistory(deps, policy, keyOf(sts), parentCause(sts), sts);
     };
-    sts = await adminClient().get(statefulSets, { name: 'web', namespace: ns });
+    sts = await adminClient().get(statefulSets, 'web', ns);
     await syncHistory(deps, policy, keyOf(sts), parentCause(sts), sts);
     await change('c:2');
     // A pod runs revision 2: live, whatever the limit.
