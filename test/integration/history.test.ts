@@ -702,25 +702,6 @@ describe('when truncation runs, and by which limit', () => {
     }
   }, 60_000);
 
-  test("a lowered limit in the RevisionPolicy trims every parent's history, with no change to any parent (local runtime)", async () => {
-    const group = 'history.outrigger.test';
-    const trimmed = gvr(group, 'v1', 'trimmeds');
-    const manifests = (limit: number) => `
-${openCrd(group, 'Trimmed', 'trimmeds')}---
-${controllersGrant('outrigger-history-trimmed-test', [`{ apiGroups: ["${group}"], resources: ["trimmeds"], verbs: ["get", "list", "watch"] }`])}---
-apiVersion: outrigger.dev/v1alpha1
-kind: RevisionPolicy
-metadata: { name: history-trimmed }
-spec:
-  target: { apiVersion: ${group}/v1, kind: Trimmed }
-  targetState: [spec.template]
-  revisionHistoryLimit: ${limit}
-`;
-    const admin = adminClient();
-    await applyManifests(admin, manifests(5));
-    await eventually(async () => {
-      forgetPolicies();
-      forgetDiscovery(kube);
   test("truncation right after a change decides on the parent the sync decided on: its create, one list of the pods and its delete, no read of the parent; a pod's revision is kept", async () => {
     const ns = await createNamespace('trunc-cost');
     await adminClient().create(Resources.serviceAccounts, {
@@ -789,6 +770,25 @@ spec:
     ]);
   });
 
+  test("a lowered limit in the RevisionPolicy trims every parent's history, with no change to any parent (local runtime)", async () => {
+    const group = 'history.outrigger.test';
+    const trimmed = gvr(group, 'v1', 'trimmeds');
+    const manifests = (limit: number) => `
+${openCrd(group, 'Trimmed', 'trimmeds')}---
+${controllersGrant('outrigger-history-trimmed-test', [`{ apiGroups: ["${group}"], resources: ["trimmeds"], verbs: ["get", "list", "watch"] }`])}---
+apiVersion: outrigger.dev/v1alpha1
+kind: RevisionPolicy
+metadata: { name: history-trimmed }
+spec:
+  target: { apiVersion: ${group}/v1, kind: Trimmed }
+  targetState: [spec.template]
+  revisionHistoryLimit: ${limit}
+`;
+    const admin = adminClient();
+    await applyManifests(admin, manifests(5));
+    await eventually(async () => {
+      forgetPolicies();
+      forgetDiscovery(kube);
       return policyFor(await listPolicies(kube, 'it'), group, 'Trimmed') !== undefined;
     });
     const ns = await createNamespace('trunc-policy');
