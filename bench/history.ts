@@ -68,7 +68,12 @@ try {
     });
   };
   const setImage = (ns: string, name: string, image: string) =>
-    admin.patch(statefulSets, name, ns, { spec: { template: { spec: { containers: [{ name: 'c', image }] } } } }, 'strategic');
+    admin.patch(
+      statefulSets,
+      { name, namespace: ns },
+      { spec: { template: { spec: { containers: [{ name: 'c', image }] } } } },
+      'strategic',
+    );
   const keyOf = (o: KubeObject): SyncKey => ({
     cluster: 'bench',
     group: 'apps',

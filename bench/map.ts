@@ -132,7 +132,7 @@ try {
   const resync = await pass();
   log(`resync: ${JSON.stringify(shown(resync))}`);
   // One input changes, and its event starts an incremental pass (functions/map/handler.ts): one hook call.
-  const changed = await admin.patch(configMaps, 'in-0', ns, { data: { i: 'changed' } }, 'merge');
+  const changed = await admin.patch(configMaps, { name: 'in-0', namespace: ns }, { data: { i: 'changed' } }, 'merge');
   const oneInput = await pass({ reuse: { previous: resync.answers, touched: new Set([changed.metadata.uid ?? '']) } });
   log(`single-input change: ${JSON.stringify(shown(oneInput))}`);
   const boundMs = Math.round((LATENCY_MS * INPUTS) / CONCURRENCY);

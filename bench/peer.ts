@@ -229,7 +229,7 @@ try {
           t0 = performance.now();
         }
         const start = performance.now();
-        await admin.patch(statefulSets, 'web', ns, image(i), 'strategic');
+        await admin.patch(statefulSets, { name: 'web', namespace: ns }, image(i), 'strategic');
         await revisionSeen(i);
         if (i > WARMUP) latencies.push(seen.get(i)! - start);
       }
@@ -237,7 +237,7 @@ try {
       const changed = await auditSince(from);
       const cpuSeconds = (await bedCpuSeconds()) - cpu0;
       for (let i = 1; i <= NOOPS; i += 1) {
-        await admin.patch(statefulSets, 'web', ns, { metadata: { labels: { noop: String(i) } } }, 'merge');
+        await admin.patch(statefulSets, { name: 'web', namespace: ns }, { metadata: { labels: { noop: String(i) } } }, 'merge');
         await settle();
       }
       const noops = await auditSince(changed.end);
@@ -274,7 +274,7 @@ try {
       if (kcm) await stopProcess(kcm);
       await runtime?.stop();
       // The next turn's controller must not find this one's StatefulSet (kube-controller-manager syncs every one at start).
-      await admin.delete(statefulSets, 'web', ns).catch(() => undefined);
+      await admin.delete(statefulSets, { name: 'web', namespace: ns }).catch(() => undefined);
     }
   };
 

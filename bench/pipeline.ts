@@ -70,8 +70,7 @@ try {
           limit(() =>
             admin.patch(
               statefulSets,
-              `s${i}`,
-              ns,
+              { name: `s${i}`, namespace: ns },
               { spec: { template: { spec: { containers: [{ name: 'c', image: `registry.example/app:${u}` }] } } } },
               'strategic',
             ),
@@ -179,7 +178,7 @@ try {
         const status = {
           conditions: [{ type: 'Ready', status: c % (2 * PODS) < PODS ? 'True' : 'False', lastTransitionTime: new Date().toISOString() }],
         };
-        await admin.patch(Resources.pods, `web-${c % PODS}`, podNs, { status }, 'merge', { subresource: 'status' });
+        await admin.patch(Resources.pods, { name: `web-${c % PODS}`, namespace: podNs, subresource: 'status' }, { status }, 'merge');
       }
       // Each status update is one watch event: the forwarder has seen them all once it counted that many.
       for (const deadline = Date.now() + 120_000; seen() - seenBefore < STATUS_CHANGES;) {

@@ -18,7 +18,7 @@ export async function ownedHistory(
   namespace: string,
 ): Promise<{ parent: KubeObject; revisions: ControllerRevision[]; kind: string }> {
   const { resource, name } = await resolveResourceArg(kube, arg);
-  const parent = await kube.get(resource, name, resource.namespaced ? namespace : undefined);
+  const parent = await kube.get(resource, { name, namespace: resource.namespaced ? namespace : undefined });
   const listed = await kube.list<ControllerRevision>(Resources.controllerRevisions, {
     namespace: parent.metadata.namespace,
     labelSelector: labelSelectorString(parentLabels(parent)),
@@ -145,7 +145,7 @@ export async function rollbackCommand(
   }
   const unchanged = holds(target);
   const patch = unchanged ? [] : rollbackPatch(target.data as Json | undefined, parent as unknown as JsonObject);
-  if (!unchanged && !opts.dryRun) await kube.patch(resource, name, parent.metadata.namespace, patch, 'json');
+  if (!unchanged && !opts.dryRun) await kube.patch(resource, { name, namespace: parent.metadata.namespace }, patch, 'json');
   if (opts.output)
     return render(opts.output, {
       kind,

@@ -73,7 +73,7 @@ export class ConfigMapCheckpoint implements CheckpointStore {
   }
 
   async load(): Promise<string | undefined> {
-    const head = await this.kube.find<ConfigMap>(configMaps, this.name, this.namespace);
+    const head = await this.kube.find<ConfigMap>(configMaps, { name: this.name, namespace: this.namespace });
     this.resourceVersion = head?.metadata.resourceVersion;
     if (!head) return undefined;
     const annotations = head.metadata.annotations ?? {};
@@ -88,7 +88,7 @@ export class ConfigMapCheckpoint implements CheckpointStore {
       const generation = annotations[GENERATION] ?? '';
       const chunks: Buffer[] = [];
       for (let i = 0; i < parts; i += 1) {
-        const part = await this.kube.get<ConfigMap>(configMaps, this.partName(generation, i), this.namespace);
+        const part = await this.kube.get<ConfigMap>(configMaps, { name: this.partName(generation, i), namespace: this.namespace });
         chunks.push(Buffer.from(part.binaryData?.[KEY] ?? '', 'base64'));
       }
       zipped = Buffer.concat(chunks);
@@ -134,7 +134,7 @@ export class ConfigMapCheckpoint implements CheckpointStore {
       if (!isKubeError(err, 'Conflict') && !isKubeError(err, 'AlreadyExists') && !isKubeError(err, 'NotFound')) throw err;
       // Someone else wrote it since this process read it (a previous leader finishing its last write, or a hand
       // edit): the leader's index is the one to keep, so it writes again over what is there now.
-      const current = await this.kube.find<ConfigMap>(configMaps, this.name, this.namespace);
+      const current = await this.kube.find<ConfigMap>(configMaps, { name: this.name, namespace: this.namespace });
       this.log('checkpoint changed by another writer; overwriting it', { configMap: this.name });
       const again = { ...head, metadata: { ...head.metadata, resourceVersion: current?.metadata.resourceVersion } };
       return current
@@ -147,7 +147,7 @@ export class ConfigMapCheckpoint implements CheckpointStore {
     const parts = await this.kube.list(configMaps, { namespace: this.namespace, labelSelector: `${OF}=${this.name}` });
     for (const part of parts.items) {
       if (keep && part.metadata.name?.startsWith(`${this.name}-${keep}-`)) continue;
-      await this.kube.delete(configMaps, part.metadata.name!, this.namespace).catch((err: unknown) => {
+      await this.kube.delete(configMaps, { name: part.metadata.name!, namespace: this.namespace }).catch((err: unknown) => {
         if (!isKubeError(err, 'NotFound')) throw err;
       });
     }

@@ -83,7 +83,7 @@ export class LeaderElector {
     this.leading = false;
     for (let tries = 1; ; tries += 1) {
       try {
-        const lease = await this.opts.kube.get<Lease>(Resources.leases, this.opts.name, this.opts.namespace);
+        const lease = await this.opts.kube.get<Lease>(Resources.leases, { name: this.opts.name, namespace: this.opts.namespace });
         if (lease.spec?.holderIdentity !== this.opts.identity) return;
         const now = microTime(this.opts.now());
         // As client-go releases: no holder, a one-second duration.
@@ -139,7 +139,7 @@ export class LeaderElector {
     const { kube, namespace, name, identity } = this.opts;
     const now = this.opts.now();
     const durationSeconds = Math.max(1, Math.round(this.opts.leaseDurationMs / 1000));
-    const lease = await kube.find<Lease>(Resources.leases, name, namespace);
+    const lease = await kube.find<Lease>(Resources.leases, { name, namespace });
     if (!lease) {
       try {
         await kube.create<Lease>(Resources.leases, {

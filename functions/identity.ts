@@ -51,7 +51,7 @@ export async function refusedNeeds(
   const who = `ServiceAccount ${account.namespace}/${account.name}`;
   const notAllowed = () => new IdentityProblem('ServiceAccountNotAllowed', `a cluster admin has not allowed Outrigger to act as ${who}`);
   try {
-    await kube.get(Resources.serviceAccounts, account.name, account.namespace);
+    await kube.get(Resources.serviceAccounts, { name: account.name, namespace: account.namespace });
   } catch (err) {
     if (isKubeError(err, 'NotFound')) throw new IdentityProblem('ServiceAccountNotFound', `${who} does not exist`);
     if (isKubeError(err, 'Forbidden')) throw notAllowed();

@@ -43,11 +43,10 @@ export const FORWARDER_LEASE = { namespace: 'outrigger-system', name: 'outrigger
  */
 export async function forwarderSilence(kube: KubeClient, now = new Date()): Promise<number | undefined> {
   try {
-    const lease = await kube.get<KubeObject & { spec?: { renewTime?: string } }>(
-      Resources.leases,
-      FORWARDER_LEASE.name,
-      FORWARDER_LEASE.namespace,
-    );
+    const lease = await kube.get<KubeObject & { spec?: { renewTime?: string } }>(Resources.leases, {
+      name: FORWARDER_LEASE.name,
+      namespace: FORWARDER_LEASE.namespace,
+    });
     const renewed = Date.parse(lease.spec?.renewTime ?? '');
     return Number.isNaN(renewed) ? undefined : Math.max(0, Math.round((now.getTime() - renewed) / 1000));
   } catch (err) {

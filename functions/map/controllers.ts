@@ -205,11 +205,9 @@ export async function writeReadiness(kube: KubeClient, set: MapControllerSet, no
       await kube
         .patch(
           mapControllers,
-          name,
-          undefined,
+          { name, subresource: 'status' },
           { metadata: { resourceVersion: o.metadata.resourceVersion }, status: { observedGeneration: o.metadata.generation, conditions } },
           'merge',
-          { subresource: 'status' },
         )
         .catch((err: unknown) => {
           // A newer MapController came in since the list: its own change writes its status.

@@ -134,7 +134,7 @@ export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: S
     recreated: 0,
     released: 0,
   };
-  const found = await ctx.kube.find(mc.parent, key.name, mc.parent.namespaced ? key.namespace : undefined);
+  const found = await ctx.kube.find(mc.parent, { name: key.name, namespace: mc.parent.namespaced ? key.namespace : undefined });
   if (!found || found.metadata.uid !== key.uid) return { ...result, skipped: 'parent gone' };
   // Listed and fetched objects carry no apiVersion or kind in some clients; hooks and ControllerRefs need both.
   let parent: KubeObject = { ...found, apiVersion: apiVersionOf(mc.parent), kind: mc.parent.kind };
@@ -426,8 +426,7 @@ async function apply(
     const body = { ...desired, metadata: { ...desired.metadata, resourceVersion: current.metadata.resourceVersion } };
     const written = await ctx.kube.patch(
       k,
-      desired.metadata.name ?? '',
-      k.namespaced ? desired.metadata.namespace : undefined,
+      { name: desired.metadata.name ?? '', namespace: k.namespaced ? desired.metadata.namespace : undefined },
       body,
       'apply',
       { force: true },
@@ -439,9 +438,13 @@ async function apply(
   for (const o of changes.delete) {
     const k = kindOf(o);
     try {
-      await ctx.kube.delete(k, o.metadata.name ?? '', k.namespaced ? o.metadata.namespace : undefined, {
-        preconditions: { uid: o.metadata.uid! },
-      });
+      await ctx.kube.delete(
+        k,
+        { name: o.metadata.name ?? '', namespace: k.namespaced ? o.metadata.namespace : undefined },
+        {
+          preconditions: { uid: o.metadata.uid! },
+        },
+      );
     } catch (err) {
       if (!isKubeError(err, 'NotFound') && !isKubeError(err, 'Conflict')) throw err;
     }
@@ -466,9 +469,13 @@ async function recreate(
   const ns = k.namespaced ? observed.metadata.namespace : undefined;
   if (!isBeingDeleted(observed)) {
     try {
-      await ctx.kube.delete(k, observed.metadata.name ?? '', ns, {
-        preconditions: { uid: observed.metadata.uid!, resourceVersion: observed.metadata.resourceVersion! },
-      });
+      await ctx.kube.delete(
+        k,
+        { name: observed.metadata.name ?? '', namespace: ns },
+        {
+          preconditions: { uid: observed.metadata.uid!, resourceVersion: observed.metadata.resourceVersion! },
+        },
+      );
     } catch (err) {
       if (!isKubeError(err, 'NotFound')) throw err;
     }
@@ -518,15 +525,14 @@ async function writeFinalizer(ctx: MapContext, mc: ResolvedMapController, parent
     try {
       const written = await ctx.kube.patch(
         mc.parent,
-        current.metadata.name ?? '',
-        ns,
+        { name: current.metadata.name ?? '', namespace: ns },
         { metadata: { resourceVersion: current.metadata.resourceVersion, finalizers: finalizers.length ? finalizers : null } },
         'merge',
       );
       return { ...written, apiVersion: parent.apiVersion, kind: parent.kind };
     } catch (err) {
       if (!isKubeError(err, 'Conflict') || attempt >= 4) throw err;
-      const fresh = await ctx.kube.find(mc.parent, current.metadata.name ?? '', ns);
+      const fresh = await ctx.kube.find(mc.parent, { name: current.metadata.name ?? '', namespace: ns });
       // Gone, or another object of that name: nothing to add or remove any more.
       if (!fresh || fresh.metadata.uid !== parent.metadata.uid) return current;
       current = { ...fresh, apiVersion: parent.apiVersion, kind: parent.kind };
@@ -559,8 +565,7 @@ async function release(
   try {
     await ctx.kube.patch(
       k,
-      o.metadata.name ?? '',
-      k.namespaced ? o.metadata.namespace : undefined,
+      { name: o.metadata.name ?? '', namespace: k.namespaced ? o.metadata.namespace : undefined },
       releasePatch(o, parent.metadata.uid ?? ''),
       'merge',
     );
@@ -577,8 +582,7 @@ async function toApplied(ctx: MapContext, k: ResolvedResource, o: KubeObject, de
   // Only managedFields change: no field changes owner to this patch's own update.
   return ctx.kube.patch(
     k,
-    o.metadata.name ?? '',
-    k.namespaced ? o.metadata.namespace : undefined,
+    { name: o.metadata.name ?? '', namespace: k.namespaced ? o.metadata.namespace : undefined },
     { metadata: { resourceVersion: o.metadata.resourceVersion, managedFields } },
     'merge',
   );
@@ -661,15 +665,14 @@ async function writeStatus(
   const name = parent.metadata.name ?? '';
   const ns = mc.parent.namespaced ? parent.metadata.namespace : undefined;
   if (mc.parentStatus) {
-    await ctx.kube.patch(mc.parent, name, ns, { status: statusPatch(current, next) }, 'merge', { subresource: 'status' });
+    await ctx.kube.patch(mc.parent, { name, namespace: ns, subresource: 'status' }, { status: statusPatch(current, next) }, 'merge');
   } else {
     // Without a status subresource the write itself moves the generation by one: the status names the generation
     // it makes (exact, being conditional on the object read), or the parent would look unsynced for ever.
     const written = { ...next, observedGeneration: (parent.metadata.generation ?? 0) + 1 };
     await ctx.kube.patch(
       mc.parent,
-      name,
-      ns,
+      { name, namespace: ns },
       { metadata: { resourceVersion: parent.metadata.resourceVersion }, status: statusPatch(current, written) },
       'merge',
     );

@@ -21,12 +21,12 @@ const holder = `storage-${randomUUID()}`;
 // on each of its own progress writes.
 export const handler = syncFunction('storage', async ({ key, causes }, { env, logger }) => {
   const ctx = storageContext(env, key.cluster, holder, (level, m, f) => logger[level](m, f ?? {}));
-  const svm = await ctx.kube.find<StorageVersionMigration>(migrationResource(ctx), key.name);
+  const svm = await ctx.kube.find<StorageVersionMigration>(migrationResource(ctx), { name: key.name });
   if (!svm || svm.metadata.uid !== key.uid) return;
   // A cluster limited to some API groups leaves the others' migrations alone.
   const groups = env.clusters.config(key.cluster).storage?.groups;
   if (groups && !groups.includes(svm.spec.resource.group ?? '')) return;
-  const state = await ctx.kube.find<StorageState>(storageStates, stateNameOfMigration(svm));
+  const state = await ctx.kube.find<StorageState>(storageStates, { name: stateNameOfMigration(svm) });
   const result = await lead(ctx, { states: state ? [state] : [] });
   logger.info('storage leader step', { migration: key.name, ...result });
   if (ctx.mode === 'outrigger' && isOutriggers(svm) && !isTerminal(phaseOf(svm)) && !progressOf(svm))

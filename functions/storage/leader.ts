@@ -203,7 +203,7 @@ async function leadOne(
     // The epoch is read before the state, so a hash change racing with this step carries a newer epoch.
     epoch = await ctx.state.records.counter(epochKey(ctx.cluster, state.metadata.name ?? ''));
     result.epochReads += 1;
-    state = await ctx.kube.get<StorageState>(storageStates, state.metadata.name ?? '');
+    state = await ctx.kube.get<StorageState>(storageStates, { name: state.metadata.name ?? '' });
   }
   const views = migrations.map((m) => viewOf(m, state));
   const decision = decide({
@@ -287,11 +287,9 @@ async function act(
     try {
       await ctx.kube.patch(
         storageStates,
-        name,
-        undefined,
+        { name, subresource: 'status' },
         { metadata: { resourceVersion: state.metadata.resourceVersion }, status: { persistedStorageVersionHashes: [d.hash] } },
         'merge',
-        { subresource: 'status' },
       );
       result.narrowed.push(name);
     } catch (err) {
@@ -316,7 +314,7 @@ async function resumeStranded(ctx: StorageContext, listed: readonly StorageVersi
 
 async function deleteMigration(ctx: StorageContext, m: MigrationView): Promise<void> {
   try {
-    await ctx.kube.delete(migrationResource(ctx), m.name, undefined, { preconditions: { uid: m.uid } });
+    await ctx.kube.delete(migrationResource(ctx), { name: m.name }, { preconditions: { uid: m.uid } });
   } catch (err) {
     if (!isKubeError(err, 'NotFound') && !isKubeError(err, 'Conflict')) throw err;
   }

@@ -66,7 +66,7 @@ export async function runMigration(
   opts: { shouldPause?: () => boolean; chunk?: number } = {},
 ): Promise<MigrateResult> {
   const result: MigrateResult = { migration: name, outcome: 'gone', chunks: 0, rewritten: 0, conflicts: 0, notFound: 0, expiredTokens: 0 };
-  let svm = await ctx.kube.find<StorageVersionMigration>(migrations, name);
+  let svm = await ctx.kube.find<StorageVersionMigration>(migrations, { name });
   if (!svm) return result;
   if (!isOutriggers(svm)) return { ...result, outcome: 'not-ours' };
   if (isTerminal(phaseOf(svm))) return { ...result, outcome: 'finished-before' };
@@ -80,7 +80,7 @@ export async function runMigration(
     let progress = progressOf(svm);
     if (!progress || phaseOf(svm) === 'Pending') {
       if (!progress) {
-        const crd = crdName ? await ctx.kube.find<CRD>(Resources.customResourceDefinitions, crdName) : undefined;
+        const crd = crdName ? await ctx.kube.find<CRD>(Resources.customResourceDefinitions, { name: crdName }) : undefined;
         const storageVersion = crd?.spec.versions.find((v) => v.storage)?.name;
         progress = startProgress(
           ctx.now(),
@@ -94,9 +94,12 @@ export async function runMigration(
         'MigrationStarted',
         `rewriting ${resource}${group ? `.${group}` : ''} through ${version}`,
       );
-      svm = await ctx.kube.patch<StorageVersionMigration>(migrations, name, undefined, { status: { conditions, progress } }, 'merge', {
-        subresource: 'status',
-      });
+      svm = await ctx.kube.patch<StorageVersionMigration>(
+        migrations,
+        { name, subresource: 'status' },
+        { status: { conditions, progress } },
+        'merge',
+      );
       // A migration.k8s.io CRD without status.progress in its schema (kube-storage-version-migrator's) prunes it:
       // every invocation would start over, and a large resource would never finish.
       if (!progressOf(svm))
@@ -148,7 +151,9 @@ export async function runMigration(
             try {
               // Transient answers are retried by the client (honouring Retry-After); one still failing fails
               // the invocation, and the next resumes at this chunk.
-              await ctx.kube.patch(target, objectName, namespace, { metadata: { resourceVersion } }, 'merge', { metadataOnly: true });
+              await ctx.kube.patch(target, { name: objectName, namespace }, { metadata: { resourceVersion } }, 'merge', {
+                metadataOnly: true,
+              });
               chunk.rewritten += 1;
             } catch (err) {
               if (isKubeError(err, 'Conflict')) chunk.conflicts += 1;
@@ -190,7 +195,7 @@ export async function runMigration(
 }
 
 async function saveProgress(ctx: MigratorContext, name: string, progress: MigrationProgress): Promise<MigrationProgress> {
-  await ctx.kube.patch(migrations, name, undefined, { status: { progress } }, 'merge', { subresource: 'status', metadataOnly: true });
+  await ctx.kube.patch(migrations, { name, subresource: 'status' }, { status: { progress } }, 'merge', { metadataOnly: true });
   return progress;
 }
 
@@ -201,7 +206,7 @@ async function narrowStoredVersions(
   progress: MigrationProgress,
 ): Promise<{ storedVersions: string[] } | { reason: string }> {
   for (;;) {
-    const crd = await kube.find<CRD>(Resources.customResourceDefinitions, name);
+    const crd = await kube.find<CRD>(Resources.customResourceDefinitions, { name });
     if (!crd) return { reason: 'the CRD is gone' };
     const storage = crd.spec.versions.find((v) => v.storage)?.name;
     const verdict = storedVersionsVerdict(progress, { storageVersion: storage, generation: crd.metadata.generation });
@@ -210,11 +215,10 @@ async function narrowStoredVersions(
     try {
       await kube.patch(
         Resources.customResourceDefinitions,
-        name,
-        undefined,
+        { name, subresource: 'status' },
         { metadata: { resourceVersion: crd.metadata.resourceVersion }, status: { storedVersions: [storage] } },
         'merge',
-        { subresource: 'status', metadataOnly: true },
+        { metadataOnly: true },
       );
       return { storedVersions: [storage!] };
     } catch (err) {
@@ -232,8 +236,7 @@ async function finish(
   message: string,
 ): Promise<MigrateResult> {
   const conditions = conditionsFor(svm.status?.conditions, phase, ctx.now(), reason, message);
-  await ctx.kube.patch(migrations, svm.metadata.name ?? '', undefined, { status: { conditions } }, 'merge', {
-    subresource: 'status',
+  await ctx.kube.patch(migrations, { name: svm.metadata.name ?? '', subresource: 'status' }, { status: { conditions } }, 'merge', {
     metadataOnly: true,
   });
   ctx.log?.('info', `migration ${phase.toLowerCase()}`, { migration: svm.metadata.name, detail: message });

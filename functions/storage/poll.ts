@@ -74,7 +74,7 @@ export async function pollReporter(
     ctx.kube.listAll<StorageState>(storageStates),
     readLastPolls(ctx, reporter.id),
   ]);
-  const existing = new Map(listed.map((s) => [s.metadata.name ?? '', s]));
+  const existing = new Map<string, StorageState>(listed.map((s) => [s.metadata.name ?? '', s]));
   const missed = Object.entries(lastPolls)
     .map(([id, t]) => [id, missedPolls(t, now, ctx.periodMs)] as const)
     .filter(([, n]) => n > 0);
@@ -196,9 +196,13 @@ async function reportResource(
     try {
       if (current && isStale(current.status, now, ctx.periodMs, lastPolls)) {
         // Nobody has heartbeated for a period: changes may have been missed (the start-up check).
-        await ctx.kube.delete(storageStates, name, undefined, {
-          preconditions: { uid: current.metadata.uid!, resourceVersion: current.metadata.resourceVersion! },
-        });
+        await ctx.kube.delete(
+          storageStates,
+          { name },
+          {
+            preconditions: { uid: current.metadata.uid!, resourceVersion: current.metadata.resourceVersion! },
+          },
+        );
         result.reset += 1;
         current = undefined;
       }
@@ -215,11 +219,9 @@ async function reportResource(
       if (next.change === 'heartbeat' && attempt === 1) {
         const written = await ctx.kube.patch<StorageState>(
           storageStates,
-          name,
-          undefined,
+          { name, subresource: 'status' },
           heartbeatPatch(current, { reporter, hash: r.storageVersionHash, now }),
           'json',
-          { subresource: 'status' },
         );
         result.heartbeats += 1;
         return written;
@@ -227,11 +229,9 @@ async function reportResource(
       if (next.change !== 'heartbeat') await ctx.state.records.increment(epochKey(ctx.cluster, name));
       const written = await ctx.kube.patch<StorageState>(
         storageStates,
-        name,
-        undefined,
+        { name, subresource: 'status' },
         { metadata: { resourceVersion: current.metadata.resourceVersion }, status: next.status },
         'merge',
-        { subresource: 'status' },
       );
       if (next.change === 'created') result.created += 1;
       else if (next.change === 'hash') result.changed += 1;
@@ -247,7 +247,7 @@ async function reportResource(
       if (!raced || attempt >= CAS_ATTEMPTS) throw err;
       // Another reporter wrote first (or the state was recreated): read it again and redo the step.
       result.conflicts += 1;
-      current = await ctx.kube.find<StorageState>(storageStates, name);
+      current = await ctx.kube.find<StorageState>(storageStates, { name });
     }
   }
 }

@@ -15,7 +15,7 @@ export async function applyObject(client: KubeClient, obj: KubeObject): Promise<
   }
   const r = await resolveKind(client, obj.apiVersion, obj.kind);
   const namespace = r.namespaced ? (obj.metadata.namespace ?? 'default') : undefined;
-  return client.patch(r, obj.metadata.name, namespace, obj, 'apply', { force: true });
+  return client.patch(r, { name: obj.metadata.name, namespace }, obj, 'apply', { force: true });
 }
 
 /**
@@ -39,7 +39,7 @@ export async function applyManifests(client: KubeClient, yamlText: string, opts:
 async function waitEstablished(client: KubeClient, name: string, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const crd = await client.get(Resources.customResourceDefinitions, name);
+    const crd = await client.get(Resources.customResourceDefinitions, { name });
     const conditions = (crd.status as { conditions?: Array<{ type: string; status: string }> } | undefined)?.conditions ?? [];
     if (conditions.some((c) => c.type === 'Established' && c.status === 'True')) return;
     if (Date.now() > deadline) throw new Error(`CustomResourceDefinition ${name} was not Established within ${timeoutMs} ms`);

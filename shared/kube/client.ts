@@ -6,6 +6,18 @@ import { Agent as HttpAgent, request as httpRequest, type ClientRequest, type In
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import type { ConnectionOptions } from 'node:tls';
 import pRetry, { AbortError } from 'p-retry';
+import type {
+  CreateOptions,
+  DeleteOptions,
+  KubeApi,
+  ListOptions,
+  ObjectRef,
+  PatchOptions,
+  PatchType,
+  Stored,
+  WatchEvent,
+  WatchOptions,
+} from './api.ts';
 import { KubeError, kubeErrorFromFailure, kubeErrorFromResponse } from './errors.ts';
 import { resourcePath, type GVR, type KubeList, type KubeObject } from './resource.ts';
 
@@ -56,36 +68,12 @@ export interface KubeClientOptions {
   server?: string;
 }
 
-export interface ListOptions {
-  namespace?: string | undefined;
-  labelSelector?: string | undefined;
-  fieldSelector?: string | undefined;
-  limit?: number | undefined;
-  continue?: string | undefined;
-  resourceVersion?: string | undefined;
-  /** With `resourceVersion`: NotOlderThan is served from the watch cache as soon as it has seen that version. */
-  resourceVersionMatch?: 'NotOlderThan' | 'Exact' | undefined;
-}
-
-export type PatchType = 'merge' | 'json' | 'strategic' | 'apply';
-
 const patchContentType: Record<PatchType, string> = {
   merge: 'application/merge-patch+json',
   json: 'application/json-patch+json',
   strategic: 'application/strategic-merge-patch+json',
   apply: 'application/apply-patch+yaml',
 };
-
-export interface DeleteOptions {
-  /** Refuse to delete unless the object still has this uid (and resourceVersion, when given). */
-  preconditions?: { uid?: string; resourceVersion?: string };
-  propagationPolicy?: 'Foreground' | 'Background' | 'Orphan';
-}
-
-export interface WatchEvent<T extends KubeObject = KubeObject> {
-  type: 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR';
-  object: T;
-}
 
 /** Counts requests by verb, so benchmarks and tests can state what an operation cost. */
 export class RequestStats {
@@ -160,7 +148,7 @@ export function serviceAccountUser(namespace: string, name: string): Impersonati
   return { user: `system:serviceaccount:${namespace}:${name}` };
 }
 
-export class KubeClient {
+export class KubeClient implements KubeApi {
   readonly stats = new RequestStats();
   readonly fieldManager: string;
   private readonly retry: RetryOptions;
@@ -221,29 +209,36 @@ export class KubeClient {
     return this.connection;
   }
 
-  async get<T extends KubeObject = KubeObject>(r: GVR, name: string, namespace?: string): Promise<T> {
-    return this.request<T>('GET', resourcePath(r, { namespace, name }), { verb: 'get' });
+  get<T extends KubeObject = KubeObject>(r: GVR, ref: ObjectRef): Promise<Stored<T>>;
+  /** @deprecated positional addressing, until every caller names its object */
+  get<T extends KubeObject = KubeObject>(r: GVR, name: string, namespace?: string): Promise<Stored<T>>;
+  async get<T extends KubeObject = KubeObject>(r: GVR, ref: ObjectRef | string, namespace?: string): Promise<Stored<T>> {
+    const { name, namespace: ns, subresource } = refOf(ref, namespace);
+    return this.request<Stored<T>>('GET', resourcePath(r, { namespace: ns, name, subresource }), { verb: 'get' });
   }
 
   /** `get`, with "not there" as undefined rather than an error. */
-  async find<T extends KubeObject = KubeObject>(r: GVR, name: string, namespace?: string): Promise<T | undefined> {
+  find<T extends KubeObject = KubeObject>(r: GVR, ref: ObjectRef): Promise<Stored<T> | undefined>;
+  /** @deprecated positional addressing, until every caller names its object */
+  find<T extends KubeObject = KubeObject>(r: GVR, name: string, namespace?: string): Promise<Stored<T> | undefined>;
+  async find<T extends KubeObject = KubeObject>(r: GVR, ref: ObjectRef | string, namespace?: string): Promise<Stored<T> | undefined> {
     try {
-      return await this.get<T>(r, name, namespace);
+      return await this.get<T>(r, refOf(ref, namespace));
     } catch (err) {
       if (err instanceof KubeError && err.kind === 'NotFound') return undefined;
       throw err;
     }
   }
 
-  async list<T extends KubeObject = KubeObject>(r: GVR, opts: ListOptions = {}): Promise<KubeList<T>> {
+  async list<T extends KubeObject = KubeObject>(r: GVR, opts: ListOptions = {}): Promise<KubeList<Stored<T>>> {
     const { namespace, ...query } = opts;
-    return this.request<KubeList<T>>('GET', resourcePath(r, { namespace }), { verb: 'list', query });
+    return this.request<KubeList<Stored<T>>>('GET', resourcePath(r, { namespace }), { verb: 'list', query });
   }
 
   /** `list`, answered with each object's metadata only (a PartialObjectMetadataList): no object body is read. */
-  async listMetadata(r: GVR, opts: ListOptions = {}): Promise<KubeList> {
+  async listMetadata(r: GVR, opts: ListOptions = {}): Promise<KubeList<Stored>> {
     const { namespace, ...query } = opts;
-    const list = await this.request<KubeList>('GET', resourcePath(r, { namespace }), {
+    const list = await this.request<KubeList<Stored>>('GET', resourcePath(r, { namespace }), {
       verb: 'list/metadata',
       query,
       accept: METADATA_LIST,
@@ -253,8 +248,8 @@ export class KubeClient {
   }
 
   /** Every page of a list, `limit` objects per request. */
-  async listAll<T extends KubeObject = KubeObject>(r: GVR, opts: ListOptions = {}): Promise<T[]> {
-    const items: T[] = [];
+  async listAll<T extends KubeObject = KubeObject>(r: GVR, opts: ListOptions = {}): Promise<Array<Stored<T>>> {
+    const items: Array<Stored<T>> = [];
     let cont: string | undefined;
     do {
       const page = await this.list<T>(r, { limit: 500, ...opts, continue: cont });
@@ -264,14 +259,18 @@ export class KubeClient {
     return items;
   }
 
-  /** POST. `encode` writes the body when its bytes matter (a ControllerRevision's: shared/json.ts says why). */
+  /** POST, into `opts.namespace` or else the object's own. */
+  create<T extends KubeObject = KubeObject>(r: GVR, obj: T, opts?: CreateOptions): Promise<Stored<T>>;
+  /** @deprecated positional addressing, until every caller names its object */
+  create<T extends KubeObject = KubeObject>(r: GVR, obj: T, namespace: string | undefined, opts?: CreateOptions): Promise<Stored<T>>;
   async create<T extends KubeObject = KubeObject>(
     r: GVR,
     obj: T,
-    namespace?: string,
-    opts: { encode?: (body: unknown) => string } = {},
-  ): Promise<T> {
-    return this.request<T>('POST', resourcePath(r, { namespace: namespace ?? obj.metadata.namespace }), {
+    nsOrOpts?: CreateOptions | string,
+    positional: CreateOptions = {},
+  ): Promise<Stored<T>> {
+    const opts: CreateOptions = typeof nsOrOpts === 'object' ? nsOrOpts : { ...positional, namespace: nsOrOpts };
+    return this.request<Stored<T>>('POST', resourcePath(r, { namespace: opts.namespace ?? obj.metadata.namespace }), {
       verb: 'create',
       body: obj,
       encode: opts.encode,
@@ -280,27 +279,47 @@ export class KubeClient {
   }
 
   /** PUT: fails with Conflict when `obj.metadata.resourceVersion` is stale, which is the point. */
-  async replace<T extends KubeObject = KubeObject>(r: GVR, obj: T, opts: { subresource?: string } = {}): Promise<T> {
+  async replace<T extends KubeObject = KubeObject>(r: GVR, obj: T, opts: { subresource?: string } = {}): Promise<Stored<T>> {
     const name = obj.metadata.name;
     if (!name) throw new KubeError('Invalid', `replace ${r.resource}: the object has no metadata.name`);
-    return this.request<T>('PUT', resourcePath(r, { namespace: obj.metadata.namespace, name, subresource: opts.subresource }), {
+    return this.request<Stored<T>>('PUT', resourcePath(r, { namespace: obj.metadata.namespace, name, subresource: opts.subresource }), {
       verb: opts.subresource ? `update/${opts.subresource}` : 'update',
       body: obj,
       query: { fieldManager: this.fieldManager },
     });
   }
 
-  async patch<T extends KubeObject = KubeObject>(
+  patch<T extends KubeObject = KubeObject>(
+    r: GVR,
+    ref: ObjectRef,
+    patch: unknown,
+    type: PatchType,
+    opts?: PatchOptions,
+  ): Promise<Stored<T>>;
+  /** @deprecated positional addressing, until every caller names its object */
+  patch<T extends KubeObject = KubeObject>(
     r: GVR,
     name: string,
     namespace: string | undefined,
     patch: unknown,
     type: PatchType,
-    opts: { subresource?: string; force?: boolean; metadataOnly?: boolean } = {},
-  ): Promise<T> {
+    opts?: PatchOptions & { subresource?: string },
+  ): Promise<Stored<T>>;
+  async patch<T extends KubeObject = KubeObject>(r: GVR, ...args: unknown[]): Promise<Stored<T>> {
+    // The positional form, until every caller names its object: (name, namespace, patch, type, opts).
+    const [ref, patch, type, opts = {}] = (
+      typeof args[0] === 'string'
+        ? [
+            { name: args[0], namespace: args[1], subresource: (args[4] as { subresource?: string } | undefined)?.subresource },
+            args[2],
+            args[3],
+            args[4],
+          ]
+        : args
+    ) as [ObjectRef, unknown, PatchType, PatchOptions | undefined];
     const query: Record<string, string | boolean> = { fieldManager: this.fieldManager };
     if (type === 'apply' && opts.force) query.force = true;
-    return this.request<T>('PATCH', resourcePath(r, { namespace, name, subresource: opts.subresource }), {
+    return this.request<Stored<T>>('PATCH', resourcePath(r, ref), {
       verb: `patch/${type}`,
       body: patch,
       contentType: patchContentType[type],
@@ -310,7 +329,12 @@ export class KubeClient {
     });
   }
 
-  async delete(r: GVR, name: string, namespace?: string, opts: DeleteOptions = {}): Promise<void> {
+  delete(r: GVR, ref: ObjectRef, opts?: DeleteOptions): Promise<void>;
+  /** @deprecated positional addressing, until every caller names its object */
+  delete(r: GVR, name: string, namespace?: string, opts?: DeleteOptions): Promise<void>;
+  async delete(r: GVR, ref: ObjectRef | string, nsOrOpts?: DeleteOptions | string, positional: DeleteOptions = {}): Promise<void> {
+    const { name, namespace } = refOf(ref, typeof nsOrOpts === 'string' ? nsOrOpts : undefined);
+    const opts = typeof ref === 'string' ? positional : ((nsOrOpts as DeleteOptions | undefined) ?? {});
     const body: Record<string, unknown> = { apiVersion: 'v1', kind: 'DeleteOptions' };
     if (opts.preconditions) body.preconditions = opts.preconditions;
     if (opts.propagationPolicy) body.propagationPolicy = opts.propagationPolicy;
@@ -329,7 +353,7 @@ export class KubeClient {
    */
   async watch<T extends KubeObject = KubeObject>(
     r: GVR,
-    opts: ListOptions & { allowWatchBookmarks?: boolean; timeoutSeconds?: number; metadataOnly?: boolean },
+    opts: WatchOptions,
     onEvent: (event: WatchEvent<T>) => void | Promise<void>,
     signal?: AbortSignal,
   ): Promise<void> {
@@ -519,6 +543,11 @@ function readBody(res: IncomingMessage, signal: AbortSignal | undefined): Promis
       reject(signal?.aborted ? signal.reason : Object.assign(new Error('the response ended early'), { code: 'ECONNRESET' })),
     );
   });
+}
+
+/** The positional form's name and namespace as an ObjectRef, until every caller names its object. */
+function refOf(ref: ObjectRef | string, namespace: string | undefined): ObjectRef {
+  return typeof ref === 'string' ? { name: ref, namespace } : ref;
 }
 
 function transportFor(server: string, endpoint: KubeEndpoint): Transport {

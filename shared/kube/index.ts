@@ -9,11 +9,20 @@ export {
   type KubeEndpoint,
   type TlsSettings,
   type KubeClientOptions,
-  type ListOptions,
-  type PatchType,
-  type WatchEvent,
-  type DeleteOptions,
 } from './client.ts';
+export type {
+  KubeApi,
+  ObjectRef,
+  Stored,
+  StoredMeta,
+  CreateOptions,
+  PatchOptions,
+  WatchOptions,
+  ListOptions,
+  PatchType,
+  WatchEvent,
+  DeleteOptions,
+} from './api.ts';
 export { connect, type ClusterAccess } from './config.ts';
 export { KubeError, isKubeError, kubeErrorFromResponse, type KubeErrorKind } from './errors.ts';
 export { eksToken, eksTokenSource, stsHostname, EKS_TOKEN_PREFIX } from './eks-token.ts';

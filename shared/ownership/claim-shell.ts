@@ -79,7 +79,7 @@ export async function claim<T extends KubeObject>(
 async function recheckParent(ctx: ClaimContext, parent: ParentIdentity): Promise<string | undefined> {
   const { name, namespace, uid } = parent.metadata;
   try {
-    const fresh = await ctx.kube.get(ctx.parentResource, name ?? '', namespace);
+    const fresh = await ctx.kube.get(ctx.parentResource, { name: name ?? '', namespace });
     if (fresh.metadata.uid !== uid)
       return `${parent.kind} ${namespace ? `${namespace}/` : ''}${name} was replaced (uid ${fresh.metadata.uid}, not ${uid})`;
     if (isBeingDeleted(fresh)) return `${parent.kind} ${namespace ? `${namespace}/` : ''}${name} is being deleted`;
@@ -112,7 +112,12 @@ async function settle(
     const ownerReferences = action === 'adopt' ? [...refs, ref] : refs.filter((r) => r.uid !== parent.metadata.uid);
     const patch = { metadata: { uid: child.metadata.uid, resourceVersion: child.metadata.resourceVersion, ownerReferences } };
     try {
-      const updated = await ctx.kube.patch(ctx.childResource, child.metadata.name ?? '', child.metadata.namespace, patch, 'merge');
+      const updated = await ctx.kube.patch(
+        ctx.childResource,
+        { name: child.metadata.name ?? '', namespace: child.metadata.namespace },
+        patch,
+        'merge',
+      );
       return action === 'adopt' ? { state: 'owned', obj: updated } : { state: 'released' };
     } catch (err) {
       // Gone, or recreated under the same name (uid mismatch), or a second controller ref: nothing to do.
@@ -123,7 +128,7 @@ async function settle(
     // Someone changed the child since it was read: read it again and decide again, by the same rules.
     let fresh: KubeObject;
     try {
-      fresh = await ctx.kube.get(ctx.childResource, child.metadata.name ?? '', child.metadata.namespace);
+      fresh = await ctx.kube.get(ctx.childResource, { name: child.metadata.name ?? '', namespace: child.metadata.namespace });
     } catch (err) {
       if (isKubeError(err, 'NotFound')) return action === 'release' ? { state: 'released' } : { state: 'lost' };
       throw err;

@@ -91,7 +91,7 @@ export class BatchResolver {
     let parent = this.parents.get(id);
     if (!parent) {
       this.stats.gets += 1;
-      parent = this.kube.find(first.resource, step.ref.name, namespace);
+      parent = this.kube.find(first.resource, { name: step.ref.name, namespace });
       this.parents.set(id, parent);
     }
     const found = await parent;

@@ -27,14 +27,14 @@ describe('the real kube-apiserver, as the outrigger identity', () => {
   test('creates a ControllerRevision', async () => {
     const created = await kube.create(Resources.controllerRevisions, revision(ns, 'web-1'));
     expect(created.metadata.uid).toBeTruthy();
-    const read = await kube.get(Resources.controllerRevisions, 'web-1', ns);
+    const read = await kube.get(Resources.controllerRevisions, { name: 'web-1', namespace: ns });
     expect(read.data).toEqual(revision(ns, 'web-1').data);
   });
 
   test("rejects a change to a ControllerRevision's data as Invalid", async () => {
     await kube.create(Resources.controllerRevisions, revision(ns, 'web-2'));
     const change = { data: { spec: { template: { spec: { containers: [{ name: 'c', image: 'nginx:2' }] } } } } };
-    const err = await kube.patch(Resources.controllerRevisions, 'web-2', ns, change, 'merge').catch((e: unknown) => e);
+    const err = await kube.patch(Resources.controllerRevisions, { name: 'web-2', namespace: ns }, change, 'merge').catch((e: unknown) => e);
     expect(err).toBeInstanceOf(KubeError);
     expect((err as KubeError).kind).toBe('Invalid');
     expect((err as KubeError).message).toMatch(/immutable/);
@@ -51,14 +51,17 @@ describe('the real kube-apiserver, as the outrigger identity', () => {
 
   test('answers a stale resourceVersion with Conflict', async () => {
     const created = await kube.create(Resources.controllerRevisions, revision(ns, 'web-4'));
-    await kube.patch(Resources.controllerRevisions, 'web-4', ns, { metadata: { labels: { step: '1' } } }, 'merge');
+    await kube.patch(Resources.controllerRevisions, { name: 'web-4', namespace: ns }, { metadata: { labels: { step: '1' } } }, 'merge');
     const stale = { metadata: { resourceVersion: created.metadata.resourceVersion, labels: { step: '2' } } };
-    const err = await kube.patch(Resources.controllerRevisions, 'web-4', ns, stale, 'merge').catch((e: unknown) => e);
+    const err = await kube.patch(Resources.controllerRevisions, { name: 'web-4', namespace: ns }, stale, 'merge').catch((e: unknown) => e);
     expect((err as KubeError).kind).toBe('Conflict');
   });
 
   test('maps NotFound and AlreadyExists', async () => {
-    await expect(kube.get(Resources.controllerRevisions, 'absent', ns)).rejects.toMatchObject({ kind: 'NotFound', status: 404 });
+    await expect(kube.get(Resources.controllerRevisions, { name: 'absent', namespace: ns })).rejects.toMatchObject({
+      kind: 'NotFound',
+      status: 404,
+    });
     await kube.create(Resources.controllerRevisions, revision(ns, 'web-5'));
     await expect(kube.create(Resources.controllerRevisions, revision(ns, 'web-5'))).rejects.toMatchObject({
       kind: 'AlreadyExists',
@@ -67,7 +70,7 @@ describe('the real kube-apiserver, as the outrigger identity', () => {
   });
 
   test('is held to its RBAC role: no PUT on revisions, no namespaces', async () => {
-    const read = await kube.get(Resources.controllerRevisions, 'web-1', ns);
+    const read = await kube.get(Resources.controllerRevisions, { name: 'web-1', namespace: ns });
     await expect(kube.replace(Resources.controllerRevisions, read)).rejects.toMatchObject({ kind: 'Forbidden' });
     await expect(kube.list(Resources.namespaces)).rejects.toMatchObject({ kind: 'Forbidden' });
   });
@@ -99,7 +102,7 @@ describe('the real kube-apiserver, as the outrigger identity', () => {
       controller.signal,
     );
     await kube.create(Resources.controllerRevisions, revision(ns, 'watched'));
-    await kube.delete(Resources.controllerRevisions, 'watched', ns);
+    await kube.delete(Resources.controllerRevisions, { name: 'watched', namespace: ns });
     await watching;
     expect(seen).toEqual(['ADDED watched', 'DELETED watched']);
   });
@@ -107,9 +110,13 @@ describe('the real kube-apiserver, as the outrigger identity', () => {
   test('deletes with a uid precondition only when the uid matches', async () => {
     const created = await kube.create(Resources.controllerRevisions, revision(ns, 'web-6'));
     await expect(
-      kube.delete(Resources.controllerRevisions, 'web-6', ns, { preconditions: { uid: '00000000-0000-0000-0000-000000000000' } }),
+      kube.delete(
+        Resources.controllerRevisions,
+        { name: 'web-6', namespace: ns },
+        { preconditions: { uid: '00000000-0000-0000-0000-000000000000' } },
+      ),
     ).rejects.toMatchObject({ kind: 'Conflict' });
-    await kube.delete(Resources.controllerRevisions, 'web-6', ns, { preconditions: { uid: created.metadata.uid! } });
-    await expect(kube.get(Resources.controllerRevisions, 'web-6', ns)).rejects.toMatchObject({ kind: 'NotFound' });
+    await kube.delete(Resources.controllerRevisions, { name: 'web-6', namespace: ns }, { preconditions: { uid: created.metadata.uid! } });
+    await expect(kube.get(Resources.controllerRevisions, { name: 'web-6', namespace: ns })).rejects.toMatchObject({ kind: 'NotFound' });
   });
 });

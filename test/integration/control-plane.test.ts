@@ -137,8 +137,7 @@ describe("kube-controller-manager's garbage collector and Outrigger's Controller
     await sync(sts);
     const changed = await admin.patch(
       statefulSets,
-      name,
-      ns,
+      { name, namespace: ns },
       { spec: { template: { spec: { containers: [{ name: 'c', image: 'registry.example/app:2' }] } } } },
       'merge',
     );
@@ -150,20 +149,20 @@ describe("kube-controller-manager's garbage collector and Outrigger's Controller
   test('a cascading delete removes the parent and its revisions', async () => {
     const ns = await namespace('gc');
     await twoRevisions(ns, 'web');
-    await admin.delete(statefulSets, 'web', ns);
+    await admin.delete(statefulSets, { name: 'web', namespace: ns });
     await eventually(async () => (await revisions(ns, 'web')).length === 0, 30_000);
   });
 
   test('--cascade=orphan leaves the revisions without an owner, and a new parent of the same selector adopts them', async () => {
     const ns = await namespace('gc');
     const old = await twoRevisions(ns, 'web');
-    await admin.delete(statefulSets, 'web', ns, { propagationPolicy: 'Orphan' });
+    await admin.delete(statefulSets, { name: 'web', namespace: ns }, { propagationPolicy: 'Orphan' });
     const orphans = await eventually(async () => {
       const revs = await revisions(ns, 'web');
       return revs.length === 2 && revs.every((r) => !controllerOf(r)) ? revs : undefined;
     }, 30_000);
     expect(orphans).toHaveLength(2);
-    await eventually(async () => !(await admin.find(statefulSets, 'web', ns)), 30_000);
+    await eventually(async () => !(await admin.find(statefulSets, { name: 'web', namespace: ns })), 30_000);
 
     const successor = await createSts(ns, 'web', 'registry.example/app:2');
     expect(successor.metadata.uid).not.toBe(old.metadata.uid);
@@ -177,14 +176,24 @@ describe("kube-controller-manager's garbage collector and Outrigger's Controller
     await twoRevisions(ns, 'web');
     const [held] = await revisions(ns, 'web');
     // A finalizer of the test's keeps one revision from going, so the parent must stay until it is released.
-    await admin.patch(Resources.controllerRevisions, held!.metadata.name!, ns, { metadata: { finalizers: ['example.com/hold'] } }, 'merge');
-    await admin.delete(statefulSets, 'web', ns, { propagationPolicy: 'Foreground' });
+    await admin.patch(
+      Resources.controllerRevisions,
+      { name: held!.metadata.name!, namespace: ns },
+      { metadata: { finalizers: ['example.com/hold'] } },
+      'merge',
+    );
+    await admin.delete(statefulSets, { name: 'web', namespace: ns }, { propagationPolicy: 'Foreground' });
     await eventually(async () => (await revisions(ns, 'web')).every((r) => r.metadata.deletionTimestamp), 30_000);
     await new Promise((r) => setTimeout(r, 2_000));
-    const waiting = await admin.find(statefulSets, 'web', ns);
+    const waiting = await admin.find(statefulSets, { name: 'web', namespace: ns });
     expect(waiting?.metadata.finalizers).toContain('foregroundDeletion');
-    await admin.patch(Resources.controllerRevisions, held!.metadata.name!, ns, { metadata: { finalizers: null } }, 'merge');
-    await eventually(async () => !(await admin.find(statefulSets, 'web', ns)), 30_000);
+    await admin.patch(
+      Resources.controllerRevisions,
+      { name: held!.metadata.name!, namespace: ns },
+      { metadata: { finalizers: null } },
+      'merge',
+    );
+    await eventually(async () => !(await admin.find(statefulSets, { name: 'web', namespace: ns })), 30_000);
     expect(await revisions(ns, 'web')).toEqual([]);
   }, 90_000);
 
@@ -196,8 +205,8 @@ describe("kube-controller-manager's garbage collector and Outrigger's Controller
       metadata: { name: 'data', namespace: ns },
       spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } },
     });
-    await admin.delete(pvcs, 'data', ns);
-    await eventually(async () => !(await admin.find(pvcs, 'data', ns)), 30_000);
+    await admin.delete(pvcs, { name: 'data', namespace: ns });
+    await eventually(async () => !(await admin.find(pvcs, { name: 'data', namespace: ns })), 30_000);
   });
 });
 

@@ -198,7 +198,10 @@ describe('the forwarder installed from its kustomize base and generated overlay'
     expect(fwd.log()).not.toMatch(/"resource":"storageversionmigrations\.[^"]+\.migration\.k8s\.io"/);
     expect(await stop(fwd)).toBe(0);
     // A clean stop hands the Lease back.
-    const lease = await adminClient().get<Lease>(Resources.leases, env.OUTRIGGER_LEADER_ELECTION_LEASE!, FORWARDER_NAMESPACE);
+    const lease = await adminClient().get<Lease>(Resources.leases, {
+      name: env.OUTRIGGER_LEADER_ELECTION_LEASE!,
+      namespace: FORWARDER_NAMESPACE,
+    });
     expect(lease.spec?.holderIdentity).toBe('');
   }, 120_000);
 
@@ -241,8 +244,8 @@ describe('the forwarder installed from its kustomize base and generated overlay'
     });
     // The pod is lost (SIGKILL: no last checkpoint, no release), and the objects are deleted while none runs.
     await stop(first, 'SIGKILL');
-    await kube.delete(Resources.controllerRevisions, 'd0', ns);
-    await kube.delete(Resources.controllerRevisions, 'd1', ns);
+    await kube.delete(Resources.controllerRevisions, { name: 'd0', namespace: ns });
+    await kube.delete(Resources.controllerRevisions, { name: 'd1', namespace: ns });
     got.length = 0;
     const t0 = Date.now();
     const second = started(startForwarder({ ...env, OUTRIGGER_POD_NAME: 'pod-b' }));
@@ -303,18 +306,24 @@ describe('the forwarder installed from its kustomize base and generated overlay'
     expect(await stop(b)).toBe(0);
     const releasedMs = Date.now() - stopped;
     // It handed the Lease back (no holder) before it exited, unless the standby took it already.
-    const released = await adminClient().get<Lease>(Resources.leases, env.OUTRIGGER_LEADER_ELECTION_LEASE!, FORWARDER_NAMESPACE);
+    const released = await adminClient().get<Lease>(Resources.leases, {
+      name: env.OUTRIGGER_LEADER_ELECTION_LEASE!,
+      namespace: FORWARDER_NAMESPACE,
+    });
     expect(['', 'pod-c']).toContain(released.spec?.holderIdentity);
     // Deleted during the handover: the new leader sends it, from its watch or from the checkpoint the old one
     // wrote before it let go.
-    await kube.delete(Resources.controllerRevisions, 'l1', ns);
+    await kube.delete(Resources.controllerRevisions, { name: 'l1', namespace: ns });
     await c.logged('leader election: leading', 30_000);
     const handoverMs = Date.now() - stopped;
     await kube.create(Resources.controllerRevisions, revision(ns, 'l2'));
     await receive(sqs, url, got, () => has(got, 'added:l2') && has(got, 'deleted:l1'), 60_000, c.log);
     // Within a few retry periods (0.5 s), not the 4 s a lost lease takes; loose, for a busy machine.
     expect(handoverMs - releasedMs).toBeLessThan(3_500);
-    const lease = await adminClient().get<Lease>(Resources.leases, env.OUTRIGGER_LEADER_ELECTION_LEASE!, FORWARDER_NAMESPACE);
+    const lease = await adminClient().get<Lease>(Resources.leases, {
+      name: env.OUTRIGGER_LEADER_ELECTION_LEASE!,
+      namespace: FORWARDER_NAMESPACE,
+    });
     expect(lease.spec).toMatchObject({ holderIdentity: 'pod-c', leaseTransitions: 1 });
     process.stdout.write(
       `[forwarder-install] failover after SIGKILL (4 s lease): leading after ${failoverMs} ms, first event after ${firstEventMs} ms; clean handover: leader stopped in ${releasedMs} ms, standby leading ${handoverMs} ms after SIGTERM\n`,

@@ -62,15 +62,13 @@ describe('the forwarder sends what is not a parent as metadata only', () => {
       for (const status of ['True', 'False', 'True']) {
         await admin.patch(
           Resources.pods,
-          'p',
-          ns,
+          { name: 'p', namespace: ns, subresource: 'status' },
           { status: { conditions: [{ type: 'Ready', status, lastTransitionTime: new Date().toISOString() }] } },
           'merge',
-          { subresource: 'status' },
         );
       }
       await eventually(() => forwarder.stats.statusOnly === 3);
-      await admin.patch(Resources.pods, 'p', ns, { metadata: { labels: { app: 'b' } } }, 'merge');
+      await admin.patch(Resources.pods, { name: 'p', namespace: ns }, { metadata: { labels: { app: 'b' } } }, 'merge');
       await eventually(() => of('p').length === 2);
       // Every event of the pod so far: its creation and its label change, and no status change.
       expect(of('p').map((e) => [e.type, e.data.object.metadata.labels?.app])).toEqual([
@@ -117,7 +115,12 @@ describe('the forwarder sends what is not a parent as metadata only', () => {
       await new Promise((r) => setTimeout(r, 1_500));
       await forwarder.synced();
       expect(sent).toHaveLength(1);
-      await admin.patch(statefulSets, 'web', ns, { spec: { template: { spec: { containers: [{ name: 'c', image: 'y' }] } } } }, 'merge');
+      await admin.patch(
+        statefulSets,
+        { name: 'web', namespace: ns },
+        { spec: { template: { spec: { containers: [{ name: 'c', image: 'y' }] } } } },
+        'merge',
+      );
       await eventually(() => sent.length === 2);
       expect(sent[1]!.data.object).toHaveProperty('spec.template.spec.containers', [expect.objectContaining({ image: 'y' })]);
     } finally {

@@ -110,8 +110,8 @@ describe('the forwarder', () => {
       const kube = outriggerClient();
       const owned = await kube.create(Resources.controllerRevisions, revision(ns, 'owned', '00000000-0000-0000-0000-0000000000aa'));
       const loose = await kube.create(Resources.controllerRevisions, revision(ns, 'loose'));
-      await kube.patch(Resources.controllerRevisions, 'loose', ns, { metadata: { labels: { a: 'b' } } }, 'merge');
-      await kube.delete(Resources.controllerRevisions, 'owned', ns);
+      await kube.patch(Resources.controllerRevisions, { name: 'loose', namespace: ns }, { metadata: { labels: { a: 'b' } } }, 'merge');
+      await kube.delete(Resources.controllerRevisions, { name: 'owned', namespace: ns });
       const got: Array<{ envelope: Envelope; group: string; dedup: string }> = [];
       await drain(sqs, url, got, () => got.length >= 4, 30_000);
       expect(got.map((g) => `${g.envelope.type.split('.').pop()}:${g.envelope.data.object.metadata.name}`)).toEqual(
@@ -216,8 +216,13 @@ describe('the forwarder', () => {
       // While it is down: more objects, changes to earlier ones, and deletions.
       for (let i = 65; i < 90; i += 1) await kube.create(Resources.controllerRevisions, revision(ns, `r${i}`));
       for (let i = 0; i < 10; i += 1)
-        await kube.patch(Resources.controllerRevisions, `r${i}`, ns, { metadata: { labels: { changed: 'yes' } } }, 'merge');
-      for (let i = 10; i < 20; i += 1) await kube.delete(Resources.controllerRevisions, `r${i}`, ns);
+        await kube.patch(
+          Resources.controllerRevisions,
+          { name: `r${i}`, namespace: ns },
+          { metadata: { labels: { changed: 'yes' } } },
+          'merge',
+        );
+      for (let i = 10; i < 20; i += 1) await kube.delete(Resources.controllerRevisions, { name: `r${i}`, namespace: ns });
       child = start();
       for (let i = 90; i < 100; i += 1) await kube.create(Resources.controllerRevisions, revision(ns, `r${i}`));
 

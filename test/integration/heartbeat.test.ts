@@ -31,7 +31,12 @@ describe('heartbeat metrics', () => {
     };
     await admin.create(Resources.leases, lease).catch(async (err: unknown) => {
       if (!isKubeError(err, 'AlreadyExists')) throw err;
-      await admin.patch(Resources.leases, FORWARDER_LEASE.name, FORWARDER_LEASE.namespace, { spec: { renewTime } }, 'merge');
+      await admin.patch(
+        Resources.leases,
+        { name: FORWARDER_LEASE.name, namespace: FORWARDER_LEASE.namespace },
+        { spec: { renewTime } },
+        'merge',
+      );
     });
     const nowhere = join(await mkdtemp(join(tmpdir(), 'outrigger-hb-')), 'kubeconfig');
     await writeFile(
@@ -57,7 +62,7 @@ describe('heartbeat metrics', () => {
     // A new RoleBinding takes effect once the authorizer's cache has it.
     await eventually(() =>
       outriggerClient()
-        .get(Resources.leases, FORWARDER_LEASE.name, FORWARDER_LEASE.namespace)
+        .get(Resources.leases, { name: FORWARDER_LEASE.name, namespace: FORWARDER_LEASE.namespace })
         .then(
           () => true,
           () => false,

@@ -49,7 +49,7 @@ test('a StatefulSet policy reports ForeignHistory and writes nothing; opted in w
     reason: 'ForeignHistory',
     message: expect.stringContaining(`${ns}/${inTree.metadata.name}`),
   });
-  const reported = await kube.get(revisionPolicies, 'statefulsets');
+  const reported = await kube.get(revisionPolicies, { name: 'statefulsets' });
   expect((reported.status as { conditions: unknown[] }).conditions).toEqual([
     expect.objectContaining({ type: 'Ready', status: 'False', reason: 'ForeignHistory' }),
   ]);
@@ -74,7 +74,7 @@ test('a StatefulSet policy reports ForeignHistory and writes nothing; opted in w
   expect(shown).toMatch(new RegExp(`kept by another controller \\(read-only[^\\n]*\\n[^\\n]*\\n1\\s+${inTree.metadata.name}`));
 
   // Opted in: Ready, and Outrigger's history beside the in-tree one, which is left as it is.
-  await admin.patch(revisionPolicies, 'statefulsets', undefined, { spec: { foreignHistory: 'Coexist' } }, 'merge');
+  await admin.patch(revisionPolicies, { name: 'statefulsets' }, { spec: { foreignHistory: 'Coexist' } }, 'merge');
   expect(await reportPolicy(kube, CLUSTER, 'statefulsets')).toMatchObject({ ready: true, reason: 'Valid' });
   forgetPolicies(CLUSTER);
   const coexisting = policyFor(await listPolicies(kube, CLUSTER), 'apps', 'StatefulSet')!;

@@ -48,7 +48,7 @@ async function replaceRevision(parent: KubeObject, data: JsonObject, extraLabels
   const ns = parent.metadata.namespace!;
   const [made, ...rest] = await history(ns, parent.metadata.name!);
   expect(rest).toEqual([]);
-  await adminClient().delete(Resources.controllerRevisions, made!.metadata.name!, ns);
+  await adminClient().delete(Resources.controllerRevisions, { name: made!.metadata.name!, namespace: ns });
   const hash = revisionHash(data, 0);
   const name = revisionName(parent.metadata.name!, hash);
   await adminClient().create(Resources.controllerRevisions, {
@@ -146,17 +146,21 @@ describe('a StatefulSet whose revision predates defaulted fields', () => {
     expect(writes(counted)).toEqual([]);
     expect((await history(ns, 'web')).map((r) => r.metadata.name)).toEqual([name]);
     // The stored data is untouched, and the fast path recorded the state it found: a parent-only event is cached.
-    expect((await kube.get<ControllerRevision>(Resources.controllerRevisions, name, ns)).data).toEqual(olderData);
-    sts = await admin.patch(statefulSets, 'web', ns, { spec: { replicas: 2 } }, 'merge');
+    expect((await kube.get<ControllerRevision>(Resources.controllerRevisions, { name, namespace: ns })).data).toEqual(olderData);
+    sts = await admin.patch(statefulSets, { name: 'web', namespace: ns }, { spec: { replicas: 2 } }, 'merge');
     expect(await sync(sts, parentCause(sts))).toMatchObject({ outcome: 'cached', revision: name, number: 1 });
 
     // A field set to a value other than its default is a change, and so is a new image.
-    sts = await admin.patch(statefulSets, 'web', ns, { spec: { template: { spec: { terminationGracePeriodSeconds: 60 } } } }, 'merge');
+    sts = await admin.patch(
+      statefulSets,
+      { name: 'web', namespace: ns },
+      { spec: { template: { spec: { terminationGracePeriodSeconds: 60 } } } },
+      'merge',
+    );
     expect(await sync(sts, parentCause(sts))).toMatchObject({ outcome: 'created', number: 2 });
     sts = await admin.patch(
       statefulSets,
-      'web',
-      ns,
+      { name: 'web', namespace: ns },
       { spec: { template: { spec: { containers: [{ ...c, image: 'registry.example/app:2' }] } } } },
       'merge',
     );
@@ -226,7 +230,7 @@ spec:
     // The CRD now defaults `mode`; objects read from etcd show it once the apiserver serves the new schema.
     await applyManifests(admin, crd('Fast'));
     g = await eventually(async () => {
-      const o = await admin.get(gadgets, 'g', ns);
+      const o = await admin.get(gadgets, { name: 'g', namespace: ns });
       return (o.spec as { template: { mode?: string } }).template.mode === 'Fast' ? o : undefined;
     });
     expect(semanticallyEqual(first!.data, targetState(g as unknown as JsonObject, ['spec.template']))).toBe(false);
@@ -238,7 +242,7 @@ spec:
     expect((await history(ns, 'g')).map((r) => r.metadata.name)).toEqual([first!.metadata.name]);
 
     // A value other than the default is a change.
-    g = await admin.patch(gadgets, 'g', ns, { spec: { template: { mode: 'Slow' } } }, 'merge');
+    g = await admin.patch(gadgets, { name: 'g', namespace: ns }, { spec: { template: { mode: 'Slow' } } }, 'merge');
     expect(await sync(g)).toMatchObject({ outcome: 'created', number: 2 });
     // The role reads one CRD by name, and nothing more.
     await expect(kube.list(Resources.customResourceDefinitions)).rejects.toMatchObject({ kind: 'Forbidden' });

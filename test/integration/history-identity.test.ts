@@ -57,7 +57,7 @@ describe('a RevisionPolicy that names a ServiceAccount', () => {
       metadata: { name: 'vault', namespace: ns },
       spec: { template: { image: 'app:1' } },
     });
-    const err = await kube.get(strongboxes, 'vault', ns).catch((e: unknown) => e);
+    const err = await kube.get(strongboxes, { name: 'vault', namespace: ns }).catch((e: unknown) => e);
     expect(isKubeError(err, 'Forbidden')).toBe(true);
     const name = uniqueName('ident');
     await applyManifests(admin, policy(name, { namespace: ns, name: 'reader' }));
@@ -77,7 +77,7 @@ describe('a RevisionPolicy that names a ServiceAccount', () => {
       ).toMatchObject({ outcome: 'created' });
       expect(await revisions(ns, 'vault')).toEqual(['1:app:1']);
     } finally {
-      await admin.delete(revisionPolicies, name).catch(() => undefined);
+      await admin.delete(revisionPolicies, { name }).catch(() => undefined);
     }
   });
 
@@ -94,7 +94,7 @@ describe('a RevisionPolicy that names a ServiceAccount', () => {
       expect(report.message).toMatch(new RegExp(`ServiceAccount ${ns}/blind may not get strongboxes.${GROUP}, list strongboxes.${GROUP}`));
       expect(policyFor(await listPolicies(kube, 'it'), GROUP, 'Strongbox')).toBeUndefined();
     } finally {
-      await admin.delete(revisionPolicies, name).catch(() => undefined);
+      await admin.delete(revisionPolicies, { name }).catch(() => undefined);
     }
   });
 
@@ -119,8 +119,8 @@ describe('a RevisionPolicy that names a ServiceAccount', () => {
         reason: expect.stringMatching(/^ServiceAccountNot(Found|Allowed)$/),
       });
     } finally {
-      await admin.delete(revisionPolicies, notAllowed).catch(() => undefined);
-      await admin.delete(revisionPolicies, missing).catch(() => undefined);
+      await admin.delete(revisionPolicies, { name: notAllowed }).catch(() => undefined);
+      await admin.delete(revisionPolicies, { name: missing }).catch(() => undefined);
     }
   });
 });

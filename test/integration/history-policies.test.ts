@@ -124,7 +124,7 @@ describe('a policy installed on a live cluster loses no first events', () => {
       // Once the caches have expired, one more change makes the router and the history function read the
       // policies again, before the new one exists: they hold that list for the next 5 s.
       await new Promise((r) => setTimeout(r, 5_500));
-      await admin.patch(gizmos, 'w', ns, { spec: { template: { image: 'app:2' } } }, 'merge');
+      await admin.patch(gizmos, { name: 'w', namespace: ns }, { spec: { template: { image: 'app:2' } } }, 'merge');
       await eventually(async () => (await history(ns, 'w')).length === 2, 30_000);
       const gadget = (image: number) => ({
         apiVersion: 'race.outrigger.test/v1',
@@ -135,7 +135,7 @@ describe('a policy installed on a live cluster loses no first events', () => {
       await applyManifests(admin, `${policy(name, 'race.outrigger.test/v1', 'Gadget')}---\n${JSON.stringify(gadget(1))}`);
       for (const image of [2, 3, 4]) {
         await new Promise((r) => setTimeout(r, 1_500));
-        await admin.patch(gadgets, 'g', ns, { spec: { template: { image: `app:${image}` } } }, 'merge');
+        await admin.patch(gadgets, { name: 'g', namespace: ns }, { spec: { template: { image: `app:${image}` } } }, 'merge');
       }
       expect(await eventually(async () => ((await history(ns, 'g')).length === 4 ? history(ns, 'g') : undefined), 30_000)).toEqual([
         '1:app:1',
@@ -149,8 +149,8 @@ describe('a policy installed on a live cluster loses no first events', () => {
       throw err;
     } finally {
       await pipeline.stop();
-      await admin.delete(revisionPolicies, name).catch(() => undefined);
-      await admin.delete(revisionPolicies, warm).catch(() => undefined);
+      await admin.delete(revisionPolicies, { name }).catch(() => undefined);
+      await admin.delete(revisionPolicies, { name: warm }).catch(() => undefined);
     }
   }, 180_000);
 
@@ -170,13 +170,13 @@ describe('a policy installed on a live cluster loses no first events', () => {
     try {
       await runtime.runScheduled('history-resync');
       expect(await eventually(async () => ((await history(ns, 's')).length ? history(ns, 's') : undefined))).toEqual(['1:app:1']);
-      const checked = await kube.get(revisionPolicies, name);
+      const checked = await kube.get(revisionPolicies, { name });
       expect((checked.status as { conditions: unknown[] }).conditions).toEqual([
         expect.objectContaining({ type: 'Ready', status: 'True', reason: 'Valid' }),
       ]);
     } finally {
       await runtime.stop();
-      await admin.delete(revisionPolicies, name).catch(() => undefined);
+      await admin.delete(revisionPolicies, { name }).catch(() => undefined);
     }
   }, 60_000);
 });
@@ -188,8 +188,10 @@ describe('a bad policy says so, and stops costing', () => {
     try {
       const sink = new MemorySyncSink();
       const { deps } = routerDeps(sink, [historySource]);
-      const own = await kube.get(revisionPolicies, name);
-      const nsObject = await kube.get(Resources.namespaces, 'default').catch(() => admin.get(Resources.namespaces, 'default'));
+      const own = await kube.get(revisionPolicies, { name });
+      const nsObject = await kube
+        .get(Resources.namespaces, { name: 'default' })
+        .catch(() => admin.get(Resources.namespaces, { name: 'default' }));
       const envelopes = [
         makeEnvelope({ cluster: 'it', type: 'added', object: own, source: 'test' }),
         makeEnvelope({
@@ -208,7 +210,7 @@ describe('a bad policy says so, and stops costing', () => {
 
       const report = await reportPolicy(kube, 'it', name);
       expect(report).toMatchObject({ ready: false, reason: 'ClusterScoped' });
-      const status = (await kube.get(revisionPolicies, name)).status as { conditions: unknown[] };
+      const status = (await kube.get(revisionPolicies, { name })).status as { conditions: unknown[] };
       expect(status.conditions).toEqual([
         expect.objectContaining({
           type: 'Ready',
@@ -220,7 +222,7 @@ describe('a bad policy says so, and stops costing', () => {
       expect((await historySource.watches(testCluster('it'), kube)).map(gvrString)).not.toContain(gvrString(Resources.namespaces));
       expect((await historySource.kinds(testCluster('it'), kube)).map((k) => k.kind)).not.toContain('Namespace');
     } finally {
-      await admin.delete(revisionPolicies, name).catch(() => undefined);
+      await admin.delete(revisionPolicies, { name }).catch(() => undefined);
     }
   });
 
@@ -239,7 +241,7 @@ ${policy(name, 'broken.outrigger.test/v1', 'Thing')}`,
     try {
       const sink = new MemorySyncSink();
       const { deps } = routerDeps(sink, [historySource]);
-      const own = await kube.get(revisionPolicies, name);
+      const own = await kube.get(revisionPolicies, { name });
       const thing: KubeObject = {
         apiVersion: 'broken.outrigger.test/v1',
         kind: 'Thing',
@@ -260,8 +262,8 @@ ${policy(name, 'broken.outrigger.test/v1', 'Thing')}`,
         expect.objectContaining({ name, kinds: [{ group: 'broken.outrigger.test', kind: 'Thing' }] }),
       ]);
     } finally {
-      await admin.delete(revisionPolicies, name).catch(() => undefined);
-      await admin.delete(apiServices, 'v1.broken.outrigger.test').catch(() => undefined);
+      await admin.delete(revisionPolicies, { name }).catch(() => undefined);
+      await admin.delete(apiServices, { name: 'v1.broken.outrigger.test' }).catch(() => undefined);
       forgetPolicies('it');
     }
   }, 60_000);
@@ -280,7 +282,7 @@ ${policy(name, 'broken.outrigger.test/v1', 'Thing')}`,
         gvrString(gvr('gen.outrigger.test', 'v1', 'cogs')),
       );
     } finally {
-      await admin.delete(revisionPolicies, name).catch(() => undefined);
+      await admin.delete(revisionPolicies, { name }).catch(() => undefined);
     }
   });
 
@@ -309,12 +311,12 @@ ${policy(name, 'broken.outrigger.test/v1', 'Thing')}`,
       const before = forwarder.stats.watches;
       await applyManifests(admin, policy(name, 'drop.outrigger.test/v1', 'Bolt'));
       await eventually(() => forwarder.stats.watches === before + 1, 10_000);
-      await admin.delete(revisionPolicies, name);
+      await admin.delete(revisionPolicies, { name });
       await eventually(() => forwarder.stats.watches === before, 10_000);
       expect(log).toContainEqual(expect.stringContaining(`watch stopped: no definition needs it {"resource":"${id}"}`));
     } finally {
       await forwarder.stop();
-      await admin.delete(revisionPolicies, name).catch(() => undefined);
+      await admin.delete(revisionPolicies, { name }).catch(() => undefined);
     }
   });
 });

@@ -61,7 +61,7 @@ async function createSts(
 }
 
 async function setImage(ns: string, name: string, image: string): Promise<KubeObject> {
-  return adminClient().patch(statefulSets, name, ns, { spec: { template: template(image) } }, 'merge');
+  return adminClient().patch(statefulSets, { name, namespace: ns }, { spec: { template: template(image) } }, 'merge');
 }
 
 function keyOf(obj: KubeObject, cluster = 'it'): SyncKey {
@@ -121,9 +121,9 @@ describe('revision creation', () => {
   test('an unchanged target state costs one apiserver read and no write; scaling is not a revision', async () => {
     const ns = await createNamespace('hist');
     await createSts(ns);
-    let sts = await kube.get(statefulSets, 'web', ns);
+    let sts = await kube.get(statefulSets, { name: 'web', namespace: ns });
     await sync(sts);
-    sts = await adminClient().patch(statefulSets, 'web', ns, { spec: { replicas: 5 } }, 'merge');
+    sts = await adminClient().patch(statefulSets, { name: 'web', namespace: ns }, { spec: { replicas: 5 } }, 'merge');
     // A warm Lambda has resolved the target kind once already (discovery is cached per client).
     const counted = outriggerClient();
     await sync(sts, parentCause(sts), counted);
@@ -150,13 +150,21 @@ describe('revision creation', () => {
     const noop = (o: KubeObject) =>
       syncHistory({ kube: counted, state: countingState, holder: uniqueName('h') }, policy, keyOf(o), parentCause(o), o);
     counted.stats.reset();
-    sts = await adminClient().patch(statefulSets, 'web', ns, { spec: { replicas: 5 } }, 'merge');
+    sts = await adminClient().patch(statefulSets, { name: 'web', namespace: ns }, { spec: { replicas: 5 } }, 'merge');
     expect(await noop(sts)).toMatchObject({ outcome: 'cached', number: 1 });
-    sts = await adminClient().patch(statefulSets, 'web', ns, { metadata: { labels: { tier: 'x' }, annotations: { note: 'y' } } }, 'merge');
+    sts = await adminClient().patch(
+      statefulSets,
+      { name: 'web', namespace: ns },
+      { metadata: { labels: { tier: 'x' }, annotations: { note: 'y' } } },
+      'merge',
+    );
     expect(await noop(sts)).toMatchObject({ outcome: 'cached', number: 1 });
-    sts = await adminClient().patch(statefulSets, 'web', ns, { status: { replicas: 0, observedGeneration: 9 } }, 'merge', {
-      subresource: 'status',
-    });
+    sts = await adminClient().patch(
+      statefulSets,
+      { name: 'web', namespace: ns, subresource: 'status' },
+      { status: { replicas: 0, observedGeneration: 9 } },
+      'merge',
+    );
     expect(await noop(sts)).toMatchObject({ outcome: 'cached', number: 1 });
     expect(counted.stats.total).toBe(0);
     expect(reads.dynamodb).toBe(3);
@@ -185,7 +193,7 @@ describe('revision creation', () => {
     // r:2's revision deleted, its event never delivered: the record still holds it, the rollback to it finds it
     // gone, and the sync lists and makes it again.
     const [r2] = await history(ns);
-    await adminClient().delete(Resources.controllerRevisions, r2!.metadata.name!, ns);
+    await adminClient().delete(Resources.controllerRevisions, { name: r2!.metadata.name!, namespace: ns });
     sts = await setImage(ns, 'web', 'registry.example/r:2');
     expect(await ownEvent(sts)).toMatchObject({ outcome: 'created', number: 4 });
     expect(summary(await history(ns))).toEqual(['3:registry.example/r:1', '4:registry.example/r:2']);
@@ -220,7 +228,7 @@ describe('revision creation', () => {
     counted.stats.reset();
     // The revision the last sync created (its ADDED event), and an older one deleted: nothing to decide.
     expect(await sync(sts, [cause(latest!, 'added'), ...parentCause(sts)], counted)).toMatchObject({ outcome: 'cached', number: 2 });
-    await kube.delete(Resources.controllerRevisions, older!.metadata.name!, ns);
+    await kube.delete(Resources.controllerRevisions, { name: older!.metadata.name!, namespace: ns });
     expect(await sync(sts, [cause(older!, 'deleted')], counted)).toMatchObject({ outcome: 'cached', number: 2 });
     // One read, for the parent's event without its object; the echo and the delete alone cost none.
     expect(counted.stats.byVerb).toEqual({ get: 1 });
@@ -229,7 +237,7 @@ describe('revision creation', () => {
     expect(counted.stats.total).toBe(0);
     // Someone else's change to a revision, or the latest one deleted: the full sync.
     expect(await sync(sts, [cause(older!, 'modified')], counted)).toMatchObject({ outcome: 'unchanged' });
-    await kube.delete(Resources.controllerRevisions, latest!.metadata.name!, ns);
+    await kube.delete(Resources.controllerRevisions, { name: latest!.metadata.name!, namespace: ns });
     expect(await sync(sts, [cause(latest!, 'deleted')], counted)).toMatchObject({ outcome: 'created', number: 1 });
     expect(summary(await history(ns))).toEqual(['1:registry.example/e:2']);
   });
@@ -282,7 +290,12 @@ describe('revision creation', () => {
     const sts = await createSts(ns);
     await sync(sts);
     const [rev] = await history(ns);
-    await kube.patch(Resources.controllerRevisions, rev!.metadata.name!, ns, { metadata: { ownerReferences: null } }, 'merge');
+    await kube.patch(
+      Resources.controllerRevisions,
+      { name: rev!.metadata.name!, namespace: ns },
+      { metadata: { ownerReferences: null } },
+      'merge',
+    );
     await state.records.delete({ cluster: 'it', kind: 'history', name: sts.metadata.uid! }, 1).catch(() => undefined);
     expect(await sync(sts)).toMatchObject({ outcome: 'unchanged', number: 1 });
     const [adopted] = await history(ns);
@@ -332,18 +345,16 @@ describe('revision creation', () => {
     const sts = await createSts(ns, 'web', 'registry.example/app:1', {});
     await adminClient().patch(
       statefulSets,
-      'web',
-      ns,
+      { name: 'web', namespace: ns },
       { spec: { template: template('registry.example/app:1', { args: ['run && <wait>'], env: [{ name: 'Z', value: '1' }] }) } },
       'merge',
     );
-    await sync(await kube.get(statefulSets, 'web', ns), parentCause(sts));
+    await sync(await kube.get(statefulSets, { name: 'web', namespace: ns }), parentCause(sts));
     const [rev] = await history(ns);
     const before = rev!.data;
     const patched = await adminClient().patch<ControllerRevision>(
       Resources.controllerRevisions,
-      rev!.metadata.name!,
-      ns,
+      { name: rev!.metadata.name!, namespace: ns },
       { metadata: { labels: { touched: 'yes' } } },
       'strategic',
     );
@@ -376,7 +387,12 @@ describe('review findings', () => {
     const sts = await createSts(ns);
     await sync(sts);
     const [rev] = await history(ns);
-    await kube.patch(Resources.controllerRevisions, rev!.metadata.name!, ns, { metadata: { ownerReferences: null } }, 'merge');
+    await kube.patch(
+      Resources.controllerRevisions,
+      { name: rev!.metadata.name!, namespace: ns },
+      { metadata: { ownerReferences: null } },
+      'merge',
+    );
     await adminClient().create(gvr('apps', 'v1', 'daemonsets'), {
       apiVersion: 'apps/v1',
       kind: 'DaemonSet',
@@ -386,9 +402,9 @@ describe('review findings', () => {
     await applyManifests(adminClient(), DAEMONSET_POLICY);
     forgetPolicies();
     const dsPolicy = policyFor(await listPolicies(kube, 'it'), 'apps', 'DaemonSet')!;
-    const ds = await kube.get(gvr('apps', 'v1', 'daemonsets'), 'web', ns);
+    const ds = await kube.get(gvr('apps', 'v1', 'daemonsets'), { name: 'web', namespace: ns });
     await syncHistory({ kube, state, holder: 'ds' }, dsPolicy, { ...keyOf(ds), kind: 'DaemonSet' }, childCause);
-    expect(controllerOf(await kube.get(Resources.controllerRevisions, rev!.metadata.name!, ns))).toBeUndefined();
+    expect(controllerOf(await kube.get(Resources.controllerRevisions, { name: rev!.metadata.name!, namespace: ns }))).toBeUndefined();
   });
 
   test('truncation deletes nothing when the generated objects cannot be found (no readable selector)', async () => {
@@ -508,8 +524,7 @@ describe('truncation', () => {
     let sts = await createSts(ns, 'web', 'registry.example/t:1');
     await adminClient().patch(
       statefulSets,
-      'web',
-      ns,
+      { name: 'web', namespace: ns },
       { metadata: { annotations: { 'outrigger.dev/revision-history-limit': '2' } } },
       'merge',
     );
@@ -553,8 +568,7 @@ describe('truncation', () => {
     let sts = await createSts(ns, 'web', 'registry.example/t:1');
     await adminClient().patch(
       statefulSets,
-      'web',
-      ns,
+      { name: 'web', namespace: ns },
       { metadata: { annotations: { 'outrigger.dev/revision-history-limit': '0' } } },
       'merge',
     );
@@ -578,8 +592,7 @@ describe('truncation', () => {
     const sts = await createSts(ns);
     await adminClient().patch(
       statefulSets,
-      'web',
-      ns,
+      { name: 'web', namespace: ns },
       { metadata: { annotations: { 'outrigger.dev/revision-history-limit': '0' } } },
       'merge',
     );
@@ -593,7 +606,7 @@ describe('truncation', () => {
     });
     await sync(sts);
     await truncateHistory({ kube }, policy, keyOf(sts));
-    expect((await kube.get(Resources.controllerRevisions, 'foreign', ns)).metadata.uid).toBe(foreign.metadata.uid);
+    expect((await kube.get(Resources.controllerRevisions, { name: 'foreign', namespace: ns })).metadata.uid).toBe(foreign.metadata.uid);
   });
 });
 
@@ -602,7 +615,7 @@ describe('when truncation runs, and by which limit', () => {
 
   test("the parent's own spec.revisionHistoryLimit is its limit when it has no annotation", async () => {
     const ns = await createNamespace('trunc');
-    let sts = await adminClient().create<KubeObject>(statefulSets, {
+    let sts: KubeObject = await adminClient().create<KubeObject>(statefulSets, {
       apiVersion: 'apps/v1',
       kind: 'StatefulSet',
       metadata: { name: 'web', namespace: ns },
@@ -631,9 +644,12 @@ describe('when truncation runs, and by which limit', () => {
     let sts = await createSts(ns, 'web', 'registry.example/s:1', { [LIMIT]: '1' });
     await sync(sts);
     const [rev1] = await history(ns);
-    sts = await admin.patch(statefulSets, 'web', ns, { status: { currentRevision: rev1!.metadata.name } }, 'merge', {
-      subresource: 'status',
-    });
+    sts = await admin.patch(
+      statefulSets,
+      { name: 'web', namespace: ns, subresource: 'status' },
+      { status: { currentRevision: rev1!.metadata.name } },
+      'merge',
+    );
     for (const image of ['s:2', 's:3']) {
       sts = await setImage(ns, 'web', `registry.example/${image}`);
       await sync(sts, parentCause(sts));
@@ -641,17 +657,20 @@ describe('when truncation runs, and by which limit', () => {
     await truncateHistory({ kube }, policy, keyOf(sts));
     // Revision 1 is live (the status names it), so 2 is the one non-live revision the limit keeps.
     expect(summary(await history(ns))).toEqual(['1:registry.example/s:1', '2:registry.example/s:2', '3:registry.example/s:3']);
-    sts = await admin.patch(statefulSets, 'web', ns, { spec: { replicas: 4 } }, 'merge');
+    sts = await admin.patch(statefulSets, { name: 'web', namespace: ns }, { spec: { replicas: 4 } }, 'merge');
     expect(await sync(sts, parentCause(sts))).toEqual({ outcome: 'cached', revision: expect.any(String), number: 3 });
 
-    sts = await admin.patch(statefulSets, 'web', ns, { status: { currentRevision: (await history(ns))[2]!.metadata.name } }, 'merge', {
-      subresource: 'status',
-    });
+    sts = await admin.patch(
+      statefulSets,
+      { name: 'web', namespace: ns, subresource: 'status' },
+      { status: { currentRevision: (await history(ns))[2]!.metadata.name } },
+      'merge',
+    );
     expect(await sync(sts, parentCause(sts))).toMatchObject({ outcome: 'unchanged', truncate: true });
     await truncateHistory({ kube }, policy, keyOf(sts));
     expect(summary(await history(ns))).toEqual(['2:registry.example/s:2', '3:registry.example/s:3']);
 
-    sts = await admin.patch(statefulSets, 'web', ns, { metadata: { annotations: { [LIMIT]: '0' } } }, 'merge');
+    sts = await admin.patch(statefulSets, { name: 'web', namespace: ns }, { metadata: { annotations: { [LIMIT]: '0' } } }, 'merge');
     expect(await sync(sts, parentCause(sts))).toMatchObject({ outcome: 'unchanged', truncate: true });
     await truncateHistory({ kube }, policy, keyOf(sts));
     expect(summary(await history(ns))).toEqual(['3:registry.example/s:3']);
@@ -725,7 +744,7 @@ describe('when truncation runs, and by which limit', () => {
       sts = await setImage(ns, 'web', `registry.example/${image}`);
       return syncHistory(deps, policy, keyOf(sts), parentCause(sts), sts);
     };
-    sts = await adminClient().get(statefulSets, 'web', ns);
+    sts = await adminClient().get(statefulSets, { name: 'web', namespace: ns });
     await syncHistory(deps, policy, keyOf(sts), parentCause(sts), sts);
     await change('c:2');
     // A pod runs revision 2: live, whatever the limit.
@@ -803,14 +822,14 @@ spec:
       });
       await eventually(async () => (await count()) === 1);
       for (const v of [2, 3, 4]) {
-        await admin.patch(trimmed, 't', ns, { spec: { template: { v } } }, 'merge');
+        await admin.patch(trimmed, { name: 't', namespace: ns }, { spec: { template: { v } } }, 'merge');
         await eventually(async () => (await count()) === v);
       }
       await applyManifests(admin, manifests(1));
       expect(await eventually(async () => ((await count()) === 2 ? 2 : undefined), 15_000)).toBe(2);
     } finally {
       await runtime.stop();
-      await admin.delete(revisionPolicies, 'history-trimmed').catch(() => undefined);
+      await admin.delete(revisionPolicies, { name: 'history-trimmed' }).catch(() => undefined);
     }
   }, 90_000);
 });
@@ -860,12 +879,12 @@ describe('policies', () => {
       reason: 'UnknownKind',
       message: expect.stringMatching(/the cluster does not serve example.com\/v1/),
     });
-    const obj = await kube.get(revisionPolicies, name);
+    const obj = await kube.get(revisionPolicies, { name });
     expect((obj.status as { conditions: unknown[] }).conditions).toEqual([
       expect.objectContaining({ type: 'Ready', status: 'False', reason: 'UnknownKind' }),
     ]);
     expect(Object.keys(counted.stats.byVerb).filter((v) => v !== 'get' && v !== 'discovery' && v !== 'patch/merge')).toEqual([]);
     expect(counted.stats.byVerb['patch/merge']).toBe(1); // the status condition, nothing else
-    await adminClient().delete(revisionPolicies, name);
+    await adminClient().delete(revisionPolicies, { name });
   });
 });

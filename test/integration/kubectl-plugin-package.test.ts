@@ -45,7 +45,7 @@ test('the plugin, packed and installed with npm outside the checkout, works as k
     template: { metadata: { labels: { app: 'web' } }, spec: { containers: [{ name: 'c', image }] } },
   });
   const sync = async () => {
-    const obj = await adminClient().get(statefulSets, 'web', ns);
+    const obj = await adminClient().get(statefulSets, { name: 'web', namespace: ns });
     const kube = outriggerClient();
     const policy = policyFor(await listPolicies(kube, 'it'), 'apps', 'StatefulSet')!;
     await syncHistory(
@@ -64,8 +64,7 @@ test('the plugin, packed and installed with npm outside the checkout, works as k
   await sync();
   await adminClient().patch(
     statefulSets,
-    'web',
-    ns,
+    { name: 'web', namespace: ns },
     { spec: { template: { spec: { containers: [{ name: 'c', image: 'registry.example/app:2' }] } } } },
     'strategic',
   );
@@ -83,6 +82,9 @@ test('the plugin, packed and installed with npm outside the checkout, works as k
   );
   await expect(kubectl('outrigger', 'run')).rejects.toMatchObject({
     stderr: expect.stringMatching(/^outrigger: run needs a checkout of Outrigger/),
+  });
+  await expect(kubectl('outrigger', 'doctor')).rejects.toMatchObject({
+    stderr: expect.stringMatching(/^outrigger: doctor needs a checkout of Outrigger/),
   });
 
   // The krew manifest installs the same package's file.

@@ -69,7 +69,12 @@ test.each([
     });
     await syncOf(kind, obj);
     for (const image of ['registry.example/app:2', 'registry.example/app:3']) {
-      obj = await admin.patch(resource, 'web', ns, { spec: { template: { spec: { containers: [{ name: 'c', image }] } } } }, 'strategic');
+      obj = await admin.patch(
+        resource,
+        { name: 'web', namespace: ns },
+        { spec: { template: { spec: { containers: [{ name: 'c', image }] } } } },
+        'strategic',
+      );
       await syncOf(kind, obj);
     }
 
@@ -84,7 +89,7 @@ test.each([
     expect(await kubectl('rollout', 'history', `${arg}/web`, '-n', ns, '--revision', '1')).toContain('registry.example/app:1');
 
     expect(await kubectl('rollout', 'undo', `${arg}/web`, '-n', ns, '--to-revision', '1')).toMatch(/rolled back/);
-    obj = await admin.get(resource, 'web', ns);
+    obj = await admin.get(resource, { name: 'web', namespace: ns });
     expect(JSON.stringify(obj.spec)).toContain('registry.example/app:1');
     expect(await syncOf(kind, obj)).toMatchObject({ outcome: 'rollback', number: 4 });
     const after = await kubectl('rollout', 'history', `${arg}/web`, '-n', ns);
@@ -122,12 +127,12 @@ test.each([
     expect(await kubectl('outrigger', 'rollback', `${arg}/web`, '-n', ns, '--dry-run')).toMatch(
       /would be rolled back to revision 3 .*\(dry run\)[\s\S]*"op": "test"/,
     );
-    expect(JSON.stringify((await admin.get(resource, 'web', ns)).spec)).toContain('registry.example/app:1');
+    expect(JSON.stringify((await admin.get(resource, { name: 'web', namespace: ns })).spec)).toContain('registry.example/app:1');
     expect(await kubectl('outrigger', 'rollback', `${arg}/web`, '-n', ns, '--to-revision', '4')).toMatch(
       /already matches revision 4 .*nothing to do/,
     );
     expect(await kubectl('outrigger', 'rollback', `${arg}/web`, '-n', ns, '--to-revision', '2')).toMatch(/rolled back to revision 2/);
-    obj = await admin.get(resource, 'web', ns);
+    obj = await admin.get(resource, { name: 'web', namespace: ns });
     expect(JSON.stringify(obj.spec)).toContain('registry.example/app:2');
     expect(await syncOf(kind, obj)).toMatchObject({ outcome: 'rollback', number: 5 });
     expect(JSON.parse(await kubectl('outrigger', 'rollback', `${arg}/web`, '-n', ns, '-o', 'json'))).toMatchObject({
@@ -135,7 +140,7 @@ test.each([
       changed: true,
       dryRun: false,
     });
-    expect(JSON.stringify((await admin.get(resource, 'web', ns)).spec)).toContain('registry.example/app:1');
+    expect(JSON.stringify((await admin.get(resource, { name: 'web', namespace: ns })).spec)).toContain('registry.example/app:1');
   },
   60_000,
 );
@@ -163,8 +168,7 @@ test.each([
     await syncOf(kind, obj);
     obj = await admin.patch(
       resource,
-      'web',
-      ns,
+      { name: 'web', namespace: ns },
       { spec: { template: { spec: { containers: [{ name: 'c', image: 'registry.example/app:2' }] } } } },
       'strategic',
     );
@@ -178,7 +182,7 @@ test.each([
         .map((l) => l.split(/\s+/)[0]),
     ).toEqual(['1', '2']);
     expect(await kubectl('rollout', 'undo', `${arg}/web`, '-n', ns, '--to-revision', '1')).toMatch(/rolled back/);
-    obj = await admin.get(resource, 'web', ns);
+    obj = await admin.get(resource, { name: 'web', namespace: ns });
     expect(JSON.stringify(obj.spec)).toContain('registry.example/app:1');
     expect(await syncOf(kind, obj)).toMatchObject({ outcome: 'rollback', number: 3 });
   },
@@ -233,13 +237,13 @@ spec:
       gadget({ metadata: { name: 'g', namespace: ns }, spec: { replicas: 2, template: { image: 'app:1' } } }),
     );
     expect(await sync(obj)).toMatchObject({ outcome: 'created', number: 1 });
-    obj = await admin.patch(gadgets, 'g', ns, { spec: { sidecar: { image: 'side:1' } } }, 'merge');
+    obj = await admin.patch(gadgets, { name: 'g', namespace: ns }, { spec: { sidecar: { image: 'side:1' } } }, 'merge');
     expect(await sync(obj)).toMatchObject({ outcome: 'created', number: 2 });
 
     expect(await kubectl('outrigger', 'rollback', 'gadgets.kubectl.outrigger.test/g', '-n', ns, '--to-revision', '1')).toMatch(
       /rolled back to revision 1/,
     );
-    obj = await admin.get(gadgets, 'g', ns);
+    obj = await admin.get(gadgets, { name: 'g', namespace: ns });
     expect(obj.spec).toEqual({ replicas: 2, template: { image: 'app:1' } });
     expect(await sync(obj)).toMatchObject({ outcome: 'rollback', number: 3 });
     expect(await kubectl('outrigger', 'history', 'gadgets.kubectl.outrigger.test/g', '-n', ns)).toMatch(/^2\s.*\n3\s/m);
@@ -252,7 +256,7 @@ spec:
     await expect(kubectl('outrigger', 'rollback', 'gadget/g', '-n', ns, '--to-revision', '2')).rejects.toMatchObject({
       stderr: expect.stringMatching(/"gadget" is served by (gadgets\.\S+ and )+gadgets\.\S+; name one as <resource>\.<group>\/g/),
     });
-    expect((await admin.get(gadgets, 'g', ns)).spec).toEqual({ replicas: 2, template: { image: 'app:1' } });
+    expect((await admin.get(gadgets, { name: 'g', namespace: ns })).spec).toEqual({ replicas: 2, template: { image: 'app:1' } });
   }, 60_000);
 
   test('a change to that path made after the parent was read fails the rollback instead of being lost', async () => {
@@ -263,16 +267,16 @@ spec:
       gadget({ metadata: { name: 'g', namespace: ns }, spec: { template: { image: 'app:1' } } }),
     );
     await sync(obj);
-    obj = await admin.patch(gadgets, 'g', ns, { spec: { sidecar: { image: 'side:1' } } }, 'merge');
+    obj = await admin.patch(gadgets, { name: 'g', namespace: ns }, { spec: { sidecar: { image: 'side:1' } } }, 'merge');
     await sync(obj);
     const [first] = (await kube.list(gvr('apps', 'v1', 'controllerrevisions'), { namespace: ns })).items.filter(
       (r) => (r as unknown as { revision: number }).revision === 1,
     );
     const patch = rollbackPatch(first!.data as JsonObject, gadget(obj) as unknown as JsonObject);
-    await admin.patch(gadgets, 'g', ns, { spec: { sidecar: { image: 'side:2' } } }, 'merge');
-    const err = await admin.patch(gadgets, 'g', ns, patch, 'json').catch((e: unknown) => e);
+    await admin.patch(gadgets, { name: 'g', namespace: ns }, { spec: { sidecar: { image: 'side:2' } } }, 'merge');
+    const err = await admin.patch(gadgets, { name: 'g', namespace: ns }, patch, 'json').catch((e: unknown) => e);
     expect(isKubeError(err)).toBe(true);
-    expect(((await admin.get(gadgets, 'g', ns)).spec as { sidecar: unknown }).sidecar).toEqual({ image: 'side:2' });
+    expect(((await admin.get(gadgets, { name: 'g', namespace: ns })).spec as { sidecar: unknown }).sidecar).toEqual({ image: 'side:2' });
   });
 });
 
@@ -314,8 +318,7 @@ describe('the history controller in the local runtime (watch, router, history, t
       for (const n of [2, 3]) {
         await admin.patch(
           statefulSets,
-          'web',
-          ns,
+          { name: 'web', namespace: ns },
           { spec: { template: { spec: { containers: [{ name: 'c', image: `registry.example/app:${n}` }] } } } },
           'strategic',
         );
@@ -323,11 +326,10 @@ describe('the history controller in the local runtime (watch, router, history, t
       }
       // Limit 1: the latest (3) and one older non-live revision (2) remain.
       expect(await eventually(['2:2', '3:3'])).toEqual(['2:2', '3:3']);
-      await admin.patch(statefulSets, 'web', ns, { spec: { replicas: 3 } }, 'merge');
+      await admin.patch(statefulSets, { name: 'web', namespace: ns }, { spec: { replicas: 3 } }, 'merge');
       await admin.patch(
         statefulSets,
-        'web',
-        ns,
+        { name: 'web', namespace: ns },
         { spec: { template: { spec: { containers: [{ name: 'c', image: 'registry.example/app:2' }] } } } },
         'strategic',
       );

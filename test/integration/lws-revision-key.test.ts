@@ -59,9 +59,12 @@ async function createLws(ns: string, name: string, image: string): Promise<KubeO
     metadata: { name, namespace: ns },
     spec: { replicas: 1, leaderWorkerTemplate: { size: 1, workerTemplate: podTemplate(image) } },
   });
-  return admin.patch(lwsResource, name, ns, { status: { hpaPodSelector: `${NAME}=${name},${INDEX}=0` } }, 'merge', {
-    subresource: 'status',
-  });
+  return admin.patch(
+    lwsResource,
+    { name, namespace: ns, subresource: 'status' },
+    { status: { hpaPodSelector: `${NAME}=${name},${INDEX}=0` } },
+    'merge',
+  );
 }
 
 /** The leader StatefulSet the LWS controller makes (controlled by the LWS, the key on it), and its leader pod. */
@@ -96,11 +99,11 @@ async function leaderPod(sts: KubeObject, podName: string, key: string, terminat
     },
     spec: { containers: [{ name: 'c', image: 'x' }] },
   });
-  if (terminating) await admin.delete(Resources.pods, podName, namespace);
+  if (terminating) await admin.delete(Resources.pods, { name: podName, namespace });
 }
 
 async function release(ns: string, pod: string): Promise<void> {
-  await admin.patch(Resources.pods, pod, ns, { metadata: { finalizers: null } }, 'merge');
+  await admin.patch(Resources.pods, { name: pod, namespace: ns }, { metadata: { finalizers: null } }, 'merge');
 }
 
 const keyOf = (o: KubeObject): SyncKey => ({
@@ -148,7 +151,7 @@ test('an upgrade keeps the leaders key: it gets a revision of its own, the revis
   expect((await revisionForKey(kube, p, lws, hashKey(lws)))?.revision).toBe(1);
   expect(await sync(lws)).toMatchObject({ outcome: 'unchanged', number: 2 });
   // Nothing rolls: the leaders keep their key.
-  expect((await admin.get(statefulSets, 'web', ns)).metadata.labels?.[KEY]).toBe('legacy-key');
+  expect((await admin.get(statefulSets, { name: 'web', namespace: ns })).metadata.labels?.[KEY]).toBe('legacy-key');
 });
 
 test("a LWS deleted and created again under the same name never takes the old one's key", async () => {
@@ -158,7 +161,7 @@ test("a LWS deleted and created again under the same name never takes the old on
   expect(await sync(old)).toMatchObject({ outcome: 'created', number: 1 });
   expect(await keys(old)).toEqual(['1:old-key']);
   // Deleted; its leaders remain for a while (the garbage collector has not got to them: none runs here).
-  await admin.delete(lwsResource, 'web', ns);
+  await admin.delete(lwsResource, { name: 'web', namespace: ns });
   const renewed = await createLws(ns, 'web', 'app:1');
   expect(renewed.metadata.uid).not.toBe(old.metadata.uid);
   // The same selector string selects the old leader pod; it is not the new LWS's.
@@ -188,7 +191,7 @@ test("two LWS whose leader pods' labels overlap: neither reads the other's key",
   await leaders(web, 'web-key');
   // A pod of api's leaders carrying web's labels (relabelled by hand, say): web's selector selects it, but it
   // is not web's.
-  await leaderPod(await admin.get(statefulSets, 'api', ns), 'api-1', 'api-key', false, 'web');
+  await leaderPod(await admin.get(statefulSets, { name: 'api', namespace: ns }), 'api-1', 'api-key', false, 'web');
   expect(await sync(web)).toMatchObject({ outcome: 'created', number: 1 });
   expect(await sync(api)).toMatchObject({ outcome: 'created', number: 1 });
   expect(await keys(web)).toEqual(['1:web-key']);

@@ -217,7 +217,7 @@ async function receive(count: number, parents: readonly string[], timeoutMs = 15
 }
 
 const synced = async (name: string) => {
-  const p = await adminClient().get(pacers, name, ns);
+  const p = await adminClient().get(pacers, { name, namespace: ns });
   return (
     p.status as { conditions?: Array<{ type: string; status: string; reason: string; message: string }> } | undefined
   )?.conditions?.find((c) => c.type === 'Synced');
@@ -271,7 +271,7 @@ describe('a pass fits its invocation', () => {
       new RegExp(`; ${40 - firstCalls.size} input\\(s\\) not reached within the pass's time budget, continued by a follow-up pass$`),
     );
     expect(await outputsOf(slow)).toBe(answered);
-    const status = (await adminClient().get(pacers, 'slow', ns)).status as {
+    const status = (await adminClient().get(pacers, { name: 'slow', namespace: ns })).status as {
       inputs: { configmaps: { total: number } };
       outputs: { configmaps: { total: number } };
     };

@@ -196,10 +196,10 @@ describe('outputs are exactly what the hook answered', () => {
     });
     const kube = outriggerClient();
     expect(await syncMap(context(kube), controllers.Shaper!, keyOf(parent, 'Shaper'))).toMatchObject({ created: 1, problems: [] });
-    expect((await adminClient().get(configMaps, 'in-copy', ns)).data).toEqual({ keep: '1', drop: '2' });
+    expect((await adminClient().get(configMaps, { name: 'in-copy', namespace: ns })).data).toEqual({ keep: '1', drop: '2' });
     full = false;
     expect(await syncMap(context(kube), controllers.Shaper!, keyOf(parent, 'Shaper'))).toMatchObject({ updated: 1, problems: [] });
-    const after = await adminClient().get(configMaps, 'in-copy', ns);
+    const after = await adminClient().get(configMaps, { name: 'in-copy', namespace: ns });
     expect(after.data).toEqual({ keep: '1' });
     expect(after.metadata.labels?.tier).toBeUndefined();
     expect(after.metadata.annotations?.note).toBeUndefined();
@@ -221,9 +221,9 @@ describe('outputs are exactly what the hook answered', () => {
     await syncMap(ctx, controllers.Shaper!, keyOf(parent, 'Shaper'));
     // As a person would, under a field manager of their own (the admin client's default is Outrigger's).
     const person = connect({ kind: 'kubeconfig', path: testbed().kubeconfigs.admin }, { fieldManager: 'kubectl-edit' });
-    await person.patch(configMaps, 'in-copy', ns, { data: { mine: 'changed', theirs: 'b' } }, 'merge');
+    await person.patch(configMaps, { name: 'in-copy', namespace: ns }, { data: { mine: 'changed', theirs: 'b' } }, 'merge');
     expect(await syncMap(ctx, controllers.Shaper!, keyOf(parent, 'Shaper'))).toMatchObject({ updated: 1, problems: [] });
-    expect((await adminClient().get(configMaps, 'in-copy', ns)).data).toEqual({ mine: 'a', theirs: 'b' });
+    expect((await adminClient().get(configMaps, { name: 'in-copy', namespace: ns })).data).toEqual({ mine: 'a', theirs: 'b' });
   });
 
   test("what the apiserver fills in at creation (defaults, a Job's generated selector) is not taken for the hook's: it stays, and a later change applies", async () => {
@@ -246,7 +246,7 @@ describe('outputs are exactly what the hook answered', () => {
     const ctx = context();
     expect(await syncMap(ctx, controllers.Jobber!, keyOf(parent, 'Jobber'))).toMatchObject({ created: 1, problems: [] });
     // Outrigger applies what the hook answered, not what defaulting or admission added: those stay, owned by nobody.
-    const created = await adminClient().get(jobs, 'in-job', ns);
+    const created = await adminClient().get(jobs, { name: 'in-job', namespace: ns });
     const applied = (
       created.metadata.managedFields as Array<{ manager: string; operation: string; fieldsV1: { 'f:spec': Record<string, unknown> } }>
     ).filter((e) => e.manager === 'outrigger');
@@ -255,7 +255,7 @@ describe('outputs are exactly what the hook answered', () => {
     expect((created.spec as { backoffLimit?: number }).backoffLimit).toBe(6);
     note = 'v2';
     expect(await syncMap(ctx, controllers.Jobber!, keyOf(parent, 'Jobber'))).toMatchObject({ updated: 1, problems: [] });
-    const job = await adminClient().get(jobs, 'in-job', ns);
+    const job = await adminClient().get(jobs, { name: 'in-job', namespace: ns });
     expect(job.metadata.annotations?.note).toBe('v2');
     expect((job.spec as { selector?: unknown }).selector).toBeDefined();
   });
@@ -275,12 +275,15 @@ describe('status shrinks', () => {
     const kube = outriggerClient();
     const ctx = context(kube);
     await syncMap(ctx, controllers.Shaper!, keyOf(parent, 'Shaper'));
-    await adminClient().patch(gadgets, 'g', ns, { status: { conditions: [{ type: 'Ready', status: 'True' }] } }, 'merge', {
-      subresource: 'status',
-    });
+    await adminClient().patch(
+      gadgets,
+      { name: 'g', namespace: ns, subresource: 'status' },
+      { status: { conditions: [{ type: 'Ready', status: 'True' }] } },
+      'merge',
+    );
     await syncMap(ctx, controllers.Shaper!, keyOf(parent, 'Shaper'));
     const status = async () =>
-      (await adminClient().get(shapers, 'shrinker', ns)).status as {
+      (await adminClient().get(shapers, { name: 'shrinker', namespace: ns })).status as {
         inputs: Record<string, unknown>;
         outputs: Record<string, Record<string, number>>;
       };
@@ -320,9 +323,9 @@ describe('parents and hooks the contract allows', () => {
     }));
     const result = await syncMap(context(), controllers.Shaper!, keyOf(parent, 'Shaper'));
     expect(result).toMatchObject({ inputs: 2, hookCalls: 2, created: 4, problems: [] });
-    expect((await adminClient().get(configMaps, 'seed-in-copy', ns)).data).toEqual({ from: 'Seed' });
-    expect((await adminClient().get(gadgets, 'cm-in-gadget', ns)).spec).toEqual({ from: 'ConfigMap' });
-    expect((await adminClient().get(shapers, 'multi', ns)).status).toMatchObject({
+    expect((await adminClient().get(configMaps, { name: 'seed-in-copy', namespace: ns })).data).toEqual({ from: 'Seed' });
+    expect((await adminClient().get(gadgets, { name: 'cm-in-gadget', namespace: ns })).spec).toEqual({ from: 'ConfigMap' });
+    expect((await adminClient().get(shapers, { name: 'multi', namespace: ns })).status).toMatchObject({
       inputs: { configmaps: { total: 1 }, seeds: { total: 1 } },
       outputs: { configmaps: { total: 2 }, gadgets: { total: 2 } },
     });
@@ -338,7 +341,7 @@ describe('parents and hooks the contract allows', () => {
       problems: [],
       statusWritten: true,
     });
-    const after = await adminClient().get(bares, 'bare', ns);
+    const after = await adminClient().get(bares, { name: 'bare', namespace: ns });
     expect(after.status).toMatchObject({ inputs: { configmaps: { total: 1 } }, outputs: { configmaps: { total: 1 } } });
     // Without a status subresource every write bumps the generation: the status must name the generation it made.
     expect((after.status as { observedGeneration: number }).observedGeneration).toBe(after.metadata.generation);
@@ -357,7 +360,7 @@ describe('parents and hooks the contract allows', () => {
     expect(result).toMatchObject({ inputs: 2, created: 2, problems: [] });
     expect(await names(a)).toEqual(['in', 'in-copy']);
     expect(await names(b)).toEqual(['in', 'in-copy']);
-    expect((await adminClient().get(regions, parent.metadata.name!)).status).toMatchObject({
+    expect((await adminClient().get(regions, { name: parent.metadata.name! })).status).toMatchObject({
       inputs: { configmaps: { total: 2 } },
       outputs: { configmaps: { total: 2 } },
     });
@@ -370,7 +373,7 @@ describe('parents and hooks the contract allows', () => {
     const parent = await parentOf(bares, 'Bare', 'detach', ns, { app: 'detach' });
     const ctx = context();
     await syncMap(ctx, controllers.Bare!, keyOf(parent, 'Bare'));
-    await adminClient().delete(configMaps, 'gone', ns);
+    await adminClient().delete(configMaps, { name: 'gone', namespace: ns });
     expect(await syncMap(ctx, controllers.Bare!, keyOf(parent, 'Bare'))).toMatchObject({ deleted: 1, detachedKept: 0, problems: [] });
     expect(await names(ns)).toEqual(['stays', 'stays-copy']);
   });
@@ -382,8 +385,8 @@ describe('parents and hooks the contract allows', () => {
     const parent = await parentOf(shapers, 'Shaper', 'tomb', ns, { app: 'tomb' });
     const ctx = context();
     await syncMap(ctx, controllers.Shaper!, keyOf(parent, 'Shaper'));
-    await adminClient().delete(configMaps, 'gone', ns);
-    await adminClient().patch(configMaps, 'stays', ns, { data: { v: 'new' } }, 'merge');
+    await adminClient().delete(configMaps, { name: 'gone', namespace: ns });
+    await adminClient().patch(configMaps, { name: 'stays', namespace: ns }, { data: { v: 'new' } }, 'merge');
     tombstoneAnswers.set('tomb', () => ({ status: 500, body: { error: 'down' } }));
     const before = calls.tombstone;
     const result = await syncMap(ctx, controllers.Shaper!, keyOf(parent, 'Shaper'));
@@ -391,9 +394,11 @@ describe('parents and hooks the contract allows', () => {
     expect(result).toMatchObject({ deleted: 0, updated: 1 });
     expect(result.problems).toEqual([expect.objectContaining({ what: 'detached outputs', reason: 'HookHTTPError' })]);
     expect(await names(ns)).toEqual(['gone-copy', 'stays', 'stays-copy']);
-    expect((await adminClient().get(configMaps, 'stays-copy', ns)).data).toEqual({ v: 'new' });
+    expect((await adminClient().get(configMaps, { name: 'stays-copy', namespace: ns })).data).toEqual({ v: 'new' });
     const synced = (
-      (await adminClient().get(shapers, 'tomb', ns)).status as { conditions: Array<{ type: string; status: string; reason: string }> }
+      (await adminClient().get(shapers, { name: 'tomb', namespace: ns })).status as {
+        conditions: Array<{ type: string; status: string; reason: string }>;
+      }
     ).conditions.find((c) => c.type === 'Synced');
     expect(synced).toMatchObject({ status: 'False', reason: 'HookHTTPError' });
     // The hook recovers and keeps nothing: the detached output goes.
@@ -431,12 +436,11 @@ describe('a MapController change is never served with the old definition', () =>
     const mcs = gvr('metacontroller.k8s.io', 'v1alpha1', 'mapcontrollers');
     await admin.patch(
       mcs,
-      'contract-racer',
-      undefined,
+      { name: 'contract-racer' },
       { spec: { hooks: { map: { webhook: { url: `${url}/map?definition=2` } } } } },
       'merge',
     );
-    const changed = await admin.get(mcs, 'contract-racer');
+    const changed = await admin.get(mcs, { name: 'contract-racer' });
     expect(changed.metadata.generation).toBe(before.generation + 1);
     const key = (o: KubeObject, kind: string, group: string) => ({
       cluster,
@@ -456,17 +460,17 @@ describe('a MapController change is never served with the old definition', () =>
     const queuedAt = Date.now() - 5_000;
     // Meanwhile the stale process serves another request for the parent (an input's event) with the old definition.
     await serveMapRequest(makeSyncRequest({ ...keyOf(parent, 'Racer'), cluster }, ['ConfigMap/event']), Date.now(), serveContext(stale));
-    expect((await adminClient().get(configMaps, 'in-copy', ns)).data).toEqual({ definition: '1' });
+    expect((await adminClient().get(configMaps, { name: 'in-copy', namespace: ns })).data).toEqual({ definition: '1' });
     // The queued request reaches the other process: it is not served yet.
     await serveMapRequest(queued, queuedAt, serveContext(fresh));
-    expect((await adminClient().get(configMaps, 'in-copy', ns)).data).toEqual({ definition: '2' });
+    expect((await adminClient().get(configMaps, { name: 'in-copy', namespace: ns })).data).toEqual({ definition: '2' });
     // And the stale process, given the parent again, refreshes rather than go back to the old definition.
     await serveMapRequest(
       makeSyncRequest({ ...keyOf(parent, 'Racer'), cluster }, ['ConfigMap/event']),
       Date.now() + 10_000,
       serveContext(stale),
     );
-    expect((await adminClient().get(configMaps, 'in-copy', ns)).data).toEqual({ definition: '2' });
+    expect((await adminClient().get(configMaps, { name: 'in-copy', namespace: ns })).data).toEqual({ definition: '2' });
     expect(mapControllerFor(await listMapControllers(outriggerClient(), cluster, stale), GROUP, 'Racer')!.generation).toBe(
       changed.metadata.generation,
     );
@@ -500,29 +504,28 @@ describe('incremental passes', () => {
     expect(await serve(['ConfigMap/first'])).toBe(3);
     expect(await names(ns)).toEqual(['a', 'a-copy', 'b', 'b-copy', 'c', 'c-copy']);
     // One input changes: one hook call, and its output follows.
-    const b = await admin.patch(configMaps, 'b', ns, { data: { v: 'b2' } }, 'merge');
+    const b = await admin.patch(configMaps, { name: 'b', namespace: ns }, { data: { v: 'b2' } }, 'merge');
     expect(await serve([cause(b)])).toBe(1);
-    expect((await admin.get(configMaps, 'b-copy', ns)).data).toEqual({ v: 'b2' });
+    expect((await admin.get(configMaps, { name: 'b-copy', namespace: ns })).data).toEqual({ v: 'b2' });
     // The same event again (a redelivery): nothing to call.
     expect(await serve([cause(b)])).toBe(0);
     // An output deleted by someone: its input's hook is called and the output made again.
-    const aCopy = await admin.get(configMaps, 'a-copy', ns);
-    await admin.delete(configMaps, 'a-copy', ns);
+    const aCopy = await admin.get(configMaps, { name: 'a-copy', namespace: ns });
+    await admin.delete(configMaps, { name: 'a-copy', namespace: ns });
     expect(await serve([`ConfigMap/${cluster}/${aCopy.metadata.uid}/${aCopy.metadata.resourceVersion}/deleted`])).toBe(1);
     expect(await names(ns)).toContain('a-copy');
     // An output changed by someone: its event names it, its input's hook is called, and it is set back.
     const cCopy = await connect({ kind: 'kubeconfig', path: testbed().kubeconfigs.admin }, { fieldManager: 'kubectl-edit' }).patch(
       configMaps,
-      'c-copy',
-      ns,
+      { name: 'c-copy', namespace: ns },
       { data: { v: 'tampered' } },
       'merge',
     );
     expect(await serve([cause(cCopy)])).toBe(1);
-    expect((await admin.get(configMaps, 'c-copy', ns)).data).toEqual({ v: 'c' });
+    expect((await admin.get(configMaps, { name: 'c-copy', namespace: ns })).data).toEqual({ v: 'c' });
     // A resync calls every hook (a hook may depend on the clock); so does a parent spec change.
     expect(await serve(['resync/60/1'])).toBe(3);
-    await admin.patch(shapers, 'incr', ns, { spec: { note: 'x' } }, 'merge');
+    await admin.patch(shapers, { name: 'incr', namespace: ns }, { spec: { note: 'x' } }, 'merge');
     expect(await serve(['Shaper/spec'])).toBe(3);
     expect(await serve(['ConfigMap/nothing-changed'])).toBe(0);
   });

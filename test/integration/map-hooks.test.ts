@@ -254,7 +254,7 @@ test('property: a hostile answer writes nothing but the status, is reported with
       expect(writes.filter(([v]) => v !== 'patch/merge' && !(h.reason === 'WriteFailed' && v === 'create'))).toEqual([]);
       expect(kube.stats.byVerb['patch/merge'] ?? 0).toBeLessThanOrEqual(1);
       expect(await snapshot(ns)).toEqual(before);
-      const status = (await admin.get(probers, 'prober', ns)).status as {
+      const status = (await admin.get(probers, { name: 'prober', namespace: ns })).status as {
         conditions: Array<{ type: string; reason: string; message: string }>;
       };
       const synced = status.conditions.find((c) => c.type === 'Synced')!;

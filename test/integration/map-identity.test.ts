@@ -85,7 +85,7 @@ async function serve(key: SyncKey, controller: string): Promise<void> {
     controllers: clusterCache<MapControllerSet>(5_000),
     log,
   };
-  const mc = await adminClient().get(mapControllers, controller);
+  const mc = await adminClient().get(mapControllers, { name: controller });
   await serveMapRequest(
     makeSyncRequest(
       { cluster: key.cluster, group: 'metacontroller.k8s.io', kind: 'MapController', name: controller, uid: mc.metadata.uid ?? '' },
@@ -107,7 +107,7 @@ const keyOf = (o: KubeObject, group: string, kind: string): SyncKey => ({
 });
 
 async function ready(name: string): Promise<{ status?: string; reason?: string; message?: string } | undefined> {
-  const mc = await adminClient().get(mapControllers, name);
+  const mc = await adminClient().get(mapControllers, { name });
   return (
     mc.status as { conditions?: Array<{ type: string; status: string; reason: string; message: string }> } | undefined
   )?.conditions?.find((c) => c.type === 'Ready');
@@ -173,16 +173,16 @@ subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: Group, name: "outrigger:
       expect(await ready(name)).toMatchObject({ status: 'False', reason: 'Forbidden' });
 
       await applyManifests(admin, impersonatedAccount(ns, 'mapper', TEAM_RULES));
-      await admin.delete(gvr('rbac.authorization.k8s.io', 'v1', 'rolebindings'), `outrigger-own-${name}`, ns);
+      await admin.delete(gvr('rbac.authorization.k8s.io', 'v1', 'rolebindings'), { name: `outrigger-own-${name}`, namespace: ns });
       await eventually(async () => {
         await serve(key, name);
-        return (await admin.find(configMaps, 'in-copy', ns)) ? true : undefined;
+        return (await admin.find(configMaps, { name: 'in-copy', namespace: ns })) ? true : undefined;
       });
       expect(await ready(name)).toMatchObject({ status: 'True' });
       expect(calls).toContain('p:ConfigMap/in');
 
       failing = true;
-      await admin.patch(configMaps, 'in', ns, { data: { a: '2' } }, 'merge');
+      await admin.patch(configMaps, { name: 'in', namespace: ns }, { data: { a: '2' } }, 'merge');
       // A pass with a hook failure has its message retried with backoff (README "MapController").
       await expect(serve(key, name)).rejects.toThrow(RetryLater);
       const ev = await eventually(async () =>
@@ -191,7 +191,7 @@ subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: Group, name: "outrigger:
       expect(ev).toMatchObject({ type: 'Warning', regarding: { kind: 'TeamMap', name: 'p' } });
     } finally {
       failing = false;
-      await admin.delete(mapControllers, name);
+      await admin.delete(mapControllers, { name });
     }
   }, 60_000);
 
@@ -213,18 +213,12 @@ subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: Group, name: "outrigger:
       expect(calls).toEqual([]);
       expect(await ready(name)).toMatchObject({ status: 'False', reason: 'NoServiceAccount' });
       // A ServiceAccount no cluster admin allowed Outrigger to act as.
-      await admin.patch(
-        mapControllers,
-        name,
-        undefined,
-        { spec: { serviceAccount: { namespace: 'kube-system', name: 'default' } } },
-        'merge',
-      );
+      await admin.patch(mapControllers, { name }, { spec: { serviceAccount: { namespace: 'kube-system', name: 'default' } } }, 'merge');
       await serve(keyOf(parent, GROUP, 'TeamMap'), name);
       expect(calls).toEqual([]);
       expect(await ready(name)).toMatchObject({ status: 'False', reason: 'ServiceAccountNotAllowed' });
     } finally {
-      await admin.delete(mapControllers, name);
+      await admin.delete(mapControllers, { name });
     }
   }, 60_000);
 
@@ -258,15 +252,15 @@ subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: Group, name: "outrigger:
       await applyManifests(admin, teamController(name, { namespace: ns, name: 'lister' }));
       await expect(serve(keyOf(parent, GROUP, 'TeamMap'), name)).rejects.toThrow(RetryLater);
       expect(await ready(name)).toMatchObject({ status: 'True' });
-      const synced = ((await admin.get(teams, 'p', ns)).status as { conditions?: Array<{ type: string }> }).conditions?.find(
-        (c) => c.type === 'Synced',
-      );
+      const synced = (
+        (await admin.get(teams, { name: 'p', namespace: ns })).status as { conditions?: Array<{ type: string }> }
+      ).conditions?.find((c) => c.type === 'Synced');
       expect(synced).toMatchObject({
         status: 'False',
         reason: 'Forbidden',
         message: expect.stringContaining(`inputResources: the controller's ServiceAccount may not list configmaps in namespace ${ns}`),
       });
-      await admin.delete(mapControllers, name);
+      await admin.delete(mapControllers, { name });
       // A cluster-scoped parent: its passes would list ConfigMaps in every namespace, which is checked up front.
       await applyManifests(admin, teamController(name, { namespace: ns, name: 'lister' }, 'teamregions'));
       await serve({ ...keyOf(region, GROUP, 'TeamRegion'), namespace: undefined }, name);
@@ -278,8 +272,8 @@ subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: Group, name: "outrigger:
       expect(calls).toEqual([]);
       expect((await admin.listAll(configMaps, { namespace: ns })).map((c) => c.metadata.name)).toEqual(['in']);
     } finally {
-      await admin.delete(mapControllers, name).catch(() => undefined);
-      await admin.delete(regions, region.metadata.name ?? '');
+      await admin.delete(mapControllers, { name }).catch(() => undefined);
+      await admin.delete(regions, { name: region.metadata.name ?? '' });
     }
   }, 60_000);
 });
@@ -325,8 +319,8 @@ spec:
       expect(await admin.listAll(snapshots, { namespace: ns })).toEqual([]);
       expect(await ready(name)).toMatchObject({ status: 'False', reason: 'Forbidden' });
     } finally {
-      await admin.delete(mapControllers, name);
-      await admin.delete(storageStates, state.metadata.name ?? '');
+      await admin.delete(mapControllers, { name });
+      await admin.delete(storageStates, { name: state.metadata.name ?? '' });
     }
   }, 60_000);
 });

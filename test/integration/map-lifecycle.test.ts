@@ -210,15 +210,15 @@ describe('finalize hook', () => {
     const ctx = context(kube);
 
     expect(await syncMap(ctx, mc, keyOf(parent))).toMatchObject({ created: 2, problems: [] });
-    expect((await admin.get(keepers, 'k1', ns)).metadata.finalizers).toEqual([finalizerName('lifecycle-keeper')]);
+    expect((await admin.get(keepers, { name: 'k1', namespace: ns })).metadata.finalizers).toEqual([finalizerName('lifecycle-keeper')]);
     expect(await outputsOf(ns, parent)).toEqual(['in-a-copy', 'in-b-copy']);
     // A pass with nothing changed writes nothing to the parent (the finalizer is there).
     kube.stats.reset();
     expect(await syncMap(ctx, mc, keyOf(parent))).toMatchObject({ created: 0, updated: 0, statusWritten: false });
     expect(kube.stats.byVerb['patch/merge'] ?? 0).toBe(0);
 
-    await admin.delete(keepers, 'k1', ns);
-    const deleting = await admin.get(keepers, 'k1', ns);
+    await admin.delete(keepers, { name: 'k1', namespace: ns });
+    const deleting = await admin.get(keepers, { name: 'k1', namespace: ns });
     expect(deleting.metadata.deletionTimestamp).toBeDefined();
 
     // Not done yet, keeping in-a-copy: in-b-copy is deleted, the parent stays with its finalizer.
@@ -237,7 +237,7 @@ describe('finalize hook', () => {
     expect(request.parent.metadata.uid).toBe(parent.metadata.uid);
     expect(Object.keys(request.outputs['ConfigMap.v1'] ?? {}).sort()).toEqual([`${ns}/in-a-copy`, `${ns}/in-b-copy`]);
     expect(await outputsOf(ns, parent)).toEqual(['in-a-copy']);
-    const still = await admin.get(keepers, 'k1', ns);
+    const still = await admin.get(keepers, { name: 'k1', namespace: ns });
     expect(still.metadata.finalizers).toEqual([finalizerName('lifecycle-keeper')]);
     expect(
       (still.status as { conditions: Array<{ type: string; reason: string; message: string }> }).conditions.find(
@@ -251,12 +251,12 @@ describe('finalize hook', () => {
     finalizeAnswers.set('k1', (req) => ({ outputs: Object.values(req.outputs['ConfigMap.v1'] ?? {}), finalized: true }));
     expect(await syncMap(ctx, mc, keyOf(deleting))).toMatchObject({ finalized: true, released: 1, deleted: 0, problems: [] });
     expect(finalizeCalls.get('k1')).toHaveLength(2);
-    expect(await admin.find(keepers, 'k1', ns)).toBeUndefined();
-    const kept = await admin.get(configMaps, 'in-a-copy', ns);
+    expect(await admin.find(keepers, { name: 'k1', namespace: ns })).toBeUndefined();
+    const kept = await admin.get(configMaps, { name: 'in-a-copy', namespace: ns });
     expect(kept.metadata.ownerReferences ?? []).toEqual([]);
     expect(kept.metadata.labels?.[MAP_KEY_LABEL]).toBeUndefined();
     expect(kept.metadata.labels?.[PARENT_LABEL]).toBeUndefined();
-    expect(await admin.find(configMaps, 'in-b-copy', ns)).toBeUndefined();
+    expect(await admin.find(configMaps, { name: 'in-b-copy', namespace: ns })).toBeUndefined();
   }, 60_000);
 
   test('a finalize hook answering finalized with no outputs has every output deleted before the parent goes', async () => {
@@ -268,16 +268,16 @@ describe('finalize hook', () => {
     const ctx = context(kube);
     await syncMap(ctx, mc, keyOf(parent));
     expect(await outputsOf(ns, parent)).toEqual(['in-c-copy', 'in-d-copy']);
-    await admin.delete(keepers, 'k2', ns);
+    await admin.delete(keepers, { name: 'k2', namespace: ns });
     finalizeAnswers.set('k2', () => ({ outputs: [], finalized: true }));
-    expect(await syncMap(ctx, mc, keyOf(await admin.get(keepers, 'k2', ns)))).toMatchObject({
+    expect(await syncMap(ctx, mc, keyOf(await admin.get(keepers, { name: 'k2', namespace: ns })))).toMatchObject({
       finalized: true,
       deleted: 2,
       released: 0,
       problems: [],
     });
     expect(await outputsOf(ns, parent)).toEqual([]);
-    expect(await admin.find(keepers, 'k2', ns)).toBeUndefined();
+    expect(await admin.find(keepers, { name: 'k2', namespace: ns })).toBeUndefined();
   }, 60_000);
 
   test('dropping the finalize hook from the spec removes the finalizer from parents; no hook, no finalizer', async () => {
@@ -288,24 +288,28 @@ describe('finalize hook', () => {
     const parent = await parentWithInputs(droppers, 'Dropper', ns, 'd1', ['in-e']);
     const ctx = context(kube);
     await syncMap(ctx, mc, keyOf(parent));
-    expect((await admin.get(droppers, 'd1', ns)).metadata.finalizers).toEqual([finalizerName('lifecycle-dropper')]);
+    expect((await admin.get(droppers, { name: 'd1', namespace: ns })).metadata.finalizers).toEqual([finalizerName('lifecycle-dropper')]);
     // Someone else's finalizer is left as it is.
-    await admin.patch(droppers, 'd1', ns, { metadata: { finalizers: [finalizerName('lifecycle-dropper'), 'example.com/other'] } }, 'merge');
+    await admin.patch(
+      droppers,
+      { name: 'd1', namespace: ns },
+      { metadata: { finalizers: [finalizerName('lifecycle-dropper'), 'example.com/other'] } },
+      'merge',
+    );
     const changed = await admin.patch(
       gvr('metacontroller.k8s.io', 'v1alpha1', 'mapcontrollers'),
-      'lifecycle-dropper',
-      undefined,
+      { name: 'lifecycle-dropper' },
       [{ op: 'remove', path: '/spec/hooks/finalize' }],
       'json',
     );
     const without = await controllerFor(kube, 'Dropper', changed.metadata.generation);
     expect(without.spec.hooks.finalize).toBeUndefined();
     expect(await syncMap(ctx, without, keyOf(parent))).toMatchObject({ problems: [] });
-    expect((await admin.get(droppers, 'd1', ns)).metadata.finalizers).toEqual(['example.com/other']);
+    expect((await admin.get(droppers, { name: 'd1', namespace: ns })).metadata.finalizers).toEqual(['example.com/other']);
     // A new parent gets none.
     const other = await parentWithInputs(droppers, 'Dropper', ns, 'd2', []);
     await syncMap(ctx, without, keyOf(other));
-    expect((await admin.get(droppers, 'd2', ns)).metadata.finalizers).toBeUndefined();
+    expect((await admin.get(droppers, { name: 'd2', namespace: ns })).metadata.finalizers).toBeUndefined();
   }, 60_000);
 });
 
@@ -327,7 +331,7 @@ describe('finalize hook without patch on the parents', () => {
         },
       ],
     });
-    const now = await admin.get(lockers, 'l1', ns);
+    const now = await admin.get(lockers, { name: 'l1', namespace: ns });
     expect(now.metadata.finalizers).toBeUndefined();
     expect(
       (now.status as { conditions: Array<{ type: string; status: string; reason: string }> }).conditions.find((c) => c.type === 'Synced'),
@@ -352,25 +356,25 @@ describe('updateStrategy', () => {
     stamps.set('r1', { v: '1' });
     expect(await syncMap(ctx, inPlace, keyOf(s))).toMatchObject({ created: 1, problems: [] });
     expect(await syncMap(ctx, recreate, keyOf(r))).toMatchObject({ created: 1, problems: [] });
-    const before = await admin.get(configMaps, 'in-r-copy', ns);
+    const before = await admin.get(configMaps, { name: 'in-r-copy', namespace: ns });
 
     stamps.set('s1', { v: '2' });
     stamps.set('r1', { v: '2' });
     const failed = await syncMap(ctx, inPlace, keyOf(s));
     expect(failed.problems).toMatchObject([{ reason: 'WriteFailed', message: 'the apiserver refused a write: HTTP 422 Invalid' }]);
-    expect((await admin.get(configMaps, 'in-s-copy', ns)).data).toEqual({ v: '1' });
+    expect((await admin.get(configMaps, { name: 'in-s-copy', namespace: ns })).data).toEqual({ v: '1' });
     // As today: it stays failed on the next pass too.
     expect((await syncMap(ctx, inPlace, keyOf(s))).problems).toMatchObject([{ reason: 'WriteFailed' }]);
 
     expect(await syncMap(ctx, recreate, keyOf(r))).toMatchObject({ recreated: 1, created: 0, updated: 0, problems: [] });
-    const after = await admin.get(configMaps, 'in-r-copy', ns);
+    const after = await admin.get(configMaps, { name: 'in-r-copy', namespace: ns });
     expect(after.data).toEqual({ v: '2' });
     expect(after.metadata.uid).not.toBe(before.metadata.uid);
     expect(after.metadata.ownerReferences?.[0]).toMatchObject({ uid: r.metadata.uid, controller: true });
     // Nothing changed: nothing recreated, nothing written.
     kube.stats.reset();
     expect(await syncMap(ctx, recreate, keyOf(r))).toMatchObject({ recreated: 0, updated: 0, unchanged: 1, statusWritten: false });
-    expect((await admin.get(configMaps, 'in-r-copy', ns)).metadata.uid).toBe(after.metadata.uid);
+    expect((await admin.get(configMaps, { name: 'in-r-copy', namespace: ns })).metadata.uid).toBe(after.metadata.uid);
   }, 60_000);
 });
 
@@ -433,19 +437,21 @@ ${controller('lifecycle-closer', 'closers', '    map: { lambda: { functionName: 
       // finalize, end to end: the deletion's event brings the hook; not done, called again 1 s later; then done.
       const closer = await parentWithInputs(closers, 'Closer', ns, 'c1', ['in-c1']);
       await eventually(
-        async () => (await admin.get(closers, 'c1', ns)).metadata.finalizers?.includes(finalizerName('lifecycle-closer')) === true,
+        async () =>
+          (await admin.get(closers, { name: 'c1', namespace: ns })).metadata.finalizers?.includes(finalizerName('lifecycle-closer')) ===
+          true,
         30_000,
       );
       await eventually(async () => (await outputsOf(ns, closer)).length === 1, 30_000);
       const deletedAt = Date.now();
-      await admin.delete(closers, 'c1', ns);
+      await admin.delete(closers, { name: 'c1', namespace: ns });
       await eventually(() => finalizeCallTimes.length > 0, 30_000);
       // Not done yet: the parent stays, with its finalizer and the outputs the hook keeps.
       await new Promise((r) => setTimeout(r, finalizeCallTimes[0]! + 2_000 - Date.now()));
-      const waiting = await admin.get(closers, 'c1', ns);
+      const waiting = await admin.get(closers, { name: 'c1', namespace: ns });
       expect(waiting.metadata.finalizers).toEqual([finalizerName('lifecycle-closer')]);
       expect(await outputsOf(ns, closer)).toEqual(['in-c1-copy']);
-      await eventually(async () => (await admin.find(closers, 'c1', ns)) === undefined, 30_000);
+      await eventually(async () => (await admin.find(closers, { name: 'c1', namespace: ns })) === undefined, 30_000);
       const finalizeGaps = finalizeCallTimes.slice(1).map((t, i) => (t - finalizeCallTimes[i]!) / 1000);
       console.log(
         JSON.stringify({

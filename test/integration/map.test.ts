@@ -144,11 +144,14 @@ describe('MapController: SnapshotSchedule, the README example, with Lambda hooks
 
     // Conditions on outputs are counted per type (the example's `ready`).
     const one = (await admin.listAll(snapshots, { namespace: ns }))[0]!;
-    await admin.patch(snapshots, one.metadata.name!, ns, { status: { conditions: [{ type: 'Ready', status: 'True' }] } }, 'merge', {
-      subresource: 'status',
-    });
+    await admin.patch(
+      snapshots,
+      { name: one.metadata.name!, namespace: ns, subresource: 'status' },
+      { status: { conditions: [{ type: 'Ready', status: 'True' }] } },
+      'merge',
+    );
     await syncMap(ctx, mc, keyOf(parent));
-    const status = (await admin.get(schedules, 'my-app-snapshots', ns)).status as Record<string, unknown>;
+    const status = (await admin.get(schedules, { name: 'my-app-snapshots', namespace: ns })).status as Record<string, unknown>;
     expect(status).toMatchObject({
       inputs: { persistentvolumeclaims: { total: 2 } },
       outputs: { volumesnapshots: { total: 4, ready: 1 } },
@@ -160,8 +163,8 @@ describe('MapController: SnapshotSchedule, the README example, with Lambda hooks
       .filter((s) => s.metadata.name!.startsWith('data-a-'))
       .map((s) => s.metadata.name!);
     // (The admission plugin's pvc-protection finalizer, which no controller removes here, is dropped by hand.)
-    await admin.delete(pvcs, 'data-a', ns);
-    await admin.patch(pvcs, 'data-a', ns, { metadata: { finalizers: null } }, 'merge');
+    await admin.delete(pvcs, { name: 'data-a', namespace: ns });
+    await admin.patch(pvcs, { name: 'data-a', namespace: ns }, { metadata: { finalizers: null } }, 'merge');
     const detached = await syncMap(ctx, mc, keyOf(parent));
     expect(detached).toMatchObject({ inputs: 1, detachedKept: 2, problems: [] });
     expect((await list()).filter((n) => n.startsWith('data-a-'))).toEqual(aSnaps.sort());
@@ -236,7 +239,7 @@ spec:
   // Its parents' hooks fail on purpose: with the controller gone, no later runtime's resync retries them.
   afterAll(async () => {
     await adminClient()
-      .delete(mapControllers, 'mapper-controller')
+      .delete(mapControllers, { name: 'mapper-controller' })
       .catch(() => undefined);
   });
 
@@ -289,14 +292,14 @@ spec:
       ctx.log = (_level, _m, fields) => logged.push(fields ?? {});
       await syncMap(ctx, mc, keyOf(parent));
       const before = await names();
-      await admin().patch(mappers, parent.metadata.name!, ns, { spec: { mode } }, 'merge');
-      const fresh = await admin().get(mappers, parent.metadata.name!, ns);
+      await admin().patch(mappers, { name: parent.metadata.name!, namespace: ns }, { spec: { mode } }, 'merge');
+      const fresh = await admin().get(mappers, { name: parent.metadata.name!, namespace: ns });
       const result = await syncMap(ctx, mc, keyOf(fresh));
       expect(result).toMatchObject({ deleted: 0, created: 0 });
       expect(result.problems.map((p) => p.reason)).toEqual([reason, reason]);
       expect(await names()).toEqual(before);
       const condition = (
-        (await admin().get(mappers, parent.metadata.name!, ns)).status as {
+        (await admin().get(mappers, { name: parent.metadata.name!, namespace: ns })).status as {
           conditions: Array<{ type: string; status: string; reason: string; message: string }>;
         }
       ).conditions.find((c) => c.type === 'Synced')!;
@@ -336,12 +339,15 @@ spec:
     const result = await syncMap(ctx, mc, keyOf(parent));
     expect(result.problems.map((p) => p.message)).toEqual([expect.stringMatching(/one-copy exists and is not this parent's/)]);
     expect(result).toMatchObject({ created: 1, deleted: 0 });
-    expect((await admin().get(configMaps, 'one-copy', ns)).data).toEqual({ mine: 'yes' });
+    expect((await admin().get(configMaps, { name: 'one-copy', namespace: ns })).data).toEqual({ mine: 'yes' });
     expect(await names()).toContain('impostor');
     // Status counts what the parent owns: `two-copy`, not the impostor that merely carries its labels.
     expect(
-      ((await admin().get(mappers, parent.metadata.name!, ns)).status as { outputs: Record<string, { total: number }> }).outputs.configmaps!
-        .total,
+      (
+        (await admin().get(mappers, { name: parent.metadata.name!, namespace: ns })).status as {
+          outputs: Record<string, { total: number }>;
+        }
+      ).outputs.configmaps!.total,
     ).toBe(1);
   });
 
@@ -349,17 +355,22 @@ spec:
     const parent = await setup();
     const ctx = context(outriggerClient());
     await syncMap(ctx, mc, keyOf(parent));
-    await admin().patch(mappers, parent.metadata.name!, ns, { metadata: { finalizers: ['test.outrigger.dev/hold'] } }, 'merge');
-    await admin().delete(mappers, parent.metadata.name!, ns);
-    await admin().delete(configMaps, 'two', ns);
+    await admin().patch(
+      mappers,
+      { name: parent.metadata.name!, namespace: ns },
+      { metadata: { finalizers: ['test.outrigger.dev/hold'] } },
+      'merge',
+    );
+    await admin().delete(mappers, { name: parent.metadata.name!, namespace: ns });
+    await admin().delete(configMaps, { name: 'two', namespace: ns });
     const result = await syncMap(ctx, mc, keyOf(parent));
     expect(result).toMatchObject({ hookCalls: 0, created: 0, updated: 0, deleted: 0 });
     expect(await names()).toContain('two-copy');
-    const status = (await admin().get(mappers, parent.metadata.name!, ns)).status as {
+    const status = (await admin().get(mappers, { name: parent.metadata.name!, namespace: ns })).status as {
       conditions: Array<{ type: string; reason: string }>;
     };
     expect(status.conditions.find((c) => c.type === 'Synced')?.reason).toBe('Deleting');
-    await admin().patch(mappers, parent.metadata.name!, ns, { metadata: { finalizers: null } }, 'merge');
+    await admin().patch(mappers, { name: parent.metadata.name!, namespace: ns }, { metadata: { finalizers: null } }, 'merge');
   });
 
   test('triggers: an input change reaches the parents whose selector matches, whoever owns the input; an output reaches its parent by ControllerRef; a status-only parent change reaches nobody', async () => {
@@ -375,7 +386,11 @@ spec:
           kinds,
         )
       ).map((r) => `${r.target}:${r.key.name}`);
-    const typedCm = async (name: string) => ({ ...(await admin().get(configMaps, name, ns)), apiVersion: 'v1', kind: 'ConfigMap' });
+    const typedCm = async (name: string) => ({
+      ...(await admin().get(configMaps, { name, namespace: ns })),
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+    });
     // An input controlled by something else still reaches the parent.
     const owned = await admin().create(configMaps, {
       apiVersion: 'v1',
@@ -403,7 +418,11 @@ spec:
     // An output reaches its parent (by ControllerRef, and as a matching ConfigMap: one key after dedupe).
     expect(new Set(await route('deleted', await typedCm('one-copy')))).toEqual(new Set([`map:${parent.metadata.name}`]));
     // The parent: a spec change syncs; its own status write (generation already observed) does not.
-    const synced = { ...(await admin().get(mappers, parent.metadata.name!, ns)), apiVersion: 'map.outrigger.test/v1', kind: 'Mapper' };
+    const synced = {
+      ...(await admin().get(mappers, { name: parent.metadata.name!, namespace: ns })),
+      apiVersion: 'map.outrigger.test/v1',
+      kind: 'Mapper',
+    };
     expect(await route('modified', synced)).toEqual([]);
     expect(
       await route('modified', { ...synced, metadata: { ...synced.metadata, generation: (synced.metadata.generation ?? 1) + 1 } }),
@@ -440,15 +459,17 @@ describe('MapController through the local runtime', () => {
       await claim('web-0', { app: 'web' });
       await until(async () => (await snapsOf('db-0')).length === 1);
       // A PVC relabelled into the selector is picked up by its own event.
-      await admin.patch(pvcs, 'web-0', ns, { metadata: { labels: { app: 'db' } } }, 'merge');
+      await admin.patch(pvcs, { name: 'web-0', namespace: ns }, { metadata: { labels: { app: 'db' } } }, 'merge');
       await until(async () => (await snapsOf('web-0')).length === 1);
       // db-0 goes; the tombstone hook keeps its snapshot (its TTL is a day).
-      await admin.delete(pvcs, 'db-0', ns);
-      await admin.patch(pvcs, 'db-0', ns, { metadata: { finalizers: null } }, 'merge');
+      await admin.delete(pvcs, { name: 'db-0', namespace: ns });
+      await admin.patch(pvcs, { name: 'db-0', namespace: ns }, { metadata: { finalizers: null } }, 'merge');
       await until(
         async () =>
-          ((await admin.get(schedules, 'nightly', ns)).status as { inputs?: { persistentvolumeclaims?: { total: number } } } | undefined)
-            ?.inputs?.persistentvolumeclaims?.total === 1,
+          (
+            (await admin.get(schedules, { name: 'nightly', namespace: ns })).status as
+              { inputs?: { persistentvolumeclaims?: { total: number } } } | undefined
+          )?.inputs?.persistentvolumeclaims?.total === 1,
       );
       await runtime.settled();
       expect(await snapsOf('db-0')).toHaveLength(1);

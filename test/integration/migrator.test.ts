@@ -65,7 +65,7 @@ async function migrationOf(r: GVR, labelled = true): Promise<string> {
   return name;
 }
 
-const migrationNamed = (name: string) => admin.get<StorageVersionMigration>(migrations, name);
+const migrationNamed = (name: string) => admin.get<StorageVersionMigration>(migrations, { name });
 
 async function widgets(r: GVR, ns: string, n: number): Promise<void> {
   for (let i = 0; i < n; i += 1)
@@ -106,11 +106,10 @@ const resourceVersionOf = (text: string) => /"resourceVersion":"(\d+)"/.exec(tex
 const withoutResourceVersion = (text: string) => text.replace(/"resourceVersion":"\d+"/, '"resourceVersion":"-"');
 
 async function moveStorageTo(crdName: string, group: string, to: string): Promise<void> {
-  const current = await admin.get<CRD>(Resources.customResourceDefinitions, crdName);
+  const current = await admin.get<CRD>(Resources.customResourceDefinitions, { name: crdName });
   await admin.patch(
     Resources.customResourceDefinitions,
-    crdName,
-    undefined,
+    { name: crdName },
     { spec: { versions: current.spec.versions.map((v) => ({ ...v, storage: v.name === to })) } },
     'merge',
   );
@@ -156,7 +155,7 @@ describe("Outrigger's migrator", () => {
     expect((await etcdRead(key('numbers')))!.toString()).toContain('"big":9007199254740993');
     // Metadata lists and merge patches only: no object body is read or sent by the migrator.
     expect(Object.keys(ctx.kube.stats.byVerb).sort()).toEqual(['get', 'list/metadata', 'patch/merge']);
-    expect((await admin.get<CRD>(Resources.customResourceDefinitions, crd.name)).status?.storedVersions).toEqual(['v2']);
+    expect((await admin.get<CRD>(Resources.customResourceDefinitions, { name: crd.name })).status?.storedVersions).toEqual(['v2']);
   });
 
   test("an expired continue token: the list goes on from the apiserver's token, not from the start", async () => {
@@ -171,7 +170,7 @@ describe("Outrigger's migrator", () => {
     expect(token).toBeTruthy();
 
     // The revision moves on, and etcd forgets what came before.
-    for (let i = 0; i < 6; i += 1) await admin.patch(crd.resource, `w${i}`, ns, { spec: { touched: i } }, 'merge');
+    for (let i = 0; i < 6; i += 1) await admin.patch(crd.resource, { name: `w${i}`, namespace: ns }, { spec: { touched: i } }, 'merge');
     const revision = await compactEtcd();
     // Kubernetes 1.35 still serves the token from its watch cache: etcd's compaction alone expires nothing.
     expect((await admin.listMetadata(crd.resource, { limit: 2, continue: token })).items.map((i) => i.metadata.name)).toEqual(['w2', 'w3']);
@@ -212,7 +211,7 @@ describe("Outrigger's migrator", () => {
 
     // The invocation that wrote the last chunk died before its Succeeded condition landed: Running, as it left it.
     const running = svm.status!.conditions!.map((c) => (c.type === 'Succeeded' ? { ...c, type: 'Running' } : c));
-    await admin.patch(migrations, name, undefined, { status: { conditions: running } }, 'merge', { subresource: 'status' });
+    await admin.patch(migrations, { name, subresource: 'status' }, { status: { conditions: running } }, 'merge');
     const again = await runMigration(ctx, name, { chunk: 3 });
     expect(again).toMatchObject({ outcome: 'Succeeded', chunks: 0, rewritten: 0 });
     svm = await migrationNamed(name);
@@ -261,15 +260,14 @@ describe("Outrigger's migrator", () => {
     expect(await runMigration(ctx, foreign)).toMatchObject({ outcome: 'not-ours', rewritten: 0 });
     expect((await migrationNamed(foreign)).status).toBeUndefined();
     // An administrator hands it over with the label.
-    await admin.patch(migrations, foreign, undefined, { metadata: { labels: { [MIGRATOR_LABEL]: MIGRATOR_LABEL_VALUE } } }, 'merge');
+    await admin.patch(migrations, { name: foreign }, { metadata: { labels: { [MIGRATOR_LABEL]: MIGRATOR_LABEL_VALUE } } }, 'merge');
     expect(await runMigration(ctx, foreign, { chunk: 2, shouldPause: () => true })).toMatchObject({ outcome: 'paused', rewritten: 2 });
 
     // The CRD changes during the run (its storage version does not): every object is still rewritten, but the
     // migrator cannot vouch that nothing was written in between through another version, so storedVersions stays.
     await admin.patch(
       Resources.customResourceDefinitions,
-      crd.name,
-      undefined,
+      { name: crd.name },
       { metadata: { annotations: { touched: 'yes' } }, spec: { names: { shortNames: ['wdg'] } } },
       'merge',
     );
@@ -277,11 +275,11 @@ describe("Outrigger's migrator", () => {
     expect(done).toMatchObject({ outcome: 'Succeeded', rewritten: 2 });
     expect(done.storedVersions).toBeUndefined();
     expect(done.message).toMatch(/status\.storedVersions left as it is: the CRD changed during the run \(generation 2 to 3\)/);
-    expect((await admin.get<CRD>(Resources.customResourceDefinitions, crd.name)).status?.storedVersions).toEqual(['v1', 'v2']);
+    expect((await admin.get<CRD>(Resources.customResourceDefinitions, { name: crd.name })).status?.storedVersions).toEqual(['v1', 'v2']);
 
     // A fresh run, with the CRD left alone, narrows it.
     expect(await runMigration(ctx, await migrationOf(crd.resource))).toMatchObject({ outcome: 'Succeeded', storedVersions: ['v2'] });
-    expect((await admin.get<CRD>(Resources.customResourceDefinitions, crd.name)).status?.storedVersions).toEqual(['v2']);
+    expect((await admin.get<CRD>(Resources.customResourceDefinitions, { name: crd.name })).status?.storedVersions).toEqual(['v2']);
   });
 
   test('the leader step queues again a migration nothing is working on: Pending, or Running with no progress, for longer than the lease', async () => {
@@ -301,7 +299,7 @@ describe("Outrigger's migrator", () => {
     const polled = await pollReporter(ctx, { id: 'apiserver', client: outriggerClient() }, { groups: [group] });
     const name = polled.leader!.created[0]!;
     expect((await migrationNamed(name)).metadata.labels).toMatchObject({ [MIGRATOR_LABEL]: MIGRATOR_LABEL_VALUE });
-    const state = await ctx.kube.get<StorageState>(storageStates, crd.name);
+    const state = await ctx.kube.get<StorageState>(storageStates, { name: crd.name });
     const step = (minutes: number) => {
       clock = base + minutes * 60_000;
       return lead(ctx, { states: [state] });

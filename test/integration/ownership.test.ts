@@ -152,8 +152,13 @@ describe('claiming on the real apiserver', () => {
     const resolver = () => new BatchResolver(kube, 'it', controllers);
     for (let i = 0; i < 100; i += 1) {
       const name = `rev-${i % 20}`;
-      const before = await kube.get(Resources.controllerRevisions, name, ns);
-      const updated = await kube.patch(Resources.controllerRevisions, name, ns, { metadata: { labels: { touch: String(i) } } }, 'merge');
+      const before = await kube.get(Resources.controllerRevisions, { name, namespace: ns });
+      const updated = await kube.patch(
+        Resources.controllerRevisions,
+        { name, namespace: ns },
+        { metadata: { labels: { touch: String(i) } } },
+        'merge',
+      );
       const r = resolver();
       const keys = dedupeKeys(
         (await Promise.all(routeEvent('modified', updated, before).map((s) => r.resolve(s)))).flat().map((k) => k.key),
@@ -172,15 +177,15 @@ describe('claiming on the real apiserver', () => {
     const ns = await createNamespace('deleting');
     const labels = { app: 'going' };
     const sts = await createParent('StatefulSet', ns, 'old', labels, { finalizers: ['outrigger.test/hold'] });
-    await adminClient().delete(statefulSets, 'old', ns);
+    await adminClient().delete(statefulSets, { name: 'old', namespace: ns });
     await kube.create(Resources.controllerRevisions, revision(ns, 'orphan', labels));
     const view = (await kube.list(Resources.controllerRevisions, { namespace: ns })).items;
     // `sts` is the object as an old event saw it: no deletionTimestamp. The claim re-reads it first.
     const result = await claim(ctxFor(statefulSets), sts, compileSelector({ matchLabels: labels }), view);
     expect(result.adopted).toEqual([]);
     expect(result.parentGone).toMatch(/is being deleted/);
-    expect(controllerOf(await kube.get(Resources.controllerRevisions, 'orphan', ns))).toBeUndefined();
-    await adminClient().patch(statefulSets, 'old', ns, { metadata: { finalizers: null } }, 'merge');
+    expect(controllerOf(await kube.get(Resources.controllerRevisions, { name: 'orphan', namespace: ns }))).toBeUndefined();
+    await adminClient().patch(statefulSets, { name: 'old', namespace: ns }, { metadata: { finalizers: null } }, 'merge');
   });
 
   test('a child deleted and recreated under the same name during an adoption is not adopted', async () => {
@@ -189,12 +194,12 @@ describe('claiming on the real apiserver', () => {
     const sts = await createParent('StatefulSet', ns, 'web', labels);
     await kube.create(Resources.controllerRevisions, revision(ns, 'child', labels));
     const staleView = (await kube.list(Resources.controllerRevisions, { namespace: ns })).items;
-    await kube.delete(Resources.controllerRevisions, 'child', ns);
+    await kube.delete(Resources.controllerRevisions, { name: 'child', namespace: ns });
     const recreated = await kube.create(Resources.controllerRevisions, revision(ns, 'child', labels));
     const result = await claim(ctxFor(statefulSets), sts, compileSelector({ matchLabels: labels }), staleView);
     expect(result.adopted).toEqual([]);
     expect(result.lost.map((c) => c.metadata.name)).toEqual(['child']);
-    const now = await kube.get(Resources.controllerRevisions, 'child', ns);
+    const now = await kube.get(Resources.controllerRevisions, { name: 'child', namespace: ns });
     expect(now.metadata.uid).toBe(recreated.metadata.uid);
     expect(controllerOf(now)).toBeUndefined();
   });
@@ -214,8 +219,8 @@ describe('claiming on the real apiserver', () => {
     const result = await claim(ctxFor(statefulSets), sts, compileSelector({ matchLabels: { app: 'w' } }), [mine, theirs]);
     expect(result.released.map((c) => c.metadata.name)).toEqual(['mine']);
     expect(result.owned).toEqual([]);
-    expect(controllerOf(await kube.get(Resources.controllerRevisions, 'mine', ns))).toBeUndefined();
-    const theirsNow = await kube.get(Resources.controllerRevisions, 'theirs', ns);
+    expect(controllerOf(await kube.get(Resources.controllerRevisions, { name: 'mine', namespace: ns }))).toBeUndefined();
+    const theirsNow = await kube.get(Resources.controllerRevisions, { name: 'theirs', namespace: ns });
     expect(theirsNow.metadata.resourceVersion).toBe(theirs.metadata.resourceVersion);
   });
 });

@@ -39,7 +39,7 @@ describe('retries through a fault-injecting proxy', () => {
     const names = Array.from({ length: 40 }, (_, i) => `r-${i}`);
     for (const name of names) {
       await kube.create(Resources.controllerRevisions, revision(ns, name));
-      expect((await kube.get(Resources.controllerRevisions, name, ns)).data).toEqual({ n: name });
+      expect((await kube.get(Resources.controllerRevisions, { name, namespace: ns })).data).toEqual({ n: name });
     }
     const clean = await outriggerClient().list(Resources.controllerRevisions, { namespace: ns });
     expect(clean.items.map((i) => i.metadata.name).sort()).toEqual([...names].sort());
@@ -55,7 +55,9 @@ describe('retries through a fault-injecting proxy', () => {
   test('a definite answer (NotFound) is not retried', async () => {
     proxy.faultRate = 0;
     const kube = connect({ kind: 'kubeconfig', path: proxy.kubeconfig }, { retry: { retries: 8 } });
-    await expect(kube.get(Resources.controllerRevisions, 'nope', 'default')).rejects.toMatchObject({ kind: 'NotFound' });
+    await expect(kube.get(Resources.controllerRevisions, { name: 'nope', namespace: 'default' })).rejects.toMatchObject({
+      kind: 'NotFound',
+    });
     expect(kube.stats.total).toBe(1);
   });
 
@@ -66,7 +68,7 @@ describe('retries through a fault-injecting proxy', () => {
       { timeoutMs: 300, retry: { retries: 3, minDelayMs: 1, maxDelayMs: 5 } },
     );
     const started = Date.now();
-    await expect(kube.get(Resources.controllerRevisions, 'x', 'default')).rejects.toMatchObject({ kind: 'Transient' });
+    await expect(kube.get(Resources.controllerRevisions, { name: 'x', namespace: 'default' })).rejects.toMatchObject({ kind: 'Transient' });
     expect(kube.stats.total).toBe(4);
     expect(Date.now() - started).toBeLessThan(5_000);
   });

@@ -90,11 +90,11 @@ test('the three cases of KEP-238, lookup by key, and cleanup once the rollout is
   expect(await sync(w)).toMatchObject({ outcome: 'unchanged', number: 1 });
 
   // Scaling is not part of the target state: nothing happens.
-  w = await admin.patch(widgets, 'lws', ns, { spec: { replicas: 5 } }, 'merge');
+  w = await admin.patch(widgets, { name: 'lws', namespace: ns }, { spec: { replicas: 5 } }, 'merge');
   expect(await sync(w)).toMatchObject({ outcome: 'unchanged' });
 
   // Case 3, update: compared semantically with the current key's revision; a new revision keyed by its hash.
-  w = await admin.patch(widgets, 'lws', ns, { spec: { template: template('app:2') } }, 'merge');
+  w = await admin.patch(widgets, { name: 'lws', namespace: ns }, { spec: { template: template('app:2') } }, 'merge');
   const newKey = revisionHash(targetState(w as unknown as JsonObject, ['spec.template', 'spec.networkConfig']), 0);
   expect(await sync(w)).toMatchObject({ outcome: 'created', number: 2 });
   expect(await keys(ns)).toEqual(['1:legacy-key', `2:${newKey}`]);
@@ -105,13 +105,16 @@ test('the three cases of KEP-238, lookup by key, and cleanup once the rollout is
   // Not done yet: nothing is deleted.
   expect((await truncateHistory({ kube }, policy, keyOf(w))).deleted).toEqual([]);
   // The parent's controller rolls the leader to the new key and reports the rollout done.
-  await admin.patch(Resources.pods, 'lws', ns, { metadata: { labels: { [KEY]: newKey } } }, 'merge');
-  w = await admin.patch(widgets, 'lws', ns, { status: { conditions: [{ type: 'Available', status: 'True' }] } }, 'merge', {
-    subresource: 'status',
-  });
+  await admin.patch(Resources.pods, { name: 'lws', namespace: ns }, { metadata: { labels: { [KEY]: newKey } } }, 'merge');
+  w = await admin.patch(
+    widgets,
+    { name: 'lws', namespace: ns, subresource: 'status' },
+    { status: { conditions: [{ type: 'Available', status: 'True' }] } },
+    'merge',
+  );
   expect((await truncateHistory({ kube }, policy, keyOf(w))).deleted).toEqual([]);
   expect(await keys(ns)).toEqual(['1:legacy-key', `2:${newKey}`]);
-  await admin.delete(Resources.pods, 'lws-worker', ns);
+  await admin.delete(Resources.pods, { name: 'lws-worker', namespace: ns });
   expect((await truncateHistory({ kube }, policy, keyOf(w))).deleted).toHaveLength(1);
   expect(await keys(ns)).toEqual([`2:${newKey}`]);
 

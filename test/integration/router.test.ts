@@ -247,10 +247,10 @@ spec:
 
   afterAll(async () => {
     await adminClient()
-      .delete(revisionPolicies, 'router-duals')
+      .delete(revisionPolicies, { name: 'router-duals' })
       .catch(() => undefined);
     await adminClient()
-      .delete(mapControllers, 'router-duals')
+      .delete(mapControllers, { name: 'router-duals' })
       .catch(() => undefined);
   });
 

@@ -93,8 +93,8 @@ describe('the local runtime event path', () => {
     const ns = await createNamespace('rt');
     const kube = outriggerClient();
     await kube.create(Resources.controllerRevisions, revision(ns, 'r1'));
-    await kube.patch(Resources.controllerRevisions, 'r1', ns, { metadata: { labels: { step: 'two' } } }, 'merge');
-    await kube.delete(Resources.controllerRevisions, 'r1', ns);
+    await kube.patch(Resources.controllerRevisions, { name: 'r1', namespace: ns }, { metadata: { labels: { step: 'two' } } }, 'merge');
+    await kube.delete(Resources.controllerRevisions, { name: 'r1', namespace: ns });
     const mine = () => received.filter((e) => e.data.object.metadata.namespace === ns);
     await eventually(() => mine().length >= 3);
     expect(mine().map((e) => e.type)).toEqual(['dev.outrigger.watch.added', 'dev.outrigger.watch.modified', 'dev.outrigger.watch.deleted']);

@@ -27,13 +27,17 @@ describe('storage: a missed poll', () => {
     };
     const reporter = { id: 'apiserver', client: outriggerClient() };
     const poll = (minute: number) => pollReporter({ ...ctx, now: at(base, minute) }, reporter, { groups: [group], lead: false });
-    const persisted = async () => (await ctx.kube.get<StorageState>(storageStates, crd.name)).status?.persistedStorageVersionHashes;
+    const persisted = async () =>
+      (await ctx.kube.get<StorageState>(storageStates, { name: crd.name })).status?.persistedStorageVersionHashes;
 
     expect(await poll(0)).toMatchObject({ created: 1, missedPolls: {} });
     // As if migrated: persisted is the one hash.
-    await ctx.kube.patch(storageStates, crd.name, undefined, { status: { persistedStorageVersionHashes: [h1] } }, 'merge', {
-      subresource: 'status',
-    });
+    await ctx.kube.patch(
+      storageStates,
+      { name: crd.name, subresource: 'status' },
+      { status: { persistedStorageVersionHashes: [h1] } },
+      'merge',
+    );
     // One record per reporter, written once per poll, not per resource.
     expect((await ctx.state.records.get<{ time: string }>(pollKey(ctx.cluster, 'apiserver')))?.value.time).toBe(
       at(base, 0)().toISOString(),

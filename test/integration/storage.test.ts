@@ -44,7 +44,7 @@ interface CRD extends KubeObject {
 
 const context = storageTestContext;
 
-const stateOf = (kube: KubeClient, name: string) => kube.get<StorageState>(storageStates, name);
+const stateOf = (kube: KubeClient, name: string) => kube.get<StorageState>(storageStates, { name });
 /** The context a second or more later: heartbeats written with it come after anything done before the call. */
 const afterwards = (ctx: StorageContext, ms = 1_000): StorageContext => ({ ...ctx, now: () => new Date(Date.now() + ms) });
 const ownedMigrations = async (kube: KubeClient, state: StorageState, r = migrations) =>
@@ -86,11 +86,10 @@ describe('storage version migration', () => {
     expect((await stateOf(ctx.kube, crd.name)).status?.persistedStorageVersionHashes).toEqual([h1]);
 
     // The storage version moves to v2; the next poll sees the new hash in discovery.
-    const current = await admin.get<CRD>(Resources.customResourceDefinitions, crd.name);
+    const current = await admin.get<CRD>(Resources.customResourceDefinitions, { name: crd.name });
     await admin.patch(
       Resources.customResourceDefinitions,
-      crd.name,
-      undefined,
+      { name: crd.name },
       { spec: { versions: current.spec.versions.map((v) => ({ ...v, storage: v.name === 'v2' })) } },
       'merge',
     );
@@ -98,7 +97,7 @@ describe('storage version migration', () => {
       async () => (await getResourceList(admin, group, 'v1')).resources.find((r) => r.name === 'widgets')?.storageVersionHash === h2,
       30_000,
     );
-    expect((await admin.get<CRD>(Resources.customResourceDefinitions, crd.name)).status?.storedVersions).toEqual(['v1', 'v2']);
+    expect((await admin.get<CRD>(Resources.customResourceDefinitions, { name: crd.name })).status?.storedVersions).toEqual(['v1', 'v2']);
     const second = await pollReporter(ctx, reporter, { groups: [group] });
     expect(second).toMatchObject({ created: 0, changed: 1 });
     state = await stateOf(ctx.kube, crd.name);
@@ -109,12 +108,12 @@ describe('storage version migration', () => {
     // The migrator stops after its first chunk (as a timed-out invocation would) and resumes from the token.
     const paused = await runMigration(migratorCtx, m2, { chunk: 2, shouldPause: () => true });
     expect(paused).toMatchObject({ outcome: 'paused', chunks: 1, rewritten: 2 });
-    expect((await ctx.kube.get<StorageVersionMigration>(migrations, m2)).status).toMatchObject({
+    expect((await ctx.kube.get<StorageVersionMigration>(migrations, { name: m2 })).status).toMatchObject({
       progress: { continueToken: expect.stringMatching(/./), complete: false },
     });
     const resumed = await runMigration(migratorCtx, m2, { chunk: 2 });
     expect(resumed).toMatchObject({ outcome: 'Succeeded', chunks: 2, rewritten: 3, storedVersions: ['v2'] });
-    expect((await admin.get<CRD>(Resources.customResourceDefinitions, crd.name)).status?.storedVersions).toEqual(['v2']);
+    expect((await admin.get<CRD>(Resources.customResourceDefinitions, { name: crd.name })).status?.storedVersions).toEqual(['v2']);
     expect((await pollReporter(afterwards(ctx), reporter, { groups: [group] })).leader?.narrowed).toEqual([crd.name]);
     expect((await stateOf(ctx.kube, crd.name)).status?.persistedStorageVersionHashes).toEqual([h2]);
 
@@ -149,14 +148,20 @@ describe('storage version migration', () => {
     // A heartbeat whose test operations no longer hold (the persisted list changed since the view was read)
     // is refused by the apiserver as a whole; the reporter rereads and writes through the compare-and-set path.
     const h1 = storageVersionHash(group, 'v1', 'Widget');
-    await ctx.kube.patch(storageStates, crd.name, undefined, { status: { persistedStorageVersionHashes: [h1] } }, 'merge', {
-      subresource: 'status',
-    });
+    await ctx.kube.patch(
+      storageStates,
+      { name: crd.name, subresource: 'status' },
+      { status: { persistedStorageVersionHashes: [h1] } },
+      'merge',
+    );
     const stale = { ...state, metadata: { ...state.metadata } };
     await expect(
-      ctx.kube.patch(storageStates, crd.name, undefined, heartbeatPatch(stale, { reporter: 'apiserver-a', hash: h1, now: t }), 'json', {
-        subresource: 'status',
-      }),
+      ctx.kube.patch(
+        storageStates,
+        { name: crd.name, subresource: 'status' },
+        heartbeatPatch(stale, { reporter: 'apiserver-a', hash: h1, now: t }),
+        'json',
+      ),
     ).rejects.toMatchObject({ kind: 'Invalid' });
     expect((await stateOf(ctx.kube, crd.name)).status?.persistedStorageVersionHashes).toEqual([h1]);
   });
@@ -169,11 +174,9 @@ describe('storage version migration', () => {
     await pollReporter(ctx, reporter, { groups: [group], lead: false });
     await ctx.kube.patch(
       storageStates,
-      crd.name,
-      undefined,
+      { name: crd.name, subresource: 'status' },
       { status: { persistedStorageVersionHashes: [storageVersionHash(group, 'v1', 'Widget')] } },
       'merge',
-      { subresource: 'status' },
     );
     const before = await stateOf(ctx.kube, crd.name);
     // One missed poll is tolerated (README: "Operating"); two are not.
@@ -216,14 +219,13 @@ describe('storage version migration', () => {
     const ctx = context({ mode: 'in-tree' });
     const polled = await pollReporter(ctx, { id: 'apiserver', client: outriggerClient() }, { groups: [group] });
     const name = polled.leader!.created[0]!;
-    const svm = await ctx.kube.get<StorageVersionMigration>(inTreeMigrations, name);
+    const svm = await ctx.kube.get<StorageVersionMigration>(inTreeMigrations, { name });
     expect(svm.spec).toEqual({ resource: { group, resource: 'widgets' } });
     const now = new Date().toISOString();
     // As kube-controller-manager's migrator would (the test cluster runs none).
     await adminClient().patch(
       inTreeMigrations,
-      name,
-      undefined,
+      { name, subresource: 'status' },
       {
         status: {
           resourceVersion: svm.metadata.resourceVersion,
@@ -233,7 +235,6 @@ describe('storage version migration', () => {
         },
       },
       'merge',
-      { subresource: 'status' },
     );
     expect(
       (await pollReporter(afterwards(ctx), { id: 'apiserver', client: outriggerClient() }, { groups: [group] })).leader?.narrowed,
@@ -300,9 +301,12 @@ describe('storage version migration: the trigger on the real apiserver', () => {
       pollReporter({ ...ctx, now: at(base, minute) }, { id, client: outriggerClient() }, { groups: [group], lead: false });
     await poll('a', 0);
     await poll('b', 0);
-    await ctx.kube.patch(storageStates, crd.name, undefined, { status: { persistedStorageVersionHashes: [h1] } }, 'merge', {
-      subresource: 'status',
-    });
+    await ctx.kube.patch(
+      storageStates,
+      { name: crd.name, subresource: 'status' },
+      { status: { persistedStorageVersionHashes: [h1] } },
+      'merge',
+    );
     expect((await poll('b', 10)).heartbeats).toBe(1);
     const epoch = await ctx.state.records.counter(epochKey(ctx.cluster, crd.name));
     // a was silent from 0 to 26 (two polls missed): its apiserver may have gone v1 → v2 → v1 meanwhile.
@@ -425,14 +429,12 @@ describe('storage version migration: the leader step', () => {
     };
     await ctx.kube.patch(
       storageStates,
-      ghost,
-      undefined,
+      { name: ghost, subresource: 'status' },
       {
         metadata: { resourceVersion: created.metadata.resourceVersion },
         status: { currentStorageVersionHashes: [entry], persistedStorageVersionHashes: [UNKNOWN] },
       },
       'merge',
-      { subresource: 'status' },
     );
     const states = await Promise.all([ghost, ...names].map((n) => stateOf(ctx.kube, n)));
     const result = await lead(ctx, { states });
@@ -471,7 +473,7 @@ describe('storage version migration: the leader step', () => {
     perDecisionMs = 61_000;
     const states = await Promise.all(polled.names.map((n) => stateOf(ctx.kube, n)));
     await expect(lead(ctx, { states })).rejects.toBeInstanceOf(LeaseLostError);
-    const owners = new Set(states.map((s) => s.metadata.uid));
+    const owners = new Set<string | undefined>(states.map((s) => s.metadata.uid));
     expect(
       (await ctx.kube.listAll<StorageVersionMigration>(migrations)).filter((m) => owners.has(m.metadata.ownerReferences?.[0]?.uid)),
     ).toEqual([]);

@@ -106,6 +106,6 @@ export async function deleteMapControllersCalling(url: string): Promise<void> {
   const { mapControllers } = await import('../../functions/map/controllers.ts');
   const admin = adminClient();
   for (const mc of await admin.listAll(mapControllers)) {
-    if (JSON.stringify(mc.spec ?? {}).includes(url)) await admin.delete(mapControllers, mc.metadata.name!).catch(() => undefined);
+    if (JSON.stringify(mc.spec ?? {}).includes(url)) await admin.delete(mapControllers, { name: mc.metadata.name! }).catch(() => undefined);
   }
 }

@@ -101,7 +101,9 @@ export function storageScene(cp: TestControlPlane, over: Partial<StorageContext>
       return pending.filter((m) => m.spec.resource.resource === 'deviceclasses').length;
     },
     persisted: async (when) => {
-      const state = await ctx.kube.get<StorageState>(storageStates, storageStateName({ group: GROUP, resource: 'deviceclasses' }));
+      const state = await ctx.kube.get<StorageState>(storageStates, {
+        name: storageStateName({ group: GROUP, resource: 'deviceclasses' }),
+      });
       const p = state.status?.persistedStorageVersionHashes ?? [UNKNOWN];
       if (!p.includes(UNKNOWN)) {
         for (const name of classes)

@@ -1,0 +1,81 @@
+// The narrow Kubernetes API the controllers' shells depend on (README, "Cluster access"): what they read and
+// write, addressed by object rather than by position. KubeClient is the real one; test/fakes/kube.ts is an
+// in-memory one for unit tests of the shells' branches.
+import type { GVR, KubeList, KubeObject, ObjectMeta } from './resource.ts';
+
+/** One object of a resource: `namespace` left out for a cluster-scoped one; `subresource` (`status`) where a verb takes it. */
+export interface ObjectRef {
+  name: string;
+  namespace?: string | undefined;
+  subresource?: string | undefined;
+}
+
+/** What the apiserver answers with: an object it stores always has these (generateName is resolved to a name). */
+export type StoredMeta = ObjectMeta & { name: string; uid: string; resourceVersion: string };
+export type Stored<T extends KubeObject = KubeObject> = T & { metadata: StoredMeta };
+
+export interface CreateOptions {
+  /** Where to create it, when the object does not say. */
+  namespace?: string | undefined;
+  /** Writes the body when its bytes matter (a ControllerRevision's: shared/json.ts says why). */
+  encode?: ((body: unknown) => string) | undefined;
+}
+
+export interface PatchOptions {
+  /** Server-side apply only: take over fields other managers own. */
+  force?: boolean;
+  /** The answer as a PartialObjectMetadata: the patched object's body is neither sent nor parsed. */
+  metadataOnly?: boolean;
+}
+
+export type WatchOptions = ListOptions & { allowWatchBookmarks?: boolean; timeoutSeconds?: number; metadataOnly?: boolean };
+
+export interface ListOptions {
+  namespace?: string | undefined;
+  labelSelector?: string | undefined;
+  fieldSelector?: string | undefined;
+  limit?: number | undefined;
+  continue?: string | undefined;
+  resourceVersion?: string | undefined;
+  /** With `resourceVersion`: NotOlderThan is served from the watch cache as soon as it has seen that version. */
+  resourceVersionMatch?: 'NotOlderThan' | 'Exact' | undefined;
+}
+
+export type PatchType = 'merge' | 'json' | 'strategic' | 'apply';
+
+export interface DeleteOptions {
+  /** Refuse to delete unless the object still has this uid (and resourceVersion, when given). */
+  preconditions?: { uid?: string; resourceVersion?: string };
+  propagationPolicy?: 'Foreground' | 'Background' | 'Orphan';
+}
+
+export interface WatchEvent<T extends KubeObject = KubeObject> {
+  type: 'ADDED' | 'MODIFIED' | 'DELETED' | 'BOOKMARK' | 'ERROR';
+  object: T;
+}
+
+export interface KubeApi {
+  /** Field manager of every write: outputs' managedFields are judged by it. */
+  readonly fieldManager: string;
+  get<T extends KubeObject = KubeObject>(r: GVR, ref: ObjectRef): Promise<Stored<T>>;
+  /** `get`, with "not there" as undefined rather than an error. */
+  find<T extends KubeObject = KubeObject>(r: GVR, ref: ObjectRef): Promise<Stored<T> | undefined>;
+  list<T extends KubeObject = KubeObject>(r: GVR, opts?: ListOptions): Promise<KubeList<Stored<T>>>;
+  /** Every page of a list. */
+  listAll<T extends KubeObject = KubeObject>(r: GVR, opts?: ListOptions): Promise<Array<Stored<T>>>;
+  create<T extends KubeObject = KubeObject>(r: GVR, obj: T, opts?: CreateOptions): Promise<Stored<T>>;
+  patch<T extends KubeObject = KubeObject>(
+    r: GVR,
+    ref: ObjectRef,
+    patch: unknown,
+    type: PatchType,
+    opts?: PatchOptions,
+  ): Promise<Stored<T>>;
+  delete(r: GVR, ref: ObjectRef, opts?: DeleteOptions): Promise<void>;
+  watch<T extends KubeObject = KubeObject>(
+    r: GVR,
+    opts: WatchOptions,
+    onEvent: (event: WatchEvent<T>) => void | Promise<void>,
+    signal?: AbortSignal,
+  ): Promise<void>;
+}
