@@ -7,7 +7,8 @@ import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as eks from 'aws-cdk-lib/aws-eks';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import { Construct } from 'constructs';
-import type { ClusterConfig } from '../shared/clusters.ts';
+import { CONTROLLERS_GROUP, MIGRATORS_GROUP, type ClusterConfig } from '../shared/clusters.ts';
+import { FORWARDER_SILENT_SECONDS } from '../functions/heartbeat/heartbeat.ts';
 import { METRICS_NAMESPACE, METRICS_SERVICE } from '../shared/lambda/metrics.ts';
 import { EVENTS_QUEUE, queueName } from '../shared/lambda/queues.ts';
 import { isEks } from './config.ts';
@@ -17,14 +18,10 @@ import { queuePair, tlsOnly, type QueuePair } from './queues.ts';
 
 /** An event or sync request waiting longer than this means its consumer is failing or falling behind. */
 const OLDEST_MESSAGE_ALARM_SECONDS = 300;
-/** The forwarder's leader renews its Lease every 2 s: two minutes unrenewed is no leader at all. */
-const FORWARDER_SILENT_ALARM_SECONDS = 120;
 /** CloudWatch's hard limit on the metrics one metric-math alarm reads (each cluster's alarms read all of its queues). */
 const METRICS_PER_ALARM = 10;
 
-/** The Kubernetes groups cluster/rbac.yaml binds: every function that talks to clusters, and the migrator besides. */
-export const CONTROLLERS_GROUP = 'outrigger:controllers';
-export const MIGRATORS_GROUP = 'outrigger:migrators';
+export { CONTROLLERS_GROUP, MIGRATORS_GROUP };
 
 /**
  * How a cluster's functions and forwarder get in: `stack` (an EKS cluster in the stack's region: access entries
@@ -244,9 +241,9 @@ export class OutriggerCluster extends Construct {
     alarms.add(
       this,
       'ForwarderSilent',
-      `The forwarder of cluster ${c.id} has not renewed its leader Lease for over ${FORWARDER_SILENT_ALARM_SECONDS} s in 5 minutes: kubectl -n outrigger-system get pods,lease`,
+      `The forwarder of cluster ${c.id} has not renewed its leader Lease for over ${FORWARDER_SILENT_SECONDS} s in 5 minutes: kubectl -n outrigger-system get pods,lease`,
       heartbeat('ForwarderSilentSeconds'),
-      FORWARDER_SILENT_ALARM_SECONDS,
+      FORWARDER_SILENT_SECONDS,
       cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
     );
     if (c.storage?.enabled !== false) {

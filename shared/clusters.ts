@@ -74,6 +74,13 @@ const storageSchema = z
   );
 export type StorageConfig = z.infer<typeof storageSchema>;
 
+/**
+ * The Kubernetes groups cluster/rbac.yaml binds: every function that talks to clusters, and the migrator besides
+ * (an EKS access entry, or the user a Secrets Manager token belongs to, is in them).
+ */
+export const CONTROLLERS_GROUP = 'outrigger:controllers';
+export const MIGRATORS_GROUP = 'outrigger:migrators';
+
 /** Lambda's bounds on an SQS event source's maximum concurrency (ScalingConfig.MaximumConcurrency). */
 export const MAX_CONCURRENCY_BOUNDS = { min: 2, max: 1000 } as const;
 /** A cluster's concurrency when its configuration names none: enough for a few busy objects, little of the account's 1000. */

@@ -36,6 +36,9 @@ export async function recordHeartbeat(cluster: string, kube: KubeClient, state: 
 /** The forwarder's leader-election Lease, as its kustomize base names it (deploy/forwarder/base). */
 export const FORWARDER_LEASE = { namespace: 'outrigger-system', name: 'outrigger-forwarder-leader' };
 
+/** The leader renews every 2 s: two minutes unrenewed is no leader at all (the ForwarderSilent alarm, the doctor). */
+export const FORWARDER_SILENT_SECONDS = 120;
+
 /**
  * Seconds since the forwarder's leader last renewed its Lease (it renews every few seconds while it watches), or
  * undefined when the cluster has no such Lease or Outrigger may not read it (a cluster wired through the ingest
