@@ -133,12 +133,26 @@ export function forwarderOverlay(input: OverlayInput): Record<string, string> {
   };
 }
 
-async function readJson(file: string): Promise<unknown> {
+export async function readJson(file: string): Promise<unknown> {
   try {
     return JSON.parse(await readFile(file, 'utf8'));
   } catch (err) {
     throw new Error(`${file}: ${(err as Error).message}`, { cause: err });
   }
+}
+
+/**
+ * The cluster configuration's JSON: `file`, else OUTRIGGER_CLUSTERS, else cdk.json's context (outrigger:clustersFile,
+ * the file, or outrigger:clusters, the JSON), as `cdk deploy` was given it; undefined when none names one.
+ */
+export async function clusterConfigurationJson(file: string | undefined): Promise<string | undefined> {
+  if (file) return readFile(file, 'utf8');
+  if (process.env.OUTRIGGER_CLUSTERS) return process.env.OUTRIGGER_CLUSTERS;
+  const cdk = (await readJson(join(projectRoot, 'cdk.json'))) as { context?: Record<string, unknown> };
+  const inFile = cdk.context?.['outrigger:clustersFile'];
+  const inline = cdk.context?.['outrigger:clusters'];
+  if (typeof inFile === 'string') return readFile(resolve(projectRoot, inFile), 'utf8');
+  return inline === undefined ? undefined : JSON.stringify(inline);
 }
 
 async function main(argv: string[]): Promise<void> {
@@ -162,17 +176,9 @@ async function main(argv: string[]): Promise<void> {
     process.stderr.write(`${usage}\n`);
     process.exit(values.help ? 0 : 2);
   }
-  let clustersJson: string;
-  if (values.clusters) clustersJson = await readFile(values.clusters, 'utf8');
-  else if (process.env.OUTRIGGER_CLUSTERS) clustersJson = process.env.OUTRIGGER_CLUSTERS;
-  else {
-    const cdk = (await readJson(join(projectRoot, 'cdk.json'))) as { context?: Record<string, unknown> };
-    const file = cdk.context?.['outrigger:clustersFile'];
-    const inline = cdk.context?.['outrigger:clusters'];
-    if (typeof file !== 'string' && inline === undefined)
-      throw new Error('no cluster configuration: pass --clusters FILE (the file `cdk deploy` was given as outrigger:clustersFile)');
-    clustersJson = typeof file === 'string' ? await readFile(resolve(projectRoot, file), 'utf8') : JSON.stringify(inline);
-  }
+  const clustersJson = await clusterConfigurationJson(values.clusters);
+  if (clustersJson === undefined)
+    throw new Error('no cluster configuration: pass --clusters FILE (the file `cdk deploy` was given as outrigger:clustersFile)');
   const out = resolve(values.out ?? join(projectRoot, 'deploy', 'forwarder', 'overlays', values.cluster));
   const files = forwarderOverlay({
     cluster: values.cluster,
