@@ -20,7 +20,7 @@ export async function targetDefaults(kube: KubeClient, cluster: string, target: 
   return cache.get(`${cluster}/${name}/${target.version}`, async () => {
     try {
       // Not found: an aggregated API, or a built-in group with a dot (networking.k8s.io): no schema to read.
-      const crd = await kube.find(Resources.customResourceDefinitions, name);
+      const crd = await kube.find(Resources.customResourceDefinitions, { name });
       return crd ? crdDefaults(crd, target.version) : undefined;
     } catch (err) {
       // A cluster whose Outrigger role predates the CRD rule: compare without defaults, as before it existed.

@@ -66,7 +66,7 @@ export async function reportPolicy(
 ): Promise<PolicyReport> {
   let obj;
   try {
-    obj = await kube.get(revisionPolicies, name);
+    obj = await kube.get(revisionPolicies, { name });
   } catch (err) {
     if (isKubeError(err, 'NotFound')) return { ready: false, reason: 'Deleted', message: 'deleted' };
     throw err;
@@ -104,8 +104,7 @@ export async function reportPolicy(
       current?.status === status && current.lastTransitionTime ? current.lastTransitionTime : new Date().toISOString();
     await kube.patch(
       revisionPolicies,
-      name,
-      undefined,
+      { name, subresource: 'status' },
       {
         status: {
           observedGeneration: obj.metadata.generation,
@@ -113,7 +112,6 @@ export async function reportPolicy(
         },
       },
       'merge',
-      { subresource: 'status' },
     );
     // The verdict is part of what the policy set means (a refused policy is not in effect).
     forgetPolicies(cluster);

@@ -131,7 +131,7 @@ type ParentRead = { parent: KubeObject; skipped?: undefined } | { parent?: undef
 async function readParent(deps: HistoryDeps, policy: RevisionPolicy, target: ResolvedResource, key: SyncKey): Promise<ParentRead> {
   let parent: KubeObject;
   try {
-    parent = await targetReader(deps.kube, policy).get(target, key.name, key.namespace);
+    parent = await targetReader(deps.kube, policy).get(target, { name: key.name, namespace: key.namespace });
   } catch (err) {
     if (isKubeError(err, 'NotFound'))
       return { skipped: { outcome: 'skipped', reason: 'the parent no longer exists (its revisions are garbage-collected with it)' } };
@@ -460,8 +460,7 @@ async function writeDecision<T extends KnownRevision>(
       guard();
       const patched = await deps.kube.patch<ControllerRevision>(
         Resources.controllerRevisions,
-        r.metadata.name!,
-        namespace,
+        { name: r.metadata.name!, namespace },
         { metadata: { uid: r.metadata.uid, resourceVersion: r.metadata.resourceVersion }, revision: outcome.number },
         'merge',
       );
@@ -547,13 +546,13 @@ export async function createRevision(
     };
     guard();
     try {
-      return await kube.create(Resources.controllerRevisions, revision, undefined, { encode: goJson });
+      return await kube.create(Resources.controllerRevisions, revision, { encode: goJson });
     } catch (err) {
       if (!isKubeError(err, 'AlreadyExists')) throw err;
     }
     let existing: ControllerRevision;
     try {
-      existing = await kube.get<ControllerRevision>(Resources.controllerRevisions, name, namespace);
+      existing = await kube.get<ControllerRevision>(Resources.controllerRevisions, { name, namespace });
     } catch (err) {
       if (isKubeError(err, 'NotFound')) continue; // deleted in between: the same name is free again
       throw err;
@@ -567,8 +566,7 @@ export async function createRevision(
       guard();
       return kube.patch<ControllerRevision>(
         Resources.controllerRevisions,
-        name,
-        namespace,
+        { name, namespace },
         {
           metadata: { uid: existing.metadata.uid, resourceVersion: existing.metadata.resourceVersion, labels: revision.metadata.labels },
           revision: Math.max(existing.revision, number),
@@ -673,7 +671,7 @@ async function controlledByParent(kube: KubeClient, parent: KubeObject, objects:
     const ref = controllerOf(o)!;
     try {
       const resource = await resolveKind(kube, ref.apiVersion, ref.kind);
-      const owner = await kube.get(resource, ref.name, resource.namespaced ? o.metadata.namespace : undefined);
+      const owner = await kube.get(resource, { name: ref.name, namespace: resource.namespaced ? o.metadata.namespace : undefined });
       return owner.metadata.uid === ref.uid && !owner.metadata.deletionTimestamp && isControlledBy(owner, parent);
     } catch (err) {
       // Gone, or not ours to read: nothing shows the parent controls it.

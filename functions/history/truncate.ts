@@ -142,7 +142,7 @@ async function truncateFrom(
   const target = await resolveTarget(deps.kube, policy);
   let parent: KubeObject;
   try {
-    parent = opts.parent ?? (await targetReader(deps.kube, policy).get(target, key.name, key.namespace));
+    parent = opts.parent ?? (await targetReader(deps.kube, policy).get(target, { name: key.name, namespace: key.namespace }));
   } catch (err) {
     if (isKubeError(err, 'NotFound')) return { deleted: [], kept: 0, live: [], skipped: 'the parent no longer exists' };
     throw err;
@@ -175,9 +175,13 @@ async function truncateFrom(
   const gone: string[] = [];
   for (const r of doomed) {
     try {
-      await deps.kube.delete(Resources.controllerRevisions, r.metadata.name!, r.metadata.namespace, {
-        preconditions: { uid: r.metadata.uid!, resourceVersion: r.metadata.resourceVersion! },
-      });
+      await deps.kube.delete(
+        Resources.controllerRevisions,
+        { name: r.metadata.name!, namespace: r.metadata.namespace },
+        {
+          preconditions: { uid: r.metadata.uid!, resourceVersion: r.metadata.resourceVersion! },
+        },
+      );
       deleted.push(r.metadata.name!);
     } catch (err) {
       if (isKubeError(err, 'NotFound')) gone.push(r.metadata.name!);
