@@ -21,6 +21,8 @@ commands:
   history    outrigger history <kind>/<name> [--revision N] [-o json|yaml]: the object's revisions
   rollback   outrigger rollback <kind>/<name> [--to-revision N] [--dry-run] [-o json|yaml]: put a
              revision's target state back (by default the previous one)
+  doctor     outrigger doctor [--cluster ID] [--clusters FILE] [--outputs FILE] [--json]: check each cluster,
+             its queues and EKS for what Outrigger needs, each finding with the command that fixes it
 
 common options: -n/--namespace NS, --kubeconfig PATH, --context NAME; \`outrigger <command> --help\`
 `;
@@ -108,25 +110,34 @@ function positiveInt(value: string, flag: string): number {
  * Local with test/dynamodb/pom.xml), imported only for `run`: the kubectl plugin's npm package has history and
  * rollback only (README, "The kubectl plugin").
  */
-async function checkout() {
+async function checkout(command: 'run' | 'doctor') {
   try {
-    const [{ kubectlBinary }, { projectRoot }, { startRuntime }] = await Promise.all([
+    const [{ kubectlBinary }, { projectRoot }, { startRuntime }, { doctor, doctorUsage }] = await Promise.all([
       import('../local/apiserver.ts'),
       import('../local/paths.ts'),
       import('../runtime/local.ts'),
+      import('../cli/doctor/command.ts'),
     ]);
-    return { kubectlBinary, projectRoot, startRuntime };
+    return { kubectlBinary, projectRoot, startRuntime, doctor, doctorUsage };
   } catch (err) {
     throw new Error(
-      `run needs a checkout of Outrigger (npm ci && npm start there); this installation has history and rollback only (${(err as Error).message})`,
+      `${command} needs a checkout of Outrigger (npm ci${command === 'run' ? ' && npm start' : ''} there); this installation has history and rollback only (${(err as Error).message})`,
       { cause: err },
     );
   }
 }
 
+async function doctor(argv: string[]): Promise<void> {
+  const { projectRoot, doctor: check, doctorUsage } = await checkout('doctor');
+  if (helpWanted(argv, doctorUsage)) return;
+  const { output, code } = await check(argv, { root: projectRoot });
+  process.stdout.write(output);
+  process.exitCode = code;
+}
+
 async function run(argv: string[]): Promise<void> {
   if (helpWanted(argv, usage)) return;
-  const { kubectlBinary, projectRoot, startRuntime } = await checkout();
+  const { kubectlBinary, projectRoot, startRuntime } = await checkout('run');
   const { values } = parseArgs({
     args: argv,
     options: {
@@ -190,6 +201,8 @@ async function main(): Promise<void> {
       return history(rest);
     case 'rollback':
       return rollback(rest);
+    case 'doctor':
+      return doctor(rest);
     case undefined:
     case 'help':
     case '--help':

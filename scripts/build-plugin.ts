@@ -37,10 +37,11 @@ export async function buildPlugin(opts: { pack?: string } = {}): Promise<{ stage
     },
     plugins: [
       {
-        // `outrigger run` (the local runtime) needs a checkout; its modules stay out, and run says so.
+        // `outrigger run` (the local runtime) and `doctor` (the checkout's manifests) need a checkout; their
+        // modules stay out, and each says so.
         name: 'checkout-only',
         setup(b) {
-          b.onResolve({ filter: /^\.\.\/(local|runtime)\// }, (args) => ({ path: args.path, external: true }));
+          b.onResolve({ filter: /^\.\.\/(local|runtime|cli\/doctor)\// }, (args) => ({ path: args.path, external: true }));
         },
       },
     ],
