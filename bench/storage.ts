@@ -10,18 +10,18 @@ import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import pLimit from 'p-limit';
-import { migrations, storageStates, type StorageContext } from '../functions/storage/context.ts';
+import type { StorageContext } from '../functions/storage/context.ts';
 import { runMigration } from '../functions/storage/migrator.ts';
 import { pollReporter, type PollResult } from '../functions/storage/poll.ts';
 import { startTestbed } from '../local/testbed.ts';
 import { Resources, connect, getResourceList, gvr, type KubeClient, type KubeObject } from '../shared/kube/index.ts';
 import { openState } from '../shared/state/index.ts';
-import { conditionsFor, DEFAULT_PERIOD_MS, type StorageState, type StorageVersionMigration } from '../shared/storage/index.ts';
+import { DEFAULT_PERIOD_MS } from '../shared/storage/index.ts';
+import { createCrds, crd, succeedAll } from './storage-fixtures.ts';
 
 const { values } = parseArgs({ options: { resources: { type: 'string', default: '1000' }, objects: { type: 'string', default: '2000' } } });
 const RESOURCES = Number(values.resources);
 const OBJECTS = Number(values.objects);
-const PER_GROUP = 50;
 const log = (m: string) => process.stderr.write(`[bench] ${m}\n`);
 const round = (x: number, d = 1) => Number(x.toFixed(d));
 
@@ -37,25 +37,8 @@ try {
   });
 
   const run = randomUUID().slice(0, 6);
-  const groups = Array.from({ length: Math.ceil(RESOURCES / PER_GROUP) }, (_, g) => `g${g}-${run}.bench.test`);
-  const t0 = performance.now();
+  const groups = await createCrds(admin, RESOURCES, run, log);
   const limit = pLimit(16);
-  await Promise.all(
-    Array.from({ length: RESOURCES }, (_, i) =>
-      limit(() => {
-        const group = groups[Math.floor(i / PER_GROUP)]!;
-        return admin.create(Resources.customResourceDefinitions, crd(group, `Kind${i}`, `kind${i}s`));
-      }),
-    ),
-  );
-  for (const g of groups) {
-    for (;;) {
-      const served = await getResourceList(admin, g, 'v1').catch(() => undefined);
-      if ((served?.resources.filter((r) => !r.name.includes('/')).length ?? 0) >= Math.min(PER_GROUP, RESOURCES)) break;
-      await new Promise((r) => setTimeout(r, 200));
-    }
-  }
-  log(`${RESOURCES} CRDs in ${groups.length} groups served after ${round((performance.now() - t0) / 1000)} s`);
 
   const reporters = ['apiserver-1', 'apiserver-2', 'apiserver-3'];
   const ctx: StorageContext = {
@@ -108,39 +91,7 @@ try {
   };
   const first = await round3();
   log(`first sight: ${JSON.stringify(first)}`);
-  // What a completed migration leaves behind, set directly (running 1,000 empty migrations measures nothing):
-  // the migration Succeeded, persisted narrowed to the current hash.
-  const states = (await admin.listAll<StorageState>(storageStates)).filter((s) => groups.includes(s.spec.resource.group));
-  const made = await admin.listAll<StorageVersionMigration>(migrations);
-  const done = new Date();
-  await Promise.all(
-    made.map((m) =>
-      limit(() =>
-        admin.patch(
-          migrations,
-          m.metadata.name!,
-          undefined,
-          { status: { conditions: conditionsFor(m.status?.conditions, 'Succeeded', done, 'Bench') } },
-          'merge',
-          { subresource: 'status' },
-        ),
-      ),
-    ),
-  );
-  await Promise.all(
-    states.map((s) =>
-      limit(() =>
-        admin.patch(
-          storageStates,
-          s.metadata.name!,
-          undefined,
-          { status: { persistedStorageVersionHashes: [s.status!.currentStorageVersionHashes![0]!.currentStorageVersionHash] } },
-          'merge',
-          { subresource: 'status' },
-        ),
-      ),
-    ),
-  );
+  await succeedAll(admin, (s) => groups.includes(s.spec.resource.group));
   const steady = await round3();
   log(`steady: ${JSON.stringify(steady)}`);
   // Reporters whose schedules do not coincide: one poll alone, the others' heartbeats already in.
@@ -240,27 +191,4 @@ function apiserverCpuMs(): number {
   const fields = readFileSync(`/proc/${bed.cluster!.pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
   // utime and stime, fields 14 and 15 of proc(5), in clock ticks (100 per second on Linux).
   return (Number(fields[11]) + Number(fields[12])) * 10;
-}
-
-function crd(group: string, kind: string, plural: string): KubeObject {
-  return {
-    apiVersion: 'apiextensions.k8s.io/v1',
-    kind: 'CustomResourceDefinition',
-    metadata: { name: `${plural}.${group}` },
-    spec: {
-      group,
-      scope: 'Namespaced',
-      names: { kind, plural, singular: kind.toLowerCase() },
-      versions: [
-        {
-          name: 'v1',
-          served: true,
-          storage: true,
-          schema: {
-            openAPIV3Schema: { type: 'object', properties: { spec: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } } },
-          },
-        },
-      ],
-    },
-  } as KubeObject;
 }
