@@ -209,21 +209,14 @@ export class KubeClient implements KubeApi {
     return this.connection;
   }
 
-  get<T extends KubeObject = KubeObject>(r: GVR, ref: ObjectRef): Promise<Stored<T>>;
-  /** @deprecated positional addressing, until every caller names its object */
-  get<T extends KubeObject = KubeObject>(r: GVR, name: string, namespace?: string): Promise<Stored<T>>;
-  async get<T extends KubeObject = KubeObject>(r: GVR, ref: ObjectRef | string, namespace?: string): Promise<Stored<T>> {
-    const { name, namespace: ns, subresource } = refOf(ref, namespace);
-    return this.request<Stored<T>>('GET', resourcePath(r, { namespace: ns, name, subresource }), { verb: 'get' });
+  async get<T extends KubeObject = KubeObject>(r: GVR, ref: ObjectRef): Promise<Stored<T>> {
+    return this.request<Stored<T>>('GET', resourcePath(r, ref), { verb: 'get' });
   }
 
   /** `get`, with "not there" as undefined rather than an error. */
-  find<T extends KubeObject = KubeObject>(r: GVR, ref: ObjectRef): Promise<Stored<T> | undefined>;
-  /** @deprecated positional addressing, until every caller names its object */
-  find<T extends KubeObject = KubeObject>(r: GVR, name: string, namespace?: string): Promise<Stored<T> | undefined>;
-  async find<T extends KubeObject = KubeObject>(r: GVR, ref: ObjectRef | string, namespace?: string): Promise<Stored<T> | undefined> {
+  async find<T extends KubeObject = KubeObject>(r: GVR, ref: ObjectRef): Promise<Stored<T> | undefined> {
     try {
-      return await this.get<T>(r, refOf(ref, namespace));
+      return await this.get<T>(r, ref);
     } catch (err) {
       if (err instanceof KubeError && err.kind === 'NotFound') return undefined;
       throw err;
@@ -260,16 +253,7 @@ export class KubeClient implements KubeApi {
   }
 
   /** POST, into `opts.namespace` or else the object's own. */
-  create<T extends KubeObject = KubeObject>(r: GVR, obj: T, opts?: CreateOptions): Promise<Stored<T>>;
-  /** @deprecated positional addressing, until every caller names its object */
-  create<T extends KubeObject = KubeObject>(r: GVR, obj: T, namespace: string | undefined, opts?: CreateOptions): Promise<Stored<T>>;
-  async create<T extends KubeObject = KubeObject>(
-    r: GVR,
-    obj: T,
-    nsOrOpts?: CreateOptions | string,
-    positional: CreateOptions = {},
-  ): Promise<Stored<T>> {
-    const opts: CreateOptions = typeof nsOrOpts === 'object' ? nsOrOpts : { ...positional, namespace: nsOrOpts };
+  async create<T extends KubeObject = KubeObject>(r: GVR, obj: T, opts: CreateOptions = {}): Promise<Stored<T>> {
     return this.request<Stored<T>>('POST', resourcePath(r, { namespace: opts.namespace ?? obj.metadata.namespace }), {
       verb: 'create',
       body: obj,
@@ -289,34 +273,13 @@ export class KubeClient implements KubeApi {
     });
   }
 
-  patch<T extends KubeObject = KubeObject>(
+  async patch<T extends KubeObject = KubeObject>(
     r: GVR,
     ref: ObjectRef,
     patch: unknown,
     type: PatchType,
-    opts?: PatchOptions,
-  ): Promise<Stored<T>>;
-  /** @deprecated positional addressing, until every caller names its object */
-  patch<T extends KubeObject = KubeObject>(
-    r: GVR,
-    name: string,
-    namespace: string | undefined,
-    patch: unknown,
-    type: PatchType,
-    opts?: PatchOptions & { subresource?: string },
-  ): Promise<Stored<T>>;
-  async patch<T extends KubeObject = KubeObject>(r: GVR, ...args: unknown[]): Promise<Stored<T>> {
-    // The positional form, until every caller names its object: (name, namespace, patch, type, opts).
-    const [ref, patch, type, opts = {}] = (
-      typeof args[0] === 'string'
-        ? [
-            { name: args[0], namespace: args[1], subresource: (args[4] as { subresource?: string } | undefined)?.subresource },
-            args[2],
-            args[3],
-            args[4],
-          ]
-        : args
-    ) as [ObjectRef, unknown, PatchType, PatchOptions | undefined];
+    opts: PatchOptions = {},
+  ): Promise<Stored<T>> {
     const query: Record<string, string | boolean> = { fieldManager: this.fieldManager };
     if (type === 'apply' && opts.force) query.force = true;
     return this.request<Stored<T>>('PATCH', resourcePath(r, ref), {
@@ -329,16 +292,11 @@ export class KubeClient implements KubeApi {
     });
   }
 
-  delete(r: GVR, ref: ObjectRef, opts?: DeleteOptions): Promise<void>;
-  /** @deprecated positional addressing, until every caller names its object */
-  delete(r: GVR, name: string, namespace?: string, opts?: DeleteOptions): Promise<void>;
-  async delete(r: GVR, ref: ObjectRef | string, nsOrOpts?: DeleteOptions | string, positional: DeleteOptions = {}): Promise<void> {
-    const { name, namespace } = refOf(ref, typeof nsOrOpts === 'string' ? nsOrOpts : undefined);
-    const opts = typeof ref === 'string' ? positional : ((nsOrOpts as DeleteOptions | undefined) ?? {});
+  async delete(r: GVR, ref: ObjectRef, opts: DeleteOptions = {}): Promise<void> {
     const body: Record<string, unknown> = { apiVersion: 'v1', kind: 'DeleteOptions' };
     if (opts.preconditions) body.preconditions = opts.preconditions;
     if (opts.propagationPolicy) body.propagationPolicy = opts.propagationPolicy;
-    await this.request('DELETE', resourcePath(r, { namespace, name }), { verb: 'delete', body });
+    await this.request('DELETE', resourcePath(r, { namespace: ref.namespace, name: ref.name }), { verb: 'delete', body });
   }
 
   /** GET of an arbitrary path, for discovery (`/apis/apps/v1`, `/version`). */
@@ -543,11 +501,6 @@ function readBody(res: IncomingMessage, signal: AbortSignal | undefined): Promis
       reject(signal?.aborted ? signal.reason : Object.assign(new Error('the response ended early'), { code: 'ECONNRESET' })),
     );
   });
-}
-
-/** The positional form's name and namespace as an ObjectRef, until every caller names its object. */
-function refOf(ref: ObjectRef | string, namespace: string | undefined): ObjectRef {
-  return typeof ref === 'string' ? { name: ref, namespace } : ref;
 }
 
 function transportFor(server: string, endpoint: KubeEndpoint): Transport {
