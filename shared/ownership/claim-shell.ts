@@ -5,7 +5,7 @@
 // Conflict and the child is re-read and re-decided. Merge patches work for custom resources too, which
 // strategic merge patches do not.
 import pLimit from 'p-limit';
-import type { KubeClient } from '../kube/client.ts';
+import type { KubeApi } from '../kube/api.ts';
 import { isKubeError } from '../kube/errors.ts';
 import type { GVR, KubeObject } from '../kube/resource.ts';
 import { planClaim, type ClaimOptions } from './claim.ts';
@@ -13,7 +13,7 @@ import { controllerOf, isBeingDeleted, newControllerRef, type ParentIdentity } f
 import type { Selector } from './selector.ts';
 
 export interface ClaimContext {
-  kube: KubeClient;
+  kube: KubeApi;
   /** The parent's resource, to re-read it before the first adoption. */
   parentResource: GVR;
   /** The children's resource. */
