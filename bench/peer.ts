@@ -1,34 +1,40 @@
-// bench/peer: Outrigger's history pipeline side by side with the in-tree controller it can replace,
-// kube-controller-manager's StatefulSet controller (the test bed's build, 1.35.4), on one bed, in one run. Each
-// round runs one, then the other, on the same apiserver: a namespace of its own, one StatefulSet with
-// `replicas: 0`, W warm-up template changes, then N measured ones, each on a settled pipeline, then M changes of
-// a label only (a no-op for history). Outrigger runs as the whole local pipeline (watch, router, queue, history,
-// truncation), acting as its `outrigger` identity; kube-controller-manager runs only while its turn lasts.
-// Counted for each:
+// bench/peer: Outrigger side by side with the controllers it can replace, on one bed, in one run, each peer and
+// Outrigger taking turns (alternating which goes first from round to round). Two halves:
+//   - history: kube-controller-manager's StatefulSet controller (the test bed's build, 1.35.4) against
+//     Outrigger's history pipeline (below);
+//   - storage: kube-storage-version-migrator's trigger against Outrigger's storage poll, over N CRDs
+//     (bench/peer-storage.ts says what is measured for each).
+// Prints the comparison, with ratios (Outrigger / its peer), as its last line, in JSON.
+//   npm run bench:peer [-- --only history|storage]
+//     history: [--changes 40 --warmup 10 --noops 10 --rounds 1]
+//     storage: [--resources 1000 --storage-rounds 2 --polls 3 --trigger-qps none|shipped]
+// History: each round runs one, then the other, on the same apiserver: a namespace of its own, one StatefulSet
+// with `replicas: 0`, W warm-up template changes, then N measured ones, each on a settled pipeline, then M
+// changes of a label only (a no-op for history). Outrigger runs as the whole local pipeline (watch, router,
+// queue, history, truncation), acting as its `outrigger` identity; kube-controller-manager runs only while its
+// turn lasts. Counted for each:
 //   - every apiserver request the controller made in the window (from the apiserver's audit log, by user and
 //     user agent: its echoes, status writes and truncation included), per change and per no-op; the reads made
 //     on a timer whatever the events (Outrigger's definition re-reads) apart, per minute, and with them;
 //   - update sent -> revision visible (a watch of the namespace's ControllerRevisions), p50/p99 by nearest rank;
 //   - CPU of the apiserver and etcd processes per change (their /proc times over the window).
-// Prints the comparison, with ratios (Outrigger / kube-controller-manager), as its last line, in JSON.
-//   npm run bench:peer [-- --changes 40 --warmup 10 --noops 10 --rounds 1]
 // The warm-ups fill the history to its limit (10, the StatefulSet's default), so every measured change is one
 // at the steady state: a revision made, the oldest deleted.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, open, readFile, readdir, stat, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdtemp } from 'node:fs/promises';
+import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { functions } from '../functions/index.ts';
-import { ensureTestClusterBinary, startControlPlane } from '../local/apiserver.ts';
 import { stopProcess } from '../local/process.ts';
 import { clusterManifests } from '../local/testbed.ts';
 import { startRuntime, type Runtime } from '../runtime/local.ts';
 import { Resources, connect, gvr, runWatchSource, type KubeObject } from '../shared/kube/index.ts';
 import { applyManifests } from '../shared/kube/apply.ts';
 import { statefulSet } from '../local/fixtures.ts';
+import { countByKind, ratio, round, startAuditedBed, type AuditEvent } from './peer-bed.ts';
+import { storageHalf } from './peer-storage.ts';
 
 const { values } = parseArgs({
   options: {
@@ -36,12 +42,20 @@ const { values } = parseArgs({
     warmup: { type: 'string', default: '10' },
     noops: { type: 'string', default: '10' },
     rounds: { type: 'string', default: '1' },
+    only: { type: 'string' },
+    resources: { type: 'string', default: '1000' },
+    'storage-rounds': { type: 'string', default: '2' },
+    polls: { type: 'string', default: '3' },
+    'trigger-qps': { type: 'string', default: 'none' },
   },
 });
 const CHANGES = Number(values.changes);
 const WARMUP = Number(values.warmup);
 const NOOPS = Number(values.noops);
 const ROUNDS = Number(values.rounds);
+if (values.only !== undefined && !['history', 'storage'].includes(values.only)) throw new Error('--only is history or storage');
+const ONLY = values.only as 'history' | 'storage' | undefined;
+if (!['none', 'shipped'].includes(values['trigger-qps'])) throw new Error('--trigger-qps is none or shipped');
 const KCM = 'kube-controller-manager';
 const OUTRIGGER = 'outrigger';
 type Peer = typeof KCM | typeof OUTRIGGER;
@@ -50,51 +64,10 @@ const statefulSets = gvr('apps', 'v1', 'statefulsets');
 const log = (m: string) => process.stderr.write(`[bench] ${m}\n`);
 /** The p-th percentile by the nearest-rank method: the smallest sample with at least p% of them at or below it. */
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.max(0, Math.ceil((p / 100) * xs.length) - 1)] ?? 0;
-const round = (x: number, d = 1) => Number(x.toFixed(d));
-const CLOCK_TICKS_PER_SECOND = 100; // USER_HZ on Linux
-
-// One audit event per request, when its response is complete (a watch's too, when it ends).
-const AUDIT_POLICY =
-  'apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived, ResponseStarted]\nrules: [{level: Metadata}]\n';
-interface AuditEvent {
-  verb: string;
-  user: { username: string };
-  userAgent?: string;
-  objectRef?: { resource?: string; subresource?: string; namespace?: string };
-}
 
 const dir = await mkdtemp(join(tmpdir(), 'outrigger-peer-'));
-const auditLog = join(dir, 'audit.log');
-await writeFile(join(dir, 'audit-policy.yaml'), AUDIT_POLICY);
-const binary = await ensureTestClusterBinary(log);
-const cp = await startControlPlane({
-  apiservers: 1,
-  apiserverFlags: [`--audit-policy-file=${join(dir, 'audit-policy.yaml')}`, `--audit-log-path=${auditLog}`, '--audit-log-maxsize=0'],
-  log,
-});
-
-/** The audit events written since `offset`, and the offset after them. */
-async function auditSince(offset: number): Promise<{ events: AuditEvent[]; end: number }> {
-  const size = (await stat(auditLog)).size;
-  const file = await open(auditLog, 'r');
-  try {
-    const buf = Buffer.alloc(size - offset);
-    await file.read(buf, 0, buf.length, offset);
-    const text = buf.toString('utf8');
-    const complete = text.lastIndexOf('\n') + 1;
-    return {
-      events: text
-        .slice(0, complete)
-        .split('\n')
-        .filter(Boolean)
-        .map((l) => JSON.parse(l) as AuditEvent),
-      end: offset + Buffer.byteLength(text.slice(0, complete)),
-    };
-  } finally {
-    await file.close();
-  }
-}
-const auditEnd = async () => (await stat(auditLog)).size;
+const bed = await startAuditedBed(dir, log);
+const { cp, binary, auditSince, auditEnd, bedCpuSeconds } = bed;
 
 /**
  * Whose request an audit event is: Outrigger acts as its own identity; kube-controller-manager as the admin, with
@@ -105,24 +78,6 @@ const peerOf = (e: AuditEvent): Peer | undefined => {
   if (e.user.username !== 'system:apiserver' && (e.userAgent?.startsWith('testcluster/') || e.userAgent?.startsWith(KCM))) return KCM;
   return undefined;
 };
-
-/** CPU seconds of the bed's processes (etcd is embedded in the bed's own process; each apiserver is its child). */
-async function bedCpuSeconds(): Promise<number> {
-  const ticks = async (pid: number): Promise<number> => {
-    try {
-      const fields = (await readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1]!.split(' ');
-      let own = Number(fields[11]) + Number(fields[12]); // utime, stime
-      for (const task of await readdir(`/proc/${pid}/task`)) {
-        const children = (await readFile(`/proc/${pid}/task/${task}/children`, 'utf8')).trim();
-        for (const c of children ? children.split(' ') : []) own += await ticks(Number(c));
-      }
-      return own;
-    } catch {
-      return 0; // exited meanwhile
-    }
-  };
-  return (await ticks(cp.pid)) / CLOCK_TICKS_PER_SECOND;
-}
 
 /**
  * Reads made on a timer, whatever the events: each Outrigger process re-reads its controller definitions at most
@@ -145,9 +100,33 @@ interface Sample {
 }
 
 const admin = connect({ kind: 'kubeconfig', path: cp.kubeconfigs.admin });
-const results: Record<Peer, Sample[]> = { [KCM]: [], [OUTRIGGER]: [] };
 try {
   await applyManifests(admin, await clusterManifests());
+  const t0 = performance.now();
+  const history = ONLY === 'storage' ? undefined : await historyHalf();
+  const t1 = performance.now();
+  if (history) log(`history half: ${Math.round((t1 - t0) / 1000)} s`);
+  const storage =
+    ONLY === 'history'
+      ? undefined
+      : await storageHalf(bed, {
+          resources: Number(values.resources),
+          rounds: Number(values['storage-rounds']),
+          polls: Number(values.polls),
+          triggerRate: values['trigger-qps'] === 'shipped' ? 'shipped' : 'none',
+          log,
+        });
+  if (storage) log(`storage half: ${Math.round((performance.now() - t1) / 1000)} s`);
+  // Figures from a machine other runs share (README, "Measured") say how busy it was.
+  const machine = { cores: availableParallelism(), loadAverage: loadavg().map((l) => round(l, 2)) };
+  console.log(JSON.stringify({ bench: 'peer', machine, ...(history ? { history } : {}), ...(storage ? { storage } : {}) }));
+} finally {
+  await cp.stop();
+}
+
+/** kube-controller-manager's StatefulSet controller against Outrigger's history pipeline, ROUNDS rounds. */
+async function historyHalf() {
+  const results: Record<Peer, Sample[]> = { [KCM]: [], [OUTRIGGER]: [] };
   // Outrigger keeps its own history beside the revisions kube-controller-manager made in its turns (README,
   // "Coexistence"); each turn's StatefulSet is deleted before the next turn, so neither ever sees the other's.
   await applyManifests(
@@ -186,13 +165,7 @@ try {
     // Settled: Outrigger's queues are empty and nobody's requests reach the apiserver for a moment.
     const settle = async () => {
       if (runtime) await runtime.settled();
-      let last = await auditEnd();
-      for (let quiet = 0, waited = 0; quiet < 250 && waited < 5_000; waited += 50) {
-        await sleep(50);
-        const now = await auditEnd();
-        quiet = now === last ? quiet + 50 : 0;
-        last = now;
-      }
+      await bed.auditQuiet(250, 5_000);
     };
     const seen = new Map<number, number>();
     const waiting = new Map<number, () => void>();
@@ -243,14 +216,7 @@ try {
       const noops = await auditSince(changed.end);
       const seconds = (performance.now() - t0) / 1000;
       const mine = (es: AuditEvent[]) => es.filter((e) => peerOf(e) === peer);
-      const byKind = (es: AuditEvent[]) => {
-        const out: Record<string, number> = {};
-        for (const e of mine(es)) {
-          const what = `${e.verb} ${e.objectRef?.resource ?? ''}${e.objectRef?.subresource ? `/${e.objectRef.subresource}` : ''}`;
-          out[what] = (out[what] ?? 0) + 1;
-        }
-        return out;
-      };
+      const byKind = (es: AuditEvent[]) => countByKind(mine(es));
       const requests = byKind(changed.events);
       const noopRequests = byKind(noops.events);
       log(
@@ -314,26 +280,18 @@ try {
   };
   const kcm = summary(KCM);
   const outrigger = summary(OUTRIGGER);
-  const ratio = (a: number, b: number) => (b === 0 ? (a === 0 ? 1 : null) : round(a / b, 2));
-  console.log(
-    JSON.stringify({
-      bench: 'peer',
-      history: {
-        setup: { changes: CHANGES, warmup: WARMUP, noops: NOOPS, rounds: ROUNDS, replicas: 0 },
-        [KCM]: kcm,
-        outrigger,
-        ratios: {
-          requestsPerChange: ratio(outrigger.requestsPerChange, kcm.requestsPerChange),
-          requestsPerNoop: ratio(outrigger.requestsPerNoop, kcm.requestsPerNoop),
-          requestsPerChangeWithPeriodic: ratio(outrigger.withPeriodic.requestsPerChange, kcm.withPeriodic.requestsPerChange),
-          p50: ratio(outrigger.updateToRevisionMs.p50, kcm.updateToRevisionMs.p50),
-          p99: ratio(outrigger.updateToRevisionMs.p99, kcm.updateToRevisionMs.p99),
-          bedCpuPerChange: ratio(outrigger.bedCpuMsPerChange, kcm.bedCpuMsPerChange),
-        },
-        targets: { requestsPerChange: 3, requestsPerNoop: 0, p50Ratio: 2 },
-      },
-    }),
-  );
-} finally {
-  await cp.stop();
+  return {
+    setup: { changes: CHANGES, warmup: WARMUP, noops: NOOPS, rounds: ROUNDS, replicas: 0 },
+    [KCM]: kcm,
+    outrigger,
+    ratios: {
+      requestsPerChange: ratio(outrigger.requestsPerChange, kcm.requestsPerChange),
+      requestsPerNoop: ratio(outrigger.requestsPerNoop, kcm.requestsPerNoop),
+      requestsPerChangeWithPeriodic: ratio(outrigger.withPeriodic.requestsPerChange, kcm.withPeriodic.requestsPerChange),
+      p50: ratio(outrigger.updateToRevisionMs.p50, kcm.updateToRevisionMs.p50),
+      p99: ratio(outrigger.updateToRevisionMs.p99, kcm.updateToRevisionMs.p99),
+      bedCpuPerChange: ratio(outrigger.bedCpuMsPerChange, kcm.bedCpuMsPerChange),
+    },
+    targets: { requestsPerChange: 3, requestsPerNoop: 0, p50Ratio: 2 },
+  };
 }
