@@ -74,5 +74,14 @@ export async function gatherEks(
     api.accessEntries(name).catch(failure),
     api.podIdentityAssociations(name, cluster.forwarderNamespace, 'outrigger-forwarder').catch(failure),
   ]);
-  return { clusterName: name, region: cluster.region, authenticationMode, podIdentityAgent, accessEntries, podIdentity, expected };
+  return {
+    clusterName: name,
+    region: cluster.region,
+    forwarderNamespace: cluster.forwarderNamespace,
+    authenticationMode,
+    podIdentityAgent,
+    accessEntries,
+    podIdentity,
+    expected,
+  };
 }

@@ -55,6 +55,8 @@ export interface DeadLetterQueue {
 export interface EksFacts {
   clusterName: string;
   region: string;
+  /** Where the forwarder runs: its association names this namespace. */
+  forwarderNamespace: string;
   authenticationMode: { value: string | undefined } | { error: string };
   podIdentityAgent: { status: string | undefined } | { error: string };
   accessEntries: Array<{ principalArn: string; groups: string[] }> | { error: string };
@@ -385,8 +387,9 @@ function eksFindings(f: ClusterFacts, add: Add): void {
   accessEntryFindings(e, f.storage, checks[2]!, add);
 
   const assoc = e.podIdentity;
-  const ns = f.forwarder?.namespace ?? 'outrigger-system';
-  const create = `${eks} create-pod-identity-association --cluster-name ${e.clusterName} --namespace ${ns} --service-account outrigger-forwarder --role-arn ${e.expected.forwarderRole ?? `<the ${'stack output'} <Cluster>ForwarderRoleArn>`}`;
+  const ns = e.forwarderNamespace;
+  const role = e.expected.forwarderRole ?? '<the stack output <Cluster>ForwarderRoleArn (pass --outputs)>';
+  const create = `${eks} create-pod-identity-association --cluster-name ${e.clusterName} --namespace ${ns} --service-account outrigger-forwarder --role-arn ${role}`;
   if ('error' in assoc) add(checks[3]!, 'fail', `could not be read: ${assoc.error}`, create);
   else if (!assoc.length)
     add(checks[3]!, 'fail', `no Pod Identity association for ${ns}/outrigger-forwarder: the forwarder cannot send`, create);

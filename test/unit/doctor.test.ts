@@ -1,7 +1,12 @@
 // `outrigger doctor`'s judgement (cli/doctor/findings.ts) on facts written here, and the EKS reads' branches
 // (cli/doctor/eks.ts) against an in-memory EksApi: what each answer becomes, and the command that fixes it. The
 // EKS calls themselves are not exercised against EKS here.
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { SQSClient } from '@aws-sdk/client-sqs';
 import fc from 'fast-check';
+import { doctor } from '../../cli/doctor/command.ts';
 import type { EksApi } from '../../cli/doctor/eks.ts';
 import { gatherEks } from '../../cli/doctor/eks.ts';
 import {
@@ -18,6 +23,7 @@ import {
   type Finding,
   type PolicyRule,
 } from '../../cli/doctor/findings.ts';
+import { projectRoot } from '../../local/paths.ts';
 import type { KubeObject } from '../../shared/kube/index.ts';
 
 const now = new Date('2026-11-25T02:00:00Z');
@@ -444,6 +450,100 @@ describe('doctor EKS checks', () => {
     expect(other.all.find((f) => f.check === 'eks pod identity association')).toMatchObject({
       status: 'fail',
       message: `outrigger-system/outrigger-forwarder is associated with arn:aws:iam::111122223333:role/other, not ${forwarderRole}`,
+    });
+  });
+});
+
+describe('doctor command', () => {
+  test('two clusters from the configuration: each reached by the context of its id, queues and roles from the outputs', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'outrigger-doctor-unit-'));
+    const eksAccess = (name: string) => ({
+      kind: 'eks',
+      server: 'https://0123456789ABCDEF0123456789ABCDEF.gr7.eu-west-1.eks.amazonaws.com',
+      caData: 'Q0E=',
+      clusterName: name,
+      region: 'eu-west-1',
+    });
+    await writeFile(
+      join(dir, 'clusters.json'),
+      JSON.stringify([
+        { id: 'prod', access: eksAccess('prod') },
+        {
+          id: 'dr',
+          access: {
+            kind: 'secret',
+            server: 'https://dr.internal:6443',
+            secretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:dr',
+          },
+          storage: { enabled: false },
+        },
+      ]),
+    );
+    const queue = (name: string) => `https://sqs.eu-west-1.amazonaws.com/111122223333/Outrigger-${name}.fifo`;
+    await writeFile(
+      join(dir, 'outputs.json'),
+      JSON.stringify({
+        Outrigger: {
+          ProdEventsQueueUrl: queue('prod-events'),
+          ControllerRoleArns: 'arn:aws:iam::111122223333:role/A arn:aws:iam::111122223333:role/B',
+          MigratorRoleArn: 'arn:aws:iam::111122223333:role/M',
+          ProdForwarderRoleArn: 'arn:aws:iam::111122223333:role/F',
+        },
+      }),
+    );
+    // Nothing listens on port 1: the apiserver finding, and the checks that need no apiserver.
+    const kubeconfig = join(dir, 'kubeconfig');
+    const cluster = { server: 'https://127.0.0.1:1', 'insecure-skip-tls-verify': true };
+    await writeFile(
+      kubeconfig,
+      JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'Config',
+        clusters: [{ name: 'c', cluster }],
+        users: [{ name: 'u', user: { token: 't' } }],
+        contexts: ['prod', 'dr'].map((name) => ({ name, context: { cluster: 'c', user: 'u' } })),
+      }),
+    );
+    const asked: string[] = [];
+    // Only `send` is used, and only to read a dead-letter queue's attributes: it answers that there is none.
+    const sqs = {
+      send: async (command: { input: { QueueUrl: string } }) => {
+        asked.push(command.input.QueueUrl);
+        throw Object.assign(new Error('The specified queue does not exist.'), { name: 'QueueDoesNotExist' });
+      },
+    } as unknown as SQSClient;
+    const eks = fakeEks({ mode: 'API', addon: 'ACTIVE', entries: [], associations: [] });
+    const run = await doctor(
+      ['--clusters', join(dir, 'clusters.json'), '--outputs', join(dir, 'outputs.json'), '--kubeconfig', kubeconfig],
+      {
+        root: projectRoot,
+        eks: () => eks,
+        sqs: () => sqs,
+      },
+    );
+    expect(run.code).toBe(1);
+    const find = (cluster: string, check: string) => run.findings.find((f) => f.cluster === cluster && f.check === check);
+    expect(find('prod', 'apiserver')).toMatchObject({
+      status: 'fail',
+      fix: expect.stringMatching(/^kubectl --kubeconfig \S+ --context prod version/),
+    });
+    expect(find('dr', 'apiserver')?.fix).toMatch(/^kubectl --kubeconfig \S+ --context dr version/);
+    expect(asked).toContain(queue('prod-history-dlq'));
+    expect(find('prod', 'dead letters Outrigger-prod-history-dlq.fifo')).toMatchObject({
+      status: 'fail',
+      message: 'could not be read: QueueDoesNotExist: The specified queue does not exist.',
+    });
+    expect(find('dr', 'dead letters')).toMatchObject({
+      status: 'skipped',
+      message: 'the outputs name no DrEventsQueueUrl: is the cluster in the deployed configuration?',
+    });
+    expect(find('prod', 'eks access entries')?.message).toBe(
+      'arn:aws:iam::111122223333:role/A has no access entry; arn:aws:iam::111122223333:role/B has no access entry; arn:aws:iam::111122223333:role/M has no access entry',
+    );
+    expect(find('prod', 'eks pod identity association')?.fix).toMatch(/--role-arn arn:aws:iam::111122223333:role\/F$/);
+    expect(find('dr', 'eks authentication mode')).toMatchObject({
+      status: 'skipped',
+      message: "not an EKS cluster: its configuration's access is secret",
     });
   });
 });
