@@ -15,7 +15,7 @@ import {
   type KubeObject,
   type ResolvedResource,
 } from '../../shared/kube/index.ts';
-import { parentLabels } from '../../shared/history/data.ts';
+import { parentLabels, semanticallyEqual, targetState, type JsonObject } from '../../shared/history/data.ts';
 import { PolicyError, parsePolicy, POLICY_GROUP, reportedNotReady, type RevisionPolicy } from '../../shared/history/policy.ts';
 import type { ControllerKind } from '../../shared/ownership/index.ts';
 import { clusterCache } from '../cluster-cache.ts';
@@ -169,8 +169,9 @@ function withoutManagedFields(parent: KubeObject): KubeObject {
 async function targetKinds(kube: KubeClient, cluster: string): Promise<ControllerKind[]> {
   const { effective } = await listPolicies(kube, cluster);
   const kinds: ControllerKind[] = [policyKind];
-  for (const { target: r, generated } of effective) {
+  for (const { target: r, generated, policy } of effective) {
     if (kinds.some((k) => k.kind === r.kind && k.resource.group === r.group)) continue;
+    const paths = policy.spec.targetState;
     kinds.push({
       resource: r,
       kind: r.kind,
@@ -184,6 +185,9 @@ async function targetKinds(kube: KubeClient, cluster: string): Promise<Controlle
       // A sync may answer from the parent's own event (README, "What a sync does": cost); its managed fields
       // are only bulk to it.
       observe: withoutManagedFields,
+      // Both objects come from the apiserver, defaulted alike: no defaults are needed to compare them.
+      targetChanged: (object, old) =>
+        !semanticallyEqual(targetState(object as unknown as JsonObject, paths), targetState(old as unknown as JsonObject, paths)),
       checksRefUid: true,
     });
   }

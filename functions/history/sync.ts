@@ -149,7 +149,8 @@ const digestOf = (candidate: JsonObject, defaults: DefaultsSchema | undefined) =
 /**
  * `observed` is the parent as its latest own event in the request showed it (SyncRequest.observed), if any: the
  * state at that resourceVersion. It stands in for reading the parent when it is at least as new as what the
- * record was made from; otherwise the parent is read.
+ * record was made from; otherwise the parent is read. `targetChanged`: the router saw that event change the
+ * target state (SyncRequest.targetChanged), so the record, which the lease brings anyway, is not read first.
  */
 export async function syncHistory(
   deps: HistoryDeps,
@@ -157,13 +158,14 @@ export async function syncHistory(
   key: SyncKey,
   causes: readonly string[],
   observed?: KubeObject,
+  hints: { targetChanged?: boolean } = {},
 ): Promise<SyncOutcome> {
   const target = await resolveTarget(deps.kube, policy);
   // The kind's defaulted fields go with the policy: the digest and every comparison below ignore them.
   policy = { ...policy, defaults: await targetDefaults(deps.kube, key.cluster, target) };
   const readRecord = async () => (await deps.state.leases.get(key.cluster, leaseName(key.uid)))?.memo as HistoryRecord | undefined;
   const seen = observed?.metadata.uid === key.uid && !observed.metadata.deletionTimestamp ? observed : undefined;
-  const mayAnswer = policy.spec.mode === 'snapshot' && recordMayAnswer(causes, key.uid);
+  const mayAnswer = policy.spec.mode === 'snapshot' && recordMayAnswer(causes, key.uid) && !(hints.targetChanged && seen);
   // The parent is read ahead only for the record's answer, and only when no event's object can stand in for it.
   const readFirst = mayAnswer && !seen && parentCauses(causes, key.uid);
   const [ahead, record] = await Promise.all([

@@ -68,7 +68,9 @@ export async function routeEnvelope(envelope: Envelope, resolver: BatchResolver,
     };
     // A deletion's object is no state to decide on: the handler finds the parent gone.
     const observed = self.observe && watchEventType(envelope) !== 'deleted' ? self.observe(object) : undefined;
-    routed.push({ key, target: self.target, ...(observed ? { observed } : {}) });
+    const old = envelope.data.oldObject;
+    const targetChanged = observed && old && self.targetChanged?.(object, old) ? ({ targetChanged: true } as const) : {};
+    routed.push({ key, target: self.target, ...(observed ? { observed } : {}), ...targetChanged });
   }
   return routed;
 }
@@ -102,7 +104,10 @@ export async function routeBatch(event: SQSEvent, deps: RouterDeps): Promise<SQS
   const failedGroups = new Set<string>();
   const handled: string[] = [];
   const resolvers = new Map<string, { resolver: BatchResolver; kinds: ControllerKind[]; fresh: boolean }>();
-  const outbox = new Map<string, Map<string, { key: SyncKey; causes: string[]; observed?: KubeObject | undefined }>>();
+  const outbox = new Map<
+    string,
+    Map<string, { key: SyncKey; causes: string[]; observed?: KubeObject | undefined; targetChanged?: true }>
+  >();
 
   for (const record of event.Records) {
     const group = record.attributes.MessageGroupId ?? record.messageId;
@@ -151,7 +156,7 @@ export async function routeBatch(event: SQSEvent, deps: RouterDeps): Promise<SQS
           if (why) throw why;
         }
       }
-      for (const { key, target, observed } of await routeEnvelope(envelope, entry.resolver, entry.kinds)) {
+      for (const { key, target, observed, targetChanged } of await routeEnvelope(envelope, entry.resolver, entry.kinds)) {
         let byKey = outbox.get(target);
         if (!byKey) outbox.set(target, (byKey = new Map()));
         const id = syncKeyString(key);
@@ -161,7 +166,8 @@ export async function routeBatch(event: SQSEvent, deps: RouterDeps): Promise<SQS
           pending.causes.push(cause);
           // A parent's events come in order within its message group: the later object is the newer state.
           if (observed) pending.observed = observed;
-        } else byKey.set(id, { key, causes: [cause], observed });
+          if (targetChanged) pending.targetChanged = true;
+        } else byKey.set(id, { key, causes: [cause], observed, ...(targetChanged ? { targetChanged } : {}) });
       }
       handled.push(record.messageId);
     } catch (err) {
@@ -173,7 +179,7 @@ export async function routeBatch(event: SQSEvent, deps: RouterDeps): Promise<SQS
 
   try {
     for (const [target, byKey] of outbox) {
-      const requests = [...byKey.values()].map((p) => makeSyncRequest(p.key, p.causes, p.observed));
+      const requests = [...byKey.values()].map((p) => makeSyncRequest(p.key, p.causes, p.observed, p.targetChanged));
       stats.keys += requests.length;
       await deps.sink.send(target, requests);
     }

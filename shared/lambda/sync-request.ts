@@ -28,6 +28,11 @@ export const syncRequestSchema = z.strictObject({
       metadata: z.looseObject({ uid: nonEmpty(), resourceVersion: nonEmpty(), name: nonEmpty(), namespace: z.optional(nonEmpty()) }),
     }),
   ),
+  /**
+   * One of the parent's own events in the batch changed what its handler acts on (ControllerKind.targetChanged),
+   * so the handler may skip asking its record whether there is work. Only with `observed`.
+   */
+  targetChanged: z.optional(z.literal(true)),
 });
 
 export type SyncRequest = z.infer<typeof syncRequestSchema>;
@@ -39,7 +44,7 @@ export class SyncRequestError extends MalformedMessageError {
   }
 }
 
-export function makeSyncRequest(key: SyncKey, causes: string[], observed?: KubeObject): SyncRequest {
+export function makeSyncRequest(key: SyncKey, causes: string[], observed?: KubeObject, targetChanged?: true): SyncRequest {
   const request: SyncRequest = {
     type: 'dev.outrigger.sync',
     key: { ...key, namespace: key.namespace || undefined },
@@ -54,6 +59,7 @@ export function makeSyncRequest(key: SyncKey, causes: string[], observed?: KubeO
     Buffer.byteLength(JSON.stringify(observed)) <= MAX_OBSERVED_BYTES
   ) {
     request.observed = observed as SyncRequest['observed'];
+    if (targetChanged) request.targetChanged = true;
   }
   return request;
 }

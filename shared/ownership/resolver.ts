@@ -27,6 +27,12 @@ export interface ControllerKind {
    */
   observe?: (parent: KubeObject) => KubeObject;
   /**
+   * Whether a parent's modification, from its old object to its new one, is one its handler acts on (history:
+   * the target state differs), so the handler may go straight to its work instead of first asking its record
+   * whether there is any (SyncRequest.targetChanged). A hint: the handler decides as it would without it.
+   */
+  targetChanged?: (object: KubeObject, oldObject: KubeObject) => boolean;
+  /**
    * Its handler reads the parent by name and drops a request whose uid is not the parent's: a child's event is
    * keyed by its ControllerRef as it stands, with no read of the parent here (an informer's cache makes that
    * check free upstream; here it would be a request per child event).
@@ -44,6 +50,8 @@ export interface RoutedKey {
   target: string;
   /** The parent as its own event showed it, for a kind that observes (ControllerKind.observe). */
   observed?: KubeObject;
+  /** The event changed what the kind's handler acts on (ControllerKind.targetChanged). */
+  targetChanged?: true;
 }
 
 /** One batch's worth of reads; build a new one per batch so nothing stale outlives it. */

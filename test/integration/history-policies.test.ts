@@ -19,7 +19,9 @@ import { applyManifests } from '../../shared/kube/apply.ts';
 import { MemoryDeadLetterSink } from '../../shared/lambda/dead-letter.ts';
 import type { SyncRequest } from '../../shared/lambda/sync-request.ts';
 import type { SyncSink } from '../../shared/lambda/sync-sink.ts';
+import { statefulSet } from '../../local/fixtures.ts';
 import { openCrd } from '../testbed/crds.ts';
+import { STATEFULSET_POLICY } from '../testbed/policies.ts';
 import { controllersGrant } from '../testbed/rbac.ts';
 import { adminClient, createNamespace, eventually, outriggerClient, startTestRuntime, testCluster, uniqueName } from '../testbed/index.ts';
 import { separatePipeline } from '../testbed/separate-pipeline.ts';
@@ -318,5 +320,38 @@ ${policy(name, 'broken.outrigger.test/v1', 'Thing')}`,
       await forwarder.stop();
       await admin.delete(revisionPolicies, { name }).catch(() => undefined);
     }
+  });
+});
+
+const statefulSets = gvr('apps', 'v1', 'statefulsets');
+
+describe("the router's hint", () => {
+  test("a parent's event that changes its target state is marked targetChanged in its sync request; a label's change is not", async () => {
+    await applyManifests(admin, STATEFULSET_POLICY);
+    forgetPolicies();
+    const ns = await createNamespace('hint');
+    const old = await admin.create<KubeObject>(statefulSets, statefulSet('web', ns, 'registry.example/hint:1'));
+    const relabelled = {
+      ...old,
+      metadata: { ...old.metadata, labels: { ...old.metadata.labels, tier: 'b' }, resourceVersion: '999999998' },
+    };
+    const changed = await admin.patch<KubeObject>(
+      statefulSets,
+      { name: 'web', namespace: ns },
+      { spec: { template: { spec: { containers: [{ name: 'c', image: 'registry.example/hint:2' }] } } } },
+      'strategic',
+    );
+    const requestFor = async (object: KubeObject, oldObject: KubeObject) => {
+      const sink = new MemorySyncSink();
+      const envelope = makeEnvelope({ cluster: 'it', type: 'modified', object, oldObject, source: 'test' });
+      const out = await routeBatch(
+        { Records: [sqsRecord({ body: JSON.stringify(envelope), group: messageGroupId(envelope), id: 'm0' })] },
+        routerDeps(sink, [historySource]).deps,
+      );
+      expect(out.batchItemFailures).toEqual([]);
+      return sink.sent.find((s) => s.target === 'history' && s.request.key.kind === 'StatefulSet')!.request;
+    };
+    expect(await requestFor(changed, old)).toMatchObject({ targetChanged: true, observed: { metadata: { uid: old.metadata.uid } } });
+    expect(await requestFor(relabelled, old)).not.toHaveProperty('targetChanged');
   });
 });

@@ -763,6 +763,41 @@ describe('when truncation runs, and by which limit', () => {
     expect(counted.stats.byVerb).toEqual({ create: 2, list: 1, delete: 1 });
   });
 
+  test('a change the router saw change the target state goes straight to the lease, which brings the record: no record read first; without the hint, the record is read first', async () => {
+    const ns = await createNamespace('hist-hint');
+    let sts = await createSts(ns, 'web', 'registry.example/h:1');
+    const counted = testState();
+    const calls: string[] = [];
+    counted.client.middlewareStack.add(
+      (next, context) => async (args) => {
+        calls.push(String(context.commandName).replace(/Command$/, ''));
+        return next(args);
+      },
+      { step: 'initialize' },
+    );
+    const deps = { kube, state: counted, holder: uniqueName('h') };
+    await syncHistory(deps, policy, keyOf(sts), parentCause(sts), sts);
+    sts = await setImage(ns, 'web', 'registry.example/h:2');
+    calls.length = 0;
+    expect(await syncHistory(deps, policy, keyOf(sts), parentCause(sts), sts, { targetChanged: true })).toMatchObject({
+      outcome: 'created',
+      number: 2,
+    });
+    // The lease taken (with the record on it), and left with the new record.
+    expect(calls).toEqual(['UpdateItem', 'UpdateItem']);
+    sts = await setImage(ns, 'web', 'registry.example/h:3');
+    calls.length = 0;
+    expect(await syncHistory(deps, policy, keyOf(sts), parentCause(sts), sts)).toMatchObject({ outcome: 'created', number: 3 });
+    expect(calls).toEqual(['GetItem', 'UpdateItem', 'UpdateItem']);
+    // A wrong hint costs a lease, never a wrong answer.
+    calls.length = 0;
+    expect(await syncHistory(deps, policy, keyOf(sts), parentCause(sts), sts, { targetChanged: true })).toMatchObject({
+      outcome: 'unchanged',
+      number: 3,
+    });
+    expect(summary(await history(ns))).toEqual(['1:registry.example/h:1', '2:registry.example/h:2', '3:registry.example/h:3']);
+  });
+
   test('a parent changed in a tight loop gets a burst of Events, then one a minute; the next one says how many were not recorded', async () => {
     const ns = await createNamespace('hist-events');
     let sts = await createSts(ns, 'web', 'registry.example/v:0');
