@@ -2,6 +2,7 @@ import type { ClusterCache } from '../cluster-cache.ts';
 import { HookError, type HookCaller } from '../../shared/hooks/index.ts';
 import { failureReason, type MetricsRecorder } from '../../shared/lambda/metrics.ts';
 import type { KubeClient } from '../../shared/kube/index.ts';
+import type { Log } from '../../shared/log.ts';
 import { NotYet, RetryLater } from '../../shared/lambda/retry.ts';
 import { syncFunction, type SyncTools } from '../../shared/lambda/sync-function.ts';
 import { makeSyncRequest, parseSyncCause, syncGroupId, type SyncRequest } from '../../shared/lambda/sync-request.ts';
@@ -52,7 +53,7 @@ export interface MapServeContext {
   syncSink: SyncSink;
   hooks: HookCaller;
   controllers: ClusterCache<MapControllerSet>;
-  log: (level: 'info' | 'warn', message: string, fields?: Record<string, unknown>) => void;
+  log: Log;
   /** The pass's time budget (passBudgetMs of the invocation's remaining time); without it a pass calls every hook. */
   budget?: { deadline: number; budgetMs: number } | undefined;
   /** How many times this request has been received (1: the first time). */

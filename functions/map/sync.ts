@@ -6,9 +6,10 @@
 // existing object), server-side apply with Outrigger's field manager (`outrigger`), conditional on the
 // resourceVersion that was read, or a delete and a create for updateStrategy Recreate, delete with a uid
 // precondition.
-import pLimit from 'p-limit';
+import pLimit, { type LimitFunction } from 'p-limit';
 import { HookError, type HookCaller } from '../../shared/hooks/index.ts';
-import { apiVersionOf, isKubeError, KubeError, type KubeClient, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
+import { apiVersionOf, isKubeError, KubeError, type KubeApi, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
+import type { Log } from '../../shared/log.ts';
 import { finalizerName, HookResponseError, PARENT_LABEL, parseFinalizeAnswer, parseHookAnswer } from '../../shared/map/api.ts';
 import {
   AFTER_ALL_KEYS,
@@ -50,11 +51,11 @@ const WRITE_CONCURRENCY = 16;
 const MESSAGE_PROBLEMS = 3;
 
 export interface MapContext {
-  kube: KubeClient;
+  kube: KubeApi;
   hooks: HookCaller;
   concurrency?: number;
   now?: () => Date;
-  log?: (level: 'info' | 'warn', message: string, fields?: Record<string, unknown>) => void;
+  log?: Log;
 }
 
 export interface Problem {
@@ -270,101 +271,34 @@ export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: S
   }
 
   if (!isBeingDeleted(parent)) {
-    const liveKeys = new Set<string>();
-    // Which map key each output identity belongs to, so two inputs never fight over one output.
-    const claimed = new Map<string, string>();
-    for (const [k, objs] of observed) for (const o of objs) claimed.set(identityOf(o), k);
-    const tasks: Array<Promise<void>> = [];
     const at = { parentGeneration: parent.metadata.generation ?? 0, controller: mc.uid, generation: mc.generation };
-    const answers: AnswerRecord = { ...at, inputs: {}, wakes: {} };
-    const wakeFor = (mapKey: string, dueAt: number) => {
-      answers.wakes![mapKey] = dueAt;
-      result.wakeAt = Math.min(result.wakeAt ?? Infinity, dueAt);
+    const pass: Pass = {
+      ctx,
+      mc,
+      parent,
+      opts,
+      result,
+      final,
+      call,
+      writeLimit,
+      wish,
+      at,
+      answers: { ...at, inputs: {}, wakes: {} },
+      claimed: new Map(),
     };
-    const from = opts.continuation?.cursor;
+    for (const [k, objs] of observed) for (const o of objs) pass.claimed.set(identityOf(o), k);
     // In map-key order, so a follow-up goes on from the first key its pass did not reach.
     const ordered = inputs
       .flat()
       .map((input) => ({ input, mapKey: mapKeyOf(input) }))
       .sort((a, b) => (a.mapKey < b.mapKey ? -1 : a.mapKey > b.mapKey ? 1 : 0));
-    for (const { input, mapKey } of ordered) {
-      liveKeys.add(mapKey);
-      const what = `${input.kind ?? ''} ${input.metadata.namespace ? `${input.metadata.namespace}/` : ''}${input.metadata.name ?? ''}`;
-      tasks.push(
-        (async () => {
-          const mine = observed.get(mapKey) ?? [];
-          if (opts.reuse && answerHolds(opts.reuse.previous, at, input, mine, opts.reuse.touched)) {
-            result.reused += 1;
-            result.unchanged += mine.length;
-            answers.inputs[mapKey] = opts.reuse.previous!.inputs[mapKey]!;
-            // A wish not yet due still holds.
-            const wake = opts.reuse.previous!.wakes?.[mapKey];
-            if (wake !== undefined) wakeFor(mapKey, wake);
-            return;
-          }
-          // Earlier in this sync: left as it is (its problem, if it had one, was reported then).
-          if (from !== undefined && mapKey < from) {
-            result.left += 1;
-            result.unchanged += mine.length;
-            return;
-          }
-          try {
-            const answered = await call(mc.spec.hooks.map, { controller: mc.object, parent, mapKey, input, outputs: outputMap(mine) });
-            if (answered === DEFERRED) {
-              result.deferred.push(mapKey);
-              result.unchanged += mine.length;
-              return;
-            }
-            const answer = parseHookAnswer(answered);
-            if (answer.resyncAfterSeconds !== undefined) wakeFor(mapKey, Date.now() + answer.resyncAfterSeconds * 1000);
-            const desired = prepareOutputs(answer.outputs, { parent, mapKey, outputKinds: mc.outputs });
-            for (const d of desired) {
-              const owner = claimed.get(identityOf(d));
-              if (owner !== undefined && owner !== mapKey)
-                throw new OutputError(`output ${d.kind ?? ''} ${d.metadata.name ?? ''} already belongs to map key ${owner}`);
-              claimed.set(identityOf(d), mapKey);
-            }
-            const changes = diffOutputs(mine, desired, ctx.kube.fieldManager);
-            if (changes.create.length || changes.update.length || changes.delete.length)
-              await writeLimit(() => apply(ctx, mc, changes, final, result));
-            else result.unchanged += changes.unchanged.length;
-            answers.inputs[mapKey] = answerFingerprint(input, desired);
-          } catch (err) {
-            result.problems.push(problemOf(err, mapKey, what));
-          }
-        })(),
-      );
-    }
-    // Detached outputs: their input is gone (or no longer matches). Only the tombstone hook may keep them.
-    for (const [mapKey, objs] of observed) {
-      if (liveKeys.has(mapKey)) continue;
-      tasks.push(
-        (async () => {
-          try {
-            let doomed = objs;
-            const tombstone = mc.spec.hooks.tombstone;
-            if (tombstone) {
-              const answered = await call(tombstone, { controller: mc.object, parent, mapKey, outputs: outputMap(objs) });
-              if (answered === DEFERRED) {
-                result.deferred.push(AFTER_ALL_KEYS);
-                result.unchanged += objs.length;
-                return;
-              }
-              const answer = parseHookAnswer(answered);
-              wish(answer.resyncAfterSeconds);
-              doomed = detachedToDelete(objs, answer.outputs);
-              result.detachedKept += objs.length - doomed.length;
-            }
-            if (doomed.length)
-              await writeLimit(() => apply(ctx, mc, { create: [], update: [], delete: doomed, unchanged: [] }, final, result));
-          } catch (err) {
-            result.problems.push(problemOf(err, mapKey, 'detached outputs'));
-          }
-        })(),
-      );
-    }
-    await Promise.all(tasks);
-    if (Object.keys(answers.inputs).length <= MAX_RECORDED_INPUTS) result.answers = answers;
+    const liveKeys = new Set(ordered.map(({ mapKey }) => mapKey));
+    await Promise.all([
+      ...ordered.map(({ input, mapKey }) => mapInput(pass, input, mapKey, observed.get(mapKey) ?? [])),
+      // Detached outputs: their input is gone (or no longer matches).
+      ...[...observed].filter(([mapKey]) => !liveKeys.has(mapKey)).map(([mapKey, objs]) => reapDetached(pass, mapKey, objs)),
+    ]);
+    if (Object.keys(pass.answers.inputs).length <= MAX_RECORDED_INPUTS) result.answers = pass.answers;
   }
 
   for (const p of result.problems)
@@ -375,6 +309,102 @@ export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: S
   );
   await writeStatus(ctx, mc, parent, inputTotals, outputsNow, result, now(), opts.continuation);
   return result;
+}
+
+/** What one pass's tasks, one per input and one per detached map key, share. */
+interface Pass {
+  ctx: MapContext;
+  mc: ResolvedMapController;
+  parent: KubeObject;
+  opts: MapPassOptions;
+  result: MapSyncResult;
+  /** What the parent owns now, by output identity: updated by every write, counted in the status. */
+  final: Map<string, KubeObject>;
+  /** Calls a hook within the pass's limits, or answers DEFERRED. */
+  call: (hook: ResolvedMapController['spec']['hooks']['map'], request: unknown) => Promise<unknown>;
+  writeLimit: LimitFunction;
+  /** Records a hook's resyncAfterSeconds. */
+  wish: (seconds: number | undefined) => void;
+  at: Omit<AnswerRecord, 'inputs' | 'wakes'>;
+  /** This pass's answers, for the next incremental pass. */
+  answers: AnswerRecord;
+  /** Which map key each output identity belongs to, so two inputs never fight over one output. */
+  claimed: Map<string, string>;
+}
+
+/** Maps one input: its hook's answer (or its last one, while that still holds) made into its outputs. */
+async function mapInput(pass: Pass, input: KubeObject, mapKey: string, mine: KubeObject[]): Promise<void> {
+  const { ctx, mc, parent, opts, result, answers, at } = pass;
+  const wakeFor = (dueAt: number) => {
+    answers.wakes![mapKey] = dueAt;
+    result.wakeAt = Math.min(result.wakeAt ?? Infinity, dueAt);
+  };
+  if (opts.reuse && answerHolds(opts.reuse.previous, at, input, mine, opts.reuse.touched)) {
+    result.reused += 1;
+    result.unchanged += mine.length;
+    answers.inputs[mapKey] = opts.reuse.previous!.inputs[mapKey]!;
+    // A wish not yet due still holds.
+    const wake = opts.reuse.previous!.wakes?.[mapKey];
+    if (wake !== undefined) wakeFor(wake);
+    return;
+  }
+  // Earlier in this sync: left as it is (its problem, if it had one, was reported then).
+  const from = opts.continuation?.cursor;
+  if (from !== undefined && mapKey < from) {
+    result.left += 1;
+    result.unchanged += mine.length;
+    return;
+  }
+  const what = `${input.kind ?? ''} ${input.metadata.namespace ? `${input.metadata.namespace}/` : ''}${input.metadata.name ?? ''}`;
+  try {
+    const answered = await pass.call(mc.spec.hooks.map, { controller: mc.object, parent, mapKey, input, outputs: outputMap(mine) });
+    if (answered === DEFERRED) {
+      result.deferred.push(mapKey);
+      result.unchanged += mine.length;
+      return;
+    }
+    const answer = parseHookAnswer(answered);
+    if (answer.resyncAfterSeconds !== undefined) wakeFor(Date.now() + answer.resyncAfterSeconds * 1000);
+    const desired = prepareOutputs(answer.outputs, { parent, mapKey, outputKinds: mc.outputs });
+    for (const d of desired) {
+      const owner = pass.claimed.get(identityOf(d));
+      if (owner !== undefined && owner !== mapKey)
+        throw new OutputError(`output ${d.kind ?? ''} ${d.metadata.name ?? ''} already belongs to map key ${owner}`);
+      pass.claimed.set(identityOf(d), mapKey);
+    }
+    const changes = diffOutputs(mine, desired, ctx.kube.fieldManager);
+    if (changes.create.length || changes.update.length || changes.delete.length)
+      await pass.writeLimit(() => apply(ctx, mc, changes, pass.final, result));
+    else result.unchanged += changes.unchanged.length;
+    answers.inputs[mapKey] = answerFingerprint(input, desired);
+  } catch (err) {
+    result.problems.push(problemOf(err, mapKey, what));
+  }
+}
+
+/** Reaps the outputs of a map key whose input is gone: deleted, but for those the tombstone hook keeps. */
+async function reapDetached(pass: Pass, mapKey: string, objs: KubeObject[]): Promise<void> {
+  const { ctx, mc, parent, result } = pass;
+  try {
+    let doomed = objs;
+    const tombstone = mc.spec.hooks.tombstone;
+    if (tombstone) {
+      const answered = await pass.call(tombstone, { controller: mc.object, parent, mapKey, outputs: outputMap(objs) });
+      if (answered === DEFERRED) {
+        result.deferred.push(AFTER_ALL_KEYS);
+        result.unchanged += objs.length;
+        return;
+      }
+      const answer = parseHookAnswer(answered);
+      pass.wish(answer.resyncAfterSeconds);
+      doomed = detachedToDelete(objs, answer.outputs);
+      result.detachedKept += objs.length - doomed.length;
+    }
+    if (doomed.length)
+      await pass.writeLimit(() => apply(ctx, mc, { create: [], update: [], delete: doomed, unchanged: [] }, pass.final, result));
+  } catch (err) {
+    result.problems.push(problemOf(err, mapKey, 'detached outputs'));
+  }
 }
 
 /** Listed items carry no apiVersion or kind: they come from the resource they were listed from. */
