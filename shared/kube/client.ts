@@ -18,7 +18,7 @@ import type {
   WatchEvent,
   WatchOptions,
 } from './api.ts';
-import { KubeError, kubeErrorFromFailure, kubeErrorFromResponse } from './errors.ts';
+import { KubeError, kubeErrorFromFailure, kubeErrorFromResponse, unlessNotFound } from './errors.ts';
 import { resourcePath, type GVR, type KubeList, type KubeObject } from './resource.ts';
 
 /** What the client's TLS connections present and verify. */
@@ -215,12 +215,7 @@ export class KubeClient implements KubeApi {
 
   /** `get`, with "not there" as undefined rather than an error. */
   async find<T extends KubeObject = KubeObject>(r: GVR, ref: ObjectRef): Promise<Stored<T> | undefined> {
-    try {
-      return await this.get<T>(r, ref);
-    } catch (err) {
-      if (err instanceof KubeError && err.kind === 'NotFound') return undefined;
-      throw err;
-    }
+    return unlessNotFound(this.get<T>(r, ref));
   }
 
   async list<T extends KubeObject = KubeObject>(r: GVR, opts: ListOptions = {}): Promise<KubeList<Stored<T>>> {

@@ -130,6 +130,16 @@ export function kubeErrorFromFailure(err: unknown, what: string): KubeError {
   return new KubeError('Transient', `${what}: no answer from the apiserver (${code ? `${String(code)}: ` : ''}${message})`, { cause: err });
 }
 
+/** The answer, or undefined where the apiserver said NotFound: `find` is `get` so. */
+export async function unlessNotFound<T>(answer: Promise<T>): Promise<T | undefined> {
+  try {
+    return await answer;
+  } catch (err) {
+    if (isKubeError(err, 'NotFound')) return undefined;
+    throw err;
+  }
+}
+
 export function isKubeError(err: unknown, kind?: KubeErrorKind): err is KubeError {
   return err instanceof KubeError && (kind === undefined || err.kind === kind);
 }

@@ -24,7 +24,7 @@ export type {
   DeleteOptions,
 } from './api.ts';
 export { connect, type ClusterAccess } from './config.ts';
-export { KubeError, isKubeError, kubeErrorFromResponse, type KubeErrorKind } from './errors.ts';
+export { KubeError, isKubeError, kubeErrorFromResponse, unlessNotFound, type KubeErrorKind } from './errors.ts';
 export { eksToken, eksTokenSource, stsHostname, EKS_TOKEN_PREFIX } from './eks-token.ts';
 export {
   NotServedError,

@@ -23,6 +23,7 @@ import {
   type Stored,
   type WatchEvent,
   type WatchOptions,
+  unlessNotFound,
 } from '../../shared/kube/index.ts';
 import { compileSelector, matches, parseSelector } from '../../shared/ownership/index.ts';
 
@@ -69,12 +70,7 @@ export class FakeKube implements KubeApi {
   }
 
   async find<T extends KubeObject = KubeObject>(r: GVR, ref: ObjectRef): Promise<Stored<T> | undefined> {
-    try {
-      return await this.get<T>(r, ref);
-    } catch (err) {
-      if (err instanceof KubeError && err.kind === 'NotFound') return undefined;
-      throw err;
-    }
+    return unlessNotFound(this.get<T>(r, ref));
   }
 
   async list<T extends KubeObject = KubeObject>(r: GVR, opts: ListOptions = {}): Promise<KubeList<Stored<T>>> {
