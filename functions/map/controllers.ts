@@ -7,6 +7,7 @@ import {
   isKubeError,
   resolveResource,
   type GVR,
+  type KubeApi,
   type KubeClient,
   type KubeObject,
   type ResolvedResource,
@@ -184,7 +185,7 @@ const mapControllerKind: ControllerKind = {
  * Writes each MapController's Ready condition where it changed (status subresource, merge patch): True when it
  * runs, otherwise False with the reason it does not. As Outrigger itself: the MapController is Outrigger's object.
  */
-export async function writeReadiness(kube: KubeClient, set: MapControllerSet, now: Date = new Date()): Promise<void> {
+export async function writeReadiness(kube: KubeApi, set: MapControllerSet, now: Date = new Date()): Promise<void> {
   await Promise.all(
     set.objects.map(async (o) => {
       const name = o.metadata.name ?? '';
