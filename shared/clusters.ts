@@ -4,7 +4,7 @@
 import { readFileSync } from 'node:fs';
 // A namespace import, so bundles keep only what is used (see shared/envelope/index.ts).
 import * as z from 'zod/mini';
-import { clusterIdSchema, nonEmpty } from './envelope/index.ts';
+import { clusterIdSchema, nonEmpty } from './validation.ts';
 import { connect, type ClusterAccess, type KubeClient, type KubeClientOptions } from './kube/index.ts';
 
 const secretArnSchema = z

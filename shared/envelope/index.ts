@@ -6,29 +6,15 @@ import { createHash } from 'node:crypto';
 // A namespace import, so the bundler keeps only the parts of zod/mini used here; `import { z }` is one object
 // holding the whole API, and bundles all of it (hundreds of KiB). The same goes for every module using zod.
 import * as z from 'zod/mini';
-import en from 'zod/v4/locales/en.js';
 import type { KubeObject } from '../kube/resource.ts';
-import { deeperThan, scanJson } from './json-scan.ts';
+import { MAX_MESSAGE_BYTES, MAX_MESSAGE_DEPTH, MalformedMessageError, clusterIdSchema, parseMessage } from '../validation.ts';
+
+// An envelope is one SQS message: these are its bounds.
+export { MAX_MESSAGE_BYTES as MAX_ENVELOPE_BYTES, MAX_MESSAGE_DEPTH as MAX_ENVELOPE_DEPTH };
 
 export const EVENT_TYPE_PREFIX = 'dev.outrigger.watch.';
 export const WATCH_EVENT_TYPES = ['added', 'modified', 'deleted'] as const;
 export type WatchEventType = (typeof WATCH_EVENT_TYPES)[number];
-
-/** SQS's message size limit, and so the largest envelope a forwarder may send. */
-export const MAX_ENVELOPE_BYTES = 256 * 1024;
-
-// zod/mini carries no messages of its own: without a locale every problem would read "Invalid input". The
-// messages this module's callers report (and dead letters record) are English zod's, so install it, once, for
-// every schema in the process; each module that validates imports this one, so it is in place before any parse.
-z.config(en());
-
-/** A non-empty string: most fields a handler relies on. */
-export const nonEmpty = () => z.string().check(z.minLength(1));
-
-/** A cluster id is part of every state key and message group: DNS-label-like, so it is safe everywhere. */
-export const clusterIdSchema = z
-  .string()
-  .check(z.regex(/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/, 'must be a DNS label: lower-case letters, digits and -, at most 63'));
 
 // What a hostile sender controls is bounded to what Kubernetes itself allows (README "Security model"): these
 // fields end up in state keys, message groups, deduplication ids and sync requests, which SQS and DynamoDB
@@ -40,9 +26,6 @@ const DNS_SUBDOMAIN = /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-
 const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
 /** Printable ASCII without spaces: ids and URI references. */
 const printable = (max: number) => z.string().check(z.regex(/^[!-~]+$/, 'must be printable ASCII without spaces'), z.maxLength(max));
-
-/** The deepest nesting an envelope may have: far beyond any Kubernetes object, short of what recursion in JSON.stringify survives. */
-export const MAX_ENVELOPE_DEPTH = 100;
 
 const dnsLabel = () => z.string().check(z.regex(DNS_LABEL, 'must be a DNS-1123 label: lower-case letters, digits and -, at most 63'));
 const dnsSubdomain = () =>
@@ -100,20 +83,6 @@ export interface Envelope {
   data: { object: KubeObject; oldObject?: KubeObject | undefined };
 }
 
-/**
- * A message that can never be processed as it is: it goes to the dead-letter queue with this error's
- * message as the reason, instead of being retried.
- */
-export class MalformedMessageError extends Error {
-  /** Dotted path of the first bad field, or a parenthesised word when the whole message is wrong. */
-  readonly field: string;
-  constructor(what: string, field: string, problem: string) {
-    super(`invalid ${what}: ${field}: ${problem}`);
-    this.name = 'MalformedMessageError';
-    this.field = field;
-  }
-}
-
 export class EnvelopeError extends MalformedMessageError {
   constructor(field: string, problem: string) {
     super('event envelope', field, problem);
@@ -121,46 +90,8 @@ export class EnvelopeError extends MalformedMessageError {
   }
 }
 
-/** The first problem zod found, as (field path, problem); an unknown key is named itself, not its parent. */
-export function firstIssue(error: z.core.$ZodError, whole: string): [string, string] {
-  const issue = error.issues[0];
-  const path = issue ? issue.path.map(String) : [];
-  if (issue?.code === 'unrecognized_keys' && issue.keys[0]) {
-    path.push(issue.keys[0]);
-    return [path.join('.'), 'is not a known field'];
-  }
-  return [path.length > 0 ? path.join('.') : whole, issue?.message ?? 'is not valid'];
-}
-
 export function watchEventType(envelope: Pick<Envelope, 'type'>): WatchEventType {
   return envelope.type.slice(EVENT_TYPE_PREFIX.length) as WatchEventType;
-}
-
-/**
- * Parses a JSON message body (or an already parsed value) and validates it with `schema`; a message too
- * large, not JSON or not valid throws the error `malformed` makes, naming the first bad field.
- */
-export function parseMessage<T>(
-  body: unknown,
-  schema: z.ZodMiniType<T>,
-  malformed: (field: string, problem: string) => MalformedMessageError,
-  whole: string,
-): T {
-  let value: unknown = body;
-  if (typeof body === 'string') {
-    const bytes = Buffer.byteLength(body, 'utf8');
-    if (bytes > MAX_ENVELOPE_BYTES) throw malformed(whole, `is ${bytes} bytes, over the ${MAX_ENVELOPE_BYTES}-byte limit`);
-    try {
-      value = JSON.parse(body);
-    } catch (err) {
-      throw malformed(whole, `is not JSON (${(err as Error).message})`);
-    }
-    const [problem] = scanJson(body, MAX_ENVELOPE_DEPTH).problems.values();
-    if (problem !== undefined) throw malformed(whole, problem);
-  } else if (deeperThan(value, MAX_ENVELOPE_DEPTH)) throw malformed(whole, `is nested deeper than ${MAX_ENVELOPE_DEPTH} levels`);
-  const result = schema.safeParse(value);
-  if (!result.success) throw malformed(...firstIssue(result.error, whole));
-  return result.data;
 }
 
 /** Parses and validates a message body. Throws EnvelopeError naming the first bad field. */

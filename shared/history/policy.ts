@@ -3,7 +3,7 @@
 // make, so a bad policy is reported and never causes a write.
 // A namespace import, so bundles keep only what is used (see shared/envelope/index.ts).
 import * as z from 'zod/mini';
-import { firstIssue, nonEmpty } from '../envelope/index.ts';
+import { firstIssue, nonEmpty } from '../validation.ts';
 import type { KubeObject } from '../kube/resource.ts';
 import { fieldAt, parsePath } from './data.ts';
 import type { DefaultsSchema } from './defaults.ts';

@@ -1,8 +1,8 @@
 // Reading CloudEvents out of an HTTP request, in either content mode of the CloudEvents HTTP binding:
 // structured (the whole event is the JSON body; a JSON array is a batch) or binary (attributes in ce-* headers,
 // the body is the event's data, as Knative's ApiServerSource sends). Nothing here knows what an event means.
-import { MAX_ENVELOPE_DEPTH, MalformedMessageError } from '../envelope/index.ts';
-import { scanJson } from '../envelope/json-scan.ts';
+import { scanJson } from '../json-scan.ts';
+import { MAX_MESSAGE_DEPTH, MalformedMessageError } from '../validation.ts';
 
 /** An HTTP request as the ingest function sees it (a Function URL event, decoded). */
 export interface IngestRequest {
@@ -60,7 +60,7 @@ function binaryEvent(request: IngestRequest): IncomingEvent {
   else {
     try {
       data = JSON.parse(request.body);
-      const [scanned] = scanJson(request.body, MAX_ENVELOPE_DEPTH).problems.values();
+      const [scanned] = scanJson(request.body, MAX_MESSAGE_DEPTH).problems.values();
       if (scanned !== undefined) {
         problem = new IngestError('data', scanned);
         // Kept as sent: a value this deep may be beyond what JSON.stringify can write back.
@@ -89,7 +89,7 @@ export function readEvents(request: IngestRequest): IncomingEvent[] {
     throw new IngestError('(body)', `is not JSON (${(err as Error).message})`);
   }
   // Each event's own text, as sent (its duplicate keys too), and what JSON.parse hid: a key given twice, too deep a nesting.
-  const { problems, elements } = scanJson(request.body, MAX_ENVELOPE_DEPTH);
+  const { problems, elements } = scanJson(request.body, MAX_MESSAGE_DEPTH);
   const refused = (at: string, i: number) => {
     const p = problems.get(i);
     return p === undefined ? {} : { problem: new IngestError(at ? at.slice(0, -1) : '(body)', p) };

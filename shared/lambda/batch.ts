@@ -6,7 +6,8 @@
 //   (order within an object is kept) while other groups, other objects and other clusters, go on.
 import { SqsFifoPartialProcessorAsync, processPartialResponse } from '@aws-lambda-powertools/batch';
 import type { SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
-import { MalformedMessageError, parseEnvelope, type Envelope } from '../envelope/index.ts';
+import { parseEnvelope, type Envelope } from '../envelope/index.ts';
+import { MalformedMessageError } from '../validation.ts';
 import type { Log } from '../log.ts';
 import type { DeadLetterSink } from './dead-letter.ts';
 import { askedDelay, NotYet, RetryLater, type Retry } from './retry.ts';

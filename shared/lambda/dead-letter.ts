@@ -3,7 +3,7 @@
 import { appendFile } from 'node:fs/promises';
 import { createHash } from 'node:crypto';
 import type { SQSClient } from '@aws-sdk/client-sqs';
-import { MAX_ENVELOPE_BYTES } from '../envelope/index.ts';
+import { MAX_MESSAGE_BYTES } from '../validation.ts';
 import { queueUrlsFromEnv, type QueueUrls } from './queues.ts';
 import { sqsClient, sqsText } from './sqs.ts';
 
@@ -17,7 +17,7 @@ export interface DeadLetter {
 }
 
 /** Room left in a dead letter for its reason and source attributes (SQS counts them in the message size). */
-export const DEAD_LETTER_BODY_BYTES = MAX_ENVELOPE_BYTES - 4096;
+export const DEAD_LETTER_BODY_BYTES = MAX_MESSAGE_BYTES - 4096;
 
 /** A dead letter that fits in an SQS message: a body over the limit is cut (on a character boundary), and the reason says so. */
 export function fitDeadLetter<T extends { body: string; reason: string }>(letter: T): T {

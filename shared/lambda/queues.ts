@@ -5,7 +5,7 @@
 // (OUTRIGGER_QUEUE_URL_PREFIX): a map of URLs, clusters × targets of them, would outgrow Lambda's 4 KB of
 // environment variables at a handful of clusters.
 
-import { clusterIdSchema } from '../envelope/index.ts';
+import { clusterIdSchema } from '../validation.ts';
 
 /** A cluster's events queue among its queues; the others are named by their sync target. */
 export const EVENTS_QUEUE = 'events';

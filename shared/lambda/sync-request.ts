@@ -2,7 +2,8 @@
 // the handler reads the parent and everything else it needs from the cluster (level-triggered).
 // A namespace import, so bundles keep only what is used (see shared/envelope/index.ts).
 import * as z from 'zod/mini';
-import { MalformedMessageError, clusterIdSchema, nonEmpty, parseMessage, type Envelope } from '../envelope/index.ts';
+import type { Envelope } from '../envelope/index.ts';
+import { MalformedMessageError, clusterIdSchema, nonEmpty, parseMessage } from '../validation.ts';
 import type { KubeObject } from '../kube/resource.ts';
 import type { SyncKey } from '../ownership/router.ts';
 

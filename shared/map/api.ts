@@ -4,7 +4,7 @@
 // A namespace import, so bundles keep only what is used (see shared/envelope/index.ts).
 import { createHash } from 'node:crypto';
 import * as z from 'zod/mini';
-import { firstIssue, nonEmpty } from '../envelope/index.ts';
+import { firstIssue, nonEmpty } from '../validation.ts';
 import type { KubeObject } from '../kube/resource.ts';
 
 export const MAP_GROUP = 'metacontroller.k8s.io';

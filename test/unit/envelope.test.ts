@@ -141,7 +141,7 @@ describe('sync requests', () => {
 
 describe('what JSON.parse does not say', () => {
   test('a key given twice in one object, and nesting past the limit, are named; escapes are read as the key they spell', async () => {
-    const { scanJson } = await import('../../shared/envelope/json-scan.ts');
+    const { scanJson } = await import('../../shared/json-scan.ts');
     expect([...scanJson('{"a":1,"b":{"a":2},"\\u0061":3}', 100).problems]).toEqual([[-1, 'has the key "a" twice in one object']]);
     expect([...scanJson('[{"a":1},{"a":1,"a":2},[{"x":"\\"a\\"","a":1}]]', 100).problems]).toEqual([
       [1, 'has the key "a" twice in one object'],
