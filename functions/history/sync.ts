@@ -40,6 +40,9 @@ import {
   decide,
   foreignRevisions,
   truncationMayDelete,
+  currentKeyOf,
+  decideByKey,
+  maxRevision,
   type ControllerRevision,
   type Outcome,
 } from '../../shared/history/revisions.ts';
@@ -583,15 +586,7 @@ export async function createRevision(
   );
 }
 
-/**
- * Seed 001 (KEP-238): the revision key is a label on a generated object (LWS keeps it on its leader
- * StatefulSet), and each revision carries the key it belongs to.
- *  Case 1, upgrade: the generated object has a key no revision has: record the current state under that key,
- *    so the key does not change and nothing rolls.
- *  Case 2, new object: no key yet: record the state under its hash as the key.
- *  Case 3, update: compare with the revision of the current key, semantically; only a different state makes a
- *    new revision, keyed by its hash (the parent's own controller then rolls the generated objects to it).
- */
+/** Seed 001 (KEP-238): the sync in revisionKey mode, from the generated objects' current key (decideByKey). */
 async function syncRevisionKey(
   deps: HistoryDeps,
   policy: RevisionPolicy,
@@ -604,40 +599,28 @@ async function syncRevisionKey(
 ): Promise<LockedOutcome> {
   const label = policy.spec.revisionKey!.label;
   const current = await currentRevisionKey(targetReader(deps.kube, policy), policy, parent);
-  const sorted = [...owned].sort((a, b) => a.revision - b.revision);
-  const next = (sorted.at(-1)?.revision ?? 0) + 1;
-  const ofKey = (k: string) => sorted.filter((r) => r.metadata.labels?.[label] === k).at(-1);
-  const done = (r: ControllerRevision): LockedOutcome => ({
-    outcome: { outcome: 'unchanged', revision: r.metadata.name!, number: r.revision },
-    revisionsVersion: listedVersion,
-    revisionUid: r.metadata.uid,
-  });
-  const create = async (key: string): Promise<LockedOutcome> => {
-    const r = await createRevision(
-      deps.kube,
-      target,
-      parent,
-      candidate,
-      next,
-      { ...kubectlLabels(policy, parent, candidate), [label]: key },
-      guard,
-      label,
-    );
+  const decision = decideByKey(candidate, owned, label, current, revisionHash(candidate, 0), policy.defaults);
+  if (decision.kind === 'unchanged')
     return {
-      outcome: { outcome: 'created', revision: r.metadata.name!, number: r.revision, truncate: true },
-      revisionsVersion: r.metadata.resourceVersion,
-      revisionUid: r.metadata.uid,
+      outcome: { outcome: 'unchanged', revision: decision.revision.metadata.name!, number: decision.revision.revision },
+      revisionsVersion: listedVersion,
+      revisionUid: decision.revision.metadata.uid,
     };
+  const r = await createRevision(
+    deps.kube,
+    target,
+    parent,
+    candidate,
+    maxRevision(owned) + 1,
+    { ...kubectlLabels(policy, parent, candidate), [label]: decision.key },
+    guard,
+    label,
+  );
+  return {
+    outcome: { outcome: 'created', revision: r.metadata.name!, number: r.revision, truncate: true },
+    revisionsVersion: r.metadata.resourceVersion,
+    revisionUid: r.metadata.uid,
   };
-  if (current) {
-    const existing = ofKey(current);
-    if (!existing) return create(current); // case 1
-    if (semanticallyEqual(existing.data, candidate, policy.defaults)) return done(existing);
-  }
-  // Cases 2 and 3: the state may already have its revision (a rollout in progress, a redelivery).
-  const same = sorted.filter((r) => semanticallyEqual(r.data, candidate, policy.defaults)).at(-1);
-  if (same) return done(same);
-  return create(revisionHash(candidate, 0));
 }
 
 /**
@@ -655,15 +638,7 @@ export async function currentRevisionKey(kube: KubeClient, policy: RevisionPolic
   const labelled = (await kube.listAll(resource, { namespace: parent.metadata.namespace, labelSelector })).filter(
     (o) => o.metadata.labels?.[label] && !o.metadata.deletionTimestamp,
   );
-  const objects = await controlledByParent(kube, parent, labelled);
-  objects.sort((a, b) =>
-    a.metadata.name === parent.metadata.name
-      ? -1
-      : b.metadata.name === parent.metadata.name
-        ? 1
-        : (a.metadata.name ?? '').localeCompare(b.metadata.name ?? ''),
-  );
-  return objects[0]?.metadata.labels?.[label];
+  return currentKeyOf(parent.metadata.name, await controlledByParent(kube, parent, labelled), label);
 }
 
 /** The objects whose controller is the parent, or a live object whose controller is the parent. */

@@ -88,3 +88,43 @@ export function foreignRevisions<T extends KubeObject>(
     return labels[HASH_LABEL] !== undefined && labels[PARENT_LABEL] === undefined && labels[PARENT_KIND_LABEL] === undefined;
   });
 }
+
+export type KeyedOutcome<T extends ControllerRevision> = { kind: 'unchanged'; revision: T } | { kind: 'create'; key: string };
+
+/**
+ * Seed 001 (KEP-238), revisionKey mode: each revision carries the key (`label`) of the generated objects made
+ * from it, and `current` is the key those objects carry now.
+ *  Case 1, upgrade: the objects have a key no revision has: record the target state under that key, so the key
+ *    does not change and nothing rolls.
+ *  Case 2, new object: no key yet; and case 3, update: the current key's revision holds another state. A
+ *    revision holding this state already (a rollout in progress, a redelivery) is the answer; else a new one,
+ *    keyed by `hashKey` (the state's hash), which the parent's own controller then rolls the objects to.
+ */
+export function decideByKey<T extends ControllerRevision>(
+  candidate: Json,
+  owned: readonly T[],
+  label: string,
+  current: string | undefined,
+  hashKey: string,
+  defaults?: DefaultsSchema,
+): KeyedOutcome<T> {
+  const sorted = sortRevisions(owned);
+  if (current !== undefined) {
+    const ofKey = sorted.filter((r) => r.metadata.labels?.[label] === current).at(-1);
+    if (!ofKey) return { kind: 'create', key: current };
+    if (semanticallyEqual(ofKey.data, candidate, defaults)) return { kind: 'unchanged', revision: ofKey };
+  }
+  const same = sorted.filter((r) => semanticallyEqual(r.data, candidate, defaults)).at(-1);
+  return same ? { kind: 'unchanged', revision: same } : { kind: 'create', key: hashKey };
+}
+
+/**
+ * The current key among the generated objects the parent controls (README, "What a sync does"): the one named
+ * like the parent, or else the first by name; objects being deleted, or without the key label, do not count.
+ */
+export function currentKeyOf(parentName: string | undefined, objects: readonly KubeObject[], label: string): string | undefined {
+  const keyed = objects.filter((o) => o.metadata.labels?.[label] && !o.metadata.deletionTimestamp);
+  const named = keyed.find((o) => o.metadata.name === parentName);
+  if (named) return named.metadata.labels![label];
+  return [...keyed].sort((a, b) => (a.metadata.name ?? '').localeCompare(b.metadata.name ?? ''))[0]?.metadata.labels?.[label];
+}

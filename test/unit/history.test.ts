@@ -17,7 +17,9 @@ import {
   HASH_LABEL,
   PARENT_KIND_LABEL,
   PARENT_LABEL,
+  currentKeyOf,
   decide,
+  decideByKey,
   foreignRevisions,
   sortRevisions,
   truncationMayDelete,
@@ -536,5 +538,57 @@ describe('coexistence (README, "Coexistence")', () => {
     expect(reportedNotReady(policy(2, 2, 'True', 'Valid'))).toBe(false);
     // Found again from discovery by every reader, so a CRD installed later takes effect without a new check.
     expect(reportedNotReady(policy(2, 2, 'False', 'UnknownKind'))).toBe(false);
+  });
+});
+
+describe('revisionKey mode (seed 001): decideByKey and currentKeyOf', () => {
+  const LABEL = 'example.com/key';
+  const rev = (name: string, revision: number, image: string, key?: string): ControllerRevision => ({
+    apiVersion: 'apps/v1',
+    kind: 'ControllerRevision',
+    metadata: { name, ...(key ? { labels: { [LABEL]: key } } : {}) },
+    data: { spec: { image } },
+    revision,
+  });
+  const state = (image: string): Json => ({ spec: { image } });
+
+  test('the four cases: an unknown current key keeps the key; its own state is unchanged; another revision holding the state answers; else a new key', () => {
+    const owned = [rev('a', 1, 'v1', 'k1'), rev('b', 2, 'v2', 'k2')];
+    expect(decideByKey(state('v3'), owned, LABEL, 'k9', 'h3')).toEqual({ kind: 'create', key: 'k9' });
+    expect(decideByKey(state('v2'), owned, LABEL, 'k2', 'h2')).toEqual({ kind: 'unchanged', revision: owned[1] });
+    expect(decideByKey(state('v1'), owned, LABEL, 'k2', 'h1')).toEqual({ kind: 'unchanged', revision: owned[0] });
+    expect(decideByKey(state('v3'), owned, LABEL, 'k2', 'h3')).toEqual({ kind: 'create', key: 'h3' });
+    expect(decideByKey(state('v3'), owned, LABEL, undefined, 'h3')).toEqual({ kind: 'create', key: 'h3' });
+  });
+
+  test('whatever the history: an unchanged answer holds the state, and a key other than the hash is the current one, which no revision has', () => {
+    const images = fc.constantFrom('v1', 'v2', 'v3', 'v4');
+    const keys = fc.constantFrom('k1', 'k2', 'k3');
+    fc.assert(
+      fc.property(
+        fc.array(fc.tuple(images, fc.option(keys, { nil: undefined })), { maxLength: 8 }),
+        images,
+        fc.option(keys, { nil: undefined }),
+        (history, image, current) => {
+          const owned = history.map(([img, key], i) => rev(`r${i}`, i + 1, img, key));
+          const d = decideByKey(state(image), owned, LABEL, current, 'hash');
+          if (d.kind === 'unchanged') expect(d.revision.data).toEqual(state(image));
+          else if (d.key !== 'hash') {
+            expect(d.key).toBe(current);
+            expect(owned.some((r) => r.metadata.labels?.[LABEL] === current)).toBe(false);
+          } else expect(owned.some((r) => JSON.stringify(r.data) === JSON.stringify(state(image)))).toBe(false);
+        },
+      ),
+    );
+  });
+
+  test('currentKeyOf: the object named like the parent, else the first by name; one being deleted, or without the key, does not count', () => {
+    const obj = (name: string, key?: string, deleting = false) => ({
+      metadata: { name, ...(key ? { labels: { [LABEL]: key } } : {}), ...(deleting ? { deletionTimestamp: '2026-01-01T00:00:00Z' } : {}) },
+    });
+    expect(currentKeyOf('web', [obj('b', 'kb'), obj('web', 'kw'), obj('a', 'ka')], LABEL)).toBe('kw');
+    expect(currentKeyOf('web', [obj('b', 'kb'), obj('web', 'kw', true), obj('a', 'ka')], LABEL)).toBe('ka');
+    expect(currentKeyOf('web', [obj('a'), obj('b', 'kb')], LABEL)).toBe('kb');
+    expect(currentKeyOf('web', [], LABEL)).toBeUndefined();
   });
 });
