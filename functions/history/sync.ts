@@ -8,7 +8,7 @@
 //     equal to the latest -> nothing; equal to an older one -> rollback (that revision gets the next number,
 //     its data untouched); otherwise -> a new revision with the next number.
 //  4. When the history may hold more revisions than the limit keeps, ask the truncation handler to trim it.
-import type { KubeClient } from '../../shared/kube/index.ts';
+import type { KubeApi, KubeClient } from '../../shared/kube/index.ts';
 import {
   Resources,
   apiVersionOf,
@@ -521,7 +521,7 @@ function parsedOrNone(selector: string): LabelSelector | undefined {
  * collision: a key is how the objects made from a revision find it, so it is never rewritten.
  */
 export async function createRevision(
-  kube: KubeClient,
+  kube: KubeApi,
   target: ResolvedResource,
   parent: KubeObject,
   data: JsonObject,
