@@ -9,6 +9,7 @@ import { readFile, rename, writeFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import { gunzip, gzip } from 'node:zlib';
 import { gvr, isKubeError, type KubeClient, type KubeObject } from '../shared/kube/index.ts';
+import type { Log } from '../shared/log.ts';
 
 export interface CheckpointStore {
   /** The last checkpoint saved, or undefined when there is none. */
@@ -55,15 +56,9 @@ export class ConfigMapCheckpoint implements CheckpointStore {
   private readonly namespace: string;
   private readonly name: string;
   private readonly maxPartBytes: number;
-  private readonly log: (message: string, fields?: Record<string, unknown>) => void;
+  private readonly log: Log;
 
-  constructor(opts: {
-    kube: KubeClient;
-    namespace: string;
-    name: string;
-    maxPartBytes?: number;
-    log?: (message: string, fields?: Record<string, unknown>) => void;
-  }) {
+  constructor(opts: { kube: KubeClient; namespace: string; name: string; maxPartBytes?: number; log?: Log }) {
     this.kube = opts.kube;
     this.namespace = opts.namespace;
     this.name = opts.name;
@@ -135,7 +130,7 @@ export class ConfigMapCheckpoint implements CheckpointStore {
       // Someone else wrote it since this process read it (a previous leader finishing its last write, or a hand
       // edit): the leader's index is the one to keep, so it writes again over what is there now.
       const current = await this.kube.find<ConfigMap>(configMaps, { name: this.name, namespace: this.namespace });
-      this.log('checkpoint changed by another writer; overwriting it', { configMap: this.name });
+      this.log('warn', 'checkpoint changed by another writer; overwriting it', { configMap: this.name });
       const again = { ...head, metadata: { ...head.metadata, resourceVersion: current?.metadata.resourceVersion } };
       return current
         ? await this.kube.replace(configMaps, again)

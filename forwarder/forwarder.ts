@@ -16,6 +16,7 @@ import { SendMessageBatchCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { deduplicationId, makeEnvelope, MAX_ENVELOPE_BYTES, messageGroupId, type Envelope } from '../shared/envelope/index.ts';
 import { SqsDeadLetterSink } from '../shared/lambda/dead-letter.ts';
 import { BATCH_BYTES, BATCH_ENTRIES } from '../shared/lambda/sqs.ts';
+import type { Log } from '../shared/log.ts';
 import { FileCheckpoint, type CheckpointStore } from './checkpoint.ts';
 import {
   apiVersionOf,
@@ -98,7 +99,7 @@ export interface ForwarderOptions {
   refreshMs?: number;
   maxBuffered?: number;
   checkpointMs?: number;
-  log?: (message: string, fields?: Record<string, unknown>) => void;
+  log?: Log;
 }
 
 interface Pending {
@@ -151,9 +152,11 @@ export class Forwarder {
   private timers: NodeJS.Timeout[] = [];
   private readonly store: CheckpointStore | undefined;
   private saving: Promise<void> | undefined;
+  private readonly log: Log;
 
   constructor(opts: ForwarderOptions) {
     this.opts = opts;
+    this.log = opts.log ?? (() => undefined);
     this.store = opts.checkpoint ?? (opts.stateFile ? new FileCheckpoint(opts.stateFile) : undefined);
   }
 
@@ -163,7 +166,7 @@ export class Forwarder {
     await this.refresh();
     this.timers.push(
       setInterval(
-        () => void this.refresh().catch((err: unknown) => this.log('refreshing watches failed', { error: String(err) })),
+        () => void this.refresh().catch((err: unknown) => this.log('warn', 'refreshing watches failed', { error: String(err) })),
         this.opts.refreshMs ?? 10_000,
       ),
     );
@@ -202,10 +205,6 @@ export class Forwarder {
     return { ...this.counts, buffered: this.buffer.length, watches: this.watching.size, synced: this.syncedOnce.size };
   }
 
-  private log(message: string, fields?: Record<string, unknown>): void {
-    this.opts.log?.(message, fields);
-  }
-
   /** Refreshes run one after another, so a timer's and a definition's never decide on different reads at once. */
   private refresh(): Promise<void> {
     const next = this.refreshing.then(() => this.refreshOnce());
@@ -232,6 +231,7 @@ export class Forwarder {
       if (!reshaped) this.acked.delete(id);
       this.dirty = true;
       this.log(
+        'info',
         reshaped ? "watch restarted: its objects are now sent as a parent's or a child's" : 'watch stopped: no definition needs it',
         { resource: id },
       );
@@ -248,7 +248,7 @@ export class Forwarder {
       const definitions = new Set((this.opts.definitions ?? []).map(gvrString));
       const asMetadata = metadataOnly.get(id) ?? false;
       this.asMetadata.set(id, asMetadata);
-      this.log('watching', { resource: id, ...(asMetadata ? { metadataOnly: true } : {}) });
+      this.log('info', 'watching', { resource: id, ...(asMetadata ? { metadataOnly: true } : {}) });
       const watch = async () => {
         const namespace = this.opts.namespace && (await isNamespaced(this.opts.kube, resource)) ? this.opts.namespace : undefined;
         const apiVersion = apiVersionOf(resource);
@@ -265,7 +265,7 @@ export class Forwarder {
           onSynced: () => {
             if (!stop.signal.aborted) this.syncedOnce.add(id);
           },
-          onError: (err) => this.log('watch failed; retrying with backoff', { resource: id, error: String(err) }),
+          onError: (err) => this.log('warn', 'watch failed; retrying with backoff', { resource: id, error: String(err) }),
           onEvent: async (e) => {
             if (stop.signal.aborted) return;
             if (asMetadata && e.type === 'modified' && statusOnly(e.oldObject, e.object)) {
@@ -292,7 +292,7 @@ export class Forwarder {
       this.opts.forget?.();
       return this.refreshOnce();
     });
-    this.refreshing = next.catch((err: unknown) => this.log('refreshing watches failed', { error: String(err) }));
+    this.refreshing = next.catch((err: unknown) => this.log('warn', 'refreshing watches failed', { error: String(err) }));
   }
 
   private async enqueue(gvr: string, e: SourceEvent): Promise<void> {
@@ -355,7 +355,7 @@ export class Forwarder {
 
   private async deadLetter(body: string, reason: string): Promise<void> {
     this.counts.deadLettered += 1;
-    this.log('event dead-lettered', { reason });
+    this.log('error', 'event dead-lettered', { reason });
     await this.opts.sink.deadLetter(body, reason);
   }
 
@@ -396,7 +396,7 @@ export class Forwarder {
       } catch (err) {
         this.counts.sendFailures += batch.length;
         this.lastSendError = String(err);
-        this.log('sending to SQS failed; retrying with backoff', { error: String(err), backoffMs: backoff });
+        this.log('warn', 'sending to SQS failed; retrying with backoff', { error: String(err), backoffMs: backoff });
         await sleep(backoff);
         backoff = Math.min(backoff * 2, 30_000);
       } finally {
@@ -422,7 +422,7 @@ export class Forwarder {
   private checkpointOnce(): void {
     if (this.saving) return;
     this.saving = this.checkpoint()
-      .catch((err: unknown) => this.log('checkpoint failed', { error: String(err) }))
+      .catch((err: unknown) => this.log('warn', 'checkpoint failed', { error: String(err) }))
       .finally(() => (this.saving = undefined));
   }
 
@@ -447,13 +447,13 @@ export class Forwarder {
       if (parsed.cluster !== this.opts.cluster) return; // another cluster's checkpoint is no use here
       for (const [gvr, objects] of Object.entries(parsed.resources ?? {}))
         this.acked.set(gvr, new Map(objects.map((o) => [o.metadata.uid ?? '', o])));
-      this.log('checkpoint loaded', {
+      this.log('info', 'checkpoint loaded', {
         from: store.where,
         resources: this.acked.size,
         objects: [...this.acked.values()].reduce((n, m) => n + m.size, 0),
       });
     } catch (err) {
-      this.log('checkpoint unreadable; every object will be sent again', { error: String(err) });
+      this.log('warn', 'checkpoint unreadable; every object will be sent again', { error: String(err) });
     }
   }
 }

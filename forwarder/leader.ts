@@ -8,6 +8,7 @@
 // over within one retry period rather than one lease duration. (@kubernetes/client-node has no such helper.)
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isKubeError, Resources, type KubeClient, type KubeObject } from '../shared/kube/index.ts';
+import type { Log } from '../shared/log.ts';
 
 export interface LeaseSpec {
   holderIdentity?: string;
@@ -30,7 +31,7 @@ export interface LeaderElectionOptions {
   renewDeadlineMs?: number;
   /** How often a candidate tries and a leader renews (default 2 s). */
   retryPeriodMs?: number;
-  log?: (message: string, fields?: Record<string, unknown>) => void;
+  log?: Log;
   now?: () => number;
 }
 
@@ -42,16 +43,18 @@ function microTime(ms: number): string {
 export class LeaderElector {
   /** The holder last seen, for /readyz and logs. */
   leader: string | undefined;
-  private readonly opts: Required<Omit<LeaderElectionOptions, 'log'>> & Pick<LeaderElectionOptions, 'log'>;
+  private readonly opts: Required<Omit<LeaderElectionOptions, 'log'>>;
   private observed: { resourceVersion: string; at: number } | undefined;
   private leading = false;
   private readonly stopped = new AbortController();
   private renewing: Promise<void> | undefined;
   /** A renewal still under way (one given up on at the deadline may still write): release waits for it. */
   private attempt: Promise<boolean> = Promise.resolve(false);
+  private readonly log: Log;
 
   constructor(opts: LeaderElectionOptions) {
     this.opts = { leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 2_000, now: Date.now, ...opts };
+    this.log = opts.log ?? (() => undefined);
     if (this.opts.renewDeadlineMs >= this.opts.leaseDurationMs)
       throw new Error('leader election: the renew deadline must be shorter than the lease duration');
   }
@@ -70,7 +73,7 @@ export class LeaderElector {
       }).catch(() => undefined);
     }
     this.leading = true;
-    this.log('leader election: leading', { lease: this.opts.name, identity: this.opts.identity });
+    this.log('info', 'leader election: leading', { lease: this.opts.name, identity: this.opts.identity });
     this.renewing = this.renewLoop(onLost);
   }
 
@@ -91,11 +94,11 @@ export class LeaderElector {
           ...lease,
           spec: { ...lease.spec, holderIdentity: '', leaseDurationSeconds: 1, acquireTime: now, renewTime: now },
         });
-        this.log('leader election: released', { lease: this.opts.name });
+        this.log('info', 'leader election: released', { lease: this.opts.name });
         return;
       } catch (err) {
         if (isKubeError(err, 'Conflict') && tries < 3) continue;
-        this.log('leader election: releasing failed; a standby takes over when the lease expires', { error: String(err) });
+        this.log('warn', 'leader election: releasing failed; a standby takes over when the lease expires', { error: String(err) });
         return;
       }
     }
@@ -130,7 +133,7 @@ export class LeaderElector {
         onLost(`no renewal for ${this.opts.renewDeadlineMs} ms${error ? `: ${error}` : ''}`);
         return;
       }
-      if (error) this.log('leader election: renewing failed; retrying', { error });
+      if (error) this.log('warn', 'leader election: renewing failed; retrying', { error });
     }
   }
 
@@ -185,17 +188,13 @@ export class LeaderElector {
       if (isKubeError(err, 'Conflict')) return false;
       throw err;
     }
-    if (taking) this.log('leader election: acquired', { lease: name, previous: holder || undefined });
+    if (taking) this.log('info', 'leader election: acquired', { lease: name, previous: holder || undefined });
     this.leader = identity;
     return true;
   }
 
   private failed(err: unknown): false {
-    this.log('leader election: trying failed', { error: String(err) });
+    this.log('warn', 'leader election: trying failed', { error: String(err) });
     return false;
-  }
-
-  private log(message: string, fields?: Record<string, unknown>): void {
-    this.opts.log?.(message, fields);
   }
 }

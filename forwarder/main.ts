@@ -32,6 +32,7 @@ import { SQSClient } from '@aws-sdk/client-sqs';
 import { functions } from '../functions/index.ts';
 import { clustersFromEnv, parseClusters } from '../shared/clusters.ts';
 import { connect } from '../shared/kube/index.ts';
+import type { Log } from '../shared/log.ts';
 import { ConfigMapCheckpoint, type CheckpointStore } from './checkpoint.ts';
 import { Forwarder, SqsEnvelopeSink } from './forwarder.ts';
 import { LeaderElector } from './leader.ts';
@@ -67,8 +68,10 @@ function ownNamespace(): string {
 const cluster = required('OUTRIGGER_CLUSTER_ID');
 const queueUrl = required('OUTRIGGER_EVENT_QUEUE_URL');
 const endpoint = process.env.OUTRIGGER_SQS_ENDPOINT;
-const log = (message: string, fields: Record<string, unknown> = {}) =>
-  process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), message, ...fields })}\n`);
+// A JSON line a record: the level before the message and the fields right after it, where readers of the
+// log (the tests among them) look for `"message":"...","<field>":`.
+const log: Log = (level, message, fields = {}) =>
+  process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), level, message, ...fields })}\n`);
 const kube = connect({ kind: 'kubeconfig', path: process.env.KUBECONFIG || undefined });
 let configs;
 try {
@@ -146,7 +149,7 @@ const server = createServer((req, res) => {
 });
 server.listen(Number(process.env.PORT ?? 8080), () => {
   const address = server.address();
-  log('forwarder listening', { port: typeof address === 'object' && address ? address.port : process.env.PORT, cluster });
+  log('info', 'forwarder listening', { port: typeof address === 'object' && address ? address.port : process.env.PORT, cluster });
 });
 
 let stopping = false;
@@ -157,15 +160,15 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     if (stopping) process.exit(130);
     stopping = true;
     if (!started) {
-      log(`${signal}: stopping (not leading)`);
+      log('info', `${signal}: stopping (not leading)`);
       standby.abort();
       process.exit(0);
     }
-    log(`${signal}: sending what is buffered, then stopping`);
+    log('info', `${signal}: sending what is buffered, then stopping`);
     // Flushed and checkpointed before the Lease goes back, so that the next leader reads the last checkpoint.
     void forwarder
       .stop({ flush: true })
-      .catch((err: unknown) => log('stopping failed', { error: String(err) }))
+      .catch((err: unknown) => log('error', 'stopping failed', { error: String(err) }))
       .then(() => elector?.release())
       .then(() => {
         server.close();
@@ -175,14 +178,17 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
 }
 
 if (elector) {
-  log('leader election: standing by', { lease: process.env.OUTRIGGER_LEADER_ELECTION_LEASE, namespace, identity });
+  log('info', 'leader election: standing by', { lease: process.env.OUTRIGGER_LEADER_ELECTION_LEASE, namespace, identity });
   await elector.acquire((reason) => {
     // Another replica may lead now: not one more event from this one. Kubernetes restarts the container, which
     // stands by again.
-    log('leader election: lost the lease; exiting', { reason });
+    log('error', 'leader election: lost the lease; exiting', { reason });
     process.exit(1);
   }, standby.signal);
 }
 started = true;
 await forwarder.start();
-log('forwarder started', { watches: forwarder.stats.watches, checkpoint: checkpoint?.where ?? process.env.OUTRIGGER_FORWARDER_STATE });
+log('info', 'forwarder started', {
+  watches: forwarder.stats.watches,
+  checkpoint: checkpoint?.where ?? process.env.OUTRIGGER_FORWARDER_STATE,
+});

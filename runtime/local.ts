@@ -158,7 +158,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
         ...(spec.events.wholeObjects ? { wholeObjects: () => spec.events!.wholeObjects!(clusterConfig, source) } : {}),
         namespace: opts.namespace,
         refreshMs: WATCH_REFRESH_MS,
-        log: (m, f) => log(`${spec.name} forwarder: ${m}${f ? ` ${JSON.stringify(f)}` : ''}`),
+        log: (_level, m, f) => log(`${spec.name} forwarder: ${m}${f ? ` ${JSON.stringify(f)}` : ''}`),
       });
       await forwarder.start();
       forwarders.push(forwarder);

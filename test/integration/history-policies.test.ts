@@ -304,7 +304,7 @@ ${policy(name, 'broken.outrigger.test/v1', 'Thing')}`,
       namespace: await createNamespace('drop'),
       stateFile: join(await mkdtemp(join(tmpdir(), 'outrigger-drop-')), 'state.json'),
       refreshMs: 60_000,
-      log: (m, f) => log.push(`${m} ${JSON.stringify(f)}`),
+      log: (_level, m, f) => log.push(`${m} ${JSON.stringify(f)}`),
     });
     await forwarder.start();
     const name = uniqueName('bolts');
