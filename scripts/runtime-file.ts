@@ -1,6 +1,5 @@
 // The running local runtime (`npm start`), as the runtime.json it writes describes it (runtime/local.ts): what
-// `npm run invoke` and `npm run sam-env` take the handlers' environment from. Imports nothing of the project but
-// a liveness check: invoke's child process (the same file as invoke) loads nothing but the bundle.
+// `npm run invoke` and `npm run sam-env` take the handlers' environment from.
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isAlive } from '../local/process.ts';
@@ -14,8 +13,8 @@ export interface RuntimeFile {
 }
 
 /**
- * The local runtime's table name (local/testbed.ts DEFAULT_TABLE, not imported: the child process invoke also
- * runs as loads nothing but the bundle) and cluster id (its default).
+ * The local runtime's table name (local/testbed.ts DEFAULT_TABLE, not imported: importing it loads the whole
+ * testbed) and cluster id (its default).
  */
 export const DEFAULT_TABLE = 'outrigger';
 export const RUNTIME_CLUSTER = 'local';
