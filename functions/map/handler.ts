@@ -159,7 +159,7 @@ export async function serveMapRequest({ key, causes }: SyncRequest, sentAt: numb
       regarding,
       { type: 'Warning', reason, action: 'Sync', note: `${count} input(s) failed, nothing deleted for them: ${first}` },
       { controller: MAP_CONTROLLER, instance: mc.name },
-      (m, f) => ctx.log('warn', m, f),
+      ctx.log,
     );
   const outcome = passOutcome({
     deferred: result.deferred,

@@ -3,8 +3,9 @@
 // recorder for every controller: events are best effort (a failure to record one is logged, never fails the
 // work), and each is a new events.k8s.io/v1 Event named after its object, as client-go's recorder names them.
 import { randomBytes } from 'node:crypto';
-import type { GVR, KubeClient, KubeObject } from '../kube/index.ts';
+import type { GVR, KubeApi, KubeObject } from '../kube/index.ts';
 import { gvr } from '../kube/resource.ts';
+import type { Log } from '../log.ts';
 
 export const events: GVR = gvr('events.k8s.io', 'v1', 'events');
 
@@ -54,16 +55,16 @@ export function eventFor(
 
 /** Records an event; a failure (RBAC, quota, a full namespace) goes to `log` and nowhere else. */
 export async function recordEvent(
-  kube: KubeClient,
+  kube: KubeApi,
   regarding: Pick<KubeObject, 'apiVersion' | 'kind' | 'metadata'>,
   spec: EventSpec,
   reporter: Reporter,
-  log?: (message: string, fields: Record<string, unknown>) => void,
+  log?: Log,
 ): Promise<void> {
   try {
     await kube.create(events, eventFor(regarding, spec, reporter, new Date()));
   } catch (err) {
-    log?.('could not record an event', {
+    log?.('warn', 'could not record an event', {
       reason: spec.reason,
       object: `${regarding.kind}/${regarding.metadata.name}`,
       error: err instanceof Error ? err.message : String(err),
