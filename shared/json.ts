@@ -1,4 +1,5 @@
-// JSON exactly as Go's encoding/json writes it. The apiserver keeps a ControllerRevision's `data` as the bytes it
+// JSON values as Outrigger compares, hashes and writes them: semantic equality and a short name-safe hash (below),
+// and JSON exactly as Go's encoding/json writes it. The apiserver keeps a ControllerRevision's `data` as the bytes it
 // was sent (a RawExtension) and holds them immutable by comparing bytes. Whenever it applies a strategic merge
 // patch to a revision (the garbage collector's orphaning, an adoption or release by a controller written in Go)
 // it re-encodes `data` with encoding/json; bytes written any other way (JavaScript's key order, `&` unescaped)
@@ -45,3 +46,90 @@ function byUtf8(a: string, b: string): number {
 /** A JSON value, as JSON.parse gives it. */
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 export type JsonObject = { [key: string]: Json };
+
+// Semantic equality of JSON values (README, "What a sync does"): both sides are normalised so that what does not
+// change meaning (key order, a null, an empty map or list against an absent field, the `$patch` directive, and,
+// given a kind's defaults, a field set to its default against an absent one) cannot make two equal values differ.
+
+/** A structural-schema subset: where defaults are, and what they are. Mirrors the object's shape. */
+export interface DefaultsSchema {
+  /** The value the field takes when it is absent from its (present) enclosing object. */
+  readonly default?: Json;
+  /** A default that depends on the enclosing object (the image pull policy depends on the image's tag). */
+  readonly derive?: (enclosing: JsonObject) => Json | undefined;
+  readonly properties?: Readonly<Record<string, DefaultsSchema>>;
+  /** The schema of each item of a list. */
+  readonly items?: DefaultsSchema;
+  /** The schema of each value of a map (keys not in `properties`). */
+  readonly additionalProperties?: DefaultsSchema;
+}
+
+/**
+ * Removes what carries no meaning, recursively; returns undefined for "nothing". With `defaults` (the kind's,
+ * rooted where `value` is), a field whose value is its default is removed too, as if it were absent.
+ */
+export function normalize(value: Json | undefined, defaults?: DefaultsSchema): Json | undefined {
+  if (value === null || value === undefined) return undefined;
+  if (Array.isArray(value)) {
+    const items = value.map((v) => normalize(v, defaults?.items) ?? null);
+    return items.length === 0 ? undefined : items;
+  }
+  if (typeof value === 'object') {
+    const out: JsonObject = {};
+    for (const key of Object.keys(value).sort()) {
+      if (key === '$patch') continue;
+      // Own keys only: a field named like an Object.prototype member is not in the schema.
+      const field = defaults?.properties && Object.hasOwn(defaults.properties, key) ? defaults.properties[key] : undefined;
+      const v = normalize(value[key], field ?? defaults?.additionalProperties);
+      if (v === undefined) continue;
+      if (field && isDefault(v, value, field)) continue;
+      out[key] = v;
+    }
+    return Object.keys(out).length === 0 ? undefined : out;
+  }
+  return value;
+}
+
+/** Whether the normalised `v` is the default of `field` in `enclosing`, compared in normal form on both sides. */
+function isDefault(v: Json, enclosing: JsonObject, field: DefaultsSchema): boolean {
+  const d = field.derive ? field.derive(enclosing) : field.default;
+  if (d === undefined) return false;
+  const normal = normalize(d, field);
+  return normal !== undefined && JSON.stringify(v) === JSON.stringify(normal);
+}
+
+/**
+ * Deterministic JSON of the normalised value: keys sorted, meaningless fields gone. Revision names hash it
+ * without defaults (see shortHash), so that a name never depends on what a cluster defaults.
+ */
+export function canonicalJson(value: Json | undefined, defaults?: DefaultsSchema): string {
+  return JSON.stringify(normalize(value, defaults) ?? null);
+}
+
+export function semanticallyEqual(a: Json | undefined, b: Json | undefined, defaults?: DefaultsSchema): boolean {
+  return canonicalJson(a, defaults) === canonicalJson(b, defaults);
+}
+
+// 32-bit FNV-1a.
+function fnv1a32(text: string): number {
+  let h = 0x811c9dc5;
+  for (const byte of Buffer.from(text, 'utf8')) {
+    h ^= byte;
+    h = Math.imul(h, 0x01000193) >>> 0;
+  }
+  return h >>> 0;
+}
+
+// Vowel-free, so no name spells a word; the same alphabet apimachinery uses for generated names.
+const ALPHABET = 'bcdfghjklmnpqrstvwxz2456789';
+
+/**
+ * A short, name-safe hash of a JSON value's canonical form (no defaults) and a salt: FNV-1a, written in the
+ * vowel-free alphabet. Revision names, MapController's applied-state annotation and storage migration names use it.
+ */
+export function shortHash(data: Json, salt: number): string {
+  const decimal = String(fnv1a32(`${canonicalJson(data)}\n${salt}`));
+  let out = '';
+  for (const ch of decimal) out += ALPHABET[ch.charCodeAt(0) % ALPHABET.length];
+  return out;
+}

@@ -2,7 +2,8 @@
 // built-in kinds from the table there, custom resources from their CRD's schema for the served version. A CRD
 // is read at most every few seconds per warm process, like the policies: a schema change (a new default) is
 // picked up within the TTL.
-import { builtinDefaults, crdDefaults, type DefaultsSchema } from '../../shared/history/defaults.ts';
+import { builtinDefaults, crdDefaults } from '../../shared/history/defaults.ts';
+import type { DefaultsSchema } from '../../shared/json.ts';
 import { Resources, isKubeError, type KubeClient, type ResolvedResource } from '../../shared/kube/index.ts';
 import { clusterCache } from '../cluster-cache.ts';
 

@@ -15,7 +15,8 @@ import {
   type KubeObject,
   type ResolvedResource,
 } from '../../shared/kube/index.ts';
-import { parentLabels, semanticallyEqual, targetState, type JsonObject } from '../../shared/history/data.ts';
+import { parentLabels, targetState, type JsonObject } from '../../shared/history/data.ts';
+import { semanticallyEqual } from '../../shared/json.ts';
 import { PolicyError, parsePolicy, POLICY_GROUP, reportedNotReady, type RevisionPolicy } from '../../shared/history/policy.ts';
 import type { ControllerKind } from '../../shared/ownership/index.ts';
 import { clusterCache } from '../cluster-cache.ts';

@@ -25,12 +25,12 @@ import {
   revisionHash,
   revisionName,
   selectorLabels,
-  semanticallyEqual,
   targetState,
   type Json,
   type JsonObject,
 } from '../../shared/history/data.ts';
-import type { DefaultsSchema } from '../../shared/history/defaults.ts';
+import { semanticallyEqual } from '../../shared/json.ts';
+import type { DefaultsSchema } from '../../shared/json.ts';
 import { recordEvent, type EventSpec } from '../../shared/events/index.ts';
 import { spendEvent, withWithheld } from '../../shared/events/allowance.ts';
 import { goJson } from '../../shared/json.ts';

@@ -9,7 +9,8 @@
 // decide on, and a sync that loses the race to reuse a deleted revision fails its write and is retried. So a
 // history sync never waits for truncation.
 import { Resources, isKubeError, resolveKind, type GVR, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
-import { fieldAt, labelSelectorString, parentLabels, semanticallyEqual, targetState, type JsonObject } from '../../shared/history/data.ts';
+import { fieldAt, labelSelectorString, parentLabels, targetState, type JsonObject } from '../../shared/history/data.ts';
+import { semanticallyEqual } from '../../shared/json.ts';
 import { historyLimit, statusRevisions, type RevisionPolicy } from '../../shared/history/policy.ts';
 import { HASH_LABEL, truncationPlan, type ControllerRevision } from '../../shared/history/revisions.ts';
 import { targetDigest, type KnownRevision } from '../../shared/history/record.ts';

@@ -9,9 +9,7 @@
 // Upstream shipped that bug three times (kubernetes #134773 and #78633, lws #797).
 
 import { compileSelector, matches, SelectorError, type LabelSelector } from '../ownership/selector.ts';
-import type { DefaultsSchema } from './defaults.ts';
-
-import type { Json, JsonObject } from '../json.ts';
+import { shortHash, type Json, type JsonObject } from '../json.ts';
 
 export type { Json, JsonObject };
 
@@ -74,73 +72,12 @@ export function targetState(parent: JsonObject, paths: readonly string[]): JsonO
 }
 
 /**
- * Removes what carries no meaning, recursively; returns undefined for "nothing". With `defaults` (the kind's,
- * rooted where `value` is), a field whose value is its default is removed too, as if it were absent.
- */
-export function normalize(value: Json | undefined, defaults?: DefaultsSchema): Json | undefined {
-  if (value === null || value === undefined) return undefined;
-  if (Array.isArray(value)) {
-    const items = value.map((v) => normalize(v, defaults?.items) ?? null);
-    return items.length === 0 ? undefined : items;
-  }
-  if (typeof value === 'object') {
-    const out: JsonObject = {};
-    for (const key of Object.keys(value).sort()) {
-      if (key === '$patch') continue;
-      // Own keys only: a field named like an Object.prototype member is not in the schema.
-      const field = defaults?.properties && Object.hasOwn(defaults.properties, key) ? defaults.properties[key] : undefined;
-      const v = normalize(value[key], field ?? defaults?.additionalProperties);
-      if (v === undefined) continue;
-      if (field && isDefault(v, value, field)) continue;
-      out[key] = v;
-    }
-    return Object.keys(out).length === 0 ? undefined : out;
-  }
-  return value;
-}
-
-/** Whether the normalised `v` is the default of `field` in `enclosing`, compared in normal form on both sides. */
-function isDefault(v: Json, enclosing: JsonObject, field: DefaultsSchema): boolean {
-  const d = field.derive ? field.derive(enclosing) : field.default;
-  if (d === undefined) return false;
-  const normal = normalize(d, field);
-  return normal !== undefined && JSON.stringify(v) === JSON.stringify(normal);
-}
-
-/**
- * Deterministic JSON of the normalised value: keys sorted, meaningless fields gone. Revision names hash it
- * without defaults (see revisionHash), so that a name never depends on what a cluster defaults.
- */
-export function canonicalJson(value: Json | undefined, defaults?: DefaultsSchema): string {
-  return JSON.stringify(normalize(value, defaults) ?? null);
-}
-
-export function semanticallyEqual(a: Json | undefined, b: Json | undefined, defaults?: DefaultsSchema): boolean {
-  return canonicalJson(a, defaults) === canonicalJson(b, defaults);
-}
-
-// 32-bit FNV-1a.
-function fnv1a32(text: string): number {
-  let h = 0x811c9dc5;
-  for (const byte of Buffer.from(text, 'utf8')) {
-    h ^= byte;
-    h = Math.imul(h, 0x01000193) >>> 0;
-  }
-  return h >>> 0;
-}
-
-// Vowel-free, so no name spells a word; the same alphabet apimachinery uses for generated names.
-const ALPHABET = 'bcdfghjklmnpqrstvwxz2456789';
-
-/**
- * The revision hash: FNV-1a over the canonical data and the collision count, in the vowel-free alphabet. The
- * canonical data is taken without defaults: names made before defaults were known must stay reproducible.
+ * The revision hash (a revision's name suffix): the short hash of the canonical data and the collision count
+ * (shortHash, shared/json.ts). The canonical data is taken without defaults: names made before defaults were
+ * known must stay reproducible.
  */
 export function revisionHash(data: Json, collisionCount: number): string {
-  const decimal = String(fnv1a32(`${canonicalJson(data)}\n${collisionCount}`));
-  let out = '';
-  for (const ch of decimal) out += ALPHABET[ch.charCodeAt(0) % ALPHABET.length];
-  return out;
+  return shortHash(data, collisionCount);
 }
 
 /**

@@ -5,7 +5,7 @@
 // the whole fleet for nothing (kubernetes #78633: `securityContext.procMount: Default` after 1.13 -> 1.14).
 //
 // Both sides of a comparison are normalised by dropping each field whose value is its default (see
-// `normalize` in data.ts). That is the same equivalence as filling absent fields with their defaults, and the
+// `normalize` in shared/json.ts). That is the same equivalence as filling absent fields with their defaults, and the
 // one that stays transitive with "an empty map is absent": `{}` is absent, `{}` defaults to `{a: 1}`, so
 // `{a: 1}` must be absent too. Stored revision data and revision names never pass through this.
 //
@@ -14,20 +14,7 @@
 // field documentation in k8s.io/api core/v1 types.go, and the defaulting the apiserver applies to the pod
 // templates of apps/v1 and batch/v1 objects and to StatefulSet volumeClaimTemplates), and the image pull
 // policy rule gives up on any image reference it does not parse with certainty.
-import type { Json, JsonObject } from '../json.ts';
-
-/** A structural-schema subset: where defaults are, and what they are. Mirrors the object's shape. */
-export interface DefaultsSchema {
-  /** The value the field takes when it is absent from its (present) enclosing object. */
-  readonly default?: Json;
-  /** A default that depends on the enclosing object (the image pull policy depends on the image's tag). */
-  readonly derive?: (enclosing: JsonObject) => Json | undefined;
-  readonly properties?: Readonly<Record<string, DefaultsSchema>>;
-  /** The schema of each item of a list. */
-  readonly items?: DefaultsSchema;
-  /** The schema of each value of a map (keys not in `properties`). */
-  readonly additionalProperties?: DefaultsSchema;
-}
+import type { DefaultsSchema, Json } from '../json.ts';
 
 // Image references (the distribution/reference grammar), only as far as needed to find the tag. Stricter than
 // the real grammar in places (lowercase registry names, no IPv6 registries): a reference these reject is

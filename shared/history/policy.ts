@@ -6,7 +6,7 @@ import * as z from 'zod/mini';
 import { firstIssue, nonEmpty } from '../validation.ts';
 import type { KubeObject } from '../kube/resource.ts';
 import { fieldAt, parsePath } from './data.ts';
-import type { DefaultsSchema } from './defaults.ts';
+import type { DefaultsSchema } from '../json.ts';
 
 export const POLICY_GROUP = 'outrigger.dev';
 export const LIMIT_ANNOTATION = 'outrigger.dev/revision-history-limit';

@@ -5,8 +5,9 @@ import { createHash } from 'node:crypto';
 import { compareResourceVersions, type KubeObject } from '../kube/resource.ts';
 import { parseSyncCause } from '../lambda/sync-request.ts';
 import { newControllerRef } from '../ownership/controller-ref.ts';
-import { canonicalJson, type Json } from './data.ts';
-import type { DefaultsSchema } from './defaults.ts';
+import { type Json } from './data.ts';
+import { canonicalJson } from '../json.ts';
+import type { DefaultsSchema } from '../json.ts';
 import type { EventAllowance } from '../events/allowance.ts';
 import { HASH_LABEL, maxRevision, sortRevisions, type ControllerRevision, type Outcome } from './revisions.ts';
 

@@ -1,8 +1,9 @@
 // Pure history decisions over a parent's owned ControllerRevisions: order, the outcome of a sync
 // (unchanged, rollback, new revision), which revisions are live, and what truncation may delete.
 import { parseApiVersion, type KubeObject } from '../kube/resource.ts';
-import { semanticallyEqual, type Json } from './data.ts';
-import type { DefaultsSchema } from './defaults.ts';
+import { type Json } from './data.ts';
+import { semanticallyEqual } from '../json.ts';
+import type { DefaultsSchema } from '../json.ts';
 
 export interface ControllerRevision extends KubeObject {
   data?: Json;

@@ -3,7 +3,8 @@
 // as a strategic merge patch, where `$patch: replace` replaces a path and a null removes it
 // (https://github.com/kubernetes/community/blob/master/contributors/devel/sig-api-machinery/strategic-merge-patch.md).
 import { isDeepStrictEqual } from 'node:util';
-import { semanticallyEqual, type Json, type JsonObject } from './data.ts';
+import { type Json, type JsonObject } from './data.ts';
+import { semanticallyEqual } from '../json.ts';
 
 export type JsonPatchOp = { op: 'add' | 'test'; path: string; value: Json } | { op: 'remove'; path: string };
 

@@ -4,7 +4,7 @@
 import { createHash } from 'node:crypto';
 import type { ResolvedResource } from '../kube/discovery.ts';
 import { parseApiVersion, type KubeObject } from '../kube/resource.ts';
-import { canonicalJson, revisionHash, type Json } from '../history/data.ts';
+import { canonicalJson, shortHash, type Json } from '../json.ts';
 import { compileSelector, controllerOf, matches, newControllerRef, type LabelSelector, type Selector } from '../ownership/index.ts';
 import { APPLIED_ANNOTATION, MAP_KEY_LABEL, PARENT_LABEL, type Definition, type OutputMap } from './api.ts';
 
@@ -114,7 +114,7 @@ export function prepareOutputs(
     const id = identityOf(object);
     if (seen.has(id)) throw new OutputError(`${what}: answered twice`);
     seen.add(id);
-    object.metadata.annotations = { ...meta.annotations, [APPLIED_ANNOTATION]: revisionHash(object as unknown as Json, 0) };
+    object.metadata.annotations = { ...meta.annotations, [APPLIED_ANNOTATION]: shortHash(object as unknown as Json, 0) };
     return object;
   });
 }

@@ -25,7 +25,7 @@
 //    migration predate it; an apiserver rolled back while it ran (the migrator may even have rewritten objects
 //    through it) shows only in a later report. This is the design's "held identical for at least one polling
 //    period", placed after the migration rather than before it.
-import { revisionHash } from '../history/data.ts';
+import { shortHash } from '../json.ts';
 import {
   isTerminal,
   storageStateName,
@@ -289,7 +289,7 @@ function unconfirmedReporters(m: MigrationView, entries: readonly ReporterEntry[
 
 /** The migration's name: fixed by the state, its epoch and the hash, so a repeated decision creates nothing new. */
 export function migrationName(state: Pick<StorageState, 'metadata' | 'spec'>, hash: string, epoch: number): string {
-  const suffix = revisionHash({ uid: state.metadata.uid ?? '', hash, epoch }, 0);
+  const suffix = shortHash({ uid: state.metadata.uid ?? '', hash, epoch }, 0);
   const base = storageStateName(state.spec.resource);
   return `${base.slice(0, 253 - 1 - suffix.length).replace(/[-.]+$/, '')}-${suffix}`;
 }

@@ -4,7 +4,8 @@
 import { forgetTargetDefaults } from '../../functions/history/defaults.ts';
 import { forgetPolicies, listPolicies, policyFor } from '../../functions/history/policies.ts';
 import { syncHistory, type SyncOutcome } from '../../functions/history/sync.ts';
-import { parentLabels, revisionHash, revisionName, semanticallyEqual, targetState, type JsonObject } from '../../shared/history/data.ts';
+import { parentLabels, revisionHash, revisionName, targetState, type JsonObject } from '../../shared/history/data.ts';
+import { semanticallyEqual } from '../../shared/json.ts';
 import type { RevisionPolicy } from '../../shared/history/policy.ts';
 import { HASH_LABEL, PARENT_LABEL, sortRevisions, type ControllerRevision } from '../../shared/history/revisions.ts';
 import { Resources, forgetDiscovery, gvr, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';

@@ -6,7 +6,8 @@ import { truncateHistory, truncateSynced } from '../../functions/history/truncat
 import { events } from '../../shared/events/index.ts';
 import { EVENT_BURST, EVENT_REFILL_MS } from '../../shared/events/allowance.ts';
 import type { KnownRevision } from '../../shared/history/record.ts';
-import { parentLabels, revisionHash, revisionName, semanticallyEqual, type JsonObject } from '../../shared/history/data.ts';
+import { parentLabels, revisionHash, revisionName, type JsonObject } from '../../shared/history/data.ts';
+import { semanticallyEqual } from '../../shared/json.ts';
 import type { RevisionPolicy } from '../../shared/history/policy.ts';
 import { HASH_LABEL, PARENT_LABEL, sortRevisions, type ControllerRevision } from '../../shared/history/revisions.ts';
 import { Resources, connect, gvr, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';

@@ -1,15 +1,8 @@
 // Defaulted fields in history comparisons (kubernetes #78633): a field set to its default equals the field
 // absent, for built-in pod templates (a table) and custom resources (their CRD's schema defaults).
 import fc from 'fast-check';
-import {
-  canonicalJson,
-  normalize,
-  revisionHash,
-  semanticallyEqual,
-  targetState,
-  type Json,
-  type JsonObject,
-} from '../../shared/history/data.ts';
+import { revisionHash, targetState, type Json, type JsonObject } from '../../shared/history/data.ts';
+import { canonicalJson, normalize, semanticallyEqual } from '../../shared/json.ts';
 import { builtinDefaults, crdDefaults, defaultPullPolicy, POD_TEMPLATE_DEFAULTS } from '../../shared/history/defaults.ts';
 import { decide, type ControllerRevision } from '../../shared/history/revisions.ts';
 

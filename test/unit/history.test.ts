@@ -1,14 +1,6 @@
 import fc from 'fast-check';
-import {
-  canonicalJson,
-  parsePath,
-  revisionHash,
-  revisionName,
-  selectorLabels,
-  semanticallyEqual,
-  targetState,
-  type Json,
-} from '../../shared/history/data.ts';
+import { parsePath, revisionHash, revisionName, selectorLabels, targetState, type Json } from '../../shared/history/data.ts';
+import { canonicalJson, semanticallyEqual } from '../../shared/json.ts';
 import { compileSelector, matches, type LabelSelector } from '../../shared/ownership/index.ts';
 import { applyRollback, matchesRevision, rollbackPatch } from '../../shared/history/rollback.ts';
 import type { JsonObject } from '../../shared/history/data.ts';
