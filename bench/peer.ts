@@ -32,6 +32,7 @@ import { clusterManifests } from '../local/testbed.ts';
 import { startRuntime, type Runtime } from '../runtime/local.ts';
 import { Resources, connect, gvr, runWatchSource, type KubeObject } from '../shared/kube/index.ts';
 import { applyManifests } from '../shared/kube/apply.ts';
+import { openState } from '../shared/state/index.ts';
 import { statefulSet } from '../local/fixtures.ts';
 import { countByKind, ratio, round, startAuditedBed, type AuditEvent } from './peer-bed.ts';
 import { storageHalf } from './peer-storage.ts';
@@ -97,6 +98,26 @@ interface Sample {
   changeRequests: number;
   noopRequests: number;
   cpuSeconds: number;
+  /** Outrigger's turn: DynamoDB Local's own round trips on the runtime's table, for the AWS latency model (README). */
+  dynamo?: { getMs: number[]; acquireMs: number[] };
+}
+
+/** The lease operations a change waits on, timed alone: `acquire` is the one conditional write before the create. */
+async function dynamoRoundTrips(runtime: Runtime, n = 40): Promise<{ getMs: number[]; acquireMs: number[] }> {
+  const state = openState({ tableName: runtime.tableName, endpoint: runtime.dynamodbEndpoint });
+  const getMs: number[] = [];
+  const acquireMs: number[] = [];
+  for (let i = 0; i < n; i += 1) {
+    let t = performance.now();
+    await state.leases.get(runtime.clusterId, 'bench/round-trip');
+    getMs.push(performance.now() - t);
+    t = performance.now();
+    const lease = await state.leases.acquire(runtime.clusterId, 'bench/round-trip', 'bench', 60_000);
+    acquireMs.push(performance.now() - t);
+    if (lease) await state.leases.release(lease);
+  }
+  state.client.destroy();
+  return { getMs, acquireMs };
 }
 
 const admin = connect({ kind: 'kubeconfig', path: cp.kubeconfigs.admin });
@@ -215,6 +236,7 @@ async function historyHalf() {
       }
       const noops = await auditSince(changed.end);
       const seconds = (performance.now() - t0) / 1000;
+      const dynamo = runtime ? await dynamoRoundTrips(runtime) : undefined;
       const mine = (es: AuditEvent[]) => es.filter((e) => peerOf(e) === peer);
       const byKind = (es: AuditEvent[]) => countByKind(mine(es));
       const requests = byKind(changed.events);
@@ -233,6 +255,7 @@ async function historyHalf() {
         changeRequests: mine(changed.events).length,
         noopRequests: mine(noops.events).length,
         cpuSeconds,
+        ...(dynamo ? { dynamo } : {}),
       };
     } finally {
       abort.abort();
@@ -276,6 +299,24 @@ async function historyHalf() {
       bedCpuMsPerChange: round((1000 * ss.reduce((n, s) => n + s.cpuSeconds, 0)) / (CHANGES * ss.length)),
       requestsByKind: sum((s) => s.requests, CHANGES),
       noopRequestsByKind: sum((s) => s.noopRequestsByKind, NOOPS),
+      ...(ss.some((s) => s.dynamo)
+        ? {
+            dynamoLocalMs: {
+              getP50: round(
+                pct(
+                  ss.flatMap((s) => s.dynamo?.getMs ?? []),
+                  50,
+                ),
+              ),
+              acquireP50: round(
+                pct(
+                  ss.flatMap((s) => s.dynamo?.acquireMs ?? []),
+                  50,
+                ),
+              ),
+            },
+          }
+        : {}),
     };
   };
   const kcm = summary(KCM);
@@ -289,6 +330,11 @@ async function historyHalf() {
       requestsPerNoop: ratio(outrigger.requestsPerNoop, kcm.requestsPerNoop),
       requestsPerChangeWithPeriodic: ratio(outrigger.withPeriodic.requestsPerChange, kcm.withPeriodic.requestsPerChange),
       p50: ratio(outrigger.updateToRevisionMs.p50, kcm.updateToRevisionMs.p50),
+      // The same, with DynamoDB Local's lease write (the one DynamoDB round trip a change waits on) taken out.
+      p50WithoutDynamoLocal: ratio(
+        outrigger.updateToRevisionMs.p50 - (outrigger.dynamoLocalMs?.acquireP50 ?? 0),
+        kcm.updateToRevisionMs.p50,
+      ),
       p99: ratio(outrigger.updateToRevisionMs.p99, kcm.updateToRevisionMs.p99),
       bedCpuPerChange: ratio(outrigger.bedCpuMsPerChange, kcm.bedCpuMsPerChange),
     },
