@@ -8,14 +8,14 @@
 //   - Outrigger: pollReporter for one reporter, as the schedule invokes it every 10 minutes, its leader step
 //     included; wall time is the whole call (DynamoDB calls included). The first steady poll after the narrowing
 //     is not measured.
-//   - the trigger: its pass runs at its start and then every 10 minutes (a fixed period, pkg/trigger/controller.go
-//     upstream), so each sample is a restart of its process on the settled bed, and the pass is its requests
-//     from the first discovery request to the answer of its last StorageState status update (one per resource).
-//     Its start (one list and one watch of migrations) is counted apart, and the apiserver's CPU is counted
-//     from the moment that list has answered; what it does after the pass (a re-check of every migration its
-//     informer listed, a restart's work) is not counted. Its client runs without a rate limit (`--trigger-qps
-//     shipped`: client-go's default of 5 requests/s, as shipped, which paces a pass over 1,000 resources at
-//     about 10 minutes).
+//   - the trigger: its pass runs at its start and then every 10 minutes (a fixed period:
+//     https://github.com/kubernetes-sigs/kube-storage-version-migrator/blob/v0.0.5/pkg/trigger/controller.go),
+//     so each sample is a restart of its process on the settled bed, and the pass is its requests from the
+//     first discovery request to the answer of its last StorageState status update (one per resource). Its start
+//     (one list and one watch of migrations) is counted apart, and the apiserver's CPU is counted from the moment
+//     that list has answered; what it does after the pass (a re-check of every migration its informer listed, a
+//     restart's work) is not counted. Its client runs without a rate limit (`--trigger-qps shipped`: client-go's
+//     default of 5 requests/s, as shipped, which paces a pass over 1,000 resources at about 10 minutes).
 // For both: every request, from the apiserver's audit log (Outrigger by its identity, the trigger, which runs
 // as the admin, by its user agent); the CPU of the apiserver and etcd processes over the poll; the client's own
 // CPU. Setup (1,000 CRDs, first sight, narrowing) takes most of the time.
@@ -67,7 +67,7 @@ interface Poll {
   resources: number;
 }
 
-/** The trigger's StorageState status (kube-storage-version-migrator pkg/apis/migration/v1alpha1). */
+/** The trigger's StorageState status (https://github.com/kubernetes-sigs/kube-storage-version-migrator/blob/v0.0.5/pkg/apis/migration/v1alpha1/types.go). */
 interface TriggerState extends KubeObject {
   status?: { currentStorageVersionHash?: string; persistedStorageVersionHashes?: string[] };
 }

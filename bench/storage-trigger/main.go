@@ -2,9 +2,9 @@
 // its own controller (pkg/trigger) started as its cmd/trigger starts it, against a kubeconfig, with its user
 // agent. Two differences, both flags of a program of our own rather than a change to its code: the client's
 // rate limit can be set (as shipped it is client-go's default, 5 requests/s, which paces a pass over 1,000
-// resources at about 10 minutes; see cmd/trigger/app/trigger.go upstream, which sets none), and no health port
-// is opened (it is fixed at :2113 there).
-// https://github.com/kubernetes-sigs/kube-storage-version-migrator/tree/v0.0.5/cmd/trigger
+// resources at about 10 minutes; its cmd/trigger sets none), and no health port is opened (it is fixed at :2113
+// there):
+// https://github.com/kubernetes-sigs/kube-storage-version-migrator/blob/v0.0.5/cmd/trigger/app/trigger.go
 package main
 
 import (
