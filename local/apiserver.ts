@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { cacheDir, projectRoot } from './paths.ts';
-import { buildOnce, fingerprint, run, stopProcess, type Log } from './process.ts';
+import { buildOnce, fingerprint, goBuildEnv, run, stopProcess, type Log } from './process.ts';
 
 const sourceDir = join(projectRoot, 'test', 'cluster');
 export const testClusterBinary = join(cacheDir, 'bin', 'testcluster');
@@ -41,15 +41,7 @@ export async function ensureTestClusterBinary(log: Log = () => {}): Promise<stri
       ];
       await run('go', ['build', '-trimpath', `-ldflags=${ldflags.join(' ')}`, '-o', testClusterBinary, '.'], {
         cwd: sourceDir,
-        env: {
-          ...process.env,
-          // The checksum database is out of reach here: go.sum is committed and -mod=readonly verifies every
-          // downloaded module against it.
-          GOFLAGS: '-mod=readonly',
-          GOSUMDB: 'off',
-          GOTOOLCHAIN: 'local',
-          GOPROXY: process.env.GOPROXY ?? 'https://proxy.golang.org',
-        },
+        env: goBuildEnv(),
       });
       await run('ln', ['-sf', 'testcluster', kubectlBinary]);
       log(`built ${testClusterBinary} in ${Math.round((Date.now() - started) / 1000)} s`);

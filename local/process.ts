@@ -95,6 +95,20 @@ export async function exists(path: string): Promise<boolean> {
 }
 
 /**
+ * The environment of a `go build` of one of the project's Go programs (test/cluster, test/helm): the checksum
+ * database is out of reach here, so go.sum is committed and -mod=readonly verifies every download against it.
+ */
+export function goBuildEnv(): NodeJS.ProcessEnv {
+  return {
+    ...process.env,
+    GOFLAGS: '-mod=readonly',
+    GOSUMDB: 'off',
+    GOTOOLCHAIN: 'local',
+    GOPROXY: process.env.GOPROXY ?? 'https://proxy.golang.org',
+  };
+}
+
+/**
  * Runs `build` unless `stampFile` already records `stamp`. A lock directory keeps two processes (the test
  * setup and a local runtime, say) from building the same thing at once.
  */
