@@ -1,6 +1,7 @@
-// npm run forwarder-overlay -- --cluster <id> [--outputs cdk-outputs.json] [--image REF] [--out DIR]:
-// writes the kustomize overlay that installs one cluster's forwarder (README, "Deploying", step 3) from the
-// cluster configuration (the stack's `outrigger:clusters`) and the stack's outputs, so nothing is edited by hand.
+// npm run forwarder-overlay -- --cluster <id> [--outputs cdk-outputs.json] [--image REF] [--out DIR | --helm-values FILE]:
+// writes the kustomize overlay (or the Helm chart's values) that installs one cluster's forwarder (README,
+// "Deploying", step 5) from the cluster configuration (the stack's `outrigger:clusters`) and the stack's outputs,
+// so nothing is edited by hand.
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join, relative, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -11,7 +12,8 @@ import { parseClusters, type ClusterConfig } from '../shared/clusters.ts';
 
 const usage = `usage: npm run forwarder-overlay -- --cluster ID [options]
 
-Writes a kustomize overlay for cluster ID's forwarder: apply it with kubectl apply -k DIR.
+Writes a kustomize overlay for cluster ID's forwarder: apply it with kubectl apply -k DIR. With --helm-values,
+writes the values of the Helm chart deploy/forwarder/chart instead: install it with helm install -f FILE.
 
 options:
   --cluster ID            the cluster's id in the configuration (required)
@@ -25,7 +27,8 @@ options:
   --out DIR               where to write (default: deploy/forwarder/overlays/ID)
   --namespace NS          install in NS rather than outrigger-system (name it in the Pod Identity association)
   --base PATH|URL         the base (default: deploy/forwarder/base; written relative to DIR), or a remote
-                          kustomize URL`;
+                          kustomize URL
+  --helm-values FILE      write the chart's values for the same settings to FILE, and no overlay`;
 
 export interface OverlayInput {
   cluster: string;
@@ -66,8 +69,21 @@ export function queueRegion(url: string): string | undefined {
   return /^https:\/\/sqs[.-]([a-z]{2}(?:-[a-z]+)+-\d)\.amazonaws\.com(?:\.cn)?\//.exec(url)?.[1];
 }
 
-/** The overlay's files, by name. */
-export function forwarderOverlay(input: OverlayInput): Record<string, string> {
+/** What a cluster's forwarder is installed with: the one source of both the overlay and the Helm values. */
+export interface ForwarderSettings {
+  clusterId: string;
+  eventsQueueUrl: string;
+  deadLetterQueueUrl: string;
+  /** The queue URL's region, where it names one. */
+  region?: string;
+  /** The cluster's storage settings, as the forwarder reads them in OUTRIGGER_CLUSTERS. */
+  storage?: Record<string, unknown>;
+  image: { repository: string; tag?: string; digest?: string };
+  namespace?: string;
+}
+
+/** The settings of `input.cluster`'s forwarder, from the configuration, the outputs and the flags; refuses what it lacks. */
+export function forwarderSettings(input: Omit<OverlayInput, 'base'>): ForwarderSettings {
   const config = input.clusters.find((c) => c.id === input.cluster);
   if (!config)
     throw new Error(`the cluster configuration has no cluster ${input.cluster} (it names ${input.clusters.map((c) => c.id).join(', ')})`);
@@ -83,54 +99,77 @@ export function forwarderOverlay(input: OverlayInput): Record<string, string> {
       `no events dead-letter queue for cluster ${input.cluster}: pass --outputs with ${id}EventsDeadLetterQueueUrl, or --dead-letter-queue-url`,
     );
   if (!image) throw new Error('no forwarder image: pass --image (built from forwarder/Dockerfile), or --outputs with ForwarderImageUri');
-  // What the forwarder needs of the cluster's entry: its id and storage settings, which decide whether and
-  // which StorageVersionMigrations it watches. Its access is in-cluster, whatever the functions use.
-  // (migratorAccess is the local runtime's; JSON leaves the undefined out.)
-  const entry = [
-    {
-      id: config.id,
-      access: { kind: 'kubeconfig' },
-      ...(config.storage ? { storage: { ...config.storage, migratorAccess: undefined } } : {}),
-    },
-  ];
+  // What the forwarder needs of the cluster's entry: its storage settings, which decide whether and which
+  // StorageVersionMigrations it watches. migratorAccess is the local runtime's; absent fields stay absent (YAML
+  // has no undefined).
+  const storage = config.storage
+    ? Object.fromEntries(Object.entries(config.storage).filter(([key, value]) => key !== 'migratorAccess' && value !== undefined))
+    : undefined;
   const region = queueRegion(events);
-  const env = [
-    `OUTRIGGER_CLUSTER_ID=${config.id}`,
-    `OUTRIGGER_EVENT_QUEUE_URL=${events}`,
-    `OUTRIGGER_DEAD_LETTER_QUEUE_URL=${deadLetter}`,
-    `OUTRIGGER_CLUSTERS=${JSON.stringify(entry)}`,
-    ...(region ? [`AWS_REGION=${region}`] : []),
-  ];
   const at = image.lastIndexOf('@');
   const colon = image.lastIndexOf(':');
   const tagged = colon > image.lastIndexOf('/');
-  const imageEntry =
-    at > 0
-      ? { name: 'outrigger-forwarder', newName: image.slice(0, at), digest: image.slice(at + 1) }
-      : {
-          name: 'outrigger-forwarder',
-          newName: tagged ? image.slice(0, colon) : image,
-          ...(tagged ? { newTag: image.slice(colon + 1) } : {}),
-        };
+  return {
+    clusterId: config.id,
+    eventsQueueUrl: events,
+    deadLetterQueueUrl: deadLetter,
+    ...(region ? { region } : {}),
+    ...(storage ? { storage } : {}),
+    image:
+      at > 0
+        ? { repository: image.slice(0, at), digest: image.slice(at + 1) }
+        : tagged
+          ? { repository: image.slice(0, colon), tag: image.slice(colon + 1) }
+          : { repository: image },
+    ...(input.namespace ? { namespace: input.namespace } : {}),
+  };
+}
+
+/** The forwarder's own cluster entry (OUTRIGGER_CLUSTERS): its access is in-cluster, whatever the functions use. */
+function forwarderClusters(settings: ForwarderSettings): string {
+  return JSON.stringify([
+    { id: settings.clusterId, access: { kind: 'kubeconfig' }, ...(settings.storage ? { storage: settings.storage } : {}) },
+  ]);
+}
+
+/** The overlay's files, by name. */
+export function forwarderOverlay(input: OverlayInput): Record<string, string> {
+  const settings = forwarderSettings(input);
+  const env = [
+    `OUTRIGGER_CLUSTER_ID=${settings.clusterId}`,
+    `OUTRIGGER_EVENT_QUEUE_URL=${settings.eventsQueueUrl}`,
+    `OUTRIGGER_DEAD_LETTER_QUEUE_URL=${settings.deadLetterQueueUrl}`,
+    `OUTRIGGER_CLUSTERS=${forwarderClusters(settings)}`,
+    ...(settings.region ? [`AWS_REGION=${settings.region}`] : []),
+  ];
+  const { repository, tag, digest } = settings.image;
+  const imageEntry = { name: 'outrigger-forwarder', newName: repository, ...(digest ? { digest } : tag ? { newTag: tag } : {}) };
   // kustomize's namespace moves the objects but not the bindings' ServiceAccount subjects: patched to follow.
   const subject = (kind: string) => ({
     target: { group: 'rbac.authorization.k8s.io', kind, name: 'outrigger-forwarder' },
-    patch: JSON.stringify([{ op: 'replace', path: '/subjects/0/namespace', value: input.namespace }]),
+    patch: JSON.stringify([{ op: 'replace', path: '/subjects/0/namespace', value: settings.namespace }]),
   });
   const kustomization = {
     apiVersion: 'kustomize.config.k8s.io/v1beta1',
     kind: 'Kustomization',
-    ...(input.namespace ? { namespace: input.namespace } : {}),
+    ...(settings.namespace ? { namespace: settings.namespace } : {}),
     resources: [input.base],
     images: [imageEntry],
     configMapGenerator: [{ name: 'outrigger-forwarder', behavior: 'merge', envs: ['forwarder.env'] }],
-    ...(input.namespace ? { patches: [subject('ClusterRoleBinding'), subject('RoleBinding')] } : {}),
+    ...(settings.namespace ? { patches: [subject('ClusterRoleBinding'), subject('RoleBinding')] } : {}),
   };
-  const header = `# Cluster ${config.id}'s forwarder, generated by \`npm run forwarder-overlay\` from the cluster configuration and the\n# stack's outputs: generate it again rather than editing it. Apply with: kubectl apply -k <this directory>\n`;
+  const header = `# Cluster ${settings.clusterId}'s forwarder, generated by \`npm run forwarder-overlay\` from the cluster configuration and the\n# stack's outputs: generate it again rather than editing it. Apply with: kubectl apply -k <this directory>\n`;
   return {
     'kustomization.yaml': header + dump(kustomization, { lineWidth: -1 }),
     'forwarder.env': `${env.join('\n')}\n`,
   };
+}
+
+/** The Helm chart's values for the same cluster (deploy/forwarder/chart; its values.schema.json names each field). */
+export function forwarderHelmValues(input: Omit<OverlayInput, 'base'>): string {
+  const settings = forwarderSettings(input);
+  const header = `# Cluster ${settings.clusterId}'s forwarder values for deploy/forwarder/chart, generated by \`npm run forwarder-overlay\` from the\n# cluster configuration and the stack's outputs: generate them again rather than editing them.\n`;
+  return header + dump(settings, { lineWidth: -1 });
 }
 
 export async function readJson(file: string): Promise<unknown> {
@@ -168,6 +207,7 @@ async function main(argv: string[]): Promise<void> {
       out: { type: 'string' },
       base: { type: 'string' },
       namespace: { type: 'string' },
+      'helm-values': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
     strict: true,
@@ -179,8 +219,7 @@ async function main(argv: string[]): Promise<void> {
   const clustersJson = await clusterConfigurationJson(values.clusters);
   if (clustersJson === undefined)
     throw new Error('no cluster configuration: pass --clusters FILE (the file `cdk deploy` was given as outrigger:clustersFile)');
-  const out = resolve(values.out ?? join(projectRoot, 'deploy', 'forwarder', 'overlays', values.cluster));
-  const files = forwarderOverlay({
+  const input = {
     cluster: values.cluster,
     clusters: parseClusters(clustersJson),
     outputs: values.outputs ? ((await readJson(values.outputs)) as Record<string, Record<string, string>>) : undefined,
@@ -188,6 +227,16 @@ async function main(argv: string[]): Promise<void> {
     deadLetterQueueUrl: values['dead-letter-queue-url'],
     image: values.image,
     namespace: values.namespace,
+  };
+  const helmValues = values['helm-values'];
+  if (helmValues) {
+    await writeFile(helmValues, forwarderHelmValues(input));
+    process.stdout.write(`wrote ${helmValues}: helm install outrigger-forwarder deploy/forwarder/chart -f ${helmValues}\n`);
+    return;
+  }
+  const out = resolve(values.out ?? join(projectRoot, 'deploy', 'forwarder', 'overlays', values.cluster));
+  const files = forwarderOverlay({
+    ...input,
     // kustomize takes a local base only as a relative path.
     base:
       values.base && /^[a-z]+:\/\/|^github\.com\//.test(values.base)

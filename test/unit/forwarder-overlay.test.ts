@@ -1,8 +1,8 @@
 // The forwarder's generated overlay (scripts/forwarder-overlay.ts): outputs found by the cluster's PascalCase
 // name, with or without a construct's prefix and hash; the region from the queue URL; images by tag or digest;
-// the cluster's storage settings carried, the rest of its entry not.
+// the cluster's storage settings carried, the rest of its entry not; the Helm chart's values hold the same settings.
 import { load } from 'js-yaml';
-import { findOutput, forwarderOverlay, pascal, queueRegion } from '../../scripts/forwarder-overlay.ts';
+import { findOutput, forwarderHelmValues, forwarderOverlay, pascal, queueRegion } from '../../scripts/forwarder-overlay.ts';
 import { parseClusters } from '../../shared/clusters.ts';
 
 const eks = { kind: 'eks', server: 'https://X.gr7.eu-west-1.eks.amazonaws.com', caData: 'Q0E=', clusterName: 'prod', region: 'eu-west-1' };
@@ -91,4 +91,28 @@ test('the overlay carries the cluster id, queues, region, image and storage sett
       base: 'b',
     }),
   ).toThrow(/no forwarder image/);
+});
+
+test("the Helm chart's values hold the overlay's settings, and refuse what it refuses", () => {
+  const clusters = parseClusters(JSON.stringify([{ id: 'prod', access: eks, storage: { migrations: 'in-tree' } }]));
+  const outputs = {
+    Outrigger: {
+      ProdEventsQueueUrl: queue('prod-events'),
+      ProdEventsDeadLetterQueueUrl: queue('prod-events-dlq'),
+      ForwarderImageUri: '123456789012.dkr.ecr.eu-west-1.amazonaws.com/fwd@sha256:abc',
+    },
+  };
+  expect(load(forwarderHelmValues({ cluster: 'prod', clusters, outputs, namespace: 'ops' }))).toEqual({
+    clusterId: 'prod',
+    eventsQueueUrl: queue('prod-events'),
+    deadLetterQueueUrl: queue('prod-events-dlq'),
+    region: 'eu-west-1',
+    storage: { enabled: true, migrations: 'in-tree' },
+    image: { repository: '123456789012.dkr.ecr.eu-west-1.amazonaws.com/fwd', digest: 'sha256:abc' },
+    namespace: 'ops',
+  });
+  expect(load(forwarderHelmValues({ cluster: 'prod', clusters, outputs, image: 'registry:5000/fwd:1.2' }))).toMatchObject({
+    image: { repository: 'registry:5000/fwd', tag: '1.2' },
+  });
+  expect(() => forwarderHelmValues({ cluster: 'prod', clusters, outputs: { S: {} } })).toThrow(/no events queue for cluster prod/);
 });
