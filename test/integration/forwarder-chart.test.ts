@@ -22,7 +22,7 @@ const chart = join(projectRoot, 'deploy', 'forwarder', 'chart');
 let helm = '';
 let dir = '';
 beforeAll(async () => {
-  // A cold build takes minutes (README, "Tests"); later runs find it in .cache/bin.
+  // The global setup has built it (README, "Tests"); this finds it in .cache/bin.
   helm = await ensureHelmBinary((m) => process.stderr.write(`[helm] ${m}\n`));
   dir = await mkdtemp(join(tmpdir(), 'outrigger-chart-'));
 }, 900_000);

@@ -3,12 +3,17 @@
 import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { ensureHelmBinary } from '../../local/helm.ts';
 import { startTestbed } from '../../local/testbed.ts';
 import type { TestbedInfo } from './index.ts';
 
 export default async function globalSetup(): Promise<void> {
   const started = Date.now();
-  const bed = await startTestbed({ withCluster: true, withQueues: true, log: (m) => process.stderr.write(`[testbed] ${m}\n`) });
+  const log = (m: string) => process.stderr.write(`[testbed] ${m}\n`);
+  // Helm for the forwarder chart's tests (README, "Tests"): built here, before any test runs, so that a first build
+  // (minutes of both cores) never slows the tests that measure time.
+  await ensureHelmBinary(log);
+  const bed = await startTestbed({ withCluster: true, withQueues: true, log });
   const cluster = bed.cluster!;
   const info: TestbedInfo = {
     server: cluster.server,
