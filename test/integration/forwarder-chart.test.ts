@@ -27,10 +27,13 @@ beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'outrigger-chart-'));
 }, 900_000);
 
-/** `helm template` of the chart with these values files; helm's own directories kept out of $HOME. */
+/** helm's own directories kept out of $HOME. */
+const helmEnv = () => ({ ...process.env, HELM_CACHE_HOME: dir, HELM_CONFIG_HOME: dir, HELM_DATA_HOME: dir });
+
+/** `helm template` of the chart with these values files. */
 async function helmTemplate(...valuesFiles: string[]): Promise<KubeObject[]> {
   const { stdout } = await run(helm, ['template', 'outrigger-forwarder', chart, ...valuesFiles.flatMap((f) => ['-f', f])], {
-    env: { ...process.env, HELM_CACHE_HOME: dir, HELM_CONFIG_HOME: dir, HELM_DATA_HOME: dir },
+    env: helmEnv(),
     maxBuffer: 16 * 1024 * 1024,
   });
   return (loadAll(stdout) as Array<KubeObject | null>).filter((o): o is KubeObject => o !== null);
@@ -246,9 +249,7 @@ test('values the forwarder cannot run with are refused by the schema, naming the
     flags: ['--outputs', await outputsFile()],
   });
   // What the command generates passes helm's own checks, warnings included.
-  await run(helm, ['lint', '--strict', chart, '-f', valuesFile], {
-    env: { ...process.env, HELM_CACHE_HOME: dir, HELM_CONFIG_HOME: dir, HELM_DATA_HOME: dir },
-  });
+  await run(helm, ['lint', '--strict', chart, '-f', valuesFile], { env: helmEnv() });
   const good = load(await readFile(valuesFile, 'utf8')) as Record<string, unknown>;
   const without = (key: string) => Object.fromEntries(Object.entries(good).filter(([k]) => k !== key));
   expect(await helmRefusal(without('clusterId'))).toMatch(/at '': missing property 'clusterId'/);
