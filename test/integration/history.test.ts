@@ -764,6 +764,38 @@ describe('when truncation runs, and by which limit', () => {
     expect(counted.stats.byVerb).toEqual({ create: 2, list: 1, delete: 1 });
   });
 
+  test("a rollback made while the truncation after an older change decides on that change's parent: the revision it deletes is made again by the rollback's own sync, same name, same data", async () => {
+    const ns = await createNamespace('trunc-race');
+    let sts = await createSts(ns, 'web', 'registry.example/r:1', { 'outrigger.dev/revision-history-limit': '1' });
+    const deps = {
+      kube,
+      state,
+      holder: uniqueName('h'),
+      truncate: async (revisions: KnownRevision[], quiet: boolean, seen: { generatedVersion?: string | undefined }, parent: KubeObject) =>
+        truncateSynced({ kube }, policy, keyOf(sts), revisions, { quiet, seen, parent }).then((t) => ({
+          deleted: t.deleted,
+          gone: t.gone ?? [],
+        })),
+    };
+    sts = await adminClient().get(statefulSets, { name: 'web', namespace: ns });
+    await syncHistory(deps, policy, keyOf(sts), parentCause(sts), sts);
+    sts = await setImage(ns, 'web', 'registry.example/r:2');
+    await syncHistory(deps, policy, keyOf(sts), parentCause(sts), sts);
+    const [rev1] = await history(ns);
+    // r:3, then back to r:1 before r:3's event is handled.
+    const toR3 = await setImage(ns, 'web', 'registry.example/r:3');
+    const back = await setImage(ns, 'web', 'registry.example/r:1');
+    expect(await syncHistory(deps, policy, keyOf(toR3), parentCause(toR3), toR3)).toMatchObject({ outcome: 'created', number: 3 });
+    // Decided on r:3's parent: revision 1 was the oldest beyond the limit, and no pod named it.
+    expect(summary(await history(ns))).toEqual(['2:registry.example/r:2', '3:registry.example/r:3']);
+    // The rollback's own event: the revision is made again from the parent's target state.
+    expect(await syncHistory(deps, policy, keyOf(back), parentCause(back), back)).toMatchObject({ outcome: 'created', number: 4 });
+    const after = await history(ns);
+    expect(summary(after)).toEqual(['3:registry.example/r:3', '4:registry.example/r:1']);
+    expect(after[1]!.metadata.name).toBe(rev1!.metadata.name);
+    expect(after[1]!.data).toEqual(rev1!.data);
+  });
+
   test('a change the router saw change the target state goes straight to the lease, which brings the record: no record read first; without the hint, the record is read first', async () => {
     const ns = await createNamespace('hist-hint');
     let sts = await createSts(ns, 'web', 'registry.example/h:1');
