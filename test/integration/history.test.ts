@@ -86,6 +86,18 @@ async function sync(obj: KubeObject, causes = childCause, client: KubeClient = k
 /** A sync request as the router makes it from the parent's own event: the cause, and the event's object. */
 const ownEvent = (obj: KubeObject, client: KubeClient = kube) => sync(obj, parentCause(obj), client, obj);
 
+/** History's deps with truncation right after the sync, from the parent the sync decided on, as the handler wires it. */
+const withInlineTruncation = (client: KubeClient, key: SyncKey) => ({
+  kube: client,
+  state,
+  holder: uniqueName('h'),
+  truncate: async (revisions: KnownRevision[], quiet: boolean, seen: { generatedVersion?: string | undefined }, parent: KubeObject) =>
+    truncateSynced({ kube: client }, policy, key, revisions, { quiet, seen, parent }).then((t) => ({
+      deleted: t.deleted,
+      gone: t.gone ?? [],
+    })),
+});
+
 async function history(ns: string, name = 'web'): Promise<ControllerRevision[]> {
   const list = await kube.list<ControllerRevision>(Resources.controllerRevisions, {
     namespace: ns,
@@ -731,16 +743,7 @@ describe('when truncation runs, and by which limit', () => {
     });
     let sts = await createSts(ns, 'web', 'registry.example/c:1', { 'outrigger.dev/revision-history-limit': '0' });
     const counted = outriggerClient();
-    const deps = {
-      kube: counted,
-      state,
-      holder: uniqueName('h'),
-      truncate: async (revisions: KnownRevision[], quiet: boolean, seen: { generatedVersion?: string | undefined }, parent: KubeObject) =>
-        truncateSynced({ kube: counted }, policy, keyOf(sts), revisions, { quiet, seen, parent }).then((t) => ({
-          deleted: t.deleted,
-          gone: t.gone ?? [],
-        })),
-    };
+    const deps = withInlineTruncation(counted, keyOf(sts));
     const change = async (image: string) => {
       sts = await setImage(ns, 'web', `registry.example/${image}`);
       return syncHistory(deps, policy, keyOf(sts), parentCause(sts), sts);
@@ -767,16 +770,7 @@ describe('when truncation runs, and by which limit', () => {
   test("a rollback made while the truncation after an older change decides on that change's parent: the revision it deletes is made again by the rollback's own sync, same name, same data", async () => {
     const ns = await createNamespace('trunc-race');
     let sts = await createSts(ns, 'web', 'registry.example/r:1', { 'outrigger.dev/revision-history-limit': '1' });
-    const deps = {
-      kube,
-      state,
-      holder: uniqueName('h'),
-      truncate: async (revisions: KnownRevision[], quiet: boolean, seen: { generatedVersion?: string | undefined }, parent: KubeObject) =>
-        truncateSynced({ kube }, policy, keyOf(sts), revisions, { quiet, seen, parent }).then((t) => ({
-          deleted: t.deleted,
-          gone: t.gone ?? [],
-        })),
-    };
+    const deps = withInlineTruncation(kube, keyOf(sts));
     sts = await adminClient().get(statefulSets, { name: 'web', namespace: ns });
     await syncHistory(deps, policy, keyOf(sts), parentCause(sts), sts);
     sts = await setImage(ns, 'web', 'registry.example/r:2');
