@@ -179,7 +179,8 @@ export function hostileCase(valid: fc.Arbitrary<ValidCase>, otherCluster: string
             kind: 'hostile',
             why: 'uid given twice',
             field: ': has the key "uid" twice',
-            text: base.text.replace('"uid":', `"uid":${JSON.stringify(uid)},"uid":`),
+            // A function, not a string: a string replacement reads `$&` and its kin in the generated uid as patterns.
+            text: base.text.replace('"uid":', () => `"uid":${JSON.stringify(uid)},"uid":`),
           };
       }
     });
