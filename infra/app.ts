@@ -5,7 +5,8 @@
 //   outrigger:mapHookFunctions  Lambda functions (names) MapControllers may call
 //   outrigger:examples=true     also the SnapshotSchedule example's hooks
 //   outrigger:forwarderNamespace, outrigger:forwarderServiceAccount   where the forwarder runs in each cluster
-//   outrigger:forwarderImage    linux/arm64 or linux/amd64: build the forwarder's image for nodes of that platform
+//   outrigger:forwarderImage    build the forwarder's image: `true` for linux/amd64 and linux/arm64, or the platforms
+//                               themselves, comma-separated (linux/arm64 for Graviton nodes only)
 // Anything else a user would set (a VPC, an alarm topic, log retention) is a prop of the construct, in an app of
 // their own.
 import { App, type AppProps } from 'aws-cdk-lib';
@@ -54,16 +55,26 @@ export function outriggerApp(props: AppProps = {}): { app: App; stack: Outrigger
   const namespace = text(context('forwarderNamespace'));
   const serviceAccount = text(context('forwarderServiceAccount'));
   const examples = context('examples');
-  const platform = text(context('forwarderImage'));
-  if (platform && platform !== 'linux/arm64' && platform !== 'linux/amd64')
-    throw new Error(`context outrigger:forwarderImage is ${platform}: linux/arm64 or linux/amd64`);
+  const image = context('forwarderImage');
+  const platforms =
+    image === true || image === 'true'
+      ? []
+      : (text(image)
+          ?.split(',')
+          .map((p) => p.trim()) ?? undefined);
+  for (const p of platforms ?? []) {
+    if (p !== 'linux/arm64' && p !== 'linux/amd64')
+      throw new Error(
+        `context outrigger:forwarderImage names ${JSON.stringify(p)}: true, or linux/amd64 and/or linux/arm64, comma-separated`,
+      );
+  }
   const stack = new OutriggerStack(app, 'Outrigger', {
     // Checked by the construct, which names the cluster and field of anything wrong.
     clusters: clusters as ClusterConfig[],
     mapHookFunctions: (json('mapHookFunctions') as string[] | undefined) ?? [],
     examples: examples === true || examples === 'true',
     forwarder: { ...(namespace ? { namespace } : {}), ...(serviceAccount ? { serviceAccount } : {}) },
-    ...(platform ? { forwarderImage: { platform: Platform.custom(platform) } } : {}),
+    ...(platforms ? { forwarderImage: platforms.length ? { platforms: platforms.map((p) => Platform.custom(p)) } : {} } : {}),
     env: { account: process.env.CDK_DEFAULT_ACCOUNT, region: process.env.CDK_DEFAULT_REGION },
   });
   return { app, stack };

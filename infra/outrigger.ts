@@ -2,7 +2,19 @@
 // forwarder role and (EKS in the stack's region) access entries and Pod Identity association (infra/cluster.ts),
 // every function in functions/index.ts with only the permissions it uses, the ingest Function URL, the schedules,
 // and a dashboard. The repository's own app (infra/app.ts) is one use of it; README "Deploying" has another.
-import { ArnFormat, Aws, CfnCondition, Duration, Fn, IgnoreMode, RemovalPolicy, Stack, Stage, Validations } from 'aws-cdk-lib';
+import {
+  ArnFormat,
+  Aws,
+  CfnCondition,
+  CustomResource,
+  Duration,
+  Fn,
+  IgnoreMode,
+  RemovalPolicy,
+  Stack,
+  Stage,
+  Validations,
+} from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
@@ -16,8 +28,10 @@ import { NodejsFunction } from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import * as sns from 'aws-cdk-lib/aws-sns';
+import * as cr from 'aws-cdk-lib/custom-resources';
 import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
+import { createHash } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { functions } from '../functions/index.ts';
@@ -29,9 +43,14 @@ import { acknowledgeWildcard } from './acknowledge.ts';
 import { bundled, RUNTIME } from './bundling.ts';
 import { OutriggerCluster } from './cluster.ts';
 import { deployableClusters } from './config.ts';
+import type { ImageIndexProperties } from './image-index/handler.ts';
+import { parsePlatform, platformText } from './image-index/manifests.ts';
 import { addDashboard, Alarms, deadLetterMetric } from './monitoring.ts';
 import { output, pascal } from './names.ts';
 import { deadLetterQueue, fifoName, queueUrlPrefix, tlsOnly } from './queues.ts';
+
+/** The forwarder image's platforms unless forwarderImage.platforms says otherwise: x86 and Graviton nodes. */
+export const FORWARDER_PLATFORMS: readonly ecrAssets.Platform[] = [ecrAssets.Platform.LINUX_AMD64, ecrAssets.Platform.LINUX_ARM64];
 
 /** EventBridge's hard limit on one rule's targets. */
 export const TARGETS_PER_RULE = 5;
@@ -102,12 +121,15 @@ export interface OutriggerProps {
   /** What deleting the stack does with the state table and the logs (default RETAIN). */
   removalPolicy?: RemovalPolicy;
   /**
-   * Builds the forwarder's image (forwarder/Dockerfile) as a container image asset in the CDK's ECR repository,
-   * for the nodes' platform (linux/arm64 for Graviton), and outputs it as ForwarderImageUri. `cdk deploy` then
-   * needs Docker (and, for a platform other than the machine's, an emulator such as binfmt/QEMU); synth does not.
-   * Default: no image; the forwarder's overlay names one (README "Deploying").
+   * Builds the forwarder's image (forwarder/Dockerfile) as container image assets in the CDK's ECR repository,
+   * one per platform (default linux/amd64 and linux/arm64, so x86 and Graviton nodes run it alike), and outputs
+   * the image as ForwarderImageUri: with two platforms or more, the digest of an index over them, which a custom
+   * resource writes into the repository (infra/image-index). `cdk deploy` then needs Docker with BuildKit (the
+   * default since Docker 23), and no emulator: the bundle is built on the machine's own platform and only copied
+   * into each platform's Node image. Synth needs no Docker. Default: no image; the forwarder's overlay names one
+   * (README "Deploying").
    */
-  forwarderImage?: { platform: ecrAssets.Platform };
+  forwarderImage?: { platforms?: ecrAssets.Platform[] };
 }
 
 export class Outrigger extends Construct {
@@ -268,18 +290,7 @@ export class Outrigger extends Construct {
     output(this, 'AlarmTopicArn', 'Every alarm notifies this topic: subscribe to it', this.alarmTopic.topicArn);
 
     this.addMapHooks();
-    if (props.forwarderImage) {
-      const image = new ecrAssets.DockerImageAsset(this, 'ForwarderImage', {
-        directory: projectRoot,
-        file: 'forwarder/Dockerfile',
-        platform: props.forwarderImage.platform,
-        // The build reads these only (see the Dockerfile's COPY lines): staging the whole project would copy
-        // node_modules and .cache into every cloud assembly.
-        ignoreMode: IgnoreMode.DOCKER,
-        exclude: ['*', '!package.json', '!package-lock.json', '!shared', '!functions', '!forwarder'],
-      });
-      output(this, 'ForwarderImageUri', "The forwarder's image (forwarder/Dockerfile), built by the stack", image.imageUri);
-    }
+    if (props.forwarderImage) this.addForwarderImage(props.forwarderImage.platforms ?? FORWARDER_PLATFORMS);
     addDashboard(this, 'Dashboard', {
       alarms: this.alarms,
       functions: this.functions,
@@ -419,7 +430,86 @@ export class Outrigger extends Construct {
    * gets AWSLambdaVPCAccessExecutionRole, the network-interface actions Lambda performs with it (EC2's
    * Describe actions have no resource-level permissions).
    */
-  private roleAndLogs(id: string, removalPolicy: RemovalPolicy): { role: iam.Role; logGroup: logs.LogGroup } {
+  /**
+   * The forwarder's image: an asset per platform and, for two or more, the index over them that a custom
+   * resource writes next to them (README "Deploying": the forwarder's image), output as ForwarderImageUri.
+   */
+  private addForwarderImage(platforms: readonly ecrAssets.Platform[]): void {
+    if (platforms.length === 0) throw new Error('forwarderImage.platforms: names no platform');
+    const names = platforms.map((p) => parsePlatform(p.platform));
+    const images = platforms.map(
+      (platform, i) =>
+        new ecrAssets.DockerImageAsset(this, `ForwarderImage${pascal(platformText(names[i]!).replace(/\//g, '-'))}`, {
+          directory: projectRoot,
+          file: 'forwarder/Dockerfile',
+          platform,
+          // The build reads these only (see the Dockerfile's COPY lines): staging the whole project would copy
+          // node_modules and .cache into every cloud assembly.
+          ignoreMode: IgnoreMode.DOCKER,
+          exclude: ['*', '!package.json', '!package-lock.json', '!shared', '!functions', '!forwarder'],
+        }),
+    );
+    const what = "The forwarder's image (forwarder/Dockerfile), built by the stack";
+    if (images.length === 1) {
+      output(this, 'ForwarderImageUri', `${what} for ${platforms[0]!.platform}`, images[0]!.imageUri);
+      return;
+    }
+    const repository = images[0]!.repository;
+    const onEvent = new NodejsFunction(this, 'ForwarderImageIndexFunction', {
+      ...bundled('infra/image-index/handler.ts'),
+      ...this.roleAndLogs('ForwarderImageIndex', RemovalPolicy.DESTROY, true),
+      description: "Writes the index over the forwarder image's platforms into the CDK's asset repository (deploy time only)",
+      handler: 'handler',
+      memorySize: 256,
+      timeout: Duration.minutes(2),
+    });
+    // Reads each platform's manifest and config, and writes the index's manifest: no layer is pushed.
+    onEvent.addToRolePolicy(
+      new iam.PolicyStatement({
+        actions: ['ecr:BatchGetImage', 'ecr:GetDownloadUrlForLayer', 'ecr:PutImage'],
+        resources: [repository.repositoryArn],
+      }),
+    );
+    onEvent.addToRolePolicy(new iam.PolicyStatement({ actions: ['ecr:GetAuthorizationToken'], resources: ['*'] }));
+    Validations.of(onEvent.role!).acknowledge({
+      id: 'AwsSolutions-IAM5[Resource::*]',
+      reason:
+        'ecr:GetAuthorizationToken, for the registry credential the index is written with, has no resource-level permissions; the repository actions name the asset repository only',
+    });
+    const framework = this.roleAndLogs('ForwarderImageIndexProvider', RemovalPolicy.DESTROY, true);
+    const provider = new cr.Provider(this, 'ForwarderImageIndexProvider', { onEventHandler: onEvent, ...framework });
+    acknowledgeWildcard(
+      framework.role,
+      `${onEvent.functionArn}:*`,
+      "The provider framework invokes the index function by any of its versions (the CDK's grantInvoke): that function's, no other's",
+    );
+    // Fixed by the assets' hashes, so it is known at synth and in the template, and names one index forever.
+    const tag = `index-${createHash('sha256')
+      .update(images.map((image, i) => `${platformText(names[i]!)}=${image.assetHash}`).join('\n'))
+      .digest('hex')}`;
+    const properties: ImageIndexProperties = {
+      RepositoryUri: repository.repositoryUri,
+      Tag: tag,
+      Images: images.map((image, i) => ({ Platform: platformText(names[i]!), Tag: image.imageTag })),
+    };
+    const index = new CustomResource(this, 'ForwarderImageIndex', {
+      serviceToken: provider.serviceToken,
+      resourceType: 'Custom::OutriggerImageIndex',
+      properties,
+    });
+    output(
+      this,
+      'ForwarderImageUri',
+      `${what} for ${names.map(platformText).join(' and ')}: its index, by digest`,
+      index.getAttString('ImageUri'),
+    );
+  }
+
+  /**
+   * A function's role and log group. `deployTime`: a function that runs only while the stack deploys (the image
+   * index), outside the VPC and untraced whatever the props say, since it calls no cluster.
+   */
+  private roleAndLogs(id: string, removalPolicy: RemovalPolicy, deployTime = false): { role: iam.Role; logGroup: logs.LogGroup } {
     const logGroup = new logs.LogGroup(this, `${id}Logs`, {
       retention: this.props.logRetention ?? logs.RetentionDays.THREE_MONTHS,
       removalPolicy,
@@ -428,7 +518,7 @@ export class Outrigger extends Construct {
     role.addToPrincipalPolicy(
       new iam.PolicyStatement({ actions: ['logs:CreateLogStream', 'logs:PutLogEvents'], resources: [logGroup.logGroupArn] }),
     );
-    if (this.props.vpc) {
+    if (this.props.vpc && !deployTime) {
       role.addManagedPolicy(iam.ManagedPolicy.fromAwsManagedPolicyName('service-role/AWSLambdaVPCAccessExecutionRole'));
       Validations.of(role).acknowledge({
         id: 'AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole]',
@@ -436,7 +526,7 @@ export class Outrigger extends Construct {
           "Lambda creates, describes and deletes the function's network interfaces in the VPC with its role; EC2 allows no narrower resource for the Describe actions",
       });
     }
-    if (this.props.tracing === lambda.Tracing.ACTIVE) {
+    if (this.props.tracing === lambda.Tracing.ACTIVE && !deployTime) {
       Validations.of(role).acknowledge({
         id: 'AwsSolutions-IAM5[Resource::*]',
         reason:

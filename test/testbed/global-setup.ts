@@ -4,6 +4,7 @@ import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ensureHelmBinary } from '../../local/helm.ts';
+import { ensureCrane } from '../../local/registry.ts';
 import { startTestbed } from '../../local/testbed.ts';
 import type { TestbedInfo } from './index.ts';
 
@@ -13,6 +14,8 @@ export default async function globalSetup(): Promise<void> {
   // Helm for the forwarder chart's tests (README, "Tests"): built here, before any test runs, so that a first build
   // (minutes of both cores) never slows the tests that measure time.
   await ensureHelmBinary(log);
+  // crane, the forwarder image's registry and client (test/integration/forwarder-image.test.ts), likewise.
+  await ensureCrane(log);
   const bed = await startTestbed({ withCluster: true, withQueues: true, log });
   const cluster = bed.cluster!;
   const info: TestbedInfo = {

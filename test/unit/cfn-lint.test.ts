@@ -42,6 +42,7 @@ test('cfn-lint finds no error and no warning in the synthesized template', async
         'outrigger:examples': true,
         'outrigger:forwarderNamespace': 'outrigger',
         'outrigger:forwarderServiceAccount': 'forwarder',
+        'outrigger:forwarderImage': true,
       },
     });
     app.synth();

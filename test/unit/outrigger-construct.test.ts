@@ -318,14 +318,14 @@ test('is the package entry outrigger/infra (package.json "exports")', async () =
   expect(entry.Outrigger).toBe(Outrigger);
 });
 
-test("builds the forwarder's image for the nodes' platform as an asset, and outputs its URI; synth needs no Docker", () => {
+test("builds the forwarder's image for one platform, when asked for one, as an asset, and outputs its URI; synth needs no Docker", () => {
   const docker = process.env.CDK_DOCKER;
   // Any call to Docker at synth would fail: the CDK runs this instead of `docker`.
   process.env.CDK_DOCKER = '/nonexistent/docker';
   try {
     const app = new App({ context: { 'aws:cdk:bundling-stacks': [] }, outdir: mkdtempSync(join(tmpdir(), 'outrigger-image-')) });
     const stack = new Stack(app, 'Platform', { env: { account: ACCOUNT, region: 'eu-west-1' } });
-    new Outrigger(stack, 'Outrigger', { clusters: [eksCluster('prod')], forwarderImage: { platform: Platform.LINUX_ARM64 } });
+    new Outrigger(stack, 'Outrigger', { clusters: [eksCluster('prod')], forwarderImage: { platforms: [Platform.LINUX_ARM64] } });
     const assembly = app.synth();
     const images = Object.values(
       (
@@ -355,4 +355,93 @@ test("builds the forwarder's image for the nodes' platform as an asset, and outp
     if (docker === undefined) delete process.env.CDK_DOCKER;
     else process.env.CDK_DOCKER = docker;
   }
+});
+
+describe("the forwarder's image for x86 and Graviton nodes (the default)", () => {
+  const docker = process.env.CDK_DOCKER;
+  // Any call to Docker at synth would fail: the CDK runs this instead of `docker`.
+  beforeAll(() => (process.env.CDK_DOCKER = '/nonexistent/docker'));
+  afterAll(() => {
+    if (docker === undefined) delete process.env.CDK_DOCKER;
+    else process.env.CDK_DOCKER = docker;
+  });
+  const app = new App({ context: { 'aws:cdk:bundling-stacks': [] }, outdir: mkdtempSync(join(tmpdir(), 'outrigger-image-')) });
+  const stack = new Stack(app, 'Platform', { env: { account: ACCOUNT, region: 'eu-west-1' } });
+  const vpc = ec2.Vpc.fromVpcAttributes(stack, 'Vpc', {
+    vpcId: 'vpc-0123456789abcdef0',
+    availabilityZones: ['eu-west-1a'],
+    privateSubnetIds: ['subnet-0aaaaaaaaaaaaaaaa'],
+  });
+  new Outrigger(stack, 'Outrigger', { clusters: [eksCluster('prod')], vpc, tracing: lambda.Tracing.ACTIVE, forwarderImage: {} });
+  const template = Template.fromStack(stack);
+  const assets = () =>
+    (
+      JSON.parse(readFileSync(join(app.synth().directory, 'Platform.assets.json'), 'utf8')) as {
+        dockerImages: Record<string, { source: { dockerFile: string; platform: string } }>;
+      }
+    ).dockerImages;
+
+  test('is an asset per platform, and an index over them written by a custom resource, output by digest', () => {
+    const images = assets();
+    expect(Object.values(images).map((i) => i.source)).toEqual([
+      expect.objectContaining({ dockerFile: 'forwarder/Dockerfile', platform: 'linux/amd64' }),
+      expect.objectContaining({ dockerFile: 'forwarder/Dockerfile', platform: 'linux/arm64' }),
+    ]);
+    const [amd, arm] = Object.keys(images);
+    const index = Object.entries(template.findResources('Custom::OutriggerImageIndex'));
+    expect(index).toHaveLength(1);
+    const props = index[0]![1].Properties as { RepositoryUri: unknown; Tag: string; Images: unknown };
+    expect(props.RepositoryUri).toEqual({
+      'Fn::Join': [
+        '',
+        [
+          `${ACCOUNT}.dkr.ecr.eu-west-1.`,
+          { Ref: 'AWS::URLSuffix' },
+          expect.stringMatching(/^\/cdk-[a-z0-9]+-container-assets-111122223333-eu-west-1$/),
+        ],
+      ],
+    });
+    expect(props.Images).toEqual([
+      { Platform: 'linux/amd64', Tag: amd },
+      { Platform: 'linux/arm64', Tag: arm },
+    ]);
+    // Fixed by the two assets, so in the template: a change of either names another index.
+    expect(props.Tag).toMatch(/^index-[0-9a-f]{64}$/);
+    expect(template.findOutputs('ForwarderImageUri').ForwarderImageUri!.Value).toEqual({ 'Fn::GetAtt': [index[0]![0], 'ImageUri'] });
+  });
+
+  test('the index function reads the images and writes the index in the asset repository only, outside the VPC and untraced', () => {
+    const fn = Object.values(template.findResources('AWS::Lambda::Function')).find((f) =>
+      String(f.Properties.Description).startsWith("Writes the index over the forwarder image's platforms"),
+    )!;
+    expect(fn.Properties.VpcConfig).toBeUndefined();
+    expect(fn.Properties.TracingConfig).toBeUndefined();
+    const roleId = (fn.Properties.Role as { 'Fn::GetAtt': [string] })['Fn::GetAtt'][0];
+    const statements = Object.values(template.findResources('AWS::IAM::Policy'))
+      .filter((p) => JSON.stringify(p.Properties.Roles) === JSON.stringify([{ Ref: roleId }]))
+      .flatMap((p) => p.Properties.PolicyDocument.Statement as { Action: string | string[]; Resource: unknown }[]);
+    const repositoryArn = {
+      'Fn::Join': [
+        '',
+        [
+          'arn:',
+          { Ref: 'AWS::Partition' },
+          expect.stringMatching(/^:ecr:eu-west-1:111122223333:repository\/cdk-[a-z0-9]+-container-assets-111122223333-eu-west-1$/),
+        ],
+      ],
+    };
+    expect(statements.map((s) => ({ actions: s.Action, resource: s.Resource }))).toEqual([
+      { actions: ['logs:CreateLogStream', 'logs:PutLogEvents'], resource: expect.anything() },
+      { actions: ['ecr:BatchGetImage', 'ecr:GetDownloadUrlForLayer', 'ecr:PutImage'], resource: repositoryArn },
+      { actions: 'ecr:GetAuthorizationToken', resource: '*' },
+    ]);
+    // Its role has none of the controllers' grants: no managed policy (the VPC's), no table, no secret.
+    const role = template.toJSON().Resources[roleId];
+    expect(role.Properties.ManagedPolicyArns).toBeUndefined();
+  });
+
+  test("passes cdk-nag's AwsSolutions checks, each acknowledged rule with its reason in the construct", () => {
+    const report = new AwsSolutionsChecks().validateScope(app);
+    expect(report.violations.map((v) => `${v.ruleName}: ${v.violatingResources.map((r) => r.constructPath).join(', ')}`)).toEqual([]);
+  });
 });

@@ -733,6 +733,27 @@ describe('the Outrigger stack', () => {
     );
   });
 
+  test("the app builds the forwarder's image for the platforms outrigger:forwarderImage names (true: both), and refuses any other", () => {
+    const clusters = JSON.stringify([cluster]);
+    const images = (value: unknown) => {
+      const { stack } = outriggerApp({
+        context: { 'aws:cdk:bundling-stacks': [], 'outrigger:clusters': clusters, 'outrigger:forwarderImage': value },
+      });
+      const t = Template.fromStack(stack);
+      return {
+        indexes: Object.keys(t.findResources('Custom::OutriggerImageIndex')).length,
+        output: Boolean(t.findOutputs('ForwarderImageUri').ForwarderImageUri),
+      };
+    };
+    expect(images('true')).toEqual({ indexes: 1, output: true });
+    expect(images('linux/amd64, linux/arm64')).toEqual({ indexes: 1, output: true });
+    expect(images('linux/arm64')).toEqual({ indexes: 0, output: true });
+    expect(images(undefined)).toEqual({ indexes: 0, output: false });
+    expect(() => images('linux/arm')).toThrow(
+      'context outrigger:forwarderImage names "linux/arm": true, or linux/amd64 and/or linux/arm64, comma-separated',
+    );
+  });
+
   test('refuses clusters reached any way but EKS IAM tokens or a token in Secrets Manager', () => {
     expect(() => synth([{ id: 'x', access: { kind: 'kubeconfig', path: '/home/me/.kube/config' } }])).toThrow(
       'a deployed stack reaches clusters through EKS IAM tokens or a token in Secrets Manager',
