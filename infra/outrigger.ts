@@ -82,6 +82,7 @@ export const FUNCTION_ENVIRONMENT = [
   'OUTRIGGER_HOOK_SECRET_FILE',
   'OUTRIGGER_LAMBDA_ENDPOINT',
   'OUTRIGGER_LOG_FORMAT',
+  'POWERTOOLS_LOG_LEVEL',
 ] as const;
 
 export interface OutriggerProps {
@@ -288,6 +289,12 @@ export class Outrigger extends Construct {
       this.functions.get(ingest.name)!.functionArn,
     );
     output(this, 'AlarmTopicArn', 'Every alarm notifies this topic: subscribe to it', this.alarmTopic.topicArn);
+    output(
+      this,
+      'QueueUrlPrefix',
+      "What each sync queue's URL starts with (OUTRIGGER_QUEUE_URL_PREFIX): npm run sam-env reads it",
+      queueUrlPrefix(this),
+    );
 
     this.addMapHooks();
     if (props.forwarderImage) this.addForwarderImage(props.forwarderImage.platforms ?? FORWARDER_PLATFORMS);
@@ -373,6 +380,9 @@ export class Outrigger extends Construct {
         NODE_OPTIONS: '--enable-source-maps',
       },
     });
+    // `sam local invoke <construct id>`: SAM takes a function's id from aws:cdk:path only when that path has two or
+    // three parts, and the construct's functions have four (Outrigger/Default/Router/Resource); this names them.
+    (fn.node.defaultChild as lambda.CfnFunction).addMetadata('SamResourceId', pascal(spec.name));
     // The DynamoDB actions its code performs on the table (its declaration's), nothing else.
     if (spec.table?.length) fn.addToRolePolicy(new iam.PolicyStatement({ actions: [...spec.table], resources: [this.table.tableArn] }));
     // As its declaration says it reaches clusters: the migrator only with its own token (Clusters.migratorClient).

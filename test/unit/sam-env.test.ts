@@ -7,20 +7,26 @@ import { mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { functions } from '../../functions/index.ts';
+import { pascal } from '../../infra/names.ts';
 import { FUNCTION_ENVIRONMENT } from '../../infra/outrigger.ts';
 import { OutriggerStack } from '../../infra/stack.ts';
 import { projectRoot } from '../../local/paths.ts';
 import { CONTAINER_DEAD_LETTER_FILE } from '../../scripts/sam-env.ts';
 import { eksCluster } from './clusters.ts';
 
-/** Every `OUTRIGGER_*` name in the code the bundles are built from (functions/ and shared/). */
+/**
+ * Every `OUTRIGGER_*` name in the code the bundles are built from (functions/ and shared/), and the
+ * `POWERTOOLS_*` ones it names for the libraries it configures that way (the logger's level).
+ */
 function variablesRead(): string[] {
   const names = new Set<string>();
   const walk = (dir: string) => {
     for (const entry of readdirSync(dir)) {
       const path = join(dir, entry);
       if (statSync(path).isDirectory()) walk(path);
-      else if (path.endsWith('.ts')) for (const m of readFileSync(path, 'utf8').matchAll(/OUTRIGGER_[A-Z_]+/g)) names.add(m[0]);
+      else if (path.endsWith('.ts'))
+        for (const m of readFileSync(path, 'utf8').matchAll(/(?:OUTRIGGER|POWERTOOLS)_[A-Z_]+/g)) names.add(m[0]);
     }
   };
   walk(join(projectRoot, 'functions'));
@@ -52,10 +58,14 @@ test("npm run sam-env writes the local runtime's state for every function, and r
       pid: process.pid,
     }),
   );
-  await run('--host', 'host.docker.internal', '--out', join(dir, 'env.json'));
+  const outputs = join(dir, 'cdk-outputs.json');
+  writeFileSync(outputs, JSON.stringify({ Outrigger: { QueueUrlPrefix: 'https://sqs.eu-west-1.amazonaws.com/111122223333/Outrigger-' } }));
+  await run('--host', 'host.docker.internal', '--out', join(dir, 'env.json'), '--outputs', outputs);
   const env = JSON.parse(readFileSync(join(dir, 'env.json'), 'utf8')) as { Parameters: Record<string, string> };
   expect(env).toEqual({
     Parameters: {
+      // The deployed stack's queues: the template's own value would be SAM's placeholders (https://sqs.<region>.localhost/123456789012/...).
+      OUTRIGGER_QUEUE_URL_PREFIX: 'https://sqs.eu-west-1.amazonaws.com/111122223333/Outrigger-',
       OUTRIGGER_TABLE: 'outrigger',
       OUTRIGGER_DYNAMODB_ENDPOINT: 'http://host.docker.internal:8123',
       OUTRIGGER_DEAD_LETTER_FILE: CONTAINER_DEAD_LETTER_FILE,
@@ -64,4 +74,24 @@ test("npm run sam-env writes the local runtime's state for every function, and r
     },
   });
   for (const name of Object.keys(env.Parameters)) expect(FUNCTION_ENVIRONMENT).toContain(name);
+  // Outputs of a stack deployed before QueueUrlPrefix was one: refused, naming the flag that stands in.
+  writeFileSync(outputs, JSON.stringify({ Outrigger: { AlarmTopicArn: 'arn:aws:sns:eu-west-1:111122223333:a' } }));
+  await expect(run('--outputs', outputs)).rejects.toMatchObject({
+    code: 2,
+    stderr: expect.stringContaining('has no QueueUrlPrefix output'),
+  });
+  await run('--queue-url-prefix', 'https://sqs.eu-west-1.amazonaws.com/111122223333/Other-', '--out', join(dir, 'env.json'));
+  expect(JSON.parse(readFileSync(join(dir, 'env.json'), 'utf8')).Parameters.OUTRIGGER_QUEUE_URL_PREFIX).toBe(
+    'https://sqs.eu-west-1.amazonaws.com/111122223333/Other-',
+  );
+});
+
+test('names every function for `sam local invoke <construct id>` (SamResourceId), and outputs the queue prefix sam-env reads', () => {
+  const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+  const template = Template.fromStack(new OutriggerStack(app, 'Sam', { clusters: [eksCluster('prod')] }));
+  const ids = Object.values(template.findResources('AWS::Lambda::Function')).map((fn) => fn.Metadata.SamResourceId as string);
+  expect(ids.sort()).toEqual(functions.map((f) => pascal(f.name)).sort());
+  expect(template.findOutputs('QueueUrlPrefix').QueueUrlPrefix!.Value).toEqual({
+    'Fn::Join': ['', ['https://sqs.', { Ref: 'AWS::Region' }, '.', { Ref: 'AWS::URLSuffix' }, '/', { Ref: 'AWS::AccountId' }, '/Sam-']],
+  });
 });
