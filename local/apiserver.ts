@@ -1,12 +1,11 @@
 // The local kube-apiserver (with etcd): the real one, built from the official Kubernetes Go modules by the Go
 // program in test/cluster, started on loopback with RBAC and three static identities (admin, outrigger, migrator).
 import { spawn } from 'node:child_process';
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { cacheDir, projectRoot } from './paths.ts';
-import { buildOnce, fingerprint, goBuildEnv, run, stopProcess, type Log } from './process.ts';
+import { buildGoProgram, run, stopProcess, type Log } from './process.ts';
 
 const sourceDir = join(projectRoot, 'test', 'cluster');
 export const testClusterBinary = join(cacheDir, 'bin', 'testcluster');
@@ -18,37 +17,27 @@ export const kubectlBinary = join(cacheDir, 'bin', 'kubectl');
  * modules through the Go module proxy and compiles for several minutes; later builds reuse Go's caches.
  */
 export async function ensureTestClusterBinary(log: Log = () => {}): Promise<string> {
-  // This file holds the build recipe (flags, version stamp), so a change here rebuilds too.
-  const sources = (await readdir(sourceDir)).filter((f) => f === 'go.mod' || f === 'go.sum' || f.endsWith('.go')).sort();
-  const stamp = await fingerprint([...sources.map((f) => join(sourceDir, f)), fileURLToPath(import.meta.url)]);
-  await buildOnce(
-    `${testClusterBinary}.stamp`,
-    stamp,
-    async () => {
-      log('building kube-apiserver, kube-controller-manager and kubectl from the Kubernetes Go modules (first time: several minutes)');
-      const started = Date.now();
-      // Release builds stamp the version; without it /version says v0.0.0-master and kubectl warns of skew.
-      const version = /^\s*k8s\.io\/kubernetes (v(\d+)\.(\d+)\.\d+)\s*$/m.exec(await readFile(join(sourceDir, 'go.mod'), 'utf8'));
+  return buildGoProgram({
+    what: 'kube-apiserver, kube-controller-manager and kubectl',
+    firstTime: 'several minutes',
+    sourceDir,
+    binary: testClusterBinary,
+    recipe: import.meta.url,
+    // Release builds stamp the version; without it /version says v0.0.0-master and kubectl warns of skew.
+    ldflags: (goMod) => {
+      const version = /^\s*k8s\.io\/kubernetes (v(\d+)\.(\d+)\.\d+)\s*$/m.exec(goMod);
       if (!version) throw new Error('test/cluster/go.mod does not require k8s.io/kubernetes at a release');
       const pkg = 'k8s.io/component-base/version';
-      const ldflags = [
-        '-s',
-        '-w',
+      return [
         `-X ${pkg}.gitVersion=${version[1]}`,
         `-X ${pkg}.gitMajor=${version[2]}`,
         `-X ${pkg}.gitMinor=${version[3]}`,
         `-X ${pkg}.gitTreeState=clean`,
       ];
-      await run('go', ['build', '-trimpath', `-ldflags=${ldflags.join(' ')}`, '-o', testClusterBinary, '.'], {
-        cwd: sourceDir,
-        env: goBuildEnv(),
-      });
-      await run('ln', ['-sf', 'testcluster', kubectlBinary]);
-      log(`built ${testClusterBinary} in ${Math.round((Date.now() - started) / 1000)} s`);
     },
+    after: () => run('ln', ['-sf', 'testcluster', kubectlBinary]),
     log,
-  );
-  return testClusterBinary;
+  });
 }
 
 type Identities = { admin: string; outrigger: string; migrator: string };

@@ -2,10 +2,11 @@
 // gracefully (SIGTERM, then SIGKILL after a grace period), never left behind.
 import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
 import { cacheDir } from './paths.ts';
 
 export type Log = (message: string) => void;
@@ -95,7 +96,7 @@ export async function exists(path: string): Promise<boolean> {
 }
 
 /**
- * The environment of a `go build` of one of the project's Go programs (test/cluster, test/helm): the checksum
+ * The environment of a `go build` of one of the project's Go programs (buildGoProgram): the checksum
  * database is out of reach here, so go.sum is committed and -mod=readonly verifies every download against it.
  */
 export function goBuildEnv(): NodeJS.ProcessEnv {
@@ -141,6 +142,41 @@ export async function buildOnce(stampFile: string, stamp: string, build: () => P
   } finally {
     await rm(lock, { recursive: true, force: true });
   }
+}
+
+/**
+ * One of the project's Go programs (test/cluster, test/helm, test/registry, bench/storage-trigger), built into `binary` once, and again
+ * only when its sources (go.mod, go.sum, *.go) or `recipe` (the module that asks, which holds the flags) change.
+ * `ldflags` gets go.mod's text, for version stamps; `after` runs once the binary is there.
+ */
+export async function buildGoProgram(opts: {
+  what: string;
+  /** How long a first build takes, with Go's caches empty. */
+  firstTime?: string;
+  sourceDir: string;
+  binary: string;
+  recipe: string;
+  ldflags?: (goMod: string) => string[];
+  after?: () => Promise<void>;
+  log: Log;
+}): Promise<string> {
+  const { sourceDir, binary, log } = opts;
+  const sources = (await readdir(sourceDir)).filter((f) => f === 'go.mod' || f === 'go.sum' || f.endsWith('.go')).sort();
+  const stamp = await fingerprint([...sources.map((f) => join(sourceDir, f)), fileURLToPath(opts.recipe)]);
+  await buildOnce(
+    `${binary}.stamp`,
+    stamp,
+    async () => {
+      log(`building ${opts.what} from its Go module${opts.firstTime ? ` (first time: ${opts.firstTime})` : ''}`);
+      const started = Date.now();
+      const ldflags = ['-s', '-w', ...(opts.ldflags?.(await readFile(join(sourceDir, 'go.mod'), 'utf8')) ?? [])];
+      await run('go', ['build', '-trimpath', `-ldflags=${ldflags.join(' ')}`, '-o', binary, '.'], { cwd: sourceDir, env: goBuildEnv() });
+      await opts.after?.();
+      log(`built ${binary} in ${Math.round((Date.now() - started) / 1000)} s`);
+    },
+    log,
+  );
+  return binary;
 }
 
 /** Whether a process exists (EPERM: it does, but belongs to someone else). */

@@ -3,27 +3,14 @@
 // and again only when that program or this recipe changes. `crane registry serve` keeps what is pushed in
 // memory; the same binary makes and reads images in it.
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { cacheDir, projectRoot } from './paths.ts';
-import { buildOnce, capture, fingerprint, freePort, goBuildEnv, run, startLocalServer, type LocalServer, type Log } from './process.ts';
+import { buildGoProgram, capture, freePort, startLocalServer, type LocalServer, type Log } from './process.ts';
 
 const sourceDir = join(projectRoot, 'test', 'registry');
 export const craneBinary = join(cacheDir, 'bin', 'crane');
 
 export async function ensureCrane(log: Log = () => {}): Promise<string> {
-  const stamp = await fingerprint([...['go.mod', 'go.sum', 'main.go'].map((f) => join(sourceDir, f)), fileURLToPath(import.meta.url)]);
-  await buildOnce(
-    `${craneBinary}.stamp`,
-    stamp,
-    async () => {
-      log('building crane from its Go module');
-      const started = Date.now();
-      await run('go', ['build', '-trimpath', '-ldflags=-s -w', '-o', craneBinary, '.'], { cwd: sourceDir, env: goBuildEnv() });
-      log(`built ${craneBinary} in ${Math.round((Date.now() - started) / 1000)} s`);
-    },
-    log,
-  );
-  return craneBinary;
+  return buildGoProgram({ what: 'crane', sourceDir, binary: craneBinary, recipe: import.meta.url, log });
 }
 
 export interface LocalRegistry extends LocalServer {

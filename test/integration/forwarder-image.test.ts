@@ -39,6 +39,16 @@ async function pushImage(repo: string, tag: string, platform: string, oci = fals
   return (await reg.crane('digest', ref)).trim();
 }
 
+/** The request the stack's custom resource makes: the amd64 image pushed as `a1`, the arm64 one as `b2`. */
+const bothPlatforms = (repository: string, tag = 'index-1') => ({
+  repository,
+  tag,
+  images: [
+    { platform: 'linux/amd64', tag: 'a1' },
+    { platform: 'linux/arm64', tag: 'b2' },
+  ],
+});
+
 /** The platforms a node resolves the image to: for each, the architecture its config says. */
 async function resolvedPlatforms(ref: string, platforms: string[]): Promise<Record<string, string>> {
   const out: Record<string, string> = {};
@@ -51,14 +61,7 @@ test('writes a Docker manifest list over the amd64 and arm64 images, which each 
   const repo = repository();
   const amd = await pushImage(repo, 'a1', 'linux/amd64');
   const arm = await pushImage(repo, 'b2', 'linux/arm64');
-  const digest = await writeImageIndex(registry, {
-    repository: repo,
-    tag: 'index-1',
-    images: [
-      { platform: 'linux/amd64', tag: 'a1' },
-      { platform: 'linux/arm64', tag: 'b2' },
-    ],
-  });
+  const digest = await writeImageIndex(registry, bothPlatforms(repo));
   expect((await reg.crane('digest', `${reg.host}/${repo}:index-1`)).trim()).toBe(digest);
   const index = JSON.parse(await reg.crane('manifest', `${reg.host}/${repo}@${digest}`)) as {
     mediaType: string;
@@ -79,14 +82,7 @@ test('a second deploy (an update, a retry) finds the same index under the tag an
   const repo = repository();
   await pushImage(repo, 'a1', 'linux/amd64');
   await pushImage(repo, 'b2', 'linux/arm64');
-  const req = {
-    repository: repo,
-    tag: 'index-1',
-    images: [
-      { platform: 'linux/amd64', tag: 'a1' },
-      { platform: 'linux/arm64', tag: 'b2' },
-    ],
-  };
+  const req = bothPlatforms(repo);
   const first = await writeImageIndex(registry, req);
   let puts = 0;
   const counting: Registry = { ...registry, putManifest: async (...a) => (puts++, registry.putManifest(...a)) };
@@ -109,14 +105,7 @@ test("takes each platform's image out of an index holding it beside an attestati
     `${reg.host}/${repo}:b2`,
   );
   const amd = await pushImage(repo, 'a1', 'linux/amd64', true);
-  const digest = await writeImageIndex(registry, {
-    repository: repo,
-    tag: 'index-2',
-    images: [
-      { platform: 'linux/amd64', tag: 'a1' },
-      { platform: 'linux/arm64', tag: 'b2' },
-    ],
-  });
+  const digest = await writeImageIndex(registry, bothPlatforms(repo, 'index-2'));
   const index = JSON.parse(await reg.crane('manifest', `${reg.host}/${repo}@${digest}`)) as {
     mediaType: string;
     manifests: { digest: string }[];
@@ -137,32 +126,14 @@ describe('refuses, naming the problem, and writes no index', () => {
     const repo = repository();
     await pushImage(repo, 'a1', 'linux/amd64');
     await pushImage(repo, 'b2', 'linux/amd64');
-    await expect(
-      writeImageIndex(registry, {
-        repository: repo,
-        tag: 'index-1',
-        images: [
-          { platform: 'linux/amd64', tag: 'a1' },
-          { platform: 'linux/arm64', tag: 'b2' },
-        ],
-      }),
-    ).rejects.toThrow(`${repo}:b2 is an image for linux/amd64, not linux/arm64`);
+    await expect(writeImageIndex(registry, bothPlatforms(repo))).rejects.toThrow(`${repo}:b2 is an image for linux/amd64, not linux/arm64`);
     await absent(repo, 'index-1');
   });
 
   test('an asset that was never published', async () => {
     const repo = repository();
     await pushImage(repo, 'a1', 'linux/amd64');
-    await expect(
-      writeImageIndex(registry, {
-        repository: repo,
-        tag: 'index-1',
-        images: [
-          { platform: 'linux/amd64', tag: 'a1' },
-          { platform: 'linux/arm64', tag: 'b2' },
-        ],
-      }),
-    ).rejects.toThrow(`${repo}:b2: no such image (was the asset published?)`);
+    await expect(writeImageIndex(registry, bothPlatforms(repo))).rejects.toThrow(`${repo}:b2: no such image (was the asset published?)`);
     await absent(repo, 'index-1');
   });
 
@@ -171,16 +142,9 @@ describe('refuses, naming the problem, and writes no index', () => {
     await pushImage(repo, 'a1', 'linux/amd64');
     await pushImage(repo, 'b2', 'linux/arm64');
     const other = await pushImage(repo, 'index-1', 'linux/amd64');
-    await expect(
-      writeImageIndex(registry, {
-        repository: repo,
-        tag: 'index-1',
-        images: [
-          { platform: 'linux/amd64', tag: 'a1' },
-          { platform: 'linux/arm64', tag: 'b2' },
-        ],
-      }),
-    ).rejects.toThrow(`${repo}:index-1 holds ${other}, not the index of these images`);
+    await expect(writeImageIndex(registry, bothPlatforms(repo))).rejects.toThrow(
+      `${repo}:index-1 holds ${other}, not the index of these images`,
+    );
     expect((await reg.crane('digest', `${reg.host}/${repo}:index-1`)).trim()).toBe(other);
   });
 });
