@@ -3,12 +3,11 @@
 //   node local/cfn-lint.ts <template.json>...   runs it (installing it on first use, ignoring IGNORED_CHECKS)
 //                                               and exits with its code: 0 when it found nothing
 import { join } from 'node:path';
-import { cacheDir, projectRoot } from './paths.ts';
-import { buildOnce, capture, fingerprint, run, type Log } from './process.ts';
+import { projectRoot } from './paths.ts';
+import { capture, type Log } from './process.ts';
+import { pythonTool } from './python.ts';
 
 const requirements = join(projectRoot, 'test', 'cfn-lint', 'requirements.txt');
-const venv = join(cacheDir, 'cfn-lint', 'venv');
-const python = process.env.OUTRIGGER_PYTHON ?? 'python3';
 
 /**
  * Findings the project accepts. W3005 (a DependsOn already implied by a GetAtt) is how CDK orders every
@@ -18,18 +17,7 @@ export const IGNORED_CHECKS = ['W3005'];
 
 /** Installs cfn-lint (once per requirements file and Python) and returns its executable. */
 export async function ensureCfnLint(log: Log = () => {}): Promise<string> {
-  await buildOnce(
-    join(cacheDir, 'cfn-lint', 'stamp'),
-    `${await fingerprint([requirements])} ${python}`,
-    async () => {
-      log(`installing cfn-lint from PyPI into ${venv}`);
-      await run('rm', ['-rf', venv]);
-      await run(python, ['-m', 'venv', venv]);
-      await run(join(venv, 'bin', 'pip'), ['install', '--quiet', '--disable-pip-version-check', '-r', requirements]);
-    },
-    log,
-  );
-  return join(venv, 'bin', 'cfn-lint');
+  return join(await pythonTool('cfn-lint', requirements, log), 'cfn-lint');
 }
 
 export interface CfnLintFinding {
