@@ -59,13 +59,15 @@ export function outriggerApp(props: AppProps = {}): { app: App; stack: Outrigger
   const platforms =
     image === true || image === 'true'
       ? []
-      : (text(image)
-          ?.split(',')
-          .map((p) => p.trim()) ?? undefined);
+      : image === false || image === 'false'
+        ? undefined
+        : (text(image)
+            ?.split(',')
+            .map((p) => p.trim()) ?? undefined);
   for (const p of platforms ?? []) {
     if (p !== 'linux/arm64' && p !== 'linux/amd64')
       throw new Error(
-        `context outrigger:forwarderImage names ${JSON.stringify(p)}: true, or linux/amd64 and/or linux/arm64, comma-separated`,
+        `context outrigger:forwarderImage names ${JSON.stringify(p)}: true, false, or linux/amd64 and/or linux/arm64, comma-separated`,
       );
   }
   const stack = new OutriggerStack(app, 'Outrigger', {

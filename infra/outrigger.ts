@@ -31,7 +31,6 @@ import * as sns from 'aws-cdk-lib/aws-sns';
 import * as cr from 'aws-cdk-lib/custom-resources';
 import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
-import { createHash } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { functions } from '../functions/index.ts';
@@ -44,7 +43,7 @@ import { bundled, RUNTIME } from './bundling.ts';
 import { OutriggerCluster } from './cluster.ts';
 import { deployableClusters } from './config.ts';
 import type { ImageIndexProperties } from './image-index/handler.ts';
-import { parsePlatform, platformText } from './image-index/manifests.ts';
+import { indexTag, parsePlatform, platformText } from './image-index/manifests.ts';
 import { addDashboard, Alarms, deadLetterMetric } from './monitoring.ts';
 import { output, pascal } from './names.ts';
 import { deadLetterQueue, fifoName, queueUrlPrefix, tlsOnly } from './queues.ts';
@@ -297,7 +296,11 @@ export class Outrigger extends Construct {
     );
 
     this.addMapHooks();
-    if (props.forwarderImage) this.addForwarderImage(props.forwarderImage.platforms ?? FORWARDER_PLATFORMS);
+    if (props.forwarderImage) {
+      // The prop before 0.x's multi-platform image: refused by name rather than read as the default's two platforms.
+      if ('platform' in props.forwarderImage) throw new Error('forwarderImage.platform is now forwarderImage.platforms: a list');
+      this.addForwarderImage(props.forwarderImage.platforms ?? FORWARDER_PLATFORMS);
+    }
     addDashboard(this, 'Dashboard', {
       alarms: this.alarms,
       functions: this.functions,
@@ -435,18 +438,14 @@ export class Outrigger extends Construct {
   }
 
   /**
-   * A function's log group and execution role. The role may write to that log group only: Lambda's
-   * AWSLambdaBasicExecutionRole would let it create and write any log group of the account. In a VPC it also
-   * gets AWSLambdaVPCAccessExecutionRole, the network-interface actions Lambda performs with it (EC2's
-   * Describe actions have no resource-level permissions).
-   */
-  /**
    * The forwarder's image: an asset per platform and, for two or more, the index over them that a custom
    * resource writes next to them (README "Deploying": the forwarder's image), output as ForwarderImageUri.
    */
   private addForwarderImage(platforms: readonly ecrAssets.Platform[]): void {
     if (platforms.length === 0) throw new Error('forwarderImage.platforms: names no platform');
     const names = platforms.map((p) => parsePlatform(p.platform));
+    const twice = names.map(platformText).find((p, i, all) => all.indexOf(p) !== i);
+    if (twice) throw new Error(`forwarderImage.platforms: names ${twice} twice`);
     const images = platforms.map(
       (platform, i) =>
         new ecrAssets.DockerImageAsset(this, `ForwarderImage${pascal(platformText(names[i]!).replace(/\//g, '-'))}`, {
@@ -487,20 +486,21 @@ export class Outrigger extends Construct {
         'ecr:GetAuthorizationToken, for the registry credential the index is written with, has no resource-level permissions; the repository actions name the asset repository only',
     });
     const framework = this.roleAndLogs('ForwarderImageIndexProvider', RemovalPolicy.DESTROY, true);
-    const provider = new cr.Provider(this, 'ForwarderImageIndexProvider', { onEventHandler: onEvent, ...framework });
+    const provider = new cr.Provider(this, 'ForwarderImageIndexProvider', {
+      onEventHandler: onEvent,
+      frameworkOnEventRole: framework.role,
+      logGroup: framework.logGroup,
+    });
     acknowledgeWildcard(
       framework.role,
       `${onEvent.functionArn}:*`,
       "The provider framework invokes the index function by any of its versions (the CDK's grantInvoke): that function's, no other's",
     );
-    // Fixed by the assets' hashes, so it is known at synth and in the template, and names one index forever.
-    const tag = `index-${createHash('sha256')
-      .update(images.map((image, i) => `${platformText(names[i]!)}=${image.assetHash}`).join('\n'))
-      .digest('hex')}`;
+    const sources = images.map((image, i) => ({ platform: platformText(names[i]!), tag: image.imageTag }));
     const properties: ImageIndexProperties = {
       RepositoryUri: repository.repositoryUri,
-      Tag: tag,
-      Images: images.map((image, i) => ({ Platform: platformText(names[i]!), Tag: image.imageTag })),
+      Tag: indexTag(sources),
+      Images: sources.map((source) => ({ Platform: source.platform, Tag: source.tag })),
     };
     const index = new CustomResource(this, 'ForwarderImageIndex', {
       serviceToken: provider.serviceToken,
@@ -516,8 +516,12 @@ export class Outrigger extends Construct {
   }
 
   /**
-   * A function's role and log group. `deployTime`: a function that runs only while the stack deploys (the image
-   * index), outside the VPC and untraced whatever the props say, since it calls no cluster.
+   * A function's log group and execution role. The role may write to that log group only: Lambda's
+   * AWSLambdaBasicExecutionRole would let it create and write any log group of the account. In a VPC it also
+   * gets AWSLambdaVPCAccessExecutionRole, the network-interface actions Lambda performs with it (EC2's
+   * Describe actions have no resource-level permissions). `deployTime`: a function that runs only while the
+   * stack deploys (the image index), outside the VPC and untraced whatever the props say, since it calls no
+   * cluster.
    */
   private roleAndLogs(id: string, removalPolicy: RemovalPolicy, deployTime = false): { role: iam.Role; logGroup: logs.LogGroup } {
     const logGroup = new logs.LogGroup(this, `${id}Logs`, {

@@ -19,13 +19,17 @@ const ecr = new ECRClient({});
 
 export async function handler(event: CdkCustomResourceEvent): Promise<CdkCustomResourceResponse> {
   if (event.RequestType === 'Delete') return { PhysicalResourceId: event.PhysicalResourceId };
-  const props = event.ResourceProperties as unknown as ImageIndexProperties & { ServiceToken: string };
+  const props = event.ResourceProperties as unknown as ImageIndexProperties;
   const slash = props.RepositoryUri.indexOf('/');
+  const host = props.RepositoryUri.slice(0, slash);
   const repository = props.RepositoryUri.slice(slash + 1);
   const { authorizationData } = await ecr.send(new GetAuthorizationTokenCommand({}));
   const token = authorizationData?.[0];
   if (!token?.authorizationToken || !token.proxyEndpoint) throw new Error('ECR GetAuthorizationToken answered no token');
-  const registry = httpRegistry({ origin: token.proxyEndpoint, authorization: `Basic ${token.authorizationToken}` });
+  // The token is for this account's registry in this region: a repository elsewhere would answer 401 or 404.
+  if (new URL(token.proxyEndpoint).host !== host)
+    throw new Error(`the repository ${props.RepositoryUri} is not in the registry the token is for (${token.proxyEndpoint})`);
+  const registry = httpRegistry({ origin: `https://${host}`, authorization: `Basic ${token.authorizationToken}` });
   const digest = await writeImageIndex(registry, {
     repository,
     tag: props.Tag,

@@ -135,3 +135,18 @@ export function composeIndex(images: readonly (Descriptor & { platform: Platform
   const bytes = new TextEncoder().encode(JSON.stringify({ schemaVersion: 2, mediaType, manifests }));
   return { mediaType, bytes, digest: sha256(bytes) };
 }
+
+/**
+ * Bumped when composeIndex writes other bytes for the same images: the tag below would otherwise name an index
+ * already in the repository with the old bytes, which its immutable tags keep.
+ */
+const INDEX_FORMAT = 1;
+
+/**
+ * The index's tag: fixed by the platforms' image tags and the index format, so it is known at synth (the stack
+ * puts it in the template, where `cdk gc` finds it) and the index function can check it is asked for no other.
+ */
+export function indexTag(images: readonly { platform: string; tag: string }[]): string {
+  const text = [`format=${INDEX_FORMAT}`, ...images.map((i) => `${platformText(parsePlatform(i.platform))}=${i.tag}`)].join('\n');
+  return `index-${createHash('sha256').update(text).digest('hex')}`;
+}

@@ -19,11 +19,18 @@ export interface RegistryOptions {
   timeoutMs?: number;
 }
 
+/** A tag, or a sha256 digest (https://github.com/opencontainers/distribution-spec/blob/main/spec.md#pulling-manifests). */
+const REFERENCE = /^(sha256:[0-9a-f]{64}|[A-Za-z0-9_][A-Za-z0-9._-]{0,127})$/;
+
 export function httpRegistry(opts: RegistryOptions): Registry {
   const timeout = opts.timeoutMs ?? 20_000;
   const auth: Record<string, string> = opts.authorization ? { authorization: opts.authorization } : {};
-  const url = (repository: string, kind: 'manifests' | 'blobs', ref: string) =>
-    `${opts.origin}/v2/${repository}/${kind}/${encodeURIComponent(ref)}`;
+  // A reference goes into the path as it is: `sha256:<hex>` percent-encoded is another URI (RFC 3986, 2.2), which
+  // not every registry decodes; so only what the distribution spec allows in one is taken.
+  const url = (repository: string, kind: 'manifests' | 'blobs', ref: string) => {
+    if (!REFERENCE.test(ref)) throw new Error(`${JSON.stringify(ref)} is neither a tag nor a sha256 digest`);
+    return `${opts.origin}/v2/${repository}/${kind}/${ref}`;
+  };
   const failed = async (what: string, res: Response) =>
     new Error(`${what}: the registry answered ${res.status}${await registryError(res)}`);
 

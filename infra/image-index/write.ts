@@ -3,6 +3,7 @@
 import {
   ACCEPTED_MANIFESTS,
   composeIndex,
+  indexTag,
   parsePlatform,
   platformOf,
   readTag,
@@ -22,6 +23,8 @@ export interface ImageIndexRequest {
 
 /** Writes the index (or finds it written) and returns its digest. */
 export async function writeImageIndex(registry: Registry, req: ImageIndexRequest): Promise<string> {
+  // The function may write into a repository other stacks' assets share: the one tag its images determine, no other.
+  if (req.tag !== indexTag(req.images)) throw new Error(`tag ${req.tag} is not the index tag of these images (${indexTag(req.images)})`);
   const images: (Descriptor & { platform: Platform })[] = [];
   for (const image of req.images) images.push(await platformImage(registry, req.repository, image.tag, parsePlatform(image.platform)));
   const index = composeIndex(images);
@@ -37,7 +40,15 @@ export async function writeImageIndex(registry: Registry, req: ImageIndexRequest
       );
     return digest;
   }
-  await registry.putManifest(req.repository, req.tag, index);
+  try {
+    await registry.putManifest(req.repository, req.tag, index);
+  } catch (err) {
+    // Another stack built from the same sources may have written the same index in between (the tag is theirs
+    // too); the immutable tag then refuses this write, and what it holds is what this one would have written.
+    const now = await registry.manifest(req.repository, req.tag, ACCEPTED_MANIFESTS);
+    if (now && sha256(now.bytes) === index.digest) return index.digest;
+    throw err;
+  }
   return index.digest;
 }
 

@@ -7,7 +7,7 @@
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { MEDIA } from '../../infra/image-index/manifests.ts';
+import { indexTag, MEDIA } from '../../infra/image-index/manifests.ts';
 import { httpRegistry, type Registry } from '../../infra/image-index/registry.ts';
 import { writeImageIndex } from '../../infra/image-index/write.ts';
 import { run } from '../../local/process.ts';
@@ -40,14 +40,12 @@ async function pushImage(repo: string, tag: string, platform: string, oci = fals
 }
 
 /** The request the stack's custom resource makes: the amd64 image pushed as `a1`, the arm64 one as `b2`. */
-const bothPlatforms = (repository: string, tag = 'index-1') => ({
-  repository,
-  tag,
-  images: [
-    { platform: 'linux/amd64', tag: 'a1' },
-    { platform: 'linux/arm64', tag: 'b2' },
-  ],
-});
+const images = [
+  { platform: 'linux/amd64', tag: 'a1' },
+  { platform: 'linux/arm64', tag: 'b2' },
+];
+const TAG = indexTag(images);
+const bothPlatforms = (repository: string) => ({ repository, tag: TAG, images });
 
 /** The platforms a node resolves the image to: for each, the architecture its config says. */
 async function resolvedPlatforms(ref: string, platforms: string[]): Promise<Record<string, string>> {
@@ -62,7 +60,7 @@ test('writes a Docker manifest list over the amd64 and arm64 images, which each 
   const amd = await pushImage(repo, 'a1', 'linux/amd64');
   const arm = await pushImage(repo, 'b2', 'linux/arm64');
   const digest = await writeImageIndex(registry, bothPlatforms(repo));
-  expect((await reg.crane('digest', `${reg.host}/${repo}:index-1`)).trim()).toBe(digest);
+  expect((await reg.crane('digest', `${reg.host}/${repo}:${TAG}`)).trim()).toBe(digest);
   const index = JSON.parse(await reg.crane('manifest', `${reg.host}/${repo}@${digest}`)) as {
     mediaType: string;
     manifests: { digest: string; platform: { architecture: string } }[];
@@ -105,17 +103,33 @@ test("takes each platform's image out of an index holding it beside an attestati
     `${reg.host}/${repo}:b2`,
   );
   const amd = await pushImage(repo, 'a1', 'linux/amd64', true);
-  const digest = await writeImageIndex(registry, bothPlatforms(repo, 'index-2'));
+  const digest = await writeImageIndex(registry, bothPlatforms(repo));
   const index = JSON.parse(await reg.crane('manifest', `${reg.host}/${repo}@${digest}`)) as {
     mediaType: string;
     manifests: { digest: string }[];
   };
   expect(index.mediaType).toBe(MEDIA.ociIndex);
   expect(index.manifests.map((m) => m.digest)).toEqual([amd, arm]);
-  expect(await resolvedPlatforms(`${reg.host}/${repo}:index-2`, ['linux/amd64', 'linux/arm64'])).toEqual({
+  expect(await resolvedPlatforms(`${reg.host}/${repo}:${TAG}`, ['linux/amd64', 'linux/arm64'])).toEqual({
     'linux/amd64': 'amd64',
     'linux/arm64': 'arm64',
   });
+});
+
+test("a write refused because another deploy wrote the same index first (the tag is both stacks') is taken as done", async () => {
+  const repo = repository();
+  await pushImage(repo, 'a1', 'linux/amd64');
+  await pushImage(repo, 'b2', 'linux/arm64');
+  // The other stack's write lands between this one's read of the tag and its own write, which the immutable tag refuses.
+  const racing: Registry = {
+    ...registry,
+    putManifest: async (repository, tag, manifest) => {
+      await registry.putManifest(repository, tag, manifest);
+      throw new Error(`PUT ${repository}:${tag}: the registry answered 400: TAG_INVALID The image tag already exists`);
+    },
+  };
+  const digest = await writeImageIndex(racing, bothPlatforms(repo));
+  expect((await reg.crane('digest', `${reg.host}/${repo}:${TAG}`)).trim()).toBe(digest);
 });
 
 describe('refuses, naming the problem, and writes no index', () => {
@@ -127,24 +141,34 @@ describe('refuses, naming the problem, and writes no index', () => {
     await pushImage(repo, 'a1', 'linux/amd64');
     await pushImage(repo, 'b2', 'linux/amd64');
     await expect(writeImageIndex(registry, bothPlatforms(repo))).rejects.toThrow(`${repo}:b2 is an image for linux/amd64, not linux/arm64`);
-    await absent(repo, 'index-1');
+    await absent(repo, TAG);
+  });
+
+  test('a tag other than the one its images determine (the function writes into a repository other stacks share)', async () => {
+    const repo = repository();
+    await pushImage(repo, 'a1', 'linux/amd64');
+    await pushImage(repo, 'b2', 'linux/arm64');
+    await expect(writeImageIndex(registry, { ...bothPlatforms(repo), tag: 'latest' })).rejects.toThrow(
+      `tag latest is not the index tag of these images (${TAG})`,
+    );
+    await absent(repo, 'latest');
   });
 
   test('an asset that was never published', async () => {
     const repo = repository();
     await pushImage(repo, 'a1', 'linux/amd64');
     await expect(writeImageIndex(registry, bothPlatforms(repo))).rejects.toThrow(`${repo}:b2: no such image (was the asset published?)`);
-    await absent(repo, 'index-1');
+    await absent(repo, TAG);
   });
 
   test('a tag already holding another image, which it leaves as it is (the asset repository keeps tags immutable)', async () => {
     const repo = repository();
     await pushImage(repo, 'a1', 'linux/amd64');
     await pushImage(repo, 'b2', 'linux/arm64');
-    const other = await pushImage(repo, 'index-1', 'linux/amd64');
+    const other = await pushImage(repo, TAG, 'linux/amd64');
     await expect(writeImageIndex(registry, bothPlatforms(repo))).rejects.toThrow(
-      `${repo}:index-1 holds ${other}, not the index of these images`,
+      `${repo}:${TAG} holds ${other}, not the index of these images`,
     );
-    expect((await reg.crane('digest', `${reg.host}/${repo}:index-1`)).trim()).toBe(other);
+    expect((await reg.crane('digest', `${reg.host}/${repo}:${TAG}`)).trim()).toBe(other);
   });
 });

@@ -2,7 +2,16 @@
 // platform an image's config says, and the index over the images. The same against a real registry:
 // test/integration/forwarder-image.test.ts.
 import fc from 'fast-check';
-import { composeIndex, MEDIA, parsePlatform, platformOf, readTag, sha256, type Platform } from '../../infra/image-index/manifests.ts';
+import {
+  composeIndex,
+  indexTag,
+  MEDIA,
+  parsePlatform,
+  platformOf,
+  readTag,
+  sha256,
+  type Platform,
+} from '../../infra/image-index/manifests.ts';
 
 const bytes = (value: unknown) => new TextEncoder().encode(JSON.stringify(value));
 const digest = (n: number) => `sha256:${n.toString(16).padStart(64, '0')}`;
@@ -129,5 +138,20 @@ describe('the index', () => {
         expect(index(b).digest === index(c).digest).toBe(same);
       }),
     );
+  });
+});
+
+describe("the index's tag", () => {
+  const images = [
+    { platform: 'linux/amd64', tag: 'a1' },
+    { platform: 'linux/arm64', tag: 'b2' },
+  ];
+
+  test('is a valid image tag, fixed by the platforms and their image tags, and by nothing else', () => {
+    expect(indexTag(images)).toMatch(/^index-[0-9a-f]{64}$/);
+    expect(indexTag(structuredClone(images))).toBe(indexTag(images));
+    expect(indexTag([images[0]!, { ...images[1]!, tag: 'b3' }])).not.toBe(indexTag(images));
+    expect(indexTag([images[0]!, { ...images[1]!, platform: 'linux/arm64/v8' }])).not.toBe(indexTag(images));
+    expect(indexTag([images[0]!])).not.toBe(indexTag(images));
   });
 });

@@ -50,3 +50,15 @@ test('a manifest not there is undefined; a manifest read refused is an error', a
   expect(await registry.manifest('repo', 'missing', [])).toBeUndefined();
   await expect(registry.manifest('repo', 'x', [])).rejects.toThrow('GET repo:x: the registry answered 403: denied');
 });
+
+test('puts a digest into the path as it is, not percent-encoded (another URI, which not every registry decodes), and refuses what is no reference', async () => {
+  const paths: string[] = [];
+  const origin = await serve((req, res) => {
+    paths.push(req.url!);
+    res.writeHead(200).end('{}');
+  });
+  const digest = `sha256:${'a'.repeat(64)}`;
+  await httpRegistry({ origin }).blob('cdk-assets', digest);
+  expect(paths).toEqual([`/v2/cdk-assets/blobs/${digest}`]);
+  await expect(httpRegistry({ origin }).manifest('cdk-assets', '../x', [])).rejects.toThrow('"../x" is neither a tag nor a sha256 digest');
+});

@@ -444,4 +444,25 @@ describe("the forwarder's image for x86 and Graviton nodes (the default)", () =>
     const report = new AwsSolutionsChecks().validateScope(app);
     expect(report.violations.map((v) => `${v.ruleName}: ${v.violatingResources.map((r) => r.constructPath).join(', ')}`)).toEqual([]);
   });
+
+  test('refuses a platform named twice, and the single `platform` prop it replaced, by name', () => {
+    const again = new Stack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'Again', {
+      env: { account: ACCOUNT, region: 'eu-west-1' },
+    });
+    expect(
+      () =>
+        new Outrigger(again, 'Outrigger', {
+          clusters: [eksCluster('prod')],
+          forwarderImage: { platforms: [Platform.LINUX_ARM64, Platform.LINUX_ARM64] },
+        }),
+    ).toThrow('forwarderImage.platforms: names linux/arm64 twice');
+    const old = new Stack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'Old', {
+      env: { account: ACCOUNT, region: 'eu-west-1' },
+    });
+    // As a JavaScript app written for the earlier prop passes it, unchecked by TypeScript.
+    const legacy = { platform: Platform.LINUX_ARM64 } as unknown as OutriggerProps['forwarderImage'];
+    expect(() => new Outrigger(old, 'Outrigger', { clusters: [eksCluster('prod')], forwarderImage: legacy })).toThrow(
+      'forwarderImage.platform is now forwarderImage.platforms: a list',
+    );
+  });
 });

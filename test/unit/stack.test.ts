@@ -749,8 +749,9 @@ describe('the Outrigger stack', () => {
     expect(images('linux/amd64, linux/arm64')).toEqual({ indexes: 1, output: true });
     expect(images('linux/arm64')).toEqual({ indexes: 0, output: true });
     expect(images(undefined)).toEqual({ indexes: 0, output: false });
+    expect(images('false')).toEqual({ indexes: 0, output: false });
     expect(() => images('linux/arm')).toThrow(
-      'context outrigger:forwarderImage names "linux/arm": true, or linux/amd64 and/or linux/arm64, comma-separated',
+      'context outrigger:forwarderImage names "linux/arm": true, false, or linux/amd64 and/or linux/arm64, comma-separated',
     );
   });
 
