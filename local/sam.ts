@@ -36,12 +36,12 @@ export interface SamResolution {
 }
 
 /**
- * Runs test/sam/resolve.py on a template and an `--env-vars` file. Its environment holds no OUTRIGGER_* (SAM
- * would take a declared variable's value from there) and telemetry is off.
+ * Runs test/sam/resolve.py on a template and an `--env-vars` file. Its environment holds no OUTRIGGER_* or
+ * POWERTOOLS_* (SAM would take a declared variable's value from there) and telemetry is off.
  */
 export async function samResolve(template: string, envFile: string, log?: Log): Promise<SamResolution> {
   const bin = await ensureSam(log);
-  const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('OUTRIGGER_')));
+  const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !/^(OUTRIGGER|POWERTOOLS)_/.test(name)));
   const out = await capture(bin, [resolveScript, template, envFile, projectRoot], {
     name: 'test/sam/resolve.py',
     env: { ...env, SAM_CLI_TELEMETRY: '0' },

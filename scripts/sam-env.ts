@@ -74,9 +74,15 @@ async function main(argv: string[]): Promise<number> {
     process.stderr.write(`sam-env: no local runtime is running (no live ${resolve(stateDir, 'runtime.json')}): start one with npm start\n`);
     return 2;
   }
-  let prefix = values['queue-url-prefix'];
-  if (values.outputs) {
-    prefix ??= findOutput((await readJson(values.outputs)) as Record<string, Record<string, string>>, 'QueueUrlPrefix');
+  // An empty flag is no flag: the outputs, if given, still answer.
+  let prefix = values['queue-url-prefix'] || undefined;
+  if (values.outputs && !prefix) {
+    try {
+      prefix = findOutput((await readJson(values.outputs)) as Record<string, Record<string, string>>, 'QueueUrlPrefix');
+    } catch (err) {
+      process.stderr.write(`sam-env: ${values.outputs}: ${(err as Error).message}\n`);
+      return 2;
+    }
     if (!prefix) {
       process.stderr.write(
         `sam-env: ${values.outputs} has no QueueUrlPrefix output (deployed before it was added?): pass --queue-url-prefix\n`,

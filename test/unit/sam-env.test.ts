@@ -80,6 +80,24 @@ test("npm run sam-env writes the local runtime's state for every function, and r
     code: 2,
     stderr: expect.stringContaining('has no QueueUrlPrefix output'),
   });
+  // Two deployed stacks' outputs in one file: which prefix is meant cannot be told, and it says so.
+  writeFileSync(
+    outputs,
+    JSON.stringify({
+      Outrigger: { QueueUrlPrefix: 'https://sqs.eu-west-1.amazonaws.com/111122223333/Outrigger-' },
+      Staging: { QueueUrlPrefix: 'https://sqs.eu-west-1.amazonaws.com/111122223333/Staging-' },
+    }),
+  );
+  await expect(run('--outputs', outputs)).rejects.toMatchObject({
+    code: 2,
+    stderr: expect.stringContaining('several outputs match QueueUrlPrefix'),
+  });
+  // An empty flag is no flag: the outputs still answer.
+  writeFileSync(outputs, JSON.stringify({ Outrigger: { QueueUrlPrefix: 'https://sqs.eu-west-1.amazonaws.com/111122223333/Outrigger-' } }));
+  await run('--queue-url-prefix', '', '--outputs', outputs, '--out', join(dir, 'env.json'));
+  expect(JSON.parse(readFileSync(join(dir, 'env.json'), 'utf8')).Parameters.OUTRIGGER_QUEUE_URL_PREFIX).toBe(
+    'https://sqs.eu-west-1.amazonaws.com/111122223333/Outrigger-',
+  );
   await run('--queue-url-prefix', 'https://sqs.eu-west-1.amazonaws.com/111122223333/Other-', '--out', join(dir, 'env.json'));
   expect(JSON.parse(readFileSync(join(dir, 'env.json'), 'utf8')).Parameters.OUTRIGGER_QUEUE_URL_PREFIX).toBe(
     'https://sqs.eu-west-1.amazonaws.com/111122223333/Other-',
