@@ -146,7 +146,8 @@ export async function buildOnce(stampFile: string, stamp: string, build: () => P
 
 /**
  * One of the project's Go programs (test/cluster, test/helm, test/registry, bench/storage-trigger), built into `binary` once, and again
- * only when its sources (go.mod, go.sum, *.go) or `recipe` (the module that asks, which holds the flags) change.
+ * only when its sources (go.mod, go.sum, *.go), `recipe` (the module that asks, with its program's flags) or this
+ * module (the flags every build shares) change.
  * `ldflags` gets go.mod's text, for version stamps; `after` runs once the binary is there.
  */
 export async function buildGoProgram(opts: {
@@ -162,7 +163,8 @@ export async function buildGoProgram(opts: {
 }): Promise<string> {
   const { sourceDir, binary, log } = opts;
   const sources = (await readdir(sourceDir)).filter((f) => f === 'go.mod' || f === 'go.sum' || f.endsWith('.go')).sort();
-  const stamp = await fingerprint([...sources.map((f) => join(sourceDir, f)), fileURLToPath(opts.recipe)]);
+  // This module holds the flags every build shares, `recipe` those of its program.
+  const stamp = await fingerprint([...sources.map((f) => join(sourceDir, f)), fileURLToPath(opts.recipe), fileURLToPath(import.meta.url)]);
   await buildOnce(
     `${binary}.stamp`,
     stamp,

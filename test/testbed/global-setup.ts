@@ -3,20 +3,27 @@
 import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { ensureCfnLint } from '../../local/cfn-lint.ts';
 import { ensureHelmBinary } from '../../local/helm.ts';
 import { ensureCrane } from '../../local/registry.ts';
+import { ensureSam } from '../../local/sam.ts';
 import { startTestbed } from '../../local/testbed.ts';
 import type { TestbedInfo } from './index.ts';
 
 export default async function globalSetup(): Promise<void> {
   const started = Date.now();
   const log = (m: string) => process.stderr.write(`[testbed] ${m}\n`);
+  // The Python tools two unit tests run (cfn-lint, SAM CLI), installed meanwhile: jest starts no test before this
+  // setup ends, and their first install (a minute or two, mostly downloads) then overlaps the Go builds.
+  const pythonTools = Promise.all([ensureCfnLint(log), ensureSam(log)]);
+  pythonTools.catch(() => {}); // awaited below; this only keeps an early failure from being reported as unhandled
   // Helm for the forwarder chart's tests (README, "Tests"): built here, before any test runs, so that a first build
   // (minutes of both cores) never slows the tests that measure time.
   await ensureHelmBinary(log);
   // crane, the forwarder image's registry and client (test/integration/forwarder-image.test.ts), likewise.
   await ensureCrane(log);
   const bed = await startTestbed({ withCluster: true, withQueues: true, log });
+  await pythonTools;
   const cluster = bed.cluster!;
   const info: TestbedInfo = {
     server: cluster.server,
