@@ -52,13 +52,15 @@ export function formatFinding(f: CfnLintFinding): string {
   return `${f.Level} ${f.Rule.Id} ${f.Filename}:${f.Location.Start.LineNumber} ${(f.Location.Path ?? []).join('/')}: ${f.Message}`;
 }
 
+// No top-level await: jest's global setup loads this module with require(), which refuses one.
 if (import.meta.main) {
   const templates = process.argv.slice(2);
   if (!templates.length) {
     process.stderr.write('usage: node local/cfn-lint.ts <template.json>...\n');
     process.exit(2);
   }
-  const result = await cfnLint(templates, { log: (m) => process.stderr.write(`${m}\n`) });
-  for (const f of result.findings) process.stdout.write(`${formatFinding(f)}\n`);
-  process.exit(result.code);
+  void cfnLint(templates, { log: (m) => process.stderr.write(`${m}\n`) }).then((result) => {
+    for (const f of result.findings) process.stdout.write(`${formatFinding(f)}\n`);
+    process.exit(result.code);
+  });
 }

@@ -56,14 +56,16 @@ export async function samResolve(template: string, envFile: string, log?: Log): 
   return { code: out.code, functions: lines, failures, stdout: out.stdout, stderr: out.stderr };
 }
 
+// No top-level await: jest's global setup loads this module with require(), which refuses one.
 if (import.meta.main) {
   const [template, envFile] = process.argv.slice(2);
   if (!template || !envFile) {
     process.stderr.write('usage: node local/sam.ts <template.json> <env.json>\n');
     process.exit(2);
   }
-  const result = await samResolve(template, envFile, (m) => process.stderr.write(`${m}\n`));
-  process.stdout.write(result.stdout);
-  process.stderr.write(result.stderr);
-  process.exit(result.code ?? 1);
+  void samResolve(template, envFile, (m) => process.stderr.write(`${m}\n`)).then((result) => {
+    process.stdout.write(result.stdout);
+    process.stderr.write(result.stderr);
+    process.exit(result.code ?? 1);
+  });
 }
