@@ -61,9 +61,9 @@ export function outriggerApp(props: AppProps = {}): { app: App; stack: Outrigger
       ? []
       : image === false || image === 'false'
         ? undefined
-        : (text(image)
+        : text(image)
             ?.split(',')
-            .map((p) => p.trim()) ?? undefined);
+            .map((p) => p.trim());
   for (const p of platforms ?? []) {
     if (p !== 'linux/arm64' && p !== 'linux/amd64')
       throw new Error(

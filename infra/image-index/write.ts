@@ -24,14 +24,19 @@ export interface ImageIndexRequest {
 /** Writes the index (or finds it written) and returns its digest. */
 export async function writeImageIndex(registry: Registry, req: ImageIndexRequest): Promise<string> {
   // The function may write into a repository other stacks' assets share: the one tag its images determine, no other.
-  if (req.tag !== indexTag(req.images)) throw new Error(`tag ${req.tag} is not the index tag of these images (${indexTag(req.images)})`);
+  const expected = indexTag(req.images);
+  if (req.tag !== expected) throw new Error(`tag ${req.tag} is not the index tag of these images (${expected})`);
   const images: (Descriptor & { platform: Platform })[] = [];
   for (const image of req.images) images.push(await platformImage(registry, req.repository, image.tag, parsePlatform(image.platform)));
   const index = composeIndex(images);
+  /** The digest of what the tag holds now, if anything. */
+  const held = async () => {
+    const there = await registry.manifest(req.repository, req.tag, ACCEPTED_MANIFESTS);
+    return there && sha256(there.bytes);
+  };
   // The CDK's asset repository keeps tags immutable: a tag already there must hold this very index.
-  const there = await registry.manifest(req.repository, req.tag, ACCEPTED_MANIFESTS);
-  if (there) {
-    const digest = sha256(there.bytes);
+  const digest = await held();
+  if (digest) {
     if (digest !== index.digest)
       throw new Error(
         `${req.repository}:${req.tag} holds ${digest}, not the index of these images (${index.digest}); tags in this ` +
@@ -45,8 +50,7 @@ export async function writeImageIndex(registry: Registry, req: ImageIndexRequest
   } catch (err) {
     // Another stack built from the same sources may have written the same index in between (the tag is theirs
     // too); the immutable tag then refuses this write, and what it holds is what this one would have written.
-    const now = await registry.manifest(req.repository, req.tag, ACCEPTED_MANIFESTS);
-    if (now && sha256(now.bytes) === index.digest) return index.digest;
+    if ((await held()) === index.digest) return index.digest;
     throw err;
   }
   return index.digest;
