@@ -105,6 +105,29 @@ export type TombstoneHookRequest = Omit<MapHookRequest, 'input'>;
 /** The finalize hook's request: the parent being deleted and every output it owns (mapKey is not set). */
 export type FinalizeHookRequest = Omit<MapHookRequest, 'input' | 'mapKey'>;
 
+// The requests as a hook receives them, for the JSON Schemas published in docs/reference/hooks/ (made from these by
+// scripts/hook-schemas.ts; a unit test keeps the two equal). Outrigger builds requests from the interfaces above.
+const hookObject = z.looseObject({
+  apiVersion: z.string(),
+  kind: z.string(),
+  metadata: z.looseObject({ name: z.string(), namespace: z.optional(z.string()), uid: z.string() }),
+});
+const outputMapSchema = z.record(z.string(), z.record(z.string(), hookObject));
+export const mapHookRequestSchema = z.object({
+  controller: hookObject,
+  parent: hookObject,
+  mapKey: z.string(),
+  input: hookObject,
+  outputs: outputMapSchema,
+});
+export const tombstoneHookRequestSchema = z.object({
+  controller: hookObject,
+  parent: hookObject,
+  mapKey: z.string(),
+  outputs: outputMapSchema,
+});
+export const finalizeHookRequestSchema = z.object({ controller: hookObject, parent: hookObject, outputs: outputMapSchema });
+
 /**
  * The finalizer a MapController with a finalize hook puts on each parent: one per controller, so two controllers
  * (past and present) of one parent kind never remove each other's. A finalizer's name part holds 63 characters:
@@ -149,9 +172,9 @@ const outputsSchema = z
   )
   .check(z.maxLength(MAX_OUTPUTS_PER_ANSWER, `must name at most ${MAX_OUTPUTS_PER_ANSWER} outputs`));
 const resyncAfter = z.optional(z.number().check(z.gte(0, 'must be a number of seconds, 0 or more')));
-const hookResponseSchema = z.object({ outputs: outputsSchema, resyncAfterSeconds: resyncAfter });
+export const hookResponseSchema = z.object({ outputs: outputsSchema, resyncAfterSeconds: resyncAfter });
 /** The finalize hook's answer: `finalized` says whether the parent may go (its finalizer is removed). */
-const finalizeResponseSchema = z.object({ outputs: outputsSchema, resyncAfterSeconds: resyncAfter, finalized: z.boolean() });
+export const finalizeResponseSchema = z.object({ outputs: outputsSchema, resyncAfterSeconds: resyncAfter, finalized: z.boolean() });
 
 export class HookResponseError extends Error {
   constructor(message: string) {
