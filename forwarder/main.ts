@@ -1,30 +1,7 @@
 // The forwarder's process: configuration from the environment, the Kubernetes client (in-cluster service
 // account, or KUBECONFIG), the SQS client (AWS credentials from EKS Pod Identity or IRSA, through the SDK's
 // default chain), health and Prometheus metrics on one port, and a graceful stop on SIGTERM.
-//   OUTRIGGER_CLUSTER_ID            the cluster's id in envelopes and state keys (required)
-//   OUTRIGGER_EVENT_QUEUE_URL       this cluster's SQS FIFO events queue (required; each cluster has its own)
-//   OUTRIGGER_DEAD_LETTER_QUEUE_URL where events too large for SQS go, with their reason (its dead-letter queue)
-//   OUTRIGGER_CHECKPOINT_CONFIGMAP  keep the checkpoint in ConfigMaps of this name in the forwarder's namespace,
-//                                   where a new pod finds it (the manifests in deploy/forwarder set it)
-//   OUTRIGGER_FORWARDER_STATE       or a checkpoint file (the local runtime; an emptyDir only survives container
-//                                   restarts, so a new pod would send every object again and no deletion)
-//   OUTRIGGER_LEADER_ELECTION_LEASE run as one of several replicas: only the holder of this Lease (in the
-//                                   forwarder's namespace) watches and sends; the others stand by (forwarder/leader.ts)
-//   OUTRIGGER_LEASE_DURATION_SECONDS, OUTRIGGER_RENEW_DEADLINE_SECONDS, OUTRIGGER_RETRY_PERIOD_SECONDS
-//                                   the election's timing (default 15, 10, 2: client-go's)
-//   OUTRIGGER_POD_NAME              this replica's identity in the Lease (default: the host name and pid)
-//   OUTRIGGER_POD_NAMESPACE         the forwarder's own namespace (default: its service account's)
-//   OUTRIGGER_NAMESPACE             watch namespaced resources in this namespace only
-//   OUTRIGGER_SQS_ENDPOINT          an SQS-compatible endpoint (tests)
-//   OUTRIGGER_MAX_BUFFERED          envelopes held in memory at most (default 1000)
-//   OUTRIGGER_REFRESH_MS            how often what to watch is read again besides on each definition's event
-//                                   (default 10000)
-//   OUTRIGGER_CLUSTERS              this cluster's entry, as the functions have it: its storage settings decide
-//                                   whether and which StorageVersionMigrations are watched (migration.k8s.io,
-//                                   or storagemigration.k8s.io with in-tree migrations, or none with storage
-//                                   off); or OUTRIGGER_CLUSTERS_FILE naming a file that holds it. It must name
-//                                   OUTRIGGER_CLUSTER_ID. Default: the cluster with default settings
-//   PORT                            health and metrics (default 8080): /healthz, /readyz, /metrics
+// Its environment variables: docs/reference/configuration.md#the-forwarder.
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { hostname } from 'node:os';

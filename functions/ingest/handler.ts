@@ -3,11 +3,7 @@
 // whole or not at all: refused input is answered 4xx and dead-lettered with its reason before anything is
 // queued; a queue failure is answered 503, and a retry within SQS's five-minute deduplication window does not
 // queue twice what went through (deduplication ids derive from the events).
-//   OUTRIGGER_CLUSTERS / _FILE       the clusters served (ids only are read here; see clustersFromEnv)
-//   OUTRIGGER_QUEUE_URL_PREFIX       the deployment's queues: each event goes to the events queue (FIFO, the
-//                                    router's input) of the cluster it names (shared/lambda/queues.ts)
-//   OUTRIGGER_DEAD_LETTER_QUEUE_URL  the ingest's dead-letter queue, where refused requests go (a refused
-//                                    request may name no cluster, or one this deployment does not serve)
+// Its environment variables: docs/reference/configuration.md#the-ingest-function.
 import middy from '@middy/core';
 import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import { SQSClient } from '@aws-sdk/client-sqs';

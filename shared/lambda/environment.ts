@@ -1,13 +1,6 @@
 // What a handler needs from the outside world, built once per process (a warm Lambda keeps it) from the
 // function's environment. In AWS the CDK stack sets these variables; the local runtime sets them itself.
-//   OUTRIGGER_CLUSTERS             JSON array of cluster configurations (ids and how to reach them; no secrets)
-//   OUTRIGGER_CLUSTERS_FILE        instead, a file holding it (in AWS, the stack's layer: see clustersFromEnv)
-//   OUTRIGGER_TABLE                the DynamoDB table
-//   OUTRIGGER_DYNAMODB_ENDPOINT    DynamoDB Local's URL (local runtime and tests only)
-//   OUTRIGGER_QUEUE_URL_PREFIX     what every queue URL of the deployment starts with: each cluster's sync
-//                                  queues (where sync requests go) and the dead-letter queue beside each
-//                                  queue consumed (where malformed messages go); see shared/lambda/queues.ts
-//   OUTRIGGER_DEAD_LETTER_QUEUE_URL / OUTRIGGER_DEAD_LETTER_FILE   one place for every malformed message instead
+// The variables: docs/reference/configuration.md#the-functions.
 import { Clusters, clustersFromEnv } from '../clusters.ts';
 import { openState, type State } from '../state/index.ts';
 import { deadLetterSinkFromEnv, type DeadLetterSink } from './dead-letter.ts';

@@ -2,29 +2,7 @@
 // poll, and what the leader does about one StorageState. The shell (functions/storage) reads discovery and the
 // cluster, applies these with compare-and-set writes, and fences the leader's actions on its DynamoDB lease.
 //
-// Where this departs from the upstream design's text (README, "Storage version migration"), and why:
-//  - "Identical in the past two polls": the design's own case walkthrough starts migrations at minutes 20 and
-//    40, the first polls at which the hashes agree, which the two-poll rule forbids. The rule's purpose is to
-//    give a newly deployed reporter the chance to report before a migration starts. Outrigger's reporters are
-//    configured, not discovered, so it asks for that directly: every configured reporter must have a fresh
-//    entry, and all entries must agree. The walkthrough then holds row by row.
-//  - While Unknown is persisted no hash is appended: Unknown already stands for every version.
-//  - A migration records the hash it was made for and the state's epoch: a counter in DynamoDB that reporters
-//    increment (compare-and-set, before writing the status) whenever an entry's hash changes. A migration
-//    narrows persisted only while its epoch is current. Without it, a version that came and went after a
-//    migration succeeded (v2, then v1 on one apiserver, then v2 again: persisted unchanged throughout) would
-//    be dropped although objects were written in it; the property test finds that timeline. Upstream
-//    serialised discovery and completion on one goroutine for a weaker form of the same safety.
-//  - The seed resets a state only when the whole trigger was down. Here each reporter counts on its own: a
-//    reporter whose entry is missing or older than one and a half periods may have missed its apiserver
-//    changing version and changing back, so its report persists Unknown (and moves the epoch). Where the
-//    reporter's last successful poll is recorded and wrote the entry, one missed poll is tolerated (it raises
-//    an alarm instead: a throttled or failed invocation would otherwise re-migrate every resource).
-//  - A success narrows persisted only after a confirmation round: every configured reporter has reported the
-//    same hash again after the migration succeeded, with the epoch unchanged. The reports that started the
-//    migration predate it; an apiserver rolled back while it ran (the migrator may even have rewritten objects
-//    through it) shows only in a later report. This is the design's "held identical for at least one polling
-//    period", placed after the migration rather than before it.
+// Where this departs from the upstream design's text, and why: docs/design/storage-trigger.md.
 import { shortHash } from '../json.ts';
 import {
   isTerminal,
