@@ -82,7 +82,7 @@ const peerOf = (e: AuditEvent): Peer | undefined => {
 
 /**
  * Reads made on a timer, whatever the events: each Outrigger process re-reads its controller definitions at most
- * every 5 s (README, "Policy conditions"). Counted apart, per second of the window, and in the totals.
+ * every 5 s (docs/controllers/history.md#a-new-policy-on-a-live-cluster). Counted apart, per second of the window, and in the totals.
  */
 const periodic = (e: AuditEvent) => ['revisionpolicies', 'mapcontrollers'].includes(e.objectRef?.resource ?? '');
 
@@ -98,7 +98,7 @@ interface Sample {
   changeRequests: number;
   noopRequests: number;
   cpuSeconds: number;
-  /** Outrigger's turn: DynamoDB Local's own round trips on the runtime's table, for the AWS latency model (README). */
+  /** Outrigger's turn: DynamoDB Local's own round trips on the runtime's table, for the AWS latency model (docs/measurements.md#in-aws). */
   dynamo?: { getMs: number[]; acquireMs: number[] };
 }
 
@@ -138,7 +138,7 @@ try {
           log,
         });
   if (storage) log(`storage half: ${Math.round((performance.now() - t1) / 1000)} s`);
-  // Figures from a machine other runs share (README, "Measured") say how busy it was.
+  // Figures from a machine other runs share (docs/measurements.md) say how busy it was.
   const machine = { cores: availableParallelism(), loadAverage: loadavg().map((l) => round(l, 2)) };
   console.log(JSON.stringify({ bench: 'peer', machine, ...(history ? { history } : {}), ...(storage ? { storage } : {}) }));
 } finally {
@@ -148,8 +148,8 @@ try {
 /** kube-controller-manager's StatefulSet controller against Outrigger's history pipeline, ROUNDS rounds. */
 async function historyHalf() {
   const results: Record<Peer, Sample[]> = { [KCM]: [], [OUTRIGGER]: [] };
-  // Outrigger keeps its own history beside the revisions kube-controller-manager made in its turns (README,
-  // "Coexistence"); each turn's StatefulSet is deleted before the next turn, so neither ever sees the other's.
+  // Outrigger keeps its own history beside the revisions kube-controller-manager made in its turns
+  // (docs/controllers/history.md#coexistence); each turn's StatefulSet is deleted before the next turn, so neither ever sees the other's.
   await applyManifests(
     admin,
     'apiVersion: outrigger.dev/v1alpha1\nkind: RevisionPolicy\nmetadata: {name: statefulsets}\nspec: {target: {apiVersion: apps/v1, kind: StatefulSet}, targetState: [spec.template], revisionHistoryLimit: 10, generated: {apiVersion: v1, kind: Pod}, statusRevisionPaths: [status.currentRevision, status.updateRevision], foreignHistory: Coexist}\n',

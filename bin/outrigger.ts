@@ -108,7 +108,7 @@ function positiveInt(value: string, flag: string): number {
 /**
  * What `run` needs of a checkout (the local runtime builds kube-apiserver from test/cluster and fetches DynamoDB
  * Local with test/dynamodb/pom.xml), imported only for `run`: the kubectl plugin's npm package has history and
- * rollback only (README, "The kubectl plugin").
+ * rollback only (docs/controllers/history.md#the-kubectl-plugin).
  */
 async function checkout(command: 'run' | 'doctor') {
   try {

@@ -1,5 +1,5 @@
 // The history another controller keeps for a parent (kube-controller-manager's StatefulSet and DaemonSet
-// controllers; README, "Coexistence"), for `outrigger history` to show read-only: Outrigger never numbers,
+// controllers; docs/controllers/history.md#coexistence), for `outrigger history` to show read-only: Outrigger never numbers,
 // truncates or rolls back to these revisions.
 import { Resources, parseApiVersion, type KubeClient, type KubeObject } from '../shared/kube/index.ts';
 import { fieldAt } from '../shared/history/data.ts';

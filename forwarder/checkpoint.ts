@@ -1,4 +1,4 @@
-// Where the forwarder keeps its checkpoint (README, "The forwarder"): a file (the local runtime, a pod's
+// Where the forwarder keeps its checkpoint (docs/operations/forwarder.md): a file (the local runtime, a pod's
 // emptyDir), or ConfigMaps in the forwarder's own namespace, which a new pod on another node finds.
 //
 // In ConfigMaps the checkpoint is gzipped JSON. It lives in the head ConfigMap when it fits (the usual case:

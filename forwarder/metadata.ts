@@ -1,4 +1,4 @@
-// What the forwarder sends whole and what as metadata only (README, "The forwarder"). The router needs, of an
+// What the forwarder sends whole and what as metadata only (docs/operations/forwarder.md). The router needs, of an
 // object that is not a parent, only its labels, ownerReferences and deletion state; the handlers read parents and
 // children from the apiserver themselves. So only parents and definitions are watched whole: a pod's spec and
 // status, and a Secret's data, never leave the cluster.

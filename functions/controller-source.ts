@@ -1,4 +1,4 @@
-// What the router knows of one controller (README, "Ownership and routing"): a module of its own that the
+// What the router knows of one controller (docs/controllers/ownership-and-routing.md#the-router): a module of its own that the
 // controllers' sources and the list of them both import, so neither imports the other. A source is told the
 // cluster it answers for (its configuration and a client), and reads no process-wide environment: the forwarder
 // and the router ask it the same question with what each has.

@@ -18,10 +18,10 @@ export function forgetControllers(cluster: string): void {
   for (const s of controllerSources) s.forget?.(cluster);
 }
 
-/** Every controller, each declared in one module (README "Adding a controller"). */
+/** Every controller, each declared in one module (docs/contributing/layout.md#adding-a-controller). */
 export const controllers: readonly Controller[] = [historyController, storageController, mapController];
 
 export const controllerSources: ControllerSource[] = controllers.map((c) => c.source);
 
-/** The definitions whose events change what is watched and routed (README, "The forwarder"). */
+/** The definitions whose events change what is watched and routed (docs/operations/forwarder.md). */
 export const definitionResources: readonly GVR[] = [revisionPolicies, mapControllers];

@@ -1,4 +1,4 @@
-// Acting as a ServiceAccount a definition names (README, "Security model"): a MapController's reads and writes,
+// Acting as a ServiceAccount a definition names (docs/operations/security.md): a MapController's reads and writes,
 // and a RevisionPolicy's reads of its target kinds, go through that account's grants, never Outrigger's own, so
 // one author cannot borrow what a cluster admin granted for another's controller. Outrigger may act as an account
 // only where a cluster admin allowed it (`get` and `impersonate` on that ServiceAccount).

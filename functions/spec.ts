@@ -36,7 +36,7 @@ export interface FunctionSpec {
   schedule?: { everyMinutes: number; perReporter?: boolean };
   /** Seconds; the Lambda timeout and the local runtime's limit for one invocation. */
   timeoutSeconds: number;
-  /** The DynamoDB actions its code performs on the state table (README "Deploying"); none: no table access. */
+  /** The DynamoDB actions its code performs on the state table (docs/design/architecture.md#a-deployment); none: no table access. */
   table?: readonly string[];
   /**
    * How it reaches clusters: as the controllers' identity (`outrigger:controllers`), as the storage migrator's
@@ -48,12 +48,12 @@ export interface FunctionSpec {
 }
 
 /**
- * One controller, declared in one module (README "Adding a controller"): what the router knows of it (its parent
+ * One controller, declared in one module (docs/contributing/layout.md#adding-a-controller): what the router knows of it (its parent
  * kinds and what to watch) and its functions with their AWS needs. The function registry, the router, the
  * forwarder and the CDK construct all read it from there.
  */
 export interface Controller {
-  /** As in the README's section for it. */
+  /** As its docs page names it (docs/controllers/). */
   name: string;
   source: ControllerSource;
   functions: readonly FunctionSpec[];

@@ -1,5 +1,5 @@
 // `cdk synth` / `cdk deploy` entry: the repository's own use of the Outrigger construct (infra/outrigger.ts), one
-// stack named Outrigger, configured from context (`-c key=value` or cdk.json; README "Deploying"):
+// stack named Outrigger, configured from context (`-c key=value` or cdk.json; docs/reference/configuration.md#cdk-context):
 //   outrigger:clusters          the cluster configuration (a JSON array, in the shape of OUTRIGGER_CLUSTERS), or
 //   outrigger:clustersFile      a file holding it
 //   outrigger:mapHookFunctions  Lambda functions (names) MapControllers may call
@@ -48,7 +48,7 @@ export function outriggerApp(props: AppProps = {}): { app: App; stack: Outrigger
   const clusters = file ? (JSON.parse(readFileSync(file, 'utf8')) as unknown) : json('clusters');
   if (clusters === undefined) {
     throw new Error(
-      'no clusters: pass -c outrigger:clustersFile=clusters.json (or -c outrigger:clusters=\'[...]\'); README "Deploying" writes the file',
+      "no clusters: pass -c outrigger:clustersFile=clusters.json (or -c outrigger:clusters='[...]'); docs/getting-started/deploy.md writes the file",
     );
   }
   if (!Array.isArray(clusters)) throw new Error(`the cluster configuration${file ? ` in ${file}` : ''} is not a JSON array`);

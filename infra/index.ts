@@ -1,5 +1,5 @@
 // The package entry `outrigger/infra` (package.json "exports"): the construct for a CDK app of one's own
-// (README "Deploying").
+// (docs/getting-started/deploy.md).
 export { Outrigger, DEFAULT_FORWARDER, type OutriggerProps } from './outrigger.ts';
 export { OutriggerCluster, CONTROLLERS_GROUP, MIGRATORS_GROUP, type ClusterAccessMode } from './cluster.ts';
 export { OutriggerStack, type OutriggerStackProps } from './stack.ts';

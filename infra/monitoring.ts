@@ -1,4 +1,4 @@
-// Alarms (all to one SNS topic) and the dashboard: what an operator watches (README "Deploying", "Operating").
+// Alarms (all to one SNS topic) and the dashboard: what an operator watches (docs/reference/metrics-and-alarms.md).
 import { Duration } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as cwActions from 'aws-cdk-lib/aws-cloudwatch-actions';
@@ -112,7 +112,7 @@ export function addDashboard(scope: Construct, id: string, props: DashboardProps
   });
 }
 
-/** The domain counts each cluster's row graphs (README "Operating" lists them all). */
+/** The domain counts each cluster's row graphs (docs/reference/metrics-and-alarms.md lists them all). */
 const DOMAIN_COUNTS = ['EventsReceived', 'SyncRequestsSent', 'RevisionsCreated', 'RevisionsTruncated', 'ObjectsMigrated', 'HookCalls'];
 
 function domainMetric(cluster: string, metricName: string): cloudwatch.Metric {

@@ -8,7 +8,7 @@ export function pascal(name: string): string {
 }
 
 /**
- * A stack output named exactly `name`, wherever the construct sits in the tree: the README, the forwarder's
+ * A stack output named exactly `name`, wherever the construct sits in the tree: the docs, the forwarder's
  * manifests and scripts read outputs by these names (`<Cluster>EventsQueueUrl`), which a nested construct's
  * generated logical id (its path and a hash) would otherwise change. So one stack holds one Outrigger.
  */

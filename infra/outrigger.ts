@@ -1,7 +1,7 @@
 // The Outrigger construct: a whole deployment in one stack. The state table, per cluster its queues, alarms,
 // forwarder role and (EKS in the stack's region) access entries and Pod Identity association (infra/cluster.ts),
 // every function in functions/index.ts with only the permissions it uses, the ingest Function URL, the schedules,
-// and a dashboard. The repository's own app (infra/app.ts) is one use of it; README "Deploying" has another.
+// and a dashboard. The repository's own app (infra/app.ts) is one use of it; docs/getting-started/deploy.md has another.
 import {
   ArnFormat,
   Aws,
@@ -67,7 +67,7 @@ export const EXAMPLE_HOOKS: Record<string, string> = {
  * Every variable the functions' code reads (shared/lambda/environment.ts, shared/lambda/dead-letter.ts,
  * shared/lambda/logger.ts, functions/map/environment.ts), declared in every function, empty where the deployment
  * does not use it (an empty value is unset to every reader): `sam local invoke --env-vars` overrides only
- * variables the template declares (README "Invoking a function locally").
+ * variables the template declares (docs/contributing/invoking-locally.md#with-docker-sam).
  */
 export const FUNCTION_ENVIRONMENT = [
   'OUTRIGGER_CLUSTERS',
@@ -127,7 +127,7 @@ export interface OutriggerProps {
    * resource writes into the repository (infra/image-index). `cdk deploy` then needs Docker with BuildKit (the
    * default since Docker 23), and no emulator: the bundle is built on the machine's own platform and only copied
    * into each platform's Node image. Synth needs no Docker. Default: no image; the forwarder's overlay names one
-   * (README "Deploying").
+   * (docs/getting-started/deploy.md).
    */
   forwarderImage?: { platforms?: ecrAssets.Platform[] };
 }
@@ -346,7 +346,7 @@ export class Outrigger extends Construct {
           "A hook may be called through one of its versions or aliases (hooks.<x>.lambda.qualifier): the named function's qualifiers, no other function",
         );
     }
-    // Webhooks authenticate the map function by the HMAC it signs each request with (README "MapController"):
+    // Webhooks authenticate the map function by the HMAC it signs each request with (docs/reference/hooks.md#the-webhook-contract):
     // the key is generated here, and read by the map function alone; hook authors read it from the output's ARN.
     const hookSecret = new secretsmanager.Secret(this, 'MapHookSigningSecret', {
       description: 'The key the map function signs webhook requests with (X-Outrigger-Signature: sha256=HMAC of "<timestamp>.<body>")',
@@ -355,7 +355,7 @@ export class Outrigger extends Construct {
     Validations.of(hookSecret).acknowledge({
       id: 'AwsSolutions-SMG4',
       reason:
-        'An HMAC key every webhook receiver verifies with: rotation on a schedule would break verification until each receiver read the new key, so an operator rotates it with the receivers (README "MapController")',
+        'An HMAC key every webhook receiver verifies with: rotation on a schedule would break verification until each receiver read the new key, so an operator rotates it with the receivers (docs/reference/hooks.md#the-webhook-contract)',
     });
     map.addEnvironment('OUTRIGGER_HOOK_SECRET_ARN', hookSecret.secretArn);
     map.addToRolePolicy(new iam.PolicyStatement({ actions: ['secretsmanager:GetSecretValue'], resources: [hookSecret.secretArn] }));
@@ -439,7 +439,7 @@ export class Outrigger extends Construct {
 
   /**
    * The forwarder's image: an asset per platform and, for two or more, the index over them that a custom
-   * resource writes next to them (README "Deploying": the forwarder's image), output as ForwarderImageUri.
+   * resource writes next to them (docs/operations/forwarder.md#the-forwarders-image), output as ForwarderImageUri.
    */
   private addForwarderImage(platforms: readonly ecrAssets.Platform[]): void {
     if (platforms.length === 0) throw new Error('forwarderImage.platforms: names no platform');

@@ -1,7 +1,7 @@
 // The repository's stack: one Outrigger construct (infra/outrigger.ts) and nothing else. Its construct id is
 // `Default`, which CDK leaves out of logical ids, so the construct's own resources (the state table, the functions)
 // keep the logical ids a stack made before the construct existed; each cluster's moved into its construct
-// (README "Deploying", Upgrading).
+// (docs/operations/runbook.md#a-stack-deployed-before-the-construct).
 import { Stack, type StackProps } from 'aws-cdk-lib';
 import type { Construct } from 'constructs';
 import { Outrigger, type OutriggerProps } from './outrigger.ts';

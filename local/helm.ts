@@ -1,5 +1,5 @@
 // Helm, built from its Go module by the small program in test/helm into .cache/bin/helm, once, and again only
-// when that program or this recipe changes: what the tests render deploy/forwarder/chart with (README, "Tests").
+// when that program or this recipe changes: what the tests render deploy/forwarder/chart with (docs/contributing/test-beds.md#tests).
 import { join } from 'node:path';
 import { cacheDir, projectRoot } from './paths.ts';
 import { buildGoProgram, type Log } from './process.ts';

@@ -1,4 +1,4 @@
-// An OCI registry on loopback for the tests of the forwarder image's index (README, "Tests"): crane, from
+// An OCI registry on loopback for the tests of the forwarder image's index (docs/contributing/test-beds.md#tests): crane, from
 // go-containerregistry's Go module, built by the small program in test/registry into .cache/bin/crane once,
 // and again only when that program or this recipe changes. `crane registry serve` keeps what is pushed in
 // memory; the same binary makes and reads images in it.

@@ -1,5 +1,5 @@
 // AWS SAM CLI (Apache-2.0), from PyPI, in a virtualenv under the cache, for test/sam/resolve.py: it resolves with
-// SAM's own code what `sam local invoke` (README "Invoking a function locally") would hand to the Lambda container
+// SAM's own code what `sam local invoke` (docs/contributing/invoking-locally.md#with-docker-sam) would hand to the Lambda container
 // for every function of a synthesized template, short of the container engine this machine lacks.
 //   node local/sam.ts <template.json> <env.json>   resolves them (installing SAM on first use), prints one JSON
 //                                                  line per function and a summary, and exits 1 on any problem
@@ -27,7 +27,7 @@ export interface SamFunction {
 }
 
 export interface SamResolution {
-  /** resolve.py's exit code: 0 when every function would be invoked as the README says. */
+  /** resolve.py's exit code: 0 when every function would be invoked as docs/contributing/invoking-locally.md#with-docker-sam says. */
   code: number | null;
   functions: SamFunction[];
   failures: string[];

@@ -1,6 +1,6 @@
 // npm run forwarder-overlay -- --cluster <id> [--outputs cdk-outputs.json] [--image REF] [--out DIR | --helm-values FILE]:
-// writes the kustomize overlay (or the Helm chart's values) that installs one cluster's forwarder (README,
-// "Deploying", step 5) from the cluster configuration (the stack's `outrigger:clusters`) and the stack's outputs,
+// writes the kustomize overlay (or the Helm chart's values) that installs one cluster's forwarder
+// (docs/getting-started/deploy.md, step 5) from the cluster configuration (the stack's `outrigger:clusters`) and the stack's outputs,
 // so nothing is edited by hand.
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join, relative, resolve } from 'node:path';

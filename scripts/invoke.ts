@@ -1,7 +1,7 @@
 // npm run invoke -- <function> [event-file]: runs one function's Lambda bundle, built as the stack builds it,
 // in a process of its own, with an event from a file (events/<function>.json by default) and a Lambda-like
 // context; no Docker. The result goes to stdout as JSON, logs to stderr; a thrown error prints Lambda's error
-// shape and exits 1, a usage or setup problem exits 2 (README, "Invoking a function locally").
+// shape and exits 1, a usage or setup problem exits 2 (docs/contributing/invoking-locally.md).
 //
 // invoke/args.ts reads the command line, invoke/event.ts the event, invoke/environment.ts makes the handler's
 // environment (with invoke/capture.ts catching its sync requests), invoke/run.ts runs the bundle in its own

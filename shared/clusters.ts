@@ -29,13 +29,13 @@ const accessSchema = z.discriminatedUnion('kind', [
     secretArn: secretArnSchema,
     /**
      * The migrator's own token (its identity is in outrigger:migrators: list and patch on everything), which only
-     * the migrator function may read; README: "Cluster access". Required while storage migration is on.
+     * the migrator function may read; docs/design/architecture.md#cluster-access-sharedkube. Required while storage migration is on.
      */
     migratorTokenSecretArn: z.optional(secretArnSchema),
   }),
 ]);
 
-// Storage version migration (README, "Storage version migration"). A reporter is one apiserver endpoint whose discovery the poll reads:
+// Storage version migration (docs/controllers/storage-migration.md). A reporter is one apiserver endpoint whose discovery the poll reads:
 // one in a plain cluster (the access's own server), one per apiserver in an HA control plane, so that a
 // rolling upgrade shows as disagreeing reporters. `groups` limits the poll to some API groups ("" is core).
 const storageSchema = z
@@ -57,8 +57,8 @@ const storageSchema = z
     ),
     /**
      * For apiservers reachable only through one endpoint (a load balancer): discovery is sampled over this many
-     * fresh connections per poll, and migrations wait on the control plane's stability (README: "Storage version
-     * migration", one endpoint). Not with `reporters`, which reach each apiserver.
+     * fresh connections per poll, and migrations wait on the control plane's stability
+     * (docs/controllers/storage-migration.md#one-endpoint-eks-and-most-managed-control-planes). Not with `reporters`, which reach each apiserver.
      */
     samples: z.optional(z.int().check(z.minimum(2), z.maximum(16))),
     migrations: z._default(z.enum(['outrigger', 'in-tree']), 'outrigger'),

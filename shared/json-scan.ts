@@ -1,7 +1,7 @@
 // What JSON.parse does not say about a text: a key given twice in one object (JSON.parse keeps the last; another
 // reader of the same bytes may keep the first, so a duplicate lets one message say two things) and nesting deep
 // enough to overflow the recursion of JSON.stringify or of a schema walk later. Both are refused, named, before
-// anything reads the value (README "Security model"). Iterative, so hostile input cannot overflow the scan itself.
+// anything reads the value (docs/operations/security.md). Iterative, so hostile input cannot overflow the scan itself.
 
 export interface JsonScan {
   /**

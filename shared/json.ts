@@ -47,7 +47,7 @@ function byUtf8(a: string, b: string): number {
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 export type JsonObject = { [key: string]: Json };
 
-// Semantic equality of JSON values (README, "What a sync does"): both sides are normalised so that what does not
+// Semantic equality of JSON values (docs/design/history-sync.md#equivalence-is-semantic): both sides are normalised so that what does not
 // change meaning (key order, a null, an empty map or list against an absent field, the `$patch` directive, and,
 // given a kind's defaults, a field set to its default against an absent one) cannot make two equal values differ.
 

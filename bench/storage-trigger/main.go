@@ -1,4 +1,4 @@
-// kube-storage-version-migrator's trigger for bench/peer (README, "Storage version migration", "Measured"):
+// kube-storage-version-migrator's trigger for bench/peer (docs/measurements.md#side-by-side-with-kube-storage-version-migrators-trigger):
 // its own controller (pkg/trigger) started as its cmd/trigger starts it, against a kubeconfig, with its user
 // agent. Two differences, both flags of a program of our own rather than a change to its code: the client's
 // rate limit can be set (as shipped it is client-go's default, 5 requests/s, which paces a pass over 1,000

@@ -1,4 +1,4 @@
-// `outrigger doctor`: the preflight from a laptop (README, "Operating"). Reads each cluster as the kubeconfig's
+// `outrigger doctor`: the preflight from a laptop (docs/operations/operating.md#the-preflight). Reads each cluster as the kubeconfig's
 // user, its dead-letter queues and EKS with the caller's AWS credentials, and prints every finding with the command
 // that fixes it. Needs a checkout: it compares the cluster with the manifests the checkout ships.
 import { SQSClient } from '@aws-sdk/client-sqs';

@@ -1,4 +1,4 @@
-// The doctor's EKS reads: the few calls that tell whether an EKS cluster lets Outrigger in (README, "Deploying":
+// The doctor's EKS reads: the few calls that tell whether an EKS cluster lets Outrigger in (docs/getting-started/deploy.md:
 // the authentication mode, the Pod Identity Agent add-on, access entries and the forwarder's association). Narrow,
 // so that the branches of what they answer are tested with an in-memory EksApi; only the SDK adapter talks to AWS.
 import {

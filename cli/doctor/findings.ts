@@ -1,4 +1,4 @@
-// `outrigger doctor`'s judgement (README, "Operating": the preflight): what was read from a cluster, its queues and
+// `outrigger doctor`'s judgement (docs/operations/operating.md#the-preflight): what was read from a cluster, its queues and
 // EKS, turned into findings, each naming the problem and the command that fixes it. Pure: the gathering is in
 // gather.ts, so every branch here is tested without a cluster.
 import { CONTROLLERS_GROUP, MIGRATORS_GROUP } from '../../shared/clusters.ts';
@@ -70,7 +70,7 @@ export interface ClusterFacts {
   now: Date;
   /** How fixes address this cluster: `kubectl` with its --kubeconfig and --context, as the doctor was given them. */
   kubectl: string;
-  /** The overlay command's options (README, "Deploying", step 5). */
+  /** The overlay command's options (docs/getting-started/deploy.md, step 5). */
   overlayArgs: string;
   /** Storage migration on, with Outrigger's migrations: the migration.k8s.io CRDs are then needed. */
   storage: boolean;
@@ -338,7 +338,7 @@ function deadLetterFindings(f: ClusterFacts, add: Add): void {
         check,
         'fail',
         `could not be read: ${q.error ?? 'no message count'}`,
-        'npm run deploy -- -c outrigger:clustersFile=<file> (README, "Deploying", step 3), or pass the stack\'s own --outputs',
+        "npm run deploy -- -c outrigger:clustersFile=<file> (docs/getting-started/deploy.md, step 3), or pass the stack's own --outputs",
       );
     else if (q.messages > 0)
       add(

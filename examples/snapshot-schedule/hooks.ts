@@ -1,4 +1,4 @@
-// SnapshotSchedule's map and tombstone hooks (the example of README "MapController"), as AWS Lambda handlers: the whole of the
+// SnapshotSchedule's map and tombstone hooks (the example of docs/controllers/mapcontroller.md#writing-a-hook-as-a-lambda-function), as AWS Lambda handlers: the whole of the
 // controller's own logic. Outrigger calls `map` once per matching PVC with the snapshots already taken for it,
 // and `tombstone` with the snapshots of a PVC that is gone. Both are pure functions of the request and the
 // clock: one snapshot per interval, named after the PVC and the interval's start, kept until its TTL.

@@ -16,7 +16,7 @@ export const handler = middy(async () => {
       return { id, ...beat, silentSeconds };
     }),
   );
-  // The stack's ClusterUnreachable and ForwarderSilent alarms watch these (README: "Operating").
+  // The stack's ClusterUnreachable and ForwarderSilent alarms watch these (docs/reference/metrics-and-alarms.md).
   const metrics = new MetricsRecorder();
   for (const r of results) {
     if (r.lastError) logger.warn('cluster unreachable', { cluster: r.id, error: r.lastError });

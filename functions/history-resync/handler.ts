@@ -10,7 +10,7 @@ const logger = functionLogger('history-resync');
 
 /**
  * Queues a check of every RevisionPolicy with a resync cause; the history handler re-reports each and queues a
- * sync of every parent of those in effect (README, "Policy conditions"). One list per cluster per period.
+ * sync of every parent of those in effect (docs/controllers/history.md#policy-conditions). One list per cluster per period.
  */
 export const handler = middy(async (event: { cluster?: string }) => {
   const env = environment();

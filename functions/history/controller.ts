@@ -1,4 +1,4 @@
-// Controller history (README "Controller history"): RevisionPolicies, their parents' revisions, truncation.
+// Controller history (docs/controllers/history.md): RevisionPolicies, their parents' revisions, truncation.
 import type { Controller } from '../spec.ts';
 import { historySource } from './policies.ts';
 import { HISTORY_RESYNC_MINUTES } from './resync.ts';

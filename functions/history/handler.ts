@@ -24,7 +24,7 @@ export const handler = syncFunction('history', async (request, { env, logger, me
         );
     });
     // Every parent gets a baseline revision from a new spec and from each history resync, events or none
-    // (README, "Policy conditions"): a parent whose first events were missed is never left without history.
+    // (docs/controllers/history.md#history-resync): a parent whose first events were missed is never left without history.
     let queued = 0;
     if (r.policy && (r.newSpec || causes.some((c) => c.startsWith(RESYNC_CAUSE)))) {
       const parents = await policyParents(kube, key.cluster, r.policy);

@@ -2,7 +2,7 @@
 // the router: each policy in effect makes its target kind a controller kind whose children (revisions, and
 // the objects it generates) route to the history handler. A policy is in effect when it parses, its target
 // and generated kinds are served, its target is namespaced, and its last check found nothing against it
-// (README, "Policy conditions"); any other policy is watched and routed for nothing but its own events.
+// (docs/controllers/history.md#policy-conditions); any other policy is watched and routed for nothing but its own events.
 import {
   NotServedError,
   Resources,
@@ -39,7 +39,7 @@ export interface PolicySet {
   invalid: Array<{ name: string; reason: string; error: string }>;
   /**
    * Policies whose kinds discovery could not answer for now (a timeout, an aggregated API that is down): their
-   * kinds, as the spec names them, are neither routed nor dropped but retried (README, "Policy conditions").
+   * kinds, as the spec names them, are neither routed nor dropped but retried (docs/controllers/history.md#policy-conditions).
    */
   unresolved: Array<{ name: string; kinds: Array<{ group: string; kind: string }>; error: string }>;
 }
@@ -80,8 +80,8 @@ export async function resolvePolicy(kube: KubeClient, policy: RevisionPolicy): P
 }
 
 /**
- * The client the policy's target and generated kinds are read with: the ServiceAccount it names (README,
- * "Security model"), or Outrigger's own identity. Revisions, Events and the policy's status are Outrigger's own.
+ * The client the policy's target and generated kinds are read with: the ServiceAccount it names
+ * (docs/operations/security.md), or Outrigger's own identity. Revisions, Events and the policy's status are Outrigger's own.
  */
 export function targetReader(kube: KubeClient, policy: RevisionPolicy): KubeClient {
   return policy.spec.serviceAccount ? actingAs(kube, policy.spec.serviceAccount) : kube;
@@ -183,7 +183,7 @@ async function targetKinds(kube: KubeClient, cluster: string): Promise<Controlle
       // Its revisions and what it generates: another controller's children of the same parent are not history's.
       owns: [{ group: 'apps', kind: 'ControllerRevision' }, ...(generated ? [{ group: generated.group, kind: generated.kind }] : [])],
       target: 'history',
-      // A sync may answer from the parent's own event (README, "What a sync does": cost); its managed fields
+      // A sync may answer from the parent's own event (docs/design/history-sync.md#cost); its managed fields
       // are only bulk to it.
       observe: withoutManagedFields,
       // Both objects come from the apiserver, defaulted alike: no defaults are needed to compare them.

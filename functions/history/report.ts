@@ -1,5 +1,5 @@
 // A RevisionPolicy's Ready condition: what the handler found when it checked the policy (the parts the CRD
-// schema cannot check, such as whether the target kind exists; README, "Policy conditions"). A bad policy is
+// schema cannot check, such as whether the target kind exists; docs/controllers/history.md#policy-conditions). A bad policy is
 // reported, never acted on. observedGeneration says which spec has been acted on: a new one is handed to
 // `onNewSpec` first (a changed limit or live set may leave every parent's history with revisions to trim),
 // and recorded only after.

@@ -1,4 +1,4 @@
-// Controller history for one parent (README, "Controller history"): Reconcile(key) for the history controller.
+// Controller history for one parent (docs/controllers/history.md): Reconcile(key) for the history controller.
 //  1. Read the parent; compute its target object state (the candidate revision data).
 //  2. Fast path: when only the parent itself changed since the last sync and its target state is the one
 //     recorded in DynamoDB for it, nothing can have changed: one apiserver read, no write.
@@ -207,7 +207,7 @@ export async function syncHistory(
     // the state the last holder decided on (any later change brings its own event), else the parent read
     // again under the lease.
     // The revisions come from the record, which came with the lease, when it holds them and every cause is one
-    // it accounts for (README, "What a sync does": the history record): as the last holder left them, every
+    // it accounts for (docs/design/history-sync.md#the-history-record): as the last holder left them, every
     // other change to them bringing an event that takes the list. Otherwise they are listed meanwhile (the labels
     // need only the parent's name and kind), "not older than" what the record says earlier holders' writes left.
     const dk = defaultsKey(policy.defaults);
@@ -227,7 +227,7 @@ export async function syncHistory(
     ]);
     if (read.skipped) return read.skipped;
     const parent = read.parent;
-    // A parent with no history record yet: is another controller keeping its history? (README, "Coexistence")
+    // A parent with no history record yet: is another controller keeping its history? (docs/controllers/history.md#coexistence)
     const foreign = lease.memo === undefined ? await foreignHistoryOf(deps.kube, policy, target, parent) : undefined;
     if (foreign)
       return {
@@ -246,7 +246,7 @@ export async function syncHistory(
         (fromRecord && held?.revisions
           ? await syncFromRecord(deps, policy, target, parent, candidate, heldDigest, guard, held)
           : undefined) ?? (await syncLocked(deps, policy, target, parent, candidate, guard, listed ?? (await list())));
-      // One Event for a change and the truncation it made due (README, "Events"): the truncation first, under the
+      // One Event for a change and the truncation it made due (docs/controllers/history.md#events): the truncation first, under the
       // lease, so that the record holds the revisions it left.
       const due = 'truncate' in result.outcome && result.outcome.truncate;
       if (due && result.revisions && deps.truncate) {
@@ -312,7 +312,7 @@ export async function syncHistory(
   return result.outcome;
 }
 
-/** The Event a sync's outcome is news of, if any: one for a change and the truncation it made due (README, "Events"). */
+/** The Event a sync's outcome is news of, if any: one for a change and the truncation it made due (docs/controllers/history.md#events). */
 function outcomeEvent(outcome: SyncOutcome, deleted: readonly string[]): Omit<EventSpec, 'type'> | undefined {
   if (outcome.outcome !== 'created' && outcome.outcome !== 'rollback') return undefined;
   const also = deleted.length ? `; deleted ${deleted.length} revision(s) beyond the history limit: ${deleted.join(', ')}` : '';
@@ -496,7 +496,7 @@ async function writeDecision<T extends KnownRevision>(
   }
 }
 
-/** Labels that let stock kubectl find a revision of `data` by the parent's selector (README, "What a sync does"). */
+/** Labels that let stock kubectl find a revision of `data` by the parent's selector (docs/design/history-sync.md#labels). */
 function kubectlLabels(policy: RevisionPolicy, parent: KubeObject, data: JsonObject): Record<string, string> {
   const at = fieldAt(parent, policy.spec.generated?.selectorPath ?? 'spec.selector');
   return selectorLabels(typeof at === 'string' ? parsedOrNone(at) : (at as LabelSelector | undefined), data, policy.spec.targetState);
@@ -624,7 +624,7 @@ async function syncRevisionKey(
 }
 
 /**
- * The key on the generated objects the parent controls (README, "What a sync does"): directly, or through one
+ * The key on the generated objects the parent controls (docs/controllers/history.md#keyed-revisions-revisionkey-mode): directly, or through one
  * object it controls (LWS's leader pods belong to the leader StatefulSet the LWS controls); objects being
  * deleted do not count. The one named like the parent, or else the first by name.
  */

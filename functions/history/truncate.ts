@@ -1,5 +1,5 @@
-// Truncation (README, "What a sync does": truncation), run whenever the parent's limit or live set may have changed
-// and it owns more revisions than the limit could keep (README, "What a sync does"), and for every parent of a
+// Truncation (docs/design/history-sync.md#truncation), run whenever the parent's limit or live set may have changed
+// and it owns more revisions than the limit could keep (docs/design/history-sync.md), and for every parent of a
 // kind whose policy spec changed. It deletes the oldest non-live revisions the parent owns until at most the
 // limit remain. Never deleted: the latest revision, any revision holding the parent's target state as truncation
 // reads it (a rollback whose sync has not run yet), any revision a generated object is labelled with or the
@@ -119,8 +119,8 @@ export async function truncateHistory(deps: { kube: KubeClient }, policy: Revisi
 /**
  * Truncation right after a history sync, under its lease, from the revisions that sync listed and wrote, or knew
  * from the history record, and from the parent as that sync decided on it: no list of revisions and no read of
- * the parent of its own. The generated objects are listed all the same: they alone make a revision live (README,
- * "What a sync does": truncation, for why a change to the parent since needs no read).
+ * the parent of its own. The generated objects are listed all the same: they alone make a revision live
+ * (docs/design/history-sync.md#truncation, for why a change to the parent since needs no read).
  */
 export async function truncateSynced(
   deps: { kube: KubeClient },

@@ -12,7 +12,7 @@ const logger = functionLogger('map-resync');
 export const RESYNC_TICK_MS = 60_000;
 
 /**
- * Resyncs without events (resyncPeriodSeconds; README, "MapController"): a one-minute schedule, rather than a delayed
+ * Resyncs without events (resyncPeriodSeconds; docs/design/map-pass.md#resync): a one-minute schedule, rather than a delayed
  * message per parent: sync queues are FIFO, which take no per-message delay, and a schedule costs one list
  * per parent kind per minute whatever the number of parents, with nothing stored per parent.
  */

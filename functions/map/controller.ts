@@ -1,4 +1,4 @@
-// MapController (README "MapController"): a hook per input, outputs kept as answered, tombstones.
+// MapController (docs/controllers/mapcontroller.md): a hook per input, outputs kept as answered, tombstones.
 import type { Controller } from '../spec.ts';
 import { mapSource } from './controllers.ts';
 

@@ -1,7 +1,7 @@
 // The map handler's hook caller, built once per process: Lambda hooks go to AWS Lambda, or to the local
 // runtime's Invoke endpoint when OUTRIGGER_LAMBDA_ENDPOINT names one. Webhook requests are signed with the secret
 // in Secrets Manager (OUTRIGGER_HOOK_SECRET_ARN, set by the stack) or, locally, in a file
-// (OUTRIGGER_HOOK_SECRET_FILE); README "MapController" has the contract.
+// (OUTRIGGER_HOOK_SECRET_FILE); docs/reference/hooks.md#the-webhook-contract has the contract.
 import { readFile } from 'node:fs/promises';
 import { Hooks } from '../../shared/hooks/index.ts';
 import { secretTokenSource } from '../../shared/kube/secret-token.ts';

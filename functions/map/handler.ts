@@ -131,7 +131,7 @@ export async function serveMapRequest({ key, causes }: SyncRequest, sentAt: numb
   // A follow-up goes on from where its pass stopped; a retried one (its message failed) is a whole pass again.
   const receiveCount = ctx.receiveCount ?? 1;
   const continuation = receiveCount > 1 ? undefined : continuationOf(causes);
-  // Every read and write of parents, inputs and outputs is the ServiceAccount's (README "MapController", identity).
+  // Every read and write of parents, inputs and outputs is the ServiceAccount's (docs/controllers/mapcontroller.md#identity-each-mapcontroller-acts-as-its-own-serviceaccount).
   const { answers, ...result } = await syncMap(
     { kube: actingAs(kube, mc), hooks: ctx.hooks, log: ctx.log, ...(ctx.concurrency ? { concurrency: ctx.concurrency } : {}) },
     mc,
@@ -236,7 +236,7 @@ async function sendTimer(ctx: Pick<MapServeContext, 'syncSink'>, key: SyncReques
 }
 
 /**
- * A parent's wake-up timer (resyncAfterSeconds; README "MapController", lifecycle): held back until due, then an
+ * A parent's wake-up timer (resyncAfterSeconds; docs/controllers/mapcontroller.md#lifecycle): held back until due, then an
  * ordinary sync request for the parent, in the parent's own group, whose pass calls the hooks that asked.
  */
 async function serveTimer(
@@ -269,7 +269,7 @@ export function passTiming(tools: Pick<SyncTools, 'context' | 'later' | 'receive
   return { budget: { deadline: Date.now() + budgetMs, budgetMs }, receiveCount: tools.receiveCount };
 }
 
-/** Each hook call counted and timed (HookCalls, HookFailures by reason, HookLatency; README "Operating"). */
+/** Each hook call counted and timed (HookCalls, HookFailures by reason, HookLatency; docs/reference/metrics-and-alarms.md). */
 function measuredHooks(hooks: HookCaller, metrics: MetricsRecorder, cluster: string): HookCaller {
   return {
     call: async (hook, request, opts) => {

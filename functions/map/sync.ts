@@ -1,4 +1,4 @@
-// One MapController sync pass for one parent (README, "MapController"): list the inputs and the parent's outputs, call the map
+// One MapController sync pass for one parent (docs/controllers/mapcontroller.md): list the inputs and the parent's outputs, call the map
 // hook once per input (in parallel, bounded), reconcile each input's outputs, hand detached outputs to the
 // tombstone hook, and write the aggregated status. A failed hook call or a bad answer changes nothing for its
 // input and is reported in the parent's status; the other inputs go on. A parent being deleted gets its status
@@ -145,8 +145,8 @@ export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: S
     if (seconds !== undefined) result.wakeAt = Math.min(result.wakeAt ?? Infinity, Date.now() + seconds * 1000);
   };
 
-  // The controller's finalizer is on every parent while it has a finalize hook, and on none otherwise (README
-  // "MapController", lifecycle). A parent being deleted only ever loses it, once its finalize hook is done.
+  // The controller's finalizer is on every parent while it has a finalize hook, and on none otherwise
+  // (docs/controllers/mapcontroller.md#lifecycle). A parent being deleted only ever loses it, once its finalize hook is done.
   if (!isBeingDeleted(parent) && finalizersWith(parent.metadata.finalizers, finalizerName(mc.name), Boolean(mc.spec.hooks.finalize))) {
     try {
       parent = await setFinalizer(ctx, mc, parent, Boolean(mc.spec.hooks.finalize));

@@ -25,7 +25,7 @@ export function createRouterHandler(sources: readonly ControllerSource[]) {
       log: (level, message, fields) => logger[level](message, fields ?? {}),
     });
     logger.debug('routed', { ...stats });
-    // One queue per cluster: the batch's cluster is its queue's (README: "Operating").
+    // One queue per cluster: the batch's cluster is its queue's (docs/operations/security.md#who-can-make-outrigger-do-what).
     const cluster = event.Records[0] && queues.clusterOf(event.Records[0].eventSourceARN, EVENTS_QUEUE);
     if (cluster) {
       const metrics = new MetricsRecorder();

@@ -1,5 +1,5 @@
 // The router: watch events in, sync keys out (controller-runtime's event handler between source and queue).
-// Per batch: each envelope is routed by the routing rules (README, "Ownership and routing") to every controller of the parent's kind that owns the
+// Per batch: each envelope is routed by the routing rules (docs/controllers/ownership-and-routing.md#the-router) to every controller of the parent's kind that owns the
 // child's kind (and a parent's own events sync that parent in each controller of its kind), resolved with one
 // BatchResolver per cluster (at most one list per candidate kind and namespace), keys are deduplicated per
 // target and sent once. FIFO order is kept: after a record fails, the later records of its

@@ -35,7 +35,7 @@ export const handler = middy(async (event: PollEvent) => {
   for (const r of results) {
     logger.info('storage poll', { ...r });
     const stuck = r.leader?.overdue;
-    // The stack's storage alarms watch these (README: "Operating").
+    // The stack's storage alarms watch these (docs/reference/metrics-and-alarms.md).
     if (stuck)
       publishCounts(r.cluster, { StorageStatesUnknownOverdue: stuck.unknown.length, StorageMigrationsOverdue: stuck.migrations.length });
     publishCounts(r.cluster, { StoragePollsMissed: Object.values(r.missedPolls).reduce((a, b) => a + b, 0) });

@@ -40,7 +40,7 @@ export interface StorageContext {
   now: () => Date;
   log?: Log;
   /**
-   * Set where the apiservers sit behind one endpoint (README: "Storage version migration", one endpoint): the
+   * Set where the apiservers sit behind one endpoint (docs/controllers/storage-migration.md#one-endpoint-eks-and-most-managed-control-planes): the
    * poll samples discovery over this many fresh connections, and the leader waits on the control plane's
    * stability (shared/storage/control-plane.ts).
    */

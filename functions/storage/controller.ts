@@ -1,4 +1,4 @@
-// Storage version migration (README "Storage version migration"): StorageStates, the poll, the migrator.
+// Storage version migration (docs/controllers/storage-migration.md#the-migrator): StorageStates, the poll, the migrator.
 import type { Controller } from '../spec.ts';
 import { storageSource } from './source.ts';
 

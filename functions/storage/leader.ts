@@ -1,4 +1,4 @@
-// The leader step (README, "Storage version migration": HA and the leader): one holder of the cluster's storage lease at a time decides, for each
+// The leader step (docs/design/storage-trigger.md#ha-and-the-leader): one holder of the cluster's storage lease at a time decides, for each
 // StorageState, whether to cancel migrations, start one, or narrow persisted after one succeeded. Each
 // action is first written to the resource's decision record in DynamoDB fenced on the lease (a deposed
 // leader's write fails with LeaseLostError and it stops), and each Kubernetes write is a compare-and-set

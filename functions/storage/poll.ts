@@ -1,4 +1,4 @@
-// One reporter's poll (README, "Storage version migration"; every 10 minutes): read the reporter's discovery, and for every resource with
+// One reporter's poll (docs/controllers/storage-migration.md; every 10 minutes): read the reporter's discovery, and for every resource with
 // a storage version hash write this reporter's entry into its StorageState (created when missing, recreated
 // with Unknown when nobody heartbeated for a period), each write a compare-and-set on the resourceVersion.
 // Except the steady-state write, a heartbeat: a JSON patch whose test operations pin what decisions read (see
@@ -44,7 +44,7 @@ export interface PollResult {
   reset: number;
   conflicts: number;
   failedGroups: StorageDiscovery['failed'];
-  /** Configured reporters that missed polls since their last successful one, and how many (README: "Operating"). */
+  /** Configured reporters that missed polls since their last successful one, and how many (docs/operations/operating.md#a-missed-poll). */
   missedPolls: Record<string, number>;
   leader?: LeadResult | undefined;
   /** Wall time of the reporting part and of the leader step. */

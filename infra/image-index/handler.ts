@@ -1,4 +1,4 @@
-// The custom resource behind the forwarder's multi-platform image (README, "Deploying"), called by the CDK's
+// The custom resource behind the forwarder's multi-platform image (docs/operations/forwarder.md#the-forwarders-image), called by the CDK's
 // custom-resource provider: on create and update it writes the index over the platforms' image assets into
 // their ECR repository and answers its digest; on delete it leaves the image, which the asset images it names
 // outlive in any case (tags in the CDK's repository are immutable, and `cdk gc` decides what goes).

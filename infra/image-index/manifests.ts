@@ -1,6 +1,6 @@
 // The forwarder's multi-platform image, as manifests: what the registry holds for each platform's image asset
 // (an image manifest, or an index holding one, as Docker's containerd image store pushes it), and the index
-// over them that the stack writes (README, "Deploying": the forwarder's image). No I/O: registry.ts reads and
+// over them that the stack writes (docs/operations/forwarder.md#the-forwarders-image). No I/O: registry.ts reads and
 // writes the bytes.
 import { createHash } from 'node:crypto';
 import * as z from 'zod/mini';

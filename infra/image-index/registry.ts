@@ -1,6 +1,6 @@
 // The three calls of the OCI distribution API the image index needs (https://github.com/opencontainers/distribution-spec):
 // read a manifest, read a blob, write a manifest. ECR serves this API on its registry host with a Basic
-// credential from GetAuthorizationToken; the tests use a registry on loopback (README, "Tests").
+// credential from GetAuthorizationToken; the tests use a registry on loopback (docs/contributing/test-beds.md#tests).
 import type { Served } from './manifests.ts';
 
 export interface Registry {

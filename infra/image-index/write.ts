@@ -1,5 +1,5 @@
 // Writes the forwarder's multi-platform image: the index over each platform's image asset, under a tag fixed at
-// synth (README, "Deploying": the forwarder's image). Each image is checked to be for its platform first.
+// synth (docs/operations/forwarder.md#the-forwarders-image). Each image is checked to be for its platform first.
 import {
   ACCEPTED_MANIFESTS,
   composeIndex,

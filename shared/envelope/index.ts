@@ -16,7 +16,7 @@ export const EVENT_TYPE_PREFIX = 'dev.outrigger.watch.';
 export const WATCH_EVENT_TYPES = ['added', 'modified', 'deleted'] as const;
 export type WatchEventType = (typeof WATCH_EVENT_TYPES)[number];
 
-// What a hostile sender controls is bounded to what Kubernetes itself allows (README "Security model"): these
+// What a hostile sender controls is bounded to what Kubernetes itself allows (docs/operations/security.md): these
 // fields end up in state keys, message groups, deduplication ids and sync requests, which SQS and DynamoDB
 // refuse beyond their own lengths and alphabets, and a refusal there must never cost the valid records beside it.
 // https://kubernetes.io/docs/concepts/overview/working-with-objects/names/

@@ -11,9 +11,9 @@ import type { DefaultsSchema } from '../json.ts';
 export const POLICY_GROUP = 'outrigger.dev';
 export const LIMIT_ANNOTATION = 'outrigger.dev/revision-history-limit';
 export const DEFAULT_REVISION_LABEL = 'controller-revision-hash';
-/** The Ready reason of a policy whose kind's history another controller keeps (README, "Coexistence"). */
+/** The Ready reason of a policy whose kind's history another controller keeps (docs/controllers/history.md#coexistence). */
 export const FOREIGN_HISTORY = 'ForeignHistory';
-/** The policy's ServiceAccount is missing, not Outrigger's to act as, or may not read the target (README, "Security model"). */
+/** The policy's ServiceAccount is missing, not Outrigger's to act as, or may not read the target (docs/operations/security.md). */
 export const IDENTITY_REASONS = ['ServiceAccountNotFound', 'ServiceAccountNotAllowed', 'Forbidden'] as const;
 
 const specSchema = z
@@ -34,7 +34,7 @@ const specSchema = z
     revisionKey: z.optional(z.object({ label: nonEmpty(), rolloutCompleteCondition: nonEmpty() })),
     /** Refuse: the policy is not in effect where another controller keeps the kind's history; Coexist: both keep one. */
     foreignHistory: z._default(z.enum(['Refuse', 'Coexist']), 'Refuse'),
-    /** The account whose grants the target kinds are read with (README, "Security model"); absent: Outrigger's own. */
+    /** The account whose grants the target kinds are read with (docs/operations/security.md); absent: Outrigger's own. */
     serviceAccount: z.optional(z.object({ namespace: nonEmpty(), name: nonEmpty() })),
   })
   .check(
@@ -104,7 +104,7 @@ export function statusRevisions(policy: RevisionPolicy, parent: KubeObject): str
 
 /**
  * What truncation decides by that the parent alone holds: its limit and the revisions its status names. When
- * it changes, truncation may have work though no revision changed (README, "What a sync does").
+ * it changes, truncation may have work though no revision changed (docs/design/history-sync.md#truncation).
  */
 export function truncationInputs(policy: RevisionPolicy, parent: KubeObject): string {
   return JSON.stringify([historyLimit(policy, parent), ...statusRevisions(policy, parent)]);

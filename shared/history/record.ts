@@ -1,4 +1,4 @@
-// The per-parent history record (README, "What a sync does": the history record) and what it answers without
+// The per-parent history record (docs/design/history-sync.md#the-history-record) and what it answers without
 // the lease. Pure: the history handler reads the record and, at most, the parent, and asks here whether a sync
 // request needs anything more.
 import { createHash } from 'node:crypto';
@@ -38,7 +38,7 @@ export interface HistoryRecord {
   defaults?: string | undefined;
   /** The resourceVersion the last truncation's list of the generated objects answered at. */
   generatedVersion?: string | undefined;
-  /** What is left of the parent's allowance of routine Events (README, "Events"). */
+  /** What is left of the parent's allowance of routine Events (docs/controllers/history.md#events). */
   events?: EventAllowance | undefined;
 }
 

@@ -44,7 +44,7 @@ export function decide<T extends ControllerRevision>(candidate: Json, owned: rea
 }
 
 /**
- * Truncation (README, "What a sync does": truncation): delete the oldest revisions that are not live until at most
+ * Truncation (docs/design/history-sync.md#truncation): delete the oldest revisions that are not live until at most
  * `limit` non-live revisions remain. `live` holds revision names (and hashes) that generated objects or the
  * parent's status name; the latest revision (the parent's target state) is always kept.
  */
@@ -74,7 +74,7 @@ export const PARENT_KIND_LABEL = 'outrigger.dev/parent-kind';
 /**
  * Revisions another controller keeps for a parent (the in-tree StatefulSet and DaemonSet controllers'): the
  * parent controls them and they carry the hash label those controllers set, but neither of Outrigger's labels
- * (README, "Coexistence"). A revision without the hash label is a stray, which history's claim releases.
+ * (docs/controllers/history.md#coexistence). A revision without the hash label is a stray, which history's claim releases.
  */
 export function foreignRevisions<T extends KubeObject>(
   revisions: readonly T[],
@@ -120,7 +120,7 @@ export function decideByKey<T extends ControllerRevision>(
 }
 
 /**
- * The current key among the generated objects the parent controls (README, "What a sync does"): the one named
+ * The current key among the generated objects the parent controls (docs/controllers/history.md#keyed-revisions-revisionkey-mode): the one named
  * like the parent, or else the first by name; objects being deleted, or without the key label, do not count.
  */
 export function currentKeyOf(parentName: string | undefined, objects: readonly KubeObject[], label: string): string | undefined {

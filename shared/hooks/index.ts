@@ -3,7 +3,7 @@
 // is a HookError whose message names the hook and what went wrong, and never carries what the hook answered
 // (messages reach the parent's status; the answer goes to `detail`, for the log). A webhook is reached over
 // https only (plain http to a loopback address only when the local runtime allows it), never through a
-// redirect, its answer is read up to a size limit, and each request is signed (README "MapController").
+// redirect, its answer is read up to a size limit, and each request is signed (docs/reference/hooks.md#the-webhook-contract).
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { LambdaClient } from '@aws-sdk/client-lambda';
 import pRetry, { AbortError } from 'p-retry';

@@ -109,7 +109,7 @@ function fromEnvelope(value: Record<string, unknown>, at: string, ctx: ConvertCo
   if (ctx.cluster !== undefined && envelope.cluster !== ctx.cluster)
     throw new IngestError(`${at}cluster`, `is ${JSON.stringify(envelope.cluster)}, but the request is for ?cluster=${ctx.cluster}`, 422);
   knownCluster(ctx, envelope.cluster, `${at}cluster`);
-  // The sender's id is not trusted: its digest is the SQS deduplication id (README "Events").
+  // The sender's id is not trusted: its digest is the SQS deduplication id (docs/design/architecture.md#the-event-envelope).
   return { ...envelope, id: envelopeId(envelope.cluster, envelope.data.object, watchEventType(envelope)) };
 }
 

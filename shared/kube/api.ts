@@ -1,4 +1,4 @@
-// The narrow Kubernetes API the controllers' shells depend on (README, "Cluster access"): what they read and
+// The narrow Kubernetes API the controllers' shells depend on (docs/design/architecture.md#cluster-access-sharedkube): what they read and
 // write, addressed by object rather than by position. KubeClient is the real one; test/fakes/kube.ts is an
 // in-memory one for unit tests of the shells' branches.
 import type { GVR, KubeList, KubeObject, ObjectMeta } from './resource.ts';

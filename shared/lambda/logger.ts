@@ -4,7 +4,7 @@ import type { LogAttributes, UnformattedAttributes } from '@aws-lambda-powertool
 
 /**
  * How function loggers print: Lambda's JSON (unset, as in AWS) or, where the local runtime asks for it
- * (`outrigger run`, README: "Operating"), one short line per action.
+ * (`outrigger run`, docs/operations/operating.md#reading-the-local-log), one short line per action.
  */
 export const LOG_FORMAT_ENV = 'OUTRIGGER_LOG_FORMAT';
 export const LOG_FORMATS = ['text', 'json'] as const;

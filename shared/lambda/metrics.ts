@@ -20,7 +20,7 @@ export function publishCounts(cluster: string, counts: Record<string, number>): 
 
 type Unit = (typeof MetricUnit)[keyof typeof MetricUnit];
 
-/** Outrigger's domain metrics (README, "Operating"): counts and durations, named as the README's table names them. */
+/** Outrigger's domain metrics (docs/reference/metrics-and-alarms.md): counts and durations, named as its table names them. */
 export type DomainMetric =
   | 'RevisionsCreated'
   | 'Rollbacks'

@@ -1,4 +1,4 @@
-// Every cluster has queues of its own (README, "Deploying"): its events queue (the router's input) and one queue per sync
+// Every cluster has queues of its own (docs/design/architecture.md#a-deployment): its events queue (the router's input) and one queue per sync
 // target, each with a dead-letter queue beside it. A noisy cluster's backlog then never sits in front of another
 // cluster's messages, and each cluster's consumers scale to its own limit (one event source mapping per queue).
 // All queues of a deployment follow one naming pattern, so a function reaches any of them from one prefix
@@ -46,7 +46,7 @@ export class QueueUrls {
    * The cluster whose `queue` a message came from, read from its SQS record's eventSourceARN (set by Lambda's
    * event source mapping, never by the sender), or undefined when that is no such queue of this deployment.
    * Each cluster's forwarder may send only to its own events queue, so this, not what a message says, is the
-   * cluster a message speaks for (README "Security model").
+   * cluster a message speaks for (docs/operations/security.md).
    */
   clusterOf(sourceQueueArn: string, queue: string): string | undefined {
     const name = sourceQueueArn.slice(sourceQueueArn.lastIndexOf(':') + 1);

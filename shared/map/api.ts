@@ -1,4 +1,4 @@
-// MapController (README, "MapController") as the handlers read it: the controller's spec, the hook contracts, and the tags
+// MapController (docs/controllers/mapcontroller.md) as the handlers read it: the controller's spec, the hook contracts, and the tags
 // Outrigger puts on outputs. Pure: parsing and types, no I/O. The CRD schema rejects most bad specs at the
 // apiserver; the parser repeats those checks, so a bad MapController is reported and never causes a write.
 // A namespace import, so bundles keep only what is used (see shared/envelope/index.ts).
@@ -23,7 +23,7 @@ export const DEFAULT_HOOK_RETRIES = 2;
 const resourceRule = z.object({ apiVersion: nonEmpty(), resource: nonEmpty() });
 
 /**
- * How an output whose answer changed is written (README "MapController", lifecycle): `InPlace`, a server-side
+ * How an output whose answer changed is written (docs/controllers/mapcontroller.md#lifecycle): `InPlace`, a server-side
  * apply; `Recreate`, a delete and a create, for kinds whose changed fields are immutable.
  */
 export const UPDATE_METHODS = ['InPlace', 'Recreate'] as const;
@@ -53,7 +53,7 @@ const specSchema = z.object({
   resyncPeriodSeconds: z.optional(z.number().check(z.int(), z.gte(1))),
   /** finalize: called for a parent being deleted, which carries the controller's finalizer while this is set. */
   hooks: z.object({ map: hookSchema, tombstone: z.optional(hookSchema), finalize: z.optional(hookSchema) }),
-  /** Whom the controller acts as for its parents, inputs and outputs (README "MapController", identity). */
+  /** Whom the controller acts as for its parents, inputs and outputs (docs/controllers/mapcontroller.md#identity-each-mapcontroller-acts-as-its-own-serviceaccount). */
   serviceAccount: z.optional(z.object({ namespace: nonEmpty(), name: nonEmpty() })),
 });
 

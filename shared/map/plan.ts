@@ -1,4 +1,4 @@
-// One MapController sync pass (README, "MapController"), the decisions only: which objects are inputs, which outputs belong to
+// One MapController sync pass (docs/controllers/mapcontroller.md), the decisions only: which objects are inputs, which outputs belong to
 // which map key, whether a hook's answer may be applied, what to create, update and delete, and the parent's
 // aggregated status. The shell (functions/map) lists, calls hooks and writes.
 import { createHash } from 'node:crypto';
@@ -8,7 +8,7 @@ import { canonicalJson, shortHash, type Json } from '../json.ts';
 import { compileSelector, controllerOf, matches, newControllerRef, type LabelSelector, type Selector } from '../ownership/index.ts';
 import { APPLIED_ANNOTATION, MAP_KEY_LABEL, PARENT_LABEL, type Definition, type OutputMap } from './api.ts';
 
-/** The parent's duck-typed `spec.selector`; missing or empty selects every input in scope (README, "MapController"). */
+/** The parent's duck-typed `spec.selector`; missing or empty selects every input in scope (docs/controllers/mapcontroller.md). */
 export function inputSelector(parent: KubeObject): Selector {
   const raw = (parent.spec as { selector?: LabelSelector | null } | undefined)?.selector;
   return compileSelector(raw ?? {});
@@ -434,7 +434,7 @@ export function answerHolds(
   return previous.inputs[mapKeyOf(input)] === answerFingerprint(input, outputs);
 }
 
-// resyncAfterSeconds (README "MapController", lifecycle): a hook's wish to be called again after a while, with no
+// resyncAfterSeconds (docs/controllers/mapcontroller.md#lifecycle): a hook's wish to be called again after a while, with no
 // change. Sync queues are FIFO, which take no per-message delay, and a message held back in a parent's own group
 // would hold back that parent's events too. So a pass that leaves a wish sends one *timer* message in a group of
 // its own (the parent's group and "/timer"): each receive before it is due holds it back (its visibility, as a
@@ -552,7 +552,7 @@ export function passDecision(opts: {
   return last && sameDefinition && last.startedAt > opts.sentAt + opts.skewMs ? 'served' : 'run';
 }
 
-// A pass fits its invocation (README "MapController", time budget and follow-ups): it gets a share of the
+// A pass fits its invocation (docs/design/map-pass.md#a-pass-fits-its-invocation): it gets a share of the
 // invocation's remaining time, starts a hook call only while one attempt still fits, and hands the inputs it did
 // not reach to a follow-up request for the same parent, which takes them in map-key order from where it stopped.
 

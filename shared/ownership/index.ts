@@ -1,4 +1,4 @@
-// Ownership (README, "Ownership and routing"): ControllerRef helpers, label selectors, claiming (adopt/release), event routing.
+// Ownership (docs/controllers/ownership-and-routing.md#the-router): ControllerRef helpers, label selectors, claiming (adopt/release), event routing.
 export { controllerOf, isControlledBy, isBeingDeleted, newControllerRef, type ParentIdentity } from './controller-ref.ts';
 export {
   compileSelector,

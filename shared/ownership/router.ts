@@ -1,4 +1,4 @@
-// Which controllers must reconcile after a watch event: the routing rules of README "Ownership and routing", as a pure function.
+// Which controllers must reconcile after a watch event: the routing rules of docs/controllers/ownership-and-routing.md#the-router, as a pure function.
 //   object with a ControllerRef      -> its controller only (and, when the ref changed, the previous one too)
 //   update that removed the ref      -> the previous controller, and every controller whose selector matches
 //   orphan added                     -> every controller whose selector matches

@@ -1,4 +1,4 @@
-// The storage-migration API as Outrigger reads and writes it (README, "Storage version migration"): StorageState with the HA status, and
+// The storage-migration API as Outrigger reads and writes it (docs/controllers/storage-migration.md): StorageState with the HA status, and
 // StorageVersionMigration in kube-storage-version-migrator's shape (migration.k8s.io) or the in-tree one
 // (storagemigration.k8s.io). Pure types and helpers; no I/O.
 import type { KubeObject } from '../kube/resource.ts';

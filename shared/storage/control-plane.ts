@@ -1,7 +1,7 @@
 // A control plane whose apiservers cannot be reached one by one (EKS and most managed control planes: one
 // endpoint behind a load balancer). One reporter through that endpoint is the non-HA design, unsafe
-// during a rolling upgrade; these decisions make it safe enough without per-apiserver endpoints (README:
-// "Storage version migration", one endpoint). The poll samples discovery over several fresh connections and
+// during a rolling upgrade; these decisions make it safe enough without per-apiserver endpoints
+// (docs/controllers/storage-migration.md#one-endpoint-eks-and-most-managed-control-planes). The poll samples discovery over several fresh connections and
 // reads the apiservers' identity leases (each apiserver holds one in kube-system, renamed or re-held by a new
 // process whenever it restarts). Any change of those identities, and any disagreement between samples, is
 // treated as a rolling upgrade under way: it moves the control plane's generation, which every migration

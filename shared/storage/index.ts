@@ -1,4 +1,4 @@
-// Automated storage version migration (README, "Storage version migration"): the API shapes and the trigger's pure decisions.
+// Automated storage version migration (docs/controllers/storage-migration.md): the API shapes and the trigger's pure decisions.
 export * from './api.ts';
 export * from './trigger.ts';
 export { storageVersionHash } from './hash.ts';

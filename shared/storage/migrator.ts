@@ -1,7 +1,7 @@
 // Outrigger's migrator, its pure part: which migrations it runs, the progress it keeps in a migration's status
 // (so that "finished listing" and "not started" differ, and counts add up over invocations), when the leader
 // queues a migration again, and when a CRD's status.storedVersions may be narrowed. The shell is
-// functions/storage/migrator.ts; README "Storage version migration" says why each rule is there.
+// functions/storage/migrator.ts; docs/controllers/storage-migration.md#the-migrator says why each rule is there.
 import { isTerminal, phaseOf, phaseTime, type StorageVersionMigration } from './api.ts';
 
 /**

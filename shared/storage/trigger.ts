@@ -1,4 +1,4 @@
-// The storage migration trigger's decisions (README, "Storage version migration"), pure: what a reporter writes for one resource after a
+// The storage migration trigger's decisions (docs/controllers/storage-migration.md), pure: what a reporter writes for one resource after a
 // poll, and what the leader does about one StorageState. The shell (functions/storage) reads discovery and the
 // cluster, applies these with compare-and-set writes, and fences the leader's actions on its DynamoDB lease.
 //
@@ -25,7 +25,7 @@ export const MISSED_AFTER_PERIODS = 1.5;
 
 /**
  * Polls a reporter may miss in a row (a throttled or failed invocation) before its silence persists Unknown,
- * when its last successful poll is known: each missed poll raises an alarm instead (README: "Operating").
+ * when its last successful poll is known: each missed poll raises an alarm instead (docs/operations/operating.md#a-missed-poll).
  */
 export const TOLERATED_MISSED_POLLS = 1;
 
@@ -172,7 +172,7 @@ export type Decision =
     }
   | { action: 'narrow'; reason: string; hash: string; migration: MigrationView; cancel?: never };
 
-/** The persisted hashes, with an empty or missing list read as Unknown (the default of README "Storage version migration"). */
+/** The persisted hashes, with an empty or missing list read as Unknown (the default of docs/controllers/storage-migration.md#what-the-states-mean). */
 export function persistedOf(status: StorageStateStatus | undefined): string[] {
   return status?.persistedStorageVersionHashes?.length ? status.persistedStorageVersionHashes : [UNKNOWN];
 }
@@ -184,7 +184,7 @@ export function isMigrated(status: StorageStateStatus | undefined): boolean {
   return hashes.size === 1 && persisted.length === 1 && hashes.has(persisted[0]!);
 }
 
-/** The leader's one step for one StorageState (README, "Storage version migration": what the states mean). */
+/** The leader's one step for one StorageState (docs/controllers/storage-migration.md#what-the-states-mean). */
 export function decide(input: DecideInput): Decision {
   const periodMs = input.periodMs ?? DEFAULT_PERIOD_MS;
   const status = input.state.status ?? {};
@@ -289,7 +289,7 @@ export function rfc3339(d: Date): string {
  */
 export const OVERDUE_AFTER_MS = 60 * 60_000;
 
-/** What an operator should look at (the stack alarms on both; README: "Storage version migration", alarms). */
+/** What an operator should look at (the stack alarms on both; docs/controllers/storage-migration.md#alarms). */
 export interface Overdue {
   /** States listing Unknown for over the threshold with no migration of theirs started within it. */
   unknown: string[];

@@ -250,8 +250,8 @@ func (b *bed) apiserverFlags(port int, cert, key string) []string {
 		"--shutdown-send-retry-after=false",
 		"--enable-priority-and-fairness=false",
 		"--profiling=false",
-		// Lets per-cluster tests exercise the in-tree storage version migration API (README: "Storage version
-		// migration", in-tree migrations). Serving it also takes the (beta, off by default) feature gate.
+		// Lets per-cluster tests exercise the in-tree storage version migration API
+		// (docs/controllers/storage-migration.md#in-tree-migrations). Serving it also takes the (beta, off by default) feature gate.
 		"--runtime-config=storagemigration.k8s.io/v1beta1=true",
 		"--feature-gates=StorageVersionMigrator=true",
 	}

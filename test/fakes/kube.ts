@@ -1,4 +1,4 @@
-// An in-memory KubeApi for fast unit tests of the shells' branches (README, "Tests"). It keeps only what the
+// An in-memory KubeApi for fast unit tests of the shells' branches (docs/contributing/test-beds.md#tests). It keeps only what the
 // shells rely on: objects per resource, one resourceVersion counter, uids, generateName, label selectors,
 // JSON merge patches (RFC 7386) with their resourceVersion and uid preconditions, delete preconditions, finalizers
 // holding a deletion, and the apiserver's error kinds as the real client's KubeErrors. What it leaves out, the

@@ -3,7 +3,7 @@
 //
 // It is a module of its own rather than a subcommand of test/cluster: Helm 4.3 needs the Kubernetes 1.37 client
 // libraries (k8s.io/apimachinery, client-go, controller-runtime 0.25), and test/cluster pins every k8s.io module
-// to the 1.35.4 release its apiserver is built from (README, "Test bed").
+// to the 1.35.4 release its apiserver is built from (docs/contributing/test-beds.md#test-bed).
 package main
 
 import (

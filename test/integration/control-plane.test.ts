@@ -1,7 +1,7 @@
 // The wider bed proves itself: several apiservers on one etcd, each with its own identity lease, behind a load
 // balancer; a rolling upgrade for real (one apiserver restarted as the previous minor, so two apiservers serve
 // different storage versions of one resource at once); kube-controller-manager's garbage collector applying
-// the deletion rules of README "Ownership and routing" to the revisions Outrigger owns; PVCs that can be deleted; and etcd compaction
+// the deletion rules of docs/controllers/ownership-and-routing.md#with-the-garbage-collector to the revisions Outrigger owns; PVCs that can be deleted; and etcd compaction
 // expiring a list's continue token.
 import { policyFor, listPolicies, forgetPolicies } from '../../functions/history/policies.ts';
 import { syncHistory } from '../../functions/history/sync.ts';

@@ -22,7 +22,7 @@ const chart = join(projectRoot, 'deploy', 'forwarder', 'chart');
 let helm = '';
 let dir = '';
 beforeAll(async () => {
-  // The global setup has built it (README, "Tests"); this finds it in .cache/bin.
+  // The global setup has built it (docs/contributing/test-beds.md#tests); this finds it in .cache/bin.
   helm = await ensureHelmBinary((m) => process.stderr.write(`[helm] ${m}\n`));
   dir = await mkdtemp(join(tmpdir(), 'outrigger-chart-'));
 }, 900_000);

@@ -1,4 +1,4 @@
-// The forwarder's multi-platform image (README, "Deploying"): the index the stack's custom resource writes over
+// The forwarder's multi-platform image (docs/operations/forwarder.md#the-forwarders-image): the index the stack's custom resource writes over
 // each platform's image asset, written by the same code (infra/image-index/write.ts) into a real OCI registry on
 // loopback (go-containerregistry's, local/registry.ts), and read back by another client (crane) as a node of
 // each platform would pull it. The platforms' images are made here as the asset publishing pushes them: Docker

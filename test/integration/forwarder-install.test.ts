@@ -1,4 +1,4 @@
-// The forwarder installed as an add-on (README, "The forwarder"): the overlay `npm run forwarder-overlay`
+// The forwarder installed as an add-on (docs/operations/forwarder.md#the-overlay): the overlay `npm run forwarder-overlay`
 // generates renders with the project's kubectl and applies with server-side dry-run; the forwarder started
 // with its environment (as a process, under the ServiceAccount's RBAC) forwards an event and watches the
 // migrations its cluster's storage settings name. A new forwarder process with nothing on disk forwards a

@@ -1,5 +1,5 @@
 // What the forwarder sends of objects that are not parents: metadata only, and nothing for a status-only change,
-// against the real apiserver (README, "The forwarder").
+// against the real apiserver (docs/operations/forwarder.md).
 import { Forwarder, type EnvelopeSink } from '../../forwarder/forwarder.ts';
 import { parseEnvelope, type Envelope } from '../../shared/envelope/index.ts';
 import { gvr, Resources, type KubeObject } from '../../shared/kube/index.ts';

@@ -1,4 +1,4 @@
-// The heartbeat function's metrics on the real apiserver (README, "Operating"): ClusterUnreachable per cluster,
+// The heartbeat function's metrics on the real apiserver (docs/reference/metrics-and-alarms.md): ClusterUnreachable per cluster,
 // and the age of the forwarder leader's Lease as ForwarderSilentSeconds, read through the Role the forwarder's
 // kustomize base grants Outrigger (get on that one Lease).
 import { mkdtemp, writeFile } from 'node:fs/promises';

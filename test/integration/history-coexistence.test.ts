@@ -1,5 +1,5 @@
 // Controller history beside kube-controller-manager's StatefulSet controller, which keeps its own history of
-// every StatefulSet (README, "Coexistence"): a policy for the kind does not fight it unless told to coexist.
+// every StatefulSet (docs/controllers/history.md#coexistence): a policy for the kind does not fight it unless told to coexist.
 import { forgetPolicies, historySource, listPolicies, policyFor, revisionPolicies } from '../../functions/history/policies.ts';
 import { reportPolicy } from '../../functions/history/report.ts';
 import { syncHistory } from '../../functions/history/sync.ts';

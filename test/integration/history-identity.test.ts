@@ -1,4 +1,4 @@
-// A RevisionPolicy that names a ServiceAccount (README, "Security model"): its target kind is read with that
+// A RevisionPolicy that names a ServiceAccount (docs/operations/security.md): its target kind is read with that
 // account's grants, never Outrigger's, and the policy says so when Outrigger may not act as the account or the
 // account may not read the kind. The kind here is one Outrigger's own identity may not read at all.
 import { syncHistory } from '../../functions/history/sync.ts';

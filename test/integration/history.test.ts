@@ -149,7 +149,7 @@ describe('revision creation', () => {
     expect(await history(ns)).toHaveLength(1);
   });
 
-  test('with its event\'s object, a label, annotation, status or replica change costs no apiserver request (README, "What a sync does": cost)', async () => {
+  test("with its event's object, a label, annotation, status or replica change costs no apiserver request (docs/design/history-sync.md#cost)", async () => {
     const ns = await createNamespace('hist');
     let sts = await createSts(ns);
     await ownEvent(sts);

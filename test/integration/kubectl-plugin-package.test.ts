@@ -1,4 +1,4 @@
-// The kubectl plugin installed outside a checkout (README, "The kubectl plugin"): the npm package
+// The kubectl plugin installed outside a checkout (docs/controllers/history.md#the-kubectl-plugin): the npm package
 // `npm run build:plugin` makes is packed, installed into a prefix of its own with npm, and run by the project's
 // kubectl as `kubectl outrigger`, with nothing of the checkout on PATH but Node: it lists a StatefulSet's
 // revisions from the test bed, and says that `run` needs a checkout. The krew manifest names the same package.

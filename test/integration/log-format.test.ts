@@ -1,4 +1,4 @@
-// `outrigger run`'s log format on its own (README: "Operating"): short lines by default, Lambda's JSON with
+// `outrigger run`'s log format on its own (docs/operations/operating.md#reading-the-local-log): short lines by default, Lambda's JSON with
 // --log-format json. Each run starts its own local kube-apiserver and DynamoDB Local, as `npm start` does.
 import { spawn } from 'node:child_process';
 import { mkdtemp } from 'node:fs/promises';

@@ -2,7 +2,7 @@
 // module, test/testbed/lws.ts). The scene is what the LWS controller leaves: a leader StatefulSet it controls,
 // labelled with the revision key, whose leader pods carry the key too, and status.hpaPodSelector, the string
 // selector of the leader pods that its scale subresource publishes. Only what the LWS controls and is not
-// being deleted counts toward its current key (README, "What a sync does").
+// being deleted counts toward its current key (docs/controllers/history.md#keyed-revisions-revisionkey-mode).
 import { forgetPolicies, listPolicies, policyFor } from '../../functions/history/policies.ts';
 import { revisionForKey, syncHistory } from '../../functions/history/sync.ts';
 import { revisionHash, targetState, type JsonObject } from '../../shared/history/data.ts';

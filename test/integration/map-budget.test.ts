@@ -1,5 +1,5 @@
 // A pass fits its invocation, and a failing parent is retried with backoff honouring the hook's Retry-After
-// (README "MapController": time budget and follow-ups, the webhook contract). The map handler as Lambda runs it
+// (docs/design/map-pass.md#a-pass-fits-its-invocation and docs/reference/hooks.md#the-webhook-contract). The map handler as Lambda runs it
 // (syncFunction: the SQS batch, partial failures, the retry), on the real apiserver, DynamoDB Local and ElasticMQ,
 // with a webhook server in this process whose answers each parent's test sets.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';

@@ -1,4 +1,4 @@
-// What MapController guarantees about outputs and status (README "MapController"), on the real apiserver as the
+// What MapController guarantees about outputs and status (docs/controllers/mapcontroller.md), on the real apiserver as the
 // `outrigger` identity: outputs are exactly what the hook answered, status shrinks, and the shapes of parent the
 // seed allows (no status subresource, cluster-scoped, several inputs and outputs, detached outputs with and
 // without a tombstone hook). The hooks are a real HTTP server in this process; each parent's answers are set by

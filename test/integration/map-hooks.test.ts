@@ -1,4 +1,4 @@
-// Hostile webhooks (README "MapController", the webhook contract): a real HTTP server on loopback answers a map
+// Hostile webhooks (docs/reference/hooks.md#the-webhook-contract): a real HTTP server on loopback answers a map
 // pass with whatever fast-check makes of malformed, huge, redirecting and lying answers. For every one nothing is
 // written to the cluster but the parent's status, the problem is reported with its reason, and no text of the
 // answer reaches the status (the log has it). Requests are signed.

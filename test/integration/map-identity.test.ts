@@ -1,4 +1,4 @@
-// A MapController acts as the ServiceAccount it names, never as Outrigger (README "MapController", "Identity"):
+// A MapController acts as the ServiceAccount it names, never as Outrigger (docs/controllers/mapcontroller.md#identity-each-mapcontroller-acts-as-its-own-serviceaccount):
 // what one author is granted serves no other. On the real apiserver, through serveMapRequest (the map
 // function's own entry), with a webhook the test serves.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -183,7 +183,7 @@ subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: Group, name: "outrigger:
 
       failing = true;
       await admin.patch(configMaps, { name: 'in', namespace: ns }, { data: { a: '2' } }, 'merge');
-      // A pass with a hook failure has its message retried with backoff (README "MapController").
+      // A pass with a hook failure has its message retried with backoff (docs/design/map-pass.md#per-parent-backoff).
       await expect(serve(key, name)).rejects.toThrow(RetryLater);
       const ev = await eventually(async () =>
         (await admin.listAll(events, { namespace: ns })).find((e) => (e as { reason?: string }).reason === 'HookHTTPError'),

@@ -1,4 +1,4 @@
-// MapController lifecycle options (README "MapController", lifecycle) on the real apiserver: the finalize hook and
+// MapController lifecycle options (docs/controllers/mapcontroller.md#lifecycle) on the real apiserver: the finalize hook and
 // the controller's finalizer on parents, resyncAfterSeconds (through the local runtime: router, map function, its
 // FIFO queue and wake-up timers), and updateStrategy InPlace and Recreate for an output with immutable fields.
 // Webhook hooks are a real HTTP server in this process; the runtime's are Lambda handlers on its Invoke endpoint.

@@ -1,4 +1,4 @@
-// MapController (README, "MapController") on the real apiserver, as the `outrigger` identity under the project's RBAC plus what
+// MapController (docs/controllers/mapcontroller.md) on the real apiserver, as the `outrigger` identity under the project's RBAC plus what
 // each controller's author grants. Hooks are real: the SnapshotSchedule example's Lambda handlers behind the
 // local Lambda Invoke endpoint (called with the AWS SDK's Lambda client), and HTTP webhooks the tests serve.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -87,7 +87,7 @@ const writes = (kube: KubeClient) =>
     .filter(([v]) => !['get', 'list'].includes(v))
     .reduce((n, [, x]) => n + x, 0);
 
-describe('MapController: SnapshotSchedule, the README example, with Lambda hooks', () => {
+describe('MapController: SnapshotSchedule, the docs example, with Lambda hooks', () => {
   test('PVCs get a snapshot per interval; a resync with nothing due writes nothing; a deleted PVC keeps its snapshots until their TTL; status counts', async () => {
     const admin = adminClient();
     const kube = outriggerClient();

@@ -1,7 +1,7 @@
 // Ownership against the real apiserver, as the outrigger identity: the selector matcher agrees with the
 // apiserver's own filtering; parents of two kinds racing for the same orphans end with one owner each and
 // never trade them afterwards; a parent being deleted adopts nothing; a child recreated under the same name
-// is never captured; events route per the routing rules (README, "Ownership and routing").
+// is never captured; events route per the routing rules (docs/controllers/ownership-and-routing.md#the-router).
 import fc from 'fast-check';
 import { Resources, gvr, type KubeObject } from '../../shared/kube/index.ts';
 import {
@@ -225,7 +225,7 @@ describe('claiming on the real apiserver', () => {
   });
 });
 
-describe('routing events to controllers (README, "Ownership and routing": the router), resolved on the real apiserver', () => {
+describe('routing events to controllers (docs/controllers/ownership-and-routing.md#the-router), resolved on the real apiserver', () => {
   test('one case per rule, plus a ControllerRef whose uid does not match', async () => {
     const kube = outriggerClient();
     const ns = await createNamespace('route');

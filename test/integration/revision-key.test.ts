@@ -1,5 +1,5 @@
 // Seed 001 (KEP-238) revisionKey mode, on a custom resource as the parent (an LWS-like "Widget"), with the
-// read access granted the way the README tells a platform team to.
+// read access granted the way docs/controllers/history.md#kinds-of-your-own tells a platform team to.
 import { forgetPolicies, listPolicies, policyFor } from '../../functions/history/policies.ts';
 import { revisionForKey, syncHistory } from '../../functions/history/sync.ts';
 import { truncateHistory } from '../../functions/history/truncate.ts';

@@ -1,4 +1,4 @@
-// The local runtime end to end: the README's run command on its own, and the event path (watch, envelope,
+// The local runtime end to end: its run command (docs/getting-started/local.md) on its own, and the event path (watch, envelope,
 // queue, the same Lambda handler shape) against the test bed's real apiserver.
 import { execFile, spawn } from 'node:child_process';
 import { mkdtemp, readFile } from 'node:fs/promises';

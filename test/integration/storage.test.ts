@@ -1,4 +1,4 @@
-// Storage version migration (README, "Storage version migration") end to end on the real apiserver and DynamoDB Local, acting as the
+// Storage version migration (docs/controllers/storage-migration.md) end to end on the real apiserver and DynamoDB Local, acting as the
 // project's identities: `outrigger` polls and leads, `migrator` rewrites. Each test has its own CRD group and
 // DynamoDB cluster id, and limits the poll to its group, so tests sharing the bed do not meet.
 import {
@@ -179,7 +179,7 @@ describe('storage version migration', () => {
       'merge',
     );
     const before = await stateOf(ctx.kube, crd.name);
-    // One missed poll is tolerated (README: "Operating"); two are not.
+    // One missed poll is tolerated (docs/operations/operating.md#a-missed-poll); two are not.
     const later = new Date(Date.now() + 26 * 60_000);
     const result = await pollReporter({ ...ctx, now: () => later }, reporter, { groups: [group], lead: false });
     expect(result.reset).toBe(1);

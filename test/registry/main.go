@@ -1,4 +1,4 @@
-// crane, go-containerregistry's registry tool, as the tests use it (README, "Tests"): `crane registry serve` is
+// crane, go-containerregistry's registry tool, as the tests use it (docs/contributing/test-beds.md#tests): `crane registry serve` is
 // the OCI registry the forwarder image's index is written to and read back from, and the other commands make
 // and inspect the images in it.
 package main

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """What `sam local invoke -t TEMPLATE --env-vars ENV_JSON --docker-network host <Function>` would hand to the
 Lambda container, for every function of TEMPLATE, resolved by SAM CLI's own code: this machine has no container
-engine, so it stops where SAM would start one (test/unit/sam.test.ts; README "Invoking a function locally").
+engine, so it stops where SAM would start one (test/unit/sam.test.ts; docs/contributing/invoking-locally.md#with-docker-sam).
 
 usage: resolve.py TEMPLATE ENV_JSON PROJECT_DIR
-Prints one JSON line per function and a JSON summary; exits 1 if anything would break the README's command."""
+Prints one JSON line per function and a JSON summary; exits 1 if anything would break the command of docs/contributing/invoking-locally.md."""
 import json, logging, os, re, sys, time
 from pathlib import Path
 
@@ -52,7 +52,7 @@ def main(template, env_file, project):
         if seen != sorted(functions):
             failures.append(f"SAM sees the functions {seen}, the template has {sorted(functions)}")
         for logical_id, metadata in sorted(functions.items()):
-            # The README names a function by its construct id, the part of its path before "Resource".
+            # The docs name a function by its construct id, the part of its path before "Resource".
             path = metadata.get("aws:cdk:path", "")
             cid = metadata.get("SamResourceId") or (path.split("/")[-2] if path.endswith("/Resource") else logical_id)
             row = {"construct_id": cid, "logical_id": logical_id, "problems": []}

@@ -1,5 +1,5 @@
 // The wider beds: a control plane of several apiservers behind a load balancer, and kube-controller-manager,
-// started by the test files that need them (README: "Test bed"), with Outrigger's CRDs and RBAC installed as
+// started by the test files that need them (docs/contributing/test-beds.md#test-bed), with Outrigger's CRDs and RBAC installed as
 // on the default bed.
 import { connect, type KubeClient } from '../../shared/kube/index.ts';
 import { applyManifests } from '../../shared/kube/apply.ts';

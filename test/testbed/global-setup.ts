@@ -17,7 +17,7 @@ export default async function globalSetup(): Promise<void> {
   // setup ends, and their first install (a minute or two, mostly downloads) then overlaps the Go builds.
   const pythonTools = Promise.all([ensureCfnLint(log), ensureSam(log)]);
   pythonTools.catch(() => {}); // awaited below; this only keeps an early failure from being reported as unhandled
-  // Helm for the forwarder chart's tests (README, "Tests"): built here, before any test runs, so that a first build
+  // Helm for the forwarder chart's tests (docs/contributing/test-beds.md#tests): built here, before any test runs, so that a first build
   // (minutes of both cores) never slows the tests that measure time.
   await ensureHelmBinary(log);
   // crane, the forwarder image's registry and client (test/integration/forwarder-image.test.ts), likewise.

@@ -8,7 +8,7 @@ import { buildOnce, capture } from '../../local/process.ts';
 export const LWS_MODULE = 'sigs.k8s.io/lws';
 export const LWS_VERSION = 'v0.8.0';
 // The module's go.sum hash as the proxy served it when this version was chosen: the checksum database is out
-// of reach here (README, "The two commands"), so the download is checked against it instead.
+// of reach here (docs/contributing/test-beds.md#what-the-project-installs), so the download is checked against it instead.
 const LWS_SUM = 'h1:DdhJ8QabwTfWgbgaHH2gdf8twliioHaoSfmDXRYEVU0=';
 const CRD_PATH = 'config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml';
 

@@ -16,7 +16,7 @@ subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: Group, name: "outrigger:
 `;
 }
 
-/** The ServiceAccount test MapControllers act as (README "MapController", identity), with every controllersGrant. */
+/** The ServiceAccount test MapControllers act as (docs/controllers/mapcontroller.md#identity-each-mapcontroller-acts-as-its-own-serviceaccount), with every controllersGrant. */
 export const MAP_TEST_SERVICE_ACCOUNT = { namespace: 'outrigger-map-tests', name: 'mapper' };
 
 /** The ServiceAccount, and a cluster admin's grant that lets Outrigger act as it. */

@@ -488,7 +488,7 @@ describe('which sync requests the history record answers', () => {
   });
 });
 
-describe('coexistence (README, "Coexistence")', () => {
+describe('coexistence (docs/controllers/history.md#coexistence)', () => {
   const ref = (kind: string, apiVersion = 'apps/v1', uid = 'p', controller = true) => ({ apiVersion, kind, name: 'web', uid, controller });
   const rev = (name: string, labels: Record<string, string>, owners: ReturnType<typeof ref>[]) => ({
     metadata: { name, labels, ownerReferences: owners },

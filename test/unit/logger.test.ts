@@ -1,4 +1,4 @@
-// The local runtime's log lines (README: "Operating"): one short line per action through Powertools' custom log
+// The local runtime's log lines (docs/operations/operating.md#reading-the-local-log): one short line per action through Powertools' custom log
 // formatter, and Lambda's JSON everywhere else.
 import { jest } from '@jest/globals';
 import { functionLogger, humanLine } from '../../shared/lambda/logger.ts';

@@ -1,5 +1,5 @@
-// A pass fits its invocation, and a failing parent is retried with backoff (README "MapController", time budget
-// and follow-ups; the webhook contract's Retry-After): the pure decisions.
+// A pass fits its invocation, and a failing parent is retried with backoff
+// (docs/design/map-pass.md#a-pass-fits-its-invocation; the webhook contract's Retry-After): the pure decisions.
 import type { SQSRecord } from 'aws-lambda';
 import fc from 'fast-check';
 import { MAX_RECEIVE_COUNT } from '../../infra/stack.ts';

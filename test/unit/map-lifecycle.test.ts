@@ -1,4 +1,4 @@
-// MapController lifecycle options (README "MapController", lifecycle): the finalize hook's answer and finalizer,
+// MapController lifecycle options (docs/controllers/mapcontroller.md#lifecycle): the finalize hook's answer and finalizer,
 // resyncAfterSeconds and its timers, updateStrategy. The pure decisions only; test/integration/map-lifecycle.test.ts
 // runs them on the real apiserver.
 import fc from 'fast-check';

@@ -1,4 +1,4 @@
-// Domain metrics as CloudWatch reads them (README, "Operating"): embedded metric format documents on stdout, one
+// Domain metrics as CloudWatch reads them (docs/reference/metrics-and-alarms.md): embedded metric format documents on stdout, one
 // per cluster and dimension set, with the dimensions the stack's alarms name.
 import { failureReason, MetricsRecorder } from '../../shared/lambda/metrics.ts';
 import { KubeError } from '../../shared/kube/index.ts';

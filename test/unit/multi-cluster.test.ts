@@ -1,4 +1,4 @@
-// One deployment, many clusters (README, "Deploying"): each cluster's concurrency setting, and its own queues, which every
+// One deployment, many clusters (docs/design/architecture.md#a-deployment): each cluster's concurrency setting, and its own queues, which every
 // sender and consumer finds by the deployment's naming pattern: sync requests and ingested events go to the
 // queue of the cluster they name, a malformed message to the dead-letter queue beside the queue it came from.
 import type { SQSClient } from '@aws-sdk/client-sqs';

@@ -55,7 +55,7 @@ describe('ControllerRef helpers', () => {
   });
 });
 
-describe('routing watch events (README, "Ownership and routing": the router)', () => {
+describe('routing watch events (docs/controllers/ownership-and-routing.md#the-router)', () => {
   const owned = child('c', { app: 'a' }, [ref('owner-1')]);
   const orphan = child('c', { app: 'a' });
   const revision = { group: 'apps', kind: 'ControllerRevision' };

@@ -1,7 +1,8 @@
-// The README's `sam local invoke -t cdk.out/Outrigger.template.json --env-vars env.json --docker-network host Router`,
-// as far as a machine without Docker can take it: SAM CLI's own code (test/sam/resolve.py) finds every function by
-// its construct id, and resolves its code directory, handler, layers and environment, as it would hand them to the
-// Lambda container. The first run installs SAM CLI from PyPI into .cache/sam (see local/sam.ts).
+// The `sam local invoke -t cdk.out/Outrigger.template.json --env-vars env.json --docker-network host Router` of
+// docs/contributing/invoking-locally.md#with-docker-sam, as far as a machine without Docker can take it: SAM CLI's
+// own code (test/sam/resolve.py) finds every function by its construct id, and resolves its code directory, handler,
+// layers and environment, as it would hand them to the Lambda container. The first run installs SAM CLI from PyPI
+// into .cache/sam (see local/sam.ts).
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -28,8 +29,13 @@ test('sam local invoke finds every function by its construct id, with its bundle
     const result = await samResolve(join(outdir, `${stack.stackName}.template.json`), envFile);
     expect(result.failures).toEqual([]);
     expect(result.code).toBe(0);
-    // The README's example, and the values env.json gives it.
-    const router = result.functions.find((f) => f.construct_id === 'Router');
+    // The command as docs/contributing/invoking-locally.md gives it: its template, and the function it names found
+    // by its construct id with the values env.json gives it.
+    const page = readFileSync(join(projectRoot, 'docs/contributing/invoking-locally.md'), 'utf8');
+    const command = /^sam local invoke -t (\S+) --env-vars env\.json --docker-network host (\w+) /m.exec(page);
+    expect(command?.[1]).toBe(`cdk.out/${stack.stackName}.template.json`);
+    const router = result.functions.find((f) => f.construct_id === command?.[2]);
+    expect(router?.construct_id).toBe('Router');
     expect(router?.env).toMatchObject({ OUTRIGGER_QUEUE_URL_PREFIX: prefix, OUTRIGGER_DYNAMODB_ENDPOINT: 'http://127.0.0.1:8000' });
   } finally {
     await rm(outdir, { recursive: true, force: true });
