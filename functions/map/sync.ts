@@ -38,7 +38,7 @@ import {
   type AnswerRecord,
   type Continuation,
   type MapStatus,
-} from '../../shared/map/plan.ts';
+} from '../../shared/map/plan/index.ts';
 import { isBeingDeleted, isControlledBy, SelectorError, selectorString } from '../../shared/ownership/index.ts';
 import type { SyncKey } from '../../shared/ownership/index.ts';
 import type { ResolvedMapController, ResolvedOutput } from './controllers.ts';
