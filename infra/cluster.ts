@@ -1,14 +1,15 @@
 // Everything one cluster has of its own: its queues (events, and one per sync target, each with a dead-letter
 // queue), its alarms, its forwarder's role, and, for an EKS cluster in the stack's region, the EKS access entries
 // of the functions' roles and the forwarder's Pod Identity association. Clusters share nothing of these, so one
-// cluster's backlog, failures or foothold stay its own (docs/operations/security.md).
-import { ArnFormat, Duration, Stack, Token, type CfnCondition, type CfnResource } from 'aws-cdk-lib';
+// cluster's backlog, failures or foothold stay its own (README "Security model").
+import { ArnFormat, Aws, CfnCondition, Duration, Fn, Stack, Token, type CfnResource } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as eks from 'aws-cdk-lib/aws-eks';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import { Construct } from 'constructs';
 import { CONTROLLERS_GROUP, MIGRATORS_GROUP, type ClusterConfig } from '../shared/clusters.ts';
 import { FORWARDER_SILENT_SECONDS } from '../functions/heartbeat/heartbeat.ts';
+import { functions } from '../functions/index.ts';
 import { METRICS_NAMESPACE, METRICS_SERVICE } from '../shared/lambda/metrics.ts';
 import { EVENTS_QUEUE, queueName } from '../shared/lambda/queues.ts';
 import { isEks } from './config.ts';
@@ -27,7 +28,7 @@ export { CONTROLLERS_GROUP, MIGRATORS_GROUP };
  * How a cluster's functions and forwarder get in: `stack` (an EKS cluster in the stack's region: access entries
  * and the Pod Identity association are the stack's), `region-condition` (the same, in a stack whose region is
  * known only at deploy: each is made when the stack's region is the cluster's), `manual` (another region, or
- * not EKS: the role ARN outputs and docs/getting-started/deploy.md#clusters-the-stack-cannot-let-in say what to create).
+ * not EKS: the role ARN outputs and README "Deploying" say what to create).
  */
 export type ClusterAccessMode = 'stack' | 'region-condition' | 'manual';
 
@@ -282,4 +283,53 @@ export class OutriggerCluster extends Construct {
       );
     }
   }
+}
+
+/**
+ * Each cluster's construct, by cluster id, with the queues every function consumes or sends to. Construct ids and
+ * output names are alphanumeric, so two cluster ids that would share one are refused.
+ */
+export function addClusters(
+  scope: Construct,
+  clusters: readonly ClusterConfig[],
+  shared: Pick<OutriggerClusterProps, 'alarms' | 'forwarder'>,
+): Map<string, OutriggerCluster> {
+  const eventConsumers = functions.filter((f) => f.events);
+  // SQS consumers compete for messages: a second consumer of watch events would need a queue of its own.
+  if (eventConsumers.length !== 1)
+    throw new Error(`exactly one function consumes watch events, not ${eventConsumers.map((f) => f.name).join(', ') || 'none'}`);
+  const syncTargets = functions.flatMap((spec) => (spec.sync ? [{ target: spec.sync.target, timeoutSeconds: spec.timeoutSeconds }] : []));
+  const built = new Map<string, OutriggerCluster>();
+  const names = new Map<string, string>();
+  const regionConditions = new Map<string, CfnCondition>();
+  const inRegion = (region: string) => {
+    let condition = regionConditions.get(region);
+    if (!condition)
+      regionConditions.set(
+        region,
+        (condition = new CfnCondition(scope, `InRegion${pascal(region).replace(/[^A-Za-z0-9]/g, '')}`, {
+          expression: Fn.conditionEquals(Aws.REGION, region),
+        })),
+      );
+    return condition;
+  };
+  for (const c of clusters) {
+    // Construct ids and output names are alphanumeric: `a-1` and `a1` would both be A1.
+    const name = pascal(c.id).replace(/[^A-Za-z0-9]/g, '');
+    const same = [...names].find(([, other]) => other === name);
+    if (same)
+      throw new Error(`clusters ${same[0]} and ${c.id} would share the name ${name} in the stack's resources and outputs: rename one`);
+    names.set(c.id, name);
+    built.set(
+      c.id,
+      new OutriggerCluster(scope, name, {
+        ...shared,
+        config: c,
+        eventsConsumerTimeoutSeconds: eventConsumers[0]!.timeoutSeconds,
+        syncTargets,
+        inRegion,
+      }),
+    );
+  }
+  return built;
 }

@@ -7,7 +7,8 @@ import type { Construct } from 'constructs';
 import { Outrigger, type OutriggerProps } from './outrigger.ts';
 
 export { MAX_RECEIVE_COUNT, type QueuePair } from './queues.ts';
-export { CLUSTERS_FILE_IN_LAYER, EXAMPLE_HOOKS, FUNCTION_ENVIRONMENT, TARGETS_PER_RULE } from './outrigger.ts';
+export { CLUSTERS_FILE_IN_LAYER, FUNCTION_ENVIRONMENT, TARGETS_PER_RULE } from './functions.ts';
+export { EXAMPLE_HOOKS } from './hooks.ts';
 export { RUNTIME } from './bundling.ts';
 
 export type OutriggerStackProps = StackProps & OutriggerProps;

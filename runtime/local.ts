@@ -16,7 +16,7 @@ import { connect, type KubeClient } from '../shared/kube/index.ts';
 import { FileDeadLetterSink } from '../shared/lambda/dead-letter.ts';
 import { setEnvironment } from '../shared/lambda/environment.ts';
 import { EVENTS_QUEUE, QueueUrls } from '../shared/lambda/queues.ts';
-import { MAP_RETRY_RECEIVES } from '../shared/map/plan.ts';
+import { MAP_RETRY_RECEIVES } from '../shared/map/plan/index.ts';
 import { openState } from '../shared/state/index.ts';
 import { invokeAsLambda } from './lambda-context.ts';
 import { loadHandler } from './load-handler.ts';

@@ -2,12 +2,12 @@
 // the `--env-vars` file with which `sam local invoke -t cdk.out/Outrigger.template.json <Function>` runs a deployed
 // bundle against the running local runtime's state: its DynamoDB Local and table, dead letters to a file in the
 // container, and sync requests to the deployed stack's queues. SAM overrides only
-// variables the template declares; the stack declares every variable the functions read (infra/outrigger.ts
+// variables the template declares; the stack declares every variable the functions read (infra/functions.ts
 // FUNCTION_ENVIRONMENT), and this file sets them for every function (its "Parameters").
 import { writeFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import type { FUNCTION_ENVIRONMENT } from '../infra/outrigger.ts';
+import type { FUNCTION_ENVIRONMENT } from '../infra/functions.ts';
 import { projectRoot } from '../local/paths.ts';
 import { findOutput, readJson } from './forwarder-overlay.ts';
 import { DEFAULT_TABLE, runningRuntime, type RuntimeFile } from './runtime-file.ts';

@@ -1,4 +1,4 @@
-// Controller history for one parent (docs/controllers/history.md): Reconcile(key) for the history controller.
+// Controller history for one parent (README, "Controller history"): Reconcile(key) for the history controller.
 //  1. Read the parent; compute its target object state (the candidate revision data).
 //  2. Fast path: when only the parent itself changed since the last sync and its target state is the one
 //     recorded in DynamoDB for it, nothing can have changed: one apiserver read, no write.
@@ -8,44 +8,22 @@
 //     equal to the latest -> nothing; equal to an older one -> rollback (that revision gets the next number,
 //     its data untouched); otherwise -> a new revision with the next number.
 //  4. When the history may hold more revisions than the limit keeps, ask the truncation handler to trim it.
-import type { KubeApi, KubeClient } from '../../shared/kube/index.ts';
 import {
   Resources,
   apiVersionOf,
   isKubeError,
   resolveKind,
+  type KubeClient,
   type KubeList,
   type KubeObject,
   type ResolvedResource,
 } from '../../shared/kube/index.ts';
-import {
-  fieldAt,
-  labelSelectorString,
-  parentLabels,
-  revisionHash,
-  revisionName,
-  selectorLabels,
-  targetState,
-  type Json,
-  type JsonObject,
-} from '../../shared/history/data.ts';
-import { semanticallyEqual } from '../../shared/json.ts';
+import { fieldAt, labelSelectorString, parentLabels, targetState, type JsonObject } from '../../shared/history/data.ts';
 import type { DefaultsSchema } from '../../shared/json.ts';
 import { recordEvent, type EventSpec } from '../../shared/events/index.ts';
 import { spendEvent, withWithheld } from '../../shared/events/allowance.ts';
-import { goJson } from '../../shared/json.ts';
-import { historyLimit, truncationInputs, type RevisionPolicy } from '../../shared/history/policy.ts';
-import {
-  HASH_LABEL,
-  decide,
-  foreignRevisions,
-  truncationMayDelete,
-  currentKeyOf,
-  decideByKey,
-  maxRevision,
-  type ControllerRevision,
-  type Outcome,
-} from '../../shared/history/revisions.ts';
+import { truncationInputs, type RevisionPolicy } from '../../shared/history/policy.ts';
+import { decide, foreignRevisions, type ControllerRevision } from '../../shared/history/revisions.ts';
 import {
   decideByDigest,
   defaultsKey,
@@ -60,38 +38,19 @@ import {
   type HistoryRecord,
   type KnownRevision,
 } from '../../shared/history/record.ts';
-import {
-  claim,
-  compileSelector,
-  controllerOf,
-  isControlledBy,
-  newControllerRef,
-  parseSelector,
-  selectorAt,
-  SelectorError,
-  selectorString,
-  type LabelSelector,
-  type SyncKey,
-} from '../../shared/ownership/index.ts';
+import { claim, compileSelector, selectorString, type LabelSelector, type SyncKey } from '../../shared/ownership/index.ts';
 import type { Lease, State } from '../../shared/state/index.ts';
 import { targetDefaults } from './defaults.ts';
+import { HISTORY_CONTROLLER, outcomeEvent, type LockedOutcome, type SyncOutcome } from './outcome.ts';
 import { targetReader } from './policies.ts';
+import { syncRevisionKey } from './revision-key.ts';
+import { listRevisions, RevisionNamesTakenError, writeDecision } from './revisions.ts';
 
-export const MAX_COLLISIONS = 10;
 // Longer than the function timeout (60 s) with room to spare: a holder never outlives its lease unnoticed.
 const LEASE_TTL_MS = 90_000;
 /** A write is made only while the lease has at least this long left. */
 const LEASE_MARGIN_MS = 15_000;
 const LEASE_WAIT_MS = 20_000;
-const CHANGE_CAUSE = 'kubernetes.io/change-cause';
-
-/** Every name a revision of this data could take is held by a revision of other data (someone else's). */
-export class RevisionNamesTakenError extends Error {
-  override name = 'RevisionNamesTakenError';
-}
-
-/** How history's Kubernetes Events name their reporter. */
-export const HISTORY_CONTROLLER = 'outrigger.dev/history';
 
 export interface HistoryDeps {
   kube: KubeClient;
@@ -112,11 +71,6 @@ export interface HistoryDeps {
     parent: KubeObject,
   ) => Promise<{ deleted: string[]; gone: string[] }>;
 }
-
-/** `truncate`: the parent owns more revisions than its limit could keep, so truncation may have work. */
-export type SyncOutcome =
-  | { outcome: 'skipped'; reason: string }
-  | { outcome: 'cached' | 'unchanged' | 'created' | 'rollback'; revision: string; number: number; truncate?: true };
 
 const leaseName = (parentUid: string) => `history/${parentUid}`;
 
@@ -207,7 +161,7 @@ export async function syncHistory(
     // the state the last holder decided on (any later change brings its own event), else the parent read
     // again under the lease.
     // The revisions come from the record, which came with the lease, when it holds them and every cause is one
-    // it accounts for (docs/design/history-sync.md#the-history-record): as the last holder left them, every
+    // it accounts for (README, "What a sync does": the history record): as the last holder left them, every
     // other change to them bringing an event that takes the list. Otherwise they are listed meanwhile (the labels
     // need only the parent's name and kind), "not older than" what the record says earlier holders' writes left.
     const dk = defaultsKey(policy.defaults);
@@ -227,7 +181,7 @@ export async function syncHistory(
     ]);
     if (read.skipped) return read.skipped;
     const parent = read.parent;
-    // A parent with no history record yet: is another controller keeping its history? (docs/controllers/history.md#coexistence)
+    // A parent with no history record yet: is another controller keeping its history? (README, "Coexistence")
     const foreign = lease.memo === undefined ? await foreignHistoryOf(deps.kube, policy, target, parent) : undefined;
     if (foreign)
       return {
@@ -246,7 +200,7 @@ export async function syncHistory(
         (fromRecord && held?.revisions
           ? await syncFromRecord(deps, policy, target, parent, candidate, heldDigest, guard, held)
           : undefined) ?? (await syncLocked(deps, policy, target, parent, candidate, guard, listed ?? (await list())));
-      // One Event for a change and the truncation it made due (docs/controllers/history.md#events): the truncation first, under the
+      // One Event for a change and the truncation it made due (README, "Events"): the truncation first, under the
       // lease, so that the record holds the revisions it left.
       const due = 'truncate' in result.outcome && result.outcome.truncate;
       if (due && result.revisions && deps.truncate) {
@@ -312,19 +266,6 @@ export async function syncHistory(
   return result.outcome;
 }
 
-/** The Event a sync's outcome is news of, if any: one for a change and the truncation it made due (docs/controllers/history.md#events). */
-function outcomeEvent(outcome: SyncOutcome, deleted: readonly string[]): Omit<EventSpec, 'type'> | undefined {
-  if (outcome.outcome !== 'created' && outcome.outcome !== 'rollback') return undefined;
-  const also = deleted.length ? `; deleted ${deleted.length} revision(s) beyond the history limit: ${deleted.join(', ')}` : '';
-  return outcome.outcome === 'created'
-    ? { reason: 'RevisionCreated', action: 'Create', note: `Created revision ${outcome.number}: ${outcome.revision}${also}` }
-    : {
-        reason: 'RolledBack',
-        action: 'Update',
-        note: `Back to the target state of ${outcome.revision}, now revision ${outcome.number}${also}`,
-      };
-}
-
 /**
  * The name of a revision another controller keeps for the parent (found by the parent's own selector, as that
  * controller labels its revisions), unless the policy coexists with it or the parent has no selector.
@@ -352,35 +293,6 @@ async function acquireParentLease(deps: HistoryDeps, key: SyncKey): Promise<Leas
     );
   return lease;
 }
-
-type LockedOutcome = {
-  outcome: Exclude<SyncOutcome, { outcome: 'skipped' | 'cached' }>;
-  revisionsVersion: string | undefined;
-  revisionUid: string | undefined;
-  revisions?: KnownRevision[];
-};
-
-/**
- * The parent's revisions, at least as new as `notOlderThan` (from the history record). Without one (a first
- * sync), or when the apiserver has not got that far (a restored etcd: it answers 504 after waiting), a
- * consistent list.
- */
-async function listRevisions(kube: KubeClient, namespace: string, labelSelector: string, notOlderThan: string | undefined) {
-  if (notOlderThan) {
-    try {
-      return await kube.list<ControllerRevision>(Resources.controllerRevisions, {
-        namespace,
-        labelSelector,
-        resourceVersion: notOlderThan,
-        resourceVersionMatch: 'NotOlderThan',
-      });
-    } catch (err) {
-      if (!(isKubeError(err) && err.status === 504)) throw err;
-    }
-  }
-  return kube.list<ControllerRevision>(Resources.controllerRevisions, { namespace, labelSelector });
-}
-
 async function syncLocked(
   deps: HistoryDeps,
   policy: RevisionPolicy,
@@ -429,260 +341,4 @@ async function syncFromRecord(
     if (outcome.kind === 'rollback' && (isKubeError(err, 'Conflict') || isKubeError(err, 'NotFound'))) return undefined;
     throw err;
   }
-}
-
-/** Writes what was decided: nothing, a rollback's new number (its data untouched) or a new revision. */
-async function writeDecision<T extends KnownRevision>(
-  deps: HistoryDeps,
-  policy: RevisionPolicy,
-  target: ResolvedResource,
-  parent: KubeObject,
-  candidate: JsonObject,
-  guard: () => void,
-  owned: T[],
-  version: string | undefined,
-  outcome: Outcome<T>,
-): Promise<LockedOutcome> {
-  const namespace = parent.metadata.namespace!;
-  const limit = historyLimit(policy, parent);
-  const truncate = (count: number) => (truncationMayDelete(count, limit) ? { truncate: true as const } : {});
-  switch (outcome.kind) {
-    case 'unchanged':
-      return {
-        outcome: {
-          outcome: 'unchanged',
-          revision: outcome.revision.metadata.name!,
-          number: outcome.revision.revision,
-          ...truncate(owned.length),
-        },
-        revisionsVersion: version,
-        revisionUid: outcome.revision.metadata.uid,
-        revisions: owned,
-      };
-    case 'rollback': {
-      // Only the number changes; the apiserver would refuse a change to data, and we never send one.
-      const r = outcome.revision;
-      guard();
-      const patched = await deps.kube.patch<ControllerRevision>(
-        Resources.controllerRevisions,
-        { name: r.metadata.name!, namespace },
-        { metadata: { uid: r.metadata.uid, resourceVersion: r.metadata.resourceVersion }, revision: outcome.number },
-        'merge',
-      );
-      return {
-        outcome: { outcome: 'rollback', revision: r.metadata.name!, number: outcome.number, ...truncate(owned.length) },
-        revisionsVersion: patched.metadata.resourceVersion,
-        revisionUid: patched.metadata.uid,
-        revisions: owned.map((o): KnownRevision => (o === r ? patched : o)),
-      };
-    }
-    case 'create': {
-      const created = await createRevision(
-        deps.kube,
-        target,
-        parent,
-        candidate,
-        outcome.number,
-        kubectlLabels(policy, parent, candidate),
-        guard,
-      );
-      return {
-        outcome: { outcome: 'created', revision: created.metadata.name!, number: created.revision, ...truncate(owned.length + 1) },
-        revisionsVersion: created.metadata.resourceVersion,
-        revisionUid: created.metadata.uid,
-        revisions: [...owned.filter((o) => o.metadata.name !== created.metadata.name), created],
-      };
-    }
-  }
-}
-
-/** Labels that let stock kubectl find a revision of `data` by the parent's selector (docs/design/history-sync.md#labels). */
-function kubectlLabels(policy: RevisionPolicy, parent: KubeObject, data: JsonObject): Record<string, string> {
-  const at = fieldAt(parent, policy.spec.generated?.selectorPath ?? 'spec.selector');
-  return selectorLabels(typeof at === 'string' ? parsedOrNone(at) : (at as LabelSelector | undefined), data, policy.spec.targetState);
-}
-
-// A malformed string selector gives no labels, as a malformed object selector does in selectorLabels.
-function parsedOrNone(selector: string): LabelSelector | undefined {
-  try {
-    return parseSelector(selector);
-  } catch (err) {
-    if (err instanceof SelectorError) return undefined;
-    throw err;
-  }
-}
-
-/**
- * Creates the revision named `<parent>-<hash(data, count)>`, starting at collision count 0. On
- * AlreadyExists the existing revision is read: if it holds the same target state and is the parent's (an
- * earlier attempt whose answer was lost), it is the one; otherwise the next count is tried, at most
- * MAX_COLLISIONS times. The hash label always matches the name; `labels` come under the parent labels and it.
- * With `keyLabel` (revisionKey mode), an existing revision whose key differs is another key's revision, a
- * collision: a key is how the objects made from a revision find it, so it is never rewritten.
- */
-export async function createRevision(
-  kube: KubeApi,
-  target: ResolvedResource,
-  parent: KubeObject,
-  data: JsonObject,
-  number: number,
-  labels: Record<string, string> = {},
-  guard: () => void = () => {},
-  keyLabel?: string,
-): Promise<ControllerRevision> {
-  const namespace = parent.metadata.namespace!;
-  const cause = parent.metadata.annotations?.[CHANGE_CAUSE];
-  // `count` moves on only after a real collision; `attempts` bounds the loop whatever happens meanwhile.
-  for (let count = 0, attempts = 0; count < MAX_COLLISIONS && attempts < 2 * MAX_COLLISIONS; attempts += 1) {
-    const hash = revisionHash(data, count);
-    const name = revisionName(parent.metadata.name ?? '', hash);
-    const revision: ControllerRevision = {
-      apiVersion: 'apps/v1',
-      kind: 'ControllerRevision',
-      metadata: {
-        name,
-        namespace,
-        labels: { ...labels, ...parentLabels(parent), [HASH_LABEL]: hash },
-        ...(cause ? { annotations: { [CHANGE_CAUSE]: cause } } : {}),
-        ownerReferences: [newControllerRef(parent)],
-      },
-      data: data as Json,
-      revision: number,
-    };
-    guard();
-    try {
-      return await kube.create(Resources.controllerRevisions, revision, { encode: goJson });
-    } catch (err) {
-      if (!isKubeError(err, 'AlreadyExists')) throw err;
-    }
-    let existing: ControllerRevision;
-    try {
-      existing = await kube.get<ControllerRevision>(Resources.controllerRevisions, { name, namespace });
-    } catch (err) {
-      if (isKubeError(err, 'NotFound')) continue; // deleted in between: the same name is free again
-      throw err;
-    }
-    const sameKey = keyLabel === undefined || existing.metadata.labels?.[keyLabel] === revision.metadata.labels?.[keyLabel];
-    if (semanticallyEqual(existing.data, data) && isControlledBy(existing, parent) && sameKey) {
-      // Ours, with this data: an earlier attempt whose answer was lost, or a revision this sync's list did not
-      // select. Make it what this sync would have created (its labels, the number; never its data).
-      const missing = Object.entries(revision.metadata.labels ?? {}).some(([k, v]) => existing.metadata.labels?.[k] !== v);
-      if (!missing && existing.revision >= number) return existing;
-      guard();
-      return kube.patch<ControllerRevision>(
-        Resources.controllerRevisions,
-        { name, namespace },
-        {
-          metadata: { uid: existing.metadata.uid, resourceVersion: existing.metadata.resourceVersion, labels: revision.metadata.labels },
-          revision: Math.max(existing.revision, number),
-        },
-        'merge',
-      );
-    }
-    count += 1;
-  }
-  throw new RevisionNamesTakenError(
-    `${target.kind} ${namespace}/${parent.metadata.name}: ${MAX_COLLISIONS} revision names in a row were taken by other data; not creating a revision`,
-  );
-}
-
-/** Seed 001 (KEP-238): the sync in revisionKey mode, from the generated objects' current key (decideByKey). */
-async function syncRevisionKey(
-  deps: HistoryDeps,
-  policy: RevisionPolicy,
-  target: ResolvedResource,
-  parent: KubeObject,
-  candidate: JsonObject,
-  owned: ControllerRevision[],
-  guard: () => void,
-  listedVersion: string | undefined,
-): Promise<LockedOutcome> {
-  const label = policy.spec.revisionKey!.label;
-  const current = await currentRevisionKey(targetReader(deps.kube, policy), policy, parent);
-  const decision = decideByKey(candidate, owned, label, current, revisionHash(candidate, 0), policy.defaults);
-  if (decision.kind === 'unchanged')
-    return {
-      outcome: { outcome: 'unchanged', revision: decision.revision.metadata.name!, number: decision.revision.revision },
-      revisionsVersion: listedVersion,
-      revisionUid: decision.revision.metadata.uid,
-    };
-  const r = await createRevision(
-    deps.kube,
-    target,
-    parent,
-    candidate,
-    maxRevision(owned) + 1,
-    { ...kubectlLabels(policy, parent, candidate), [label]: decision.key },
-    guard,
-    label,
-  );
-  return {
-    outcome: { outcome: 'created', revision: r.metadata.name!, number: r.revision, truncate: true },
-    revisionsVersion: r.metadata.resourceVersion,
-    revisionUid: r.metadata.uid,
-  };
-}
-
-/**
- * The key on the generated objects the parent controls (docs/controllers/history.md#keyed-revisions-revisionkey-mode): directly, or through one
- * object it controls (LWS's leader pods belong to the leader StatefulSet the LWS controls); objects being
- * deleted do not count. The one named like the parent, or else the first by name.
- */
-export async function currentRevisionKey(kube: KubeClient, policy: RevisionPolicy, parent: KubeObject): Promise<string | undefined> {
-  const generated = policy.spec.generated;
-  const label = policy.spec.revisionKey?.label;
-  if (!generated || !label) return undefined;
-  const labelSelector = selectorString(selectorAt(fieldAt(parent, generated.selectorPath)));
-  if (labelSelector === undefined) return undefined;
-  const resource = await resolveKind(kube, generated.apiVersion, generated.kind);
-  const labelled = (await kube.listAll(resource, { namespace: parent.metadata.namespace, labelSelector })).filter(
-    (o) => o.metadata.labels?.[label] && !o.metadata.deletionTimestamp,
-  );
-  return currentKeyOf(parent.metadata.name, await controlledByParent(kube, parent, labelled), label);
-}
-
-/** The objects whose controller is the parent, or a live object whose controller is the parent. */
-async function controlledByParent(kube: KubeClient, parent: KubeObject, objects: KubeObject[]): Promise<KubeObject[]> {
-  const owners = new Map<string, Promise<boolean>>();
-  const ownerControlled = async (o: KubeObject): Promise<boolean> => {
-    const ref = controllerOf(o)!;
-    try {
-      const resource = await resolveKind(kube, ref.apiVersion, ref.kind);
-      const owner = await kube.get(resource, { name: ref.name, namespace: resource.namespaced ? o.metadata.namespace : undefined });
-      return owner.metadata.uid === ref.uid && !owner.metadata.deletionTimestamp && isControlledBy(owner, parent);
-    } catch (err) {
-      // Gone, or not ours to read: nothing shows the parent controls it.
-      if (isKubeError(err, 'NotFound') || isKubeError(err, 'Forbidden')) return false;
-      throw err;
-    }
-  };
-  const kept = await Promise.all(
-    objects.map((o) => {
-      const ref = controllerOf(o);
-      if (!ref) return false;
-      if (ref.uid === parent.metadata.uid) return true;
-      if (!owners.has(ref.uid)) owners.set(ref.uid, ownerControlled(o));
-      return owners.get(ref.uid)!;
-    }),
-  );
-  return objects.filter((_, i) => kept[i]);
-}
-
-/** Looks a revision up by its key, as KEP-238's pod controller does. */
-export async function revisionForKey(
-  kube: KubeClient,
-  policy: RevisionPolicy,
-  parent: KubeObject,
-  key: string,
-): Promise<ControllerRevision | undefined> {
-  const label = policy.spec.revisionKey?.label;
-  if (!label) throw new Error(`RevisionPolicy ${policy.name} is not in revisionKey mode`);
-  const listed = await kube.list<ControllerRevision>(Resources.controllerRevisions, {
-    namespace: parent.metadata.namespace,
-    labelSelector: `${labelSelectorString(parentLabels(parent))},${label}=${key}`,
-  });
-  return listed.items
-    .filter((r) => isControlledBy(r, parent))
-    .sort((a, b) => a.revision - b.revision)
-    .at(-1);
 }

@@ -17,7 +17,9 @@ import { targetDigest, type KnownRevision } from '../../shared/history/record.ts
 import { isControlledBy, selectorAt, SelectorError, selectorString, type SyncKey } from '../../shared/ownership/index.ts';
 import { targetDefaults } from './defaults.ts';
 import { targetReader } from './policies.ts';
-import { currentRevisionKey, HISTORY_CONTROLLER, resolveTarget } from './sync.ts';
+import { HISTORY_CONTROLLER } from './outcome.ts';
+import { currentRevisionKey } from './revision-key.ts';
+import { resolveTarget } from './sync.ts';
 import { recordEvent } from '../../shared/events/index.ts';
 
 export interface TruncateResult {

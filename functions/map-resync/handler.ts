@@ -4,7 +4,7 @@ import { environment } from '../../shared/lambda/environment.ts';
 import { functionLogger } from '../../shared/lambda/logger.ts';
 import { makeSyncRequest } from '../../shared/lambda/sync-request.ts';
 import { RESYNC_CAUSE } from '../../shared/map/api.ts';
-import { resyncDue } from '../../shared/map/plan.ts';
+import { resyncDue } from '../../shared/map/plan/index.ts';
 import { actingAs, listMapControllers, MAP_TARGET, writeReadiness } from '../map/controllers.ts';
 
 const logger = functionLogger('map-resync');

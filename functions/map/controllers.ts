@@ -12,7 +12,7 @@ import {
   type KubeObject,
   type ResolvedResource,
 } from '../../shared/kube/index.ts';
-import { setCondition, type Condition } from '../../shared/map/plan.ts';
+import { setCondition, type Condition } from '../../shared/map/plan/index.ts';
 import {
   MAP_GROUP,
   MAP_VERSION,

@@ -22,7 +22,7 @@ import {
   WAKE_CAUSE,
   wakeCause,
   type PassRecord,
-} from '../../shared/map/plan.ts';
+} from '../../shared/map/plan/index.ts';
 import type { State } from '../../shared/state/index.ts';
 import { recordEvent } from '../../shared/events/index.ts';
 import { apiVersionOf } from '../../shared/kube/index.ts';

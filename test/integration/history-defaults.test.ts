@@ -3,7 +3,8 @@
 // no write at all.
 import { forgetTargetDefaults } from '../../functions/history/defaults.ts';
 import { forgetPolicies, listPolicies, policyFor } from '../../functions/history/policies.ts';
-import { syncHistory, type SyncOutcome } from '../../functions/history/sync.ts';
+import type { SyncOutcome } from '../../functions/history/outcome.ts';
+import { syncHistory } from '../../functions/history/sync.ts';
 import { parentLabels, revisionHash, revisionName, targetState, type JsonObject } from '../../shared/history/data.ts';
 import { semanticallyEqual } from '../../shared/json.ts';
 import type { RevisionPolicy } from '../../shared/history/policy.ts';

@@ -1,7 +1,9 @@
 // Controller history against the real apiserver (as the outrigger identity) and DynamoDB Local.
 import { forgetPolicies, listPolicies, policyFor, revisionPolicies } from '../../functions/history/policies.ts';
 import { reportPolicy } from '../../functions/history/report.ts';
-import { MAX_COLLISIONS, syncHistory, type SyncOutcome } from '../../functions/history/sync.ts';
+import type { SyncOutcome } from '../../functions/history/outcome.ts';
+import { MAX_COLLISIONS } from '../../functions/history/revisions.ts';
+import { syncHistory } from '../../functions/history/sync.ts';
 import { truncateHistory, truncateSynced } from '../../functions/history/truncate.ts';
 import { events } from '../../shared/events/index.ts';
 import { EVENT_BURST, EVENT_REFILL_MS } from '../../shared/events/allowance.ts';

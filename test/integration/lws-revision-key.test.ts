@@ -4,7 +4,8 @@
 // selector of the leader pods that its scale subresource publishes. Only what the LWS controls and is not
 // being deleted counts toward its current key (docs/controllers/history.md#keyed-revisions-revisionkey-mode).
 import { forgetPolicies, listPolicies, policyFor } from '../../functions/history/policies.ts';
-import { revisionForKey, syncHistory } from '../../functions/history/sync.ts';
+import { revisionForKey } from '../../functions/history/revision-key.ts';
+import { syncHistory } from '../../functions/history/sync.ts';
 import { revisionHash, targetState, type JsonObject } from '../../shared/history/data.ts';
 import { applyManifests } from '../../shared/kube/apply.ts';
 import { Resources, forgetDiscovery, gvr, type KubeObject } from '../../shared/kube/index.ts';

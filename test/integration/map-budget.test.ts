@@ -20,7 +20,7 @@ import { syncFunction } from '../../shared/lambda/sync-function.ts';
 import { makeSyncRequest, parseSyncRequest, type SyncRequest } from '../../shared/lambda/sync-request.ts';
 import { SqsSyncSink } from '../../shared/lambda/sync-sink.ts';
 import { PARENT_LABEL } from '../../shared/map/api.ts';
-import { passBudgetMs } from '../../shared/map/plan.ts';
+import { passBudgetMs } from '../../shared/map/plan/index.ts';
 import { startLambdaEndpoint } from '../../local/lambda-endpoint.ts';
 import { lambdaContext } from '../../runtime/lambda-context.ts';
 import {

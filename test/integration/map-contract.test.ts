@@ -15,7 +15,8 @@ import {
 } from '../../functions/map/controllers.ts';
 import { serveMapRequest, type MapServeContext } from '../../functions/map/handler.ts';
 import { makeSyncRequest, type SyncRequest } from '../../shared/lambda/sync-request.ts';
-import { syncMap, type MapContext } from '../../functions/map/sync.ts';
+import type { MapContext } from '../../functions/map/pass.ts';
+import { syncMap } from '../../functions/map/sync.ts';
 import { Hooks } from '../../shared/hooks/index.ts';
 import { connect, forgetDiscovery, gvr, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
 import { applyManifests } from '../../shared/kube/apply.ts';

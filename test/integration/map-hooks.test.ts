@@ -6,7 +6,8 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import fc from 'fast-check';
 import { forgetMapControllers, listMapControllers, mapControllerFor, type ResolvedMapController } from '../../functions/map/controllers.ts';
-import { syncMap, type MapContext } from '../../functions/map/sync.ts';
+import type { MapContext } from '../../functions/map/pass.ts';
+import { syncMap } from '../../functions/map/sync.ts';
 import { Hooks, SIGNATURE_HEADER, TIMESTAMP_HEADER, verifyRequest } from '../../shared/hooks/index.ts';
 import { forgetDiscovery, gvr, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
 import { applyManifests } from '../../shared/kube/apply.ts';

@@ -5,7 +5,8 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { forgetMapControllers, listMapControllers, mapControllerFor, type ResolvedMapController } from '../../functions/map/controllers.ts';
-import { syncMap, type MapContext } from '../../functions/map/sync.ts';
+import type { MapContext } from '../../functions/map/pass.ts';
+import { syncMap } from '../../functions/map/sync.ts';
 import { clusterCache } from '../../functions/cluster-cache.ts';
 import { passTiming, serveMapRequest } from '../../functions/map/handler.ts';
 import type { MapControllerSet } from '../../functions/map/controllers.ts';

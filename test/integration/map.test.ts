@@ -8,7 +8,8 @@ import { forgetMapControllers, listMapControllers, mapControllerFor, mapControll
 import { routeEnvelope } from '../../functions/router/route.ts';
 import { makeEnvelope } from '../../shared/envelope/index.ts';
 import { BatchResolver } from '../../shared/ownership/index.ts';
-import { syncMap, type MapContext } from '../../functions/map/sync.ts';
+import type { MapContext } from '../../functions/map/pass.ts';
+import { syncMap } from '../../functions/map/sync.ts';
 import { exampleHooks, startLambdaEndpoint, type LambdaEndpoint } from '../../local/lambda-endpoint.ts';
 import { Hooks } from '../../shared/hooks/index.ts';
 import { forgetDiscovery, gvr, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';

@@ -1,7 +1,8 @@
 // Seed 001 (KEP-238) revisionKey mode, on a custom resource as the parent (an LWS-like "Widget"), with the
 // read access granted the way docs/controllers/history.md#kinds-of-your-own tells a platform team to.
 import { forgetPolicies, listPolicies, policyFor } from '../../functions/history/policies.ts';
-import { revisionForKey, syncHistory } from '../../functions/history/sync.ts';
+import { revisionForKey } from '../../functions/history/revision-key.ts';
+import { syncHistory } from '../../functions/history/sync.ts';
 import { truncateHistory } from '../../functions/history/truncate.ts';
 import { revisionHash, targetState, type JsonObject } from '../../shared/history/data.ts';
 import { Resources, forgetDiscovery, gvr, type KubeObject } from '../../shared/kube/index.ts';

@@ -2,7 +2,7 @@
 // to the next collision count, a name held by this sync's own earlier write is taken as it is (labels and number
 // mended, never its data), a name freed in between is tried again, and a run of names all held by other data
 // gives up naming the parent. The apiserver's answers to the same cases are in test/integration/history.test.ts.
-import { createRevision, MAX_COLLISIONS, RevisionNamesTakenError } from '../../functions/history/sync.ts';
+import { createRevision, MAX_COLLISIONS, RevisionNamesTakenError } from '../../functions/history/revisions.ts';
 import { revisionHash, revisionName, type JsonObject } from '../../shared/history/data.ts';
 import type { ControllerRevision } from '../../shared/history/revisions.ts';
 import { Resources, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';

@@ -18,7 +18,7 @@ import {
   passBudgetMs,
   passOutcome,
   type Continuation,
-} from '../../shared/map/plan.ts';
+} from '../../shared/map/plan/index.ts';
 
 describe('the time budget of a pass', () => {
   test('property: records of a batch that each use their budget and the reserve never outrun the invocation, and each gets at least an equal share', () => {

@@ -28,7 +28,7 @@ import {
   timerStep,
   WAKE_EARLY_MS,
   type AnswerRecord,
-} from '../../shared/map/plan.ts';
+} from '../../shared/map/plan/index.ts';
 
 const cm = (name: string, data: Record<string, string> = {}): KubeObject => ({
   apiVersion: 'v1',

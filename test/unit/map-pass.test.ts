@@ -3,7 +3,8 @@
 // owns never touched. What the apiserver does with the same writes (server-side apply, managedFields, the garbage
 // collector) is in the map-* integration tests.
 import type { ResolvedMapController } from '../../functions/map/controllers.ts';
-import { syncMap, type MapContext } from '../../functions/map/sync.ts';
+import type { MapContext } from '../../functions/map/pass.ts';
+import { syncMap } from '../../functions/map/sync.ts';
 import type { HookCaller } from '../../shared/hooks/index.ts';
 import { gvr, type KubeObject, type ResolvedResource, type Stored } from '../../shared/kube/index.ts';
 import type { Log } from '../../shared/log.ts';

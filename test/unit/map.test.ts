@@ -35,7 +35,7 @@ import {
   statusChanged,
   statusPatch,
   type Condition,
-} from '../../shared/map/plan.ts';
+} from '../../shared/map/plan/index.ts';
 
 const parent: KubeObject = {
   apiVersion: 'snapshot.outrigger.dev/v1',

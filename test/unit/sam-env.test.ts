@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { functions } from '../../functions/index.ts';
 import { pascal } from '../../infra/names.ts';
-import { FUNCTION_ENVIRONMENT } from '../../infra/outrigger.ts';
+import { FUNCTION_ENVIRONMENT } from '../../infra/functions.ts';
 import { OutriggerStack } from '../../infra/stack.ts';
 import { projectRoot } from '../../local/paths.ts';
 import { CONTAINER_DEAD_LETTER_FILE } from '../../scripts/sam-env.ts';

@@ -1,0 +1,84 @@
+// The MapController hooks the map function may call: the Lambda functions the deployment names, the example's
+// hooks on request, and the key it signs webhook requests with.
+import { ArnFormat, Duration, Stack, Validations, type RemovalPolicy } from 'aws-cdk-lib';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import type * as lambda from 'aws-cdk-lib/aws-lambda';
+import { NodejsFunction } from 'aws-cdk-lib/aws-lambda-nodejs';
+import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
+import type { Construct } from 'constructs';
+import { functions } from '../functions/index.ts';
+import { acknowledgeWildcard } from './acknowledge.ts';
+import { bundled } from './bundling.ts';
+import { roleAndLogs, type FunctionSettings } from './functions.ts';
+import { output, pascal } from './names.ts';
+
+/** The example hooks: function name -> export of examples/snapshot-schedule/hooks.ts. */
+export const EXAMPLE_HOOKS: Record<string, string> = {
+  'outrigger-snapshot-schedule-map': 'map',
+  'outrigger-snapshot-schedule-tombstone': 'tombstone',
+};
+
+/** What of the deployment's props (OutriggerProps) names hooks. */
+export interface HookSettings {
+  mapHookFunctions?: ReadonlyArray<string | lambda.IFunction> | undefined;
+  examples?: boolean | undefined;
+}
+
+/** The hooks the map function may invoke, the example's hooks on request, and the webhook signing key. */
+export function addMapHooks(
+  scope: Construct,
+  fns: ReadonlyMap<string, NodejsFunction>,
+  hooks: HookSettings,
+  settings: FunctionSettings,
+  removalPolicy: RemovalPolicy,
+): void {
+  const stack = Stack.of(scope);
+  const callers = functions.filter((f) => f.callsHooks);
+  if (callers.length !== 1) throw new Error(`one function calls MapController hooks, not ${callers.length}`);
+  const map = fns.get(callers[0]!.name)!;
+  const arns: string[] = [];
+  const byName = (name: string) => [
+    stack.formatArn({ service: 'lambda', resource: 'function', resourceName: name, arnFormat: ArnFormat.COLON_RESOURCE_NAME }),
+    stack.formatArn({ service: 'lambda', resource: 'function', resourceName: `${name}:*`, arnFormat: ArnFormat.COLON_RESOURCE_NAME }),
+  ];
+  // A hook may be called through an alias or version (hooks.<x>.lambda.qualifier).
+  for (const hook of hooks.mapHookFunctions ?? [])
+    arns.push(...(typeof hook === 'string' ? byName(hook) : [hook.functionArn, `${hook.functionArn}:*`]));
+  if (hooks.examples) {
+    for (const [functionName, handler] of Object.entries(EXAMPLE_HOOKS)) {
+      new NodejsFunction(scope, pascal(functionName), {
+        ...bundled('examples/snapshot-schedule/hooks.ts'),
+        ...roleAndLogs(scope, settings, pascal(functionName), removalPolicy),
+        functionName,
+        handler,
+        description: `SnapshotSchedule example: the ${handler} hook`,
+        timeout: Duration.seconds(10),
+        memorySize: 256,
+      });
+      arns.push(...byName(functionName));
+    }
+  }
+  if (arns.length) {
+    map.addToRolePolicy(new iam.PolicyStatement({ actions: ['lambda:InvokeFunction'], resources: arns }));
+    for (const arn of arns.filter((a) => a.endsWith(':*')))
+      acknowledgeWildcard(
+        map.role!,
+        arn,
+        "A hook may be called through one of its versions or aliases (hooks.<x>.lambda.qualifier): the named function's qualifiers, no other function",
+      );
+  }
+  // Webhooks authenticate the map function by the HMAC it signs each request with (README "MapController"):
+  // the key is generated here, and read by the map function alone; hook authors read it from the output's ARN.
+  const hookSecret = new secretsmanager.Secret(scope, 'MapHookSigningSecret', {
+    description: 'The key the map function signs webhook requests with (X-Outrigger-Signature: sha256=HMAC of "<timestamp>.<body>")',
+    generateSecretString: { passwordLength: 64, excludePunctuation: true },
+  });
+  Validations.of(hookSecret).acknowledge({
+    id: 'AwsSolutions-SMG4',
+    reason:
+      'An HMAC key every webhook receiver verifies with: rotation on a schedule would break verification until each receiver read the new key, so an operator rotates it with the receivers (README "MapController")',
+  });
+  map.addEnvironment('OUTRIGGER_HOOK_SECRET_ARN', hookSecret.secretArn);
+  map.addToRolePolicy(new iam.PolicyStatement({ actions: ['secretsmanager:GetSecretValue'], resources: [hookSecret.secretArn] }));
+  output(scope, 'MapHookSigningSecretArn', 'The webhook signing key: verify X-Outrigger-Signature with it', hookSecret.secretArn);
+}
