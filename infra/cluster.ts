@@ -1,7 +1,7 @@
 // Everything one cluster has of its own: its queues (events, and one per sync target, each with a dead-letter
 // queue), its alarms, its forwarder's role, and, for an EKS cluster in the stack's region, the EKS access entries
 // of the functions' roles and the forwarder's Pod Identity association. Clusters share nothing of these, so one
-// cluster's backlog, failures or foothold stay its own (README "Security model").
+// cluster's backlog, failures or foothold stay its own (docs/operations/security.md).
 import { ArnFormat, Aws, CfnCondition, Duration, Fn, Stack, Token, type CfnResource } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as eks from 'aws-cdk-lib/aws-eks';
@@ -28,7 +28,7 @@ export { CONTROLLERS_GROUP, MIGRATORS_GROUP };
  * How a cluster's functions and forwarder get in: `stack` (an EKS cluster in the stack's region: access entries
  * and the Pod Identity association are the stack's), `region-condition` (the same, in a stack whose region is
  * known only at deploy: each is made when the stack's region is the cluster's), `manual` (another region, or
- * not EKS: the role ARN outputs and README "Deploying" say what to create).
+ * not EKS: the role ARN outputs and docs/getting-started/deploy.md#clusters-the-stack-cannot-let-in say what to create).
  */
 export type ClusterAccessMode = 'stack' | 'region-condition' | 'manual';
 

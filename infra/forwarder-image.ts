@@ -19,7 +19,7 @@ export const FORWARDER_PLATFORMS: readonly ecrAssets.Platform[] = [ecrAssets.Pla
 
 /**
  * The forwarder's image: an asset per platform and, for two or more, the index over them that a custom
- * resource writes next to them (README "Deploying": the forwarder's image), output as ForwarderImageUri.
+ * resource writes next to them (docs/operations/forwarder.md#the-forwarders-image), output as ForwarderImageUri.
  */
 export function addForwarderImage(scope: Construct, platforms: readonly ecrAssets.Platform[], settings: FunctionSettings): void {
   if (platforms.length === 0) throw new Error('forwarderImage.platforms: names no platform');

@@ -67,7 +67,7 @@ export function addMapHooks(
         "A hook may be called through one of its versions or aliases (hooks.<x>.lambda.qualifier): the named function's qualifiers, no other function",
       );
   }
-  // Webhooks authenticate the map function by the HMAC it signs each request with (README "MapController"):
+  // Webhooks authenticate the map function by the HMAC it signs each request with (docs/reference/hooks.md#the-webhook-contract):
   // the key is generated here, and read by the map function alone; hook authors read it from the output's ARN.
   const hookSecret = new secretsmanager.Secret(scope, 'MapHookSigningSecret', {
     description: 'The key the map function signs webhook requests with (X-Outrigger-Signature: sha256=HMAC of "<timestamp>.<body>")',
@@ -76,7 +76,7 @@ export function addMapHooks(
   Validations.of(hookSecret).acknowledge({
     id: 'AwsSolutions-SMG4',
     reason:
-      'An HMAC key every webhook receiver verifies with: rotation on a schedule would break verification until each receiver read the new key, so an operator rotates it with the receivers (README "MapController")',
+      'An HMAC key every webhook receiver verifies with: rotation on a schedule would break verification until each receiver read the new key, so an operator rotates it with the receivers (docs/reference/hooks.md#the-webhook-contract)',
   });
   map.addEnvironment('OUTRIGGER_HOOK_SECRET_ARN', hookSecret.secretArn);
   map.addToRolePolicy(new iam.PolicyStatement({ actions: ['secretsmanager:GetSecretValue'], resources: [hookSecret.secretArn] }));

@@ -1,7 +1,7 @@
 // The Outrigger construct: a whole deployment in one stack. The state table, per cluster its queues, alarms,
 // forwarder role and (EKS in the stack's region) access entries and Pod Identity association (infra/cluster.ts),
 // every function in functions/index.ts with only the permissions it uses, the ingest Function URL, the schedules,
-// and a dashboard. The repository's own app (infra/app.ts) is one use of it; README "Deploying" has another.
+// and a dashboard. The repository's own app (infra/app.ts) is one use of it; docs/getting-started/deploy.md has another.
 import { RemovalPolicy } from 'aws-cdk-lib';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
@@ -71,7 +71,7 @@ export interface OutriggerProps {
    * resource writes into the repository (infra/image-index). `cdk deploy` then needs Docker with BuildKit (the
    * default since Docker 23), and no emulator: the bundle is built on the machine's own platform and only copied
    * into each platform's Node image. Synth needs no Docker. Default: no image; the forwarder's overlay names one
-   * (README "Deploying").
+   * (docs/getting-started/deploy.md).
    */
   forwarderImage?: { platforms?: ecrAssets.Platform[] };
 }

@@ -17,7 +17,7 @@ export type LockedOutcome = {
   revisions?: KnownRevision[];
 };
 
-/** The Event a sync's outcome is news of, if any: one for a change and the truncation it made due (README, "Events"). */
+/** The Event a sync's outcome is news of, if any: one for a change and the truncation it made due (docs/controllers/history.md#events). */
 export function outcomeEvent(outcome: SyncOutcome, deleted: readonly string[]): Omit<EventSpec, 'type'> | undefined {
   if (outcome.outcome !== 'created' && outcome.outcome !== 'rollback') return undefined;
   const also = deleted.length ? `; deleted ${deleted.length} revision(s) beyond the history limit: ${deleted.join(', ')}` : '';

@@ -46,7 +46,7 @@ export async function syncRevisionKey(
 }
 
 /**
- * The key on the generated objects the parent controls (README, "What a sync does"): directly, or through one
+ * The key on the generated objects the parent controls (docs/controllers/history.md#keyed-revisions-revisionkey-mode): directly, or through one
  * object it controls (LWS's leader pods belong to the leader StatefulSet the LWS controls); objects being
  * deleted do not count. The one named like the parent, or else the first by name.
  */

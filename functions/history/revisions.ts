@@ -112,7 +112,7 @@ export async function writeDecision<T extends KnownRevision>(
   }
 }
 
-/** Labels that let stock kubectl find a revision of `data` by the parent's selector (README, "What a sync does"). */
+/** Labels that let stock kubectl find a revision of `data` by the parent's selector (docs/design/history-sync.md#labels). */
 export function kubectlLabels(policy: RevisionPolicy, parent: KubeObject, data: JsonObject): Record<string, string> {
   const at = fieldAt(parent, policy.spec.generated?.selectorPath ?? 'spec.selector');
   return selectorLabels(typeof at === 'string' ? parsedOrNone(at) : (at as LabelSelector | undefined), data, policy.spec.targetState);

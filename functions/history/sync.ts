@@ -1,4 +1,4 @@
-// Controller history for one parent (README, "Controller history"): Reconcile(key) for the history controller.
+// Controller history for one parent (docs/controllers/history.md): Reconcile(key) for the history controller.
 //  1. Read the parent; compute its target object state (the candidate revision data).
 //  2. Fast path: when only the parent itself changed since the last sync and its target state is the one
 //     recorded in DynamoDB for it, nothing can have changed: one apiserver read, no write.
@@ -161,7 +161,7 @@ export async function syncHistory(
     // the state the last holder decided on (any later change brings its own event), else the parent read
     // again under the lease.
     // The revisions come from the record, which came with the lease, when it holds them and every cause is one
-    // it accounts for (README, "What a sync does": the history record): as the last holder left them, every
+    // it accounts for (docs/design/history-sync.md#the-history-record): as the last holder left them, every
     // other change to them bringing an event that takes the list. Otherwise they are listed meanwhile (the labels
     // need only the parent's name and kind), "not older than" what the record says earlier holders' writes left.
     const dk = defaultsKey(policy.defaults);
@@ -181,7 +181,7 @@ export async function syncHistory(
     ]);
     if (read.skipped) return read.skipped;
     const parent = read.parent;
-    // A parent with no history record yet: is another controller keeping its history? (README, "Coexistence")
+    // A parent with no history record yet: is another controller keeping its history? (docs/controllers/history.md#coexistence)
     const foreign = lease.memo === undefined ? await foreignHistoryOf(deps.kube, policy, target, parent) : undefined;
     if (foreign)
       return {
@@ -200,7 +200,7 @@ export async function syncHistory(
         (fromRecord && held?.revisions
           ? await syncFromRecord(deps, policy, target, parent, candidate, heldDigest, guard, held)
           : undefined) ?? (await syncLocked(deps, policy, target, parent, candidate, guard, listed ?? (await list())));
-      // One Event for a change and the truncation it made due (README, "Events"): the truncation first, under the
+      // One Event for a change and the truncation it made due (docs/controllers/history.md#events): the truncation first, under the
       // lease, so that the record holds the revisions it left.
       const due = 'truncate' in result.outcome && result.outcome.truncate;
       if (due && result.revisions && deps.truncate) {

@@ -1,4 +1,4 @@
-// A pass fits its invocation (README "MapController", time budget and follow-ups): it gets a share of the
+// A pass fits its invocation (docs/design/map-pass.md#a-pass-fits-its-invocation): it gets a share of the
 // invocation's remaining time, starts a hook call only while one attempt still fits, and hands the inputs it did
 // not reach to a follow-up request for the same parent, which takes them in map-key order from where it stopped.
 

@@ -3,7 +3,7 @@ import type { KubeObject } from '../../kube/resource.ts';
 import { controllerOf } from '../../ownership/controller-ref.ts';
 import { compileSelector, matches, type LabelSelector, type Selector } from '../../ownership/selector.ts';
 
-/** The parent's duck-typed `spec.selector`; missing or empty selects every input in scope (README, "MapController"). */
+/** The parent's duck-typed `spec.selector`; missing or empty selects every input in scope (docs/controllers/mapcontroller.md). */
 export function inputSelector(parent: KubeObject): Selector {
   const raw = (parent.spec as { selector?: LabelSelector | null } | undefined)?.selector;
   return compileSelector(raw ?? {});

@@ -16,7 +16,7 @@ export function resyncDue(uid: string, periodSeconds: number, now: Date, tickMs:
   return index !== Math.floor((t - tickMs - phase) / period) ? index : undefined;
 }
 
-// resyncAfterSeconds (README "MapController", lifecycle): a hook's wish to be called again after a while, with no
+// resyncAfterSeconds (docs/controllers/mapcontroller.md#lifecycle): a hook's wish to be called again after a while, with no
 // change. Sync queues are FIFO, which take no per-message delay, and a message held back in a parent's own group
 // would hold back that parent's events too. So a pass that leaves a wish sends one *timer* message in a group of
 // its own (the parent's group and "/timer"): each receive before it is due holds it back (its visibility, as a
