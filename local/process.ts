@@ -96,14 +96,15 @@ export async function exists(path: string): Promise<boolean> {
 }
 
 /**
- * The environment of a `go build` of one of the project's Go programs (buildGoProgram): the checksum
- * database is out of reach here, so go.sum is committed and -mod=readonly verifies every download against it.
+ * The environment of a `go build` of one of the project's Go programs (buildGoProgram): go.sum is committed and
+ * -mod=readonly verifies every download against it; a module go.sum does not list yet is checked against the
+ * checksum database, which the Go module proxy serves (docs/contributing/test-beds.md#what-the-project-installs).
  */
 export function goBuildEnv(): NodeJS.ProcessEnv {
   return {
     ...process.env,
     GOFLAGS: '-mod=readonly',
-    GOSUMDB: 'off',
+    GOSUMDB: 'sum.golang.org',
     GOTOOLCHAIN: 'local',
     GOPROXY: process.env.GOPROXY ?? 'https://proxy.golang.org',
   };
@@ -191,6 +192,9 @@ export function isAlive(pid: number): boolean {
   }
 }
 
+/** Maven's flags for fetching a pom's jars: -C fails on a checksum mismatch, where Maven's default only warns. */
+export const MAVEN_FETCH_FLAGS = ['-B', '-q', '-C'] as const;
+
 /**
  * The jars a Maven pom names (a Java server and its dependencies), fetched from Maven Central into
  * `.cache/<name>/lib` once per version of the pom.
@@ -203,7 +207,7 @@ export async function mavenLibrary(name: string, pom: string, log: Log): Promise
     async () => {
       log(`fetching ${name} from Maven Central`);
       await run('rm', ['-rf', libDir]);
-      await run('mvn', ['-B', '-q', '-f', pom, 'dependency:copy-dependencies', `-DoutputDirectory=${libDir}`]);
+      await run('mvn', [...MAVEN_FETCH_FLAGS, '-f', pom, 'dependency:copy-dependencies', `-DoutputDirectory=${libDir}`]);
     },
     log,
   );

@@ -5,6 +5,12 @@ import { join } from 'node:path';
 import { cacheDir } from './paths.ts';
 import { buildOnce, fingerprint, run, type Log } from './process.ts';
 
+/**
+ * pip's flags for a tool's requirements: every file must match a hash the requirements file pins, and only wheels are
+ * taken, so no sdist runs a build step with unpinned build tools (docs/contributing/test-beds.md#what-the-project-installs).
+ */
+export const PIP_INSTALL_FLAGS = ['--quiet', '--disable-pip-version-check', '--require-hashes', '--only-binary=:all:'] as const;
+
 /** The interpreter the virtualenvs are made with (OUTRIGGER_PYTHON, default python3). */
 export const python = process.env.OUTRIGGER_PYTHON ?? 'python3';
 
@@ -21,7 +27,7 @@ export async function pythonTool(name: string, requirements: string, log: Log = 
       log(`installing ${name} from PyPI into ${venv}`);
       await run('rm', ['-rf', venv]);
       await run(python, ['-m', 'venv', venv]);
-      await run(join(venv, 'bin', 'pip'), ['install', '--quiet', '--disable-pip-version-check', '-r', requirements]);
+      await run(join(venv, 'bin', 'pip'), ['install', ...PIP_INSTALL_FLAGS, '-r', requirements]);
     },
     log,
   );
