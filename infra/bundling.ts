@@ -3,7 +3,8 @@
 import { AssetStaging } from 'aws-cdk-lib';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { OutputFormat, type NodejsFunctionProps } from 'aws-cdk-lib/aws-lambda-nodejs';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { projectRoot } from '../local/paths.ts';
 
@@ -16,7 +17,33 @@ export const RUNTIME = lambda.Runtime.NODEJS_24_X;
  */
 const lockFile = [join(projectRoot, 'package-lock.json'), join(projectRoot, 'package.json')].find((f) => existsSync(f))!;
 
+/** The esbuild version package.json pins, and the one installed where this package's imports resolve (if any). */
+function esbuildVersions(): { pinned: string; installed: string | undefined } {
+  const manifest = join(projectRoot, 'package.json');
+  const pkg = JSON.parse(readFileSync(manifest, 'utf8')) as { devDependencies?: Record<string, string> };
+  let installed: string | undefined;
+  try {
+    installed = (createRequire(manifest)('esbuild/package.json') as { version: string }).version;
+  } catch {
+    installed = undefined;
+  }
+  return { pinned: pkg.devDependencies?.esbuild ?? 'unknown', installed };
+}
+
+/**
+ * Refuses to build the functions with anything but the pinned esbuild, installed beside the package: without it the
+ * CDK would bundle in Docker with whatever esbuild 0.x is current (docs/getting-started/deploy.md#in-a-cdk-app-of-your-own).
+ */
+export function checkEsbuild(versions: { pinned: string; installed: string | undefined } = esbuildVersions()): void {
+  if (versions.installed === versions.pinned) return;
+  throw new Error(
+    `Outrigger bundles its functions with esbuild ${versions.pinned}, installed beside it (npm install --save-exact --save-dev esbuild@${versions.pinned}); ` +
+      `found ${versions.installed ? `esbuild ${versions.installed}` : 'none'}. Without it the CDK would bundle in Docker with an unpinned esbuild.`,
+  );
+}
+
 export function bundled(entry: string): NodejsFunctionProps & { entry: string } {
+  checkEsbuild();
   return {
     entry: join(projectRoot, entry),
     runtime: RUNTIME,
