@@ -65,12 +65,13 @@ export async function apply(
       await ctx.kube.delete(
         k,
         { name: o.metadata.name ?? '', namespace: k.namespaced ? o.metadata.namespace : undefined },
-        {
-          preconditions: { uid: o.metadata.uid! },
-        },
+        // Background: some kinds (batch/v1 Jobs) orphan their own dependents when no policy is named. The
+        // resourceVersion: an output changed since this pass read it is the next pass's to judge, with its change.
+        { propagationPolicy: 'Background', preconditions: { uid: o.metadata.uid!, resourceVersion: o.metadata.resourceVersion! } },
       );
     } catch (err) {
-      if (!isKubeError(err, 'NotFound') && !isKubeError(err, 'Conflict')) throw err;
+      if (isKubeError(err, 'Conflict')) continue;
+      if (!isKubeError(err, 'NotFound')) throw err;
     }
     final.delete(identityOf(o));
     result.deleted += 1;
@@ -97,6 +98,7 @@ async function recreate(
         k,
         { name: observed.metadata.name ?? '', namespace: ns },
         {
+          propagationPolicy: 'Background',
           preconditions: { uid: observed.metadata.uid!, resourceVersion: observed.metadata.resourceVersion! },
         },
       );

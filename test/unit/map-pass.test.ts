@@ -6,7 +6,7 @@ import type { ResolvedMapController } from '../../functions/map/controllers.ts';
 import type { MapContext } from '../../functions/map/pass.ts';
 import { syncMap } from '../../functions/map/sync.ts';
 import type { HookCaller } from '../../shared/hooks/index.ts';
-import { gvr, type KubeObject, type ResolvedResource, type Stored } from '../../shared/kube/index.ts';
+import { gvr, type DeleteOptions, type KubeObject, type ResolvedResource, type Stored } from '../../shared/kube/index.ts';
 import type { Log } from '../../shared/log.ts';
 import { MAP_KEY_LABEL, PARENT_LABEL, parseMapController, type MapHookRequest, type TombstoneHookRequest } from '../../shared/map/api.ts';
 import { controllerOf, newControllerRef, type SyncKey } from '../../shared/ownership/index.ts';
@@ -145,6 +145,38 @@ describe('the map pass: reap detached outputs', () => {
     expect(await pass()).toMatchObject({ inputs: 1, deleted: 1, unchanged: 1, problems: [] });
     expect(output('a-out')).toBeUndefined();
     expect(output('b-out')).toBeDefined();
+  });
+
+  test('a detached output is deleted in the background (its own dependents go too), only as the pass read it', async () => {
+    const { kube, input, pass } = scene();
+    input('a', '1');
+    await pass();
+    const seen: DeleteOptions[] = [];
+    const del = kube.delete.bind(kube);
+    kube.delete = (r, ref, opts) => (seen.push(opts ?? {}), del(r, ref, opts));
+    await kube.delete(inputs, { name: 'a', namespace: ns });
+    seen.length = 0;
+    expect(await pass()).toMatchObject({ deleted: 1 });
+    // batch/v1 Jobs, among others, orphan their dependents when the delete names no propagation policy.
+    expect(seen).toEqual([
+      { propagationPolicy: 'Background', preconditions: { uid: expect.any(String), resourceVersion: expect.any(String) } },
+    ]);
+  });
+
+  test('a detached output changed after the pass read it is left for the next pass, not counted as deleted', async () => {
+    const { kube, input, output, pass } = scene();
+    input('a', '1');
+    await pass();
+    await kube.delete(inputs, { name: 'a', namespace: ns });
+    kube.beforeRequest = (verb, r) => {
+      if (verb === 'delete' && r.resource === outputs.resource)
+        kube.touch(outputs, { name: 'a-out', namespace: ns }, (o) => (o.metadata.annotations = { edited: 'yes' }));
+    };
+    expect(await pass()).toMatchObject({ deleted: 0 });
+    kube.beforeRequest = undefined;
+    expect(output('a-out')).toBeDefined();
+    expect(await pass()).toMatchObject({ deleted: 1 });
+    expect(output('a-out')).toBeUndefined();
   });
 
   test('an input that no longer matches the selector detaches its outputs too', async () => {
