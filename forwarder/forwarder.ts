@@ -9,8 +9,10 @@
 // list against that index, so a change or deletion made while it was down, or sent but not acknowledged, is
 // sent again. (An object acknowledged less than a second before a kill, then deleted while the forwarder was
 // down, is the one change that can go unsent; an object created and deleted while it was down leaves nothing.)
-// Memory is bounded: when `maxBuffered` envelopes wait, the watch callbacks wait, and the watch streams
-// stop being read (HTTP flow control holds the rest at the apiserver).
+// Memory is bounded by budgets, not by what is watched (docs/operations/forwarder.md#memory): when `maxBuffered`
+// envelopes or `maxBufferedBytes` wait, the watch callbacks wait, and the watch streams stop being read (HTTP
+// flow control holds the rest at the apiserver); of each watched object only a skeleton is kept
+// (forwarder/skeleton.ts), and relists read pages of `pageBytes`.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { SendMessageBatchCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { deduplicationId, makeEnvelope, MAX_ENVELOPE_BYTES, messageGroupId, type Envelope } from '../shared/envelope/index.ts';
@@ -30,6 +32,7 @@ import {
   type SourceEvent,
 } from '../shared/kube/index.ts';
 import { statusOnly, watchedAsMetadata } from './metadata.ts';
+import { kept, skeletonOf } from './skeleton.ts';
 
 /** One envelope for the events queue. */
 export interface QueueEntry {
@@ -98,6 +101,10 @@ export interface ForwarderOptions {
   checkpoint?: CheckpointStore | undefined;
   refreshMs?: number;
   maxBuffered?: number;
+  /** Bytes of envelopes held in memory at most (default 16 MiB); one envelope is always let through. */
+  maxBufferedBytes?: number;
+  /** A relist's page size in bytes (default 4 MiB). */
+  pageBytes?: number;
   checkpointMs?: number;
   log?: Log;
 }
@@ -133,6 +140,7 @@ export class Forwarder {
   private readonly counts = { events: 0, sent: 0, batches: 0, sendFailures: 0, deadLettered: 0, trimmed: 0, statusOnly: 0, maxBuffered: 0 };
   private readonly opts: ForwarderOptions;
   private readonly buffer: Pending[] = [];
+  private bufferedBytes = 0;
   private readonly waiters: Array<() => void> = [];
   private wakeSender: (() => void) | undefined;
   private readonly abort = new AbortController();
@@ -262,6 +270,8 @@ export class Forwarder {
           signal,
           metadataOnly: type,
           known: acked,
+          keep: (o) => kept(o, !asMetadata),
+          ...(this.opts.pageBytes ? { pageBytes: this.opts.pageBytes } : {}),
           onSynced: () => {
             if (!stop.signal.aborted) this.syncedOnce.add(id);
           },
@@ -297,12 +307,19 @@ export class Forwarder {
 
   private async enqueue(gvr: string, e: SourceEvent): Promise<void> {
     this.counts.events += 1;
-    const limit = this.opts.maxBuffered ?? 1_000;
-    while (this.buffer.length >= limit && !this.abort.signal.aborted) await new Promise<void>((r) => this.waiters.push(r));
     if (this.abort.signal.aborted) return;
     const pending = await this.toPending(gvr, e);
     if (!pending) return;
+    const limit = this.opts.maxBuffered ?? 1_000;
+    const bytes = this.opts.maxBufferedBytes ?? 16 * 1024 * 1024;
+    while (
+      (this.buffer.length >= limit || (this.buffer.length > 0 && this.bufferedBytes + pending.bytes > bytes)) &&
+      !this.abort.signal.aborted
+    )
+      await new Promise<void>((r) => this.waiters.push(r));
+    if (this.abort.signal.aborted) return;
     this.buffer.push(pending);
+    this.bufferedBytes += pending.bytes;
     this.counts.maxBuffered = Math.max(this.counts.maxBuffered, this.buffer.length);
     this.wakeSender?.();
   }
@@ -383,6 +400,7 @@ export class Forwarder {
         const keep = batch.filter((_, i) => failed.has(i));
         for (const [i, p] of batch.entries()) if (!failed.has(i)) this.acknowledge(p);
         this.buffer.splice(0, batch.length, ...keep);
+        this.bufferedBytes = this.buffer.reduce((n, p) => n + p.bytes, 0);
         this.counts.sent += batch.length - keep.length;
         if (keep.length) {
           this.counts.sendFailures += keep.length;
@@ -402,8 +420,8 @@ export class Forwarder {
       } finally {
         this.inFlight = false;
       }
-      const limit = this.opts.maxBuffered ?? 1_000;
-      while (this.buffer.length < limit && this.waiters.length) this.waiters.shift()!();
+      // Every waiting callback looks again at what room there is now.
+      for (const wake of this.waiters.splice(0)) wake();
     }
   }
 
@@ -456,23 +474,6 @@ export class Forwarder {
       this.log('warn', 'checkpoint unreadable; every object will be sent again', { error: String(err) });
     }
   }
-}
-
-/** What the checkpoint keeps of an object: what routing reads of an old or deleted object, and its version. */
-function skeletonOf(o: KubeObject): KubeObject {
-  const m = o.metadata;
-  return {
-    apiVersion: o.apiVersion,
-    kind: o.kind,
-    metadata: {
-      name: m.name,
-      ...(m.namespace ? { namespace: m.namespace } : {}),
-      uid: m.uid,
-      resourceVersion: m.resourceVersion,
-      ...(m.labels ? { labels: m.labels } : {}),
-      ...(m.ownerReferences ? { ownerReferences: m.ownerReferences } : {}),
-    },
-  };
 }
 
 /** resourceVersions are opaque, but etcd's are integers: an ack that arrives after a newer one is ignored. */

@@ -42,6 +42,12 @@ function ownNamespace(): string {
   }
 }
 
+function bytes(name: string, fallback: number): number {
+  const v = Number(process.env[name] ?? fallback);
+  if (!Number.isSafeInteger(v) || v <= 0) refuse(`${name} must be a positive number of bytes`);
+  return v;
+}
+
 const cluster = required('OUTRIGGER_CLUSTER_ID');
 const queueUrl = required('OUTRIGGER_EVENT_QUEUE_URL');
 const endpoint = process.env.OUTRIGGER_SQS_ENDPOINT;
@@ -104,6 +110,8 @@ const forwarder = new Forwarder({
   stateFile: process.env.OUTRIGGER_FORWARDER_STATE || undefined,
   checkpoint,
   maxBuffered: Number(process.env.OUTRIGGER_MAX_BUFFERED ?? 1000),
+  maxBufferedBytes: bytes('OUTRIGGER_MAX_BUFFERED_BYTES', 16 * 1024 * 1024),
+  pageBytes: bytes('OUTRIGGER_LIST_PAGE_BYTES', 4 * 1024 * 1024),
   refreshMs: Number(process.env.OUTRIGGER_REFRESH_MS ?? 10_000),
   log,
 });

@@ -2,8 +2,8 @@
 // object that is not a parent, only its labels, ownerReferences and deletion state; the handlers read parents and
 // children from the apiserver themselves. So only parents and definitions are watched whole: a pod's spec and
 // status, and a Secret's data, never leave the cluster.
-import { isDeepStrictEqual } from 'node:util';
 import { gvr, gvrString, type GVR, type KubeObject } from '../shared/kube/index.ts';
+import { routedDigest } from './skeleton.ts';
 
 const SECRETS = gvrString(gvr('', 'v1', 'secrets'));
 
@@ -21,7 +21,7 @@ export function watchedAsMetadata(resource: GVR, whole: ReadonlySet<string> | un
  * modifications are all sent.
  */
 export function statusOnly(old: KubeObject | undefined, next: KubeObject): boolean {
-  if (!old || old.metadata.generation === undefined || next.metadata.generation === undefined) return false;
-  const routed = (o: KubeObject) => ({ ...o.metadata, resourceVersion: undefined, managedFields: undefined });
-  return isDeepStrictEqual(routed(old), routed(next));
+  // Compared by digest: what the forwarder keeps of the old object is its skeleton (forwarder/skeleton.ts).
+  const before = old && routedDigest(old);
+  return before !== undefined && before === routedDigest(next);
 }

@@ -2,7 +2,9 @@
 // 410 Gone or any break, list again and diff against what it had seen, so that a change made while it was
 // not watching (an object deleted, say) still produces an event. At least once: an event may repeat, never
 // go missing. Events are delivered one at a time and awaited, so a slow consumer slows the source instead of
-// growing a buffer.
+// growing a buffer; an event whose consumer fails counts as not seen, and the relist that follows delivers it
+// again. Memory follows the number of objects, not their size, when the consumer keeps less than whole objects
+// (`keep`), and relists read pages of a byte budget (docs/operations/forwarder.md#memory).
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { KubeClient } from './client.ts';
 import { isKubeError } from './errors.ts';
@@ -40,15 +42,26 @@ export interface WatchSourceOptions {
    * acknowledged state): objects unchanged since produce no event, objects gone since produce a deletion.
    */
   known?: ReadonlyMap<string, KubeObject>;
+  /** What the source keeps of each object to diff against and hand back as `oldObject`: by default the whole object. */
+  keep?: (object: KubeObject) => KubeObject;
+  /** Relists read pages of about this many bytes (default 4 MiB), however large the objects are. */
+  pageBytes?: number;
 }
+
+/** The apiserver's usual page size, and the most a page holds here whatever the objects' size. */
+const MAX_PAGE_ITEMS = 500;
+/** Until a page has been measured, objects are taken to be as large as annotations may make them. */
+const FIRST_ITEM_BYTES = 256 * 1024;
 
 export async function runWatchSource(opts: WatchSourceOptions): Promise<void> {
   const known = new Map<string, KubeObject>(opts.known ?? []);
+  const paging = { itemBytes: FIRST_ITEM_BYTES };
+  const keep = opts.keep ?? ((o: KubeObject) => o);
   const maxBackoff = opts.maxBackoffMs ?? 30_000;
   let backoff = 250;
   while (!opts.signal.aborted) {
     try {
-      const resourceVersion = await relist(opts, known);
+      const resourceVersion = await relist(opts, known, paging, keep);
       opts.onSynced?.();
       backoff = 250;
       let rv = resourceVersion;
@@ -69,14 +82,15 @@ export async function runWatchSource(opts: WatchSourceOptions): Promise<void> {
             if (watched.type === 'BOOKMARK') return;
             const e = opts.metadataOnly ? { ...watched, object: { ...watched.object, ...opts.metadataOnly } } : watched;
             const uid = e.object.metadata.uid ?? '';
+            // Known only once the consumer took it (here and in the relist): a failure leaves it to the relist.
             if (e.type === 'DELETED') {
-              known.delete(uid);
               await opts.onEvent({ type: 'deleted', object: e.object });
+              known.delete(uid);
               return;
             }
             const old = known.get(uid);
-            known.set(uid, e.object);
             await opts.onEvent(old ? { type: 'modified', object: e.object, oldObject: old } : { type: 'added', object: e.object });
+            known.set(uid, keep(e.object));
           },
           opts.signal,
         );
@@ -91,33 +105,42 @@ export async function runWatchSource(opts: WatchSourceOptions): Promise<void> {
   }
 }
 
-async function relist(opts: WatchSourceOptions, known: Map<string, KubeObject>): Promise<string> {
+async function relist(
+  opts: WatchSourceOptions,
+  known: Map<string, KubeObject>,
+  paging: { itemBytes: number },
+  keep: (o: KubeObject) => KubeObject,
+): Promise<string> {
+  const budget = opts.pageBytes ?? 4 * 1024 * 1024;
   const seen = new Set<string>();
   let cont: string | undefined;
   let resourceVersion = '';
   do {
-    const listOptions = { namespace: opts.namespace, labelSelector: opts.labelSelector, limit: 500, continue: cont };
+    // As many items as the budget holds at the size the last page measured.
+    const limit = Math.max(1, Math.min(MAX_PAGE_ITEMS, Math.floor(budget / paging.itemBytes)));
+    const listOptions = { namespace: opts.namespace, labelSelector: opts.labelSelector, limit, continue: cont };
     const page = opts.metadataOnly
       ? await opts.client.listMetadata(opts.resource, listOptions)
       : await opts.client.list(opts.resource, listOptions);
     resourceVersion = page.metadata.resourceVersion ?? resourceVersion;
     cont = page.metadata.continue || undefined;
+    if (page.items.length)
+      paging.itemBytes = Math.max(1, page.items.reduce((n, item) => n + JSON.stringify(item).length, 0) / page.items.length);
     for (const item of page.items) {
       // A list's items carry no apiVersion/kind; events do, so consumers see the same shape either way.
       const obj = opts.metadataOnly ? { ...item, ...opts.metadataOnly } : withTypeMeta(item, page.apiVersion, page.kind);
       const uid = obj.metadata.uid ?? '';
       seen.add(uid);
       const old = known.get(uid);
-      known.set(uid, obj);
-      if (!old) await opts.onEvent({ type: 'added', object: obj });
-      else if (old.metadata.resourceVersion !== obj.metadata.resourceVersion)
-        await opts.onEvent({ type: 'modified', object: obj, oldObject: old });
+      if (old?.metadata.resourceVersion === obj.metadata.resourceVersion) continue;
+      await opts.onEvent(old ? { type: 'modified', object: obj, oldObject: old } : { type: 'added', object: obj });
+      known.set(uid, keep(obj));
     }
   } while (cont);
   for (const [uid, obj] of known) {
     if (seen.has(uid)) continue;
-    known.delete(uid);
     await opts.onEvent({ type: 'deleted', object: obj });
+    known.delete(uid);
   }
   if (!resourceVersion) throw new Error(`list of ${gvrString(opts.resource)} returned no resourceVersion`);
   return resourceVersion;

@@ -13,7 +13,7 @@ import { projectRoot } from '../../local/paths.ts';
 import { parseEnvelope, type Envelope } from '../../shared/envelope/index.ts';
 import { connect, gvr, Resources, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
 import { forwarderKubeconfig } from '../testbed/forwarder.ts';
-import { adminClient, createNamespace, outriggerClient, testbed, testQueue } from '../testbed/index.ts';
+import { adminClient, createNamespace, eventually, outriggerClient, testbed, testQueue } from '../testbed/index.ts';
 
 const revision = (namespace: string, name: string, owner?: string): KubeObject => ({
   apiVersion: 'apps/v1',
@@ -160,6 +160,41 @@ describe('the forwarder', () => {
       const letter = letters.Messages?.find((m) => m.Body?.includes('system:odd'));
       expect(letter?.MessageAttributes?.reason?.StringValue).toMatch(/^cannot be sent as an event: .*metadata\.name/);
       expect(fwd.healthy()).toBe(true);
+    } finally {
+      await fwd.stop();
+    }
+  });
+
+  test('a dead letter that cannot be written (its queue unreachable) is tried again after the relist: the event is not dropped', async () => {
+    const ns = await createNamespace('fwd');
+    const roles = gvr('rbac.authorization.k8s.io', 'v1', 'roles');
+    const letters: string[] = [];
+    let refusals = 1;
+    const fwd = new Forwarder({
+      cluster: 'it',
+      kube: adminClient(),
+      sink: {
+        sendBatch: async () => [],
+        deadLetter: async (body) => {
+          if (refusals-- > 0) throw new Error('the dead-letter queue is unreachable');
+          letters.push(body);
+        },
+      },
+      namespace: ns,
+      resources: async () => [roles],
+    });
+    await fwd.start();
+    try {
+      await fwd.synced();
+      await adminClient().create(roles, {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'Role',
+        metadata: { name: 'system:odd', namespace: ns },
+        rules: [],
+      });
+      // The watch breaks on the failure and relists (backoff 250 ms); the object is not taken as sent.
+      await eventually(() => letters.some((l) => l.includes('system:odd')), 15_000);
+      expect(refusals).toBe(-1);
     } finally {
       await fwd.stop();
     }
