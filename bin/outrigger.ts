@@ -18,6 +18,8 @@ commands:
              --namespace NS      watch namespaced resources in NS only
              --state-dir DIR     dead letters and runtime.json (default: .outrigger/)
              --log-format FMT    text (one short line per action, the default) or json (as in AWS)
+             --one-apiserver     the cluster has one apiserver: storage polls read it once, unsampled
+                                 (the default with the local kube-apiserver)
   history    outrigger history <kind>/<name> [--revision N] [-o json|yaml]: the object's revisions
   rollback   outrigger rollback <kind>/<name> [--to-revision N] [--dry-run] [-o json|yaml]: put a
              revision's target state back (by default the previous one)
@@ -147,6 +149,7 @@ async function run(argv: string[]): Promise<void> {
       namespace: { type: 'string' },
       'state-dir': { type: 'string', default: join(projectRoot, '.outrigger') },
       'log-format': { type: 'string', default: 'text' },
+      'one-apiserver': { type: 'boolean' },
     },
     strict: true,
   });
@@ -164,6 +167,7 @@ async function run(argv: string[]): Promise<void> {
     clusterId: values['cluster-id'],
     namespace: values.namespace,
     stateDir: values['state-dir'],
+    oneApiserver: values['one-apiserver'],
     log,
   });
   let stopping = false;

@@ -3,7 +3,7 @@
 // The shape itself is shared/clusters.ts's (the functions read the same); these are the checks only a
 // deployment needs: how it reaches each cluster, and values that are plainly not a real cluster's.
 import { X509Certificate } from 'node:crypto';
-import { parseClusters, type ClusterConfig } from '../shared/clusters.ts';
+import { parseClusters, unsafeStorage, type ClusterConfig } from '../shared/clusters.ts';
 
 /** An EKS cluster's entry: its access is the kind the stack makes access entries and Pod Identity for. */
 export type EksCluster = ClusterConfig & { access: Extract<ClusterConfig['access'], { kind: 'eks' }> };
@@ -30,7 +30,8 @@ const DESCRIBE = (field: string) => `aws eks describe-cluster --name <name> --qu
 /**
  * The clusters a deployed stack serves, checked: the shared schema (unknown fields refused), EKS or Secrets
  * Manager access only, and no placeholder (an endpoint that is not EKS's form or is in a reserved domain, CA
- * data that is not a certificate). Errors read `cluster <id>: <field>: <problem>`.
+ * data that is not a certificate), and no storage reporters that would narrow `persisted` on one apiserver's word
+ * (unsafeStorage). Errors read `cluster <id>: <field>: <problem>`.
  */
 export function deployableClusters(clusters: readonly unknown[]): ClusterConfig[] {
   const parsed = parseClusters(JSON.stringify(clusters));
@@ -63,6 +64,8 @@ export function deployableClusters(clusters: readonly unknown[]): ClusterConfig[
       eksClusters.set(key, c.id);
     }
     if (access.caData !== undefined) checkCertificate(access.caData, fail);
+    const unsafe = unsafeStorage(c);
+    if (unsafe) fail('storage.reporters', unsafe);
   }
   return parsed;
 }

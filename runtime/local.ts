@@ -43,6 +43,12 @@ export interface RuntimeOptions {
   /** Limit the storage poll to these API groups ("" is core). */
   storageGroups?: string[] | undefined;
   /**
+   * The cluster has a single apiserver, so the storage poll reads it once per poll instead of sampling
+   * (docs/controllers/storage-migration.md#safe-by-default). Default: true for the local kube-apiserver the
+   * runtime starts, false for a cluster given by kubeconfig (which may balance over several).
+   */
+  oneApiserver?: boolean | undefined;
+  /**
    * MapController hooks written as Lambda handlers, by function name, served on a local Lambda Invoke endpoint
    * (default: the SnapshotSchedule example's). Webhook hooks need nothing here.
    */
@@ -88,6 +94,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     storage: {
       enabled: specs.some((f) => f.name === 'storage-poll'),
       migrations: 'outrigger',
+      ...((opts.oneApiserver ?? !opts.kubeconfig) ? { reporters: [{ id: 'apiserver' }] } : {}),
       ...(opts.storageGroups ? { groups: opts.storageGroups } : {}),
       ...(opts.migratorKubeconfig || !opts.kubeconfig
         ? { migratorAccess: { kind: 'kubeconfig' as const, path: opts.migratorKubeconfig ?? bed.cluster!.kubeconfigs.migrator } }

@@ -47,7 +47,8 @@ const storageSchema = z
         .array(
           z.strictObject({
             id: z.string().check(z.regex(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/, 'must be a lowercase DNS name'), z.maxLength(253)),
-            server: z.optional(z.url()),
+            // The bearer token travels to it: https only, as for the cluster's own server.
+            server: z.optional(z.url({ protocol: /^https$/, error: 'must be an https URL' })),
           }),
         )
         .check(
@@ -59,6 +60,7 @@ const storageSchema = z
      * For apiservers reachable only through one endpoint (a load balancer): discovery is sampled over this many
      * fresh connections per poll, and migrations wait on the control plane's stability
      * (docs/controllers/storage-migration.md#one-endpoint-eks-and-most-managed-control-planes). Not with `reporters`, which reach each apiserver.
+     * Default DEFAULT_SAMPLES when no `reporters` are given: one endpoint is all Outrigger can assume.
      */
     samples: z.optional(z.int().check(z.minimum(2), z.maximum(16))),
     migrations: z._default(z.enum(['outrigger', 'in-tree']), 'outrigger'),
@@ -73,6 +75,49 @@ const storageSchema = z
     }),
   );
 export type StorageConfig = z.infer<typeof storageSchema>;
+
+/**
+ * Discovery samples per poll when the configuration names no reporters: the one endpoint may front several
+ * apiservers (EKS runs at least two), and only sampled evidence may narrow `persisted` there
+ * (docs/controllers/storage-migration.md#safe-by-default).
+ */
+export const DEFAULT_SAMPLES = 4;
+
+/** How the storage poll reads a cluster: its reporters' ids, and the samples per poll of a one-endpoint control plane. */
+export interface StoragePlan {
+  reporters: string[];
+  samples: number | undefined;
+}
+
+export function storagePlan(config: Pick<ClusterConfig, 'storage'>): StoragePlan {
+  const { reporters, samples } = config.storage ?? {};
+  if (reporters) return { reporters: reporters.map((r) => r.id), samples: undefined };
+  return { reporters: ['apiserver'], samples: samples ?? DEFAULT_SAMPLES };
+}
+
+/**
+ * Why a cluster's reporters cannot be trusted to narrow `persisted`, or undefined: reporters are one per
+ * apiserver, so two reaching one endpoint, or one reaching EKS's (which balances over at least two apiservers),
+ * see a single apiserver at a time and agree when the control plane does not
+ * (docs/controllers/storage-migration.md#safe-by-default). Synth refuses it and `outrigger doctor` names it.
+ */
+export function unsafeStorage(config: Pick<ClusterConfig, 'access' | 'storage'>): string | undefined {
+  const reporters = config.storage?.enabled === false ? undefined : config.storage?.reporters;
+  if (!reporters) return undefined;
+  const own = 'server' in config.access ? config.access.server : undefined;
+  const endpoint = (server: string | undefined) => server ?? own ?? "the kubeconfig's server";
+  const seen = new Map<string, string>();
+  for (const r of reporters) {
+    const where = endpoint(r.server);
+    const other = seen.get(where);
+    if (other !== undefined)
+      return `${other} and ${r.id} both reach ${where}: each reporter must reach an apiserver of its own (or leave out reporters: discovery is then sampled)`;
+    seen.set(where, r.id);
+    if (config.access.kind === 'eks' && (r.server === undefined || r.server === own))
+      return `${r.id} reaches the EKS endpoint ${where}, which balances over several apiservers: one reporter there sees one of them at a time; leave out reporters (discovery is then sampled)`;
+  }
+  return undefined;
+}
 
 /**
  * The Kubernetes groups cluster/rbac.yaml binds: every function that talks to clusters, and the migrator besides
@@ -259,14 +304,16 @@ export class Clusters {
     return config;
   }
 
-  /** The storage poll's reporters: the configured apiserver endpoints, or the cluster's own server as `apiserver`. */
+  /**
+   * The storage poll's reporters: the configured apiserver endpoints, or the cluster's own server as `apiserver`,
+   * sampled (storagePlan).
+   */
   reporters(id: string): Array<{ id: string; client: KubeClient; sample?: () => KubeClient }> {
     const config = this.config(id);
     const configured = config.storage?.reporters;
     // A client of its own per sample: its own keep-alive agent, so a new connection the load balancer places anew.
-    if (config.storage?.samples)
+    if (!configured)
       return [{ id: 'apiserver', client: this.client(id), sample: () => connect(config.access as ClusterAccess, this.options) }];
-    if (!configured) return [{ id: 'apiserver', client: this.client(id) }];
     return configured.map((r) => {
       const server = r.server;
       return {

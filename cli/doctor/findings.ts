@@ -83,6 +83,18 @@ export interface ClusterFacts {
   /** An SQS-compatible endpoint the queues were read at, which the fixes' aws commands must name too. */
   sqsEndpoint?: string | undefined;
   eks: EksFacts | { skipped: string };
+  /** How the storage poll reads the apiservers, when a configuration names the cluster and storage is on. */
+  storageReporters?: StorageReporterFacts;
+}
+
+export interface StorageReporterFacts {
+  /** Why the configured reporters cannot be trusted to narrow persisted (shared/clusters.ts unsafeStorage). */
+  unsafe: string | undefined;
+  reporters: number;
+  /** Discovery samples per poll: set for one endpoint, the default. */
+  samples: number | undefined;
+  /** The apiservers holding identity leases in kube-system, or why they could not be counted. */
+  apiservers: number | { error: string };
 }
 
 /** A checkpoint older than this is worth a look: most clusters change something within the hour. */
@@ -105,7 +117,27 @@ export function findings(f: ClusterFacts): Finding[] {
   if (f.forwarder) forwarderFindings(f.forwarder, f, add);
   deadLetterFindings(f, add);
   eksFindings(f, add);
+  if (f.storageReporters && !('error' in f.apiserver)) storageReporterFinding(f.storageReporters, f, add);
   return out;
+}
+
+/** Reporters that would narrow persisted on one apiserver's word (docs/controllers/storage-migration.md#safe-by-default). */
+function storageReporterFinding(s: StorageReporterFacts, f: ClusterFacts, add: Add): void {
+  const check = 'storage reporters';
+  const fix = `remove storage.reporters from cluster ${f.cluster} in clusters.json (discovery is then sampled), or give each reporter its own apiserver's https server`;
+  if (s.unsafe) return add(check, 'fail', `unsafe: storage.reporters: ${s.unsafe}`, fix);
+  if (s.samples) return add(check, 'ok', `one endpoint, discovery sampled over ${s.samples} connections per poll`);
+  const counted = `kubectl get leases -n kube-system -l apiserver.kubernetes.io/identity=kube-apiserver (as ${f.kubectl.replace(/^kubectl ?/, '') || 'the kubeconfig'})`;
+  if (typeof s.apiservers !== 'number')
+    return add(check, 'warn', `${s.reporters} reporter(s); the apiservers could not be counted: ${s.apiservers.error}`, counted);
+  if (s.apiservers > s.reporters)
+    return add(
+      check,
+      'fail',
+      `unsafe: ${s.apiservers} apiservers hold identity leases, but storage.reporters names ${s.reporters}: a migration would be judged on part of the control plane`,
+      fix,
+    );
+  add(check, 'ok', `${s.reporters} reporter(s), one per apiserver (${s.apiservers} hold identity leases)`);
 }
 
 type Add = (check: string, status: Status, message: string, fix?: string) => void;

@@ -6,11 +6,11 @@ import { join } from 'node:path';
 import { GetQueueAttributesCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { load, loadAll } from 'js-yaml';
 import { functions } from '../../functions/index.ts';
-import type { ClusterConfig } from '../../shared/clusters.ts';
+import { storagePlan, unsafeStorage, type ClusterConfig } from '../../shared/clusters.ts';
 import { gvr, Resources, type GVR, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
 import { EVENTS_QUEUE, type QueueUrls } from '../../shared/lambda/queues.ts';
 import { gatherEks, type EksApi } from './eks.ts';
-import type { ClusterFacts, DeadLetterQueue, EksFacts, ForwarderFacts, Shipped } from './findings.ts';
+import type { ClusterFacts, DeadLetterQueue, EksFacts, ForwarderFacts, Shipped, StorageReporterFacts } from './findings.ts';
 
 const rbac = (resource: string) => gvr('rbac.authorization.k8s.io', 'v1', resource);
 const RESOURCES: Record<string, GVR> = {
@@ -204,10 +204,35 @@ export async function gatherCluster(t: ClusterTarget, o: GatherOptions): Promise
   } catch (err) {
     return { ...facts, now: (o.now ?? (() => new Date()))(), apiserver: { error: (err as Error).message } };
   }
-  const [crds, rbacObjects, forwarder] = await Promise.all([
+  const [crds, rbacObjects, forwarder, storageReporters] = await Promise.all([
     Promise.all(o.manifests.crds.map((m) => installed(t.kube, m))),
     Promise.all(o.manifests.rbac.map((m) => installed(t.kube, m))),
     forwarderFacts(t.kube, o.manifests.forwarder, namespace),
+    t.config && storage?.enabled !== false ? storageReporterFacts(t.kube, t.config) : undefined,
   ]);
-  return { ...facts, now: (o.now ?? (() => new Date()))(), apiserver: { version }, crds, rbac: rbacObjects, forwarder };
+  return {
+    ...facts,
+    now: (o.now ?? (() => new Date()))(),
+    apiserver: { version },
+    crds,
+    rbac: rbacObjects,
+    forwarder,
+    ...(storageReporters ? { storageReporters } : {}),
+  };
+}
+
+/** The configuration's reporters and the apiservers the cluster runs, as their identity leases show. */
+async function storageReporterFacts(kube: KubeClient, config: ClusterConfig): Promise<StorageReporterFacts> {
+  const plan = storagePlan(config);
+  let apiservers: StorageReporterFacts['apiservers'];
+  try {
+    const leases = await kube.listAll(Resources.leases, {
+      namespace: 'kube-system',
+      labelSelector: 'apiserver.kubernetes.io/identity=kube-apiserver',
+    });
+    apiservers = leases.length;
+  } catch (err) {
+    apiservers = { error: (err as Error).message };
+  }
+  return { unsafe: unsafeStorage(config), reporters: plan.reporters.length, samples: plan.samples, apiservers };
 }

@@ -1,19 +1,21 @@
 // The storage functions' context for one cluster, from the Lambda environment.
 import type { Environment } from '../../shared/lambda/environment.ts';
+import { storagePlan } from '../../shared/clusters.ts';
 import { makeSyncRequest } from '../../shared/lambda/sync-request.ts';
 import { DEFAULT_PERIOD_MS } from '../../shared/storage/index.ts';
 import { migrations, type StorageContext } from './context.ts';
 
 export function storageContext(env: Environment, cluster: string, holder: string, log?: StorageContext['log']): StorageContext {
   const config = env.clusters.config(cluster);
+  const plan = storagePlan(config);
   return {
     cluster,
     kube: env.clusters.client(cluster),
     state: env.state,
     holder,
-    reporters: env.clusters.reporters(cluster).map((r) => r.id),
+    reporters: plan.reporters,
     mode: config.storage?.migrations ?? 'outrigger',
-    samples: config.storage?.samples,
+    samples: plan.samples,
     periodMs: DEFAULT_PERIOD_MS,
     now: () => new Date(),
     ...(log ? { log } : {}),

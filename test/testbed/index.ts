@@ -88,6 +88,8 @@ export async function startTestRuntime(prefix: string, names: readonly string[],
     clusterId: uniqueName(prefix),
     stateDir: await mkdtemp(join(tmpdir(), `outrigger-${prefix}-`)),
     functions: functions.filter((f) => names.includes(f.name)),
+    // The test bed runs one kube-apiserver.
+    oneApiserver: true,
     ...opts,
   });
 }

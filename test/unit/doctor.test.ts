@@ -117,6 +117,48 @@ describe('doctor findings', () => {
     expect(renderText(all)).toMatch(/^cluster prod\n {2}ok {4}apiserver .*answers, v1\.35\.4\n/);
   });
 
+  test('storage reporters: an unsafe configuration, or fewer reporters than apiservers, fails naming it; sampled is ok', () => {
+    const fix =
+      "remove storage.reporters from cluster prod in clusters.json (discovery is then sampled), or give each reporter its own apiserver's https server";
+    const unsafe = 'apiserver reaches the EKS endpoint https://x.eks.amazonaws.com, which balances over several apiservers';
+    expect(
+      of(findings(healthy({ storageReporters: { unsafe, reporters: 1, samples: undefined, apiservers: 2 } })), 'storage reporters'),
+    ).toEqual({
+      check: 'storage reporters',
+      cluster: 'prod',
+      status: 'fail',
+      message: `unsafe: storage.reporters: ${unsafe}`,
+      fix,
+    });
+    expect(
+      of(
+        findings(healthy({ storageReporters: { unsafe: undefined, reporters: 1, samples: undefined, apiservers: 3 } })),
+        'storage reporters',
+      ),
+    ).toMatchObject({
+      status: 'fail',
+      message: expect.stringMatching(/^unsafe: 3 apiservers hold identity leases, but storage\.reporters names 1/),
+      fix,
+    });
+    expect(
+      of(findings(healthy({ storageReporters: { unsafe: undefined, reporters: 1, samples: 4, apiservers: 3 } })), 'storage reporters'),
+    ).toMatchObject({ status: 'ok', message: 'one endpoint, discovery sampled over 4 connections per poll' });
+    expect(
+      of(
+        findings(healthy({ storageReporters: { unsafe: undefined, reporters: 3, samples: undefined, apiservers: 3 } })),
+        'storage reporters',
+      ),
+    ).toMatchObject({ status: 'ok' });
+    expect(
+      of(
+        findings(
+          healthy({ storageReporters: { unsafe: undefined, reporters: 2, samples: undefined, apiservers: { error: 'forbidden' } } }),
+        ),
+        'storage reporters',
+      ),
+    ).toMatchObject({ status: 'warn' });
+  });
+
   test('an apiserver that does not answer: one failure, the cluster checks left out', () => {
     const all = findings(healthy({ apiserver: { error: 'connect ECONNREFUSED' }, crds: undefined, rbac: undefined, forwarder: undefined }));
     expect(of(all, 'apiserver')).toMatchObject({

@@ -204,7 +204,8 @@ describe('the Outrigger stack', () => {
       storage: {
         enabled: true,
         migrations: 'outrigger',
-        reporters: Array.from({ length: reporters }, (_, i) => ({ id: `apiserver-${i}` })),
+        // Each apiserver at an endpoint of its own: reporters on the balanced endpoint are refused.
+        reporters: Array.from({ length: reporters }, (_, i) => ({ id: `apiserver-${i}`, server: `https://10.0.0.${i + 1}` })),
       },
     });
     const polls = (clusters: ClusterConfig[]) =>
@@ -669,7 +670,14 @@ describe('the Outrigger stack', () => {
         clusterName: `outrigger-cluster-${i}`,
         region: 'eu-west-1',
       },
-      storage: { enabled: true, migrations: 'outrigger', reporters: [{ id: 'apiserver-a' }, { id: 'apiserver-b' }] },
+      storage: {
+        enabled: true,
+        migrations: 'outrigger',
+        reporters: [
+          { id: 'apiserver-a', server: 'https://10.0.0.1' },
+          { id: 'apiserver-b', server: 'https://10.0.0.2' },
+        ],
+      },
     }));
     expect(caData(0)).toHaveLength(1500);
     await synthesized(clusters, ({ template: t, directory }) => {
