@@ -23,12 +23,14 @@ export interface Testbed {
   stop(): Promise<void>;
 }
 
-/** The manifests every cluster Outrigger manages must have: its CRDs, then its RBAC. */
+/** The manifests every cluster Outrigger manages must have: its CRDs, its RBAC, then its admission policy. */
 export async function clusterManifests(): Promise<string> {
   const crdDir = join(projectRoot, 'cluster', 'crds');
   const crds = (await readdir(crdDir)).filter((f) => f.endsWith('.yaml')).sort();
   const docs = await Promise.all(
-    [...crds.map((f) => join(crdDir, f)), join(projectRoot, 'cluster', 'rbac.yaml')].map((f) => readFile(f, 'utf8')),
+    [...crds.map((f) => join(crdDir, f)), ...['rbac.yaml', 'admission.yaml'].map((f) => join(projectRoot, 'cluster', f))].map((f) =>
+      readFile(f, 'utf8'),
+    ),
   );
   return docs.join('\n---\n');
 }

@@ -20,7 +20,8 @@ import { semanticallyEqual } from '../../shared/json.ts';
 import { PolicyError, parsePolicy, POLICY_GROUP, reportedNotReady, type RevisionPolicy } from '../../shared/history/policy.ts';
 import type { ControllerKind } from '../../shared/ownership/index.ts';
 import { clusterCache } from '../cluster-cache.ts';
-import { actingAs } from '../identity.ts';
+import { actingAs, checkConsent, IdentityProblem, type ServiceAccountRef } from '../identity.ts';
+import { firstHolderFirst } from '../../shared/identity.ts';
 import type { ControllerSource } from '../controller-source.ts';
 
 export const revisionPolicies = gvr(POLICY_GROUP, 'v1alpha1', 'revisionpolicies');
@@ -93,14 +94,17 @@ export async function listPolicies(kube: KubeClient, cluster: string): Promise<P
   return cache.get(cluster, async () => {
     const out: PolicySet = { valid: [], effective: [], invalid: [], unresolved: [] };
     const objects = await kube.listAll(revisionPolicies);
-    // The oldest-named policy wins when two name the same kind; the others report it in their status.
-    objects.sort((a, b) => (a.metadata.name ?? '').localeCompare(b.metadata.name ?? ''));
+    // The policy created first wins when two name the same kind, whatever their names; the others report it in
+    // their status (docs/operations/security.md#serviceaccounts-a-definition-names).
+    objects.sort(firstHolderFirst);
     for (const o of objects) {
       const name = o.metadata.name ?? '';
       let parsed: RevisionPolicy | undefined;
       try {
         parsed = parsePolicy(o);
         const resolved = await resolvePolicy(kube, parsed);
+        // Nothing is read as an account that does not name the policy, even before the policy's first check.
+        if (parsed.spec.serviceAccount) await consented(kube, parsed.spec.serviceAccount, name);
         if (reportedNotReady(o)) {
           out.invalid.push({ name, reason: 'Reported', error: 'its last check found it not in effect' });
           continue;
@@ -116,6 +120,15 @@ export async function listPolicies(kube: KubeClient, cluster: string): Promise<P
     }
     return out;
   });
+}
+
+async function consented(kube: KubeClient, account: ServiceAccountRef, name: string): Promise<void> {
+  try {
+    await checkConsent(kube, account, { kind: 'RevisionPolicy', name });
+  } catch (err) {
+    if (err instanceof IdentityProblem) throw new PolicyProblem(err.reason, `RevisionPolicy ${name}: ${err.message}`);
+    throw err;
+  }
 }
 
 /** The kinds a policy names, as its spec names them (no discovery). */

@@ -35,7 +35,7 @@ async function foreignHistory(kube: KubeClient, policy: RevisionPolicy, target: 
   );
 }
 
-/** Outrigger may act as the policy's ServiceAccount, and the account may get and list the kinds a sync reads. */
+/** Outrigger may act as the policy's ServiceAccount, which names the policy, and the account may get and list the kinds a sync reads. */
 async function checkReader(kube: KubeClient, policy: RevisionPolicy, kinds: ResolvedResource[]): Promise<void> {
   const account = policy.spec.serviceAccount!;
   let refused;
@@ -43,6 +43,7 @@ async function checkReader(kube: KubeClient, policy: RevisionPolicy, kinds: Reso
     refused = await refusedNeeds(
       kube,
       account,
+      { kind: 'RevisionPolicy', name: policy.name },
       kinds.flatMap((resource) => ['get', 'list'].map((verb) => ({ resource, verb }))),
     );
   } catch (err) {

@@ -25,6 +25,7 @@ import {
 import type { ControllerKind, LabelSelector } from '../../shared/ownership/index.ts';
 import { clusterCache, type ClusterCache } from '../cluster-cache.ts';
 import { actingAs as actingAsAccount, IdentityProblem, refusedNeeds, resourceName } from '../identity.ts';
+import { firstHolderFirst } from '../../shared/identity.ts';
 import type { ControllerSource } from '../controller-source.ts';
 
 export const mapControllers = gvr(MAP_GROUP, MAP_VERSION, 'mapcontrollers');
@@ -59,20 +60,21 @@ export async function listMapControllers(
   cache: ClusterCache<MapControllerSet> = mapControllerCache,
 ): Promise<MapControllerSet> {
   return cache.get(cluster, async () => {
-    const objects = (await kube.listAll(mapControllers)).sort((a, b) => (a.metadata.name ?? '').localeCompare(b.metadata.name ?? ''));
+    const objects = (await kube.listAll(mapControllers)).sort(firstHolderFirst);
     const out: MapControllerSet = { valid: [], invalid: [], objects };
     for (const o of objects) {
       try {
         const mc = await resolve(kube, parseMapController(o));
-        // The first by name wins a parent kind; a second would fight it over the same parents.
+        // Only a controller that may run claims a kind. Of those, the first created holds it (a second would fight
+        // it over the same parents), whatever names come later (docs/operations/security.md#serviceaccounts-a-definition-names).
+        await checkIdentity(kube, mc);
         const earlier = out.valid.find((v) => v.parent.group === mc.parent.group && v.parent.kind === mc.parent.kind);
         if (earlier)
           throw new MapControllerError(
             mc.name,
-            `parent kind ${mc.parent.kind} is already controlled by MapController ${earlier.name}`,
+            `parent kind ${mc.parent.kind} is already controlled by MapController ${earlier.name}, created before it`,
             'ParentKindTaken',
           );
-        await checkIdentity(kube, mc);
         out.valid.push(mc);
       } catch (err) {
         out.invalid.push({
@@ -97,7 +99,7 @@ export function actingAs(kube: KubeClient, mc: ResolvedMapController): KubeClien
 
 /**
  * Whether Outrigger may act as the controller's ServiceAccount (a cluster admin's grant: `get` and `impersonate`
- * on it), and whether the ServiceAccount may list what a pass lists cluster-wide: the parent kind (resyncs list it
+ * on it; the account's consent: its annotation names the controller), and whether the ServiceAccount may list what a pass lists cluster-wide: the parent kind (resyncs list it
  * so), and the input and output resources a pass lists across namespaces (those of a cluster-scoped parent, and
  * cluster-scoped ones). Inputs and outputs listed in a parent's namespace are judged by the pass itself, whose
  * list as the ServiceAccount answers Forbidden there (the parent's Synced condition says so).
@@ -114,6 +116,7 @@ async function checkIdentity(kube: KubeClient, mc: ResolvedMapController): Promi
     refused = await refusedNeeds(
       kube,
       mc.serviceAccount,
+      { kind: 'MapController', name: mc.name },
       [mc.parent, ...across].map((resource) => ({ resource, verb: 'list' })),
     );
   } catch (err) {

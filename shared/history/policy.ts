@@ -13,8 +13,11 @@ export const LIMIT_ANNOTATION = 'outrigger.dev/revision-history-limit';
 export const DEFAULT_REVISION_LABEL = 'controller-revision-hash';
 /** The Ready reason of a policy whose kind's history another controller keeps (docs/controllers/history.md#coexistence). */
 export const FOREIGN_HISTORY = 'ForeignHistory';
-/** The policy's ServiceAccount is missing, not Outrigger's to act as, or may not read the target (docs/operations/security.md). */
-export const IDENTITY_REASONS = ['ServiceAccountNotFound', 'ServiceAccountNotAllowed', 'Forbidden'] as const;
+/**
+ * The policy's ServiceAccount is missing, not Outrigger's to act as, does not name the policy, or may not read the
+ * target (docs/operations/security.md#serviceaccounts-a-definition-names).
+ */
+export const IDENTITY_REASONS = ['ServiceAccountNotFound', 'ServiceAccountNotAllowed', 'ServiceAccountNotConsenting', 'Forbidden'] as const;
 
 const specSchema = z
   .object({

@@ -2,7 +2,7 @@
 // account's grants, never Outrigger's, and the policy says so when Outrigger may not act as the account or the
 // account may not read the kind. The kind here is one Outrigger's own identity may not read at all.
 import { syncHistory } from '../../functions/history/sync.ts';
-import { listPolicies, policyFor, revisionPolicies } from '../../functions/history/policies.ts';
+import { forgetPolicies, listPolicies, policyFor, revisionPolicies } from '../../functions/history/policies.ts';
 import { reportPolicy } from '../../functions/history/report.ts';
 import { PARENT_LABEL, sortRevisions, type ControllerRevision } from '../../shared/history/revisions.ts';
 import { gvr, isKubeError, Resources, resolveKind, forgetDiscovery, type KubeObject } from '../../shared/kube/index.ts';
@@ -76,6 +76,26 @@ describe('a RevisionPolicy that names a ServiceAccount', () => {
         ]),
       ).toMatchObject({ outcome: 'created' });
       expect(await revisions(ns, 'vault')).toEqual(['1:app:1']);
+    } finally {
+      await admin.delete(revisionPolicies, { name }).catch(() => undefined);
+    }
+  });
+
+  test('the ServiceAccount boundary: an account that does not name the policy serves it not at all, before its first check and after: Ready=False ServiceAccountNotConsenting', async () => {
+    const ns = await createNamespace('ident');
+    const name = uniqueName('ident');
+    // The account may read the kind and Outrigger may act as it, for another policy only.
+    await applyManifests(admin, impersonatedAccount(ns, 'theirs', [READ], `revisionpolicy/${name}-other, mapcontroller/${name}`));
+    await applyManifests(admin, policy(name, { namespace: ns, name: 'theirs' }));
+    try {
+      forgetPolicies('it');
+      expect(policyFor(await listPolicies(kube, 'it'), GROUP, 'Strongbox')).toBeUndefined();
+      expect(await reportPolicy(kube, 'it', name)).toMatchObject({
+        ready: false,
+        reason: 'ServiceAccountNotConsenting',
+        message: expect.stringContaining(`does not name revisionpolicy/${name} in its outrigger.dev/allowed-controllers annotation`),
+      });
+      expect(policyFor(await listPolicies(kube, 'it'), GROUP, 'Strongbox')).toBeUndefined();
     } finally {
       await admin.delete(revisionPolicies, { name }).catch(() => undefined);
     }

@@ -4,6 +4,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { readFile } from 'node:fs/promises';
+import { load } from 'js-yaml';
 import { serveMapRequest } from '../../functions/map/handler.ts';
 import { RetryLater } from '../../shared/lambda/retry.ts';
 import { mapControllers, type MapControllerSet } from '../../functions/map/controllers.ts';
@@ -21,6 +22,7 @@ import { impersonatedAccount } from '../testbed/rbac.ts';
 const GROUP = 'identity.outrigger.test';
 const teams = gvr(GROUP, 'v1', 'teammaps');
 const regions = gvr(GROUP, 'v1', 'teamregions');
+const boards = gvr(GROUP, 'v1', 'teamboards');
 const configMaps = gvr('', 'v1', 'configmaps');
 const pvcs = gvr('', 'v1', 'persistentvolumeclaims');
 const snapshots = gvr('snapshot.storage.k8s.io', 'v1', 'volumesnapshots');
@@ -37,7 +39,11 @@ beforeAll(async () => {
   for (const f of ['crds.yaml', 'rbac.yaml']) await applyManifests(admin, await readFile(new URL(f, dir), 'utf8'));
   await applyManifests(
     admin,
-    `${openCrd(GROUP, 'TeamMap', 'teammaps')}---\n${openCrd(GROUP, 'TeamRegion', 'teamregions', { scope: 'Cluster' })}`,
+    [
+      openCrd(GROUP, 'TeamMap', 'teammaps'),
+      openCrd(GROUP, 'TeamRegion', 'teamregions', { scope: 'Cluster' }),
+      openCrd(GROUP, 'TeamBoard', 'teamboards'),
+    ].join('---\n'),
   );
   hookServer = createServer((req: IncomingMessage, res: ServerResponse) => {
     let body = '';
@@ -321,6 +327,169 @@ spec:
     } finally {
       await admin.delete(mapControllers, { name });
       await admin.delete(storageStates, { name: state.metadata.name ?? '' });
+    }
+  }, 60_000);
+});
+
+// The ServiceAccount boundary (docs/operations/security.md#serviceaccounts-a-definition-names), in the audit's
+// borrowed-account scenario: the SnapshotSchedule example installed, and someone else naming its ServiceAccount.
+describe('the ServiceAccount boundary: a definition acts only as an account its author may use and that names it', () => {
+  const EXAMPLE_ACCOUNT = { namespace: 'outrigger-system', name: 'snapshot-schedule' };
+  const policies = gvr('outrigger.dev', 'v1alpha1', 'revisionpolicies');
+  const borrowing = (name: string, url = `${hookUrl}/map`) => `
+apiVersion: metacontroller.k8s.io/v1alpha1
+kind: MapController
+metadata: { name: ${name} }
+spec:
+  parentResource: { apiVersion: v1, resource: persistentvolumeclaims }
+  inputResources: [{ apiVersion: v1, resource: persistentvolumeclaims }]
+  outputResources: [{ apiVersion: snapshot.storage.k8s.io/v1, resource: volumesnapshots }]
+  serviceAccount: { namespace: ${EXAMPLE_ACCOUNT.namespace}, name: ${EXAMPLE_ACCOUNT.name} }
+  hooks: { map: { webhook: { url: "${url}" }, retries: 0 } }
+`;
+
+  test('admission: a user who may only create MapControllers and RevisionPolicies cannot name the example’s ServiceAccount, nor keep it while changing a controller; may name one they can impersonate', async () => {
+    const admin = adminClient();
+    const ns = await createNamespace('author');
+    const user = uniqueName('author');
+    const name = uniqueName('aaa-snap');
+    await applyManifests(
+      admin,
+      `
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: { name: ${user} }
+rules:
+  - { apiGroups: ["metacontroller.k8s.io"], resources: ["mapcontrollers"], verbs: ["create", "get"] }
+  - { apiGroups: ["outrigger.dev"], resources: ["revisionpolicies"], verbs: ["create", "get"] }
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: { name: ${user} }
+roleRef: { apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: ${user} }
+subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: User, name: ${user} }]
+`,
+    );
+    const author = admin.as({ user });
+    const mc = (yaml: string) => load(yaml) as KubeObject;
+    try {
+      await expect(author.create(mapControllers, mc(borrowing(name, 'https://attacker.example/')))).rejects.toMatchObject({
+        kind: 'Forbidden',
+        message: expect.stringContaining(
+          `spec.serviceAccount ${EXAMPLE_ACCOUNT.namespace}/${EXAMPLE_ACCOUNT.name}: the requester may not impersonate`,
+        ),
+      });
+      await expect(
+        author.create(policies, {
+          apiVersion: 'outrigger.dev/v1alpha1',
+          kind: 'RevisionPolicy',
+          metadata: { name },
+          spec: { target: { apiVersion: 'v1', kind: 'PersistentVolumeClaim' }, targetState: ['spec'], serviceAccount: EXAMPLE_ACCOUNT },
+        } as KubeObject),
+      ).rejects.toMatchObject({ kind: 'Forbidden' });
+      expect(await admin.find(mapControllers, { name })).toBeUndefined();
+      expect(await admin.find(policies, { name })).toBeUndefined();
+
+      // An account of the author's own, which they may impersonate: admission lets it through.
+      await applyManifests(
+        admin,
+        `${impersonatedAccount(ns, 'own', [])}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: { name: ${user}-own, namespace: ${ns} }
+rules: [{ apiGroups: [""], resources: ["serviceaccounts"], resourceNames: ["own"], verbs: ["impersonate"] }]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: { name: ${user}-own, namespace: ${ns} }
+roleRef: { apiGroup: rbac.authorization.k8s.io, kind: Role, name: ${user}-own }
+subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: User, name: ${user} }]
+`,
+      );
+      await author.create(mapControllers, mc(teamController(name, { namespace: ns, name: 'own' })));
+
+      // Changing a controller that names the example's account is using it too: a webhook swapped in is refused.
+      await admin.delete(mapControllers, { name });
+      await applyManifests(admin, borrowing(name));
+      await applyManifests(
+        admin,
+        `
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: { name: ${user} }
+rules: [{ apiGroups: ["metacontroller.k8s.io"], resources: ["mapcontrollers"], verbs: ["create", "get", "patch"] }]
+`,
+      );
+      await expect(
+        author.patch(mapControllers, { name }, { spec: { hooks: { map: { webhook: { url: 'https://attacker.example/' } } } } }, 'merge'),
+      ).rejects.toMatchObject({ kind: 'Forbidden' });
+    } finally {
+      await admin.delete(mapControllers, { name }).catch(() => undefined);
+    }
+  }, 60_000);
+
+  test('run time: a MapController an admin let through naming the example’s ServiceAccount, which does not name it, is ServiceAccountNotConsenting; no hook call, nothing written', async () => {
+    const admin = adminClient();
+    const ns = await createNamespace('victim');
+    const name = uniqueName('aaa-snap');
+    calls.length = 0;
+    const pvc = await admin.create(pvcs, {
+      apiVersion: 'v1',
+      kind: 'PersistentVolumeClaim',
+      metadata: { name: 'data', namespace: ns },
+      spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } },
+    } as KubeObject);
+    await applyManifests(admin, borrowing(name));
+    try {
+      await serve(keyOf(pvc, '', 'PersistentVolumeClaim'), name);
+      expect(await ready(name)).toMatchObject({
+        status: 'False',
+        reason: 'ServiceAccountNotConsenting',
+        message: expect.stringContaining(`mapcontroller/${name}`),
+      });
+      expect(calls).toEqual([]);
+      expect(await admin.listAll(snapshots, { namespace: ns })).toEqual([]);
+    } finally {
+      await admin.delete(mapControllers, { name });
+    }
+  }, 60_000);
+
+  test('a parent kind stays with the controller that held it first: one created later under an earlier name takes nothing', async () => {
+    const admin = adminClient();
+    const ns = await createNamespace('board');
+    const [first, later] = [uniqueName('zz-board'), uniqueName('aaa-board')];
+    const rules = [
+      `{ apiGroups: ["${GROUP}"], resources: ["teamboards"], verbs: ["get", "list", "watch"] }`,
+      `{ apiGroups: ["${GROUP}"], resources: ["teamboards/status"], verbs: ["patch"] }`,
+      `{ apiGroups: [""], resources: ["configmaps"], verbs: ["list", "watch", "create", "patch", "delete"] }`,
+    ];
+    await applyManifests(admin, impersonatedAccount(ns, 'owner', rules, `mapcontroller/${first}`));
+    await applyManifests(admin, impersonatedAccount(ns, 'other', rules, `mapcontroller/${later}`));
+    const parent = await admin.create(boards, {
+      apiVersion: `${GROUP}/v1`,
+      kind: 'TeamBoard',
+      metadata: { name: 'p', namespace: ns },
+      spec: {},
+    } as KubeObject);
+    const held = (await applyManifests(admin, teamController(first, { namespace: ns, name: 'owner' }, 'teamboards')))[0]!;
+    try {
+      await serve(keyOf(parent, GROUP, 'TeamBoard'), first);
+      expect(await ready(first)).toMatchObject({ status: 'True' });
+      // creationTimestamp has whole seconds: the later controller is created in a later one.
+      const createdAt = Date.parse(held.metadata.creationTimestamp ?? '');
+      await eventually(async () => (Date.now() >= createdAt + 1_000 ? true : undefined));
+      await applyManifests(admin, teamController(later, { namespace: ns, name: 'other' }, 'teamboards'));
+      await serve(keyOf(parent, GROUP, 'TeamBoard'), later);
+      expect(await ready(later)).toMatchObject({
+        status: 'False',
+        reason: 'ParentKindTaken',
+        message: expect.stringContaining(`already controlled by MapController ${first}`),
+      });
+      expect(await ready(first)).toMatchObject({ status: 'True' });
+    } finally {
+      await admin.delete(mapControllers, { name: later }).catch(() => undefined);
+      await admin.delete(mapControllers, { name: first });
     }
   }, 60_000);
 });

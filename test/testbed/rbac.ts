@@ -27,7 +27,11 @@ metadata: { name: outrigger-map-tests }
 ---
 apiVersion: v1
 kind: ServiceAccount
-metadata: { name: mapper, namespace: outrigger-map-tests }
+metadata:
+  name: mapper
+  namespace: outrigger-map-tests
+  # Every test MapController and RevisionPolicy may act as it (docs/operations/security.md#serviceaccounts-a-definition-names).
+  annotations: { outrigger.dev/allowed-controllers: "mapcontroller/*, revisionpolicy/*" }
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
@@ -41,12 +45,21 @@ roleRef: { apiGroup: rbac.authorization.k8s.io, kind: Role, name: outrigger-impe
 subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: Group, name: "outrigger:controllers" }]
 `;
 
-/** The ServiceAccount, and what a cluster admin grants Outrigger for it: impersonating it, and nothing else. */
-export function impersonatedAccount(ns: string, name: string, rules: readonly string[]): string {
+/**
+ * The ServiceAccount, naming the definitions it serves (`consents`: its outrigger.dev/allowed-controllers
+ * annotation; every one by default), and what a cluster admin grants Outrigger for it: impersonating it, and
+ * nothing else.
+ */
+export function impersonatedAccount(
+  ns: string,
+  name: string,
+  rules: readonly string[],
+  consents = 'mapcontroller/*, revisionpolicy/*',
+): string {
   return `
 apiVersion: v1
 kind: ServiceAccount
-metadata: { name: ${name}, namespace: ${ns} }
+metadata: { name: ${name}, namespace: ${ns}, annotations: { outrigger.dev/allowed-controllers: "${consents}" } }
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
