@@ -104,10 +104,11 @@ async function readParent(deps: HistoryDeps, policy: RevisionPolicy, target: Res
 const digestOf = (candidate: JsonObject, defaults: DefaultsSchema | undefined) => targetDigest(candidate, defaults);
 
 /**
- * `observed` is the parent as its latest own event in the request showed it (SyncRequest.observed), if any: the
- * state at that resourceVersion. It stands in for reading the parent when it is at least as new as what the
- * record was made from; otherwise the parent is read. `targetChanged`: the router saw that event change the
- * target state (SyncRequest.targetChanged), so the record, which the lease brings anyway, is not read first.
+ * `observed` is the parent as its latest own event in the request showed it (SyncRequest.observed), if any: what
+ * its sender says the state at that resourceVersion is. It may answer that there is nothing to do, never what to
+ * write: whatever the sync writes is decided on the parent read from the apiserver
+ * (docs/operations/security.md#events-are-triggers-not-state). `targetChanged`: the router saw that event change
+ * the target state (SyncRequest.targetChanged), so the record, which the lease brings anyway, is not read first.
  */
 export async function syncHistory(
   deps: HistoryDeps,
@@ -140,10 +141,11 @@ export async function syncHistory(
     };
     if (recordAnswers(causes, key.uid, record, state)) return { outcome: 'cached', revision: record.revision, number: record.number };
   }
-  // A parent gone or replaced takes no lease; without an event's object, that takes a read.
-  const first = ahead ?? (seen ? undefined : await readParent(deps, policy, target, key));
-  if (first?.skipped) return first.skipped;
-  const known = first?.parent ?? seen;
+  // A parent gone or replaced takes no lease. An event's object is a trigger, not the parent's state: its sender
+  // chooses what it says, so a sync that may write reads the parent.
+  const first = ahead ?? (await readParent(deps, policy, target, key));
+  if (first.skipped) return first.skipped;
+  const known = first.parent;
 
   const lease = await acquireParentLease(deps, key);
   const held = lease.memo as HistoryRecord | undefined;
@@ -157,9 +159,8 @@ export async function syncHistory(
   const generated = { generatedVersion: held?.generatedVersion };
   try {
     // Decide on the state as it is now, not as it was before another sync ran (which could otherwise make a
-    // stale state look like a rollback): the event's object (or the read above) when it is at least as new as
-    // the state the last holder decided on (any later change brings its own event), else the parent read
-    // again under the lease.
+    // stale state look like a rollback): the read above when it is at least as new as the state the last holder
+    // decided on (any later change brings its own event), else the parent read again under the lease.
     // The revisions come from the record, which came with the lease, when it holds them and every cause is one
     // it accounts for (docs/design/history-sync.md#the-history-record): as the last holder left them, every
     // other change to them bringing an event that takes the list. Otherwise they are listed meanwhile (the labels
@@ -174,7 +175,7 @@ export async function syncHistory(
         held?.revisionsVersion,
       );
     const [read, listed] = await Promise.all([
-      known && observedSuffices(known.metadata.resourceVersion, held)
+      observedSuffices(known.metadata.resourceVersion, held)
         ? Promise.resolve<ParentRead>({ parent: known })
         : readParent(deps, policy, target, key),
       fromRecord ? undefined : list(),

@@ -30,7 +30,10 @@ export interface HistoryRecord {
   revisionUid?: string;
   /** truncationInputs of the parent as the sync read it: when they change, truncation may have work. */
   truncation?: string;
-  /** The parent's resourceVersion the last sync decided on: an event's object at least as new can stand in for a read. */
+  /**
+   * The parent's resourceVersion the last sync decided on: a read made before the lease at least as new stands in
+   * for reading under it, and an event's object at least as new may answer that there is no work.
+   */
   parentVersion?: string | undefined;
   /** The parent's revisions as the last sync left them (truncation's deletes removed), when few enough. */
   revisions?: RecordedRevision[] | undefined;
@@ -110,7 +113,10 @@ export function recordAnswers(causes: readonly string[], parentUid: string, reco
   });
 }
 
-/** Whether an event's object may stand in for reading the parent under the lease: at least as new as what the last holder decided on. */
+/**
+ * Whether the parent as read before the lease may stand in for reading it under the lease: at least as new as
+ * what the last holder decided on. Never asked of an event's object: its sender chooses its resourceVersion.
+ */
 export function observedSuffices(observedVersion: string | undefined, record: Pick<HistoryRecord, 'parentVersion'> | undefined): boolean {
   return record !== undefined && (compareResourceVersions(observedVersion, record.parentVersion) ?? -1) >= 0;
 }

@@ -21,8 +21,9 @@ export const syncRequestSchema = z.strictObject({
   causes: z.array(z.string()).check(z.maxLength(10)),
   /**
    * The parent as its own latest event in the batch showed it, for a controller kind that asks for it
-   * (ControllerKind.observe): the state at that resourceVersion, which may answer without a read. A trigger's
-   * snapshot, never the truth: the handler checks it against what it recorded and reads when in doubt.
+   * (ControllerKind.observe): what the sender says the state at that resourceVersion is, which may answer that
+   * there is no work without a read. A trigger, never the truth: whoever can put an envelope on the events queue
+   * chooses it, so the handler writes only from what it reads (docs/operations/security.md#events-are-triggers-not-state).
    */
   observed: z.optional(
     z.looseObject({
