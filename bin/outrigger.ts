@@ -25,6 +25,8 @@ commands:
              revision's target state back (by default the previous one)
   doctor     outrigger doctor [--cluster ID] [--clusters FILE] [--outputs FILE] [--json]: check each cluster,
              its queues and EKS for what Outrigger needs, each finding with the command that fixes it
+  hook-key   outrigger hook-key <MapController> [--cluster ID] [--secret-arn ARN | --secret-file FILE]: the key
+             that controller's webhook requests are signed with, for its receiver
 
 common options: -n/--namespace NS, --kubeconfig PATH, --context NAME; \`outrigger <command> --help\`
 `;
@@ -112,15 +114,16 @@ function positiveInt(value: string, flag: string): number {
  * Local with test/dynamodb/pom.xml), imported only for `run`: the kubectl plugin's npm package has history and
  * rollback only (docs/controllers/history.md#the-kubectl-plugin).
  */
-async function checkout(command: 'run' | 'doctor') {
+async function checkout(command: 'run' | 'doctor' | 'hook-key') {
   try {
-    const [{ kubectlBinary }, { projectRoot }, { startRuntime }, { doctor, doctorUsage }] = await Promise.all([
+    const [{ kubectlBinary }, { projectRoot }, { startRuntime }, { doctor, doctorUsage }, hookKey] = await Promise.all([
       import('../local/apiserver.ts'),
       import('../local/paths.ts'),
       import('../runtime/local.ts'),
       import('../cli/doctor/command.ts'),
+      import('../cli/hook-key.ts'),
     ]);
-    return { kubectlBinary, projectRoot, startRuntime, doctor, doctorUsage };
+    return { kubectlBinary, projectRoot, startRuntime, doctor, doctorUsage, hookKey };
   } catch (err) {
     throw new Error(
       `${command} needs a checkout of Outrigger (npm ci${command === 'run' ? ' && npm start' : ''} there); this installation has history and rollback only (${(err as Error).message})`,
@@ -135,6 +138,42 @@ async function doctor(argv: string[]): Promise<void> {
   const { output, code } = await check(argv, { root: projectRoot });
   process.stdout.write(output);
   process.exitCode = code;
+}
+
+async function hookKey(argv: string[]): Promise<void> {
+  const { hookKey: cmd } = await checkout('hook-key');
+  if (helpWanted(argv, cmd.hookKeyUsage)) return;
+  const { values, positionals } = parseArgs({
+    args: argv,
+    options: {
+      kubeconfig: common.kubeconfig,
+      context: common.context,
+      cluster: { type: 'string', default: 'local' },
+      uid: { type: 'string' },
+      'secret-arn': { type: 'string' },
+      'secret-file': { type: 'string' },
+    },
+    allowPositionals: true,
+    strict: true,
+  });
+  if (positionals.length !== 1) throw new Error(`expected one MapController name\n${cmd.hookKeyUsage}`);
+  if (values['secret-arn'] && values['secret-file']) throw new Error('give --secret-arn or --secret-file, not both');
+  const given = values['secret-arn'] || values['secret-file'];
+  const secret = cmd.signingSecret({
+    AWS_REGION: process.env.AWS_REGION,
+    OUTRIGGER_HOOK_SECRET_ARN: given ? values['secret-arn'] : process.env.OUTRIGGER_HOOK_SECRET_ARN,
+    OUTRIGGER_HOOK_SECRET_FILE: given ? values['secret-file'] : process.env.OUTRIGGER_HOOK_SECRET_FILE,
+  });
+  if (!secret)
+    throw new Error(`no signing secret: give --secret-arn (the stack's MapHookSigningSecretArn) or --secret-file\n${cmd.hookKeyUsage}`);
+  process.stdout.write(
+    await cmd.hookKeyCommand(values.uid ? undefined : client(values), {
+      name: positionals[0]!,
+      cluster: values.cluster,
+      uid: values.uid,
+      secret,
+    }),
+  );
 }
 
 async function run(argv: string[]): Promise<void> {
@@ -207,6 +246,8 @@ async function main(): Promise<void> {
       return rollback(rest);
     case 'doctor':
       return doctor(rest);
+    case 'hook-key':
+      return hookKey(rest);
     case undefined:
     case 'help':
     case '--help':

@@ -1,5 +1,5 @@
 // The MapController hooks the map function may call: the Lambda functions the deployment names, the example's
-// hooks on request, and the key it signs webhook requests with.
+// hooks on request, and the secret each MapController's webhook signing key is derived from.
 import { ArnFormat, Duration, Stack, Validations, type RemovalPolicy } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import type * as lambda from 'aws-cdk-lib/aws-lambda';
@@ -24,7 +24,7 @@ export interface HookSettings {
   examples?: boolean | undefined;
 }
 
-/** The hooks the map function may invoke, the example's hooks on request, and the webhook signing key. */
+/** The hooks the map function may invoke, the example's hooks on request, and the webhook signing secret. */
 export function addMapHooks(
   scope: Construct,
   fns: ReadonlyMap<string, NodejsFunction>,
@@ -67,18 +67,25 @@ export function addMapHooks(
         "A hook may be called through one of its versions or aliases (hooks.<x>.lambda.qualifier): the named function's qualifiers, no other function",
       );
   }
-  // Webhooks authenticate the map function by the HMAC it signs each request with (docs/reference/hooks.md#the-webhook-contract):
-  // the key is generated here, and read by the map function alone; hook authors read it from the output's ARN.
+  // Webhooks authenticate the map function by the HMAC it signs each request with (docs/reference/hooks.md#signatures):
+  // the secret is generated here and read by the map function alone, which derives each MapController's key from it;
+  // a receiver's operator is given only its controller's key (`outrigger hook-key`), never this secret.
   const hookSecret = new secretsmanager.Secret(scope, 'MapHookSigningSecret', {
-    description: 'The key the map function signs webhook requests with (X-Outrigger-Signature: sha256=HMAC of "<timestamp>.<body>")',
+    description:
+      'What each MapController webhook signing key is derived from (HKDF over <cluster>/<MapController uid>); outrigger hook-key prints one',
     generateSecretString: { passwordLength: 64, excludePunctuation: true },
   });
   Validations.of(hookSecret).acknowledge({
     id: 'AwsSolutions-SMG4',
     reason:
-      'An HMAC key every webhook receiver verifies with: rotation on a schedule would break verification until each receiver read the new key, so an operator rotates it with the receivers (docs/reference/hooks.md#the-webhook-contract)',
+      'The secret every MapController webhook key is derived from: rotation on a schedule would break verification until each receiver had its new key, so an operator rotates it with the receivers (docs/reference/hooks.md#signatures)',
   });
   map.addEnvironment('OUTRIGGER_HOOK_SECRET_ARN', hookSecret.secretArn);
   map.addToRolePolicy(new iam.PolicyStatement({ actions: ['secretsmanager:GetSecretValue'], resources: [hookSecret.secretArn] }));
-  output(scope, 'MapHookSigningSecretArn', 'The webhook signing key: verify X-Outrigger-Signature with it', hookSecret.secretArn);
+  output(
+    scope,
+    'MapHookSigningSecretArn',
+    "The webhook signing secret: outrigger hook-key derives each MapController's key from it",
+    hookSecret.secretArn,
+  );
 }

@@ -37,11 +37,14 @@ export async function buildPlugin(opts: { pack?: string } = {}): Promise<{ stage
     },
     plugins: [
       {
-        // `outrigger run` (the local runtime) and `doctor` (the checkout's manifests) need a checkout; their
-        // modules stay out, and each says so.
+        // `outrigger run` (the local runtime), `doctor` (the checkout's manifests) and `hook-key` (the map
+        // function's secret reading) need a checkout; their modules stay out, and each says so.
         name: 'checkout-only',
         setup(b) {
-          b.onResolve({ filter: /^\.\.\/(local|runtime|cli\/doctor)\// }, (args) => ({ path: args.path, external: true }));
+          b.onResolve({ filter: /^\.\.\/(local\/|runtime\/|cli\/doctor\/|cli\/hook-key\.ts$)/ }, (args) => ({
+            path: args.path,
+            external: true,
+          }));
         },
       },
     ],

@@ -18,7 +18,8 @@ export function hookCaller(env: NodeJS.ProcessEnv = process.env): Hooks {
   }));
 }
 
-function signingSecret(env: NodeJS.ProcessEnv): (() => Promise<string>) | undefined {
+/** The deployment's signing secret, as the map function reads it (and `outrigger hook-key`, with the same variables). */
+export function signingSecret(env: NodeJS.ProcessEnv): (() => Promise<string>) | undefined {
   // Read again every few minutes, as a cluster token is, so a rotated secret is picked up without a redeploy.
   if (env.OUTRIGGER_HOOK_SECRET_ARN) return secretTokenSource(env.OUTRIGGER_HOOK_SECRET_ARN, { region: env.AWS_REGION });
   const file = env.OUTRIGGER_HOOK_SECRET_FILE;

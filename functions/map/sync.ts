@@ -150,7 +150,7 @@ export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: S
       if (!mayCall(hook)) return DEFERRED;
       result.hookCalls += 1;
       try {
-        return await ctx.hooks.call(hook, request, { deadline: opts.budget?.deadline });
+        return await ctx.hooks.call(hook, request, { deadline: opts.budget?.deadline, controller: { cluster: key.cluster, uid: mc.uid } });
       } catch (err) {
         if (err instanceof HookError && err.retryAfterSeconds !== undefined)
           result.retryAfterSeconds = Math.max(result.retryAfterSeconds ?? 0, err.retryAfterSeconds);

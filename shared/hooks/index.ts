@@ -3,22 +3,19 @@
 // is a HookError whose message names the hook and what went wrong, and never carries what the hook answered
 // (messages reach the parent's status; the answer goes to `detail`, for the log). A webhook is reached over
 // https only (plain http to a loopback address only when the local runtime allows it), never through a
-// redirect, its answer is read up to a size limit, and each request is signed (docs/reference/hooks.md#the-webhook-contract).
-import { createHmac, timingSafeEqual } from 'node:crypto';
+// redirect, its answer is read up to a size limit, and each request is signed with its MapController's own key
+// (shared/hooks/signature.ts; docs/reference/hooks.md#signatures).
 import type { LambdaClient } from '@aws-sdk/client-lambda';
 import pRetry, { AbortError } from 'p-retry';
 import { parseRetryAfter } from '../kube/errors.ts';
 import type { Hook } from '../map/api.ts';
+import { controllerKey, signedHeaders } from './signature.ts';
 
 export type HookFailure =
   'Timeout' | 'Unreachable' | 'HTTPError' | 'MalformedAnswer' | 'FunctionError' | 'Refused' | 'AnswerTooLarge' | 'Unavailable';
 
 /** The largest answer read, webhook or Lambda (a sync Lambda answer is at most 6 MB anyway). */
 export const MAX_ANSWER_BYTES = 4 * 1024 * 1024;
-/** The request's time, in Unix seconds, part of what is signed, so a hook can refuse a replayed request. */
-export const TIMESTAMP_HEADER = 'x-outrigger-timestamp';
-/** `sha256=<hex>`: HMAC-SHA256, keyed by the signing secret, of `<timestamp>.<body>` (see signRequest). */
-export const SIGNATURE_HEADER = 'x-outrigger-signature';
 
 export class HookError extends Error {
   readonly reason: HookFailure;
@@ -48,6 +45,8 @@ export interface CallOptions {
    * retries are clamped to it, so `timeoutSeconds × (retries + 1)` never outlasts the invocation.
    */
   deadline?: number | undefined;
+  /** The MapController the call is for: a webhook request is signed with its key (controllerKey). */
+  controller?: { cluster: string; uid: string } | undefined;
 }
 
 export interface HookCaller {
@@ -62,30 +61,10 @@ export interface HookCallerOptions {
   minRetryDelayMs?: number;
   /** Plain http to a loopback address (the local runtime's hooks); anything else must be https. */
   allowLoopbackHttp?: boolean | undefined;
-  /** The webhook signing secret; without one, requests carry the timestamp but no signature. */
+  /** The deployment's signing secret, each controller's key derived from it; without one, requests are unsigned. */
   signingSecret?: (() => Promise<string>) | undefined;
   maxAnswerBytes?: number;
   now?: () => number;
-}
-
-/** `sha256=<hex of HMAC-SHA256(secret, "<timestamp>.<body>")>`, the value of SIGNATURE_HEADER. */
-export function signRequest(secret: string, timestamp: string, body: string): string {
-  return `sha256=${createHmac('sha256', secret).update(`${timestamp}.${body}`).digest('hex')}`;
-}
-
-/** For hook authors: whether a request's signature is good and its timestamp within `toleranceSeconds` of `nowMs`. */
-export function verifyRequest(
-  secret: string,
-  headers: { timestamp: string | undefined; signature: string | undefined },
-  body: string,
-  nowMs = Date.now(),
-  toleranceSeconds = 300,
-): boolean {
-  const { timestamp, signature } = headers;
-  if (!timestamp || !signature || !/^\d+$/.test(timestamp) || Math.abs(nowMs / 1000 - Number(timestamp)) > toleranceSeconds) return false;
-  const expected = Buffer.from(signRequest(secret, timestamp, body));
-  const given = Buffer.from(signature);
-  return expected.length === given.length && timingSafeEqual(expected, given);
 }
 
 /** Why a webhook URL may not be called, or undefined. */
@@ -139,7 +118,9 @@ export class Hooks implements HookCaller {
         const timeoutMs = Math.min(hook.timeoutSeconds * 1000, left);
         this.stats.attempts += 1;
         try {
-          return hook.webhook ? await this.post(hook, hook.webhook.url, body, timeoutMs) : await this.invoke(hook, body, timeoutMs);
+          return hook.webhook
+            ? await this.post(hook, hook.webhook.url, body, timeoutMs, opts.controller)
+            : await this.invoke(hook, body, timeoutMs);
         } catch (err) {
           // A hook that says when to come back is not called again before then: the parent's retry waits for it.
           if (err instanceof HookError && err.retryAfterSeconds !== undefined) throw new AbortError(err);
@@ -163,12 +144,19 @@ export class Hooks implements HookCaller {
     );
   }
 
-  private async post(hook: Hook, url: string, body: string, timeoutMs: number): Promise<unknown> {
+  private async post(hook: Hook, url: string, body: string, timeoutMs: number, controller: CallOptions['controller']): Promise<unknown> {
     const refusal = webhookRefusal(url, this.opts.allowLoopbackHttp ?? false);
     if (refusal) throw new HookError('Refused', `${hookName(hook)}: ${refusal}`);
-    const timestamp = String(Math.floor((this.opts.now ?? Date.now)() / 1000));
-    const headers: Record<string, string> = { 'content-type': 'application/json', [TIMESTAMP_HEADER]: timestamp };
-    if (this.opts.signingSecret) headers[SIGNATURE_HEADER] = signRequest(await this.opts.signingSecret(), timestamp, body);
+    let key: string | undefined;
+    if (this.opts.signingSecret) {
+      // Never a key shared between controllers: a call that names none is a caller's bug, not sent unsigned.
+      if (!controller) throw new AbortError(new Error(`${hookName(hook)}: a signed webhook call must name its MapController`));
+      key = controllerKey(await this.opts.signingSecret(), controller.cluster, controller.uid);
+    }
+    const headers = {
+      'content-type': 'application/json',
+      ...signedHeaders(key, { method: 'POST', url, body }, (this.opts.now ?? Date.now)()),
+    };
     let res: Response;
     try {
       // A redirect is an answer, not followed: fetch would turn the POST into a GET to wherever it points.

@@ -1,14 +1,15 @@
 // Hostile webhooks (docs/reference/hooks.md#the-webhook-contract): a real HTTP server on loopback answers a map
 // pass with whatever fast-check makes of malformed, huge, redirecting and lying answers. For every one nothing is
 // written to the cluster but the parent's status, the problem is reported with its reason, and no text of the
-// answer reaches the status (the log has it). Requests are signed.
+// answer reaches the status (the log has it). Requests are signed with the MapController's own key.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import fc from 'fast-check';
 import { forgetMapControllers, listMapControllers, mapControllerFor, type ResolvedMapController } from '../../functions/map/controllers.ts';
 import type { MapContext } from '../../functions/map/pass.ts';
 import { syncMap } from '../../functions/map/sync.ts';
-import { Hooks, SIGNATURE_HEADER, TIMESTAMP_HEADER, verifyRequest } from '../../shared/hooks/index.ts';
+import { Hooks } from '../../shared/hooks/index.ts';
+import { controllerKey, createVerifier } from '../../shared/hooks/signature.ts';
 import { forgetDiscovery, gvr, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
 import { applyManifests } from '../../shared/kube/apply.ts';
 import { MAX_OUTPUTS_PER_ANSWER } from '../../shared/map/api.ts';
@@ -46,8 +47,8 @@ function serve(req: IncomingMessage, res: ServerResponse): void {
     }
     seen.requests += 1;
     const body = Buffer.concat(chunks).toString('utf8');
-    const header = (h: string) => req.headers[h] as string | undefined;
-    if (!verifyRequest(SECRET, { timestamp: header(TIMESTAMP_HEADER), signature: header(SIGNATURE_HEADER) }, body)) seen.badSignatures += 1;
+    verify ??= createVerifier({ keys: controllerKey(SECRET, 'it', mc.uid), url: `${url}/map` });
+    if (!verify({ headers: req.headers, body }).ok) seen.badSignatures += 1;
     const r = reply((JSON.parse(body) as { input: KubeObject }).input);
     const length = Buffer.byteLength(r.body);
     res.writeHead(r.status, {
@@ -64,6 +65,7 @@ function serve(req: IncomingMessage, res: ServerResponse): void {
 let server: Server;
 let url: string;
 let mc: ResolvedMapController;
+let verify: ReturnType<typeof createVerifier> | undefined;
 
 beforeAll(async () => {
   server = createServer(serve);
