@@ -14,7 +14,7 @@ const digests = new WeakMap<KubeObject, string>();
 /** What routing reads of an old or deleted object, and its version: what the forwarder keeps and checkpoints. */
 export function skeletonOf(o: KubeObject): KubeObject {
   const m = o.metadata;
-  const skeleton: KubeObject = {
+  return {
     apiVersion: o.apiVersion,
     kind: o.kind,
     metadata: {
@@ -26,20 +26,21 @@ export function skeletonOf(o: KubeObject): KubeObject {
       ...(m.ownerReferences ? { ownerReferences: m.ownerReferences } : {}),
     },
   };
+}
+
+/** What the watch keeps of an object: a parent (`whole`) up to MAX_KEPT_WHOLE_BYTES as it is, anything else as its skeleton. */
+export function kept(o: KubeObject, whole: boolean): KubeObject {
+  if (whole && Buffer.byteLength(JSON.stringify(o)) <= MAX_KEPT_WHOLE_BYTES) return o;
+  const skeleton = skeletonOf(o);
   const digest = routedDigest(o);
   if (digest !== undefined) digests.set(skeleton, digest);
   return skeleton;
 }
 
-/** What the watch keeps of an object: a parent (`whole`) up to MAX_KEPT_WHOLE_BYTES as it is, anything else as its skeleton. */
-export function kept(o: KubeObject, whole: boolean): KubeObject {
-  return whole && Buffer.byteLength(JSON.stringify(o)) <= MAX_KEPT_WHOLE_BYTES ? o : skeletonOf(o);
-}
-
 /**
  * A digest of the metadata apart from the resourceVersion and managed fields, generation included; undefined
  * for an object without a generation (whose status changes cannot be told from others). For a skeleton, the
- * digest of the object it was made from.
+ * digest of the object it was made from (`kept`).
  */
 export function routedDigest(o: KubeObject): string | undefined {
   const known = digests.get(o);

@@ -141,6 +141,10 @@ export class Outrigger extends Construct {
       secrets: tokenSecrets(clusters),
     };
     for (const spec of functions) this.functions.set(spec.name, addFunction(this, spec, deps));
+    // The heartbeat reads the forwarder leader's Lease where the forwarder is installed (ForwarderSilentSeconds).
+    this.functions
+      .get('heartbeat')
+      ?.addEnvironment('OUTRIGGER_FORWARDER_NAMESPACE', props.forwarder?.namespace ?? DEFAULT_FORWARDER.namespace);
     grantClusterAccess(this, this.functions, this.clusters);
 
     // The ingest URL, and what an operator reads off the stack.

@@ -33,8 +33,17 @@ export async function recordHeartbeat(cluster: string, kube: KubeClient, state: 
   }
 }
 
-/** The forwarder's leader-election Lease, as its kustomize base names it (deploy/forwarder/base). */
+/**
+ * The forwarder's leader-election Lease, as its kustomize base names it (deploy/forwarder/base), in the namespace
+ * the deployment installs the forwarder in (OUTRIGGER_FORWARDER_NAMESPACE, set from the construct's
+ * `forwarder.namespace`; docs/reference/configuration.md#the-functions).
+ */
 export const FORWARDER_LEASE = { namespace: 'outrigger-system', name: 'outrigger-forwarder-leader' };
+
+/** Where the forwarder runs, hence where its Lease is. */
+export function forwarderNamespace(): string {
+  return process.env.OUTRIGGER_FORWARDER_NAMESPACE || FORWARDER_LEASE.namespace;
+}
 
 /** The leader renews every 2 s: two minutes unrenewed is no leader at all (the ForwarderSilent alarm, the doctor). */
 export const FORWARDER_SILENT_SECONDS = 120;
@@ -44,11 +53,11 @@ export const FORWARDER_SILENT_SECONDS = 120;
  * undefined when the cluster has no such Lease or Outrigger may not read it (a cluster wired through the ingest
  * URL instead): then no figure is published and the alarm has nothing to judge.
  */
-export async function forwarderSilence(kube: KubeClient, now = new Date()): Promise<number | undefined> {
+export async function forwarderSilence(kube: KubeClient, namespace = forwarderNamespace(), now = new Date()): Promise<number | undefined> {
   try {
     const lease = await kube.get<KubeObject & { spec?: { renewTime?: string } }>(Resources.leases, {
       name: FORWARDER_LEASE.name,
-      namespace: FORWARDER_LEASE.namespace,
+      namespace,
     });
     const renewed = Date.parse(lease.spec?.renewTime ?? '');
     return Number.isNaN(renewed) ? undefined : Math.max(0, Math.round((now.getTime() - renewed) / 1000));

@@ -8,12 +8,12 @@ import { handler } from '../../functions/heartbeat/handler.ts';
 import { FORWARDER_LEASE } from '../../functions/heartbeat/heartbeat.ts';
 import { lambdaContext } from '../../runtime/lambda-context.ts';
 import { Clusters } from '../../shared/clusters.ts';
-import { isKubeError, Resources } from '../../shared/kube/index.ts';
+import { gvr, isKubeError, Resources } from '../../shared/kube/index.ts';
 import { MemoryDeadLetterSink } from '../../shared/lambda/dead-letter.ts';
 import { setEnvironment } from '../../shared/lambda/environment.ts';
 import { emfOf } from '../testbed/emf.ts';
 import { forwarderKubeconfig } from '../testbed/forwarder.ts';
-import { adminClient, eventually, outriggerClient, testCluster, testState, uniqueName } from '../testbed/index.ts';
+import { adminClient, createNamespace, eventually, outriggerClient, testCluster, testState, uniqueName } from '../testbed/index.ts';
 
 describe('heartbeat metrics', () => {
   afterEach(() => setEnvironment(undefined));
@@ -76,5 +76,58 @@ describe('heartbeat metrics', () => {
     expect(silent).toBeGreaterThanOrEqual(29);
     expect(silent).toBeLessThan(60);
     expect(of(down, 'ForwarderSilentSeconds')).toEqual([]);
+  }, 60_000);
+
+  test("a forwarder installed in another namespace (the construct's forwarder.namespace): its Lease's age is published", async () => {
+    const ns = await createNamespace('hb-fwd');
+    const admin = adminClient();
+    // The base's heartbeat Role and binding, as `kubectl apply -n <ns>` or the chart's namespace value put them.
+    await admin.create(gvr('rbac.authorization.k8s.io', 'v1', 'roles'), {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'Role',
+      metadata: { name: 'outrigger-forwarder-heartbeat', namespace: ns },
+      rules: [{ apiGroups: ['coordination.k8s.io'], resources: ['leases'], resourceNames: [FORWARDER_LEASE.name], verbs: ['get'] }],
+    });
+    await admin.create(gvr('rbac.authorization.k8s.io', 'v1', 'rolebindings'), {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'RoleBinding',
+      metadata: { name: 'outrigger-forwarder-heartbeat', namespace: ns },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'outrigger-forwarder-heartbeat' },
+      subjects: [{ kind: 'Group', name: 'outrigger:controllers', apiGroup: 'rbac.authorization.k8s.io' }],
+    });
+    const renewTime = new Date(Date.now() - 90_000).toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
+    await admin.create(Resources.leases, {
+      apiVersion: 'coordination.k8s.io/v1',
+      kind: 'Lease',
+      metadata: { name: FORWARDER_LEASE.name, namespace: ns },
+      spec: { renewTime },
+    });
+    await eventually(() =>
+      outriggerClient()
+        .get(Resources.leases, { name: FORWARDER_LEASE.name, namespace: ns })
+        .then(
+          () => true,
+          () => false,
+        ),
+    );
+    const id = uniqueName('hb-ns');
+    setEnvironment({
+      clusters: new Clusters([testCluster(id)]),
+      state: testState(),
+      deadLetter: new MemoryDeadLetterSink(),
+      syncSink: { send: async () => {} },
+    });
+    process.env.OUTRIGGER_FORWARDER_NAMESPACE = ns;
+    try {
+      const docs = await emfOf(() => handler({}, lambdaContext({ name: 'heartbeat', timeoutSeconds: 30 })));
+      const [silent] = docs
+        .filter((d) => d.cluster === id && 'ForwarderSilentSeconds' in d)
+        .map((d) => d.ForwarderSilentSeconds) as number[];
+      // 90 s: this Lease's age, not that of one in outrigger-system (the test above renews that one 30 s back).
+      expect(silent).toBeGreaterThanOrEqual(89);
+      expect(silent).toBeLessThan(120);
+    } finally {
+      delete process.env.OUTRIGGER_FORWARDER_NAMESPACE;
+    }
   }, 60_000);
 });

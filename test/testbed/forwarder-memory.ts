@@ -30,7 +30,7 @@ export async function createAnnotated(kube: KubeClient, namespace: string, count
 }
 
 export interface MemoryRun {
-  /** Distinct objects whose `added` event was received from the queue. */
+  /** Distinct ControllerRevisions whose `added` event was received from the queue. */
   delivered: number;
   /** The process's peak resident set (VmHWM), in MiB. */
   peakRssMiB: number;
@@ -73,7 +73,10 @@ export async function forwardAll(opts: {
       const messages = out.Messages ?? [];
       for (const m of messages) {
         const envelope = parseEnvelope(m.Body ?? '');
-        if (envelope.type.endsWith('.added')) names.add(envelope.data.object.metadata.name ?? '');
+        // Only the objects made here: the namespace holds others (kube-root-ca.crt, when another test's
+        // controller makes ConfigMaps watched).
+        const { kind, metadata } = envelope.data.object;
+        if (envelope.type.endsWith('.added') && kind === 'ControllerRevision') names.add(metadata.name ?? '');
       }
       if (messages.length)
         await opts.queue.sqs.send(
