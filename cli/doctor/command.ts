@@ -15,10 +15,11 @@ export const doctorUsage = `usage: outrigger doctor [--cluster ID]... [options]
 
 Checks, per cluster, what Outrigger's stack and forwarder need: the apiserver answers; Outrigger's CRDs are
 installed and current (as cluster/crds/ ships them); its RBAC (cluster/rbac.yaml) and the forwarder's are bound;
-the forwarder is installed, its leader renews its Lease and it sent recently; each dead-letter queue is empty;
-and on EKS the authentication mode, the Pod Identity Agent add-on, the access entries and their groups, and the
-forwarder's Pod Identity association. Each finding that is not ok comes with the command that fixes it. Reads
-only. Exits 1 when a check failed.
+its admission policy on named ServiceAccounts (cluster/admission.yaml) is installed; the forwarder is installed,
+its leader renews its Lease and it sent recently; each dead-letter queue is empty; and on EKS the authentication
+mode, the Pod Identity Agent add-on, the access entries and their groups, and the forwarder's Pod Identity
+association. Each finding that is not ok comes with the command that fixes it. Reads only. Exits 1 when a check
+failed.
 
 options:
   --cluster ID             check this cluster of the configuration (repeatable; default: every one, or \`local\`

@@ -78,6 +78,7 @@ export interface ClusterFacts {
   /** Absent when the apiserver did not answer. */
   crds?: Shipped[];
   rbac?: Shipped[];
+  admission?: Shipped[];
   forwarder?: ForwarderFacts;
   deadLetters: DeadLetterQueue[] | { skipped: string };
   /** An SQS-compatible endpoint the queues were read at, which the fixes' aws commands must name too. */
@@ -114,6 +115,7 @@ export function findings(f: ClusterFacts): Finding[] {
   } else add('apiserver', 'ok', `answers, ${f.apiserver.version}`);
   for (const c of f.crds ?? []) crdFinding(c, f, add);
   for (const r of f.rbac ?? []) rbacFinding(r, `${f.kubectl} apply --server-side -f ${r.file}`, add);
+  for (const a of f.admission ?? []) admissionFinding(a, `${f.kubectl} apply --server-side -f ${a.file}`, add);
   if (f.forwarder) forwarderFindings(f.forwarder, f, add);
   deadLetterFindings(f, add);
   eksFindings(f, add);
@@ -153,6 +155,29 @@ function crdFinding(c: Shipped, f: ClusterFacts, add: Add): void {
   const difference = crdDifference(c.object, c.installed);
   if (difference) return add(check, bad, `not current: differs from ${c.file} at ${difference}`, fix);
   add(check, 'ok', `current (${c.file})`);
+}
+
+/**
+ * The admission policy that lets a definition name only a ServiceAccount its author may impersonate
+ * (docs/operations/security.md#serviceaccounts-a-definition-names): installed, with the shipped rules and
+ * binding. Only the fields that decide are compared; the apiserver defaults the others.
+ */
+function admissionFinding(a: Shipped, fix: string, add: Add): void {
+  const check = `admission ${a.object.kind ?? ''} ${a.object.metadata.name ?? ''}`;
+  if (!a.installed)
+    return add(
+      check,
+      'fail',
+      `absent (${a.file}): a MapController or RevisionPolicy may name any ServiceAccount Outrigger may act as`,
+      fix,
+    );
+  const spec = (o: KubeObject) => (o.spec ?? {}) as Record<string, unknown>;
+  for (const key of ['validations', 'variables', 'policyName', 'validationActions']) {
+    if (!(key in spec(a.object))) continue;
+    const d = firstDifference(spec(a.object)[key], spec(a.installed)[key], `spec.${key}`);
+    if (d) return add(check, 'fail', `not current: differs from ${a.file} at ${d}`, fix);
+  }
+  add(check, 'ok', `current (${a.file})`);
 }
 
 /**

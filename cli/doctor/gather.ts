@@ -20,6 +20,8 @@ const RESOURCES: Record<string, GVR> = {
   RoleBinding: rbac('rolebindings'),
   ServiceAccount: Resources.serviceAccounts,
   CustomResourceDefinition: Resources.customResourceDefinitions,
+  ValidatingAdmissionPolicy: gvr('admissionregistration.k8s.io', 'v1', 'validatingadmissionpolicies'),
+  ValidatingAdmissionPolicyBinding: gvr('admissionregistration.k8s.io', 'v1', 'validatingadmissionpolicybindings'),
 };
 const deployments = gvr('apps', 'v1', 'deployments');
 const configMaps = gvr('', 'v1', 'configmaps');
@@ -28,6 +30,8 @@ const configMaps = gvr('', 'v1', 'configmaps');
 export interface Manifests {
   crds: Array<{ file: string; object: KubeObject }>;
   rbac: Array<{ file: string; object: KubeObject }>;
+  /** The admission policy on the ServiceAccounts definitions name, and its binding. */
+  admission: Array<{ file: string; object: KubeObject }>;
   forwarder: {
     namespace: string;
     /** ServiceAccount and RBAC, in the base's namespace. */
@@ -58,6 +62,7 @@ export async function readManifests(root: string): Promise<Manifests> {
   return {
     crds,
     rbac: await objectsOf(root, join('cluster', 'rbac.yaml')),
+    admission: await objectsOf(root, join('cluster', 'admission.yaml')),
     forwarder: {
       namespace: kustomization.namespace,
       objects: [...(await objectsOf(root, join(base, 'serviceaccount.yaml'))), ...(await objectsOf(root, join(base, 'rbac.yaml')))],
@@ -204,9 +209,10 @@ export async function gatherCluster(t: ClusterTarget, o: GatherOptions): Promise
   } catch (err) {
     return { ...facts, now: (o.now ?? (() => new Date()))(), apiserver: { error: (err as Error).message } };
   }
-  const [crds, rbacObjects, forwarder, storageReporters] = await Promise.all([
+  const [crds, rbacObjects, admission, forwarder, storageReporters] = await Promise.all([
     Promise.all(o.manifests.crds.map((m) => installed(t.kube, m))),
     Promise.all(o.manifests.rbac.map((m) => installed(t.kube, m))),
+    Promise.all(o.manifests.admission.map((m) => installed(t.kube, m))),
     forwarderFacts(t.kube, o.manifests.forwarder, namespace),
     t.config && storage?.enabled !== false ? storageReporterFacts(t.kube, t.config) : undefined,
   ]);
@@ -216,6 +222,7 @@ export async function gatherCluster(t: ClusterTarget, o: GatherOptions): Promise
     apiserver: { version },
     crds,
     rbac: rbacObjects,
+    admission,
     forwarder,
     ...(storageReporters ? { storageReporters } : {}),
   };

@@ -137,6 +137,8 @@ describe('outrigger doctor', () => {
     expect(by('crd storageversionmigrations.migration.k8s.io')).toMatchObject({ status: 'ok' });
     expect(by('rbac ClusterRoleBinding outrigger')).toMatchObject({ status: 'ok', message: 'binds Group outrigger:controllers' });
     expect(by('forwarder rbac').status).toBe('ok');
+    expect(by('admission ValidatingAdmissionPolicy outrigger-serviceaccount-use')).toMatchObject({ status: 'ok' });
+    expect(by('admission ValidatingAdmissionPolicyBinding outrigger-serviceaccount-use')).toMatchObject({ status: 'ok' });
     expect(by('forwarder lease')).toMatchObject({
       status: 'ok',
       message: expect.stringMatching(/^held by forwarder-0, renewed \d s ago$/),

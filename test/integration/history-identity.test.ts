@@ -101,6 +101,22 @@ describe('a RevisionPolicy that names a ServiceAccount', () => {
     }
   });
 
+  test('a target kind stays with the policy created first: one created later under an earlier name is not in effect', async () => {
+    const [first, later] = [uniqueName('zz-ident'), uniqueName('aa-ident')];
+    const [held] = await applyManifests(admin, policy(first));
+    try {
+      // creationTimestamp has whole seconds: the later policy is created in a later one.
+      const createdAt = Date.parse(held!.metadata.creationTimestamp ?? '');
+      await eventually(async () => (Date.now() >= createdAt + 1_000 ? true : undefined));
+      await applyManifests(admin, policy(later));
+      forgetPolicies('it');
+      expect(policyFor(await listPolicies(kube, 'it'), GROUP, 'Strongbox')?.name).toBe(first);
+    } finally {
+      await admin.delete(revisionPolicies, { name: later }).catch(() => undefined);
+      await admin.delete(revisionPolicies, { name: first }).catch(() => undefined);
+    }
+  });
+
   test('an account that may not read the target: Ready=False Forbidden, naming what it may not do', async () => {
     const ns = await createNamespace('ident');
     await applyManifests(admin, impersonatedAccount(ns, 'blind', []));

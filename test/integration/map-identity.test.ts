@@ -348,7 +348,7 @@ spec:
   hooks: { map: { webhook: { url: "${url}" }, retries: 0 } }
 `;
 
-  test('admission: a user who may only create MapControllers and RevisionPolicies cannot name the example’s ServiceAccount, nor keep it while changing a controller; may name one they can impersonate', async () => {
+  test('admission: a user who may only create MapControllers and RevisionPolicies cannot name the example’s ServiceAccount, nor keep it while changing a controller’s spec; may name one they can impersonate', async () => {
     const admin = adminClient();
     const ns = await createNamespace('author');
     const user = uniqueName('author');
@@ -424,6 +424,8 @@ rules: [{ apiGroups: ["metacontroller.k8s.io"], resources: ["mapcontrollers"], v
       await expect(
         author.patch(mapControllers, { name }, { spec: { hooks: { map: { webhook: { url: 'https://attacker.example/' } } } } }, 'merge'),
       ).rejects.toMatchObject({ kind: 'Forbidden' });
+      // A change that leaves the spec as it was borrows nothing (a label, the storage migrator's no-op rewrite).
+      await author.patch(mapControllers, { name }, { metadata: { labels: { team: 'a' } } }, 'merge');
     } finally {
       await admin.delete(mapControllers, { name }).catch(() => undefined);
     }

@@ -1,7 +1,8 @@
 // `outrigger doctor`'s judgement (cli/doctor/findings.ts) on facts written here, and the EKS reads' branches
 // (cli/doctor/eks.ts) against an in-memory EksApi: what each answer becomes, and the command that fixes it. The
 // EKS calls themselves are not exercised against EKS here.
-import { mkdtemp, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { loadAll } from 'js-yaml';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { SQSClient } from '@aws-sdk/client-sqs';
@@ -249,6 +250,30 @@ describe('doctor findings', () => {
       status: 'fail',
       message: 'does not bind Group outrigger:controllers (cluster/rbac.yaml)',
       fix,
+    });
+  });
+
+  test('the ServiceAccount admission policy: absent is a failure naming what it lets through; changed rules fail; as shipped, ok', async () => {
+    const [policy] = (loadAll(await readFile(new URL('../../cluster/admission.yaml', import.meta.url), 'utf8')) as KubeObject[]).filter(
+      (o) => o.kind === 'ValidatingAdmissionPolicy',
+    );
+    const file = 'cluster/admission.yaml';
+    const check = 'admission ValidatingAdmissionPolicy outrigger-serviceaccount-use';
+    // The apiserver defaults fields the manifest leaves out; those decide nothing here.
+    const defaulted = { ...policy!, spec: { ...(policy!.spec as object), matchConstraints: { matchPolicy: 'Equivalent' } } } as KubeObject;
+    expect(of(findings(healthy({ admission: [{ file, object: policy!, installed: defaulted }] })), check)).toMatchObject({
+      status: 'ok',
+      message: 'current (cluster/admission.yaml)',
+    });
+    expect(of(findings(healthy({ admission: [{ file, object: policy!, installed: undefined }] })), check)).toMatchObject({
+      status: 'fail',
+      message: expect.stringContaining('may name any ServiceAccount Outrigger may act as'),
+      fix: 'kubectl --context prod apply --server-side -f cluster/admission.yaml',
+    });
+    const loosened = { ...policy!, spec: { ...(policy!.spec as object), validations: [{ expression: 'true' }] } } as KubeObject;
+    expect(of(findings(healthy({ admission: [{ file, object: policy!, installed: loosened }] })), check)).toMatchObject({
+      status: 'fail',
+      message: expect.stringMatching(/^not current: differs from cluster\/admission.yaml at spec.validations\[0\]/),
     });
   });
 
