@@ -125,16 +125,19 @@ export async function routeBatch(event: SQSEvent, deps: RouterDeps): Promise<SQS
       failedGroups.add(group);
       continue;
     }
-    const envelope = await parseOrDeadLetter(record, (body) => envelopeFrom(cluster, body), {
-      deadLetter: deps.deadLetter,
-      source: 'router',
-      ...(deps.log ? { log: deps.log } : {}),
-    });
-    if (!envelope) {
-      stats.deadLettered += 1;
-      continue;
-    }
+    let id: string | undefined;
     try {
+      // Within the record's try: a dead letter SQS does not take fails this record (and its group), not the batch.
+      const envelope = await parseOrDeadLetter(record, (body) => envelopeFrom(cluster, body), {
+        deadLetter: deps.deadLetter,
+        source: 'router',
+        ...(deps.log ? { log: deps.log } : {}),
+      });
+      if (!envelope) {
+        stats.deadLettered += 1;
+        continue;
+      }
+      id = envelope.id;
       const load = async (fresh: boolean) => {
         const kube = deps.clusters.client(envelope.cluster);
         if (fresh) for (const s of deps.sources) s.forget?.(envelope.cluster);
@@ -171,7 +174,7 @@ export async function routeBatch(event: SQSEvent, deps: RouterDeps): Promise<SQS
       }
       handled.push(record.messageId);
     } catch (err) {
-      deps.log?.('error', 'routing failed; the event will be retried', { id: envelope.id, error: String(err) });
+      deps.log?.('error', 'routing failed; the event will be retried', { messageId: record.messageId, id, error: String(err) });
       failures.push(record.messageId);
       failedGroups.add(group);
     }

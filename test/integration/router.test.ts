@@ -369,6 +369,42 @@ describe('dead letters on a real queue', () => {
   });
 });
 
+describe('a dead letter that cannot be sent', () => {
+  test('fails its record (and its message group) alone: the records beside it are routed, and the batch is answered', async () => {
+    const ns = await createNamespace('router-dlq-down');
+    const sts = await createStatefulSet(ns, 'web', { app: 'dd' });
+    const good = makeEnvelope({
+      cluster: 'it',
+      type: 'added',
+      object: {
+        apiVersion: 'apps/v1',
+        kind: 'ControllerRevision',
+        metadata: { name: 'g', namespace: ns, uid: randomUUID(), resourceVersion: '1', ownerReferences: [newControllerRef(sts)] },
+      },
+      source: 'test',
+    });
+    const down = {
+      send: async () => {
+        throw new Error('SQS is unavailable');
+      },
+    };
+    const sink = new MemorySyncSink();
+    const out = await routeBatch(
+      {
+        Records: [
+          record('{"specversion":', 'g-bad', 'm1'),
+          record('{"specversion":', 'g-bad', 'm2'),
+          record(JSON.stringify(good), messageGroupId(good), 'm3'),
+        ],
+      },
+      { clusters: new Clusters([testCluster('it')]), sources: [source], sink, deadLetter: () => down, queueCluster },
+    );
+    expect(out.batchItemFailures).toEqual([{ itemIdentifier: 'm1' }, { itemIdentifier: 'm2' }]);
+    expect(sink.sent.map((s) => s.request.key.name)).toEqual(['web']);
+    expect(out.stats).toMatchObject({ records: 3, deadLettered: 0, failed: 2, keys: 1 });
+  });
+});
+
 /** A deployment's queues on ElasticMQ for `clusters`, named as the stack names them: events, the test controller's sync queue, and their dead-letter queues. */
 async function deploymentQueues(clusters: readonly string[]) {
   const { sqs, url } = await testQueue('router-deployment');
