@@ -162,6 +162,52 @@ describe('routeBatch', () => {
   });
 });
 
+describe('an event of a kind no definition names', () => {
+  test('reads the definitions again at most once per cluster every few seconds, whatever the batches; meanwhile such an event is retried, not dropped', async () => {
+    // Forged events of a made-up kind, one per batch: each made the router read every definition again (for each
+    // MapController a discovery read and access reviews).
+    let forgotten = 0;
+    const counting: ControllerSource = { ...source, forget: () => void (forgotten += 1) };
+    const unknown = (rv: number) =>
+      makeEnvelope({
+        cluster: 'it',
+        type: 'added',
+        object: {
+          apiVersion: 'forged.example/v1',
+          kind: 'Nothing',
+          metadata: { name: 'x', namespace: 'default', uid: randomUUID(), resourceVersion: String(rv) },
+        },
+        source: 'test',
+      });
+    const clusters = new Clusters([testCluster('it')]);
+    const reloads = new Map<string, number>();
+    let now = 1_000_000;
+    const route = (e: Envelope, id: string) =>
+      routeBatch(
+        { Records: [record(JSON.stringify(e), messageGroupId(e), id)] },
+        {
+          clusters,
+          sources: [counting],
+          sink: new MemorySyncSink(),
+          deadLetter: () => new MemoryDeadLetterSink(),
+          queueCluster,
+          reloads,
+          now: () => now,
+        },
+      );
+    expect((await route(unknown(1), 'm1')).batchItemFailures).toEqual([]);
+    expect(forgotten).toBe(1);
+    for (let i = 2; i <= 5; i++) {
+      now += 1_000;
+      expect((await route(unknown(i), `m${i}`)).batchItemFailures).toEqual([{ itemIdentifier: `m${i}` }]);
+    }
+    expect(forgotten).toBe(1);
+    now += 1_000;
+    expect((await route(unknown(6), 'm6')).batchItemFailures).toEqual([]);
+    expect(forgotten).toBe(2);
+  });
+});
+
 describe('a kind that observes its parents and checks ControllerRef uids itself (history)', () => {
   test("a parent's own event carries its object without managed fields; a child's event is keyed by its ControllerRef, with no read", async () => {
     const ns = await createNamespace('router');
