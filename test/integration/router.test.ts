@@ -349,20 +349,30 @@ spec:
   }, 60_000);
 });
 
+/** The `added` event of a ControllerRevision `sts` controls: routed to `sts`. */
+const ownedRevision = (sts: KubeObject): Envelope =>
+  makeEnvelope({
+    cluster: 'it',
+    type: 'added',
+    object: {
+      apiVersion: 'apps/v1',
+      kind: 'ControllerRevision',
+      metadata: {
+        name: 'g',
+        namespace: sts.metadata.namespace,
+        uid: randomUUID(),
+        resourceVersion: '1',
+        ownerReferences: [newControllerRef(sts)],
+      },
+    },
+    source: 'test',
+  });
+
 describe('dead letters on a real queue', () => {
   test('a malformed, an oversized and an unknown-type event reach the dead-letter queue with their reasons; their batch-mates are routed', async () => {
     const ns = await createNamespace('router-dlq');
     const sts = await createStatefulSet(ns, 'web', { app: 'd' });
-    const good = makeEnvelope({
-      cluster: 'it',
-      type: 'added',
-      object: {
-        apiVersion: 'apps/v1',
-        kind: 'ControllerRevision',
-        metadata: { name: 'g', namespace: ns, uid: randomUUID(), resourceVersion: '1', ownerReferences: [newControllerRef(sts)] },
-      },
-      source: 'test',
-    });
+    const good = ownedRevision(sts);
     const oversized = JSON.stringify({ ...good, id: 'big', data: { object: { ...good.data.object, padding: 'x'.repeat(300 * 1024) } } });
     const unknownType = JSON.stringify({ ...good, id: 'bookmark', type: 'dev.outrigger.watch.bookmark' });
     const event: SQSEvent = {
@@ -419,16 +429,7 @@ describe('a dead letter that cannot be sent', () => {
   test('fails its record (and its message group) alone: the records beside it are routed, and the batch is answered', async () => {
     const ns = await createNamespace('router-dlq-down');
     const sts = await createStatefulSet(ns, 'web', { app: 'dd' });
-    const good = makeEnvelope({
-      cluster: 'it',
-      type: 'added',
-      object: {
-        apiVersion: 'apps/v1',
-        kind: 'ControllerRevision',
-        metadata: { name: 'g', namespace: ns, uid: randomUUID(), resourceVersion: '1', ownerReferences: [newControllerRef(sts)] },
-      },
-      source: 'test',
-    });
+    const good = ownedRevision(sts);
     const down = {
       send: async () => {
         throw new Error('SQS is unavailable');
