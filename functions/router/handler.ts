@@ -12,6 +12,8 @@ import { routeBatch } from './route.ts';
 const logger = functionLogger('router');
 
 export function createRouterHandler(sources: readonly ControllerSource[]) {
+  // Per process, across batches (RouterDeps.reloads).
+  const reloads = new Map<string, number>();
   return middy(async (event: SQSEvent) => {
     const env = environment();
     const queues = env.queues;
@@ -23,6 +25,7 @@ export function createRouterHandler(sources: readonly ControllerSource[]) {
       sink: env.syncSink,
       deadLetter: () => env.deadLetter,
       log: (level, message, fields) => logger[level](message, fields ?? {}),
+      reloads,
     });
     logger.debug('routed', { ...stats });
     // One queue per cluster: the batch's cluster is its queue's (docs/operations/security.md#who-can-make-outrigger-do-what).

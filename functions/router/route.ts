@@ -35,7 +35,17 @@ export interface RouterDeps {
   sink: SyncSink;
   deadLetter: () => DeadLetterSink;
   log?: Log;
+  /**
+   * When each cluster's definitions were last read again for an event of a kind none named, kept by the process
+   * across batches: at most once per RELOAD_INTERVAL_MS, so that events of a made-up kind cannot make every batch
+   * read every definition (for each MapController, a discovery read and access reviews). Without it, once per batch.
+   */
+  reloads?: Map<string, number>;
+  now?: () => number;
 }
+
+/** As often as the definition caches refresh on their own. */
+export const RELOAD_INTERVAL_MS = 5_000;
 
 export interface RouteStats {
   records: number;
@@ -125,16 +135,19 @@ export async function routeBatch(event: SQSEvent, deps: RouterDeps): Promise<SQS
       failedGroups.add(group);
       continue;
     }
-    const envelope = await parseOrDeadLetter(record, (body) => envelopeFrom(cluster, body), {
-      deadLetter: deps.deadLetter,
-      source: 'router',
-      ...(deps.log ? { log: deps.log } : {}),
-    });
-    if (!envelope) {
-      stats.deadLettered += 1;
-      continue;
-    }
+    let id: string | undefined;
     try {
+      // Within the record's try: a dead letter SQS does not take fails this record (and its group), not the batch.
+      const envelope = await parseOrDeadLetter(record, (body) => envelopeFrom(cluster, body), {
+        deadLetter: deps.deadLetter,
+        source: 'router',
+        ...(deps.log ? { log: deps.log } : {}),
+      });
+      if (!envelope) {
+        stats.deadLettered += 1;
+        continue;
+      }
+      id = envelope.id;
       const load = async (fresh: boolean) => {
         const kube = deps.clusters.client(envelope.cluster);
         if (fresh) for (const s of deps.sources) s.forget?.(envelope.cluster);
@@ -146,8 +159,18 @@ export async function routeBatch(event: SQSEvent, deps: RouterDeps): Promise<SQS
       };
       let entry = resolvers.get(envelope.cluster) ?? (await load(false));
       // An event of a kind no cached definition names: the forwarder may have started its watch on a policy
-      // this process has not read yet. The definitions are read again, once per batch, rather than drop it.
-      if (!entry.fresh && !heardOf(entry.kinds, envelope)) entry = await load(true);
+      // this process has not read yet. The definitions are read again, once per batch and at most once per
+      // interval, rather than drop it; within the interval it is retried (after its backoff), not dropped.
+      if (!entry.fresh && !heardOf(entry.kinds, envelope)) {
+        const now = deps.now?.() ?? Date.now();
+        const last = deps.reloads?.get(envelope.cluster);
+        if (last !== undefined && now - last < RELOAD_INTERVAL_MS)
+          throw new Error(
+            `no definition names ${envelope.data.object.kind ?? ''}, and the definitions were read again ${now - last} ms ago; retried rather than dropped`,
+          );
+        deps.reloads?.set(envelope.cluster, now);
+        entry = await load(true);
+      }
       if (!heardOf(entry.kinds, envelope)) {
         const { group: objectGroup } = parseApiVersion(envelope.data.object.apiVersion ?? '');
         const kube = deps.clusters.client(envelope.cluster);
@@ -171,7 +194,7 @@ export async function routeBatch(event: SQSEvent, deps: RouterDeps): Promise<SQS
       }
       handled.push(record.messageId);
     } catch (err) {
-      deps.log?.('error', 'routing failed; the event will be retried', { id: envelope.id, error: String(err) });
+      deps.log?.('error', 'routing failed; the event will be retried', { messageId: record.messageId, id, error: String(err) });
       failures.push(record.messageId);
       failedGroups.add(group);
     }

@@ -8,7 +8,7 @@ import { KNATIVE_RESOURCE_TYPES, knownCluster, toEnvelope } from './convert.ts';
 import { IngestError, readEvents, type IncomingEvent, type IngestRequest } from './request.ts';
 
 export { ACCEPTED_TYPES, KNATIVE_RESOURCE_TYPES } from './convert.ts';
-export { IngestError, type IngestRequest } from './request.ts';
+export { IngestError, MAX_INGEST_EVENTS, type IngestRequest } from './request.ts';
 
 export { DEAD_LETTER_BODY_BYTES, fitDeadLetter } from '../lambda/dead-letter.ts';
 
@@ -50,6 +50,18 @@ export function planIngest(
   allowed: ReadonlySet<string>,
   now = new Date(),
 ): IngestPlan {
+  // A caller no served cluster names may speak for none: refused before its body is read, and not dead-lettered,
+  // so a principal that may merely invoke the URL cannot fill the dead-letter queue or trip its alarm.
+  if (allowed.size === 0)
+    return refuse(
+      new IngestError(
+        '(caller)',
+        `${request.caller ?? '(unsigned)'} is named by no served cluster's ingestPrincipals, so it may send no events`,
+        403,
+      ),
+      1,
+      [],
+    );
   let events: IncomingEvent[];
   try {
     events = readEvents(request);

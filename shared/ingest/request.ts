@@ -16,6 +16,12 @@ export interface IngestRequest {
   caller?: string | undefined;
 }
 
+/**
+ * The most events one request may carry: each refused one costs a dead letter, so a 6 MB array of `{}` (about a
+ * million events) would otherwise outlast the function's time (docs/operations/security.md#who-can-make-outrigger-do-what).
+ */
+export const MAX_INGEST_EVENTS = 1000;
+
 /** One CloudEvent as read from the request, before anyone looks at what it says. */
 export interface IncomingEvent {
   /** The event in structured form: context attributes and `data` (not necessarily an object at all). */
@@ -94,6 +100,12 @@ export function readEvents(request: IngestRequest): IncomingEvent[] {
     const p = problems.get(i);
     return p === undefined ? {} : { problem: new IngestError(at ? at.slice(0, -1) : '(body)', p) };
   };
+  if (Array.isArray(value) && value.length > MAX_INGEST_EVENTS)
+    throw new IngestError(
+      '(body)',
+      `holds ${value.length} events, over the ${MAX_INGEST_EVENTS} a request may carry; send them in smaller batches`,
+      413,
+    );
   if (Array.isArray(value))
     return value.map((v, i) => ({ value: v, at: `[${i}].`, text: request.body.slice(...elements[i]!), ...refused(`[${i}].`, i) }));
   return [{ value, at: '', text: request.body, ...refused('', -1) }];

@@ -19,6 +19,16 @@ export interface DeadLetter {
 /** Room left in a dead letter for its reason and source attributes (SQS counts them in the message size). */
 export const DEAD_LETTER_BODY_BYTES = MAX_MESSAGE_BYTES - 4096;
 
+/**
+ * The reason attribute: escaped as SQS needs (sqsText) and then cut, so that escapes never take it past its share
+ * of the room DEAD_LETTER_BODY_BYTES leaves: 1,000 UTF-16 units are at most 3,000 bytes.
+ */
+function reasonAttribute(reason: string): string {
+  const cut = sqsText(reason.slice(0, 1000)).slice(0, 1000);
+  // A surrogate pair cut in half would leave a character SQS refuses.
+  return /[\uD800-\uDBFF]$/.test(cut) ? cut.slice(0, -1) : cut;
+}
+
 /** A dead letter that fits in an SQS message: a body over the limit is cut (on a character boundary), and the reason says so. */
 export function fitDeadLetter<T extends { body: string; reason: string }>(letter: T): T {
   const bytes = Buffer.from(letter.body, 'utf8');
@@ -66,7 +76,7 @@ export class SqsDeadLetterSink implements DeadLetterSink {
         QueueUrl: queueUrl,
         MessageBody: letter.body,
         MessageAttributes: {
-          reason: { DataType: 'String', StringValue: sqsText(letter.reason.slice(0, 1000)) },
+          reason: { DataType: 'String', StringValue: reasonAttribute(letter.reason) },
           source: { DataType: 'String', StringValue: letter.source },
         },
         // Deduplicated by content (a redelivered message dead-lettered twice is kept once); the id is named here

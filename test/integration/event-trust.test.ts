@@ -4,9 +4,8 @@
 // only what the apiserver holds: a forged object is a trigger to read the parent, never the parent.
 // The pipeline as deployed, on real servers: the ingest handler and the router on ElasticMQ's queues, the history
 // sync (with its inline truncation, as the history handler runs it) on the apiserver and DynamoDB Local.
-import { randomUUID } from 'node:crypto';
 import { CreateQueueCommand, GetQueueAttributesCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
-import type { APIGatewayProxyStructuredResultV2, Context, LambdaFunctionURLEventWithIAMAuthorizer } from 'aws-lambda';
+import type { APIGatewayProxyStructuredResultV2, Context } from 'aws-lambda';
 import { SqsEventQueue, createIngestHandler } from '../../functions/ingest/handler.ts';
 import { forgetPolicies, historySource, listPolicies, policyFor } from '../../functions/history/policies.ts';
 import { syncHistory } from '../../functions/history/sync.ts';
@@ -25,13 +24,12 @@ import { SqsSyncSink } from '../../shared/lambda/sync-sink.ts';
 import type { SyncKey } from '../../shared/ownership/index.ts';
 import { STATEFULSET_POLICY } from '../testbed/policies.ts';
 import { adminClient, createNamespace, outriggerClient, testCluster, testQueue, testState, uniqueName } from '../testbed/index.ts';
+import { SIGNER_ROLE, functionUrlEvent } from './function-url.ts';
 import { asRecord, drain } from './sqs-records.ts';
 
 const statefulSets = gvr('apps', 'v1', 'statefulsets');
 const CLUSTER = 'it';
 const HISTORY = 'history';
-const SIGNER_ROLE = 'arn:aws:iam::111122223333:role/ingest-signer';
-const SIGNER = 'arn:aws:sts::111122223333:assumed-role/ingest-signer/proxy';
 const kube = outriggerClient();
 const state = testState();
 let policy: RevisionPolicy;
@@ -44,43 +42,6 @@ beforeAll(async () => {
 });
 
 const context = { functionName: 'ingest', awsRequestId: 't', getRemainingTimeInMillis: () => 30_000 } as unknown as Context;
-
-/** A Function URL request signed by the signing proxy's role, which may speak for the cluster. */
-function urlEvent(body: string): LambdaFunctionURLEventWithIAMAuthorizer {
-  const now = Date.now();
-  return {
-    version: '2.0',
-    routeKey: '$default',
-    rawPath: '/',
-    rawQueryString: '',
-    headers: { 'content-type': 'application/json' },
-    requestContext: {
-      accountId: '111122223333',
-      apiId: 'abc',
-      domainName: 'abc.lambda-url.eu-west-1.on.aws',
-      domainPrefix: 'abc',
-      http: { method: 'POST', path: '/', protocol: 'HTTP/1.1', sourceIp: '10.0.0.1', userAgent: 'test' },
-      requestId: randomUUID(),
-      routeKey: '$default',
-      stage: '$default',
-      time: new Date(now).toISOString(),
-      timeEpoch: now,
-      authorizer: {
-        iam: {
-          accessKey: 'ASIA0000',
-          accountId: '111122223333',
-          callerId: 'AROA0000:proxy',
-          cognitoIdentity: null,
-          principalOrgId: 'o-example',
-          userArn: SIGNER,
-          userId: 'AROA0000:proxy',
-        },
-      },
-    },
-    body,
-    isBase64Encoded: false,
-  };
-}
 
 /** The deployment's queues for the cluster on ElasticMQ, and the pipeline from its events queue to a history sync. */
 async function pipeline() {
@@ -115,7 +76,7 @@ async function pipeline() {
   return {
     /** Posts envelopes to the ingest URL, as the signing proxy forwards any pod's request. */
     post: async (envelopes: Envelope[]) =>
-      (await ingest(urlEvent(JSON.stringify(envelopes)), context)) as APIGatewayProxyStructuredResultV2,
+      (await ingest(functionUrlEvent(JSON.stringify(envelopes)), context)) as APIGatewayProxyStructuredResultV2,
     /** Sends an envelope straight onto the events queue, as a holder of a role that may send there would. */
     send: (envelope: Envelope) =>
       sqs.send(

@@ -3,7 +3,7 @@
 // router. Each hostile one must reach its dead-letter queue with its reason; every valid one beside it must be
 // delivered (queued by the ingest, routed by the router).
 import { CreateQueueCommand, GetQueueAttributesCommand, SendMessageBatchCommand, type Message } from '@aws-sdk/client-sqs';
-import type { APIGatewayProxyStructuredResultV2, Context, LambdaFunctionURLEventWithIAMAuthorizer } from 'aws-lambda';
+import type { APIGatewayProxyStructuredResultV2, Context } from 'aws-lambda';
 import fc from 'fast-check';
 import type { ControllerSource } from '../../functions/controllers.ts';
 import { SqsEventQueue, createIngestHandler } from '../../functions/ingest/handler.ts';
@@ -18,6 +18,7 @@ import type { SyncRequest } from '../../shared/lambda/sync-request.ts';
 import { SqsSyncSink } from '../../shared/lambda/sync-sink.ts';
 import type { LabelSelector } from '../../shared/ownership/index.ts';
 import { adminClient, createNamespace, testCluster, testQueue, uniqueName } from '../testbed/index.ts';
+import { functionUrlEvent } from './function-url.ts';
 import { asRecord, drain } from './sqs-records.ts';
 import { hostileCase, mixedBatch, validCase, type Case, type HostileCase } from '../unit/hostile.ts';
 import { statefulSet } from '../../local/fixtures.ts';
@@ -41,41 +42,6 @@ const CLUSTERS = ['prod', 'staging'];
 const SIGNER = 'arn:aws:sts::111122223333:assumed-role/prod-signer/proxy';
 
 const context = { functionName: 'ingest', awsRequestId: 't', getRemainingTimeInMillis: () => 30_000 } as unknown as Context;
-
-function urlEvent(body: string): LambdaFunctionURLEventWithIAMAuthorizer {
-  return {
-    version: '2.0',
-    routeKey: '$default',
-    rawPath: '/',
-    rawQueryString: '',
-    headers: { 'content-type': 'application/json' },
-    requestContext: {
-      accountId: '111122223333',
-      apiId: 'abc',
-      domainName: 'abc.lambda-url.eu-west-1.on.aws',
-      domainPrefix: 'abc',
-      http: { method: 'POST', path: '/', protocol: 'HTTP/1.1', sourceIp: '10.0.0.1', userAgent: 'test' },
-      requestId: 'r',
-      routeKey: '$default',
-      stage: '$default',
-      time: new Date().toISOString(),
-      timeEpoch: Date.now(),
-      authorizer: {
-        iam: {
-          accessKey: 'ASIA0000',
-          accountId: '111122223333',
-          callerId: 'AROA0000:proxy',
-          cognitoIdentity: null,
-          principalOrgId: 'o-example',
-          userArn: SIGNER,
-          userId: 'AROA0000:proxy',
-        },
-      },
-    },
-    body,
-    isBase64Encoded: false,
-  };
-}
 
 const reasonOf = (m: Message) => m.MessageAttributes?.reason?.StringValue ?? '';
 
@@ -136,7 +102,10 @@ describe('hostile envelopes', () => {
         const bad = batch.map((c, i) => [c, i] as const).filter((x): x is readonly [HostileCase, number] => x[0].kind === 'hostile');
 
         // 1. The ingest: posted as one batch by a signer that may speak for prod only.
-        const res = (await ingest(urlEvent(`[${batch.map((c) => c.text).join(',')}]`), context)) as APIGatewayProxyStructuredResultV2;
+        const res = (await ingest(
+          functionUrlEvent(`[${batch.map((c) => c.text).join(',')}]`, { caller: SIGNER }),
+          context,
+        )) as APIGatewayProxyStructuredResultV2;
         expect([res.statusCode, JSON.parse(res.body ?? '{}')]).toEqual([
           202,
           expect.objectContaining({ accepted: good.length, refused: bad.length }),

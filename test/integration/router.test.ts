@@ -162,6 +162,52 @@ describe('routeBatch', () => {
   });
 });
 
+describe('an event of a kind no definition names', () => {
+  test('reads the definitions again at most once per cluster every few seconds, whatever the batches; meanwhile such an event is retried, not dropped', async () => {
+    // Forged events of a made-up kind, one per batch: each made the router read every definition again (for each
+    // MapController a discovery read and access reviews).
+    let forgotten = 0;
+    const counting: ControllerSource = { ...source, forget: () => void (forgotten += 1) };
+    const unknown = (rv: number) =>
+      makeEnvelope({
+        cluster: 'it',
+        type: 'added',
+        object: {
+          apiVersion: 'forged.example/v1',
+          kind: 'Nothing',
+          metadata: { name: 'x', namespace: 'default', uid: randomUUID(), resourceVersion: String(rv) },
+        },
+        source: 'test',
+      });
+    const clusters = new Clusters([testCluster('it')]);
+    const reloads = new Map<string, number>();
+    let now = 1_000_000;
+    const route = (e: Envelope, id: string) =>
+      routeBatch(
+        { Records: [record(JSON.stringify(e), messageGroupId(e), id)] },
+        {
+          clusters,
+          sources: [counting],
+          sink: new MemorySyncSink(),
+          deadLetter: () => new MemoryDeadLetterSink(),
+          queueCluster,
+          reloads,
+          now: () => now,
+        },
+      );
+    expect((await route(unknown(1), 'm1')).batchItemFailures).toEqual([]);
+    expect(forgotten).toBe(1);
+    for (let i = 2; i <= 5; i++) {
+      now += 1_000;
+      expect((await route(unknown(i), `m${i}`)).batchItemFailures).toEqual([{ itemIdentifier: `m${i}` }]);
+    }
+    expect(forgotten).toBe(1);
+    now += 1_000;
+    expect((await route(unknown(6), 'm6')).batchItemFailures).toEqual([]);
+    expect(forgotten).toBe(2);
+  });
+});
+
 describe('a kind that observes its parents and checks ControllerRef uids itself (history)', () => {
   test("a parent's own event carries its object without managed fields; a child's event is keyed by its ControllerRef, with no read", async () => {
     const ns = await createNamespace('router');
@@ -303,20 +349,30 @@ spec:
   }, 60_000);
 });
 
+/** The `added` event of a ControllerRevision `sts` controls: routed to `sts`. */
+const ownedRevision = (sts: KubeObject): Envelope =>
+  makeEnvelope({
+    cluster: 'it',
+    type: 'added',
+    object: {
+      apiVersion: 'apps/v1',
+      kind: 'ControllerRevision',
+      metadata: {
+        name: 'g',
+        namespace: sts.metadata.namespace,
+        uid: randomUUID(),
+        resourceVersion: '1',
+        ownerReferences: [newControllerRef(sts)],
+      },
+    },
+    source: 'test',
+  });
+
 describe('dead letters on a real queue', () => {
   test('a malformed, an oversized and an unknown-type event reach the dead-letter queue with their reasons; their batch-mates are routed', async () => {
     const ns = await createNamespace('router-dlq');
     const sts = await createStatefulSet(ns, 'web', { app: 'd' });
-    const good = makeEnvelope({
-      cluster: 'it',
-      type: 'added',
-      object: {
-        apiVersion: 'apps/v1',
-        kind: 'ControllerRevision',
-        metadata: { name: 'g', namespace: ns, uid: randomUUID(), resourceVersion: '1', ownerReferences: [newControllerRef(sts)] },
-      },
-      source: 'test',
-    });
+    const good = ownedRevision(sts);
     const oversized = JSON.stringify({ ...good, id: 'big', data: { object: { ...good.data.object, padding: 'x'.repeat(300 * 1024) } } });
     const unknownType = JSON.stringify({ ...good, id: 'bookmark', type: 'dev.outrigger.watch.bookmark' });
     const event: SQSEvent = {
@@ -366,6 +422,33 @@ describe('dead letters on a real queue', () => {
       expect.stringMatching(/^invalid event envelope: type: /),
     ]);
     expect(letters.every((l) => l.source === 'router')).toBe(true);
+  });
+});
+
+describe('a dead letter that cannot be sent', () => {
+  test('fails its record (and its message group) alone: the records beside it are routed, and the batch is answered', async () => {
+    const ns = await createNamespace('router-dlq-down');
+    const sts = await createStatefulSet(ns, 'web', { app: 'dd' });
+    const good = ownedRevision(sts);
+    const down = {
+      send: async () => {
+        throw new Error('SQS is unavailable');
+      },
+    };
+    const sink = new MemorySyncSink();
+    const out = await routeBatch(
+      {
+        Records: [
+          record('{"specversion":', 'g-bad', 'm1'),
+          record('{"specversion":', 'g-bad', 'm2'),
+          record(JSON.stringify(good), messageGroupId(good), 'm3'),
+        ],
+      },
+      { clusters: new Clusters([testCluster('it')]), sources: [source], sink, deadLetter: () => down, queueCluster },
+    );
+    expect(out.batchItemFailures).toEqual([{ itemIdentifier: 'm1' }, { itemIdentifier: 'm2' }]);
+    expect(sink.sent.map((s) => s.request.key.name)).toEqual(['web']);
+    expect(out.stats).toMatchObject({ records: 3, deadLettered: 0, failed: 2, keys: 1 });
   });
 });
 

@@ -11,7 +11,14 @@ import {
   parseEnvelope,
   type Envelope,
 } from '../../shared/envelope/index.ts';
-import { DEAD_LETTER_BODY_BYTES, fitDeadLetter, planIngest, type IngestPlan, type IngestRequest } from '../../shared/ingest/index.ts';
+import {
+  DEAD_LETTER_BODY_BYTES,
+  MAX_INGEST_EVENTS,
+  fitDeadLetter,
+  planIngest,
+  type IngestPlan,
+  type IngestRequest,
+} from '../../shared/ingest/index.ts';
 import type { KubeObject } from '../../shared/kube/index.ts';
 import fc from 'fast-check';
 import { ingestClustersOf, isPrincipal, parseClusters } from '../../shared/clusters.ts';
@@ -389,5 +396,34 @@ describe('hostile envelopes', () => {
     );
     console.log(`hostile envelopes tried at the ingest: ${hostile}, beside ${valid} valid ones`);
     expect(hostile).toBeGreaterThanOrEqual(300);
+  });
+});
+
+describe('the ingest bounds who and how much it hears before it dead-letters anything', () => {
+  test('refuses a caller no cluster names, whole (403) and with no dead letter: an outsider cannot fill the dead-letter queue', () => {
+    const junk = post(JSON.stringify([{}, { type: 'x' }, 42]));
+    const plan = refused(
+      planIngest({ ...junk, caller: 'arn:aws:sts::111122223333:assumed-role/someone-else/x' }, clusters, new Set(), now),
+    );
+    expect(plan).toEqual({
+      ok: false,
+      status: 403,
+      problem:
+        "invalid ingest request: (caller): arn:aws:sts::111122223333:assumed-role/someone-else/x is named by no served cluster's ingestPrincipals, so it may send no events",
+      deadLetters: [],
+    });
+  });
+
+  test(`refuses a request of more than ${MAX_INGEST_EVENTS} events whole (413), as one dead letter of the request`, () => {
+    const body = JSON.stringify(Array.from({ length: MAX_INGEST_EVENTS + 1 }, () => ({})));
+    const plan = refused(planIngest(post(body), clusters, clusters, now));
+    expect(plan.status).toBe(413);
+    expect(plan.problem).toBe(
+      `invalid ingest request: (body): holds ${MAX_INGEST_EVENTS + 1} events, over the ${MAX_INGEST_EVENTS} a request may carry; send them in smaller batches`,
+    );
+    expect(plan.deadLetters).toEqual([{ body, reason: plan.problem }]);
+    // At the limit, each event is read (and these, refused, each dead-lettered).
+    const atLimit = JSON.stringify(Array.from({ length: MAX_INGEST_EVENTS }, () => ({})));
+    expect(refused(planIngest(post(atLimit), clusters, clusters, now)).deadLetters).toHaveLength(MAX_INGEST_EVENTS);
   });
 });
