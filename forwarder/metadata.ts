@@ -3,7 +3,7 @@
 // children from the apiserver themselves. So only parents and definitions are watched whole: a pod's spec and
 // status, and a Secret's data, never leave the cluster.
 import { isDeepStrictEqual } from 'node:util';
-import { gvr, gvrString, type GVR, type KubeObject } from '../shared/kube/index.ts';
+import { gvr, gvrString, type GVR, type KubeObject, type SourceEvent } from '../shared/kube/index.ts';
 
 const SECRETS = gvrString(gvr('', 'v1', 'secrets'));
 
@@ -24,4 +24,18 @@ export function statusOnly(old: KubeObject | undefined, next: KubeObject): boole
   if (!old || old.metadata.generation === undefined || next.metadata.generation === undefined) return false;
   const routed = (o: KubeObject) => ({ ...o.metadata, resourceVersion: undefined, managedFields: undefined });
   return isDeepStrictEqual(routed(old), routed(next));
+}
+
+/**
+ * What is sent of an object watched as metadata only: no annotations and no managed fields. Routing reads labels,
+ * ownerReferences, deletion state and generation; annotations may hold anything, a Secret's whole data among
+ * them (kubectl's last-applied-configuration), and managed fields name its keys
+ * (docs/operations/security.md#secrets-stay-in-the-cluster).
+ */
+export function routingOnly(e: SourceEvent): SourceEvent {
+  const strip = (o: KubeObject): KubeObject => {
+    const { annotations: _annotations, managedFields: _managedFields, ...metadata } = o.metadata;
+    return { ...o, metadata };
+  };
+  return { ...e, object: strip(e.object), ...(e.oldObject ? { oldObject: strip(e.oldObject) } : {}) };
 }
