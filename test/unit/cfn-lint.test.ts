@@ -11,7 +11,15 @@ import { eksCluster } from './clusters.ts';
 
 const eks = (id: string, region?: string): ClusterConfig => ({
   ...eksCluster(id, region ? { region } : {}),
-  storage: { enabled: true, migrations: 'outrigger', reporters: [{ id: 'apiserver-a' }, { id: 'apiserver-b' }] },
+  // Each reporter at its apiserver's own endpoint: reporters on EKS's balanced endpoint are refused.
+  storage: {
+    enabled: true,
+    migrations: 'outrigger',
+    reporters: [
+      { id: 'apiserver-a', server: 'https://10.0.1.10' },
+      { id: 'apiserver-b', server: 'https://10.0.2.10' },
+    ],
+  },
 });
 
 // Every error fails the test, and every warning but the project's IGNORED_CHECKS (see local/cfn-lint.ts).
