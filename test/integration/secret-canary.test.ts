@@ -6,16 +6,15 @@
 // and its dead-letter queue, every log line, every Event and every ControllerRevision is searched for the value.
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdtemp, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { kubectlBinary } from '../../local/apiserver.ts';
-import { statefulSet } from '../../local/fixtures.ts';
 import { applyManifests } from '../../shared/kube/apply.ts';
 import { gvr, Resources } from '../../shared/kube/index.ts';
 import { PARENT_LABEL } from '../../shared/history/revisions.ts';
-import { STATEFULSET_POLICY } from '../testbed/policies.ts';
+import { openCrd } from '../testbed/crds.ts';
 import { controllersGrant } from '../testbed/rbac.ts';
 import { adminClient, createNamespace, eventually, testbed, uniqueName } from '../testbed/index.ts';
 import { separatePipeline } from '../testbed/separate-pipeline.ts';
@@ -24,7 +23,7 @@ const run = promisify(execFile);
 const admin = adminClient();
 const revisionPolicies = gvr('outrigger.dev', 'v1alpha1', 'revisionpolicies');
 const secrets = gvr('', 'v1', 'secrets');
-const statefulSets = gvr('apps', 'v1', 'statefulsets');
+const GROUP = 'canary.outrigger.test';
 // Both APIs of Events: Outrigger writes events.k8s.io, and each is served from the other's objects too.
 const eventApis = [gvr('events.k8s.io', 'v1', 'events'), gvr('', 'v1', 'events')];
 
@@ -44,8 +43,15 @@ test('a Secret applied with kubectl and a RevisionPolicy on Secrets: its value i
     admin,
     controllersGrant('outrigger-secrets-canary-test', ['{ apiGroups: [""], resources: ["secrets"], verbs: ["get", "list", "watch"] }']),
   );
-  await applyManifests(admin, STATEFULSET_POLICY);
-  const pipeline = await separatePipeline(ns, 'it', { tap: join(dir, 'messages.jsonl') });
+  // A policy in force whose generated objects are Secrets, so that the forwarder watches Secrets (as metadata
+  // only) whatever becomes of the policy on Secrets; its parent's revision shows the pipeline at work.
+  const marker = uniqueName('widgets');
+  await applyManifests(
+    admin,
+    `${openCrd(GROUP, 'Widget', 'widgets')}---\n${controllersGrant('outrigger-widgets-canary-test', [`{ apiGroups: ["${GROUP}"], resources: ["widgets"], verbs: ["get", "list", "watch"] }`])}`,
+  );
+  const tap = join(dir, 'messages.jsonl');
+  const pipeline = await separatePipeline(ns, 'it', { tap });
   try {
     const secret = (label: string) => ({
       apiVersion: 'v1',
@@ -70,15 +76,30 @@ test('a Secret applied with kubectl and a RevisionPolicy on Secrets: its value i
       return status?.conditions?.find((c) => c.type === 'Ready');
     }, 90_000);
     expect(ready).toMatchObject({ status: 'False', reason: 'SecretTarget' });
-    // A change with the policy checked, then a parent of a policy in force whose revision shows the pipeline has
-    // worked through what came before it.
+    // A change with the policy checked, then a parent of the policy in force.
     await kubectlApply(dir, secret('b'));
-    await admin.create(statefulSets, statefulSet('marker', ns, 'app:1'));
-    await eventually(
-      async () =>
-        (await admin.list(Resources.controllerRevisions, { namespace: ns, labelSelector: `${PARENT_LABEL}=marker` })).items.length > 0,
-      90_000,
-    );
+    await kubectlApply(dir, {
+      apiVersion: 'outrigger.dev/v1alpha1',
+      kind: 'RevisionPolicy',
+      metadata: { name: marker },
+      spec: {
+        target: { apiVersion: `${GROUP}/v1`, kind: 'Widget' },
+        targetState: ['spec.template'],
+        generated: { apiVersion: 'v1', kind: 'Secret' },
+      },
+    });
+    await eventually(async () => {
+      await kubectlApply(dir, {
+        apiVersion: `${GROUP}/v1`,
+        kind: 'Widget',
+        metadata: { name: 'w', namespace: ns },
+        spec: { template: { image: 'app:1' } },
+      }).catch(() => undefined);
+      return (await admin.list(Resources.controllerRevisions, { namespace: ns, labelSelector: `${PARENT_LABEL}=w` })).items.length > 0;
+    }, 90_000);
+    // The Secret changed again with its kind watched: its event crossed the queues.
+    await kubectlApply(dir, secret('c'));
+    await eventually(async () => (await readFile(tap, 'utf8')).includes('"labels":{"app":"c"}'), 60_000);
     await eventually(() => pipeline.drained(), 60_000);
 
     const hits: string[] = [];
@@ -98,7 +119,7 @@ test('a Secret applied with kubectl and a RevisionPolicy on Secrets: its value i
       'ControllerRevision',
       (await admin.listAll(Resources.controllerRevisions)).map((r) => JSON.stringify(r)),
     );
-    // The search had something to search: the marker's events crossed the queues.
+    // The search had something to search: the Widget's and the Secret's events crossed the queues.
     expect(messages.length).toBeGreaterThan(0);
     expect(hits).toEqual([]);
   } catch (err) {
@@ -106,6 +127,6 @@ test('a Secret applied with kubectl and a RevisionPolicy on Secrets: its value i
     throw err;
   } finally {
     await pipeline.stop();
-    await admin.delete(revisionPolicies, { name: policy }).catch(() => undefined);
+    for (const name of [policy, marker]) await admin.delete(revisionPolicies, { name }).catch(() => undefined);
   }
 }, 300_000);
