@@ -31,7 +31,7 @@ import {
   type KubeObject,
   type SourceEvent,
 } from '../shared/kube/index.ts';
-import { statusOnly, watchedAsMetadata } from './metadata.ts';
+import { routingOnly, statusOnly, watchedAsMetadata } from './metadata.ts';
 import { kept, skeletonOf } from './skeleton.ts';
 
 /** One envelope for the events queue. */
@@ -282,7 +282,7 @@ export class Forwarder {
               this.counts.statusOnly += 1;
               return;
             }
-            await this.enqueue(id, e);
+            await this.enqueue(id, asMetadata ? routingOnly(e) : e);
             if (definitions.has(id)) this.definitionChanged();
           },
         });

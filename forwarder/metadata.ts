@@ -2,7 +2,7 @@
 // object that is not a parent, only its labels, ownerReferences and deletion state; the handlers read parents and
 // children from the apiserver themselves. So only parents and definitions are watched whole: a pod's spec and
 // status, and a Secret's data, never leave the cluster.
-import { gvr, gvrString, type GVR, type KubeObject } from '../shared/kube/index.ts';
+import { gvr, gvrString, type GVR, type KubeObject, type SourceEvent } from '../shared/kube/index.ts';
 import { routedDigest } from './skeleton.ts';
 
 const SECRETS = gvrString(gvr('', 'v1', 'secrets'));
@@ -24,4 +24,18 @@ export function statusOnly(old: KubeObject | undefined, next: KubeObject): boole
   // Compared by digest: what the forwarder keeps of the old object is its skeleton (forwarder/skeleton.ts).
   const before = old && routedDigest(old);
   return before !== undefined && before === routedDigest(next);
+}
+
+/**
+ * What is sent of an object watched as metadata only: no annotations and no managed fields. Routing reads labels,
+ * ownerReferences, deletion state and generation; annotations may hold anything, a Secret's whole data among
+ * them (kubectl's last-applied-configuration), and managed fields name its keys
+ * (docs/operations/security.md#secrets-stay-in-the-cluster).
+ */
+export function routingOnly(e: SourceEvent): SourceEvent {
+  const strip = (o: KubeObject): KubeObject => {
+    const { annotations: _annotations, managedFields: _managedFields, ...metadata } = o.metadata;
+    return { ...o, metadata };
+  };
+  return { ...e, object: strip(e.object), ...(e.oldObject ? { oldObject: strip(e.oldObject) } : {}) };
 }

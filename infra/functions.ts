@@ -18,7 +18,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { functions } from '../functions/index.ts';
 import { sendTargets, type FunctionSpec } from '../functions/spec.ts';
-import { maxConcurrency, type ClusterConfig } from '../shared/clusters.ts';
+import { maxConcurrency, storagePlan, type ClusterConfig } from '../shared/clusters.ts';
 import { bundled, RUNTIME } from './bundling.ts';
 import type { OutriggerCluster } from './cluster.ts';
 import type { Alarms } from './monitoring.ts';
@@ -282,10 +282,7 @@ function addSchedule(
       ? clusters
           .filter((c) => c.config.storage?.enabled !== false)
           .flatMap((c) => {
-            const reporters = (c.config.storage?.reporters ?? [{ id: 'apiserver' }]).map((r) => ({
-              cluster: c.config.id,
-              reporter: r.id,
-            }));
+            const reporters = storagePlan(c.config).reporters.map((reporter) => ({ cluster: c.config.id, reporter }));
             const split = reporters.length > TARGETS_PER_RULE;
             return chunks(reporters, TARGETS_PER_RULE).map((inputs, i) => ({
               scope: c,

@@ -76,6 +76,15 @@ export async function resolvePolicy(kube: KubeClient, policy: RevisionPolicy): P
       `RevisionPolicy ${policy.name}: ${target.kind} is cluster-scoped; ControllerRevisions are namespaced, so it cannot have a history`,
     );
   }
+  // A Secret's data never leaves it (docs/operations/security.md#secrets-stay-in-the-cluster): revisions are
+  // readable wherever ControllerRevisions are (the `view` role), Secrets are not, and the forwarder sends
+  // Secrets' metadata only.
+  if (target.group === '' && target.resource === 'secrets') {
+    throw new PolicyProblem(
+      'SecretTarget',
+      `RevisionPolicy ${policy.name}: the target is Secrets, whose data would be copied into ControllerRevisions that anyone who may read the namespace's revisions can read; Outrigger keeps no history of Secrets`,
+    );
+  }
   const generated = policy.spec.generated ? await resolve(policy.spec.generated, 'UnknownGeneratedKind', 'spec.generated') : undefined;
   return { policy, target, generated };
 }

@@ -149,6 +149,8 @@ describe('outrigger doctor', () => {
       message: expect.stringContaining('a forwarder installed some other way'),
     });
     expect(by(`dead letters ${prefix}${CLUSTER}-history-dlq.fifo`)).toMatchObject({ status: 'ok', message: 'empty' });
+    // No storage block: sampled, the safe default.
+    expect(by('storage reporters')).toMatchObject({ status: 'ok', message: 'one endpoint, discovery sampled over 4 connections per poll' });
     expect(by('eks access entries')).toMatchObject({
       status: 'skipped',
       message: "not an EKS cluster: its configuration's access is kubeconfig",

@@ -21,7 +21,7 @@ function memorySink(into: Envelope[]): EnvelopeSink {
 }
 
 describe('the forwarder sends what is not a parent as metadata only', () => {
-  test("a pod's readiness flapping sends nothing, its label change sends its metadata alone; a Secret's data never leaves; a parent is sent whole", async () => {
+  test("a pod's readiness flapping sends nothing, its label change sends its metadata alone; a Secret's data never leaves, not even in last-applied-configuration; a parent is sent whole", async () => {
     const ns = await createNamespace('fwd-meta');
     await admin.create(Resources.serviceAccounts, {
       apiVersion: 'v1',
@@ -52,7 +52,14 @@ describe('the forwarder sends what is not a parent as metadata only', () => {
       await admin.create(secrets, {
         apiVersion: 'v1',
         kind: 'Secret',
-        metadata: { name: 's', namespace: ns },
+        // As `kubectl apply` writes it: the whole manifest, data included, in an annotation.
+        metadata: {
+          name: 's',
+          namespace: ns,
+          annotations: {
+            'kubectl.kubernetes.io/last-applied-configuration': JSON.stringify({ kind: 'Secret', stringData: { password: 'hunter2' } }),
+          },
+        },
         stringData: { password: 'hunter2' },
       });
       await admin.create(statefulSets, statefulSet('web', ns, 'x'));
@@ -83,7 +90,13 @@ describe('the forwarder sends what is not a parent as metadata only', () => {
       const secret = of('s')[0]!.data.object;
       expect(secret).toMatchObject({ apiVersion: 'v1', kind: 'Secret' });
       expect(JSON.stringify(of('s'))).not.toContain(Buffer.from('hunter2').toString('base64'));
+      expect(JSON.stringify(of('s'))).not.toContain('hunter2');
       expect(secret).not.toHaveProperty('data');
+      // What is sent as metadata only carries no annotations and no managed fields (which name the data's keys).
+      for (const e of [...of('s'), ...of('p')]) {
+        expect(e.data.object.metadata).not.toHaveProperty('annotations');
+        expect(e.data.object.metadata).not.toHaveProperty('managedFields');
+      }
       expect(of('web')[0]!.data.object).toHaveProperty('spec.template');
     } finally {
       await forwarder.stop();

@@ -6,6 +6,9 @@
 //   node test/testbed/event-source.ts <function> <queue url>
 // The handler's environment is the process's: OUTRIGGER_CLUSTERS, OUTRIGGER_TABLE, OUTRIGGER_DYNAMODB_ENDPOINT,
 // OUTRIGGER_QUEUE_URL_PREFIX, and AWS_ENDPOINT_URL_SQS for ElasticMQ (the SDK reads it). Stops on SIGTERM.
+// With OUTRIGGER_TEST_TAP set, every message body received is appended to that file, one per line (the canary
+// tests search every message that crossed a queue).
+import { appendFile } from 'node:fs/promises';
 import { DeleteMessageBatchCommand, ReceiveMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
 import type { SQSBatchResponse } from 'aws-lambda';
 import { functions } from '../../functions/index.ts';
@@ -34,6 +37,7 @@ while (running) {
   );
   const messages = got.Messages ?? [];
   if (!messages.length) continue;
+  if (process.env.OUTRIGGER_TEST_TAP) await appendFile(process.env.OUTRIGGER_TEST_TAP, messages.map((m) => `${m.Body}\n`).join(''));
   let failed: Set<string>;
   try {
     const result = (await invokeAsLambda(spec, handler, { Records: messages.map((m) => asRecord(m, arn)) })) as

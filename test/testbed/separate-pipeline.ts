@@ -3,7 +3,8 @@
 // from its queue by test/testbed/event-source.ts. Every queue is named as a deployment names it, under a
 // prefix of the test's own, with its dead-letter queue beside it.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { CreateQueueCommand, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
+import { readFile } from 'node:fs/promises';
+import { CreateQueueCommand, GetQueueAttributesCommand, ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import { projectRoot } from '../../local/paths.ts';
 import { EVENTS_QUEUE, QueueUrls } from '../../shared/lambda/queues.ts';
 import { testbed, testQueue, uniqueName } from './index.ts';
@@ -16,13 +17,20 @@ const QUEUES = [EVENTS_QUEUE, 'history', 'truncate', 'map', 'storage', 'migrator
 export interface SeparatePipeline {
   /** Every message on a dead-letter queue of the pipeline, as `<queue>: <reason>`. */
   deadLetters(): Promise<string[]>;
-  /** The last lines each process wrote, for a failing test's report. */
+  /** The last lines each process wrote, for a failing test's report (with `tap`, everything each wrote). */
   logs(): string;
+  /** Whether every consumed queue is empty, none of its messages in flight. */
+  drained(): Promise<boolean>;
+  /**
+   * With `tap`: every message body that crossed a queue: those the consumers received, and those left on the
+   * queues nobody consumes here and on every dead-letter queue (received, so read once).
+   */
+  messages(): Promise<string[]>;
   stop(): Promise<void>;
 }
 
 /** Starts the pipeline for cluster `cluster`, watching namespaced resources in `namespace` only. */
-export async function separatePipeline(namespace: string, cluster = 'it'): Promise<SeparatePipeline> {
+export async function separatePipeline(namespace: string, cluster = 'it', opts: { tap?: string } = {}): Promise<SeparatePipeline> {
   const bed = testbed();
   const { sqs, url } = await testQueue('pipeline');
   const queues = new QueueUrls(`${url.slice(0, url.lastIndexOf('/') + 1)}${uniqueName('sp')}-`);
@@ -50,12 +58,13 @@ export async function separatePipeline(namespace: string, cluster = 'it'): Promi
     AWS_ACCESS_KEY_ID: 'local',
     AWS_SECRET_ACCESS_KEY: 'local',
     POWERTOOLS_DEV: 'false',
+    ...(opts.tap ? { OUTRIGGER_TEST_TAP: opts.tap } : {}),
   };
   const children: Array<{ name: string; child: ChildProcess; log: string }> = [];
   const start = (name: string, args: string[], extra: Record<string, string> = {}) => {
     const child = spawn(process.execPath, args, { cwd: projectRoot, env: { ...env, ...extra }, stdio: ['ignore', 'pipe', 'pipe'] });
     const entry = { name, child, log: '' };
-    const keep = (b: Buffer) => (entry.log = (entry.log + b.toString()).slice(-10_000));
+    const keep = (b: Buffer) => (entry.log = opts.tap ? entry.log + b.toString() : (entry.log + b.toString()).slice(-10_000));
     child.stdout?.on('data', keep);
     child.stderr?.on('data', keep);
     children.push(entry);
@@ -82,6 +91,31 @@ export async function separatePipeline(namespace: string, cluster = 'it'): Promi
         for (const m of got.Messages ?? []) letters.push(`${q}: ${m.MessageAttributes?.reason?.StringValue ?? m.Body}`);
       }
       return letters;
+    },
+    drained: async () => {
+      for (const q of Object.keys(CONSUMERS)) {
+        const got = await sqs.send(
+          new GetQueueAttributesCommand({
+            QueueUrl: queues.url(cluster, q),
+            AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible'],
+          }),
+        );
+        if (Number(got.Attributes?.ApproximateNumberOfMessages) || Number(got.Attributes?.ApproximateNumberOfMessagesNotVisible))
+          return false;
+      }
+      return true;
+    },
+    messages: async () => {
+      const bodies = opts.tap ? (await readFile(opts.tap, 'utf8').catch(() => '')).split('\n').filter(Boolean) : [];
+      const unconsumed = QUEUES.filter((q) => !(q in CONSUMERS)).map((q) => queues.url(cluster, q));
+      for (const url of [...unconsumed, ...QUEUES.map((q) => queues.url(cluster, q, true))]) {
+        for (;;) {
+          const got = await sqs.send(new ReceiveMessageCommand({ QueueUrl: url, MaxNumberOfMessages: 10, VisibilityTimeout: 300 }));
+          if (!got.Messages?.length) break;
+          bodies.push(...got.Messages.map((m) => m.Body ?? ''));
+        }
+      }
+      return bodies;
     },
     logs: () => children.map((c) => `--- ${c.name} (exit ${c.child.exitCode})\n${c.log}`).join('\n'),
     stop: async () => {

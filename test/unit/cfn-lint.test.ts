@@ -7,11 +7,19 @@ import { join } from 'node:path';
 import { outriggerApp } from '../../infra/app.ts';
 import { cfnLint, formatFinding } from '../../local/cfn-lint.ts';
 import type { ClusterConfig } from '../../shared/clusters.ts';
-import { eksCluster } from './clusters.ts';
+import { eksCluster, onpremCluster } from './clusters.ts';
 
 const eks = (id: string, region?: string): ClusterConfig => ({
   ...eksCluster(id, region ? { region } : {}),
-  storage: { enabled: true, migrations: 'outrigger', reporters: [{ id: 'apiserver-a' }, { id: 'apiserver-b' }] },
+  // Each reporter at its apiserver's own endpoint: reporters on EKS's balanced endpoint are refused.
+  storage: {
+    enabled: true,
+    migrations: 'outrigger',
+    reporters: [
+      { id: 'apiserver-a', server: 'https://10.0.1.10' },
+      { id: 'apiserver-b', server: 'https://10.0.2.10' },
+    ],
+  },
 });
 
 // Every error fails the test, and every warning but the project's IGNORED_CHECKS (see local/cfn-lint.ts).
@@ -25,19 +33,7 @@ test('cfn-lint finds no error and no warning in the synthesized template', async
       outdir,
       context: {
         'aws:cdk:bundling-stacks': [],
-        'outrigger:clusters': [
-          eks('prod'),
-          eks('dr', 'us-east-1'),
-          {
-            id: 'onprem',
-            access: {
-              kind: 'secret',
-              server: 'https://k8s.onprem.corp.internal:6443',
-              secretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:outrigger/onprem',
-              migratorTokenSecretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:outrigger/onprem-migrator',
-            },
-          },
-        ],
+        'outrigger:clusters': [eks('prod'), eks('dr', 'us-east-1'), onpremCluster()],
         'outrigger:mapHookFunctions': ['my-map-hook'],
         'outrigger:examples': true,
         'outrigger:forwarderNamespace': 'outrigger',

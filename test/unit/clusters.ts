@@ -21,3 +21,17 @@ export function eksCluster(id: string, opts: { clusterName?: string; region?: st
     },
   };
 }
+
+/** The cluster outside EKS the tests use: its token, and the migrator's, in Secrets Manager. */
+export function onpremCluster(storage?: ClusterConfig['storage']): ClusterConfig & { access: { kind: 'secret' } } {
+  return {
+    id: 'onprem',
+    access: {
+      kind: 'secret',
+      server: 'https://k8s.onprem.corp.internal:6443',
+      secretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:outrigger/onprem',
+      migratorTokenSecretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:outrigger/onprem-migrator',
+    },
+    ...(storage ? { storage } : {}),
+  };
+}

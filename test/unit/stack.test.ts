@@ -11,7 +11,7 @@ import { sendTargets } from '../../functions/spec.ts';
 import { outriggerApp } from '../../infra/app.ts';
 import { CLUSTERS_FILE_IN_LAYER, OutriggerStack, TARGETS_PER_RULE, type OutriggerStackProps } from '../../infra/stack.ts';
 import { DEFAULT_MAX_CONCURRENCY, clustersFromEnv, type ClusterConfig } from '../../shared/clusters.ts';
-import { CA_DATA, eksCluster } from './clusters.ts';
+import { CA_DATA, eksCluster, onpremCluster } from './clusters.ts';
 
 const cluster: ClusterConfig = eksCluster('prod');
 /** A second EKS cluster with a concurrency of its own. */
@@ -481,15 +481,7 @@ describe('the Outrigger stack', () => {
         Condition: { StringEquals: { 'aws:RequestTag/eks-cluster-arn': [arn('eu-west-1', 'prod')], ...defaults } },
       },
     ]);
-    const onprem: ClusterConfig = {
-      id: 'onprem',
-      access: {
-        kind: 'secret',
-        server: 'https://k8s.onprem.corp.internal:6443',
-        secretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:outrigger/onprem',
-        migratorTokenSecretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:outrigger/onprem-migrator',
-      },
-    };
+    const onprem = onpremCluster();
     const narrowed = synth([cluster, dr, onprem], { forwarder: { namespace: 'outrigger', serviceAccount: 'forwarder' } });
     const narrowing = { 'aws:RequestTag/kubernetes-namespace': ['outrigger'], 'aws:RequestTag/kubernetes-service-account': ['forwarder'] };
     expect(trust(narrowed, 'ProdForwarderRole')[0]!.Condition).toEqual({

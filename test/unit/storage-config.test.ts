@@ -2,19 +2,10 @@
 // sampled unless reporters are given, and reporters that would narrow `persisted` on one apiserver's word refused
 // at synth and named by `outrigger doctor`.
 import { deployableClusters } from '../../infra/config.ts';
-import { DEFAULT_SAMPLES, parseClusters, storagePlan, unsafeStorage, type ClusterConfig } from '../../shared/clusters.ts';
-import { eksCluster } from './clusters.ts';
+import { DEFAULT_SAMPLES, parseClusters, storagePlan, unsafeStorage } from '../../shared/clusters.ts';
+import { eksCluster, onpremCluster } from './clusters.ts';
 
-const secret = (storage: ClusterConfig['storage']): ClusterConfig => ({
-  id: 'onprem',
-  access: {
-    kind: 'secret',
-    server: 'https://k8s.onprem.corp.internal:6443',
-    secretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:outrigger/onprem',
-    migratorTokenSecretArn: 'arn:aws:secretsmanager:eu-west-1:111122223333:secret:outrigger/onprem-migrator',
-  },
-  ...(storage ? { storage } : {}),
-});
+const secret = onpremCluster;
 
 describe('storage: safe by default', () => {
   test('no storage block, or one without reporters: one reporter, sampled', () => {
