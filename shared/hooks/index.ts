@@ -106,12 +106,11 @@ export function webhookRefusal(url: string, allowLoopbackHttp: boolean): string 
   return HTTPS_ONLY;
 }
 
-/** The hook as messages name it: a webhook by its origin and path (a query may carry a credential). */
+/** The hook as messages name it: a webhook by its origin alone (a path or query may carry a token, and reach the status). */
 export function hookName(hook: Hook): string {
   if (!hook.webhook) return `lambda ${hook.lambda?.functionName ?? '?'}`;
   try {
-    const u = new URL(hook.webhook.url);
-    return `webhook ${u.origin}${u.pathname}`;
+    return `webhook ${new URL(hook.webhook.url).origin}`;
   } catch {
     return 'webhook (bad URL)';
   }
@@ -277,9 +276,11 @@ export class Hooks implements HookCaller {
     } catch (err) {
       const status = (err as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
       if (status)
-        throw new HookError('HTTPError', `${hookName(hook)}: Invoke failed with HTTP ${status}: ${(err as Error).message}`, {
+        // The error's name only: the SDK's message names the map function's role and account (for the log).
+        throw new HookError('HTTPError', `${hookName(hook)}: Invoke failed with HTTP ${status} (${(err as Error).name})`, {
           cause: err,
           status,
+          detail: (err as Error).message,
         });
       throw failure(hook, err, timeoutMs);
     }

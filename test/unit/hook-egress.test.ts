@@ -146,3 +146,33 @@ test('webhook egress: the allow-list refuses entries it cannot read, by name, an
   expect(hostRefusal('[::1]', parseWebhookAllowList(undefined))).toMatch(/loopback/);
   expect(hostRefusal('8.8.8.8', parseWebhookAllowList(undefined))).toBeUndefined();
 });
+
+test('what reaches the status names no webhook path (it may hold a token) and no account or role from a failed Invoke', async () => {
+  const denied = createServer((req, res) => {
+    req.resume();
+    res.writeHead(403, { 'content-type': 'application/json', 'x-amzn-errortype': 'AccessDeniedException', connection: 'close' }).end(
+      JSON.stringify({
+        Type: 'User',
+        message:
+          'User: arn:aws:sts::111122223333:assumed-role/outrigger-map/outrigger-map is not authorized to perform: lambda:InvokeFunction',
+      }),
+    );
+  });
+  await new Promise<void>((r) => denied.listen(0, '127.0.0.1', r));
+  const endpoint = `http://127.0.0.1:${(denied.address() as AddressInfo).port}`;
+  try {
+    const hooks = new Hooks({ lambdaEndpoint: endpoint, region: 'local', allowLoopbackHttp: true, webhookAllow: ['127.0.0.1'] });
+    const lambdaErr = (await hooks
+      .call({ lambda: { functionName: 'their-hook' }, timeoutSeconds: 5, retries: 0 } as Hook, {})
+      .catch((e: unknown) => e)) as HookError;
+    expect(lambdaErr.message).toMatch(/their-hook: Invoke failed with HTTP 403 \(AccessDeniedException\)/);
+    expect(lambdaErr.message).not.toMatch(/111122223333|assumed-role/);
+    expect(lambdaErr.detail).toMatch(/111122223333/);
+    const webhookErr = (await hooks
+      .call({ webhook: { url: `${endpoint}/hooks/T000/B000/secret-token` }, timeoutSeconds: 5, retries: 0 } as Hook, {})
+      .catch((e: unknown) => e)) as HookError;
+    expect(webhookErr.message).toBe(`webhook ${endpoint} answered HTTP 403`);
+  } finally {
+    await new Promise<void>((r) => denied.close(() => r()));
+  }
+});
