@@ -106,7 +106,7 @@ try {
     uid: parent.metadata.uid ?? '',
   };
   const pass = async (opts: MapPassOptions = {}) => {
-    const hooks = new Hooks({ allowLoopbackHttp: true });
+    const hooks = new Hooks({ allowLoopbackHttp: true, webhookAllow: ['127.0.0.1'] });
     kube.stats.reset();
     const t0 = performance.now();
     const result: MapSyncResult = await syncMap({ kube, hooks, concurrency: CONCURRENCY }, mc, key, opts);

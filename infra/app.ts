@@ -4,6 +4,7 @@
 //   outrigger:clustersFile      a file holding it
 //   outrigger:mapHookFunctions  Lambda functions (names) MapControllers may call
 //   outrigger:examples=true     also the SnapshotSchedule example's hooks
+//   outrigger:webhookAllow      where webhooks may go: host names and address ranges (a JSON array)
 //   outrigger:forwarderNamespace, outrigger:forwarderServiceAccount   where the forwarder runs in each cluster
 //   outrigger:forwarderImage    build the forwarder's image: `true` for linux/amd64 and linux/arm64, or the platforms
 //                               themselves, comma-separated (linux/arm64 for Graviton nodes only)
@@ -28,6 +29,7 @@ export function outriggerApp(props: AppProps = {}): { app: App; stack: Outrigger
     'clustersFile',
     'mapHookFunctions',
     'examples',
+    'webhookAllow',
     'forwarderNamespace',
     'forwarderServiceAccount',
     'forwarderImage',
@@ -75,6 +77,7 @@ export function outriggerApp(props: AppProps = {}): { app: App; stack: Outrigger
     clusters: clusters as ClusterConfig[],
     mapHookFunctions: (json('mapHookFunctions') as string[] | undefined) ?? [],
     examples: examples === true || examples === 'true',
+    ...(json('webhookAllow') === undefined ? {} : { webhookAllow: json('webhookAllow') as string[] }),
     forwarder: { ...(namespace ? { namespace } : {}), ...(serviceAccount ? { serviceAccount } : {}) },
     ...(platforms ? { forwarderImage: platforms.length ? { platforms: platforms.map((p) => Platform.custom(p)) } : {} } : {}),
     env: { account: process.env.CDK_DEFAULT_ACCOUNT, region: process.env.CDK_DEFAULT_REGION },

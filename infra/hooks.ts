@@ -7,6 +7,7 @@ import { NodejsFunction } from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import type { Construct } from 'constructs';
 import { functions } from '../functions/index.ts';
+import { parseWebhookAllowList } from '../shared/hooks/egress.ts';
 import { acknowledgeWildcard } from './acknowledge.ts';
 import { bundled } from './bundling.ts';
 import { roleAndLogs, type FunctionSettings } from './functions.ts';
@@ -22,6 +23,7 @@ export const EXAMPLE_HOOKS: Record<string, string> = {
 export interface HookSettings {
   mapHookFunctions?: ReadonlyArray<string | lambda.IFunction> | undefined;
   examples?: boolean | undefined;
+  webhookAllow?: readonly string[] | undefined;
 }
 
 /** The hooks the map function may invoke, the example's hooks on request, and the webhook signing secret. */
@@ -81,6 +83,11 @@ export function addMapHooks(
       'The secret every MapController webhook key is derived from: rotation on a schedule would break verification until each receiver had its new key, so an operator rotates it with the receivers (docs/reference/hooks.md#signatures)',
   });
   map.addEnvironment('OUTRIGGER_HOOK_SECRET_ARN', hookSecret.secretArn);
+  // Where webhooks may go (docs/reference/hooks.md#where-webhooks-may-go): checked here, so a bad entry fails the synth.
+  if (hooks.webhookAllow?.length) {
+    parseWebhookAllowList(hooks.webhookAllow);
+    map.addEnvironment('OUTRIGGER_WEBHOOK_ALLOW', JSON.stringify(hooks.webhookAllow));
+  }
   map.addToRolePolicy(new iam.PolicyStatement({ actions: ['secretsmanager:GetSecretValue'], resources: [hookSecret.secretArn] }));
   output(
     scope,

@@ -39,6 +39,12 @@ export interface OutriggerProps {
   mapHookFunctions?: ReadonlyArray<string | lambda.IFunction>;
   /** Also deploy the SnapshotSchedule example's hooks (examples/snapshot-schedule), under the names its MapController uses. */
   examples?: boolean;
+  /**
+   * Where webhooks may go (docs/reference/hooks.md#where-webhooks-may-go): host names (`hooks.example.com`,
+   * `*.example.com`) and addresses or CIDR ranges. Given, a webhook's host must be listed; either way, a loopback,
+   * private, link-local, instance metadata or reserved address is reached only when a listed range holds it.
+   */
+  webhookAllow?: readonly string[];
   /** The forwarder's namespace and service account in each cluster (default DEFAULT_FORWARDER): its Pod Identity association, and who may assume its role. */
   forwarder?: { namespace?: string; serviceAccount?: string };
   /**

@@ -76,6 +76,9 @@ export interface Runtime {
   stop(): Promise<void>;
 }
 
+/** What the local runtime's webhooks may reach unless OUTRIGGER_WEBHOOK_ALLOW says otherwise: this machine. */
+export const LOCAL_WEBHOOK_ALLOW = ['127.0.0.0/8', '::1'];
+
 export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   const log = opts.log ?? (() => {});
   const clusterId = opts.clusterId ?? 'local';
@@ -122,6 +125,8 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   // The map function invokes Lambda hooks through the real Lambda client, pointed at a local endpoint.
   const lambda = specs.some((f) => f.callsHooks) ? await startLambdaEndpoint(opts.hooks ?? (await exampleHooks())) : undefined;
   if (lambda) process.env.OUTRIGGER_LAMBDA_ENDPOINT = lambda.url;
+  // Hooks written on this machine are served on loopback, which a deployment reaches only when it lists it.
+  process.env.OUTRIGGER_WEBHOOK_ALLOW ??= JSON.stringify(LOCAL_WEBHOOK_ALLOW);
 
   const timers: NodeJS.Timeout[] = [];
   const forwarders: Forwarder[] = [];

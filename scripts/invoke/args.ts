@@ -24,6 +24,7 @@ environment (set variables win over the local runtime's):
   OUTRIGGER_DEAD_LETTER_FILE / _QUEUE_URL default: the runtime's dead-letter file, or .cache/invoke/<function>/
   OUTRIGGER_QUEUE_URL_PREFIX              unset: sync requests are printed and saved, not sent
   OUTRIGGER_LAMBDA_ENDPOINT               where the map function calls Lambda hooks (unset: AWS Lambda)
+  OUTRIGGER_WEBHOOK_ALLOW                 where webhooks may go (a JSON array of hosts and ranges)
 `;
 
 /** A usage or setup problem: invoke exits 2 with its message. */

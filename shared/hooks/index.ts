@@ -3,16 +3,31 @@
 // is a HookError whose message names the hook and what went wrong, and never carries what the hook answered
 // (messages reach the parent's status; the answer goes to `detail`, for the log). A webhook is reached over
 // https only (plain http to a loopback address only when the local runtime allows it), never through a
-// redirect, its answer is read up to a size limit, and each request is signed with its MapController's own key
+// redirect, only to hosts and addresses the deployment allows (shared/hooks/egress.ts, judged on the address
+// connected to: node:http's lookup hook, which fetch does not offer; docs/reference/hooks.md#where-webhooks-may-go),
+// its answer is read up to a size limit, and each request is signed with its MapController's own key
 // (shared/hooks/signature.ts; docs/reference/hooks.md#signatures).
+import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
+import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import { isIP, type LookupFunction } from 'node:net';
 import type { LambdaClient } from '@aws-sdk/client-lambda';
 import pRetry, { AbortError } from 'p-retry';
 import { parseRetryAfter } from '../kube/errors.ts';
 import type { Hook } from '../map/api.ts';
+import { addressRefusal, hostRefusal, parseWebhookAllowList, specialRange, type WebhookAllowList } from './egress.ts';
 import { controllerKey, signedHeaders } from './signature.ts';
 
 export type HookFailure =
-  'Timeout' | 'Unreachable' | 'HTTPError' | 'MalformedAnswer' | 'FunctionError' | 'Refused' | 'AnswerTooLarge' | 'Unavailable';
+  | 'Timeout'
+  | 'Unreachable'
+  | 'HTTPError'
+  | 'MalformedAnswer'
+  | 'FunctionError'
+  | 'Refused'
+  | 'NotAllowed'
+  | 'AnswerTooLarge'
+  | 'Unavailable';
 
 /** The largest answer read, webhook or Lambda (a sync Lambda answer is at most 6 MB anyway). */
 export const MAX_ANSWER_BYTES = 4 * 1024 * 1024;
@@ -61,13 +76,22 @@ export interface HookCallerOptions {
   minRetryDelayMs?: number;
   /** Plain http to a loopback address (the local runtime's hooks); anything else must be https. */
   allowLoopbackHttp?: boolean | undefined;
+  /**
+   * The deployment's webhook allow-list (`webhookAllow`; shared/hooks/egress.ts): host names and address ranges.
+   * Without one, any host whose addresses are all public; a special address only when a listed range holds it.
+   */
+  webhookAllow?: readonly string[] | undefined;
+  /** Resolves webhook hosts (default node:dns's lookup, as the system resolves); tests stand in a name server. */
+  dnsLookup?: typeof dnsLookup;
   /** The deployment's signing secret, each controller's key derived from it; without one, requests are unsigned. */
   signingSecret?: (() => Promise<string>) | undefined;
   maxAnswerBytes?: number;
   now?: () => number;
 }
 
-/** Why a webhook URL may not be called, or undefined. */
+const HTTPS_ONLY = 'webhooks are called over https only (plain http only to a loopback address, in the local runtime)';
+
+/** Why a webhook URL may not be called, or undefined (a plain http host name's addresses are judged at connect). */
 export function webhookRefusal(url: string, allowLoopbackHttp: boolean): string | undefined {
   let parsed: URL;
   try {
@@ -77,17 +101,16 @@ export function webhookRefusal(url: string, allowLoopbackHttp: boolean): string 
   }
   if (parsed.username || parsed.password) return 'the URL carries credentials';
   if (parsed.protocol === 'https:') return undefined;
-  const loopback = parsed.hostname === 'localhost' || parsed.hostname === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(parsed.hostname);
-  if (parsed.protocol === 'http:' && loopback && allowLoopbackHttp) return undefined;
-  return 'webhooks are called over https only (plain http only to a loopback address, in the local runtime)';
+  const host = parsed.hostname.replace(/^\[|\]$/g, '');
+  if (parsed.protocol === 'http:' && allowLoopbackHttp && (!isIP(host) || specialRange(host) === 'loopback')) return undefined;
+  return HTTPS_ONLY;
 }
 
-/** The hook as messages name it: a webhook by its origin and path (a query may carry a credential). */
+/** The hook as messages name it: a webhook by its origin alone (a path or query may carry a token, and reach the status). */
 export function hookName(hook: Hook): string {
   if (!hook.webhook) return `lambda ${hook.lambda?.functionName ?? '?'}`;
   try {
-    const u = new URL(hook.webhook.url);
-    return `webhook ${u.origin}${u.pathname}`;
+    return `webhook ${new URL(hook.webhook.url).origin}`;
   } catch {
     return 'webhook (bad URL)';
   }
@@ -99,9 +122,19 @@ export class Hooks implements HookCaller {
   // needs it, and loading the SDK's Lambda client at import costs every cold start about 80 ms.
   private lambda: LambdaClient | undefined;
   private readonly opts: HookCallerOptions;
+  private readonly allow: WebhookAllowList;
+  // Agents of this caller's own, whose every connection was made through its allow-list's lookup: a socket kept
+  // alive by a caller with another list is never reused.
+  private readonly agents: { http: HttpAgent; https: HttpsAgent };
 
   constructor(opts: HookCallerOptions = {}) {
     this.opts = opts;
+    this.allow = parseWebhookAllowList(opts.webhookAllow);
+    const resolve = opts.dnsLookup ?? dnsLookup;
+    this.agents = {
+      http: new HttpAgent({ keepAlive: true, lookup: guardedLookup(this.allow, resolve, true) }),
+      https: new HttpsAgent({ keepAlive: true, lookup: guardedLookup(this.allow, resolve, false) }),
+    };
   }
 
   async call(hook: Hook, request: unknown, opts: CallOptions = {}): Promise<unknown> {
@@ -147,6 +180,9 @@ export class Hooks implements HookCaller {
   private async post(hook: Hook, url: string, body: string, timeoutMs: number, controller: CallOptions['controller']): Promise<unknown> {
     const refusal = webhookRefusal(url, this.opts.allowLoopbackHttp ?? false);
     if (refusal) throw new HookError('Refused', `${hookName(hook)}: ${refusal}`);
+    const target = new URL(url);
+    const notAllowed = hostRefusal(target.hostname, this.allow);
+    if (notAllowed) throw new HookError('NotAllowed', `${hookName(hook)}: ${notAllowed}`);
     let key: string | undefined;
     if (this.opts.signingSecret) {
       // Never a key shared between controllers: a call that names none is a caller's bug, not sent unsigned.
@@ -155,31 +191,37 @@ export class Hooks implements HookCaller {
     }
     const headers = {
       'content-type': 'application/json',
+      'content-length': String(Buffer.byteLength(body)),
       ...signedHeaders(key, { method: 'POST', url, body }, (this.opts.now ?? Date.now)()),
     };
-    let res: Response;
+    let res: IncomingMessage;
+    const signal = AbortSignal.timeout(timeoutMs);
     try {
-      // A redirect is an answer, not followed: fetch would turn the POST into a GET to wherever it points.
-      res = await fetch(url, { method: 'POST', headers, body, redirect: 'manual', signal: AbortSignal.timeout(timeoutMs) });
+      res = await new Promise<IncomingMessage>((resolve, reject) => {
+        const [send, agent] = target.protocol === 'https:' ? [httpsRequest, this.agents.https] : [httpRequest, this.agents.http];
+        // No redirect is followed (node:http follows none): a 3xx is an answer, below.
+        const req = send(target, { method: 'POST', headers, agent, signal }, resolve);
+        req.on('error', reject);
+        req.end(body);
+      });
     } catch (err) {
       throw failure(hook, err, timeoutMs);
     }
-    if (res.status >= 300 && res.status < 400) {
-      await res.body?.cancel().catch(() => undefined);
-      throw new HookError('Refused', `${hookName(hook)} answered a redirect (HTTP ${res.status}); redirects are not followed`, {
-        status: res.status,
-        detail: res.headers.get('location') ?? undefined,
+    const status = res.statusCode ?? 0;
+    if (status >= 300 && status < 400) {
+      res.destroy();
+      throw new HookError('Refused', `${hookName(hook)} answered a redirect (HTTP ${status}); redirects are not followed`, {
+        status,
+        detail: res.headers.location,
       });
     }
     const text = await this.readCapped(hook, res, timeoutMs);
-    if (res.status < 200 || res.status > 299) {
+    if (status < 200 || status > 299) {
       const retryAfterSeconds =
-        res.status === 429 || res.status >= 500
-          ? parseRetryAfter(res.headers.get('retry-after') ?? undefined, new Date((this.opts.now ?? Date.now)()))
-          : undefined;
+        status === 429 || status >= 500 ? parseRetryAfter(res.headers['retry-after'], new Date((this.opts.now ?? Date.now)())) : undefined;
       const after = retryAfterSeconds === undefined ? '' : `; it asked to be called again after ${retryAfterSeconds} s`;
-      throw new HookError('HTTPError', `${hookName(hook)} answered HTTP ${res.status}${after}`, {
-        status: res.status,
+      throw new HookError('HTTPError', `${hookName(hook)} answered HTTP ${status}${after}`, {
+        status,
         detail: text.slice(0, 300),
         retryAfterSeconds,
       });
@@ -187,26 +229,23 @@ export class Hooks implements HookCaller {
     return parseAnswer(hook, text);
   }
 
-  private async readCapped(hook: Hook, res: Response, timeoutMs: number): Promise<string> {
+  private async readCapped(hook: Hook, res: IncomingMessage, timeoutMs: number): Promise<string> {
     const max = this.opts.maxAnswerBytes ?? MAX_ANSWER_BYTES;
     const tooLarge = () => new HookError('AnswerTooLarge', `${hookName(hook)} answered more than ${max} bytes`);
-    if (Number(res.headers.get('content-length') ?? 0) > max) {
-      await res.body?.cancel().catch(() => undefined);
+    if (Number(res.headers['content-length'] ?? 0) > max) {
+      res.destroy();
       throw tooLarge();
     }
-    const chunks: Uint8Array[] = [];
+    const chunks: Buffer[] = [];
     let total = 0;
     try {
-      const reader = res.body?.getReader();
-      for (;;) {
-        const next = await reader?.read();
-        if (!next || next.done) break;
-        total += next.value.byteLength;
+      for await (const chunk of res as AsyncIterable<Buffer>) {
+        total += chunk.byteLength;
         if (total > max) {
-          await reader!.cancel().catch(() => undefined);
+          res.destroy();
           throw tooLarge();
         }
-        chunks.push(next.value);
+        chunks.push(chunk);
       }
     } catch (err) {
       if (err instanceof HookError) throw err;
@@ -237,9 +276,11 @@ export class Hooks implements HookCaller {
     } catch (err) {
       const status = (err as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
       if (status)
-        throw new HookError('HTTPError', `${hookName(hook)}: Invoke failed with HTTP ${status}: ${(err as Error).message}`, {
+        // The error's name only: the SDK's message names the map function's role and account (for the log).
+        throw new HookError('HTTPError', `${hookName(hook)}: Invoke failed with HTTP ${status} (${(err as Error).name})`, {
           cause: err,
           status,
+          detail: (err as Error).message,
         });
       throw failure(hook, err, timeoutMs);
     }
@@ -267,6 +308,39 @@ export function lambdaRetryAfter(answer: unknown): number | undefined {
   return typeof n === 'number' && Number.isFinite(n) && n >= 0 ? Math.ceil(n) : undefined;
 }
 
+class PlainHttpNotLoopback extends Error {}
+
+/** A resolved address the allow-list refuses: which one and its range are for the log only. */
+class AddressNotAllowed extends Error {
+  constructor(hostname: string, address: string, range: string) {
+    super(`${hostname} resolves to ${address} (${range})`);
+    this.name = 'AddressNotAllowed';
+  }
+}
+
+/**
+ * DNS resolution at connect time, refusing a name any of whose addresses the allow-list refuses: the address
+ * checked is the one connected to, so a name that resolves again elsewhere (DNS rebinding) gains nothing.
+ */
+function guardedLookup(allow: WebhookAllowList, resolve: typeof dnsLookup, loopbackOnly: boolean): LookupFunction {
+  return (hostname, options, callback) => {
+    resolve(hostname, { ...options, all: true }, (err, addresses: LookupAddress[]) => {
+      if (err) return callback(err, '', 0);
+      for (const a of addresses) {
+        const range = addressRefusal(a.address, allow);
+        if (range) return callback(new AddressNotAllowed(hostname, a.address, range), '', 0);
+      }
+      // Plain http (the local runtime's) goes to this machine only, whatever the name.
+      if (loopbackOnly && addresses.some((a) => specialRange(a.address) !== 'loopback'))
+        return callback(new PlainHttpNotLoopback(HTTPS_ONLY), '', 0);
+      if (options.all) return (callback as unknown as (e: null, all: LookupAddress[]) => void)(null, addresses);
+      const first = addresses[0];
+      if (!first) return callback(Object.assign(new Error(`${hostname} has no address`), { code: 'ENOTFOUND' }), '', 0);
+      callback(null, first.address, first.family);
+    });
+  };
+}
+
 function retriable(err: HookError): boolean {
   return err.status === 429 || (err.status ?? 0) >= 500;
 }
@@ -280,12 +354,19 @@ function failure(hook: Hook, err: unknown, timeoutMs: number): HookError {
       cause: err,
     });
   }
-  const cause = (err as { cause?: { code?: string; message?: string } }).cause;
-  return new HookError(
-    'Unreachable',
-    `${hookName(hook)} could not be reached: ${cause?.code ?? cause?.message ?? (err as Error).message}`,
-    { cause: err },
-  );
+  if (err instanceof PlainHttpNotLoopback) return new HookError('Refused', `${hookName(hook)}: ${err.message}`, { cause: err });
+  if (err instanceof AddressNotAllowed)
+    return new HookError(
+      'NotAllowed',
+      `${hookName(hook)}: the host's address is loopback, private, link-local, instance metadata or reserved, which webhooks reach only when the deployment's webhook allow-list (webhookAllow) lists it`,
+      { cause: err, detail: err.message },
+    );
+  // The code alone (ECONNREFUSED, CERT_HAS_EXPIRED): a message may name a certificate's names, and reaches the status.
+  const code = (err as { code?: string }).code;
+  return new HookError('Unreachable', `${hookName(hook)} could not be reached: ${code ?? 'the connection failed'}`, {
+    cause: err,
+    detail: (err as Error).message,
+  });
 }
 
 function parseAnswer(hook: Hook, text: string): unknown {

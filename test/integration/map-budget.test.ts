@@ -135,7 +135,7 @@ spec:
     queues,
     retry: sqsRetry(queues, sqs),
   };
-  const hooks = new Hooks({ minRetryDelayMs: 50, allowLoopbackHttp: true });
+  const hooks = new Hooks({ minRetryDelayMs: 50, allowLoopbackHttp: true, webhookAllow: ['127.0.0.1'] });
   const controllers = clusterCache<MapControllerSet>(60_000);
   // The map handler as deployed, with the test's queue, table, identity and hook caller.
   lambdaHandler = syncFunction(
@@ -386,7 +386,7 @@ describe('per-parent backoff', () => {
   });
 
   test("a call is clamped to the pass's deadline: a hook of 3 s × 3 attempts ends when the budget does", async () => {
-    const hooks = new Hooks({ minRetryDelayMs: 10, allowLoopbackHttp: true });
+    const hooks = new Hooks({ minRetryDelayMs: 10, allowLoopbackHttp: true, webhookAllow: ['127.0.0.1'] });
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/map`;
     answers.set('clamp', () => undefined);
     const started = Date.now();

@@ -154,7 +154,7 @@ afterAll(async () => {
 
 const context = (kube: KubeClient = outriggerClient()): MapContext => ({
   kube,
-  hooks: new Hooks({ minRetryDelayMs: 10, allowLoopbackHttp: true }),
+  hooks: new Hooks({ minRetryDelayMs: 10, allowLoopbackHttp: true, webhookAllow: ['127.0.0.1'] }),
   concurrency: 4,
 });
 const keyOf = (o: KubeObject, kind: string): SyncKey => ({
@@ -425,7 +425,7 @@ describe('a MapController change is never served with the old definition', () =>
       kube: outriggerClient(),
       state,
       syncSink: { send: async (_target, requests) => void sent.push(...requests) },
-      hooks: new Hooks({ minRetryDelayMs: 10, allowLoopbackHttp: true }),
+      hooks: new Hooks({ minRetryDelayMs: 10, allowLoopbackHttp: true, webhookAllow: ['127.0.0.1'] }),
       controllers,
       log: () => undefined,
     });
@@ -490,7 +490,7 @@ describe('incremental passes', () => {
       kube: outriggerClient(),
       state,
       syncSink: { send: async () => undefined },
-      hooks: new Hooks({ minRetryDelayMs: 10, allowLoopbackHttp: true }),
+      hooks: new Hooks({ minRetryDelayMs: 10, allowLoopbackHttp: true, webhookAllow: ['127.0.0.1'] }),
       controllers: clusterCache<MapControllerSet>(60_000),
       log: () => undefined,
     };

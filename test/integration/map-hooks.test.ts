@@ -235,7 +235,13 @@ test('property: a hostile answer writes nothing but the status, is reported with
   const logged: Array<Record<string, unknown>> = [];
   const ctx: MapContext = {
     kube,
-    hooks: new Hooks({ allowLoopbackHttp: true, minRetryDelayMs: 10, maxAnswerBytes: MAX_BYTES, signingSecret: async () => SECRET }),
+    hooks: new Hooks({
+      allowLoopbackHttp: true,
+      webhookAllow: ['127.0.0.1'],
+      minRetryDelayMs: 10,
+      maxAnswerBytes: MAX_BYTES,
+      signingSecret: async () => SECRET,
+    }),
     log: (_level, _m, fields) => logged.push(fields ?? {}),
   };
   reply = (input) => json({ outputs: [copy(input)] });
@@ -293,7 +299,7 @@ test('the answer text goes to the log: an HTTP error body and a non-JSON answer 
   const logged: Array<Record<string, unknown>> = [];
   const ctx: MapContext = {
     kube: outriggerClient(),
-    hooks: new Hooks({ allowLoopbackHttp: true, minRetryDelayMs: 10 }),
+    hooks: new Hooks({ allowLoopbackHttp: true, webhookAllow: ['127.0.0.1'], minRetryDelayMs: 10 }),
     log: (_l, _m, f) => logged.push(f ?? {}),
   };
   reply = () => ({ status: 500, body: `${MARKER} stack trace` });
@@ -323,4 +329,57 @@ test('https only: a plain http webhook is refused unless loopback http is allowe
   const result = await syncMap({ kube: outriggerClient(), hooks: new Hooks() }, mc, key(parent));
   expect(result.problems).toEqual([expect.objectContaining({ reason: 'HookRefused', message: expect.stringMatching(/https only/) })]);
   expect(seen.requests).toBe(calls);
+});
+
+test('webhook egress: a hook whose host resolves to 127.0.0.1 or 169.254.169.254 is refused with HookNotAllowed in the status, and nothing is called', async () => {
+  const ns = await createNamespace('hooks');
+  const admin = adminClient();
+  await admin.create(configMaps, {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name: 'in', namespace: ns, labels: { app: 'probe' } },
+  } as KubeObject);
+  const parent = await admin.create(probers, {
+    apiVersion: `${GROUP}/v1`,
+    kind: 'Prober',
+    metadata: { name: 'prober', namespace: ns },
+    spec: { selector: { matchLabels: { app: 'probe' } } },
+  } as KubeObject);
+  const port = new URL(url).port;
+  // A stand-in name server: the hook's name resolves to the instance metadata address.
+  const dnsLookup = ((host: string, _o: unknown, cb: (e: null, all: Array<{ address: string; family: number }>) => void) =>
+    cb(null, [{ address: host === 'localhost' ? '127.0.0.1' : '169.254.169.254', family: 4 }])) as never;
+  const calls = seen.requests;
+  const synced = async () =>
+    (
+      (await admin.get(probers, { name: 'prober', namespace: ns })).status as {
+        conditions: Array<{ type: string; reason: string; message: string }>;
+      }
+    ).conditions.find((c) => c.type === 'Synced')!;
+  for (const hookUrl of [
+    `http://localhost:${port}/map`,
+    `https://metadata.hooks.test/latest/meta-data/`,
+    url.replace('127.0.0.1', 'localhost'),
+  ]) {
+    const pointed = { ...mc, spec: { ...mc.spec, hooks: { map: { ...mc.spec.hooks.map, webhook: { url: hookUrl } } } } };
+    // The deployment lists a host name, not the loopback or metadata ranges.
+    const hooks = new Hooks({ allowLoopbackHttp: true, webhookAllow: ['localhost', 'metadata.hooks.test'], dnsLookup });
+    const result = await syncMap({ kube: outriggerClient(), hooks }, pointed, key(parent));
+    expect(result.problems).toEqual([
+      expect.objectContaining({ reason: 'HookNotAllowed', message: expect.stringMatching(/webhook allow-list/) }),
+    ]);
+    const condition = await synced();
+    expect(condition).toMatchObject({
+      reason: 'HookNotAllowed',
+      message: expect.stringMatching(/loopback, private, link-local, instance metadata/),
+    });
+    // Where the name pointed stays in the log: the status does not tell an author.
+    expect(condition.message).not.toMatch(/127\.0\.0\.1|169\.254/);
+  }
+  expect(seen.requests).toBe(calls);
+  // Listed by its range, the same hook is called.
+  const allowed = new Hooks({ allowLoopbackHttp: true, webhookAllow: ['127.0.0.1'], minRetryDelayMs: 10 });
+  reply = () => json({ outputs: [] });
+  expect((await syncMap({ kube: outriggerClient(), hooks: allowed }, mc, key(parent))).problems).toEqual([]);
+  expect(seen.requests).toBe(calls + 1);
 });

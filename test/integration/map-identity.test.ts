@@ -87,7 +87,7 @@ async function serve(key: SyncKey, controller: string): Promise<void> {
     kube: outriggerClient(),
     state: testState(),
     syncSink: sink,
-    hooks: new Hooks({ minRetryDelayMs: 10, allowLoopbackHttp: true }),
+    hooks: new Hooks({ minRetryDelayMs: 10, allowLoopbackHttp: true, webhookAllow: ['127.0.0.1'] }),
     controllers: clusterCache<MapControllerSet>(5_000),
     log,
   };

@@ -167,7 +167,7 @@ async function controllerFor(kube: KubeClient, kind: string, generation = 0): Pr
 
 const context = (kube: KubeClient): MapContext => ({
   kube,
-  hooks: new Hooks({ minRetryDelayMs: 10, allowLoopbackHttp: true }),
+  hooks: new Hooks({ minRetryDelayMs: 10, allowLoopbackHttp: true, webhookAllow: ['127.0.0.1'] }),
   concurrency: 4,
 });
 const keyOf = (o: KubeObject): SyncKey => ({
@@ -494,7 +494,7 @@ describe('resyncAfterSeconds on SQS (ElasticMQ), as Lambda runs the map function
       queues,
       retry: sqsRetry(queues, sqs),
     };
-    const hooks = new Hooks({ minRetryDelayMs: 10, allowLoopbackHttp: true });
+    const hooks = new Hooks({ minRetryDelayMs: 10, allowLoopbackHttp: true, webhookAllow: ['127.0.0.1'] });
     const controllers = clusterCache<MapControllerSet>(60_000);
     const lambda = syncFunction(
       'map',

@@ -58,7 +58,11 @@ afterAll(async () => {
 });
 
 function context(kube: KubeClient): MapContext & { hooks: Hooks } {
-  return { kube, hooks: new Hooks({ lambdaEndpoint: lambda.url, minRetryDelayMs: 10, allowLoopbackHttp: true }), concurrency: 8 };
+  return {
+    kube,
+    hooks: new Hooks({ lambdaEndpoint: lambda.url, minRetryDelayMs: 10, allowLoopbackHttp: true, webhookAllow: ['127.0.0.1'] }),
+    concurrency: 8,
+  };
 }
 
 async function controllerFor(kube: KubeClient, group: string, kind: string) {

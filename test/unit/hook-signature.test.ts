@@ -52,7 +52,7 @@ beforeEach(() => {
 });
 
 const hook = (path: string): Hook => ({ webhook: { url: `${origin}${path}` }, timeoutSeconds: 5, retries: 0 }) as Hook;
-const hooks = () => new Hooks({ allowLoopbackHttp: true, signingSecret: async () => SECRET });
+const hooks = () => new Hooks({ allowLoopbackHttp: true, webhookAllow: ['127.0.0.1'], signingSecret: async () => SECRET });
 
 async function sent(path: string, controller: typeof A): Promise<Captured> {
   await hooks().call(hook(path), { input: 'x' }, { controller });

@@ -63,6 +63,7 @@ describe('the Outrigger construct in an app of its own, with two clusters', () =
     tracing: lambda.Tracing.ACTIVE,
     removalPolicy: RemovalPolicy.DESTROY,
     forwarder: { namespace: 'platform-outrigger', serviceAccount: 'events-forwarder' },
+    webhookAllow: ['hooks.platform.example', '10.20.0.0/16'],
   });
   const template = Template.fromStack(stack);
   const roleOf = (fn: string) => ({ 'Fn::GetAtt': [logicalId(stack, `${pascal(fn)}ServiceRole`), 'Arn'] });
@@ -159,6 +160,15 @@ describe('the Outrigger construct in an app of its own, with two clusters', () =
   test("passes cdk-nag's AwsSolutions checks, each acknowledged rule with its reason in the construct", () => {
     const report = new AwsSolutionsChecks().validateScope(app);
     expect(report.violations.map((v) => `${v.ruleName}: ${v.violatingResources.map((r) => r.constructPath).join(', ')}`)).toEqual([]);
+  });
+
+  test('gives the map function the webhook allow-list, and no other function; refuses an entry it cannot read at synth', () => {
+    const withList = Object.entries(template.findResources('AWS::Lambda::Function')).filter(
+      ([, f]) => (f.Properties.Environment?.Variables as Record<string, unknown> | undefined)?.OUTRIGGER_WEBHOOK_ALLOW,
+    );
+    expect(withList.map(([id]) => id)).toEqual([logicalId(stack, pascal(functions.find((f) => f.callsHooks)!.name))]);
+    expect(withList[0]![1].Properties.Environment.Variables.OUTRIGGER_WEBHOOK_ALLOW).toBe('["hooks.platform.example","10.20.0.0/16"]');
+    expect(() => userApp({ clusters: [prod], webhookAllow: ['https://hooks.platform.example/'] })).toThrow(/neither a host name/);
   });
 
   test('with security groups given, uses those and makes none', () => {
