@@ -4,6 +4,7 @@
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { historyCommand, parseOutput, rollbackCommand } from '../cli/history.ts';
+import { migratorRoleCommand, migratorRoleUsage } from '../cli/migrator-role.ts';
 import { connect } from '../shared/kube/index.ts';
 import { LOG_FORMAT_ENV, LOG_FORMATS } from '../shared/lambda/logger.ts';
 
@@ -23,6 +24,8 @@ commands:
              revision's target state back (by default the previous one)
   doctor     outrigger doctor [--cluster ID] [--clusters FILE] [--outputs FILE] [--json]: check each cluster,
              its queues and EKS for what Outrigger needs, each finding with the command that fixes it
+  migrator-role  outrigger migrator-role [--context NAME]: the storage migrator's ClusterRole, narrowed to the
+             resources the cluster's StorageStates name
 
 common options: -n/--namespace NS, --kubeconfig PATH, --context NAME; \`outrigger <command> --help\`
 `;
@@ -98,6 +101,12 @@ async function rollback(argv: string[]): Promise<void> {
       output: parseOutput(values.output),
     }),
   );
+}
+
+async function migratorRole(argv: string[]): Promise<void> {
+  if (helpWanted(argv, migratorRoleUsage)) return;
+  const { values } = parseArgs({ args: argv, options: { kubeconfig: common.kubeconfig, context: common.context }, strict: true });
+  process.stdout.write(await migratorRoleCommand(client(values)));
 }
 
 function positiveInt(value: string, flag: string): number {
@@ -203,6 +212,8 @@ async function main(): Promise<void> {
       return rollback(rest);
     case 'doctor':
       return doctor(rest);
+    case 'migrator-role':
+      return migratorRole(rest);
     case undefined:
     case 'help':
     case '--help':
