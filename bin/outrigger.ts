@@ -4,6 +4,7 @@
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { historyCommand, parseOutput, rollbackCommand } from '../cli/history.ts';
+import { migratorRoleCommand, migratorRoleUsage } from '../cli/migrator-role.ts';
 import { connect } from '../shared/kube/index.ts';
 import { LOG_FORMAT_ENV, LOG_FORMATS } from '../shared/lambda/logger.ts';
 
@@ -27,6 +28,8 @@ commands:
              its queues and EKS for what Outrigger needs, each finding with the command that fixes it
   hook-key   outrigger hook-key <MapController> [--cluster ID] [--secret-arn ARN | --secret-file FILE]: the key
              that controller's webhook requests are signed with, for its receiver
+  migrator-role  outrigger migrator-role [--context NAME]: the storage migrator's ClusterRole, narrowed to the
+             resources the cluster's StorageStates name
 
 common options: -n/--namespace NS, --kubeconfig PATH, --context NAME; \`outrigger <command> --help\`
 `;
@@ -102,6 +105,12 @@ async function rollback(argv: string[]): Promise<void> {
       output: parseOutput(values.output),
     }),
   );
+}
+
+async function migratorRole(argv: string[]): Promise<void> {
+  if (helpWanted(argv, migratorRoleUsage)) return;
+  const { values } = parseArgs({ args: argv, options: { kubeconfig: common.kubeconfig, context: common.context }, strict: true });
+  process.stdout.write(await migratorRoleCommand(client(values)));
 }
 
 function positiveInt(value: string, flag: string): number {
@@ -248,6 +257,8 @@ async function main(): Promise<void> {
       return doctor(rest);
     case 'hook-key':
       return hookKey(rest);
+    case 'migrator-role':
+      return migratorRole(rest);
     case undefined:
     case 'help':
     case '--help':

@@ -10,6 +10,12 @@ export interface Heartbeat {
   lastError?: string;
 }
 
+/**
+ * How long a cluster's requests may take in one heartbeat (retries included): an apiserver that has not answered
+ * `/version` by then counts as unreachable this minute.
+ */
+export const HEARTBEAT_REQUESTS_MS = 10_000;
+
 export const heartbeatKey = (cluster: string) => ({ cluster, kind: 'heartbeat', name: 'apiserver' });
 
 export async function recordHeartbeat(cluster: string, kube: KubeClient, state: State, now = new Date()): Promise<Heartbeat> {

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { syncFunction } from '../../shared/lambda/sync-function.ts';
+import { fittedSyncFunction } from '../../shared/lambda/sync-function.ts';
 import { makeSyncRequest, observedParent } from '../../shared/lambda/sync-request.ts';
 import { freshPolicyFor } from './policies.ts';
 import { reportPolicy } from './report.ts';
@@ -11,7 +11,7 @@ import type { KubeObject } from '../../shared/kube/index.ts';
 
 const holder = `history-${randomUUID()}`;
 
-export const handler = syncFunction('history', async (request, { env, logger, metrics }) => {
+export const handler = fittedSyncFunction('history', async (request, { env, logger, metrics }) => {
   const { key, causes } = request;
   const kube = env.clusters.client(key.cluster);
   if (key.kind === 'RevisionPolicy' && key.group === 'outrigger.dev') {

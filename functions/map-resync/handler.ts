@@ -1,7 +1,9 @@
 import middy from '@middy/core';
 import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
+import type { Context } from 'aws-lambda';
 import { environment } from '../../shared/lambda/environment.ts';
 import { functionLogger } from '../../shared/lambda/logger.ts';
+import { clusterBudget, eachCluster, throwIfAnyFailed } from '../../shared/lambda/per-cluster.ts';
 import { makeSyncRequest } from '../../shared/lambda/sync-request.ts';
 import { RESYNC_CAUSE } from '../../shared/map/api.ts';
 import { resyncDue } from '../../shared/map/plan/index.ts';
@@ -16,40 +18,49 @@ export const RESYNC_TICK_MS = 60_000;
  * message per parent: sync queues are FIFO, which take no per-message delay, and a schedule costs one list
  * per parent kind per minute whatever the number of parents, with nothing stored per parent.
  */
-export const handler = middy(async (event: { cluster?: string }) => {
+export const handler = middy(async (event: { cluster?: string }, context: Context) => {
   const env = environment();
   const now = new Date();
-  let queued = 0;
-  for (const cluster of event.cluster ? [event.cluster] : env.clusters.ids()) {
-    const kube = env.clusters.client(cluster);
-    const set = await listMapControllers(kube, cluster);
-    // A ServiceAccount or a grant that came or went changes no MapController: each tick reports it.
-    await writeReadiness(kube, set, now);
-    for (const mc of set.valid) {
-      const period = mc.spec.resyncPeriodSeconds;
-      if (!period) continue;
-      const requests = [];
-      for (const p of await actingAs(kube, mc).listAll(mc.parent)) {
-        const index = resyncDue(p.metadata.uid ?? '', period, now, RESYNC_TICK_MS);
-        if (index === undefined) continue;
-        requests.push(
-          makeSyncRequest(
-            {
-              cluster,
-              group: mc.parent.group,
-              kind: mc.parent.kind,
-              namespace: p.metadata.namespace,
-              name: p.metadata.name ?? '',
-              uid: p.metadata.uid ?? '',
-            },
-            [`${RESYNC_CAUSE}${period}/${index}`],
-          ),
-        );
+  // The clusters at once, each on its own budget: one that never answers loses its own resyncs, no other's
+  // (docs/operations/operating.md#one-cluster-cannot-stall-another).
+  const outcomes = await eachCluster(
+    event.cluster ? [event.cluster] : env.clusters.ids(),
+    clusterBudget(context.getRemainingTimeInMillis()),
+    async (cluster, deadline) => {
+      const kube = env.clusters.client(cluster).within(deadline);
+      const set = await listMapControllers(kube, cluster);
+      // A ServiceAccount or a grant that came or went changes no MapController: each tick reports it.
+      await writeReadiness(kube, set, now);
+      let queued = 0;
+      for (const mc of set.valid) {
+        const period = mc.spec.resyncPeriodSeconds;
+        if (!period) continue;
+        const requests = [];
+        for (const p of await actingAs(kube, mc).listAll(mc.parent)) {
+          const index = resyncDue(p.metadata.uid ?? '', period, now, RESYNC_TICK_MS);
+          if (index === undefined) continue;
+          requests.push(
+            makeSyncRequest(
+              {
+                cluster,
+                group: mc.parent.group,
+                kind: mc.parent.kind,
+                namespace: p.metadata.namespace,
+                name: p.metadata.name ?? '',
+                uid: p.metadata.uid ?? '',
+              },
+              [`${RESYNC_CAUSE}${period}/${index}`],
+            ),
+          );
+        }
+        await env.syncSink.send(MAP_TARGET, requests);
+        queued += requests.length;
       }
-      await env.syncSink.send(MAP_TARGET, requests);
-      queued += requests.length;
-    }
-  }
-  logger.info('map resync', { queued });
-  return { queued };
+      return queued;
+    },
+    ({ cluster, value, error }) =>
+      error ? logger.error('map resync failed', { cluster, error: error.message }) : logger.info('map resync', { cluster, queued: value }),
+  );
+  throwIfAnyFailed('map resync', outcomes);
+  return { queued: outcomes.reduce((n, o) => n + (o.value ?? 0), 0) };
 }).use(injectLambdaContext(logger));

@@ -22,7 +22,10 @@ export const handler = syncFunction('migrator', async ({ key, causes }, { env, l
   );
   // `message` is the log line's own key in Powertools: the migration's message is logged as `detail`.
   const { message, ...rest } = result;
-  logger.info('migration step', { ...rest, detail: message });
+  // A migration carrying the label that the leader never recorded: someone made it who may create migrations,
+  // which is not leave to rewrite a resource as the migrator (docs/operations/security.md#the-migrator).
+  if (result.outcome === 'not-recorded') logger.warn('migration refused', { ...rest, detail: message });
+  else logger.info('migration step', { ...rest, detail: message });
   if (result.rewritten) metrics.count(key.cluster, 'ObjectsMigrated', result.rewritten);
   // A cause of its own (the chunks done so far): with the causes it was sent with, the request would carry the
   // same deduplication id, and SQS would drop it within five minutes of the first.

@@ -37,8 +37,8 @@ export const storageController: Controller = {
       entry: 'functions/migrator/handler.ts',
       sync: { target: 'migrator' },
       sends: ['migrator'],
-      // Its per-migration lease only.
-      table: ['dynamodb:UpdateItem'],
+      // Its per-migration lease, and the leader's record of each migration, which it reads before running one.
+      table: ['dynamodb:GetItem', 'dynamodb:UpdateItem'],
       clusterAccess: 'migrator',
       timeoutSeconds: 900,
     },

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { syncFunction } from '../../shared/lambda/sync-function.ts';
+import { fittedSyncFunction } from '../../shared/lambda/sync-function.ts';
 import { makeSyncRequest } from '../../shared/lambda/sync-request.ts';
 import {
   isOutriggers,
@@ -19,7 +19,7 @@ const holder = `storage-${randomUUID()}`;
 // waiting for the next poll), and a migration of Outrigger's that its migrator has not started goes to it. One
 // it has started is queued by the migrator itself (when it pauses) or by the leader (when it is stranded), not
 // on each of its own progress writes.
-export const handler = syncFunction('storage', async ({ key, causes }, { env, logger }) => {
+export const handler = fittedSyncFunction('storage', async ({ key, causes }, { env, logger }) => {
   const ctx = storageContext(env, key.cluster, holder, (level, m, f) => logger[level](m, f ?? {}));
   const svm = await ctx.kube.find<StorageVersionMigration>(migrationResource(ctx), { name: key.name });
   if (!svm || svm.metadata.uid !== key.uid) return;

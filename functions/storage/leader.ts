@@ -15,6 +15,7 @@ import {
   isStranded,
   isTerminal,
   migrationName,
+  migrationRecordKey,
   MIGRATOR_LABEL,
   MIGRATOR_LABEL_VALUE,
   MIGRATOR_LEASE_MS,
@@ -27,6 +28,7 @@ import {
   type Overdue,
   type Decision,
   type DecideInput,
+  type MigrationRecord,
   type MigrationView,
   type StorageState,
   type StorageVersionMigration,
@@ -265,15 +267,23 @@ async function act(
         [PERSISTED_ANNOTATION]: JSON.stringify(d.persisted),
         ...(d.controlPlaneGeneration === undefined ? {} : { [CONTROL_PLANE_ANNOTATION]: String(d.controlPlaneGeneration) }),
       },
-      // Outrigger's migrator runs only the migrations that carry its label; a migration's event lists its
-      // state's migrations by the state's.
+      // Outrigger's label routes the migration to its migrator (which runs it for the record above); a
+      // migration's event lists its state's migrations by the state's.
       labels: { [STATE_LABEL]: state.metadata.uid ?? '', ...(ctx.mode === 'outrigger' ? { [MIGRATOR_LABEL]: MIGRATOR_LABEL_VALUE } : {}) },
     };
     const r = migrationResource(ctx);
-    const spec =
-      ctx.mode === 'in-tree'
-        ? { resource }
-        : { resource: { ...resource, version: await servingVersion(ctx.kube, resource.group, resource.resource) } };
+    let spec: { resource: typeof resource & { version?: string } } = { resource };
+    if (ctx.mode === 'outrigger') {
+      const version = await servingVersion(ctx.kube, resource.group, resource.resource);
+      spec = { resource: { ...resource, version } };
+      // What the migrator trusts, not the label (docs/operations/security.md#the-migrator): recorded, fenced on
+      // the lease, before the migration exists.
+      await recordMigration(ctx.state, ctx.cluster, await guard(), mname, {
+        state: name,
+        resource: { ...resource, version },
+        hash: d.hash,
+      });
+    }
     try {
       await ctx.kube.create(r, { apiVersion: apiVersionOf(r), kind: 'StorageVersionMigration', metadata: meta, spec });
       result.created.push(mname);
@@ -297,6 +307,17 @@ async function act(
       if (!isKubeError(err, 'Conflict')) throw err;
     }
   }
+}
+
+/** Records, fenced on the leader's lease, that the leader makes this migration: the migrator runs no other. */
+export async function recordMigration(
+  state: StorageContext['state'],
+  cluster: string,
+  lease: Lease,
+  migration: string,
+  what: Omit<MigrationRecord, 'term'>,
+): Promise<void> {
+  await state.records.put<MigrationRecord>(migrationRecordKey(cluster, migration), { ...what, term: lease.term }, 'any', { fence: lease });
 }
 
 /**

@@ -1,4 +1,4 @@
-// Outrigger's migrator: runs a StorageVersionMigration of its own (shared/storage/migrator.ts: the label) by
+// Outrigger's migrator: runs a StorageVersionMigration its storage leader recorded (shared/storage/migrator.ts) by
 // listing the resource's metadata in chunks of 500 and rewriting each object with a merge patch that changes
 // nothing but carries the object's resourceVersion as a precondition. The apiserver decodes the stored object,
 // encodes it again in the current storage version and writes it only if the bytes changed; no object's body
@@ -19,11 +19,14 @@ import {
   isOutriggers,
   isTerminal,
   MIGRATOR_LEASE_MS,
+  migrationRecordKey,
   phaseOf,
   progressOf,
   startProgress,
   storedVersionsVerdict,
+  untrustedBecause,
   type MigrationProgress,
+  type MigrationRecord,
   type StorageVersionMigration,
 } from '../../shared/storage/index.ts';
 import { migrations } from './context.ts';
@@ -41,7 +44,7 @@ export interface MigratorContext {
 
 export interface MigrateResult {
   migration: string;
-  outcome: 'gone' | 'not-ours' | 'finished-before' | 'busy' | 'paused' | 'Succeeded' | 'Failed';
+  outcome: 'gone' | 'not-ours' | 'not-recorded' | 'finished-before' | 'busy' | 'paused' | 'Succeeded' | 'Failed';
   /** This invocation's work; `progress` has the run's totals. */
   chunks: number;
   rewritten: number;
@@ -70,6 +73,10 @@ export async function runMigration(
   if (!svm) return result;
   if (!isOutriggers(svm)) return { ...result, outcome: 'not-ours' };
   if (isTerminal(phaseOf(svm))) return { ...result, outcome: 'finished-before' };
+  // The label routes; only the leader's record grants (docs/operations/security.md#the-migrator). An
+  // unrecorded migration is left as it is, its status untouched: it is not this migrator's to fail.
+  const untrusted = untrustedBecause(svm, (await ctx.state.records.get<MigrationRecord>(migrationRecordKey(ctx.cluster, name)))?.value);
+  if (untrusted) return { ...result, outcome: 'not-recorded', message: untrusted };
   const lease = await ctx.state.leases.acquire(ctx.cluster, `migration/${name}`, ctx.holder, MIGRATOR_LEASE_MS);
   if (!lease) return { ...result, outcome: 'busy' };
   try {

@@ -1,9 +1,9 @@
 import { parseSyncCause } from '../../shared/lambda/sync-request.ts';
-import { syncFunction } from '../../shared/lambda/sync-function.ts';
+import { fittedSyncFunction } from '../../shared/lambda/sync-function.ts';
 import { forgetPolicies, listPolicies, policyFor } from '../history/policies.ts';
 import { truncateHistory } from '../history/truncate.ts';
 
-export const handler = syncFunction('truncate', async ({ key, causes }, { env, logger, metrics }) => {
+export const handler = fittedSyncFunction('truncate', async ({ key, causes }, { env, logger, metrics }) => {
   const kube = env.clusters.client(key.cluster);
   // Asked because a policy's spec changed: its new limit, not the one a warm process may still hold.
   if (causes.some((c) => parseSyncCause(c).kind === 'RevisionPolicy')) forgetPolicies(key.cluster);

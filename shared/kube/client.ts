@@ -5,6 +5,7 @@
 import { Agent as HttpAgent, request as httpRequest, type ClientRequest, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import type { ConnectionOptions } from 'node:tls';
+import { setTimeout as sleep } from 'node:timers/promises';
 import pRetry, { AbortError } from 'p-retry';
 import type {
   CreateOptions,
@@ -159,6 +160,8 @@ export class KubeClient implements KubeApi {
   private impersonation: Impersonation | undefined;
   /** The client this one acts for another identity through: one endpoint and connection pool for both. */
   private base: KubeClient | undefined;
+  /** Ends every request and its retries (within): one cluster's share of an invocation. */
+  private deadline: AbortSignal | undefined;
 
   constructor(source: EndpointSource, opts: KubeClientOptions = {}) {
     this.source = source;
@@ -176,6 +179,19 @@ export class KubeClient implements KubeApi {
 
   /** This client, acting as another identity (Impersonation); the same endpoint, connections and stats. */
   as(impersonation: Impersonation): KubeClient {
+    return this.view({ impersonation });
+  }
+
+  /**
+   * This client, with every request, and every retry, ended when `deadline` aborts: a request then fails with the
+   * signal's reason as a transient KubeError (docs/operations/operating.md#one-cluster-cannot-stall-another). The
+   * same endpoint, identity, connections and stats.
+   */
+  within(deadline: AbortSignal): KubeClient {
+    return this.view({ deadline });
+  }
+
+  private view(change: { impersonation?: Impersonation; deadline?: AbortSignal }): KubeClient {
     const client = new KubeClient(this.source, {
       retry: this.retry,
       timeoutMs: this.timeoutMs,
@@ -184,7 +200,8 @@ export class KubeClient implements KubeApi {
     });
     Object.assign(client, { stats: this.stats });
     client.base = this.base ?? this;
-    client.impersonation = impersonation;
+    client.impersonation = change.impersonation ?? this.impersonation;
+    client.deadline = change.deadline ?? this.deadline;
     return client;
   }
 
@@ -377,14 +394,19 @@ export class KubeClient implements KubeApi {
     },
   ): Promise<T> {
     const what = `${method} ${path}`;
+    const deadline = this.deadline;
+    if (deadline?.aborted) throw kubeErrorFromFailure(deadline.reason, what);
+    /** The last attempt's answer: what a request cut off by its deadline reports, rather than the abort. */
+    let last: KubeError | undefined;
     return pRetry(
       async () => {
         this.stats.count(opts.verb);
+        const timeout = AbortSignal.timeout(this.timeoutMs);
         // Credentials and TLS settings are prepared first: a failure there is a configuration problem,
         // reported at once, not a missing answer worth retrying.
         let prepared;
         try {
-          prepared = await this.prepare(method, path, { ...opts, signal: AbortSignal.timeout(this.timeoutMs) });
+          prepared = await this.prepare(method, path, { ...opts, signal: deadline ? AbortSignal.any([timeout, deadline]) : timeout });
         } catch (err) {
           throw new AbortError(err instanceof Error ? err : String(err));
         }
@@ -399,10 +421,10 @@ export class KubeClient implements KubeApi {
           retryAfter = res.headers['retry-after'];
           text = await readBody(res, prepared.signal);
         } catch (err) {
-          throw kubeErrorFromFailure(err, what);
+          throw (last = kubeErrorFromFailure(err, what));
         }
         if (status < 200 || status > 299) {
-          const e = kubeErrorFromResponse(status, text, what, retryAfter);
+          const e = (last = kubeErrorFromResponse(status, text, what, retryAfter));
           throw e.transient ? e : new AbortError(e);
         }
         return (text ? JSON.parse(text) : undefined) as T;
@@ -414,15 +436,19 @@ export class KubeClient implements KubeApi {
         factor: 2,
         randomize: true,
         shouldRetry: async ({ error, retryDelay }) => {
-          if (!(error instanceof KubeError && error.transient)) return false;
+          if (!(error instanceof KubeError && error.transient) || deadline?.aborted) return false;
           // The apiserver's own estimate (429 from priority and fairness, 503 while shutting down) outranks the
           // backoff when it is longer: retrying sooner only meets the same answer.
           const asked = Math.min((error.retryAfterSeconds ?? 0) * 1000, this.retry.maxRetryAfterMs);
-          if (asked > retryDelay) await new Promise((r) => setTimeout(r, asked - retryDelay));
-          return true;
+          if (asked > retryDelay) await sleep(asked - retryDelay, undefined, deadline ? { signal: deadline } : {}).catch(() => {});
+          return !deadline?.aborted;
         },
+        // The wait between attempts ends with the deadline too; the rejection is then the deadline's reason.
+        ...(deadline ? { signal: deadline } : {}),
       },
-    );
+    ).catch((err: unknown) => {
+      throw deadline?.aborted ? (last ?? kubeErrorFromFailure(err, what)) : err;
+    });
   }
 
   private async prepare(

@@ -2,11 +2,12 @@
 // (so that "finished listing" and "not started" differ, and counts add up over invocations), when the leader
 // queues a migration again, and when a CRD's status.storedVersions may be narrowed. The shell is
 // functions/storage/migrator.ts; docs/controllers/storage-migration.md#the-migrator says why each rule is there.
-import { isTerminal, phaseOf, phaseTime, type StorageVersionMigration } from './api.ts';
+import { HASH_ANNOTATION, isTerminal, phaseOf, phaseTime, type StorageState, type StorageVersionMigration } from './api.ts';
 
 /**
- * The label that hands a migration.k8s.io migration to Outrigger's migrator: Outrigger's leader sets it on the
- * migrations it creates; an administrator sets it on any other it wants Outrigger to run.
+ * The label that routes a migration.k8s.io migration to Outrigger's migrator: Outrigger's leader sets it on the
+ * migrations it creates. It routes, and grants nothing: anyone who may create a migration may set it, so the
+ * migrator runs one only if the leader recorded it (MigrationRecord).
  */
 export const MIGRATOR_LABEL = 'outrigger.dev/migrator';
 export const MIGRATOR_LABEL_VALUE = 'outrigger';
@@ -40,6 +41,38 @@ export interface ChunkResult {
   rewritten: number;
   conflicts: number;
   notFound: number;
+}
+
+/**
+ * What the storage leader records in DynamoDB, fenced on its lease, before it creates a migration: the one
+ * thing the migrator trusts (docs/operations/security.md#the-migrator). A migration in the cluster, whoever made
+ * it and whatever it carries, is run only when its name has a record and its resource and hash match it.
+ */
+export interface MigrationRecord {
+  /** The StorageState it migrates. */
+  state: string;
+  resource: { group: string; version: string; resource: string };
+  /** The storage version hash it was made for (its HASH_ANNOTATION). */
+  hash: string;
+  /** The leader lease's term the record was written under. */
+  term: number;
+}
+
+export const migrationRecordKey = (cluster: string, migration: string) => ({ cluster, kind: 'storage-migration', name: migration });
+
+/** Why the migrator must not run `m`, or undefined when the leader's record vouches for it. */
+export function untrustedBecause(
+  m: Pick<StorageVersionMigration, 'metadata' | 'spec'>,
+  record: MigrationRecord | undefined,
+): string | undefined {
+  if (!record) return "the storage leader recorded no migration of this name: a label alone hands nothing to Outrigger's migrator";
+  const r = m.spec.resource;
+  const asked = `${r.resource}.${r.group ?? ''}/${r.version ?? ''}`;
+  const recorded = `${record.resource.resource}.${record.resource.group}/${record.resource.version}`;
+  if (asked !== recorded) return `it names ${asked}, the storage leader recorded ${recorded}`;
+  const hash = m.metadata.annotations?.[HASH_ANNOTATION];
+  if (hash !== record.hash) return `its storage version hash ${hash ?? '(none)'} is not the recorded ${record.hash}`;
+  return undefined;
 }
 
 export function isOutriggers(m: Pick<StorageVersionMigration, 'metadata'>): boolean {
@@ -133,4 +166,35 @@ export function isStranded(m: Pick<StorageVersionMigration, 'metadata' | 'status
   const since = phase === 'Pending' ? m.metadata.creationTimestamp : (progressOf(m)?.updateTime ?? phaseTime(m, phase));
   const at = Date.parse(since ?? '');
   return !Number.isFinite(at) || now.getTime() - at > staleMs;
+}
+
+/** The ClusterRole cluster/rbac.yaml binds to outrigger:migrators. */
+export const MIGRATOR_ROLE = 'outrigger-storage-migrator';
+
+/**
+ * The migrator's ClusterRole narrowed to the resources `states` name (`outrigger migrator-role`;
+ * docs/operations/security.md#the-migrator): list and patch on those, per API group, instead of on every
+ * resource. What list and patch on a resource allow is unchanged (a list returns Secrets' data; a patch may change
+ * a Pod's image): the role narrows which resources, not what may be done to them.
+ */
+export function migratorRole(states: ReadonlyArray<Pick<StorageState, 'spec'>>): Record<string, unknown> {
+  const byGroup = new Map<string, Set<string>>();
+  for (const { spec } of states) {
+    const { group, resource } = spec.resource;
+    if (!resource) continue;
+    let set = byGroup.get(group);
+    if (!set) byGroup.set(group, (set = new Set()));
+    set.add(resource);
+  }
+  const groups = [...byGroup.keys()].sort();
+  return {
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'ClusterRole',
+    metadata: { name: MIGRATOR_ROLE, labels: { 'app.kubernetes.io/name': 'outrigger' } },
+    rules: [
+      ...groups.map((g) => ({ apiGroups: [g], resources: [...byGroup.get(g)!].sort(), verbs: ['list', 'patch'] })),
+      { apiGroups: ['apiextensions.k8s.io'], resources: ['customresourcedefinitions'], verbs: ['get'] },
+      { apiGroups: ['apiextensions.k8s.io'], resources: ['customresourcedefinitions/status'], verbs: ['patch'] },
+    ],
+  };
 }

@@ -6,12 +6,14 @@
 import { readFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { randomUUID } from 'node:crypto';
-import { migrations, storageStates } from '../../functions/storage/context.ts';
-import { lead } from '../../functions/storage/leader.ts';
+import { LEADER_LEASE, migrations, storageStates } from '../../functions/storage/context.ts';
+import { lead, recordMigration } from '../../functions/storage/leader.ts';
 import { runMigration, type MigratorContext } from '../../functions/storage/migrator.ts';
 import { pollReporter } from '../../functions/storage/poll.ts';
 import { Resources, getResourceList, isKubeError, type GVR, type KubeError, type KubeObject } from '../../shared/kube/index.ts';
 import {
+  HASH_ANNOTATION,
+  migrationRecordKey,
   MIGRATOR_LABEL,
   MIGRATOR_LABEL_VALUE,
   MIGRATOR_LEASE_MS,
@@ -52,14 +54,28 @@ function migratorContext(): MigratorContext {
   };
 }
 
-/** A migration of the resource, as an administrator would create one; `labelled` hands it to Outrigger's migrator. */
-async function migrationOf(r: GVR, labelled = true): Promise<string> {
+/**
+ * A migration of the resource, made as the storage leader makes one (recorded under the migrator's cluster id,
+ * fenced on the leader's lease, then created) or, with `recordFor` undefined, as anyone who may create a migration
+ * could make one; `labelled` routes it to Outrigger's migrator.
+ */
+async function migrationOf(r: GVR, recordFor: MigratorContext | undefined, labelled = true): Promise<string> {
   const name = uniqueName('m');
   const labels: Record<string, string> = labelled ? { [MIGRATOR_LABEL]: MIGRATOR_LABEL_VALUE } : {};
+  const hash = 'test-hash';
+  if (recordFor) {
+    const lease = await recordFor.state.leases.acquire(recordFor.cluster, LEADER_LEASE, `leader-${randomUUID()}`, 60_000);
+    await recordMigration(recordFor.state, recordFor.cluster, lease!, name, {
+      state: `${r.resource}.${r.group}`,
+      resource: { group: r.group, version: r.version, resource: r.resource },
+      hash,
+    });
+    await recordFor.state.leases.release(lease!);
+  }
   await admin.create(migrations, {
     apiVersion: 'migration.k8s.io/v1alpha1',
     kind: 'StorageVersionMigration',
-    metadata: { name, labels },
+    metadata: { name, labels, annotations: { [HASH_ANNOTATION]: hash } },
     spec: { resource: { group: r.group, version: r.version, resource: r.resource } },
   });
   return name;
@@ -141,7 +157,7 @@ describe("Outrigger's migrator", () => {
 
     await moveStorageTo(crd.name, group, 'v2');
     const ctx = migratorContext();
-    const result = await runMigration(ctx, await migrationOf(crd.resource));
+    const result = await runMigration(ctx, await migrationOf(crd.resource, ctx));
     expect(result).toMatchObject({ outcome: 'Succeeded', rewritten: 2, storedVersions: ['v2'] });
 
     for (const [name, text] of before) {
@@ -164,7 +180,7 @@ describe("Outrigger's migrator", () => {
     const ns = await createNamespace('migrator');
     await widgets(crd.resource, ns, 6);
     const ctx = migratorContext();
-    const name = await migrationOf(crd.resource);
+    const name = await migrationOf(crd.resource, ctx);
     expect(await runMigration(ctx, name, { chunk: 2, shouldPause: () => true })).toMatchObject({ outcome: 'paused', rewritten: 2 });
     const token = progressOf(await migrationNamed(name))!.continueToken!;
     expect(token).toBeTruthy();
@@ -202,7 +218,7 @@ describe("Outrigger's migrator", () => {
     const ns = await createNamespace('migrator');
     await widgets(crd.resource, ns, 5);
     const ctx = migratorContext();
-    const name = await migrationOf(crd.resource);
+    const name = await migrationOf(crd.resource, ctx);
     expect(await runMigration(ctx, name, { chunk: 3, shouldPause: () => true })).toMatchObject({ outcome: 'paused', rewritten: 3 });
     expect(await runMigration(ctx, name, { chunk: 3 })).toMatchObject({ outcome: 'Succeeded', rewritten: 2 });
     let svm = await migrationNamed(name);
@@ -255,11 +271,11 @@ describe("Outrigger's migrator", () => {
     await moveStorageTo(crd.name, group, 'v2');
     const ctx = migratorContext();
 
-    // Not labelled (kube-storage-version-migrator's, someone else's): left alone.
-    const foreign = await migrationOf(crd.resource, false);
+    // Not labelled (kube-storage-version-migrator's, someone else's): left alone, even when recorded.
+    const foreign = await migrationOf(crd.resource, ctx, false);
     expect(await runMigration(ctx, foreign)).toMatchObject({ outcome: 'not-ours', rewritten: 0 });
     expect((await migrationNamed(foreign)).status).toBeUndefined();
-    // An administrator hands it over with the label.
+    // Labelled and recorded by the leader: run.
     await admin.patch(migrations, { name: foreign }, { metadata: { labels: { [MIGRATOR_LABEL]: MIGRATOR_LABEL_VALUE } } }, 'merge');
     expect(await runMigration(ctx, foreign, { chunk: 2, shouldPause: () => true })).toMatchObject({ outcome: 'paused', rewritten: 2 });
 
@@ -278,7 +294,7 @@ describe("Outrigger's migrator", () => {
     expect((await admin.get<CRD>(Resources.customResourceDefinitions, { name: crd.name })).status?.storedVersions).toEqual(['v1', 'v2']);
 
     // A fresh run, with the CRD left alone, narrows it.
-    expect(await runMigration(ctx, await migrationOf(crd.resource))).toMatchObject({ outcome: 'Succeeded', storedVersions: ['v2'] });
+    expect(await runMigration(ctx, await migrationOf(crd.resource, ctx))).toMatchObject({ outcome: 'Succeeded', storedVersions: ['v2'] });
     expect((await admin.get<CRD>(Resources.customResourceDefinitions, { name: crd.name })).status?.storedVersions).toEqual(['v2']);
   });
 
@@ -311,7 +327,7 @@ describe("Outrigger's migrator", () => {
     expect(queued).toEqual([[`resume:${name}`]]);
 
     // Running, its invocation dead after one chunk: queued again once its progress is older than the lease.
-    const migrator = { ...migratorContext(), now: () => new Date(clock) };
+    const migrator = { ...migratorContext(), cluster: ctx.cluster, now: () => new Date(clock) };
     clock = base + 20 * 60_000;
     expect(await runMigration(migrator, name, { chunk: 2, shouldPause: () => true })).toMatchObject({ outcome: 'paused' });
     expect((await step(25)).resumed).toEqual([]);
@@ -319,5 +335,52 @@ describe("Outrigger's migrator", () => {
     // Finished: never again.
     expect(await runMigration(migrator, name)).toMatchObject({ outcome: 'Succeeded' });
     expect((await step(120)).resumed).toEqual([]);
+  });
+
+  test('trust boundary: the label grants nothing; the migrator runs only what the storage leader recorded, as recorded', async () => {
+    const group = `${uniqueName('mig')}.storage.test`;
+    const crd = await widgetCrd(group);
+    const ns = await createNamespace('migrator');
+    await widgets(crd.resource, ns, 3);
+    const ctx = migratorContext();
+    const untouched = async (name: string) => {
+      expect((await migrationNamed(name)).status).toBeUndefined();
+      const items = await admin.list(crd.resource, { namespace: ns });
+      return items.items.map((i) => i.metadata.resourceVersion);
+    };
+    const before = (await admin.list(crd.resource, { namespace: ns })).items.map((i) => i.metadata.resourceVersion);
+
+    // A forged migration carrying the label, which anyone who may create migrations (every function's group)
+    // can make: not run, its status not written, no object rewritten.
+    const forged = await migrationOf(crd.resource, undefined);
+    expect(await runMigration(ctx, forged)).toMatchObject({ outcome: 'not-recorded', rewritten: 0 });
+    expect(await untouched(forged)).toEqual(before);
+
+    // A recorded name whose migration was replaced by one for another resource: not run either.
+    const recorded = await migrationOf(crd.resource, ctx);
+    await admin.delete(migrations, { name: recorded });
+    await eventually(async () => !(await admin.find(migrations, { name: recorded })));
+    await admin.create(migrations, {
+      apiVersion: 'migration.k8s.io/v1alpha1',
+      kind: 'StorageVersionMigration',
+      metadata: { name: recorded, labels: { [MIGRATOR_LABEL]: MIGRATOR_LABEL_VALUE }, annotations: { [HASH_ANNOTATION]: 'test-hash' } },
+      spec: { resource: { group: '', version: 'v1', resource: 'secrets' } },
+    });
+    const swapped = await runMigration(ctx, recorded);
+    expect(swapped).toMatchObject({ outcome: 'not-recorded', rewritten: 0 });
+    expect(swapped.message).toContain(`it names secrets./v1, the storage leader recorded widgets.${group}/v1`);
+    expect((await migrationNamed(recorded)).status).toBeUndefined();
+
+    // A record written by a leader whose lease is gone fails its fence: nothing to trust.
+    const stale = await ctx.state.leases.acquire(ctx.cluster, LEADER_LEASE, 'deposed', 60_000);
+    await ctx.state.leases.release(stale!);
+    await expect(
+      recordMigration(ctx.state, ctx.cluster, stale!, 'deposed-leaders', {
+        state: crd.name,
+        resource: { group, version: 'v1', resource: 'widgets' },
+        hash: 'test-hash',
+      }),
+    ).rejects.toThrow();
+    expect(await ctx.state.records.get(migrationRecordKey(ctx.cluster, 'deposed-leaders'))).toBeUndefined();
   });
 });

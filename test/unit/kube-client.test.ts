@@ -15,6 +15,8 @@ beforeAll(async () => {
   server = createServer((req, res) => {
     seen.push({ url: req.url, headers: req.headers });
     sockets.add(req.socket);
+    // Paths under /hang/ are accepted and never answered (an apiserver behind a black hole).
+    if (req.url?.startsWith('/hang/')) return;
     res.setHeader('content-type', 'application/json');
     if (req.url?.startsWith('/busy/')) {
       const n = (busy.asked.get(req.url) ?? 0) + 1;
@@ -106,5 +108,33 @@ describe('KubeClient', () => {
     await expect(capped.getPath('/busy/b')).resolves.toEqual({ gitVersion: 'v1.34.0' });
     expect(Date.now() - started).toBeGreaterThanOrEqual(190);
     expect(Date.now() - started).toBeLessThan(2_000);
+  });
+
+  test('within a deadline, a request that gets no answer, and its retries, end when the deadline aborts', async () => {
+    // Without the deadline this would take the 60 s timeout five times over.
+    const kube = new KubeClient(() => Promise.resolve(endpoint(async () => ({}))), { timeoutMs: 60_000 });
+    const deadline = new AbortController();
+    setTimeout(() => deadline.abort(Object.assign(new Error('the budget ran out'), { code: 'ETIMEDOUT' })), 200);
+    const bounded = kube.within(deadline.signal);
+    await expect(bounded.getPath('/hang/a')).rejects.toMatchObject({
+      kind: 'Transient',
+      message: expect.stringContaining('ETIMEDOUT: the budget ran out') as unknown as string,
+    });
+    expect(kube.stats.total).toBe(1);
+    // Once it has aborted, nothing is sent; the view keeps its deadline when it acts as another identity.
+    await expect(bounded.as({ user: 'someone' }).getPath('/version')).rejects.toMatchObject({ kind: 'Transient' });
+    expect(kube.stats.total).toBe(1);
+    expect(seen.filter((s) => s.url === '/version')).toHaveLength(0);
+    // The client it came from has no deadline.
+    await expect(kube.getPath('/version')).resolves.toEqual({ gitVersion: 'v1.34.0' });
+  });
+
+  test('within a deadline, a Retry-After longer than what is left is not waited out', async () => {
+    busy.retryAfter = '30';
+    busy.times = 5;
+    const kube = new KubeClient(() => Promise.resolve(endpoint(async () => ({}))), { retry: { retries: 4, minDelayMs: 1, maxDelayMs: 5 } });
+    // Rejected well inside jest's 5 s limit, not after 30 s.
+    await expect(kube.within(AbortSignal.timeout(300)).getPath('/busy/deadline')).rejects.toMatchObject({ kind: 'Transient', status: 429 });
+    expect(kube.stats.total).toBe(1);
   });
 });

@@ -276,7 +276,7 @@ describe('the Outrigger stack', () => {
             ...table('dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:PutItem', 'dynamodb:ConditionCheckItem'),
             ...consumer('ProdSyncStorage', 'ProdSyncMigrator'),
           ],
-          Migrator: [...table('dynamodb:UpdateItem'), ...consumer('ProdSyncMigrator', 'ProdSyncMigrator')],
+          Migrator: [...table('dynamodb:GetItem', 'dynamodb:UpdateItem'), ...consumer('ProdSyncMigrator', 'ProdSyncMigrator')],
           Map: [
             ...table('dynamodb:GetItem', 'dynamodb:PutItem'),
             ...consumer('ProdSyncMap', 'ProdSyncMap'),

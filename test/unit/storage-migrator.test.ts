@@ -1,18 +1,23 @@
 // The migrator's pure part (shared/storage/migrator.ts): progress adds up over chunks and invocations, an expired
 // token goes on or restarts without losing counts, storedVersions is narrowed only for a run verified end to end,
-// and only Outrigger's migrations that nothing works on are queued again.
+// only Outrigger's migrations that nothing works on are queued again, only what the leader recorded is trusted,
+// and the narrowed migrator role names only the StorageStates' resources.
 import fc from 'fast-check';
 import {
   afterChunk,
   afterExpiry,
   conditionsFor,
+  HASH_ANNOTATION,
   isStranded,
+  migratorRole,
   MIGRATOR_LABEL,
   MIGRATOR_LABEL_VALUE,
   progressOf,
   startProgress,
   storedVersionsVerdict,
+  untrustedBecause,
   type MigrationProgress,
+  type MigrationRecord,
   type StorageVersionMigration,
 } from '../../shared/storage/index.ts';
 
@@ -153,5 +158,52 @@ describe('stranded migrations', () => {
         },
       ),
     );
+  });
+});
+
+describe('the trust boundary: what the migrator runs', () => {
+  const record: MigrationRecord = {
+    state: 'widgets.x.test',
+    resource: { group: 'x.test', version: 'v2', resource: 'widgets' },
+    hash: 'h2',
+    term: 3,
+  };
+  const svm = (resource: StorageVersionMigration['spec']['resource'], hash?: string): StorageVersionMigration => ({
+    apiVersion: 'migration.k8s.io/v1alpha1',
+    kind: 'StorageVersionMigration',
+    metadata: {
+      name: 'm',
+      labels: { [MIGRATOR_LABEL]: MIGRATOR_LABEL_VALUE },
+      ...(hash ? { annotations: { [HASH_ANNOTATION]: hash } } : {}),
+    },
+    spec: { resource },
+  });
+  test('a labelled migration without a record, or one whose resource, version or hash differs from it, is refused', () => {
+    const wanted = { group: 'x.test', version: 'v2', resource: 'widgets' };
+    expect(untrustedBecause(svm(wanted, 'h2'), record)).toBeUndefined();
+    expect(untrustedBecause(svm(wanted, 'h2'), undefined)).toMatch(/recorded no migration of this name/);
+    expect(untrustedBecause(svm({ ...wanted, resource: 'secrets', group: '' }, 'h2'), record)).toMatch(/names secrets\.\/v2/);
+    expect(untrustedBecause(svm({ ...wanted, version: 'v1' }, 'h2'), record)).toMatch(/names widgets\.x\.test\/v1/);
+    expect(untrustedBecause(svm(wanted, 'h1'), record)).toMatch(/hash h1 is not the recorded h2/);
+    expect(untrustedBecause(svm(wanted), record)).toMatch(/hash \(none\)/);
+  });
+});
+
+describe("the migrator's narrowed role", () => {
+  test("list and patch on the StorageStates' resources only, per group, and the CRD access the finish needs", () => {
+    const state = (group: string, resource: string) => ({ spec: { resource: { group, resource } } });
+    expect(
+      migratorRole([state('x.test', 'widgets'), state('', 'configmaps'), state('x.test', 'gadgets'), state('x.test', 'widgets')]),
+    ).toEqual({
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRole',
+      metadata: { name: 'outrigger-storage-migrator', labels: { 'app.kubernetes.io/name': 'outrigger' } },
+      rules: [
+        { apiGroups: [''], resources: ['configmaps'], verbs: ['list', 'patch'] },
+        { apiGroups: ['x.test'], resources: ['gadgets', 'widgets'], verbs: ['list', 'patch'] },
+        { apiGroups: ['apiextensions.k8s.io'], resources: ['customresourcedefinitions'], verbs: ['get'] },
+        { apiGroups: ['apiextensions.k8s.io'], resources: ['customresourcedefinitions/status'], verbs: ['patch'] },
+      ],
+    });
   });
 });
