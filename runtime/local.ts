@@ -165,7 +165,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     }
     if (spec.schedule) {
       const tick = () => invokeScheduled(spec, handler).catch((err: unknown) => log(`${spec.name}: ${String(err)}`));
-      timers.push(setInterval(tick, spec.schedule.everyMinutes * 60_000));
+      timers.push(setInterval(() => void tick(), spec.schedule.everyMinutes * 60_000));
       void tick();
     }
   }
