@@ -7,6 +7,7 @@ import {
   isKubeError,
   Resources,
   serviceAccountUser,
+  type KubeApi,
   type KubeClient,
   type KubeObject,
   type ResolvedResource,
@@ -27,7 +28,9 @@ export class IdentityProblem extends Error {
   }
 }
 
-export function actingAs(kube: KubeClient, account: ServiceAccountRef): KubeClient {
+export function actingAs(kube: KubeClient, account: ServiceAccountRef): KubeClient;
+export function actingAs(kube: KubeApi, account: ServiceAccountRef): KubeApi;
+export function actingAs(kube: KubeApi, account: ServiceAccountRef): KubeApi {
   return kube.as(serviceAccountUser(account.namespace, account.name));
 }
 
@@ -44,7 +47,7 @@ export function resourceName(r: Pick<ResolvedResource, 'group' | 'resource'>): s
  * answers the needs refused (none: all allowed).
  */
 export async function refusedNeeds(
-  kube: KubeClient,
+  kube: KubeApi,
   account: ServiceAccountRef,
   needs: ReadonlyArray<{ resource: ResolvedResource; verb: string }>,
 ): Promise<Array<{ resource: ResolvedResource; verb: string }>> {

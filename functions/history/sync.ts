@@ -13,7 +13,7 @@ import {
   apiVersionOf,
   isKubeError,
   resolveKind,
-  type KubeClient,
+  type KubeApi,
   type KubeList,
   type KubeObject,
   type ResolvedResource,
@@ -39,7 +39,7 @@ import {
   type KnownRevision,
 } from '../../shared/history/record.ts';
 import { claim, compileSelector, selectorString, type LabelSelector, type SyncKey } from '../../shared/ownership/index.ts';
-import type { Lease, State } from '../../shared/state/index.ts';
+import type { Lease, LeaseStore } from '../../shared/state/index.ts';
 import { targetDefaults } from './defaults.ts';
 import { HISTORY_CONTROLLER, outcomeEvent, type LockedOutcome, type SyncOutcome } from './outcome.ts';
 import { targetReader } from './policies.ts';
@@ -53,8 +53,9 @@ const LEASE_MARGIN_MS = 15_000;
 const LEASE_WAIT_MS = 20_000;
 
 export interface HistoryDeps {
-  kube: KubeClient;
-  state: State;
+  kube: KubeApi;
+  /** The parents' history leases, and the records left on them (a State's; test/fakes/leases.ts in unit tests). */
+  state: { leases: Pick<LeaseStore, 'get' | 'acquireWithin' | 'stillHeld' | 'release'> };
   /** Identifies this invocation as a lease holder. */
   holder: string;
   /** The clock the parent's allowance of Events runs by (tests). */
@@ -74,7 +75,7 @@ export interface HistoryDeps {
 
 const leaseName = (parentUid: string) => `history/${parentUid}`;
 
-export async function resolveTarget(kube: KubeClient, policy: RevisionPolicy): Promise<ResolvedResource> {
+export async function resolveTarget(kube: KubeApi, policy: RevisionPolicy): Promise<ResolvedResource> {
   const target = await resolveKind(kube, policy.spec.target.apiVersion, policy.spec.target.kind);
   if (!target.namespaced)
     throw new Error(
@@ -271,7 +272,7 @@ export async function syncHistory(
  * controller labels its revisions), unless the policy coexists with it or the parent has no selector.
  */
 async function foreignHistoryOf(
-  kube: KubeClient,
+  kube: KubeApi,
   policy: RevisionPolicy,
   target: ResolvedResource,
   parent: KubeObject,
