@@ -5,9 +5,7 @@
 import type { GVR } from '../shared/kube/index.ts';
 import type { ControllerSource } from './controller-source.ts';
 import { historyController } from './history/controller.ts';
-import { revisionPolicies } from './history/policies.ts';
 import { mapController } from './map/controller.ts';
-import { mapControllers } from './map/controllers.ts';
 import type { Controller } from './spec.ts';
 import { storageController } from './storage/controller.ts';
 
@@ -24,4 +22,4 @@ export const controllers: readonly Controller[] = [historyController, storageCon
 export const controllerSources: ControllerSource[] = controllers.map((c) => c.source);
 
 /** The definitions whose events change what is watched and routed (docs/operations/forwarder.md). */
-export const definitionResources: readonly GVR[] = [revisionPolicies, mapControllers];
+export const definitionResources: readonly GVR[] = controllers.flatMap((c) => c.definitions ?? []);

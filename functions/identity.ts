@@ -8,6 +8,7 @@ import {
   isKubeError,
   Resources,
   serviceAccountUser,
+  type KubeApi,
   type KubeClient,
   type KubeObject,
   type ResolvedResource,
@@ -29,7 +30,9 @@ export class IdentityProblem extends Error {
   }
 }
 
-export function actingAs(kube: KubeClient, account: ServiceAccountRef): KubeClient {
+export function actingAs(kube: KubeClient, account: ServiceAccountRef): KubeClient;
+export function actingAs(kube: KubeApi, account: ServiceAccountRef): KubeApi;
+export function actingAs(kube: KubeApi, account: ServiceAccountRef): KubeApi {
   return kube.as(serviceAccountUser(account.namespace, account.name));
 }
 
@@ -47,7 +50,7 @@ const notAllowed = (who: string) =>
  * Throws an IdentityProblem unless the account exists, Outrigger may read it, and it names `consumer` in its
  * outrigger.dev/allowed-controllers annotation. Read as Outrigger itself, before anything is done as the account.
  */
-export async function checkConsent(kube: KubeClient, account: ServiceAccountRef, consumer: Consumer): Promise<void> {
+export async function checkConsent(kube: KubeApi, account: ServiceAccountRef, consumer: Consumer): Promise<void> {
   const who = `ServiceAccount ${account.namespace}/${account.name}`;
   let sa;
   try {
@@ -70,7 +73,7 @@ export async function checkConsent(kube: KubeClient, account: ServiceAccountRef,
  * account; answers the needs refused (none: all allowed).
  */
 export async function refusedNeeds(
-  kube: KubeClient,
+  kube: KubeApi,
   account: ServiceAccountRef,
   consumer: Consumer,
   needs: ReadonlyArray<{ resource: ResolvedResource; verb: string }>,

@@ -34,6 +34,12 @@ export interface FunctionSpec {
   functionUrl?: true;
   /** Runs on a schedule, once per period (per cluster and reporter with `perReporter`, the storage poll). */
   schedule?: { everyMinutes: number; perReporter?: boolean };
+  /**
+   * The receives its sync queue must allow before it dead-letters a message, where the function consumes a
+   * failing message itself after fewer (the map function's retries): the local runtime's queue allows this many
+   * instead of its default 5; in AWS every queue allows 12 (infra/queues.ts).
+   */
+  receives?: number;
   /** Seconds; the Lambda timeout and the local runtime's limit for one invocation. */
   timeoutSeconds: number;
   /** The DynamoDB actions its code performs on the state table (docs/design/architecture.md#a-deployment); none: no table access. */
@@ -56,6 +62,8 @@ export interface Controller {
   /** As its docs page names it (docs/controllers/). */
   name: string;
   source: ControllerSource;
+  /** The kinds that define it (RevisionPolicy, MapController), if any: their events change what is watched and routed. */
+  definitions?: readonly GVR[];
   functions: readonly FunctionSpec[];
 }
 

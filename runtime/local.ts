@@ -16,7 +16,6 @@ import { connect, type KubeClient } from '../shared/kube/index.ts';
 import { FileDeadLetterSink } from '../shared/lambda/dead-letter.ts';
 import { setEnvironment } from '../shared/lambda/environment.ts';
 import { EVENTS_QUEUE, QueueUrls } from '../shared/lambda/queues.ts';
-import { MAP_RETRY_RECEIVES } from '../shared/map/plan/index.ts';
 import { openState } from '../shared/state/index.ts';
 import { invokeAsLambda } from './lambda-context.ts';
 import { loadHandler } from './load-handler.ts';
@@ -144,9 +143,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
       ...(spec.events ? { arn: `arn:aws:sqs:local:000000000000:${localQueues.name(clusterId, EVENTS_QUEUE)}` } : {}),
       deliver: (event) => invokeAsLambda(spec, handler, event) as Promise<SQSBatchResponse | void>,
       deadLetter,
-      // The map function consumes a failing parent's request itself after MAP_RETRY_RECEIVES receives; its queue
-      // must not dead-letter it first (in AWS every queue allows 12).
-      ...(spec.sync?.target === 'map' ? { maxReceiveCount: MAP_RETRY_RECEIVES + 1 } : {}),
+      ...(spec.receives ? { maxReceiveCount: spec.receives } : {}),
       onError: (err) => log(`${spec.name}: ${String(err)}`),
     });
     queues.set(spec.name, queue);
@@ -177,7 +174,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     }
     if (spec.schedule) {
       const tick = () => invokeScheduled(spec, handler).catch((err: unknown) => log(`${spec.name}: ${String(err)}`));
-      timers.push(setInterval(tick, spec.schedule.everyMinutes * 60_000));
+      timers.push(setInterval(() => void tick(), spec.schedule.everyMinutes * 60_000));
       void tick();
     }
   }

@@ -1,11 +1,12 @@
 // Controller history (docs/controllers/history.md): RevisionPolicies, their parents' revisions, truncation.
 import type { Controller } from '../spec.ts';
-import { historySource } from './policies.ts';
+import { historySource, revisionPolicies } from './policies.ts';
 import { HISTORY_RESYNC_MINUTES } from './resync.ts';
 
 export const historyController: Controller = {
   name: 'history',
   source: historySource,
+  definitions: [revisionPolicies],
   functions: [
     {
       name: 'history',

@@ -4,14 +4,14 @@
 // picked up within the TTL.
 import { builtinDefaults, crdDefaults } from '../../shared/history/defaults.ts';
 import type { DefaultsSchema } from '../../shared/json.ts';
-import { Resources, isKubeError, type KubeClient, type ResolvedResource } from '../../shared/kube/index.ts';
+import { Resources, isKubeError, type KubeApi, type ResolvedResource } from '../../shared/kube/index.ts';
 import { clusterCache } from '../cluster-cache.ts';
 
 const TTL_MS = 5_000;
 
 const cache = clusterCache<DefaultsSchema | undefined>(TTL_MS);
 
-export async function targetDefaults(kube: KubeClient, cluster: string, target: ResolvedResource): Promise<DefaultsSchema | undefined> {
+export async function targetDefaults(kube: KubeApi, cluster: string, target: ResolvedResource): Promise<DefaultsSchema | undefined> {
   const builtin = builtinDefaults(target.group, target.kind);
   if (builtin) return builtin;
   // A CRD's group always has a dot in it: any other group is built in, with no defaults Outrigger knows of.

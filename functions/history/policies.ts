@@ -11,7 +11,7 @@ import {
   parseApiVersion,
   resolveKind,
   type GVR,
-  type KubeClient,
+  type KubeApi,
   type KubeObject,
   type ResolvedResource,
 } from '../../shared/kube/index.ts';
@@ -59,7 +59,7 @@ export class PolicyProblem extends Error {
  * The policy's kinds, or the PolicyProblem that keeps it out of effect. A discovery read that fails for any
  * other reason throws: the caller retries rather than take a policy for bad.
  */
-export async function resolvePolicy(kube: KubeClient, policy: RevisionPolicy): Promise<EffectivePolicy> {
+export async function resolvePolicy(kube: KubeApi, policy: RevisionPolicy): Promise<EffectivePolicy> {
   const resolve = async (t: { apiVersion: string; kind: string }, reason: string, what: string) => {
     try {
       return await resolveKind(kube, t.apiVersion, t.kind);
@@ -93,13 +93,13 @@ export async function resolvePolicy(kube: KubeClient, policy: RevisionPolicy): P
  * The client the policy's target and generated kinds are read with: the ServiceAccount it names
  * (docs/operations/security.md), or Outrigger's own identity. Revisions, Events and the policy's status are Outrigger's own.
  */
-export function targetReader(kube: KubeClient, policy: RevisionPolicy): KubeClient {
+export function targetReader(kube: KubeApi, policy: RevisionPolicy): KubeApi {
   return policy.spec.serviceAccount ? actingAs(kube, policy.spec.serviceAccount) : kube;
 }
 
 const cache = clusterCache<PolicySet>(TTL_MS);
 
-export async function listPolicies(kube: KubeClient, cluster: string): Promise<PolicySet> {
+export async function listPolicies(kube: KubeApi, cluster: string): Promise<PolicySet> {
   return cache.get(cluster, async () => {
     const out: PolicySet = { valid: [], effective: [], invalid: [], unresolved: [] };
     const objects = await kube.listAll(revisionPolicies);
@@ -131,7 +131,7 @@ export async function listPolicies(kube: KubeClient, cluster: string): Promise<P
   });
 }
 
-async function consented(kube: KubeClient, account: ServiceAccountRef, name: string): Promise<void> {
+async function consented(kube: KubeApi, account: ServiceAccountRef, name: string): Promise<void> {
   try {
     await checkConsent(kube, account, { kind: 'RevisionPolicy', name });
   } catch (err) {
@@ -166,7 +166,7 @@ export function policyFor(set: PolicySet, group: string, kind: string): Revision
  * The policy for a parent's kind; when the cached set has none, the policies are read again once (another
  * process may have seen a new policy first: the forwarder starts watching its kind as soon as it exists).
  */
-export async function freshPolicyFor(kube: KubeClient, cluster: string, group: string, kind: string): Promise<RevisionPolicy | undefined> {
+export async function freshPolicyFor(kube: KubeApi, cluster: string, group: string, kind: string): Promise<RevisionPolicy | undefined> {
   const found = policyFor(await listPolicies(kube, cluster), group, kind);
   if (found) return found;
   forgetPolicies(cluster);
@@ -189,7 +189,7 @@ function withoutManagedFields(parent: KubeObject): KubeObject {
   return { ...parent, metadata };
 }
 
-async function targetKinds(kube: KubeClient, cluster: string): Promise<ControllerKind[]> {
+async function targetKinds(kube: KubeApi, cluster: string): Promise<ControllerKind[]> {
   const { effective } = await listPolicies(kube, cluster);
   const kinds: ControllerKind[] = [policyKind];
   for (const { target: r, generated, policy } of effective) {
@@ -217,7 +217,7 @@ async function targetKinds(kube: KubeClient, cluster: string): Promise<Controlle
   return kinds;
 }
 
-async function watched(kube: KubeClient, cluster: string): Promise<GVR[]> {
+async function watched(kube: KubeApi, cluster: string): Promise<GVR[]> {
   const { effective } = await listPolicies(kube, cluster);
   const out: GVR[] = [revisionPolicies, Resources.controllerRevisions];
   for (const { target, generated } of effective) {

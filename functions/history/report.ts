@@ -3,7 +3,7 @@
 // reported, never acted on. observedGeneration says which spec has been acted on: a new one is handed to
 // `onNewSpec` first (a changed limit or live set may leave every parent's history with revisions to trim),
 // and recorded only after.
-import { Resources, isKubeError, type KubeClient, type ResolvedResource } from '../../shared/kube/index.ts';
+import { Resources, isKubeError, type KubeApi, type ResolvedResource } from '../../shared/kube/index.ts';
 import { FOREIGN_HISTORY, PolicyError, parsePolicy, type RevisionPolicy } from '../../shared/history/policy.ts';
 import { foreignRevisions } from '../../shared/history/revisions.ts';
 import { IdentityProblem, refusedNeeds, resourceName } from '../identity.ts';
@@ -24,7 +24,7 @@ export interface PolicyReport {
  * revisions controlled by an object of the kind that carry none of Outrigger's labels. One metadata list of
  * the cluster's revisions per check.
  */
-async function foreignHistory(kube: KubeClient, policy: RevisionPolicy, target: ResolvedResource): Promise<string | undefined> {
+async function foreignHistory(kube: KubeApi, policy: RevisionPolicy, target: ResolvedResource): Promise<string | undefined> {
   const listed = await kube.listMetadata(Resources.controllerRevisions);
   const [first, ...rest] = foreignRevisions(listed.items, target);
   if (!first) return undefined;
@@ -36,7 +36,7 @@ async function foreignHistory(kube: KubeClient, policy: RevisionPolicy, target: 
 }
 
 /** Outrigger may act as the policy's ServiceAccount, which names the policy, and the account may get and list the kinds a sync reads. */
-async function checkReader(kube: KubeClient, policy: RevisionPolicy, kinds: ResolvedResource[]): Promise<void> {
+async function checkReader(kube: KubeApi, policy: RevisionPolicy, kinds: ResolvedResource[]): Promise<void> {
   const account = policy.spec.serviceAccount!;
   let refused;
   try {
@@ -60,7 +60,7 @@ async function checkReader(kube: KubeClient, policy: RevisionPolicy, kinds: Reso
 }
 
 export async function reportPolicy(
-  kube: KubeClient,
+  kube: KubeApi,
   cluster: string,
   name: string,
   onNewSpec?: (policy: RevisionPolicy) => Promise<void>,

@@ -1,5 +1,5 @@
 // The revisionKey mode (KEP-238): the generated objects' current key decides, and a revision is found by its key.
-import { Resources, isKubeError, resolveKind, type KubeClient, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
+import { Resources, isKubeError, resolveKind, type KubeApi, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
 import { fieldAt, labelSelectorString, parentLabels, revisionHash, type JsonObject } from '../../shared/history/data.ts';
 import type { RevisionPolicy } from '../../shared/history/policy.ts';
 import { currentKeyOf, decideByKey, maxRevision, type ControllerRevision } from '../../shared/history/revisions.ts';
@@ -10,7 +10,7 @@ import { createRevision, kubectlLabels } from './revisions.ts';
 
 /** Seed 001 (KEP-238): the sync in revisionKey mode, from the generated objects' current key (decideByKey). */
 export async function syncRevisionKey(
-  deps: { kube: KubeClient },
+  deps: { kube: KubeApi },
   policy: RevisionPolicy,
   target: ResolvedResource,
   parent: KubeObject,
@@ -50,7 +50,7 @@ export async function syncRevisionKey(
  * object it controls (LWS's leader pods belong to the leader StatefulSet the LWS controls); objects being
  * deleted do not count. The one named like the parent, or else the first by name.
  */
-export async function currentRevisionKey(kube: KubeClient, policy: RevisionPolicy, parent: KubeObject): Promise<string | undefined> {
+export async function currentRevisionKey(kube: KubeApi, policy: RevisionPolicy, parent: KubeObject): Promise<string | undefined> {
   const generated = policy.spec.generated;
   const label = policy.spec.revisionKey?.label;
   if (!generated || !label) return undefined;
@@ -64,7 +64,7 @@ export async function currentRevisionKey(kube: KubeClient, policy: RevisionPolic
 }
 
 /** The objects whose controller is the parent, or a live object whose controller is the parent. */
-async function controlledByParent(kube: KubeClient, parent: KubeObject, objects: KubeObject[]): Promise<KubeObject[]> {
+async function controlledByParent(kube: KubeApi, parent: KubeObject, objects: KubeObject[]): Promise<KubeObject[]> {
   const owners = new Map<string, Promise<boolean>>();
   const ownerControlled = async (o: KubeObject): Promise<boolean> => {
     const ref = controllerOf(o)!;
@@ -92,7 +92,7 @@ async function controlledByParent(kube: KubeClient, parent: KubeObject, objects:
 
 /** Looks a revision up by its key, as KEP-238's pod controller does. */
 export async function revisionForKey(
-  kube: KubeClient,
+  kube: KubeApi,
   policy: RevisionPolicy,
   parent: KubeObject,
   key: string,

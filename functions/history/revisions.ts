@@ -1,6 +1,6 @@
 // A parent's revisions: listing them, and writing what was decided (nothing, a rollback's new number, or a new
 // revision, through the collision loop).
-import type { KubeApi, KubeClient } from '../../shared/kube/index.ts';
+import type { KubeApi } from '../../shared/kube/index.ts';
 import { Resources, isKubeError, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
 import {
   fieldAt,
@@ -31,7 +31,7 @@ export class RevisionNamesTakenError extends Error {
  * sync), or when the apiserver has not got that far (a restored etcd: it answers 504 after waiting), a
  * consistent list.
  */
-export async function listRevisions(kube: KubeClient, namespace: string, labelSelector: string, notOlderThan: string | undefined) {
+export async function listRevisions(kube: KubeApi, namespace: string, labelSelector: string, notOlderThan: string | undefined) {
   if (notOlderThan) {
     try {
       return await kube.list<ControllerRevision>(Resources.controllerRevisions, {

@@ -7,13 +7,15 @@
 //     matching orphans, release strays) through the ownership library, and decide:
 //     equal to the latest -> nothing; equal to an older one -> rollback (that revision gets the next number,
 //     its data untouched); otherwise -> a new revision with the next number.
-//  4. When the history may hold more revisions than the limit keeps, ask the truncation handler to trim it.
+//  4. When the history may hold more revisions than the limit keeps, trim it right after, under the lease (the
+//     handler's `truncate`), or say that truncation is due.
+//  5. Leave the record of what was found on the lease as it is released; then the Event that is news of it.
 import {
   Resources,
   apiVersionOf,
   isKubeError,
   resolveKind,
-  type KubeClient,
+  type KubeApi,
   type KubeList,
   type KubeObject,
   type ResolvedResource,
@@ -39,7 +41,7 @@ import {
   type KnownRevision,
 } from '../../shared/history/record.ts';
 import { claim, compileSelector, selectorString, type LabelSelector, type SyncKey } from '../../shared/ownership/index.ts';
-import type { Lease, State } from '../../shared/state/index.ts';
+import type { Lease, LeaseStore } from '../../shared/state/index.ts';
 import { targetDefaults } from './defaults.ts';
 import { HISTORY_CONTROLLER, outcomeEvent, type LockedOutcome, type SyncOutcome } from './outcome.ts';
 import { targetReader } from './policies.ts';
@@ -53,8 +55,9 @@ const LEASE_MARGIN_MS = 15_000;
 const LEASE_WAIT_MS = 20_000;
 
 export interface HistoryDeps {
-  kube: KubeClient;
-  state: State;
+  kube: KubeApi;
+  /** The parents' history leases, and the records left on them (a State's; test/fakes/leases.ts in unit tests). */
+  state: { leases: Pick<LeaseStore, 'get' | 'acquireWithin' | 'stillHeld' | 'release'> };
   /** Identifies this invocation as a lease holder. */
   holder: string;
   /** The clock the parent's allowance of Events runs by (tests). */
@@ -74,7 +77,7 @@ export interface HistoryDeps {
 
 const leaseName = (parentUid: string) => `history/${parentUid}`;
 
-export async function resolveTarget(kube: KubeClient, policy: RevisionPolicy): Promise<ResolvedResource> {
+export async function resolveTarget(kube: KubeApi, policy: RevisionPolicy): Promise<ResolvedResource> {
   const target = await resolveKind(kube, policy.spec.target.apiVersion, policy.spec.target.kind);
   if (!target.namespaced)
     throw new Error(
@@ -121,8 +124,75 @@ export async function syncHistory(
   const target = await resolveTarget(deps.kube, policy);
   // The kind's defaulted fields go with the policy: the digest and every comparison below ignore them.
   policy = { ...policy, defaults: await targetDefaults(deps.kube, key.cluster, target) };
-  const readRecord = async () => (await deps.state.leases.get(key.cluster, leaseName(key.uid)))?.memo as HistoryRecord | undefined;
+  const ctx: SyncContext = { deps, policy, target, key, causes };
   const seen = observed?.metadata.uid === key.uid && !observed.metadata.deletionTimestamp ? observed : undefined;
+  // Fast path: the record, read without the lease, answers for a target state it holds.
+  const early = await answerFromRecord(ctx, seen, hints);
+  if (early.done) return early.done;
+  // A parent gone or replaced takes no lease. An event's object is a trigger, not the parent's state: its sender
+  // chooses what it says, so a sync that may write reads the parent.
+  const first = early.ahead ?? (await readParent(deps, policy, target, key));
+  if (first.skipped) return first.skipped;
+  // Under the parent's lease: read, decide, write and truncate; the record is left on the lease whatever happens.
+  const lease = await acquireParentLease(deps, key);
+  const progress: Progress = {
+    digest: '',
+    deleted: [],
+    generated: { generatedVersion: (lease.memo as HistoryRecord | undefined)?.generatedVersion },
+  };
+  let outcome: SyncOutcome;
+  let event: OutcomeEvent | undefined;
+  try {
+    outcome = await syncHeld(ctx, lease, first.parent, progress);
+  } finally {
+    event = await leaveRecord(ctx, lease, progress);
+  }
+  // After the lease is free: an event is news of what was done, not part of doing it.
+  if (event?.record)
+    await recordEvent(
+      deps.kube,
+      progress.recorded!,
+      { type: 'Normal', ...event.spec, note: withWithheld(event.spec.note, event.withheld) },
+      { controller: HISTORY_CONTROLLER, instance: deps.holder },
+    );
+  return outcome;
+}
+
+/** One sync's inputs, as its steps share them. */
+interface SyncContext {
+  deps: HistoryDeps;
+  /** With the target kind's defaults. */
+  policy: RevisionPolicy;
+  target: ResolvedResource;
+  key: SyncKey;
+  causes: readonly string[];
+}
+
+/** What the sync under the lease got to: the record left on the lease is made from it, whatever happened. */
+interface Progress {
+  result?: LockedOutcome;
+  digest: string;
+  truncation?: string | undefined;
+  /** The parent the sync decided on, once it completed. */
+  recorded?: KubeObject;
+  /** Revisions the truncation after the sync deleted. */
+  deleted: string[];
+  /** The generated objects' version as the last truncation listed them, for the next one (listGenerated). */
+  generated: { generatedVersion?: string | undefined };
+}
+
+type OutcomeEvent = { spec: Omit<EventSpec, 'type'>; record: boolean; withheld: number };
+
+/**
+ * The record's answer, when it may give one: `done` when it answers (or the parent read ahead for it is gone);
+ * otherwise the parent as read ahead, if it was.
+ */
+async function answerFromRecord(
+  { deps, policy, target, key, causes }: SyncContext,
+  seen: KubeObject | undefined,
+  hints: { targetChanged?: boolean },
+): Promise<{ done?: SyncOutcome; ahead?: ParentRead | undefined }> {
+  const readRecord = async () => (await deps.state.leases.get(key.cluster, leaseName(key.uid)))?.memo as HistoryRecord | undefined;
   const mayAnswer = policy.spec.mode === 'snapshot' && recordMayAnswer(causes, key.uid) && !(hints.targetChanged && seen);
   // The parent is read ahead only for the record's answer, and only when no event's object can stand in for it.
   const readFirst = mayAnswer && !seen && parentCauses(causes, key.uid);
@@ -130,7 +200,7 @@ export async function syncHistory(
     readFirst ? readParent(deps, policy, target, key) : undefined,
     mayAnswer ? readRecord() : undefined,
   ]);
-  if (ahead?.skipped) return ahead.skipped;
+  if (ahead?.skipped) return { done: ahead.skipped };
   if (record) {
     const known = ahead?.parent ?? seen;
     const state = known && {
@@ -139,132 +209,129 @@ export async function syncHistory(
       truncation: truncationInputs(policy, known),
       current: ahead !== undefined,
     };
-    if (recordAnswers(causes, key.uid, record, state)) return { outcome: 'cached', revision: record.revision, number: record.number };
+    if (recordAnswers(causes, key.uid, record, state))
+      return { done: { outcome: 'cached', revision: record.revision, number: record.number } };
   }
-  // A parent gone or replaced takes no lease. An event's object is a trigger, not the parent's state: its sender
-  // chooses what it says, so a sync that may write reads the parent.
-  const first = ahead ?? (await readParent(deps, policy, target, key));
-  if (first.skipped) return first.skipped;
-  const known = first.parent;
+  return { ahead };
+}
 
-  const lease = await acquireParentLease(deps, key);
+/** The sync under the parent's lease; `known` is the parent as read before it. */
+async function syncHeld(ctx: SyncContext, lease: Lease, known: KubeObject, progress: Progress): Promise<SyncOutcome> {
+  const { deps, policy, target, key, causes } = ctx;
   const held = lease.memo as HistoryRecord | undefined;
-  let result: LockedOutcome | undefined;
-  let heldDigest = '';
-  let heldTruncation: string | undefined;
-  let recorded: KubeObject | undefined;
-  let deleted: string[] = [];
-  let event: { spec: Omit<EventSpec, 'type'>; record: boolean; withheld: number } | undefined;
-  // The generated objects' version as the last truncation listed them, for the next one (listGenerated).
-  const generated = { generatedVersion: held?.generatedVersion };
-  try {
-    // Decide on the state as it is now, not as it was before another sync ran (which could otherwise make a
-    // stale state look like a rollback): the read above when it is at least as new as the state the last holder
-    // decided on (any later change brings its own event), else the parent read again under the lease.
-    // The revisions come from the record, which came with the lease, when it holds them and every cause is one
-    // it accounts for (docs/design/history-sync.md#the-history-record): as the last holder left them, every
-    // other change to them bringing an event that takes the list. Otherwise they are listed meanwhile (the labels
-    // need only the parent's name and kind), "not older than" what the record says earlier holders' writes left.
-    const dk = defaultsKey(policy.defaults);
-    const fromRecord = policy.spec.mode === 'snapshot' && recordListSuffices(causes, key.uid, held, dk);
-    const list = () =>
-      listRevisions(
-        deps.kube,
-        key.namespace!,
-        labelSelectorString(parentLabels({ apiVersion: apiVersionOf(target), kind: target.kind, metadata: { name: key.name } })),
-        held?.revisionsVersion,
-      );
-    const [read, listed] = await Promise.all([
-      observedSuffices(known.metadata.resourceVersion, held)
-        ? Promise.resolve<ParentRead>({ parent: known })
-        : readParent(deps, policy, target, key),
-      fromRecord ? undefined : list(),
-    ]);
-    if (read.skipped) return read.skipped;
-    const parent = read.parent;
-    // A parent with no history record yet: is another controller keeping its history? (docs/controllers/history.md#coexistence)
-    const foreign = lease.memo === undefined ? await foreignHistoryOf(deps.kube, policy, target, parent) : undefined;
-    if (foreign)
-      return {
-        outcome: 'skipped',
-        reason: `another controller keeps this parent's history (revision ${foreign}); the policy's check reports ForeignHistory unless spec.foreignHistory is Coexist`,
-      };
-    const candidate = targetState(parent as unknown as JsonObject, policy.spec.targetState);
-    heldDigest = digestOf(candidate, policy.defaults);
-    heldTruncation = truncationInputs(policy, parent);
-    const guard = () => {
-      if (!deps.state.leases.stillHeld(lease, LEASE_MARGIN_MS))
-        throw new Error(`the history lease of ${key.namespace}/${key.name} is about to expire; not writing, the sync will be retried`);
-    };
-    try {
-      result =
-        (fromRecord && held?.revisions
-          ? await syncFromRecord(deps, policy, target, parent, candidate, heldDigest, guard, held)
-          : undefined) ?? (await syncLocked(deps, policy, target, parent, candidate, guard, listed ?? (await list())));
-      // One Event for a change and the truncation it made due (docs/controllers/history.md#events): the truncation first, under the
-      // lease, so that the record holds the revisions it left.
-      const due = 'truncate' in result.outcome && result.outcome.truncate;
-      if (due && result.revisions && deps.truncate) {
-        const truncated = await deps.truncate(
-          result.revisions,
-          result.outcome.outcome === 'created' || result.outcome.outcome === 'rollback',
-          generated,
-          parent,
-        );
-        const removed = new Set([...truncated.deleted, ...truncated.gone]);
-        result.revisions = result.revisions.filter((r) => !removed.has(r.metadata.name ?? ''));
-        deleted = truncated.deleted;
-      }
-    } catch (err) {
-      // A failure a retry will not mend shows on the parent, as an in-tree controller's would.
-      if (
-        err instanceof RevisionNamesTakenError ||
-        isKubeError(err, 'Forbidden') ||
-        isKubeError(err, 'Invalid') ||
-        isKubeError(err, 'BadRequest')
-      ) {
-        await recordEvent(
-          deps.kube,
-          parent,
-          { type: 'Warning', reason: 'SyncFailed', action: 'Create', note: err.message },
-          { controller: HISTORY_CONTROLLER, instance: deps.holder },
-        );
-      }
-      throw err;
-    }
-    recorded = parent;
-  } finally {
-    // Whether the parent's allowance of Events covers this one is decided before the record is left, so that
-    // the record carries what is left of it.
-    const spec = result && recorded ? outcomeEvent(result.outcome, deleted) : undefined;
-    const spent = spec ? spendEvent(held?.events, deps.now?.() ?? Date.now()) : undefined;
-    event = spec && spent ? { spec, record: spent.record, withheld: spent.withheld } : undefined;
-    // The record is a cache of what the sync found, left on the lease only while it is still held.
-    const memo: HistoryRecord | undefined = result && {
-      digest: heldDigest,
-      revision: result.outcome.revision,
-      number: result.outcome.number,
-      revisionsVersion: result.revisionsVersion,
-      revisionUid: result.revisionUid,
-      truncation: heldTruncation,
-      parentVersion: recorded?.metadata.resourceVersion,
-      ...(generated.generatedVersion ? { generatedVersion: generated.generatedVersion } : {}),
-      ...((spent?.next ?? held?.events) ? { events: spent?.next ?? held?.events } : {}),
-      ...(result.revisions && recorded
-        ? { revisions: recordRevisions(result.revisions, policy.defaults), defaults: defaultsKey(policy.defaults) }
-        : {}),
-    };
-    await deps.state.leases.release(lease, memo);
-  }
-  // After the lease is free: an event is news of what was done, not part of doing it.
-  if (event?.record)
-    await recordEvent(
+  // Decide on the state as it is now, not as it was before another sync ran (which could otherwise make a
+  // stale state look like a rollback): the read above when it is at least as new as the state the last holder
+  // decided on (any later change brings its own event), else the parent read again under the lease.
+  // The revisions come from the record, which came with the lease, when it holds them and every cause is one
+  // it accounts for (docs/design/history-sync.md#the-history-record): as the last holder left them, every
+  // other change to them bringing an event that takes the list. Otherwise they are listed meanwhile (the labels
+  // need only the parent's name and kind), "not older than" what the record says earlier holders' writes left.
+  const dk = defaultsKey(policy.defaults);
+  const fromRecord = policy.spec.mode === 'snapshot' && recordListSuffices(causes, key.uid, held, dk);
+  const list = () =>
+    listRevisions(
       deps.kube,
-      recorded!,
-      { type: 'Normal', ...event.spec, note: withWithheld(event.spec.note, event.withheld) },
-      { controller: HISTORY_CONTROLLER, instance: deps.holder },
+      key.namespace!,
+      labelSelectorString(parentLabels({ apiVersion: apiVersionOf(target), kind: target.kind, metadata: { name: key.name } })),
+      held?.revisionsVersion,
     );
-  return result.outcome;
+  const [read, listed] = await Promise.all([
+    observedSuffices(known.metadata.resourceVersion, held)
+      ? Promise.resolve<ParentRead>({ parent: known })
+      : readParent(deps, policy, target, key),
+    fromRecord ? undefined : list(),
+  ]);
+  if (read.skipped) return read.skipped;
+  const parent = read.parent;
+  // A parent with no history record yet: is another controller keeping its history? (docs/controllers/history.md#coexistence)
+  const foreign = lease.memo === undefined ? await foreignHistoryOf(deps.kube, policy, target, parent) : undefined;
+  if (foreign)
+    return {
+      outcome: 'skipped',
+      reason: `another controller keeps this parent's history (revision ${foreign}); the policy's check reports ForeignHistory unless spec.foreignHistory is Coexist`,
+    };
+  const candidate = targetState(parent as unknown as JsonObject, policy.spec.targetState);
+  progress.digest = digestOf(candidate, policy.defaults);
+  progress.truncation = truncationInputs(policy, parent);
+  const guard = () => {
+    if (!deps.state.leases.stillHeld(lease, LEASE_MARGIN_MS))
+      throw new Error(`the history lease of ${key.namespace}/${key.name} is about to expire; not writing, the sync will be retried`);
+  };
+  try {
+    // Decide and write: from the record's revisions when they suffice, else from the list.
+    progress.result =
+      (fromRecord && held?.revisions
+        ? await syncFromRecord(deps, policy, target, parent, candidate, progress.digest, guard, held)
+        : undefined) ?? (await syncLocked(deps, policy, target, parent, candidate, guard, listed ?? (await list())));
+    // One Event for a change and the truncation it made due (docs/controllers/history.md#events): the truncation first, under the
+    // lease, so that the record holds the revisions it left.
+    progress.deleted = await truncateDue(deps, progress.result, parent, progress.generated);
+  } catch (err) {
+    // A failure a retry will not mend shows on the parent, as an in-tree controller's would.
+    if (
+      err instanceof RevisionNamesTakenError ||
+      isKubeError(err, 'Forbidden') ||
+      isKubeError(err, 'Invalid') ||
+      isKubeError(err, 'BadRequest')
+    ) {
+      await recordEvent(
+        deps.kube,
+        parent,
+        { type: 'Warning', reason: 'SyncFailed', action: 'Create', note: err.message },
+        { controller: HISTORY_CONTROLLER, instance: deps.holder },
+      );
+    }
+    throw err;
+  }
+  progress.recorded = parent;
+  return progress.result.outcome;
+}
+
+/** Truncates when the sync made it due (and the deps can): the names deleted. The result keeps the revisions left. */
+async function truncateDue(
+  deps: HistoryDeps,
+  result: LockedOutcome,
+  parent: KubeObject,
+  generated: { generatedVersion?: string | undefined },
+): Promise<string[]> {
+  const due = 'truncate' in result.outcome && result.outcome.truncate;
+  if (!due || !result.revisions || !deps.truncate) return [];
+  const truncated = await deps.truncate(
+    result.revisions,
+    result.outcome.outcome === 'created' || result.outcome.outcome === 'rollback',
+    generated,
+    parent,
+  );
+  const removed = new Set([...truncated.deleted, ...truncated.gone]);
+  result.revisions = result.revisions.filter((r) => !removed.has(r.metadata.name ?? ''));
+  return truncated.deleted;
+}
+
+/** Releases the lease with the record of what the sync found, and says which Event, if any, is news of it. */
+async function leaveRecord({ deps, policy }: SyncContext, lease: Lease, progress: Progress): Promise<OutcomeEvent | undefined> {
+  const held = lease.memo as HistoryRecord | undefined;
+  const { result, recorded } = progress;
+  // Whether the parent's allowance of Events covers this one is decided before the record is left, so that
+  // the record carries what is left of it.
+  const spec = result && recorded ? outcomeEvent(result.outcome, progress.deleted) : undefined;
+  const spent = spec ? spendEvent(held?.events, deps.now?.() ?? Date.now()) : undefined;
+  // The record is a cache of what the sync found, left on the lease only while it is still held.
+  const memo: HistoryRecord | undefined = result && {
+    digest: progress.digest,
+    revision: result.outcome.revision,
+    number: result.outcome.number,
+    revisionsVersion: result.revisionsVersion,
+    revisionUid: result.revisionUid,
+    truncation: progress.truncation,
+    parentVersion: recorded?.metadata.resourceVersion,
+    ...(progress.generated.generatedVersion ? { generatedVersion: progress.generated.generatedVersion } : {}),
+    ...((spent?.next ?? held?.events) ? { events: spent?.next ?? held?.events } : {}),
+    ...(result.revisions && recorded
+      ? { revisions: recordRevisions(result.revisions, policy.defaults), defaults: defaultsKey(policy.defaults) }
+      : {}),
+  };
+  await deps.state.leases.release(lease, memo);
+  return spec && spent ? { spec, record: spent.record, withheld: spent.withheld } : undefined;
 }
 
 /**
@@ -272,7 +339,7 @@ export async function syncHistory(
  * controller labels its revisions), unless the policy coexists with it or the parent has no selector.
  */
 async function foreignHistoryOf(
-  kube: KubeClient,
+  kube: KubeApi,
   policy: RevisionPolicy,
   target: ResolvedResource,
   parent: KubeObject,

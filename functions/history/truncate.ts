@@ -8,7 +8,7 @@
 // changed after it was read (renumbered by a rollback, relabelled by an adoption) is left for the next run to
 // decide on, and a sync that loses the race to reuse a deleted revision fails its write and is retried. So a
 // history sync never waits for truncation.
-import { Resources, isKubeError, resolveKind, type GVR, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
+import { Resources, isKubeError, resolveKind, type GVR, type KubeApi, type KubeObject } from '../../shared/kube/index.ts';
 import { fieldAt, labelSelectorString, parentLabels, targetState, type JsonObject } from '../../shared/history/data.ts';
 import { semanticallyEqual } from '../../shared/json.ts';
 import { historyLimit, statusRevisions, type RevisionPolicy } from '../../shared/history/policy.ts';
@@ -37,7 +37,7 @@ export interface TruncateResult {
  * cannot be found (no readable selector): then nothing can be known to be dead, and nothing is deleted.
  */
 export async function liveRevisions(
-  kube: KubeClient,
+  kube: KubeApi,
   policy: RevisionPolicy,
   parent: KubeObject,
   seen: { generatedVersion?: string | undefined } = {},
@@ -75,7 +75,7 @@ export async function liveRevisions(
  * where nothing was seen yet, or when the cache answers 504 (a restored etcd), or the objects take more pages.
  */
 async function listGenerated(
-  kube: KubeClient,
+  kube: KubeApi,
   resource: GVR,
   namespace: string | undefined,
   labelSelector: string,
@@ -108,7 +108,7 @@ async function listGenerated(
   return items;
 }
 
-export async function truncateHistory(deps: { kube: KubeClient }, policy: RevisionPolicy, key: SyncKey): Promise<TruncateResult> {
+export async function truncateHistory(deps: { kube: KubeApi }, policy: RevisionPolicy, key: SyncKey): Promise<TruncateResult> {
   return truncateFrom(deps, policy, key, async (parent) => {
     const listed = await deps.kube.list<ControllerRevision>(Resources.controllerRevisions, {
       namespace: parent.metadata.namespace,
@@ -125,7 +125,7 @@ export async function truncateHistory(deps: { kube: KubeClient }, policy: Revisi
  * (docs/design/history-sync.md#truncation, for why a change to the parent since needs no read).
  */
 export async function truncateSynced(
-  deps: { kube: KubeClient },
+  deps: { kube: KubeApi },
   policy: RevisionPolicy,
   key: SyncKey,
   revisions: readonly KnownRevision[],
@@ -136,7 +136,7 @@ export async function truncateSynced(
 
 /** `quiet`: no Truncated Event (the sync's own Event says what was deleted). `parent`: the parent as decided on; else it is read. */
 async function truncateFrom(
-  deps: { kube: KubeClient },
+  deps: { kube: KubeApi },
   policy: RevisionPolicy,
   key: SyncKey,
   revisionsOf: (parent: KubeObject) => Promise<KnownRevision[]>,
@@ -208,7 +208,7 @@ async function truncateFrom(
  * current key's is deleted; the latest revision (the parent's target state) is kept whatever its key.
  */
 async function revisionKeyPlan(
-  kube: KubeClient,
+  kube: KubeApi,
   policy: RevisionPolicy,
   parent: KubeObject,
   owned: ControllerRevision[],
@@ -226,7 +226,7 @@ async function revisionKeyPlan(
 }
 
 /** Every parent of the policy's kind, as keys for truncation: a new policy spec may change any one's limit or live set. */
-export async function policyParents(kube: KubeClient, cluster: string, policy: RevisionPolicy): Promise<SyncKey[]> {
+export async function policyParents(kube: KubeApi, cluster: string, policy: RevisionPolicy): Promise<SyncKey[]> {
   const target = await resolveTarget(kube, policy);
   return (await targetReader(kube, policy).listAll(target)).map((p) => ({
     cluster,

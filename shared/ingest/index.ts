@@ -3,14 +3,14 @@
 // its problem; a request unreadable as a whole, or naming a cluster its caller may not speak for, is refused
 // whole, so an operator can see every event the sender meant to deliver.
 import type { Envelope } from '../envelope/index.ts';
-import { fitDeadLetter } from '../lambda/dead-letter.ts';
+import { fitDeadLetter } from '../dead-letter-fit.ts';
 import { KNATIVE_RESOURCE_TYPES, knownCluster, toEnvelope } from './convert.ts';
 import { IngestError, readEvents, type IncomingEvent, type IngestRequest } from './request.ts';
 
 export { ACCEPTED_TYPES, KNATIVE_RESOURCE_TYPES } from './convert.ts';
 export { IngestError, MAX_INGEST_EVENTS, type IngestRequest } from './request.ts';
 
-export { DEAD_LETTER_BODY_BYTES, fitDeadLetter } from '../lambda/dead-letter.ts';
+export { DEAD_LETTER_BODY_BYTES, fitDeadLetter } from '../dead-letter-fit.ts';
 
 export interface IngestDeadLetter {
   body: string;

@@ -54,6 +54,17 @@ export interface WatchEvent<T extends KubeObject = KubeObject> {
   object: T;
 }
 
+/**
+ * Whom a client acts as: sent as Impersonate-User and Impersonate-Group
+ * (https://kubernetes.io/docs/reference/access-authn-authz/authentication/#user-impersonation). For a service
+ * account, leave `groups` out: the apiserver then adds its groups itself, and the caller needs no grant to
+ * impersonate groups.
+ */
+export interface Impersonation {
+  user: string;
+  groups?: readonly string[] | undefined;
+}
+
 export interface KubeApi {
   /** Field manager of every write: outputs' managedFields are judged by it. */
   readonly fieldManager: string;
@@ -61,6 +72,8 @@ export interface KubeApi {
   /** `get`, with "not there" as undefined rather than an error. */
   find<T extends KubeObject = KubeObject>(r: GVR, ref: ObjectRef): Promise<Stored<T> | undefined>;
   list<T extends KubeObject = KubeObject>(r: GVR, opts?: ListOptions): Promise<KubeList<Stored<T>>>;
+  /** `list`, answered with each object's metadata only (a PartialObjectMetadataList). */
+  listMetadata(r: GVR, opts?: ListOptions): Promise<KubeList<Stored>>;
   /** Every page of a list. */
   listAll<T extends KubeObject = KubeObject>(r: GVR, opts?: ListOptions): Promise<Array<Stored<T>>>;
   create<T extends KubeObject = KubeObject>(r: GVR, obj: T, opts?: CreateOptions): Promise<Stored<T>>;
@@ -78,4 +91,8 @@ export interface KubeApi {
     onEvent: (event: WatchEvent<T>) => void | Promise<void>,
     signal?: AbortSignal,
   ): Promise<void>;
+  /** GET of a path that names no object: discovery (`/apis/apps/v1`). */
+  getPath<T>(path: string): Promise<T>;
+  /** The same API, acting as another identity (a ServiceAccount a definition names). */
+  as(impersonation: Impersonation): KubeApi;
 }

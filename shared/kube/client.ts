@@ -10,6 +10,7 @@ import pRetry, { AbortError } from 'p-retry';
 import type {
   CreateOptions,
   DeleteOptions,
+  Impersonation,
   KubeApi,
   ListOptions,
   ObjectRef,
@@ -19,6 +20,8 @@ import type {
   WatchEvent,
   WatchOptions,
 } from './api.ts';
+
+export type { Impersonation } from './api.ts';
 import { KubeError, kubeErrorFromFailure, kubeErrorFromResponse, unlessNotFound } from './errors.ts';
 import { resourcePath, type GVR, type KubeList, type KubeObject } from './resource.ts';
 
@@ -131,17 +134,6 @@ interface Prepared {
   headers: OutgoingHttpHeaders;
   body: string | undefined;
   signal: AbortSignal | undefined;
-}
-
-/**
- * Whom a client acts as: sent as Impersonate-User and Impersonate-Group
- * (https://kubernetes.io/docs/reference/access-authn-authz/authentication/#user-impersonation). For a service
- * account, leave `groups` out: the apiserver then adds its groups itself, and the caller needs no grant to
- * impersonate groups.
- */
-export interface Impersonation {
-  user: string;
-  groups?: readonly string[] | undefined;
 }
 
 /** A service account's user name, as the apiserver authenticates it. */

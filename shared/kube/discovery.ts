@@ -1,7 +1,7 @@
 // Per-group discovery (`/api/v1`, `/apis/<group>/<version>`): the APIResourceList, which, unlike aggregated
 // discovery, carries each resource's storageVersionHash.
 import pLimit from 'p-limit';
-import type { KubeClient } from './client.ts';
+import type { KubeApi } from './api.ts';
 import { isKubeError } from './errors.ts';
 import { apiVersionOf, groupVersionPath, parseApiVersion, type GVR } from './resource.ts';
 
@@ -20,7 +20,7 @@ export interface APIResourceList {
   resources: APIResource[];
 }
 
-export async function getResourceList(client: KubeClient, group: string, version: string): Promise<APIResourceList> {
+export async function getResourceList(client: KubeApi, group: string, version: string): Promise<APIResourceList> {
   return client.getPath<APIResourceList>(groupVersionPath({ group, version }));
 }
 
@@ -37,23 +37,23 @@ export class NotServedError extends Error {
   }
 }
 
-const cache = new WeakMap<KubeClient, Map<string, Promise<APIResourceList>>>();
+const cache = new WeakMap<KubeApi, Map<string, Promise<APIResourceList>>>();
 
 /** Finds the resource serving `kind` in `apiVersion`; cached per client, since it does not change under us. */
-export async function resolveKind(client: KubeClient, apiVersion: string, kind: string): Promise<ResolvedResource> {
+export async function resolveKind(client: KubeApi, apiVersion: string, kind: string): Promise<ResolvedResource> {
   const found = (await cachedResourceList(client, apiVersion)).resources.find((r) => r.kind === kind && !r.name.includes('/'));
   if (!found) throw new NotServedError(`the cluster serves no kind ${kind} in ${apiVersion}`);
   return { ...parseApiVersion(apiVersion), resource: found.name, kind, namespaced: found.namespaced };
 }
 
 /** Finds the kind served as `resource` (plural) in `apiVersion`, with the same cache. */
-export async function resolveResource(client: KubeClient, apiVersion: string, resource: string): Promise<ResolvedResource> {
+export async function resolveResource(client: KubeApi, apiVersion: string, resource: string): Promise<ResolvedResource> {
   const found = (await cachedResourceList(client, apiVersion)).resources.find((r) => r.name === resource);
   if (!found) throw new NotServedError(`the cluster serves no resource ${resource} in ${apiVersion}`);
   return { ...parseApiVersion(apiVersion), resource, kind: found.kind, namespaced: found.namespaced };
 }
 
-async function cachedResourceList(client: KubeClient, apiVersion: string): Promise<APIResourceList> {
+async function cachedResourceList(client: KubeApi, apiVersion: string): Promise<APIResourceList> {
   const { group, version } = parseApiVersion(apiVersion);
   let lists = cache.get(client);
   if (!lists) cache.set(client, (lists = new Map()));
@@ -72,17 +72,17 @@ async function cachedResourceList(client: KubeClient, apiVersion: string): Promi
 }
 
 /** Whether the resource is namespaced (a watch limited to one namespace must not name one for the others). */
-export async function isNamespaced(client: KubeClient, r: GVR): Promise<boolean> {
+export async function isNamespaced(client: KubeApi, r: GVR): Promise<boolean> {
   return (await cachedResourceList(client, apiVersionOf(r))).resources.find((x) => x.name === r.resource)?.namespaced ?? false;
 }
 
 /** Whether the resource has the subresource (`status`: a CRD may have none, and then status is written on the object). */
-export async function hasSubresource(client: KubeClient, r: GVR, subresource: string): Promise<boolean> {
+export async function hasSubresource(client: KubeApi, r: GVR, subresource: string): Promise<boolean> {
   return (await cachedResourceList(client, apiVersionOf(r))).resources.some((x) => x.name === `${r.resource}/${subresource}`);
 }
 
 /** Forgets what discovery said, after installing CRDs for example. */
-export function forgetDiscovery(client: KubeClient): void {
+export function forgetDiscovery(client: KubeApi): void {
   cache.delete(client);
 }
 
@@ -122,7 +122,7 @@ function servedVersions(g: APIGroup): string[] {
  * Subresources and resources without a hash are skipped.
  */
 export async function discoverStorageVersions(
-  client: KubeClient,
+  client: KubeApi,
   opts: { groups?: readonly string[] | undefined; concurrency?: number } = {},
 ): Promise<StorageDiscovery> {
   const wanted = (g: string) => !opts.groups || opts.groups.includes(g);
@@ -160,7 +160,7 @@ export async function discoverStorageVersions(
  * The version to reach a resource through: its group's preferred version when that serves it, else the first
  * served version that does (what a migration lists and rewrites through).
  */
-export async function servingVersion(client: KubeClient, group: string, resource: string): Promise<string> {
+export async function servingVersion(client: KubeApi, group: string, resource: string): Promise<string> {
   if (group === '') return 'v1';
   const g = await client.getPath<APIGroup>(`/apis/${group}`);
   for (const version of servedVersions(g)) {

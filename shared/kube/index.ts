@@ -3,7 +3,6 @@ export {
   KubeClient,
   RequestStats,
   serviceAccountUser,
-  type Impersonation,
   DEFAULT_FIELD_MANAGER,
   type EndpointSource,
   type KubeEndpoint,
@@ -12,6 +11,7 @@ export {
 } from './client.ts';
 export type {
   KubeApi,
+  Impersonation,
   ObjectRef,
   Stored,
   StoredMeta,

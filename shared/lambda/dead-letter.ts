@@ -3,9 +3,11 @@
 import { appendFile } from 'node:fs/promises';
 import { createHash } from 'node:crypto';
 import type { SQSClient } from '@aws-sdk/client-sqs';
-import { MAX_MESSAGE_BYTES } from '../validation.ts';
+import { fitDeadLetter } from '../dead-letter-fit.ts';
 import { queueUrlsFromEnv, type QueueUrls } from './queues.ts';
 import { sqsClient, sqsText } from './sqs.ts';
+
+export { DEAD_LETTER_BODY_BYTES, fitDeadLetter } from '../dead-letter-fit.ts';
 
 export interface DeadLetter {
   body: string;
@@ -16,9 +18,6 @@ export interface DeadLetter {
   at: string;
 }
 
-/** Room left in a dead letter for its reason and source attributes (SQS counts them in the message size). */
-export const DEAD_LETTER_BODY_BYTES = MAX_MESSAGE_BYTES - 4096;
-
 /**
  * The reason attribute: escaped as SQS needs (sqsText) and then cut, so that escapes never take it past its share
  * of the room DEAD_LETTER_BODY_BYTES leaves: 1,000 UTF-16 units are at most 3,000 bytes.
@@ -27,19 +26,6 @@ function reasonAttribute(reason: string): string {
   const cut = sqsText(reason.slice(0, 1000)).slice(0, 1000);
   // A surrogate pair cut in half would leave a character SQS refuses.
   return /[\uD800-\uDBFF]$/.test(cut) ? cut.slice(0, -1) : cut;
-}
-
-/** A dead letter that fits in an SQS message: a body over the limit is cut (on a character boundary), and the reason says so. */
-export function fitDeadLetter<T extends { body: string; reason: string }>(letter: T): T {
-  const bytes = Buffer.from(letter.body, 'utf8');
-  if (bytes.length <= DEAD_LETTER_BODY_BYTES) return letter;
-  // A streaming decode holds back a multi-byte character cut in half instead of emitting a replacement.
-  const body = new TextDecoder().decode(bytes.subarray(0, DEAD_LETTER_BODY_BYTES), { stream: true });
-  return {
-    ...letter,
-    body,
-    reason: `${letter.reason.slice(0, 900)} [the dead letter holds the first ${Buffer.byteLength(body)} of ${bytes.length} bytes]`,
-  };
 }
 
 export interface DeadLetterSink {

@@ -4,7 +4,9 @@
 // holding a deletion, and the apiserver's error kinds as the real client's KubeErrors. What it leaves out, the
 // integration tests cover against a real apiserver: server-side apply is a whole replacement of what was applied
 // (no field ownership, no managedFields), no garbage collector, no defaulting or validation, no admission, and no
-// strategic merge or JSON patches.
+// strategic merge or JSON patches. Discovery serves the kinds `served` names (a few built-in ones to start
+// with); `as` acts as another identity over the same store, and says whom in `beforeRequest`, but enforces no
+// RBAC.
 import { randomUUID } from 'node:crypto';
 import {
   KubeError,
@@ -12,7 +14,9 @@ import {
   gvrString,
   type CreateOptions,
   type DeleteOptions,
+  type APIResourceList,
   type GVR,
+  type Impersonation,
   type KubeApi,
   type KubeList,
   type KubeObject,
@@ -20,26 +24,47 @@ import {
   type ObjectRef,
   type PatchOptions,
   type PatchType,
+  type ResolvedResource,
   type Stored,
   type WatchEvent,
   type WatchOptions,
+  groupVersionPath,
   unlessNotFound,
 } from '../../shared/kube/index.ts';
 import { compileSelector, matches, parseSelector } from '../../shared/ownership/index.ts';
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 
-/** Called before each request is served: a test changes the store there to stage a race. */
-export type BeforeRequest = (verb: string, r: GVR, ref: ObjectRef | undefined) => void | Promise<void>;
+/**
+ * Called before each request is served: a test changes the store there to stage a race, or throws to refuse it.
+ * `as` is the user the request acts as (`as`), undefined for the client's own identity.
+ */
+export type BeforeRequest = (verb: string, r: GVR, ref: ObjectRef | undefined, as: string | undefined) => void | Promise<void>;
+
+/** What discovery serves to start with: the kinds the controllers' shells read and write in most tests. */
+const BUILTIN_KINDS: ResolvedResource[] = [
+  { group: '', version: 'v1', resource: 'pods', kind: 'Pod', namespaced: true },
+  { group: '', version: 'v1', resource: 'configmaps', kind: 'ConfigMap', namespaced: true },
+  { group: '', version: 'v1', resource: 'namespaces', kind: 'Namespace', namespaced: false },
+  { group: 'apps', version: 'v1', resource: 'statefulsets', kind: 'StatefulSet', namespaced: true },
+  { group: 'apps', version: 'v1', resource: 'daemonsets', kind: 'DaemonSet', namespaced: true },
+  { group: 'apps', version: 'v1', resource: 'deployments', kind: 'Deployment', namespaced: true },
+  { group: 'apps', version: 'v1', resource: 'controllerrevisions', kind: 'ControllerRevision', namespaced: true },
+  { group: 'events.k8s.io', version: 'v1', resource: 'events', kind: 'Event', namespaced: true },
+];
 
 export class FakeKube implements KubeApi {
   readonly fieldManager: string;
   /** Requests by verb, named as the real client names them (`patch/merge`, `create`, ...). */
   readonly stats = new RequestStats();
   beforeRequest: BeforeRequest | undefined;
+  /** The kinds discovery serves (`getPath`). */
+  readonly served: ResolvedResource[] = [...BUILTIN_KINDS];
   private readonly store = new Map<string, Map<string, Stored>>();
-  private revision = 0;
+  // In a box, so that the views `as` makes share it.
+  private readonly counter = { revision: 0 };
   private readonly watchers = new Set<(r: GVR, event: WatchEvent<Stored>) => void>();
+  private readonly impersonation: Impersonation | undefined;
 
   constructor(opts: { fieldManager?: string } = {}) {
     this.fieldManager = opts.fieldManager ?? 'outrigger';
@@ -76,7 +101,33 @@ export class FakeKube implements KubeApi {
   async list<T extends KubeObject = KubeObject>(r: GVR, opts: ListOptions = {}): Promise<KubeList<Stored<T>>> {
     await this.serve('list', r, undefined);
     const items = [...this.objects(r).values()].filter((o) => selected(o, opts)).map((o) => clone(o) as Stored<T>);
-    return { metadata: { resourceVersion: String(this.revision) }, items };
+    return { metadata: { resourceVersion: String(this.counter.revision) }, items };
+  }
+
+  async listMetadata(r: GVR, opts: ListOptions = {}): Promise<KubeList<Stored>> {
+    await this.serve('list/metadata', r, undefined);
+    const items = [...this.objects(r).values()].filter((o) => selected(o, opts));
+    return {
+      metadata: { resourceVersion: String(this.counter.revision) },
+      items: items.map((o) => ({ apiVersion: 'meta.k8s.io/v1', kind: 'PartialObjectMetadata', metadata: clone(o.metadata) })),
+    };
+  }
+
+  /** Discovery only: the APIResourceList of a group version, from `served`. */
+  async getPath<T>(path: string): Promise<T> {
+    await this.serve('discovery', { group: '', version: '', resource: path }, undefined);
+    const resources = this.served.filter((r) => groupVersionPath(r) === path);
+    if (!resources.length) throw status('NotFound', 404, `the server could not find the requested resource (get ${path})`);
+    const list: APIResourceList = {
+      groupVersion: resources[0]!.group ? `${resources[0]!.group}/${resources[0]!.version}` : resources[0]!.version,
+      resources: resources.map((r) => ({ name: r.resource, kind: r.kind, namespaced: r.namespaced, verbs: ['get', 'list', 'watch'] })),
+    };
+    return list as T;
+  }
+
+  /** The same store, each request acting as `impersonation.user` (in `beforeRequest`). */
+  as(impersonation: Impersonation): FakeKube {
+    return Object.create(this, { impersonation: { value: impersonation } }) as FakeKube;
   }
 
   async listAll<T extends KubeObject = KubeObject>(r: GVR, opts: ListOptions = {}): Promise<Array<Stored<T>>> {
@@ -144,7 +195,7 @@ export class FakeKube implements KubeApi {
 
   private async serve(verb: string, r: GVR, ref: ObjectRef | undefined): Promise<void> {
     this.stats.count(verb);
-    await this.beforeRequest?.(verb, r, ref);
+    await this.beforeRequest?.(verb, r, ref, this.impersonation?.user);
   }
 
   private objects(r: GVR): Map<string, Stored> {
@@ -173,7 +224,7 @@ export class FakeKube implements KubeApi {
         name,
         ...(namespace ? { namespace } : {}),
         uid: randomUUID(),
-        resourceVersion: String(++this.revision),
+        resourceVersion: String(++this.counter.revision),
         generation: 1,
         creationTimestamp: now(),
       },
@@ -230,7 +281,7 @@ export class FakeKube implements KubeApi {
       metadata: {
         ...next.metadata,
         uid: current.metadata.uid,
-        resourceVersion: String(++this.revision),
+        resourceVersion: String(++this.counter.revision),
         generation: (current.metadata.generation ?? 1) + (body(current) === body(next) ? 0 : 1),
       },
     }) as Stored;

@@ -2,6 +2,7 @@
 import type { ResolvedResource } from '../../kube/discovery.ts';
 import type { KubeObject } from '../../kube/resource.ts';
 import { canonicalJson, type Json } from '../../json.ts';
+import { AFTER_ALL_KEYS, type Continuation } from './budget.ts';
 
 export interface MapStatus {
   observedGeneration?: number | undefined;
@@ -79,4 +80,69 @@ export function statusPatch(current: Partial<MapStatus> | undefined, next: MapSt
     inputs: removed(current?.inputs, next.inputs, counts),
     outputs: removed(current?.outputs, next.outputs, counts),
   };
+}
+
+/** What a pass's Synced condition is made from: its counts, problems and deferred inputs. */
+export interface PassSummary {
+  inputs: number;
+  problems: ReadonlyArray<{ what: string; reason: string; message: string }>;
+  deferred: readonly string[];
+  retryAfterSeconds?: number | undefined;
+  finalized?: boolean | undefined;
+}
+
+/** How many per-input problems the status condition names (the log has them all). */
+const MESSAGE_PROBLEMS = 3;
+
+/**
+ * The parent's Synced condition after a pass, the first that holds of: this pass's problems, the parent being
+ * deleted, the earlier passes' problems in this sync, inputs deferred to a follow-up; else Synced.
+ */
+export function syncedCondition(
+  result: PassSummary,
+  deleting: boolean,
+  earlier: Continuation | undefined,
+): Omit<Condition, 'lastTransitionTime'> & { status: 'True' | 'False' } {
+  const deferred = result.deferred.filter((k) => k !== AFTER_ALL_KEYS).length;
+  const rest = deferredNote(result, deferred);
+  if (result.problems.length) {
+    const first = result.problems.slice(0, MESSAGE_PROBLEMS).map((p) => `${p.what}: ${p.message}`);
+    const more = result.problems.length > MESSAGE_PROBLEMS ? `; and ${result.problems.length - MESSAGE_PROBLEMS} more` : '';
+    return {
+      type: 'Synced',
+      status: 'False',
+      reason: result.problems[0]!.reason,
+      message: `${result.problems.length} problem(s), nothing deleted for them: ${first.join('; ')}${more}${rest}`,
+    };
+  }
+  if (deleting) {
+    const message =
+      result.finalized === false
+        ? 'the parent is being deleted: its finalize hook has not finished'
+        : 'the parent is being deleted: status only';
+    return { type: 'Synced', status: 'False', reason: 'Deleting', message };
+  }
+  if (earlier?.problems)
+    return {
+      type: 'Synced',
+      status: 'False',
+      reason: earlier.reason,
+      message: `${earlier.problems} problem(s) in the earlier passes of this sync, nothing deleted for them (each pass's status and the log named them)${rest}`,
+    };
+  if (result.deferred.length)
+    return {
+      type: 'Synced',
+      status: 'False',
+      reason: 'InProgress',
+      message: `${result.inputs - deferred} of ${result.inputs} input(s) mapped${rest}`,
+    };
+  return { type: 'Synced', status: 'True', reason: 'Synced', message: `${result.inputs} input(s) mapped` };
+}
+
+/** What the condition adds about inputs not called in this pass, if any. */
+function deferredNote(result: PassSummary, deferred: number): string {
+  if (!result.deferred.length) return '';
+  if (result.retryAfterSeconds !== undefined)
+    return `; ${deferred} input(s) not called yet: the hook asked to be called again after ${result.retryAfterSeconds} s`;
+  return `; ${deferred} input(s) not reached within the pass's time budget, continued by a follow-up pass`;
 }

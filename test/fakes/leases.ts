@@ -1,0 +1,68 @@
+// In-memory leases for unit tests of the shells that hold one (docs/contributing/test-beds.md#tests): terms, expiry
+// by an injected clock, and the memo a holder leaves at release, as shared/state/lease.ts keeps them in DynamoDB.
+// No conditional-write races: the integration tests hold those against DynamoDB Local.
+import type { Lease, LeaseStore } from '../../shared/state/index.ts';
+
+export class FakeLeases implements Pick<LeaseStore, 'get' | 'acquire' | 'acquireWithin' | 'stillHeld' | 'release'> {
+  private readonly leases = new Map<string, Lease>();
+  /** Calls by method, for assertions. */
+  readonly calls: Record<string, number> = {};
+
+  readonly now: () => number;
+
+  constructor(now: () => number = Date.now) {
+    this.now = now;
+  }
+
+  async acquire(cluster: string, name: string, holder: string, ttlMs: number): Promise<Lease | undefined> {
+    this.count('acquire');
+    const current = this.leases.get(`${cluster}/${name}`);
+    if (current && current.holder !== holder && current.expiresAt > this.now()) return undefined;
+    const lease: Lease = {
+      cluster,
+      name,
+      holder,
+      term: (current?.term ?? 0) + (current?.holder === holder && current.expiresAt > this.now() ? 0 : 1),
+      expiresAt: this.now() + ttlMs,
+      ...(current?.memo !== undefined ? { memo: structuredClone(current.memo) } : {}),
+    };
+    this.leases.set(`${cluster}/${name}`, lease);
+    return { ...lease };
+  }
+
+  /** No waiting: a lease another holds is refused at once. */
+  async acquireWithin(cluster: string, name: string, holder: string, ttlMs: number, _waitMs: number): Promise<Lease | undefined> {
+    return this.acquire(cluster, name, holder, ttlMs);
+  }
+
+  async release(lease: Lease, memo?: unknown): Promise<boolean> {
+    this.count('release');
+    const current = this.leases.get(`${lease.cluster}/${lease.name}`);
+    if (!current || current.holder !== lease.holder || current.term !== lease.term) return false;
+    this.leases.set(`${lease.cluster}/${lease.name}`, {
+      ...current,
+      expiresAt: 0,
+      ...(memo !== undefined ? { memo: JSON.parse(JSON.stringify(memo)) as unknown } : {}),
+    });
+    return true;
+  }
+
+  stillHeld(lease: Lease, marginMs: number): boolean {
+    return lease.expiresAt - marginMs > this.now();
+  }
+
+  async get(cluster: string, name: string): Promise<Lease | undefined> {
+    this.count('get');
+    const lease = this.leases.get(`${cluster}/${name}`);
+    return lease && structuredClone(lease);
+  }
+
+  /** Sets a lease as another holder would leave it: for setting a scene. */
+  put(lease: Lease): void {
+    this.leases.set(`${lease.cluster}/${lease.name}`, structuredClone(lease));
+  }
+
+  private count(method: string): void {
+    this.calls[method] = (this.calls[method] ?? 0) + 1;
+  }
+}
