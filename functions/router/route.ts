@@ -113,11 +113,8 @@ export async function routeBatch(event: SQSEvent, deps: RouterDeps): Promise<SQS
   const failures: string[] = [];
   const failedGroups = new Set<string>();
   const handled: string[] = [];
-  const resolvers = new Map<string, { resolver: BatchResolver; kinds: ControllerKind[]; fresh: boolean }>();
-  const outbox = new Map<
-    string,
-    Map<string, { key: SyncKey; causes: string[]; observed?: KubeObject | undefined; targetChanged?: true }>
-  >();
+  const resolvers: Resolvers = new Map();
+  const outbox: Outbox = new Map();
 
   for (const record of event.Records) {
     const group = record.attributes.MessageGroupId ?? record.messageId;
@@ -148,50 +145,10 @@ export async function routeBatch(event: SQSEvent, deps: RouterDeps): Promise<SQS
         continue;
       }
       id = envelope.id;
-      const load = async (fresh: boolean) => {
-        const kube = deps.clusters.client(envelope.cluster);
-        if (fresh) for (const s of deps.sources) s.forget?.(envelope.cluster);
-        const config = deps.clusters.config(envelope.cluster);
-        const kinds = (await Promise.all(deps.sources.map((s) => s.kinds(config, kube)))).flat();
-        const loaded = { resolver: new BatchResolver(kube, envelope.cluster, kinds), kinds, fresh };
-        resolvers.set(envelope.cluster, loaded);
-        return loaded;
-      };
-      let entry = resolvers.get(envelope.cluster) ?? (await load(false));
-      // An event of a kind no cached definition names: the forwarder may have started its watch on a policy
-      // this process has not read yet. The definitions are read again, once per batch and at most once per
-      // interval, rather than drop it; within the interval it is retried (after its backoff), not dropped.
-      if (!entry.fresh && !heardOf(entry.kinds, envelope)) {
-        const now = deps.now?.() ?? Date.now();
-        const last = deps.reloads?.get(envelope.cluster);
-        if (last !== undefined && now - last < RELOAD_INTERVAL_MS)
-          throw new Error(
-            `no definition names ${envelope.data.object.kind ?? ''}, and the definitions were read again ${now - last} ms ago; retried rather than dropped`,
-          );
-        deps.reloads?.set(envelope.cluster, now);
-        entry = await load(true);
-      }
-      if (!heardOf(entry.kinds, envelope)) {
-        const { group: objectGroup } = parseApiVersion(envelope.data.object.apiVersion ?? '');
-        const kube = deps.clusters.client(envelope.cluster);
-        for (const s of deps.sources) {
-          const why = await s.unresolved?.(deps.clusters.config(envelope.cluster), kube, objectGroup, envelope.data.object.kind ?? '');
-          if (why) throw why;
-        }
-      }
-      for (const { key, target, observed, targetChanged } of await routeEnvelope(envelope, entry.resolver, entry.kinds)) {
-        let byKey = outbox.get(target);
-        if (!byKey) outbox.set(target, (byKey = new Map()));
-        const id = syncKeyString(key);
-        const cause = syncCause(envelope);
-        const pending = byKey.get(id);
-        if (pending) {
-          pending.causes.push(cause);
-          // A parent's events come in order within its message group: the later object is the newer state.
-          if (observed) pending.observed = observed;
-          if (targetChanged) pending.targetChanged = true;
-        } else byKey.set(id, { key, causes: [cause], observed, ...(targetChanged ? { targetChanged } : {}) });
-      }
+      // The cluster's controller kinds, read again (at most once per interval) for a kind none names.
+      const entry = await resolverFor(deps, resolvers, envelope);
+      // Each sync key the event routes to, its cause added to the key's pending request.
+      addToOutbox(outbox, envelope, await routeEnvelope(envelope, entry.resolver, entry.kinds));
       handled.push(record.messageId);
     } catch (err) {
       deps.log?.('error', 'routing failed; the event will be retried', { messageId: record.messageId, id, error: String(err) });
@@ -201,11 +158,7 @@ export async function routeBatch(event: SQSEvent, deps: RouterDeps): Promise<SQS
   }
 
   try {
-    for (const [target, byKey] of outbox) {
-      const requests = [...byKey.values()].map((p) => makeSyncRequest(p.key, p.causes, p.observed, p.targetChanged));
-      stats.keys += requests.length;
-      await deps.sink.send(target, requests);
-    }
+    await sendOutbox(deps, outbox, stats);
   } catch (err) {
     // Nothing is lost: every routed record is redelivered and routed again (sync requests are idempotent).
     deps.log?.('error', 'sending sync requests failed; the batch will be retried', { error: String(err) });
@@ -217,4 +170,72 @@ export async function routeBatch(event: SQSEvent, deps: RouterDeps): Promise<SQS
   }
   stats.failed = failures.length;
   return { batchItemFailures: failures.map((itemIdentifier) => ({ itemIdentifier })), stats };
+}
+
+type Resolvers = Map<string, { resolver: BatchResolver; kinds: ControllerKind[]; fresh: boolean }>;
+type Outbox = Map<string, Map<string, { key: SyncKey; causes: string[]; observed?: KubeObject | undefined; targetChanged?: true }>>;
+
+/**
+ * The resolver and controller kinds of the envelope's cluster, loaded once per batch. Throws when no kind hears
+ * of the envelope's object and a source can say why (a policy's kind not served yet): the event is retried.
+ */
+async function resolverFor(deps: RouterDeps, resolvers: Resolvers, envelope: Envelope) {
+  const load = async (fresh: boolean) => {
+    const kube = deps.clusters.client(envelope.cluster);
+    if (fresh) for (const s of deps.sources) s.forget?.(envelope.cluster);
+    const config = deps.clusters.config(envelope.cluster);
+    const kinds = (await Promise.all(deps.sources.map((s) => s.kinds(config, kube)))).flat();
+    const loaded = { resolver: new BatchResolver(kube, envelope.cluster, kinds), kinds, fresh };
+    resolvers.set(envelope.cluster, loaded);
+    return loaded;
+  };
+  let entry = resolvers.get(envelope.cluster) ?? (await load(false));
+  // An event of a kind no cached definition names: the forwarder may have started its watch on a policy
+  // this process has not read yet. The definitions are read again, once per batch and at most once per
+  // interval, rather than drop it; within the interval it is retried (after its backoff), not dropped.
+  if (!entry.fresh && !heardOf(entry.kinds, envelope)) {
+    const now = deps.now?.() ?? Date.now();
+    const last = deps.reloads?.get(envelope.cluster);
+    if (last !== undefined && now - last < RELOAD_INTERVAL_MS)
+      throw new Error(
+        `no definition names ${envelope.data.object.kind ?? ''}, and the definitions were read again ${now - last} ms ago; retried rather than dropped`,
+      );
+    deps.reloads?.set(envelope.cluster, now);
+    entry = await load(true);
+  }
+  if (!heardOf(entry.kinds, envelope)) {
+    const { group: objectGroup } = parseApiVersion(envelope.data.object.apiVersion ?? '');
+    const kube = deps.clusters.client(envelope.cluster);
+    for (const s of deps.sources) {
+      const why = await s.unresolved?.(deps.clusters.config(envelope.cluster), kube, objectGroup, envelope.data.object.kind ?? '');
+      if (why) throw why;
+    }
+  }
+  return entry;
+}
+
+/** Adds the envelope's cause to the pending request of each key it routes to (one request per key and target). */
+function addToOutbox(outbox: Outbox, envelope: Envelope, routed: readonly RoutedKey[]): void {
+  for (const { key, target, observed, targetChanged } of routed) {
+    let byKey = outbox.get(target);
+    if (!byKey) outbox.set(target, (byKey = new Map()));
+    const id = syncKeyString(key);
+    const cause = syncCause(envelope);
+    const pending = byKey.get(id);
+    if (pending) {
+      pending.causes.push(cause);
+      // A parent's events come in order within its message group: the later object is the newer state.
+      if (observed) pending.observed = observed;
+      if (targetChanged) pending.targetChanged = true;
+    } else byKey.set(id, { key, causes: [cause], observed, ...(targetChanged ? { targetChanged } : {}) });
+  }
+}
+
+/** Sends each target its sync requests, counting their keys as it goes. */
+async function sendOutbox(deps: RouterDeps, outbox: Outbox, stats: RouteStats): Promise<void> {
+  for (const [target, byKey] of outbox) {
+    const requests = [...byKey.values()].map((p) => makeSyncRequest(p.key, p.causes, p.observed, p.targetChanged));
+    stats.keys += requests.length;
+    await deps.sink.send(target, requests);
+  }
 }
