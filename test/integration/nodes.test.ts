@@ -3,7 +3,7 @@
 // a cluster, while Outrigger's history functions (the local runtime) keep the parents' history beside the in-tree
 // controllers' own (foreignHistory: Coexist, docs/controllers/history.md#coexistence).
 import { execFile } from 'node:child_process';
-import { mkdtemp } from 'node:fs/promises';
+import { mkdtemp, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -18,7 +18,9 @@ import { startRuntime, type Runtime } from '../../runtime/local.ts';
 import { functions } from '../../functions/index.ts';
 import { DEFAULT_CONTROLLERS, startTestControlPlane, type TestControlPlane } from '../testbed/control-plane.ts';
 import { eventually, uniqueName } from '../testbed/index.ts';
+import { lwsCrd, startLwsController } from '../testbed/lws.ts';
 import { DAEMONSET_POLICY, STATEFULSET_POLICY } from '../testbed/policies.ts';
+import { controllersGrant } from '../testbed/rbac.ts';
 
 const statefulSets = gvr('apps', 'v1', 'statefulsets');
 const daemonSets = gvr('apps', 'v1', 'daemonsets');
@@ -210,3 +212,90 @@ test.failing(
   },
   400_000,
 );
+
+// The documented LWS recipe (docs/controllers/history.md#keyed-revisions-revisionkey-mode) with LWS's own controller
+// running, which keeps its own revisions of each LeaderWorkerSet under the same labels (audit M2, issue 29).
+describe('LeaderWorkerSet with its own controller', () => {
+  const GROUP = 'leaderworkerset.x-k8s.io';
+  const KEY = 'leaderworkerset.sigs.k8s.io/template-revision-hash';
+  const lwsResource = gvr(GROUP, 'v1', 'leaderworkersets');
+  let lws: Awaited<ReturnType<typeof startLwsController>>;
+
+  beforeAll(async () => {
+    await applyManifests(admin, await lwsCrd());
+    lws = await startLwsController(cp);
+    await applyManifests(
+      admin,
+      `${controllersGrant('outrigger-lws', [`{ apiGroups: [${GROUP}], resources: [leaderworkersets], verbs: [get, list, watch] }`])}---
+apiVersion: outrigger.dev/v1alpha1
+kind: RevisionPolicy
+metadata: { name: leaderworkersets }
+spec:
+  target: { apiVersion: ${GROUP}/v1, kind: LeaderWorkerSet }
+  targetState: [spec.leaderWorkerTemplate, spec.networkConfig]
+  mode: revisionKey
+  revisionKey: { label: ${KEY}, rolloutCompleteCondition: Available }
+  generated: { apiVersion: v1, kind: Pod, selectorPath: status.hpaPodSelector }
+`,
+    );
+  }, 300_000);
+
+  afterAll(async () => {
+    await lws?.stop();
+  });
+
+  const available = (o: KubeObject) =>
+    ((o.status as { conditions?: { type: string; status: string }[] } | undefined)?.conditions ?? []).some(
+      (c) => c.type === 'Available' && c.status === 'True',
+    );
+  const workerTemplate = (image: string) => ({ metadata: { labels: { app: 'serve' } }, spec: { containers: [{ name: 'c', image }] } });
+
+  // Failing until issue 29 is fixed (audit M2): LWS's controller lists Outrigger's revisions with its own, and
+  // logged "More than one revision exists for the given template hash" 8 times in one upgrade here.
+  test.failing(
+    'an upgrade rolls every group onto the new template; Outrigger keeps its revisions under the keys the pods carry, and LWS neither reads nor deletes them',
+    async () => {
+      const ns = await namespace('lws');
+      const runtime = await outrigger('lws', ns);
+      try {
+        await admin.create(lwsResource, {
+          apiVersion: `${GROUP}/v1`,
+          kind: 'LeaderWorkerSet',
+          metadata: { name: 'serve', namespace: ns },
+          spec: { replicas: 2, leaderWorkerTemplate: { size: 2, workerTemplate: workerTemplate('registry.example/serve:1') } },
+        });
+        await eventually(async () => available(await admin.get(lwsResource, { name: 'serve', namespace: ns })), 120_000);
+        expect(await pods(ns)).toHaveLength(4);
+        const mine = async () =>
+          (await kube.list<ControllerRevision>(Resources.controllerRevisions, { namespace: ns })).items.filter(
+            (r) => r.metadata.labels?.[PARENT_LABEL] === 'serve',
+          );
+        await eventually(async () => (await mine()).length > 0, 60_000);
+
+        await admin.patch(
+          lwsResource,
+          { name: 'serve', namespace: ns },
+          { spec: { leaderWorkerTemplate: { workerTemplate: workerTemplate('registry.example/serve:2') } } },
+          'merge',
+        );
+        const rolled = await eventually(async () => {
+          const all = await pods(ns);
+          return all.length === 4 &&
+            all.every((p) => p.spec.containers[0]!.image === 'registry.example/serve:2' && p.status?.phase === 'Running')
+            ? all
+            : undefined;
+        }, 180_000);
+        await eventually(async () => available(await admin.get(lwsResource, { name: 'serve', namespace: ns })), 120_000);
+        const key = rolled[0]!.metadata.labels?.[KEY];
+        expect(new Set(rolled.map((p) => p.metadata.labels?.[KEY]))).toEqual(new Set([key]));
+        // Outrigger's revision under the key the pods carry.
+        await eventually(async () => (await mine()).some((r) => r.metadata.labels?.[KEY] === key), 60_000);
+        // LWS's controller found only its own revision for each key.
+        expect((await readFile(lws.log, 'utf8')).split('\n').filter((l) => l.includes('More than one revision'))).toEqual([]);
+      } finally {
+        await runtime.stop();
+      }
+    },
+    500_000,
+  );
+});
