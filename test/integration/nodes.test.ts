@@ -134,14 +134,20 @@ test('a 3-replica StatefulSet runs on the nodes and rolls a new image to complet
       ),
     ).toEqual(['1:registry.example/app:1', '2:registry.example/app:2']);
 
-    // Live: what the three running pods' revision label and the set's status name, and nothing else.
+    // Live: what the three running pods' revision label and the set's status name, and nothing else. Polled until
+    // the set is at rest: under Coexist the StatefulSet controller may roll once more onto Outrigger's revision
+    // (audit H1, issue 29; the test.failing test below).
     forgetPolicies();
     const policy = policyFor(await listPolicies(kube, runtime.clusterId), 'apps', 'StatefulSet')!;
-    const sts = await admin.get(statefulSets, { name: 'web', namespace: ns });
-    const status = sts.status as { currentRevision: string; updateRevision: string };
-    expect(status.currentRevision).toBe(status.updateRevision);
-    expect(new Set(rolled.map(hashOf))).toEqual(new Set([status.updateRevision]));
-    expect(await liveRevisions(kube, policy, sts)).toEqual(new Set([status.updateRevision]));
+    await eventually(async () => {
+      const sts = await admin.get(statefulSets, { name: 'web', namespace: ns });
+      const status = sts.status as { currentRevision?: string; updateRevision?: string; readyReplicas?: number };
+      if (status.currentRevision !== status.updateRevision || status.readyReplicas !== 3) return undefined;
+      const running = await pods(ns);
+      if (running.length !== 3 || running.some((p) => hashOf(p) !== status.updateRevision)) return undefined;
+      const live = await liveRevisions(kube, policy, sts);
+      return live?.size === 1 && live.has(status.updateRevision!);
+    }, 120_000);
   } finally {
     await runtime.stop();
   }
