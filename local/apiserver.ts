@@ -18,7 +18,7 @@ export const kubectlBinary = join(cacheDir, 'bin', 'kubectl');
  */
 export async function ensureTestClusterBinary(log: Log = () => {}): Promise<string> {
   return buildGoProgram({
-    what: 'kube-apiserver, kube-controller-manager and kubectl',
+    what: 'kube-apiserver, kube-controller-manager, kube-scheduler and kubectl',
     firstTime: 'several minutes',
     sourceDir,
     binary: testClusterBinary,
@@ -72,6 +72,8 @@ export interface ApiserverInstance {
 /** A bed of several apiservers (and optionally kube-controller-manager): `server` is their load balancer. */
 export interface ControlPlane extends TestCluster {
   apiservers: ApiserverInstance[];
+  /** tls.crt and tls.key for 127.0.0.1, signed by `caFile`: a webhook a test serves on loopback (LWS's). */
+  webhookCertDir: string;
   /** Stops one apiserver; the load balancer stops sending it connections first. */
   stopApiserver(name: string): Promise<ApiserverInstance[]>;
   /** Starts a stopped apiserver with the bed's flags plus `flags`; resolves once it is ready. */
@@ -105,12 +107,22 @@ export async function startTestCluster(opts: TestClusterOptions = {}): Promise<T
  * start it only in the test files that need it.
  */
 export async function startControlPlane(
-  opts: TestClusterOptions & { apiservers?: number; controllers?: readonly string[]; apiserverFlags?: readonly string[] },
+  opts: TestClusterOptions & {
+    apiservers?: number;
+    controllers?: readonly string[];
+    apiserverFlags?: readonly string[];
+    /** kube-scheduler, from the same build. */
+    scheduler?: boolean;
+    /** kwok (local/kwok.ts), the kubelet of every node annotated `kwok.x-k8s.io/node: fake`. */
+    kwok?: { binary: string; config: string };
+  },
 ): Promise<ControlPlane> {
   const args = [
     '--apiservers',
     String(opts.apiservers ?? 1),
     ...(opts.controllers?.length ? ['--controllers', opts.controllers.join(',')] : []),
+    ...(opts.scheduler ? ['--scheduler'] : []),
+    ...(opts.kwok ? ['--kwok', opts.kwok.binary, '--kwok-config', opts.kwok.config] : []),
     ...(opts.apiserverFlags ?? []).flatMap((f) => ['--apiserver-flag', f]),
   ];
   const cluster = await start(args, opts);
@@ -126,6 +138,7 @@ export async function startControlPlane(
   return {
     ...cluster,
     apiservers: cluster.apiservers ?? [],
+    webhookCertDir: cluster.webhookCertDir ?? '',
     stopApiserver,
     startApiserver,
     restartApiserver: async (name, flags) => {
@@ -136,12 +149,12 @@ export async function startControlPlane(
   };
 }
 
-type Ready = Omit<TestCluster, 'stop' | 'dir'> & { apiservers?: ApiserverInstance[]; control?: string };
+type Ready = Omit<TestCluster, 'stop' | 'dir'> & { apiservers?: ApiserverInstance[]; control?: string; webhookCertDir?: string };
 
 async function start(
   extraArgs: string[],
   opts: TestClusterOptions,
-): Promise<TestCluster & { apiservers?: ApiserverInstance[]; control?: string }> {
+): Promise<TestCluster & { apiservers?: ApiserverInstance[]; control?: string; webhookCertDir?: string }> {
   const log = opts.log ?? (() => {});
   const binary = await ensureTestClusterBinary(log);
   const dir = opts.dir ?? (await mkdtemp(join(tmpdir(), 'outrigger-cluster-')));

@@ -2,6 +2,7 @@
 // gracefully (SIGTERM, then SIGKILL after a grace period), never left behind.
 import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { createHash } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
 import { mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
@@ -146,7 +147,7 @@ export async function buildOnce(stampFile: string, stamp: string, build: () => P
 }
 
 /**
- * One of the project's Go programs (test/cluster, test/helm, test/registry, bench/storage-trigger), built into `binary` once, and again
+ * One of the project's Go programs (test/cluster, test/helm, test/registry, test/kwok, test/lws, bench/storage-trigger), built into `binary` once, and again
  * only when its sources (go.mod, go.sum, *.go), `recipe` (the module that asks, with its program's flags) or this
  * module (the flags every build shares) change.
  * `ldflags` gets go.mod's text, for version stamps; `after` runs once the binary is there.
@@ -156,6 +157,8 @@ export async function buildGoProgram(opts: {
   /** How long a first build takes, with Go's caches empty. */
   firstTime?: string;
   sourceDir: string;
+  /** The package to build, when not the module's own (`.`): a command of a module it requires as a tool. */
+  pkg?: string;
   binary: string;
   recipe: string;
   ldflags?: (goMod: string) => string[];
@@ -173,7 +176,10 @@ export async function buildGoProgram(opts: {
       log(`building ${opts.what} from its Go module${opts.firstTime ? ` (first time: ${opts.firstTime})` : ''}`);
       const started = Date.now();
       const ldflags = ['-s', '-w', ...(opts.ldflags?.(await readFile(join(sourceDir, 'go.mod'), 'utf8')) ?? [])];
-      await run('go', ['build', '-trimpath', `-ldflags=${ldflags.join(' ')}`, '-o', binary, '.'], { cwd: sourceDir, env: goBuildEnv() });
+      await run('go', ['build', '-trimpath', `-ldflags=${ldflags.join(' ')}`, '-o', binary, opts.pkg ?? '.'], {
+        cwd: sourceDir,
+        env: goBuildEnv(),
+      });
       await opts.after?.();
       log(`built ${binary} in ${Math.round((Date.now() - started) / 1000)} s`);
     },
@@ -230,10 +236,17 @@ export async function startLocalServer(
   args: string[],
   port: number,
   answers: (endpoint: string) => Promise<boolean>,
+  /** Where its whole output (stdout and stderr) goes too, for a test that reads it or keeps it. */
+  logFile?: string,
 ): Promise<LocalServer> {
-  const child = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(cmd, args, { stdio: ['ignore', logFile ? 'pipe' : 'ignore', 'pipe'] });
+  const log = logFile ? createWriteStream(logFile, { flags: 'a' }) : undefined;
+  if (log) child.stdout?.pipe(log);
   let stderr = '';
-  child.stderr?.on('data', (b: Buffer) => (stderr = (stderr + b.toString()).slice(-4000)));
+  child.stderr?.on('data', (b: Buffer) => {
+    log?.write(b);
+    stderr = (stderr + b.toString()).slice(-4000);
+  });
   const endpoint = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 60_000;
   for (;;) {

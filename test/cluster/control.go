@@ -59,7 +59,15 @@ type controlPlane struct {
 	uts atomic.Bool
 }
 
-func serveControlPlane(b *bed, lbPort, n int, controllers string, firstFlags []string, info readyInfo) error {
+// nodeAgents are what make pods run on a control plane: kube-scheduler binds them to nodes, and kwok plays the
+// kubelet of every node annotated kwok.x-k8s.io/node=fake (the test creates the nodes), moving their pods
+// through the stages in kwokConfig (Running and Ready, deleted when asked) and renewing each node's lease.
+type nodeAgents struct {
+	scheduler        bool
+	kwok, kwokConfig string
+}
+
+func serveControlPlane(b *bed, lbPort, n int, controllers string, nodes nodeAgents, firstFlags []string, info readyInfo) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -86,6 +94,13 @@ func serveControlPlane(b *bed, lbPort, n int, controllers string, firstFlags []s
 		}
 		cp.instances = append(cp.instances, in)
 	}
+	info.WebhookCertDir = filepath.Join(b.dir, "webhook")
+	if err := os.MkdirAll(info.WebhookCertDir, 0o700); err != nil {
+		return err
+	}
+	if err := b.pki.issueServingCert(filepath.Join(info.WebhookCertDir, "tls.crt"), filepath.Join(info.WebhookCertDir, "tls.key"), "webhook"); err != nil {
+		return err
+	}
 	lb, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(lbPort))
 	if err != nil {
 		return fmt.Errorf("load balancer: %w", err)
@@ -109,6 +124,20 @@ func serveControlPlane(b *bed, lbPort, n int, controllers string, firstFlags []s
 			return err
 		}
 		defer stopChild(kcm.cmd, kcm.done)
+	}
+	if nodes.scheduler {
+		sched, err := cp.startScheduler(info.Kubeconfigs["admin"])
+		if err != nil {
+			return err
+		}
+		defer stopChild(sched.cmd, sched.done)
+	}
+	if nodes.kwok != "" {
+		kwok, err := cp.startKwok(nodes.kwok, nodes.kwokConfig, info.Kubeconfigs["admin"])
+		if err != nil {
+			return err
+		}
+		defer stopChild(kwok.cmd, kwok.done)
 	}
 	control, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -258,6 +287,51 @@ func (cp *controlPlane) startControllerManager(kubeconfig, controllers string) (
 	select {
 	case <-done:
 		return child{}, fmt.Errorf("kube-controller-manager exited at start (log: %s)", log)
+	case <-time.After(2 * time.Second):
+	}
+	return child{cmd, done}, nil
+}
+
+func (cp *controlPlane) startScheduler(kubeconfig string) (child, error) {
+	args := []string{"--kubeconfig=" + kubeconfig, "--leader-elect=false", "--secure-port=0"}
+	if !cp.b.verbose {
+		args = append(args, "--v=0", "--logging-format=text")
+	}
+	return cp.startAgent("kube-scheduler", filepath.Join(cp.b.dir, "scheduler.log"), cp.self, append([]string{"scheduler"}, args...))
+}
+
+func (cp *controlPlane) startKwok(bin, config, kubeconfig string) (child, error) {
+	args := []string{
+		"--kubeconfig=" + kubeconfig,
+		"--config=" + config,
+		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+		// Leases as kubelets renew them (node-lease heartbeat), and the pods' IPs from a range of their own.
+		"--node-lease-duration-seconds=40",
+		"--cidr=10.244.0.0/16",
+		"--node-ip=10.0.0.1",
+	}
+	return cp.startAgent("kwok", filepath.Join(cp.b.dir, "kwok.log"), bin, args)
+}
+
+// startAgent starts a child that has no readiness endpoint here: one that fails at start fails within a second or
+// two. It is killed with this process, however this one ends.
+func (cp *controlPlane) startAgent(what, logPath, bin string, args []string) (child, error) {
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return child{}, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return child{}, fmt.Errorf("%s: %w", what, err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); logFile.Close(); close(done) }()
+	select {
+	case <-done:
+		return child{}, fmt.Errorf("%s exited at start (log: %s)", what, logPath)
 	case <-time.After(2 * time.Second):
 	}
 	return child{cmd, done}, nil

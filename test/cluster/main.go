@@ -6,10 +6,10 @@
 //
 // The same binary is also kubectl when invoked under that name (or as `testcluster kubectl ...`), so the
 // project brings the kubectl its interoperability tests use, and kube-controller-manager
-// (`testcluster controller-manager ...`), so tests that involve the garbage collector or an in-tree
+// (`testcluster controller-manager ...`) and kube-scheduler (`testcluster scheduler ...`), so tests that involve the garbage collector or an in-tree
 // controller run the real one, from the same Kubernetes release.
 //
-//	testcluster serve --dir DIR [--port N] [--apiservers N] [--controllers LIST]
+//	testcluster serve --dir DIR [--port N] [--apiservers N] [--controllers LIST] [--scheduler] [--kwok BIN --kwok-config FILE]
 //
 // writes DIR/admin.kubeconfig, DIR/outrigger.kubeconfig, DIR/migrator.kubeconfig and, once /readyz answers,
 // DIR/ready.json; it runs until SIGINT or SIGTERM, then stops everything it started. With neither
@@ -40,6 +40,7 @@ import (
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	apiserverapp "k8s.io/kubernetes/cmd/kube-apiserver/app"
 	controllermanagerapp "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	schedulerapp "k8s.io/kubernetes/cmd/kube-scheduler/app"
 )
 
 func main() {
@@ -61,6 +62,8 @@ func main() {
 			err = runChild(os.Args[2:], apiserverapp.NewAPIServerCommand)
 		case "controller-manager":
 			err = runChild(os.Args[2:], controllermanagerapp.NewControllerManagerCommand)
+		case "scheduler":
+			err = runChild(os.Args[2:], func() *cobra.Command { return schedulerapp.NewSchedulerCommand() })
 		default:
 			usage()
 		}
@@ -74,7 +77,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: testcluster serve --dir DIR [--port N] [--apiservers N] [--controllers LIST] | testcluster kubectl ARGS...")
+	fmt.Fprintln(os.Stderr, "usage: testcluster serve --dir DIR [--port N] [--apiservers N] [--controllers LIST] [--scheduler] [--kwok BIN --kwok-config FILE] | testcluster kubectl ARGS...")
 	os.Exit(2)
 }
 
@@ -105,6 +108,9 @@ type readyInfo struct {
 	// A control plane's: each apiserver, and the endpoint that stops and starts them (control.go).
 	Apiservers []instanceInfo `json:"apiservers,omitempty"`
 	Control    string         `json:"control,omitempty"`
+	// A control plane's serving certificate for webhooks a test serves on loopback (tls.crt and tls.key, for
+	// 127.0.0.1, signed by CAFile): a webhook configuration's caBundle is CAFile's content.
+	WebhookCertDir string `json:"webhookCertDir,omitempty"`
 }
 
 // bed is what every apiserver of one test cluster shares: the state directory, etcd, the PKI and the tokens.
@@ -122,6 +128,9 @@ func serve(args []string) error {
 	port := fs.Int("port", 0, "the cluster's port on 127.0.0.1: the apiserver's, or the load balancer's (0: pick a free one)")
 	apiservers := fs.Int("apiservers", 0, "run a control plane of N apiservers (child processes) behind a loopback load balancer")
 	controllers := fs.String("controllers", "", "also run kube-controller-manager with these controllers (its --controllers list)")
+	scheduler := fs.Bool("scheduler", false, "also run kube-scheduler (a control plane)")
+	kwok := fs.String("kwok", "", "also run this kwok binary, which plays the kubelet of every node annotated kwok.x-k8s.io/node=fake (a control plane)")
+	kwokConfig := fs.String("kwok-config", "", "kwok's --config: the stages its nodes and pods go through")
 	verbose := fs.Bool("v", false, "let the apiserver log at its default verbosity")
 	var firstFlags repeated
 	fs.Var(&firstFlags, "apiserver-flag", "a control plane's apiservers start with this flag too (repeatable; a restart sets its own)")
@@ -172,10 +181,11 @@ func serve(args []string) error {
 		return err
 	}
 	info := readyInfo{Server: server, Kubeconfigs: kubeconfigs, Tokens: tokens, CAFile: pki.caFile, EtcdURL: etcdURL, PID: os.Getpid()}
-	if *apiservers == 0 && *controllers == "" {
+	if *apiservers == 0 && *controllers == "" && !*scheduler && *kwok == "" {
 		return serveOne(b, clusterPort, info)
 	}
-	return serveControlPlane(b, clusterPort, max(*apiservers, 1), *controllers, firstFlags, info)
+	nodes := nodeAgents{scheduler: *scheduler, kwok: *kwok, kwokConfig: *kwokConfig}
+	return serveControlPlane(b, clusterPort, max(*apiservers, 1), *controllers, nodes, firstFlags, info)
 }
 
 // repeated is a flag that may be given several times.

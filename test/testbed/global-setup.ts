@@ -4,11 +4,14 @@ import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ensureCfnLint } from '../../local/cfn-lint.ts';
+import { ensureTestClusterBinary } from '../../local/apiserver.ts';
 import { ensureHelmBinary } from '../../local/helm.ts';
+import { ensureKwok } from '../../local/kwok.ts';
 import { ensureCrane } from '../../local/registry.ts';
 import { ensureSam } from '../../local/sam.ts';
 import { startTestbed } from '../../local/testbed.ts';
 import type { TestbedInfo } from './index.ts';
+import { ensureLwsManager } from './lws.ts';
 
 export default async function globalSetup(): Promise<void> {
   const started = Date.now();
@@ -17,11 +20,11 @@ export default async function globalSetup(): Promise<void> {
   // setup ends, and their first install (a minute or two, mostly downloads) then overlaps the Go builds.
   const pythonTools = Promise.all([ensureCfnLint(log), ensureSam(log)]);
   pythonTools.catch(() => {}); // awaited below; this only keeps an early failure from being reported as unhandled
-  // Helm for the forwarder chart's tests (docs/contributing/test-beds.md#tests): built here, before any test runs, so that a first build
-  // (minutes of both cores) never slows the tests that measure time.
-  await ensureHelmBinary(log);
-  // crane, the forwarder image's registry and client (test/integration/forwarder-image.test.ts), likewise.
-  await ensureCrane(log);
+  // Every Go program the tests run, built here, before any test runs, so that a first build (minutes of both cores)
+  // never slows the tests that measure time; all at once, so that one's downloads and link overlap another's
+  // compiling (docs/contributing/test-beds.md#cost): the test bed's binary, Helm for the forwarder chart's tests,
+  // crane for the forwarder image's, kwok and LWS's manager for the beds with nodes (test/integration/nodes.test.ts).
+  await Promise.all([ensureTestClusterBinary(log), ensureHelmBinary(log), ensureCrane(log), ensureKwok(log), ensureLwsManager(log)]);
   const bed = await startTestbed({ withCluster: true, withQueues: true, log });
   await pythonTools;
   const cluster = bed.cluster!;
