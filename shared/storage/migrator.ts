@@ -2,6 +2,7 @@
 // (so that "finished listing" and "not started" differ, and counts add up over invocations), when the leader
 // queues a migration again, and when a CRD's status.storedVersions may be narrowed. The shell is
 // functions/storage/migrator.ts; docs/controllers/storage-migration.md#the-migrator says why each rule is there.
+import type { KubeObject } from '../kube/resource.ts';
 import { HASH_ANNOTATION, isTerminal, phaseOf, phaseTime, type StorageState, type StorageVersionMigration } from './api.ts';
 
 /**
@@ -185,7 +186,7 @@ export const MIGRATOR_ROLE = 'outrigger-storage-migrator';
  * resource. What list and patch on a resource allow is unchanged (a list returns Secrets' data; a patch may change
  * a Pod's image): the role narrows which resources, not what may be done to them.
  */
-export function migratorRole(states: ReadonlyArray<Pick<StorageState, 'spec'>>): Record<string, unknown> {
+export function migratorRole(states: ReadonlyArray<Pick<StorageState, 'spec'>>): KubeObject & { rules: object[] } {
   const byGroup = new Map<string, Set<string>>();
   for (const { spec } of states) {
     const { group, resource } = spec.resource;
