@@ -19,7 +19,7 @@ its admission policy on named ServiceAccounts (cluster/admission.yaml) is instal
 its leader renews its Lease and it sent recently; each dead-letter queue is empty; and on EKS the authentication
 mode, the Pod Identity Agent add-on, the access entries and their groups, and the forwarder's Pod Identity
 association. Each finding that is not ok comes with the command that fixes it. Reads only. Exits 1 when a check
-failed.
+failed. The migrator's ClusterRole passes as shipped or as outrigger migrator-role narrows it for the cluster.
 
 options:
   --cluster ID             check this cluster of the configuration (repeatable; default: every one, or \`local\`

@@ -4,6 +4,7 @@
 import { CONTROLLERS_GROUP, MIGRATORS_GROUP } from '../../shared/clusters.ts';
 import { FORWARDER_SILENT_SECONDS } from '../../functions/heartbeat/heartbeat.ts';
 import type { KubeObject } from '../../shared/kube/index.ts';
+import { MIGRATOR_ROLE } from '../../shared/storage/index.ts';
 
 export type Status = 'ok' | 'warn' | 'fail' | 'skipped';
 
@@ -78,6 +79,11 @@ export interface ClusterFacts {
   /** Absent when the apiserver did not answer. */
   crds?: Shipped[];
   rbac?: Shipped[];
+  /**
+   * The migrator's ClusterRole narrowed to the resources the cluster's StorageStates name, as `outrigger
+   * migrator-role` prints it (docs/operations/security.md#the-migrator); absent when none could be read.
+   */
+  narrowedMigratorRole?: KubeObject | undefined;
   admission?: Shipped[];
   forwarder?: ForwarderFacts;
   deadLetters: DeadLetterQueue[] | { skipped: string };
@@ -114,7 +120,8 @@ export function findings(f: ClusterFacts): Finding[] {
     );
   } else add('apiserver', 'ok', `answers, ${f.apiserver.version}`);
   for (const c of f.crds ?? []) crdFinding(c, f, add);
-  for (const r of f.rbac ?? []) rbacFinding(r, `${f.kubectl} apply --server-side -f ${r.file}`, add);
+  for (const r of f.rbac ?? [])
+    if (!narrowedMigratorRoleFinding(r, f, add)) rbacFinding(r, `${f.kubectl} apply --server-side -f ${r.file}`, add);
   for (const a of f.admission ?? []) admissionFinding(a, `${f.kubectl} apply --server-side -f ${a.file}`, add);
   if (f.forwarder) forwarderFindings(f.forwarder, f, add);
   deadLetterFindings(f, add);
@@ -306,6 +313,28 @@ function rbacFinding(r: Shipped, fix: string, add: Add): void {
     : 'grants what it should';
   if (problem) add(`rbac ${label(o)}`, 'fail', problem, fix);
   else add(`rbac ${label(o)}`, 'ok', ok);
+}
+
+/**
+ * The migrator's ClusterRole narrowed by `outrigger migrator-role` lacks what cluster/rbac.yaml ships (list and
+ * patch on every resource) by design: judged against the narrowed role instead. False when that does not apply
+ * (another object, the shipped role installed, or no StorageStates read), leaving the object to rbacFinding.
+ */
+function narrowedMigratorRoleFinding(r: Shipped, f: ClusterFacts, add: Add): boolean {
+  const o = r.object;
+  if (o.kind !== 'ClusterRole' || o.metadata.name !== MIGRATOR_ROLE || !f.narrowedMigratorRole || !r.installed || !rbacProblem(r))
+    return false;
+  const command = f.kubectl.replace(/^kubectl/, 'outrigger migrator-role');
+  const problem = rbacProblem({ file: 'outrigger migrator-role', object: f.narrowedMigratorRole, installed: r.installed });
+  if (problem)
+    add(
+      `rbac ${label(o)}`,
+      'fail',
+      `neither as shipped nor narrowed to the StorageStates' resources: ${problem}`,
+      `${command} | ${f.kubectl} apply -f - (or ${f.kubectl} apply --server-side -f ${r.file} for the shipped role)`,
+    );
+  else add(`rbac ${label(o)}`, 'ok', "narrowed to the StorageStates' resources, as outrigger migrator-role prints it");
+  return true;
 }
 
 function secondsSince(time: string | undefined, now: Date): number | undefined {

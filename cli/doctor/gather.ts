@@ -9,6 +9,7 @@ import { functions } from '../../functions/index.ts';
 import { storagePlan, unsafeStorage, type ClusterConfig } from '../../shared/clusters.ts';
 import { gvr, Resources, type GVR, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
 import { EVENTS_QUEUE, type QueueUrls } from '../../shared/lambda/queues.ts';
+import { MIGRATION_GROUP, MIGRATION_VERSION, migratorRole, type StorageState } from '../../shared/storage/index.ts';
 import { gatherEks, type EksApi } from './eks.ts';
 import type { ClusterFacts, DeadLetterQueue, EksFacts, ForwarderFacts, Shipped, StorageReporterFacts } from './findings.ts';
 
@@ -209,9 +210,10 @@ export async function gatherCluster(t: ClusterTarget, o: GatherOptions): Promise
   } catch (err) {
     return { ...facts, now: (o.now ?? (() => new Date()))(), apiserver: { error: (err as Error).message } };
   }
-  const [crds, rbacObjects, admission, forwarder, storageReporters] = await Promise.all([
+  const [crds, rbacObjects, narrowedMigratorRole, admission, forwarder, storageReporters] = await Promise.all([
     Promise.all(o.manifests.crds.map((m) => installed(t.kube, m))),
     Promise.all(o.manifests.rbac.map((m) => installed(t.kube, m))),
+    facts.storage ? narrowedRole(t.kube) : undefined,
     Promise.all(o.manifests.admission.map((m) => installed(t.kube, m))),
     forwarderFacts(t.kube, o.manifests.forwarder, namespace),
     t.config && storage?.enabled !== false ? storageReporterFacts(t.kube, t.config) : undefined,
@@ -222,10 +224,17 @@ export async function gatherCluster(t: ClusterTarget, o: GatherOptions): Promise
     apiserver: { version },
     crds,
     rbac: rbacObjects,
+    ...(narrowedMigratorRole ? { narrowedMigratorRole } : {}),
     admission,
     forwarder,
     ...(storageReporters ? { storageReporters } : {}),
   };
+}
+
+/** What `outrigger migrator-role` would print for the cluster, when its StorageStates can be read and it has any. */
+async function narrowedRole(kube: KubeClient): Promise<KubeObject | undefined> {
+  const states = await kube.listAll<StorageState>(gvr(MIGRATION_GROUP, MIGRATION_VERSION, 'storagestates')).catch(() => []);
+  return states.length ? migratorRole(states) : undefined;
 }
 
 /** The configuration's reporters and the apiservers the cluster runs, as their identity leases show. */

@@ -7,12 +7,15 @@ import type { State } from '../../shared/state/index.ts';
 import {
   HASH_ANNOTATION,
   IN_TREE_GROUP,
+  migrationRecordKey,
+  untrustedBecause,
   IN_TREE_VERSION,
   MIGRATION_GROUP,
   MIGRATION_VERSION,
   phaseOf,
   phaseTime,
   storageStateName,
+  type MigrationRecord,
   type MigrationView,
   type StorageState,
   type StorageVersionMigration,
@@ -81,4 +84,18 @@ export function viewOf(m: StorageVersionMigration, state: StorageState): Migrati
     phase,
     phaseTime: phaseTime(m, phase),
   };
+}
+
+/**
+ * Why the storage leader's DynamoDB record does not vouch for `m` (shared/storage/migrator.ts#untrustedBecause),
+ * or undefined when it does: what the migrator checks before running a migration, and the leader before
+ * believing one's outcome (docs/operations/security.md#the-migrator).
+ */
+export async function unrecordedBecause(
+  ctx: { cluster: string; state: State },
+  m: StorageVersionMigration,
+  opts: { requireUid?: boolean } = {},
+): Promise<string | undefined> {
+  const record = await ctx.state.records.get<MigrationRecord>(migrationRecordKey(ctx.cluster, m.metadata.name ?? ''));
+  return untrustedBecause(m, record?.value, opts);
 }

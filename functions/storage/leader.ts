@@ -43,6 +43,7 @@ import {
   migrationResource,
   stateNameOfMigration,
   storageStates,
+  unrecordedBecause,
   viewOf,
   type StorageContext,
 } from './context.ts';
@@ -141,6 +142,8 @@ export async function lead(ctx: StorageContext, opts: { states?: readonly Storag
       const name = stateNameOfMigration(m);
       byState.set(name, [...(byState.get(name) ?? []), m]);
     }
+    // Migrations whose leader record was read and vouches for them, this step: the only ones queued again.
+    const recorded = new Set<string>();
     const limit = pLimit(8);
     // Settled, not raced: one state's error leaves the others to finish, and the lease is released only once
     // no state's work is in flight.
@@ -150,7 +153,7 @@ export async function lead(ctx: StorageContext, opts: { states?: readonly Storag
           if (hold.lost) return;
           result.states += 1;
           try {
-            await leadOne(ctx, hold, s, byState.get(s.metadata.name ?? '') ?? [], result, controlPlane);
+            await leadOne(ctx, hold, s, byState.get(s.metadata.name ?? '') ?? [], result, controlPlane, recorded);
           } catch (err) {
             if (err instanceof LeaseLostError) hold.lost = true;
             throw err;
@@ -174,7 +177,9 @@ export async function lead(ctx: StorageContext, opts: { states?: readonly Storag
     );
     await resumeStranded(
       ctx,
-      states.flatMap((s) => byState.get(s.metadata.name ?? '') ?? []).filter((m) => !result.cancelled.includes(m.metadata.name ?? '')),
+      states
+        .flatMap((s) => byState.get(s.metadata.name ?? '') ?? [])
+        .filter((m) => recorded.has(m.metadata.uid ?? '') && !result.cancelled.includes(m.metadata.name ?? '')),
       result,
     );
   } finally {
@@ -197,6 +202,7 @@ async function leadOne(
   migrations: StorageVersionMigration[],
   result: LeadResult,
   controlPlane: DecideInput['controlPlane'],
+  recorded: Set<string>,
 ): Promise<void> {
   let state = listed;
   let epoch = Number.NaN;
@@ -207,7 +213,8 @@ async function leadOne(
     result.epochReads += 1;
     state = await ctx.kube.get<StorageState>(storageStates, { name: state.metadata.name ?? '' });
   }
-  const views = migrations.map((m) => viewOf(m, state));
+  let views = migrations.map((m) => viewOf(m, state));
+  if (Number.isFinite(epoch)) views = await withRecords(ctx, state, migrations, views, recorded);
   const decision = decide({
     state,
     reporters: ctx.reporters,
@@ -219,6 +226,36 @@ async function leadOne(
   });
   if (decision.action === 'none') return;
   await act(ctx, hold, state, decision, result);
+}
+
+/**
+ * Marks each migration of the state's that the leader's own record does not vouch for (a forged one carries the
+ * label, owner reference and annotations the leader sets, and any status its maker patches in): decide acts on
+ * none of its outcome. Read only for a state that may need an action: one DynamoDB read per owned migration.
+ */
+async function withRecords(
+  ctx: StorageContext,
+  state: StorageState,
+  migrations: readonly StorageVersionMigration[],
+  views: MigrationView[],
+  recorded: Set<string>,
+): Promise<MigrationView[]> {
+  return Promise.all(
+    views.map(async (v, i) => {
+      if (!v.owned) return v;
+      const unrecorded = await unrecordedBecause(ctx, migrations[i]!, { requireUid: true });
+      if (!unrecorded) {
+        recorded.add(v.uid);
+        return v;
+      }
+      ctx.log?.('warn', 'migration not recorded by the storage leader: ignored', {
+        state: state.metadata.name,
+        migration: v.name,
+        reason: unrecorded,
+      });
+      return { ...v, unrecorded };
+    }),
+  );
 }
 
 /** The migrations of `states`: by their label when they are few, else every migration in one (paged) list. */
@@ -272,23 +309,20 @@ async function act(
       labels: { [STATE_LABEL]: state.metadata.uid ?? '', ...(ctx.mode === 'outrigger' ? { [MIGRATOR_LABEL]: MIGRATOR_LABEL_VALUE } : {}) },
     };
     const r = migrationResource(ctx);
-    let spec: { resource: typeof resource & { version?: string } } = { resource };
-    if (ctx.mode === 'outrigger') {
-      const version = await servingVersion(ctx.kube, resource.group, resource.resource);
-      spec = { resource: { ...resource, version } };
-      // What the migrator trusts, not the label (docs/operations/security.md#the-migrator): recorded, fenced on
-      // the lease, before the migration exists.
-      await recordMigration(ctx.state, ctx.cluster, await guard(), mname, {
-        state: name,
-        resource: { ...resource, version },
-        hash: d.hash,
-      });
-    }
+    // The in-tree migration names no version: the cluster's migrator rewrites through the storage version.
+    const version = ctx.mode === 'outrigger' ? await servingVersion(ctx.kube, resource.group, resource.resource) : '';
+    const spec = { resource: ctx.mode === 'outrigger' ? { ...resource, version } : resource };
+    // What the migrator and this leader trust, not the label (docs/operations/security.md#the-migrator):
+    // recorded, fenced on the lease, before the migration exists, and its uid once it does.
+    const record = { state: name, resource: { ...resource, version }, hash: d.hash };
+    await recordMigration(ctx.state, ctx.cluster, await guard(), mname, record);
     try {
-      await ctx.kube.create(r, { apiVersion: apiVersionOf(r), kind: 'StorageVersionMigration', metadata: meta, spec });
+      const made = await ctx.kube.create(r, { apiVersion: apiVersionOf(r), kind: 'StorageVersionMigration', metadata: meta, spec });
+      await recordMigration(ctx.state, ctx.cluster, await guard(), mname, { ...record, uid: made.metadata.uid ?? '' });
       result.created.push(mname);
     } catch (err) {
-      // The same decision made before (a duplicated pass): the migration it names is already there.
+      // The same decision made before (a duplicated pass), or a migration made under the name by someone else:
+      // its uid is not recorded, so the next step cancels it and makes the migration again.
       if (!isKubeError(err, 'AlreadyExists')) throw err;
     }
   }
@@ -322,7 +356,8 @@ export async function recordMigration(
 
 /**
  * Queues the migrator again for migrations of Outrigger's that nothing is working on (a message dead-lettered,
- * an invocation that died): Pending or Running with no progress for longer than the migrator's lease.
+ * an invocation that died): Pending or Running with no progress for longer than the migrator's lease. `listed`
+ * holds only migrations the leader's record vouches for: a forged labelled one is not queued every step.
  */
 async function resumeStranded(ctx: StorageContext, listed: readonly StorageVersionMigration[], result: LeadResult): Promise<void> {
   if (ctx.mode !== 'outrigger' || !ctx.queueMigrations) return;

@@ -19,17 +19,14 @@ import {
   isOutriggers,
   isTerminal,
   MIGRATOR_LEASE_MS,
-  migrationRecordKey,
   phaseOf,
   progressOf,
   startProgress,
   storedVersionsVerdict,
-  untrustedBecause,
   type MigrationProgress,
-  type MigrationRecord,
   type StorageVersionMigration,
 } from '../../shared/storage/index.ts';
-import { migrations } from './context.ts';
+import { migrations, unrecordedBecause } from './context.ts';
 
 export const CHUNK = 500;
 
@@ -75,7 +72,7 @@ export async function runMigration(
   if (isTerminal(phaseOf(svm))) return { ...result, outcome: 'finished-before' };
   // The label routes; only the leader's record grants (docs/operations/security.md#the-migrator). An
   // unrecorded migration is left as it is, its status untouched: it is not this migrator's to fail.
-  const untrusted = untrustedBecause(svm, (await ctx.state.records.get<MigrationRecord>(migrationRecordKey(ctx.cluster, name)))?.value);
+  const untrusted = await unrecordedBecause(ctx, svm);
   if (untrusted) return { ...result, outcome: 'not-recorded', message: untrusted };
   const lease = await ctx.state.leases.acquire(ctx.cluster, `migration/${name}`, ctx.holder, MIGRATOR_LEASE_MS);
   if (!lease) return { ...result, outcome: 'busy' };

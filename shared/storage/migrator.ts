@@ -2,6 +2,7 @@
 // (so that "finished listing" and "not started" differ, and counts add up over invocations), when the leader
 // queues a migration again, and when a CRD's status.storedVersions may be narrowed. The shell is
 // functions/storage/migrator.ts; docs/controllers/storage-migration.md#the-migrator says why each rule is there.
+import type { KubeObject } from '../kube/resource.ts';
 import { HASH_ANNOTATION, isTerminal, phaseOf, phaseTime, type StorageState, type StorageVersionMigration } from './api.ts';
 
 /**
@@ -56,14 +57,20 @@ export interface MigrationRecord {
   hash: string;
   /** The leader lease's term the record was written under. */
   term: number;
+  /** The migration's uid, recorded once the leader created it: a migration deleted and made again under the name is not it. */
+  uid?: string;
 }
 
 export const migrationRecordKey = (cluster: string, migration: string) => ({ cluster, kind: 'storage-migration', name: migration });
 
-/** Why the migrator must not run `m`, or undefined when the leader's record vouches for it. */
+/**
+ * Why `m` must not be run (the migrator) or believed (the leader, which passes `requireUid`: it wrote the uid
+ * itself once it created `m`), or undefined when the leader's record vouches for it.
+ */
 export function untrustedBecause(
   m: Pick<StorageVersionMigration, 'metadata' | 'spec'>,
   record: MigrationRecord | undefined,
+  opts: { requireUid?: boolean } = {},
 ): string | undefined {
   if (!record) return "the storage leader recorded no migration of this name: a label alone hands nothing to Outrigger's migrator";
   const r = m.spec.resource;
@@ -72,6 +79,8 @@ export function untrustedBecause(
   if (asked !== recorded) return `it names ${asked}, the storage leader recorded ${recorded}`;
   const hash = m.metadata.annotations?.[HASH_ANNOTATION];
   if (hash !== record.hash) return `its storage version hash ${hash ?? '(none)'} is not the recorded ${record.hash}`;
+  if (record.uid ? record.uid !== m.metadata.uid : opts.requireUid)
+    return `its uid ${m.metadata.uid ?? '(none)'} is not the one the storage leader recorded (${record.uid ?? 'none yet'})`;
   return undefined;
 }
 
@@ -177,7 +186,7 @@ export const MIGRATOR_ROLE = 'outrigger-storage-migrator';
  * resource. What list and patch on a resource allow is unchanged (a list returns Secrets' data; a patch may change
  * a Pod's image): the role narrows which resources, not what may be done to them.
  */
-export function migratorRole(states: ReadonlyArray<Pick<StorageState, 'spec'>>): Record<string, unknown> {
+export function migratorRole(states: ReadonlyArray<Pick<StorageState, 'spec'>>): KubeObject & { rules: object[] } {
   const byGroup = new Map<string, Set<string>>();
   for (const { spec } of states) {
     const { group, resource } = spec.resource;

@@ -140,6 +140,11 @@ export interface MigrationView {
   phaseTime?: string | undefined;
   /** A sampled control plane's generation when it was made (shared/storage/control-plane.ts). */
   controlPlaneGeneration?: number | undefined;
+  /**
+   * Why the leader's own record does not vouch for it (untrustedBecause): anyone who may create migrations can
+   * forge one that looks like Outrigger's. Its outcome is never acted on; it is cancelled like an outdated one.
+   */
+  unrecorded?: string | undefined;
 }
 
 export interface DecideInput {
@@ -208,7 +213,7 @@ export function decide(input: DecideInput): Decision {
   const hash = [...hashes][0]!;
   const fits = (m: MigrationView) =>
     m.hash === hash && m.epoch === input.epoch && m.controlPlaneGeneration === input.controlPlane?.generation;
-  const outdated = pending.filter((m) => !fits(m));
+  const outdated = pending.filter((m) => !fits(m) || m.unrecorded);
   const waitOr = (reason: string): Decision =>
     outdated.length
       ? { action: 'cancel', reason: `${reason}; cancelling migrations made for another state`, cancel: outdated }
@@ -221,7 +226,8 @@ export function decide(input: DecideInput): Decision {
   if (stale.length) return waitOr(`reporters ${stale.join(', ')} have not reported within one period`);
   if (persisted.length === 1 && persisted[0] === hash) return waitOr('migrated');
 
-  const valid = ours.filter(fits);
+  // Only the leader's recorded migrations count (docs/operations/security.md#the-migrator).
+  const valid = ours.filter((m) => fits(m) && !m.unrecorded);
   const succeeded = valid.find((m) => m.phase === 'Succeeded');
   if (succeeded) {
     const unconfirmed = unconfirmedReporters(succeeded, entries, input.reporters);

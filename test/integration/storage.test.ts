@@ -3,6 +3,7 @@
 // DynamoDB cluster id, and limits the poll to its group, so tests sharing the bed do not meet.
 import {
   decisionKey,
+  EPOCH_ANNOTATION,
   epochKey,
   LEADER_LEASE,
   migrations,
@@ -10,13 +11,18 @@ import {
   storageStates,
   type StorageContext,
 } from '../../functions/storage/context.ts';
-import { lead } from '../../functions/storage/leader.ts';
+import { lead, recordMigration } from '../../functions/storage/leader.ts';
 import { runMigration } from '../../functions/storage/migrator.ts';
 import { pollReporter } from '../../functions/storage/poll.ts';
 import { Resources, getResourceList, gvr, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
+import { newControllerRef } from '../../shared/ownership/index.ts';
 import { LeaseLostError } from '../../shared/state/index.ts';
 import {
+  HASH_ANNOTATION,
   heartbeatPatch,
+  migrationName,
+  MIGRATOR_LABEL,
+  MIGRATOR_LABEL_VALUE,
   STATE_LABEL,
   storageVersionHash,
   UNKNOWN,
@@ -253,6 +259,101 @@ describe('storage version migration', () => {
     ).rejects.toMatchObject({ kind: 'Invalid', message: expect.stringContaining('must be <resource>.<group>') });
     await expect(outriggerClient().list(Resources.namespaces)).rejects.toMatchObject({ kind: 'Forbidden' });
     await expect(migratorClient().list(Resources.namespaces)).resolves.toBeDefined();
+  });
+});
+
+describe('storage version migration: the leader trusts only its own records', () => {
+  test('trust boundary: a forged Succeeded migration narrows nothing; the leader acts only on a migration it recorded, as recorded', async () => {
+    // Three resources, each with a migration forged as anyone in outrigger:controllers may (create, then patch
+    // the status): the state's label, an owner reference to the state, the current hash and epoch, the very
+    // name the leader would give it, Succeeded. (1) no record; (2) a record naming another resource and hash;
+    // (3) a record attempted under a released leader lease, which its fence refuses.
+    const groups = [0, 1, 2].map(() => `${uniqueName('sv')}.storage.test`);
+    const crds = await Promise.all(groups.map((g) => widgetCrd(g)));
+    const logs: Array<{ level: string; message: string; fields?: Record<string, unknown> }> = [];
+    const queued: string[] = [];
+    const ctx = context({
+      log: (level, message, fields) => logs.push({ level, message, ...(fields ? { fields } : {}) }),
+      queueMigrations: async (ms) => {
+        queued.push(...ms.map((m) => m.metadata.name ?? ''));
+      },
+    });
+    const reporter = { id: 'apiserver', client: outriggerClient() };
+    await pollReporter(ctx, reporter, { groups, lead: false });
+    const admin = adminClient();
+    const forged: string[] = [];
+    for (const [i, group] of groups.entries()) {
+      const state = await stateOf(ctx.kube, crds[i]!.name);
+      const hash = storageVersionHash(group, 'v1', 'Widget');
+      const epoch = await ctx.state.records.counter(epochKey(ctx.cluster, crds[i]!.name));
+      const name = migrationName(state, hash, epoch);
+      await admin.create(migrations, {
+        apiVersion: 'migration.k8s.io/v1alpha1',
+        kind: 'StorageVersionMigration',
+        metadata: {
+          name,
+          ownerReferences: [newControllerRef(state)],
+          labels: { [STATE_LABEL]: state.metadata.uid ?? '', [MIGRATOR_LABEL]: MIGRATOR_LABEL_VALUE },
+          annotations: { [HASH_ANNOTATION]: hash, [EPOCH_ANNOTATION]: String(epoch) },
+        },
+        spec: { resource: { group, version: 'v1', resource: 'widgets' } },
+      } as KubeObject);
+      const at = `${new Date().toISOString().slice(0, 19)}Z`;
+      await admin.patch(
+        migrations,
+        { name, subresource: 'status' },
+        { status: { conditions: [{ type: 'Succeeded', status: 'True', lastUpdateTime: at, reason: 'Forged', message: 'forged' }] } },
+        'merge',
+      );
+      forged.push(name);
+    }
+    // (2) A record for the name, but of another resource and hash, written under a held leader lease.
+    const held = await ctx.state.leases.acquire(ctx.cluster, LEADER_LEASE, 'other', 60_000);
+    await recordMigration(ctx.state, ctx.cluster, held!, forged[1]!, {
+      state: crds[1]!.name,
+      resource: { group: '', version: 'v1', resource: 'secrets' },
+      hash: 'another-hash',
+    });
+    await ctx.state.leases.release(held!);
+    // (3) A record under a lease already released: the fence refuses it, so nothing vouches for the migration.
+    await expect(
+      recordMigration(ctx.state, ctx.cluster, held!, forged[2]!, {
+        state: crds[2]!.name,
+        resource: { group: groups[2]!, version: 'v1', resource: 'widgets' },
+        hash: storageVersionHash(groups[2]!, 'v1', 'Widget'),
+      }),
+    ).rejects.toThrow();
+
+    // A labelled Pending migration of the resource that nobody owns or recorded: never "stranded", never queued.
+    const pending = uniqueName('forged-pending');
+    await admin.create(migrations, {
+      apiVersion: 'migration.k8s.io/v1alpha1',
+      kind: 'StorageVersionMigration',
+      metadata: {
+        name: pending,
+        labels: { [STATE_LABEL]: (await stateOf(ctx.kube, crds[0]!.name)).metadata.uid ?? '', [MIGRATOR_LABEL]: MIGRATOR_LABEL_VALUE },
+      },
+      spec: { resource: { group: groups[0]!, version: 'v1', resource: 'widgets' } },
+    } as KubeObject);
+
+    // The reporter confirming the hash after each "success", within one period: all a real success needs to narrow.
+    const step = await pollReporter(afterwards(ctx, 2_000), reporter, { groups });
+    expect(step.leader?.narrowed).toEqual([]);
+    for (const crd of crds) expect((await stateOf(ctx.kube, crd.name)).status?.persistedStorageVersionHashes).toEqual([UNKNOWN]);
+    // Each is named, with why, once; none is handed to the migrator as stranded.
+    const refused = logs.filter((l) => l.message === 'migration not recorded by the storage leader: ignored');
+    expect(refused.map((l) => l.fields?.migration).sort()).toEqual([...forged].sort());
+    expect(refused.find((l) => l.fields?.migration === forged[0])?.fields?.reason).toContain('recorded no migration of this name');
+    expect(refused.find((l) => l.fields?.migration === forged[1])?.fields?.reason).toContain(
+      `it names widgets.${groups[1]}/v1, the storage leader recorded secrets./v1`,
+    );
+    // The leader cancelled each in favour of a migration of its own, recorded.
+    expect(step.leader?.cancelled.sort()).toEqual([...forged].sort());
+    // Past the migrator's lease the leader queues its own Pending migrations again (they took the names it
+    // fixes, the forged ones' names), never the forged one.
+    const states = await Promise.all(crds.map((c) => stateOf(ctx.kube, c.name)));
+    await lead({ ...ctx, now: () => new Date(Date.now() + 20 * 60_000) }, { states });
+    expect(queued.sort()).toEqual([...forged].sort());
   });
 });
 

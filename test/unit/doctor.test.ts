@@ -26,6 +26,7 @@ import {
 } from '../../cli/doctor/findings.ts';
 import { projectRoot } from '../../local/paths.ts';
 import type { KubeObject } from '../../shared/kube/index.ts';
+import { MIGRATOR_ROLE, migratorRole } from '../../shared/storage/index.ts';
 
 const now = new Date('2026-11-25T02:00:00Z');
 const ago = (s: number) => new Date(now.getTime() - s * 1000).toISOString();
@@ -250,6 +251,37 @@ describe('doctor findings', () => {
       status: 'fail',
       message: 'does not bind Group outrigger:controllers (cluster/rbac.yaml)',
       fix,
+    });
+  });
+
+  test("RBAC: the migrator's role narrowed by outrigger migrator-role is accepted; narrowed short of the StorageStates' resources, it fails", async () => {
+    const file = 'cluster/rbac.yaml';
+    const [shipped] = (loadAll(await readFile(new URL('../../cluster/rbac.yaml', import.meta.url), 'utf8')) as KubeObject[]).filter(
+      (o) => o.kind === 'ClusterRole' && o.metadata.name === MIGRATOR_ROLE,
+    );
+    const state = (group: string, resource: string) => ({ spec: { resource: { group, resource } } });
+    const applied = migratorRole([state('example.com', 'widgets'), state('', 'configmaps')]);
+    const narrowed = migratorRole([state('example.com', 'widgets'), state('', 'configmaps'), state('example.com', 'gadgets')]);
+    const check = `rbac ClusterRole ${MIGRATOR_ROLE}`;
+    const facts = (installed: KubeObject, over: Partial<ClusterFacts> = {}) =>
+      healthy({ rbac: [{ file, object: shipped!, installed }], ...over });
+    // As the cluster's StorageStates narrow it: ok, where the shipped rules alone would call it lacking list * and patch *.
+    expect(of(findings(facts(applied, { narrowedMigratorRole: applied })), check)).toMatchObject({
+      status: 'ok',
+      message: "narrowed to the StorageStates' resources, as outrigger migrator-role prints it",
+    });
+    expect(of(findings(facts(applied)), check)).toMatchObject({ status: 'fail', message: expect.stringContaining('lacks list *') });
+    // A resource served since the role was applied: the narrowed role names it, the installed one does not.
+    expect(of(findings(facts(applied, { narrowedMigratorRole: narrowed })), check)).toMatchObject({
+      status: 'fail',
+      message:
+        "neither as shipped nor narrowed to the StorageStates' resources: lacks list gadgets.example.com, patch gadgets.example.com (outrigger migrator-role)",
+      fix: 'outrigger migrator-role --context prod | kubectl --context prod apply -f - (or kubectl --context prod apply --server-side -f cluster/rbac.yaml for the shipped role)',
+    });
+    // The shipped role installed is as shipped, whatever the StorageStates name.
+    expect(of(findings(facts(shipped!, { narrowedMigratorRole: narrowed })), check)).toMatchObject({
+      status: 'ok',
+      message: 'grants what it should',
     });
   });
 

@@ -187,6 +187,15 @@ describe('the trust boundary: what the migrator runs', () => {
     expect(untrustedBecause(svm(wanted, 'h1'), record)).toMatch(/hash h1 is not the recorded h2/);
     expect(untrustedBecause(svm(wanted), record)).toMatch(/hash \(none\)/);
   });
+  test("a recorded uid must be the migration's; the leader, which records it once it created one, requires it", () => {
+    const wanted = { group: 'x.test', version: 'v2', resource: 'widgets' };
+    const withUid = (uid: string) => ({ ...svm(wanted, 'h2'), metadata: { ...svm(wanted, 'h2').metadata, uid } });
+    expect(untrustedBecause(withUid('u1'), { ...record, uid: 'u1' })).toBeUndefined();
+    expect(untrustedBecause(withUid('u2'), { ...record, uid: 'u1' })).toMatch(/uid u2 is not the one the storage leader recorded \(u1\)/);
+    // Made again under a recorded name before the leader wrote the uid: the migrator still runs it, the leader does not believe it.
+    expect(untrustedBecause(withUid('u2'), record)).toBeUndefined();
+    expect(untrustedBecause(withUid('u2'), record, { requireUid: true })).toMatch(/recorded \(none yet\)/);
+  });
 });
 
 describe("the migrator's narrowed role", () => {

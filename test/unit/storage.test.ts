@@ -317,6 +317,24 @@ describe('the HA case walkthrough, minute by minute, three reporters', () => {
     expect(sim.persisted()).toEqual(['v1', 'v2']);
   });
 
+  test('trust boundary: a Succeeded migration the leader did not record narrows nothing; it is cancelled and made again', () => {
+    const sim = new Sim(['only']);
+    sim.poll('only', 'v1', minute(0));
+    expect(sim.lead(minute(0))).toMatchObject({ action: 'create', hash: 'v1' });
+    const made = sim.complete(minute(1))!;
+    sim.poll('only', 'v1', minute(5));
+    // Everything about it fits (owned, hash, epoch, a success confirmed since), but its record does not vouch for it.
+    made.unrecorded = 'the storage leader recorded no migration of this name';
+    const d = decide({ state: sim.state, reporters: ['only'], migrations: sim.migrations, epoch: sim.epoch, now: minute(5) });
+    expect(d).toMatchObject({ action: 'create', hash: 'v1' });
+    expect(d.action === 'create' && d.cancel.map((m) => m.name)).toEqual([made.name]);
+    // Recorded, the same migration narrows.
+    delete made.unrecorded;
+    expect(decide({ state: sim.state, reporters: ['only'], migrations: sim.migrations, epoch: sim.epoch, now: minute(5) })).toMatchObject({
+      action: 'narrow',
+    });
+  });
+
   test('a configured reporter that never reported blocks migrations; migrations made by others are never cancelled', () => {
     const sim = new Sim(['a', 'b']);
     sim.poll('a', 'v1', minute(0));
