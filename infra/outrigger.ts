@@ -129,7 +129,7 @@ export class Outrigger extends Construct {
       this.securityGroups = props.securityGroups ?? [
         new ec2.SecurityGroup(this, 'FunctionsSecurityGroup', {
           vpc: props.vpc,
-          description: "Outrigger functions: outbound to the clusters' API servers and AWS APIs; nothing inbound",
+          description: 'Outrigger functions: outbound to the cluster API servers and AWS APIs; nothing inbound',
           allowAllOutbound: true,
         }),
       ];

@@ -147,6 +147,9 @@ describe('the Outrigger construct in an app of its own, with two clusters', () =
       VpcId: 'vpc-0123456789abcdef0',
       SecurityGroupEgress: [{ CidrIp: '0.0.0.0/0', IpProtocol: '-1' }],
     });
+    // EC2 refuses a group description with other characters (CloudFormation's F3031): the deploy would fail.
+    for (const g of Object.values(template.findResources('AWS::EC2::SecurityGroup')))
+      expect(g.Properties.GroupDescription).toMatch(/^[a-zA-Z0-9. _\-:/()#,@[\]+=&;{}!$*]*$/);
     const logGroups = Object.values(template.findResources('AWS::Logs::LogGroup'));
     expect(logGroups).toHaveLength(functions.length);
     for (const g of logGroups) expect(g).toMatchObject({ Properties: { RetentionInDays: 7 }, DeletionPolicy: 'Delete' });
