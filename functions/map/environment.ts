@@ -2,9 +2,10 @@
 // runtime's Invoke endpoint when OUTRIGGER_LAMBDA_ENDPOINT names one. Webhook requests are signed with the secret
 // in Secrets Manager (OUTRIGGER_HOOK_SECRET_ARN, set by the stack) or, locally, in a file
 // (OUTRIGGER_HOOK_SECRET_FILE); docs/reference/hooks.md#the-webhook-contract has the contract.
-import { readFile } from 'node:fs/promises';
 import { Hooks } from '../../shared/hooks/index.ts';
-import { secretTokenSource } from '../../shared/kube/secret-token.ts';
+import { signingSecret } from '../../shared/lambda/signing-secret.ts';
+
+export { signingSecret };
 
 let hooks: Hooks | undefined;
 
@@ -16,18 +17,4 @@ export function hookCaller(env: NodeJS.ProcessEnv = process.env): Hooks {
     allowLoopbackHttp: Boolean(env.OUTRIGGER_LAMBDA_ENDPOINT),
     signingSecret: signingSecret(env),
   }));
-}
-
-/** The deployment's signing secret, as the map function reads it (and `outrigger hook-key`, with the same variables). */
-export function signingSecret(env: NodeJS.ProcessEnv): (() => Promise<string>) | undefined {
-  // Read again every few minutes, as a cluster token is, so a rotated secret is picked up without a redeploy.
-  if (env.OUTRIGGER_HOOK_SECRET_ARN) return secretTokenSource(env.OUTRIGGER_HOOK_SECRET_ARN, { region: env.AWS_REGION });
-  const file = env.OUTRIGGER_HOOK_SECRET_FILE;
-  if (!file) return undefined;
-  let secret: Promise<string> | undefined;
-  return () =>
-    (secret ??= readFile(file, 'utf8').then((text) => {
-      if (!text.trim()) throw new Error(`the hook signing secret file ${file} is empty`);
-      return text.trim();
-    }));
 }

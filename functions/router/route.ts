@@ -7,6 +7,7 @@
 import type { SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import type { Clusters } from '../../shared/clusters.ts';
 import { EnvelopeError, parseEnvelope, watchEventType, type Envelope } from '../../shared/envelope/index.ts';
+import { verifyEnvelope } from '../../shared/envelope/signature.ts';
 import { parseApiVersion, type KubeObject } from '../../shared/kube/index.ts';
 import { parseOrDeadLetter } from '../../shared/lambda/batch.ts';
 import type { Log } from '../../shared/log.ts';
@@ -42,6 +43,13 @@ export interface RouterDeps {
    */
   reloads?: Map<string, number>;
   now?: () => number;
+  /**
+   * The forwarder keys of a cluster (one, two during a rotation of the deployment's secret), to verify the
+   * signature of its forwarder's envelopes; none when the deployment has no secret. A parent's object from an
+   * envelope that verifies goes to its handler as the parent's state (SyncRequest.observedSigned), any other as a
+   * trigger only (docs/operations/security.md#events-are-triggers-not-state).
+   */
+  forwarderKeys?: (cluster: string) => Promise<readonly string[]>;
 }
 
 /** As often as the definition caches refresh on their own. */
@@ -116,7 +124,7 @@ export async function routeBatch(event: SQSEvent, deps: RouterDeps): Promise<SQS
   const resolvers = new Map<string, { resolver: BatchResolver; kinds: ControllerKind[]; fresh: boolean }>();
   const outbox = new Map<
     string,
-    Map<string, { key: SyncKey; causes: string[]; observed?: KubeObject | undefined; targetChanged?: true }>
+    Map<string, { key: SyncKey; causes: string[]; observed?: KubeObject | undefined; targetChanged?: true; signed?: boolean }>
   >();
 
   for (const record of event.Records) {
@@ -179,6 +187,11 @@ export async function routeBatch(event: SQSEvent, deps: RouterDeps): Promise<SQS
           if (why) throw why;
         }
       }
+      // Verification decides, never a field of the envelope: with the key of the queue's cluster.
+      const signed =
+        envelope.outriggersignature !== undefined && deps.forwarderKeys !== undefined
+          ? verifyEnvelope(await deps.forwarderKeys(cluster), cluster, envelope)
+          : false;
       for (const { key, target, observed, targetChanged } of await routeEnvelope(envelope, entry.resolver, entry.kinds)) {
         let byKey = outbox.get(target);
         if (!byKey) outbox.set(target, (byKey = new Map()));
@@ -188,9 +201,12 @@ export async function routeBatch(event: SQSEvent, deps: RouterDeps): Promise<SQS
         if (pending) {
           pending.causes.push(cause);
           // A parent's events come in order within its message group: the later object is the newer state.
-          if (observed) pending.observed = observed;
+          if (observed) {
+            pending.observed = observed;
+            pending.signed = signed;
+          }
           if (targetChanged) pending.targetChanged = true;
-        } else byKey.set(id, { key, causes: [cause], observed, ...(targetChanged ? { targetChanged } : {}) });
+        } else byKey.set(id, { key, causes: [cause], observed, signed, ...(targetChanged ? { targetChanged } : {}) });
       }
       handled.push(record.messageId);
     } catch (err) {
@@ -202,7 +218,7 @@ export async function routeBatch(event: SQSEvent, deps: RouterDeps): Promise<SQS
 
   try {
     for (const [target, byKey] of outbox) {
-      const requests = [...byKey.values()].map((p) => makeSyncRequest(p.key, p.causes, p.observed, p.targetChanged));
+      const requests = [...byKey.values()].map((p) => makeSyncRequest(p.key, p.causes, p.observed, p.targetChanged, p.signed));
       stats.keys += requests.length;
       await deps.sink.send(target, requests);
     }
