@@ -2,6 +2,7 @@
 // an envelope's object for the parent's state only when it verifies under the key of the cluster whose queue it
 // came from. Any change to what is signed, another cluster's key, or a cluster other than the queue's fails.
 import fc from 'fast-check';
+import { forwarderKeyCommand } from '../../cli/forwarder-key.ts';
 import { makeEnvelope, parseEnvelope, type Envelope } from '../../shared/envelope/index.ts';
 import { canonicalText, forwarderKey, signEnvelope, verifyEnvelope } from '../../shared/envelope/signature.ts';
 import { controllerKey } from '../../shared/hooks/signature.ts';
@@ -33,6 +34,10 @@ describe('the forwarder signature boundary', () => {
     // A MapController key's info is `<cluster>/<uid>`: a cluster named "forwarder" gets no forwarder key from it.
     expect(controllerKey(SECRET, 'forwarder', 'a')).not.toBe(keyA);
     expect(() => forwarderKey('', 'a')).toThrow(/secret is empty/);
+  });
+
+  test('outrigger forwarder-key prints the key the router verifies with', async () => {
+    expect(await forwarderKeyCommand({ cluster: 'a', secret: () => Promise.resolve(SECRET) })).toBe(`${keyA}\n`);
   });
 
   test("the forwarder's own signed envelope verifies after a trip through the queue, in any key order", () => {
