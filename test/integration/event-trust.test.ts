@@ -268,7 +268,8 @@ describe("the forwarder signature boundary: only the cluster's own forwarder's s
       '3:registry.example/app:3',
     ]);
 
-    // The same change unsigned (as the ingest URL always brings it) costs the parent's read.
+    // The forwarder's own signed envelope through the ingest URL: the ingest drops the signature (an object is
+    // taken for the parent's state only from the cluster's own forwarder on its own queue), so the parent is read.
     const after = await adminClient().patch<KubeObject>(
       statefulSets,
       { name: 'web', namespace: sts.metadata.namespace },
@@ -278,7 +279,10 @@ describe("the forwarder signature boundary: only the cluster's own forwarder's s
     const unsigned = outriggerClient();
     await resolveTarget(unsigned, policy);
     unsigned.stats.reset();
-    await p.send(makeEnvelope({ cluster: CLUSTER, type: 'modified', object: after, source: `outrigger://${CLUSTER}/forwarder` }));
+    const res = await p.post([
+      signEnvelope(ownKey, makeEnvelope({ cluster: CLUSTER, type: 'modified', object: after, source: `outrigger://${CLUSTER}/forwarder` })),
+    ]);
+    expect(res.statusCode).toBe(202);
     expect(await p.deliver(unsigned)).toMatchObject([{ outcome: 'created', number: 4 }]);
     expect(unsigned.stats.byVerb).toEqual({ get: 1, create: 2 });
   }, 60_000);
