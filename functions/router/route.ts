@@ -187,10 +187,17 @@ export async function routeBatch(event: SQSEvent, deps: RouterDeps): Promise<SQS
           if (why) throw why;
         }
       }
-      // Verification decides, never a field of the envelope: with the key of the queue's cluster.
+      // Verification decides, never a field of the envelope: with the key of the queue's cluster. Without the key
+      // (the secret unreadable for now), the envelope is a trigger: correct, a read dearer.
       const signed =
         envelope.outriggersignature !== undefined && deps.forwarderKeys !== undefined
-          ? verifyEnvelope(await deps.forwarderKeys(cluster), cluster, envelope)
+          ? await deps.forwarderKeys(cluster).then(
+              (keys) => verifyEnvelope(keys, cluster, envelope),
+              (err: unknown) => {
+                deps.log?.('warn', "the forwarder key could not be derived; the event's object is a trigger only", { error: String(err) });
+                return false;
+              },
+            )
           : false;
       for (const { key, target, observed, targetChanged } of await routeEnvelope(envelope, entry.resolver, entry.kinds)) {
         let byKey = outbox.get(target);

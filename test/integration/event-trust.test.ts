@@ -48,7 +48,7 @@ beforeAll(async () => {
 const context = { functionName: 'ingest', awsRequestId: 't', getRemainingTimeInMillis: () => 30_000 } as unknown as Context;
 
 /** The deployment's queues for the cluster on ElasticMQ, and the pipeline from its events queue to a history sync. */
-async function pipeline() {
+async function pipeline(forwarderKeys = async (c: string): Promise<readonly string[]> => [forwarderKey(SECRET, c)]) {
   const { sqs, url } = await testQueue('trust');
   const queues = new QueueUrls(`${url.slice(0, url.lastIndexOf('/') + 1)}${uniqueName('tq')}-`);
   for (const q of [EVENTS_QUEUE, HISTORY])
@@ -102,7 +102,7 @@ async function pipeline() {
           sink: new SqsSyncSink(queues, sqs),
           deadLetter: () => new SqsDeadLetterSink(queues, sqs),
           queueCluster: (a) => queues.clusterOf(a, EVENTS_QUEUE),
-          forwarderKeys: async (c) => [forwarderKey(SECRET, c)],
+          forwarderKeys,
         },
       );
       expect(routed.batchItemFailures).toEqual([]);
@@ -285,5 +285,24 @@ describe("the forwarder signature boundary: only the cluster's own forwarder's s
     expect(res.statusCode).toBe(202);
     expect(await p.deliver(unsigned)).toMatchObject([{ outcome: 'created', number: 4 }]);
     expect(unsigned.stats.byVerb).toEqual({ get: 1, create: 2 });
+  }, 60_000);
+
+  test('when the forwarder key cannot be had (the secret unreadable), a signed envelope is routed as a trigger: the parent is read', async () => {
+    const sts = await parentWithHistory('trust-nokey');
+    const p = await pipeline(() => Promise.reject(new Error('Secrets Manager: throttled')));
+    const next = await adminClient().patch<KubeObject>(
+      statefulSets,
+      { name: 'web', namespace: sts.metadata.namespace },
+      { spec: { template: template('registry.example/app:3') } },
+      'merge',
+    );
+    const counted = outriggerClient();
+    await resolveTarget(counted, policy);
+    counted.stats.reset();
+    await p.send(
+      signEnvelope(ownKey, makeEnvelope({ cluster: CLUSTER, type: 'modified', object: next, source: `outrigger://${CLUSTER}/forwarder` })),
+    );
+    expect(await p.deliver(counted)).toMatchObject([{ outcome: 'created', number: 3 }]);
+    expect(counted.stats.byVerb).toEqual({ get: 1, create: 2 });
   }, 60_000);
 });
