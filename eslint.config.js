@@ -58,9 +58,10 @@ export default tseslint.config(
                 'The pure modules of shared/ do no I/O: do it in a shell (functions/) or an adapter (shared/kube, shared/state, ...).',
             },
             {
-              // The adapters' modules, but for the pure ones kept beside them (resources, errors, the sync request).
+              // The adapters' modules, but for the pure ones kept beside them (resources, errors, the sync request,
+              // the webhook signatures, which receivers copy: node:crypto only).
               regex:
-                '/(kube/(?!(resource|errors)\\.ts$)[^/]+|state/[^/]+|lambda/(?!sync-request\\.ts$)[^/]+|hooks/[^/]+|events/index\\.ts|ownership/(claim-shell|resolver|index)\\.ts|clusters\\.ts)$',
+                '/(kube/(?!(resource|errors)\\.ts$)[^/]+|state/[^/]+|lambda/(?!sync-request\\.ts$)[^/]+|hooks/(?!signature\\.ts$)[^/]+|events/index\\.ts|ownership/(claim-shell|resolver|index)\\.ts|clusters\\.ts)$',
               allowTypeImports: true,
               message: 'An I/O adapter: the pure modules of shared/ may import its types only.',
             },

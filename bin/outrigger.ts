@@ -30,6 +30,8 @@ commands:
              that controller's webhook requests are signed with, for its receiver
   migrator-role  outrigger migrator-role [--context NAME]: the storage migrator's ClusterRole, narrowed to the
              resources the cluster's StorageStates name
+  forwarder-key  outrigger forwarder-key --cluster ID [--secret-arn ARN | --secret-file FILE]: the key that
+             cluster's forwarder signs its envelopes with, for the Secret it mounts
 
 common options: -n/--namespace NS, --kubeconfig PATH, --context NAME; \`outrigger <command> --help\`
 `;
@@ -123,16 +125,17 @@ function positiveInt(value: string, flag: string): number {
  * Local with test/dynamodb/pom.xml), imported only for `run`: the kubectl plugin's npm package has history and
  * rollback only (docs/controllers/history.md#the-kubectl-plugin).
  */
-async function checkout(command: 'run' | 'doctor' | 'hook-key') {
+async function checkout(command: 'run' | 'doctor' | 'hook-key' | 'forwarder-key') {
   try {
-    const [{ kubectlBinary }, { projectRoot }, { startRuntime }, { doctor, doctorUsage }, hookKey] = await Promise.all([
+    const [{ kubectlBinary }, { projectRoot }, { startRuntime }, { doctor, doctorUsage }, hookKey, forwarderKey] = await Promise.all([
       import('../local/apiserver.ts'),
       import('../local/paths.ts'),
       import('../runtime/local.ts'),
       import('../cli/doctor/command.ts'),
       import('../cli/hook-key.ts'),
+      import('../cli/forwarder-key.ts'),
     ]);
-    return { kubectlBinary, projectRoot, startRuntime, doctor, doctorUsage, hookKey };
+    return { kubectlBinary, projectRoot, startRuntime, doctor, doctorUsage, hookKey, forwarderKey };
   } catch (err) {
     throw new Error(
       `${command} needs a checkout of Outrigger (npm ci${command === 'run' ? ' && npm start' : ''} there); this installation has history and rollback only (${(err as Error).message})`,
@@ -166,15 +169,7 @@ async function hookKey(argv: string[]): Promise<void> {
     strict: true,
   });
   if (positionals.length !== 1) throw new Error(`expected one MapController name\n${cmd.hookKeyUsage}`);
-  if (values['secret-arn'] && values['secret-file']) throw new Error('give --secret-arn or --secret-file, not both');
-  const given = values['secret-arn'] || values['secret-file'];
-  const secret = cmd.signingSecret({
-    AWS_REGION: process.env.AWS_REGION,
-    OUTRIGGER_HOOK_SECRET_ARN: given ? values['secret-arn'] : process.env.OUTRIGGER_HOOK_SECRET_ARN,
-    OUTRIGGER_HOOK_SECRET_FILE: given ? values['secret-file'] : process.env.OUTRIGGER_HOOK_SECRET_FILE,
-  });
-  if (!secret)
-    throw new Error(`no signing secret: give --secret-arn (the stack's MapHookSigningSecretArn) or --secret-file\n${cmd.hookKeyUsage}`);
+  const secret = secretOf(values, cmd.signingSecret, cmd.hookKeyUsage);
   process.stdout.write(
     await cmd.hookKeyCommand(values.uid ? undefined : client(values), {
       name: positionals[0]!,
@@ -183,6 +178,37 @@ async function hookKey(argv: string[]): Promise<void> {
       secret,
     }),
   );
+}
+
+/** The deployment's signing secret, from --secret-arn or --secret-file, else the environment. */
+function secretOf(
+  values: { 'secret-arn'?: string | undefined; 'secret-file'?: string | undefined },
+  signingSecret: (env: NodeJS.ProcessEnv) => (() => Promise<string>) | undefined,
+  commandUsage: string,
+): () => Promise<string> {
+  if (values['secret-arn'] && values['secret-file']) throw new Error('give --secret-arn or --secret-file, not both');
+  const given = values['secret-arn'] || values['secret-file'];
+  const secret = signingSecret({
+    AWS_REGION: process.env.AWS_REGION,
+    OUTRIGGER_HOOK_SECRET_ARN: given ? values['secret-arn'] : process.env.OUTRIGGER_HOOK_SECRET_ARN,
+    OUTRIGGER_HOOK_SECRET_FILE: given ? values['secret-file'] : process.env.OUTRIGGER_HOOK_SECRET_FILE,
+  });
+  if (!secret)
+    throw new Error(`no signing secret: give --secret-arn (the stack's MapHookSigningSecretArn) or --secret-file\n${commandUsage}`);
+  return secret;
+}
+
+async function forwarderKey(argv: string[]): Promise<void> {
+  const { forwarderKey: cmd, hookKey } = await checkout('forwarder-key');
+  if (helpWanted(argv, cmd.forwarderKeyUsage)) return;
+  const { values } = parseArgs({
+    args: argv,
+    options: { cluster: { type: 'string' }, 'secret-arn': { type: 'string' }, 'secret-file': { type: 'string' } },
+    strict: true,
+  });
+  if (!values.cluster) throw new Error(`--cluster is required: the cluster's id in clusters.json\n${cmd.forwarderKeyUsage}`);
+  const secret = secretOf(values, hookKey.signingSecret, cmd.forwarderKeyUsage);
+  process.stdout.write(await cmd.forwarderKeyCommand({ cluster: values.cluster, secret }));
 }
 
 async function run(argv: string[]): Promise<void> {
@@ -259,6 +285,8 @@ async function main(): Promise<void> {
       return hookKey(rest);
     case 'migrator-role':
       return migratorRole(rest);
+    case 'forwarder-key':
+      return forwarderKey(rest);
     case undefined:
     case 'help':
     case '--help':

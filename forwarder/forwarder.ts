@@ -15,7 +15,15 @@
 // (forwarder/skeleton.ts), and relists read pages of `pageBytes`.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { SendMessageBatchCommand, type SQSClient } from '@aws-sdk/client-sqs';
-import { deduplicationId, makeEnvelope, MAX_ENVELOPE_BYTES, messageGroupId, type Envelope } from '../shared/envelope/index.ts';
+import {
+  deduplicationId,
+  makeEnvelope,
+  MAX_ENVELOPE_BYTES,
+  messageGroupId,
+  type Envelope,
+  type NewEnvelope,
+} from '../shared/envelope/index.ts';
+import { signEnvelope } from '../shared/envelope/signature.ts';
 import { SqsDeadLetterSink } from '../shared/lambda/dead-letter.ts';
 import { BATCH_BYTES, BATCH_ENTRIES } from '../shared/lambda/sqs.ts';
 import type { Log } from '../shared/log.ts';
@@ -107,6 +115,12 @@ export interface ForwarderOptions {
   pageBytes?: number;
   checkpointMs?: number;
   log?: Log;
+  /**
+   * This cluster's forwarder key (`outrigger forwarder-key`): each envelope is signed with it, so that history
+   * may take its object for the parent's state and skip reading the parent. Without it envelopes go unsigned,
+   * and are triggers only (docs/operations/security.md#events-are-triggers-not-state).
+   */
+  key?: string | undefined;
 }
 
 interface Pending {
@@ -324,12 +338,18 @@ export class Forwarder {
     this.wakeSender?.();
   }
 
+  /** An envelope, signed when the forwarder has its cluster's key. */
+  private envelope(e: NewEnvelope): Envelope {
+    const envelope = makeEnvelope(e);
+    return this.opts.key ? signEnvelope(this.opts.key, envelope) : envelope;
+  }
+
   /** The envelope, trimmed to SQS's limit (managed fields, then the old object, carry nothing consumers need). */
   private async toPending(gvr: string, e: SourceEvent): Promise<Pending | undefined> {
     const source = this.opts.source ?? `outrigger://${this.opts.cluster}/forwarder`;
     let envelope: Envelope;
     try {
-      envelope = makeEnvelope({ cluster: this.opts.cluster, type: e.type, object: e.object, oldObject: e.oldObject, source });
+      envelope = this.envelope({ cluster: this.opts.cluster, type: e.type, object: e.object, oldObject: e.oldObject, source });
     } catch (err) {
       // An object Kubernetes allows but the envelope's bounds do not (an RBAC name such as system:foo): it goes to
       // the dead letters with the reason, and the watch goes on with the next event.
@@ -343,10 +363,10 @@ export class Forwarder {
     if (Buffer.byteLength(body) > MAX_ENVELOPE_BYTES) {
       this.counts.trimmed += 1;
       const trim = (o: KubeObject | undefined) => (o ? { ...o, metadata: { ...o.metadata, managedFields: undefined } } : undefined);
-      envelope = makeEnvelope({ cluster: this.opts.cluster, type: e.type, object: trim(e.object)!, oldObject: trim(e.oldObject), source });
+      envelope = this.envelope({ cluster: this.opts.cluster, type: e.type, object: trim(e.object)!, oldObject: trim(e.oldObject), source });
       body = JSON.stringify(envelope);
       if (Buffer.byteLength(body) > MAX_ENVELOPE_BYTES) {
-        envelope = makeEnvelope({ cluster: this.opts.cluster, type: e.type, object: trim(e.object)!, source });
+        envelope = this.envelope({ cluster: this.opts.cluster, type: e.type, object: trim(e.object)!, source });
         body = JSON.stringify(envelope);
       }
     }

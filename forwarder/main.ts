@@ -98,8 +98,25 @@ const elector = process.env.OUTRIGGER_LEADER_ELECTION_LEASE
     })
   : undefined;
 
+// This cluster's forwarder key (`outrigger forwarder-key`), from the Secret mounted at OUTRIGGER_FORWARDER_KEY_FILE:
+// signed envelopes spare history a read of the parent per change. Without it, envelopes go unsigned (still correct).
+function forwarderKey(): string | undefined {
+  const file = process.env.OUTRIGGER_FORWARDER_KEY_FILE;
+  let text: string;
+  try {
+    if (!file) throw new Error('OUTRIGGER_FORWARDER_KEY_FILE is not set');
+    text = readFileSync(file, 'utf8').trim();
+  } catch (err) {
+    log('warn', 'no forwarder key: envelopes are sent unsigned, and history reads each parent it records', { error: String(err) });
+    return undefined;
+  }
+  if (!/^[0-9a-f]{64}$/.test(text)) refuse(`${file} does not hold a forwarder key (64 hex digits, as outrigger forwarder-key prints)`);
+  return text;
+}
+
 const forwarder = new Forwarder({
   cluster,
+  key: forwarderKey(),
   kube,
   sink: new SqsEnvelopeSink(sqs, queueUrl, process.env.OUTRIGGER_DEAD_LETTER_QUEUE_URL),
   resources: () => routerEvents.resources(config, kube),

@@ -74,7 +74,7 @@ export function addMapHooks(
   // a receiver's operator is given only its controller's key (`outrigger hook-key`), never this secret.
   const hookSecret = new secretsmanager.Secret(scope, 'MapHookSigningSecret', {
     description:
-      'What each MapController webhook signing key is derived from (HKDF over <cluster>/<MapController uid>); outrigger hook-key prints one',
+      'What each MapController webhook signing key and each cluster forwarder key are derived from (HKDF); outrigger hook-key and forwarder-key print them',
     generateSecretString: { passwordLength: 64, excludePunctuation: true },
   });
   Validations.of(hookSecret).acknowledge({
@@ -82,17 +82,22 @@ export function addMapHooks(
     reason:
       'The secret every MapController webhook key is derived from: rotation on a schedule would break verification until each receiver had its new key, so an operator rotates it with the receivers (docs/reference/hooks.md#signatures)',
   });
-  map.addEnvironment('OUTRIGGER_HOOK_SECRET_ARN', hookSecret.secretArn);
   // Where webhooks may go (docs/reference/hooks.md#where-webhooks-may-go): checked here, so a bad entry fails the synth.
   if (hooks.webhookAllow?.length) {
     parseWebhookAllowList(hooks.webhookAllow);
     map.addEnvironment('OUTRIGGER_WEBHOOK_ALLOW', JSON.stringify(hooks.webhookAllow));
   }
-  map.addToRolePolicy(new iam.PolicyStatement({ actions: ['secretsmanager:GetSecretValue'], resources: [hookSecret.secretArn] }));
+  // The router derives each cluster's forwarder key from the same secret, to verify the forwarder's envelope
+  // signatures (docs/operations/security.md#events-are-triggers-not-state).
+  const readers = [map, ...functions.filter((f) => f.events).map((f) => fns.get(f.name)!)];
+  for (const fn of readers) {
+    fn.addEnvironment('OUTRIGGER_HOOK_SECRET_ARN', hookSecret.secretArn);
+    fn.addToRolePolicy(new iam.PolicyStatement({ actions: ['secretsmanager:GetSecretValue'], resources: [hookSecret.secretArn] }));
+  }
   output(
     scope,
     'MapHookSigningSecretArn',
-    "The webhook signing secret: outrigger hook-key derives each MapController's key from it",
+    "The signing secret: outrigger hook-key derives each MapController's key from it, outrigger forwarder-key each cluster's forwarder key",
     hookSecret.secretArn,
   );
 }

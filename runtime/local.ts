@@ -2,7 +2,7 @@
 // watches a cluster (the one a kubeconfig names, or a local kube-apiserver it starts) and sends envelopes to a
 // local queue with SQS FIFO semantics in place of SQS; queues feed the same Lambda handlers the CDK stack
 // deploys; scheduled functions run on their schedules. State lives in DynamoDB Local.
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { SQSBatchResponse } from 'aws-lambda';
@@ -12,6 +12,7 @@ import type { FunctionSpec, LambdaHandler } from '../functions/spec.ts';
 import { exampleHooks, startLambdaEndpoint, type LocalFunction } from '../local/lambda-endpoint.ts';
 import { startTestbed, type Testbed } from '../local/testbed.ts';
 import { Clusters, type ClusterConfig } from '../shared/clusters.ts';
+import { forwarderKey } from '../shared/envelope/signature.ts';
 import { connect, type KubeClient } from '../shared/kube/index.ts';
 import { FileDeadLetterSink } from '../shared/lambda/dead-letter.ts';
 import { setEnvironment } from '../shared/lambda/environment.ts';
@@ -109,7 +110,11 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   const syncQueues = new Map<string, LocalQueue>();
   // The events queue is named as a deployment names it, so the router reads its cluster from it as in AWS.
   const localQueues = new QueueUrls('http://localhost/000000000000/outrigger-local-');
+  // The forwarder signs with its cluster's key, derived from a secret of this process, and the router verifies
+  // with it: events are taken for the parent's state as in a deployment whose forwarder has its key.
+  const secret = randomBytes(32).toString('hex');
   setEnvironment({
+    signingSecret: () => Promise.resolve(secret),
     queues: localQueues,
     clusters: new Clusters([clusterConfig]),
     state: openState({ tableName: bed.tableName, endpoint: bed.dynamodb.endpoint }),
@@ -161,6 +166,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
         kube: source,
         sink: new LocalQueueSink(queue, deadLetter),
         source: `outrigger://${clusterId}/local-runtime`,
+        key: forwarderKey(secret, clusterId),
         resources: () => resources(clusterConfig, source),
         definitions: spec.events.definitions,
         forget: () => spec.events?.forget?.(clusterId),

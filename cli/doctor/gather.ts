@@ -26,6 +26,9 @@ const RESOURCES: Record<string, GVR> = {
 };
 const deployments = gvr('apps', 'v1', 'deployments');
 const configMaps = gvr('', 'v1', 'configmaps');
+const secrets = gvr('', 'v1', 'secrets');
+/** The Secret the forwarder's Deployment mounts its key from (deploy/forwarder/base/deployment.yaml). */
+export const FORWARDER_KEY_SECRET = 'outrigger-forwarder-key';
 
 /** The manifests the checkout ships, each object with its file (relative to the checkout, as fixes name it). */
 export interface Manifests {
@@ -100,12 +103,14 @@ function lastWritten(o: KubeObject): string | undefined {
 async function forwarderFacts(kube: KubeClient, m: Manifests['forwarder'], namespace: string): Promise<ForwarderFacts> {
   type Deployment = KubeObject & { spec?: { replicas?: number }; status?: { readyReplicas?: number } };
   type Lease = KubeObject & { spec?: { holderIdentity?: string; renewTime?: string } };
-  const [objects, deployment, lease, checkpoint] = await Promise.all([
+  const [objects, deployment, lease, checkpoint, keySecret] = await Promise.all([
     Promise.all(m.objects.map((o) => installed(kube, { file: o.file, object: inNamespace(o.object, namespace) }))),
     kube.find<Deployment>(deployments, { name: 'outrigger-forwarder', namespace }),
     kube.find<Lease>(Resources.leases, { name: m.lease, namespace }),
     kube.find(configMaps, { name: m.checkpoint, namespace }),
+    kube.find<KubeObject & { data?: Record<string, string> }>(secrets, { name: FORWARDER_KEY_SECRET, namespace }),
   ]);
+  const key = keySecret?.data?.key;
   return {
     namespace,
     objects,
@@ -114,6 +119,8 @@ async function forwarderFacts(kube: KubeClient, m: Manifests['forwarder'], names
     deployment: deployment && { replicas: deployment.spec?.replicas ?? 1, readyReplicas: deployment.status?.readyReplicas ?? 0 },
     lease: lease?.spec,
     checkpointWrittenAt: checkpoint && lastWritten(checkpoint),
+    // Only whether it looks like a key: its value is not printed.
+    key: !keySecret ? 'absent' : key && /^[0-9a-f]{64}$/.test(Buffer.from(key, 'base64').toString('utf8').trim()) ? 'present' : 'malformed',
   };
 }
 

@@ -69,7 +69,7 @@ export const handler = fittedSyncFunction('history', async (request, { env, logg
     key,
     causes,
     observedParent(request),
-    { targetChanged: request.targetChanged === true },
+    { targetChanged: request.targetChanged === true, observedSigned: request.observedSigned === true },
   );
   logger.info('history synced', { parent: `${key.namespace}/${key.name}`, ...result });
   if (result.outcome === 'created') metrics.count(key.cluster, 'RevisionsCreated');

@@ -110,8 +110,9 @@ const digestOf = (candidate: JsonObject, defaults: DefaultsSchema | undefined) =
  * `observed` is the parent as its latest own event in the request showed it (SyncRequest.observed), if any: what
  * its sender says the state at that resourceVersion is. It may answer that there is nothing to do, never what to
  * write: whatever the sync writes is decided on the parent read from the apiserver
- * (docs/operations/security.md#events-are-triggers-not-state). `targetChanged`: the router saw that event change
- * the target state (SyncRequest.targetChanged), so the record, which the lease brings anyway, is not read first.
+ * (docs/operations/security.md#events-are-triggers-not-state), unless `observedSigned`: the router verified the
+ * cluster's forwarder signature on it, so it is the parent's state at that resourceVersion. `targetChanged`: the
+ * router saw that event change the target state (SyncRequest.targetChanged), so the record, which the lease brings anyway, is not read first.
  */
 export async function syncHistory(
   deps: HistoryDeps,
@@ -119,7 +120,7 @@ export async function syncHistory(
   key: SyncKey,
   causes: readonly string[],
   observed?: KubeObject,
-  hints: { targetChanged?: boolean } = {},
+  hints: { targetChanged?: boolean; observedSigned?: boolean } = {},
 ): Promise<SyncOutcome> {
   const target = await resolveTarget(deps.kube, policy);
   // The kind's defaulted fields go with the policy: the digest and every comparison below ignore them.
@@ -129,9 +130,9 @@ export async function syncHistory(
   // Fast path: the record, read without the lease, answers for a target state it holds.
   const early = await answerFromRecord(ctx, seen, hints);
   if (early.done) return early.done;
-  // A parent gone or replaced takes no lease. An event's object is a trigger, not the parent's state: its sender
-  // chooses what it says, so a sync that may write reads the parent.
-  const first = early.ahead ?? (await readParent(deps, policy, target, key));
+  // A parent gone or replaced takes no lease. An event's object is a trigger, not the parent's state, unless the
+  // forwarder's signature on it verified: any other sender chooses what it says, so a sync that may write reads the parent.
+  const first = early.ahead ?? (seen && hints.observedSigned ? { parent: seen } : await readParent(deps, policy, target, key));
   if (first.skipped) return first.skipped;
   // Under the parent's lease: read, decide, write and truncate; the record is left on the lease whatever happens.
   const lease = await acquireParentLease(deps, key);

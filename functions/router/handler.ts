@@ -1,6 +1,7 @@
 import middy from '@middy/core';
 import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import type { SQSEvent } from 'aws-lambda';
+import { forwarderKey } from '../../shared/envelope/signature.ts';
 import { environment } from '../../shared/lambda/environment.ts';
 import { failedRecords } from '../../shared/lambda/batch.ts';
 import { EVENTS_QUEUE } from '../../shared/lambda/queues.ts';
@@ -26,6 +27,7 @@ export function createRouterHandler(sources: readonly ControllerSource[]) {
       deadLetter: () => env.deadLetter,
       log: (level, message, fields) => logger[level](message, fields ?? {}),
       reloads,
+      ...(env.signingSecret ? { forwarderKeys: forwarderKeysFrom(env.signingSecret) } : {}),
     });
     logger.debug('routed', { ...stats });
     // One queue per cluster: the batch's cluster is its queue's (docs/operations/security.md#who-can-make-outrigger-do-what).
@@ -41,6 +43,11 @@ export function createRouterHandler(sources: readonly ControllerSource[]) {
     await env.retry?.(failedRecords(event, { batchItemFailures }));
     return { batchItemFailures };
   }).use(injectLambdaContext(logger));
+}
+
+/** Each cluster's forwarder key, derived from the deployment's secret (read again as it rotates). */
+function forwarderKeysFrom(secret: () => Promise<string>): (cluster: string) => Promise<readonly string[]> {
+  return async (cluster) => [forwarderKey(await secret(), cluster)];
 }
 
 export const handler = createRouterHandler(controllerSources);

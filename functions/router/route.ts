@@ -23,6 +23,7 @@ import {
   type SyncKey,
 } from '../../shared/ownership/index.ts';
 import type { ControllerSource } from '../controllers.ts';
+import { verifyEnvelope } from '../../shared/envelope/signature.ts';
 
 export interface RouterDeps {
   clusters: Clusters;
@@ -42,6 +43,13 @@ export interface RouterDeps {
    */
   reloads?: Map<string, number>;
   now?: () => number;
+  /**
+   * The forwarder keys of a cluster (one, two during a rotation of the deployment's secret), to verify the
+   * signature of its forwarder's envelopes; none when the deployment has no secret. A parent's object from an
+   * envelope that verifies goes to its handler as the parent's state (SyncRequest.observedSigned), any other as a
+   * trigger only (docs/operations/security.md#events-are-triggers-not-state).
+   */
+  forwarderKeys?: (cluster: string) => Promise<readonly string[]>;
 }
 
 /** As often as the definition caches refresh on their own. */
@@ -147,8 +155,10 @@ export async function routeBatch(event: SQSEvent, deps: RouterDeps): Promise<SQS
       id = envelope.id;
       // The cluster's controller kinds, read again (at most once per interval) for a kind none names.
       const entry = await resolverFor(deps, resolvers, envelope);
+      // Whether the cluster's forwarder signed it: then its object may stand for the parent's state.
+      const signed = await forwarderSigned(deps, cluster, envelope);
       // Each sync key the event routes to, its cause added to the key's pending request.
-      addToOutbox(outbox, envelope, await routeEnvelope(envelope, entry.resolver, entry.kinds));
+      addToOutbox(outbox, envelope, await routeEnvelope(envelope, entry.resolver, entry.kinds), signed);
       handled.push(record.messageId);
     } catch (err) {
       deps.log?.('error', 'routing failed; the event will be retried', { messageId: record.messageId, id, error: String(err) });
@@ -173,7 +183,25 @@ export async function routeBatch(event: SQSEvent, deps: RouterDeps): Promise<SQS
 }
 
 type Resolvers = Map<string, { resolver: BatchResolver; kinds: ControllerKind[]; fresh: boolean }>;
-type Outbox = Map<string, Map<string, { key: SyncKey; causes: string[]; observed?: KubeObject | undefined; targetChanged?: true }>>;
+type Outbox = Map<
+  string,
+  Map<string, { key: SyncKey; causes: string[]; observed?: KubeObject | undefined; targetChanged?: true; signed?: boolean }>
+>;
+
+/**
+ * Verification decides, never a field of the envelope: with the key of the queue's cluster. Without the key (the
+ * secret unreadable for now), the envelope is a trigger: correct, a read dearer.
+ */
+async function forwarderSigned(deps: RouterDeps, cluster: string, envelope: Envelope): Promise<boolean> {
+  if (envelope.outriggersignature === undefined || deps.forwarderKeys === undefined) return false;
+  return deps.forwarderKeys(cluster).then(
+    (keys) => verifyEnvelope(keys, cluster, envelope),
+    (err: unknown) => {
+      deps.log?.('warn', "the forwarder key could not be derived; the event's object is a trigger only", { error: String(err) });
+      return false;
+    },
+  );
+}
 
 /**
  * The resolver and controller kinds of the envelope's cluster, loaded once per batch. Throws when no kind hears
@@ -215,7 +243,7 @@ async function resolverFor(deps: RouterDeps, resolvers: Resolvers, envelope: Env
 }
 
 /** Adds the envelope's cause to the pending request of each key it routes to (one request per key and target). */
-function addToOutbox(outbox: Outbox, envelope: Envelope, routed: readonly RoutedKey[]): void {
+function addToOutbox(outbox: Outbox, envelope: Envelope, routed: readonly RoutedKey[], signed: boolean): void {
   for (const { key, target, observed, targetChanged } of routed) {
     let byKey = outbox.get(target);
     if (!byKey) outbox.set(target, (byKey = new Map()));
@@ -225,16 +253,19 @@ function addToOutbox(outbox: Outbox, envelope: Envelope, routed: readonly Routed
     if (pending) {
       pending.causes.push(cause);
       // A parent's events come in order within its message group: the later object is the newer state.
-      if (observed) pending.observed = observed;
+      if (observed) {
+        pending.observed = observed;
+        pending.signed = signed;
+      }
       if (targetChanged) pending.targetChanged = true;
-    } else byKey.set(id, { key, causes: [cause], observed, ...(targetChanged ? { targetChanged } : {}) });
+    } else byKey.set(id, { key, causes: [cause], observed, signed, ...(targetChanged ? { targetChanged } : {}) });
   }
 }
 
 /** Sends each target its sync requests, counting their keys as it goes. */
 async function sendOutbox(deps: RouterDeps, outbox: Outbox, stats: RouteStats): Promise<void> {
   for (const [target, byKey] of outbox) {
-    const requests = [...byKey.values()].map((p) => makeSyncRequest(p.key, p.causes, p.observed, p.targetChanged));
+    const requests = [...byKey.values()].map((p) => makeSyncRequest(p.key, p.causes, p.observed, p.targetChanged, p.signed));
     stats.keys += requests.length;
     await deps.sink.send(target, requests);
   }

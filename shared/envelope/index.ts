@@ -12,6 +12,11 @@ import { MAX_MESSAGE_BYTES, MAX_MESSAGE_DEPTH, MalformedMessageError, clusterIdS
 // An envelope is one SQS message: these are its bounds.
 export { MAX_MESSAGE_BYTES as MAX_ENVELOPE_BYTES, MAX_MESSAGE_DEPTH as MAX_ENVELOPE_DEPTH };
 
+/** The CloudEvents extension attribute that carries the forwarder's signature: `v1=<hex>`. */
+export const SIGNATURE_ATTRIBUTE = 'outriggersignature';
+/** What a signature attribute looks like; an envelope with anything else there is refused. */
+export const SIGNATURE_PATTERN = /^v1=[0-9a-f]{64}$/;
+
 export const EVENT_TYPE_PREFIX = 'dev.outrigger.watch.';
 export const WATCH_EVENT_TYPES = ['added', 'modified', 'deleted'] as const;
 export type WatchEventType = (typeof WATCH_EVENT_TYPES)[number];
@@ -64,6 +69,8 @@ export const envelopeSchema = z.looseObject({
   datacontenttype: z.optional(z.literal('application/json')),
   /** CloudEvents extension attribute: the cluster the object lives in. */
   cluster: clusterIdSchema,
+  /** CloudEvents extension attribute: the forwarder's signature (shared/envelope/signature.ts), when it has a key. */
+  [SIGNATURE_ATTRIBUTE]: z.optional(z.string().check(z.regex(SIGNATURE_PATTERN, 'must be v1= and 64 hex digits'))),
   data: z.strictObject({
     object: objectSchema,
     /** The object as the forwarder last saw it, on a modification, when it has it. */
@@ -80,6 +87,7 @@ export interface Envelope {
   subject?: string | undefined;
   datacontenttype?: 'application/json' | undefined;
   cluster: string;
+  outriggersignature?: string | undefined;
   data: { object: KubeObject; oldObject?: KubeObject | undefined };
 }
 

@@ -20,9 +20,17 @@ const HKDF_SALT = 'outrigger webhook signing v1';
 
 /** One MapController's signing key (hex): HKDF-SHA256 of the deployment's secret, with `<cluster>/<uid>` as info. */
 export function controllerKey(secret: string, cluster: string, controllerUid: string): string {
-  if (!secret) throw new Error('the signing secret is empty');
   if (!cluster || !controllerUid) throw new Error('a controller key needs the cluster id and the MapController uid');
-  return Buffer.from(hkdfSync('sha256', secret, HKDF_SALT, `${cluster}/${controllerUid}`, 32)).toString('hex');
+  return derivedKey(secret, HKDF_SALT, `${cluster}/${controllerUid}`);
+}
+
+/**
+ * A key (hex) derived from the deployment's secret: HKDF-SHA256 with `salt` naming what the key is for (each use
+ * its own, so no key of one use is a key of another) and `info` naming whose it is.
+ */
+export function derivedKey(secret: string, salt: string, info: string): string {
+  if (!secret) throw new Error('the signing secret is empty');
+  return Buffer.from(hkdfSync('sha256', secret, salt, info, 32)).toString('hex');
 }
 
 export interface SignedFields {

@@ -110,7 +110,10 @@ function fromEnvelope(value: Record<string, unknown>, at: string, ctx: ConvertCo
     throw new IngestError(`${at}cluster`, `is ${JSON.stringify(envelope.cluster)}, but the request is for ?cluster=${ctx.cluster}`, 422);
   knownCluster(ctx, envelope.cluster, `${at}cluster`);
   // The sender's id is not trusted: its digest is the SQS deduplication id (docs/design/architecture.md#the-event-envelope).
-  return { ...envelope, id: envelopeId(envelope.cluster, envelope.data.object, watchEventType(envelope)) };
+  // Nor its signature: an object is taken for the parent's state only from the cluster's own forwarder on its own
+  // queue, never through the ingest URL (docs/operations/security.md#events-are-triggers-not-state).
+  const { outriggersignature: _signature, ...unsigned } = envelope;
+  return { ...unsigned, id: envelopeId(envelope.cluster, envelope.data.object, watchEventType(envelope)) };
 }
 
 /** Our envelope for one incoming event, or IngestError naming the first thing wrong with it. */

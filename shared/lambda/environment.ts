@@ -6,6 +6,7 @@ import { openState, type State } from '../state/index.ts';
 import { deadLetterSinkFromEnv, type DeadLetterSink } from './dead-letter.ts';
 import { queueUrlsFromEnv, type QueueUrls } from './queues.ts';
 import { sqsRetry, type Retry } from './retry.ts';
+import { signingSecret } from './signing-secret.ts';
 import { syncSinkFromEnv, type SyncSink } from './sync-sink.ts';
 
 export interface Environment {
@@ -22,6 +23,11 @@ export interface Environment {
   readonly queues?: QueueUrls;
   /** Backoff for failed messages on those queues (shared/lambda/retry.ts); absent where there are none. */
   readonly retry?: Retry;
+  /**
+   * The deployment's signing secret (OUTRIGGER_HOOK_SECRET_ARN or _FILE), from which the router derives each
+   * cluster's forwarder key; absent where none is set (every envelope is then a trigger only).
+   */
+  readonly signingSecret?: (() => Promise<string>) | undefined;
 }
 
 let current: Environment | undefined;
@@ -38,7 +44,9 @@ export function environment(env: NodeJS.ProcessEnv = process.env): Environment {
   let syncSink: SyncSink | undefined;
   let queues: QueueUrls | undefined;
   let retry: Retry | undefined;
+  const secret = signingSecret(env);
   current = {
+    ...(secret ? { signingSecret: secret } : {}),
     clusters: new Clusters(clustersFromEnv(env)),
     state: openState({ tableName: required(env, 'OUTRIGGER_TABLE'), endpoint: env.OUTRIGGER_DYNAMODB_ENDPOINT, region: env.AWS_REGION }),
     get deadLetter() {

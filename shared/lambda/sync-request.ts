@@ -35,6 +35,13 @@ export const syncRequestSchema = z.strictObject({
    * so the handler may skip asking its record whether there is work. Only with `observed`.
    */
   targetChanged: z.optional(z.literal(true)),
+  /**
+   * `observed` came in an envelope whose signature the router verified with the forwarder key of the cluster
+   * whose events queue it came from: the parent's state at that resourceVersion, which history may decide on
+   * without reading it (docs/operations/security.md#events-are-triggers-not-state). Only with `observed`. Set by
+   * the router alone: only Outrigger's functions may send to a sync queue.
+   */
+  observedSigned: z.optional(z.literal(true)),
 });
 
 export type SyncRequest = z.infer<typeof syncRequestSchema>;
@@ -46,7 +53,13 @@ export class SyncRequestError extends MalformedMessageError {
   }
 }
 
-export function makeSyncRequest(key: SyncKey, causes: string[], observed?: KubeObject, targetChanged?: true): SyncRequest {
+export function makeSyncRequest(
+  key: SyncKey,
+  causes: string[],
+  observed?: KubeObject,
+  targetChanged?: true,
+  observedSigned?: boolean,
+): SyncRequest {
   const request: SyncRequest = {
     type: 'dev.outrigger.sync',
     key: { ...key, namespace: key.namespace || undefined },
@@ -62,6 +75,7 @@ export function makeSyncRequest(key: SyncKey, causes: string[], observed?: KubeO
   ) {
     request.observed = observed as SyncRequest['observed'];
     if (targetChanged) request.targetChanged = true;
+    if (observedSigned) request.observedSigned = true;
   }
   return request;
 }

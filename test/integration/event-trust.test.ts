@@ -8,14 +8,15 @@ import { CreateQueueCommand, GetQueueAttributesCommand, SendMessageCommand } fro
 import type { APIGatewayProxyStructuredResultV2, Context } from 'aws-lambda';
 import { SqsEventQueue, createIngestHandler } from '../../functions/ingest/handler.ts';
 import { forgetPolicies, historySource, listPolicies, policyFor } from '../../functions/history/policies.ts';
-import { syncHistory } from '../../functions/history/sync.ts';
+import { resolveTarget, syncHistory } from '../../functions/history/sync.ts';
 import { truncateSynced } from '../../functions/history/truncate.ts';
 import { routeBatch } from '../../functions/router/route.ts';
 import { Clusters, ingestClustersOf } from '../../shared/clusters.ts';
 import { deduplicationId, makeEnvelope, messageGroupId, type Envelope } from '../../shared/envelope/index.ts';
+import { forwarderKey, signEnvelope } from '../../shared/envelope/signature.ts';
 import type { RevisionPolicy } from '../../shared/history/policy.ts';
 import { PARENT_LABEL, sortRevisions, type ControllerRevision } from '../../shared/history/revisions.ts';
-import { Resources, gvr, type KubeObject } from '../../shared/kube/index.ts';
+import { Resources, gvr, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
 import { applyManifests } from '../../shared/kube/apply.ts';
 import { SqsDeadLetterSink } from '../../shared/lambda/dead-letter.ts';
 import { EVENTS_QUEUE, QueueUrls } from '../../shared/lambda/queues.ts';
@@ -30,6 +31,9 @@ import { asRecord, drain } from './sqs-records.ts';
 const statefulSets = gvr('apps', 'v1', 'statefulsets');
 const CLUSTER = 'it';
 const HISTORY = 'history';
+/** The deployment's secret, from which each cluster's forwarder key is derived. */
+const SECRET = 'event-trust secret';
+const ownKey = forwarderKey(SECRET, CLUSTER);
 const kube = outriggerClient();
 const state = testState();
 let policy: RevisionPolicy;
@@ -44,7 +48,7 @@ beforeAll(async () => {
 const context = { functionName: 'ingest', awsRequestId: 't', getRemainingTimeInMillis: () => 30_000 } as unknown as Context;
 
 /** The deployment's queues for the cluster on ElasticMQ, and the pipeline from its events queue to a history sync. */
-async function pipeline() {
+async function pipeline(forwarderKeys = async (c: string): Promise<readonly string[]> => [forwarderKey(SECRET, c)]) {
   const { sqs, url } = await testQueue('trust');
   const queues = new QueueUrls(`${url.slice(0, url.lastIndexOf('/') + 1)}${uniqueName('tq')}-`);
   for (const q of [EVENTS_QUEUE, HISTORY])
@@ -88,7 +92,7 @@ async function pipeline() {
         }),
       ),
     /** Routes what the events queue holds, then runs each history sync request as the history handler does. */
-    deliver: async () => {
+    deliver: async (syncKube = kube) => {
       const records = (await drain(sqs, queues.url(CLUSTER, EVENTS_QUEUE), 1)).map((m) => asRecord(m, eventsArn));
       const routed = await routeBatch(
         { Records: records },
@@ -98,6 +102,7 @@ async function pipeline() {
           sink: new SqsSyncSink(queues, sqs),
           deadLetter: () => new SqsDeadLetterSink(queues, sqs),
           queueCluster: (a) => queues.clusterOf(a, EVENTS_QUEUE),
+          forwarderKeys,
         },
       );
       expect(routed.batchItemFailures).toEqual([]);
@@ -105,7 +110,10 @@ async function pipeline() {
       const outcomes = [];
       for (const r of requests)
         outcomes.push(
-          await syncHistory(handlerDeps(r.key), policy, r.key, r.causes, observedParent(r), { targetChanged: r.targetChanged === true }),
+          await syncHistory(handlerDeps(r.key, syncKube), policy, r.key, r.causes, observedParent(r), {
+            targetChanged: r.targetChanged === true,
+            observedSigned: r.observedSigned === true,
+          }),
         );
       return outcomes;
     },
@@ -113,8 +121,8 @@ async function pipeline() {
 }
 
 /** The history handler's dependencies: truncation right after the sync, on the parent the sync decided on. */
-const handlerDeps = (key: SyncKey) => ({
-  kube,
+const handlerDeps = (key: SyncKey, k: KubeClient = kube) => ({
+  kube: k,
   state,
   holder: uniqueName('h'),
   truncate: async (
@@ -122,7 +130,8 @@ const handlerDeps = (key: SyncKey) => ({
     quiet: boolean,
     seen: { generatedVersion?: string | undefined },
     parent: KubeObject,
-  ) => truncateSynced({ kube }, policy, key, revisions, { quiet, seen, parent }).then((t) => ({ deleted: t.deleted, gone: t.gone ?? [] })),
+  ) =>
+    truncateSynced({ kube: k }, policy, key, revisions, { quiet, seen, parent }).then((t) => ({ deleted: t.deleted, gone: t.gone ?? [] })),
 });
 
 const keyOf = (obj: KubeObject): SyncKey => ({
@@ -212,5 +221,88 @@ describe('events are triggers, not state: a forged envelope writes no revision t
     await p.send(forgedEnvelope(sts));
     await p.deliver();
     expect(await history(sts.metadata.namespace!)).toEqual(['1:registry.example/app:1', '2:registry.example/app:2']);
+  }, 60_000);
+});
+
+describe("the forwarder signature boundary: only the cluster's own forwarder's signed object is taken for the parent", () => {
+  test("an envelope signed with another cluster's key plants no revision and deletes none", async () => {
+    const sts = await parentWithHistory('trust-otherkey');
+    const p = await pipeline();
+    await p.send(signEnvelope(forwarderKey(SECRET, 'another-cluster'), forgedEnvelope(sts)));
+    await p.deliver();
+    expect(await history(sts.metadata.namespace!)).toEqual(['1:registry.example/app:1', '2:registry.example/app:2']);
+  }, 60_000);
+
+  test("the cluster's own valid signature over other content (the object swapped after signing) plants no revision and deletes none", async () => {
+    const sts = await parentWithHistory('trust-swapped');
+    const p = await pipeline();
+    const forged = forgedEnvelope(sts);
+    const signed = signEnvelope(ownKey, { ...forged, data: { object: sts } });
+    await p.send({ ...signed, data: forged.data });
+    await p.deliver();
+    expect(await history(sts.metadata.namespace!)).toEqual(['1:registry.example/app:1', '2:registry.example/app:2']);
+  }, 60_000);
+
+  test("the forwarder's own signed envelope is taken for the parent: the change is recorded without reading it (3 requests, as kube-controller-manager)", async () => {
+    const sts = await parentWithHistory('trust-signed');
+    const p = await pipeline();
+    const next = await adminClient().patch<KubeObject>(
+      statefulSets,
+      { name: 'web', namespace: sts.metadata.namespace },
+      { spec: { template: template('registry.example/app:3') } },
+      'merge',
+    );
+    // Each client discovers the target kind once; that is not the change's cost.
+    const counted = outriggerClient();
+    await resolveTarget(counted, policy);
+    counted.stats.reset();
+    await p.send(
+      signEnvelope(ownKey, makeEnvelope({ cluster: CLUSTER, type: 'modified', object: next, source: `outrigger://${CLUSTER}/forwarder` })),
+    );
+    expect(await p.deliver(counted)).toMatchObject([{ outcome: 'created', number: 3 }]);
+    // The revision and its Event: no read of the parent.
+    expect(counted.stats.byVerb).toEqual({ create: 2 });
+    expect(await history(sts.metadata.namespace!)).toEqual([
+      '1:registry.example/app:1',
+      '2:registry.example/app:2',
+      '3:registry.example/app:3',
+    ]);
+
+    // The forwarder's own signed envelope through the ingest URL: the ingest drops the signature (an object is
+    // taken for the parent's state only from the cluster's own forwarder on its own queue), so the parent is read.
+    const after = await adminClient().patch<KubeObject>(
+      statefulSets,
+      { name: 'web', namespace: sts.metadata.namespace },
+      { spec: { template: template('registry.example/app:4') } },
+      'merge',
+    );
+    const unsigned = outriggerClient();
+    await resolveTarget(unsigned, policy);
+    unsigned.stats.reset();
+    const res = await p.post([
+      signEnvelope(ownKey, makeEnvelope({ cluster: CLUSTER, type: 'modified', object: after, source: `outrigger://${CLUSTER}/forwarder` })),
+    ]);
+    expect(res.statusCode).toBe(202);
+    expect(await p.deliver(unsigned)).toMatchObject([{ outcome: 'created', number: 4 }]);
+    expect(unsigned.stats.byVerb).toEqual({ get: 1, create: 2 });
+  }, 60_000);
+
+  test('when the forwarder key cannot be had (the secret unreadable), a signed envelope is routed as a trigger: the parent is read', async () => {
+    const sts = await parentWithHistory('trust-nokey');
+    const p = await pipeline(() => Promise.reject(new Error('Secrets Manager: throttled')));
+    const next = await adminClient().patch<KubeObject>(
+      statefulSets,
+      { name: 'web', namespace: sts.metadata.namespace },
+      { spec: { template: template('registry.example/app:3') } },
+      'merge',
+    );
+    const counted = outriggerClient();
+    await resolveTarget(counted, policy);
+    counted.stats.reset();
+    await p.send(
+      signEnvelope(ownKey, makeEnvelope({ cluster: CLUSTER, type: 'modified', object: next, source: `outrigger://${CLUSTER}/forwarder` })),
+    );
+    expect(await p.deliver(counted)).toMatchObject([{ outcome: 'created', number: 3 }]);
+    expect(counted.stats.byVerb).toEqual({ get: 1, create: 2 });
   }, 60_000);
 });

@@ -11,6 +11,7 @@ import { Forwarder, SqsEnvelopeSink } from '../../forwarder/forwarder.ts';
 import { metricsText } from '../../forwarder/metrics.ts';
 import { projectRoot } from '../../local/paths.ts';
 import { parseEnvelope, type Envelope } from '../../shared/envelope/index.ts';
+import { forwarderKey, verifyEnvelope } from '../../shared/envelope/signature.ts';
 import { connect, gvr, Resources, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
 import { forwarderKubeconfig } from '../testbed/forwarder.ts';
 import { adminClient, createNamespace, eventually, outriggerClient, testbed, testQueue } from '../testbed/index.ts';
@@ -89,6 +90,36 @@ describe('the forwarder', () => {
       await expect(kube.create(Resources.controllerRevisions, revision(ns, 'forbidden'))).rejects.toMatchObject({ kind: 'Forbidden' });
     } finally {
       await fwd.stop();
+    }
+  });
+
+  test("the forwarder signature boundary: with its cluster's key every envelope it sends verifies for that cluster alone; without, none is signed", async () => {
+    const ns = await createNamespace('fwd-sign');
+    const key = forwarderKey('forwarder test secret', 'it');
+    for (const withKey of [true, false]) {
+      const { sqs, url } = await testQueue(`fwd-sign-${withKey}`);
+      const fwd = new Forwarder({
+        cluster: 'it',
+        kube: outriggerClient(),
+        sink: new SqsEnvelopeSink(sqs, url),
+        namespace: ns,
+        resources: async () => [Resources.controllerRevisions],
+        ...(withKey ? { key } : {}),
+      });
+      await fwd.start();
+      try {
+        const name = `signed-${withKey}`;
+        await outriggerClient().create(Resources.controllerRevisions, revision(ns, name));
+        const got: Array<{ envelope: Envelope; group: string; dedup: string }> = [];
+        await drain(sqs, url, got, () => got.some((g) => g.envelope.data.object.metadata.name === name));
+        for (const { envelope } of got) {
+          expect(verifyEnvelope([key], 'it', envelope)).toBe(withKey);
+          expect(verifyEnvelope([forwarderKey('forwarder test secret', 'other')], 'other', { ...envelope, cluster: 'other' })).toBe(false);
+          if (!withKey) expect(envelope.outriggersignature).toBeUndefined();
+        }
+      } finally {
+        await fwd.stop();
+      }
     }
   });
 

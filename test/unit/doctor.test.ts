@@ -86,6 +86,7 @@ const healthy = (over: Partial<ClusterFacts> = {}): ClusterFacts => ({
     deployment: { replicas: 2, readyReplicas: 2 },
     lease: { holderIdentity: 'pod-a', renewTime: ago(3) },
     checkpointWrittenAt: ago(30),
+    key: 'present',
   },
   deadLetters: [
     {
@@ -381,6 +382,14 @@ describe('doctor findings', () => {
     });
     expect(of(with_({ lease: { holderIdentity: 'pod-a', renewTime: ago(120) } }), 'forwarder lease').status).toBe('ok');
     expect(of(with_({ lease: undefined }), 'forwarder sending').status).toBe('skipped');
+    // The forwarder key: without it envelopes are unsigned (correct, a read dearer), and doctor says so.
+    expect(of(with_({}), 'forwarder key').status).toBe('ok');
+    expect(of(with_({ key: 'absent' }), 'forwarder key')).toMatchObject({
+      status: 'warn',
+      message: expect.stringContaining('the forwarder sends unsigned envelopes'),
+      fix: expect.stringContaining('outrigger forwarder-key --cluster prod'),
+    });
+    expect(of(with_({ key: 'malformed' }), 'forwarder key').status).toBe('fail');
     expect(of(with_({ checkpointWrittenAt: ago(7200) }), 'forwarder sending')).toMatchObject({
       status: 'warn',
       message: expect.stringMatching(/^last sent 120 min ago/),

@@ -261,7 +261,10 @@ describe('the Outrigger stack', () => {
       sorted(
         withLogs({
           Heartbeat: table('dynamodb:GetItem', 'dynamodb:PutItem'),
-          Router: consumer('ProdEvents', 'ProdSyncHistory', 'ProdSyncStorage', 'ProdSyncMap'),
+          Router: [
+            ...consumer('ProdEvents', 'ProdSyncHistory', 'ProdSyncStorage', 'ProdSyncMap'),
+            `secretsmanager:GetSecretValue ${JSON.stringify({ Ref: signingSecretId(template) })}`,
+          ],
           History: [
             ...table('dynamodb:GetItem', 'dynamodb:UpdateItem'),
             ...consumer('ProdSyncHistory', 'ProdSyncHistory', 'ProdSyncTruncate'),
@@ -789,7 +792,7 @@ describe('the Outrigger stack', () => {
     expect(migratorReads).toBe(migratorArn);
   });
 
-  test('the webhook signing key: a generated secret that the map function alone may read (GetSecretValue, nothing else), named in its environment', () => {
+  test('the signing secret: a generated secret that only the map function and the router may read (GetSecretValue, nothing else), named in their environment', () => {
     const t = synth([cluster]);
     const [secretId] = Object.keys(t.findResources('AWS::SecretsManager::Secret'));
     expect(secretId).toMatch(/^MapHookSigningSecret/);
@@ -798,10 +801,13 @@ describe('the Outrigger stack', () => {
         .filter((st) => JSON.stringify(st.Resource).includes(secretId!))
         .map((st) => [id.replace(/ServiceRoleDefaultPolicy.*$/, ''), st.Action, st.Resource]),
     );
-    expect(grants).toEqual([['Map', 'secretsmanager:GetSecretValue', { Ref: secretId }]]);
+    expect(grants.sort()).toEqual([
+      ['Map', 'secretsmanager:GetSecretValue', { Ref: secretId }],
+      ['Router', 'secretsmanager:GetSecretValue', { Ref: secretId }],
+    ]);
     const withKey = Object.entries(t.findResources('AWS::Lambda::Function')).filter(
       ([, f]) => (f.Properties.Environment?.Variables as Record<string, unknown> | undefined)?.OUTRIGGER_HOOK_SECRET_ARN,
     );
-    expect(withKey.map(([id]) => id.replace(/[0-9A-F]{8}$/, ''))).toEqual(['Map']);
+    expect(withKey.map(([id]) => id.replace(/[0-9A-F]{8}$/, '')).sort()).toEqual(['Map', 'Router']);
   });
 });
