@@ -10,7 +10,7 @@ import { revisionHash, targetState, type JsonObject } from '../../shared/history
 import { applyManifests } from '../../shared/kube/apply.ts';
 import { Resources, forgetDiscovery, gvr, type KubeObject } from '../../shared/kube/index.ts';
 import { newControllerRef, type SyncKey } from '../../shared/ownership/index.ts';
-import { adminClient, createNamespace, outriggerClient, testState } from '../testbed/index.ts';
+import { adminClient, createNamespace, eventually, outriggerClient, testState } from '../testbed/index.ts';
 import { lwsCrd } from '../testbed/lws.ts';
 import { controllersGrant } from '../testbed/rbac.ts';
 
@@ -117,8 +117,16 @@ const keyOf = (o: KubeObject): SyncKey => ({
 });
 const hashKey = (o: KubeObject) => revisionHash(targetState(o as unknown as JsonObject, STATE), 0);
 
+/** The policy, once in effect: until the CRD just applied is served, its kind does not resolve. */
 async function policy() {
-  return policyFor(await listPolicies(kube, 'lws'), GROUP, 'LeaderWorkerSet')!;
+  return eventually(async () => {
+    const found = policyFor(await listPolicies(kube, 'lws'), GROUP, 'LeaderWorkerSet');
+    if (!found) {
+      forgetDiscovery(kube);
+      forgetPolicies();
+    }
+    return found;
+  });
 }
 
 async function sync(o: KubeObject) {
