@@ -135,10 +135,14 @@ export async function churnBench(opts: ChurnBenchOptions) {
         capacity: { ...capacity },
         forwarderKube: { ...runtime.sourceRequests.byVerb },
         handlerKube: { ...handlerKube.byVerb },
-        forwarder: runtime.forwarderStats().reduce((n, f) => ({ events: n.events + f.events, statusOnly: n.statusOnly + f.statusOnly }), {
-          events: 0,
-          statusOnly: 0,
-        }),
+        // `batches`: the SendMessageBatch calls the forwarder makes, batching as it does in a cluster.
+        forwarder: runtime
+          .forwarderStats()
+          .reduce((n, f) => ({ events: n.events + f.events, statusOnly: n.statusOnly + f.statusOnly, batches: n.batches + f.batches }), {
+            events: 0,
+            statusOnly: 0,
+            batches: 0,
+          }),
       });
       const before = snapshot();
       const t0 = performance.now();
@@ -178,6 +182,7 @@ export async function churnBench(opts: ChurnBenchOptions) {
           forwarder: {
             watchEvents: Number(((after.forwarder.events - before.forwarder.events) / minutes).toFixed(1)),
             statusOnlyDropped: Number(((after.forwarder.statusOnly - before.forwarder.statusOnly) / minutes).toFixed(1)),
+            sendMessageBatchCalls: Number(((after.forwarder.batches - before.forwarder.batches) / minutes).toFixed(1)),
           },
           sqs: Object.fromEntries([...runtime.queues.keys()].map((name) => [name === 'router' ? 'events (router)' : name, queue(name)])),
           lambdaInvocations: verbs(after.invocations, before.invocations),
