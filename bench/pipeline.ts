@@ -7,6 +7,10 @@
 // flapping), with the forwarder sending children as metadata only (as it does) and, for comparison, whole:
 // events-queue messages, bytes and router invocations per 1,000 changes.
 //   npm run bench:pipeline [-- --parents 50 --updates 5 --pods 50 --status-changes 1000]
+// With --churn, instead: the pipeline on the nodes-and-pods bed under bench/churn.ts's churn, and what it spends
+// per minute of that cluster's life (bench/pipeline-churn.ts):
+//   npm run bench:pipeline -- --churn [--nodes 3 --pods 30 --parents 5 --pod-changes-per-minute 600
+//     --spec-changes-per-minute 10 --minutes 2]
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,22 +23,44 @@ import { startRuntime } from '../runtime/local.ts';
 import { connect, gvr, Resources, type KubeObject } from '../shared/kube/index.ts';
 import { applyManifests } from '../shared/kube/apply.ts';
 import { statefulSet } from '../local/fixtures.ts';
+import { churnBench } from './pipeline-churn.ts';
 
 const { values } = parseArgs({
   options: {
-    parents: { type: 'string', default: '50' },
+    // Per mode: 50 and 50 by default, 5 and 30 with --churn.
+    parents: { type: 'string' },
     updates: { type: 'string', default: '5' },
-    pods: { type: 'string', default: '50' },
+    pods: { type: 'string' },
     'status-changes': { type: 'string', default: '1000' },
+    churn: { type: 'boolean', default: false },
+    nodes: { type: 'string', default: '3' },
+    'pod-changes-per-minute': { type: 'string', default: '600' },
+    'spec-changes-per-minute': { type: 'string', default: '10' },
+    minutes: { type: 'string', default: '2' },
   },
 });
-const PARENTS = Number(values.parents);
+const PARENTS = Number(values.parents ?? 50);
 const UPDATES = Number(values.updates);
 const log = (m: string) => process.stderr.write(`[bench] ${m}\n`);
 const statefulSets = gvr('apps', 'v1', 'statefulsets');
-const PODS = Number(values.pods);
+const PODS = Number(values.pods ?? 50);
 const STATUS_CHANGES = Number(values['status-changes']);
 const pipelineFunctions = functions.filter((f) => ['router', 'history', 'truncate'].includes(f.name));
+
+if (values.churn) {
+  const figures = await churnBench({
+    nodes: Number(values.nodes),
+    pods: Number(values.pods ?? 30),
+    parents: Number(values.parents ?? 5),
+    podChangesPerMinute: Number(values['pod-changes-per-minute']),
+    specChangesPerMinute: Number(values['spec-changes-per-minute']),
+    minutes: Number(values.minutes),
+    log,
+  });
+  log(JSON.stringify(figures));
+  console.log(JSON.stringify(figures));
+  process.exit(0);
+}
 
 const bed = await startTestbed({ withCluster: true, log });
 try {

@@ -13,7 +13,7 @@ import { exampleHooks, startLambdaEndpoint, type LocalFunction } from '../local/
 import { startTestbed, type Testbed } from '../local/testbed.ts';
 import { Clusters, type ClusterConfig } from '../shared/clusters.ts';
 import { forwarderKey } from '../shared/envelope/signature.ts';
-import { connect, type KubeClient } from '../shared/kube/index.ts';
+import { connect, type KubeClient, type RequestStats } from '../shared/kube/index.ts';
 import { FileDeadLetterSink } from '../shared/lambda/dead-letter.ts';
 import { setEnvironment } from '../shared/lambda/environment.ts';
 import { EVENTS_QUEUE, QueueUrls } from '../shared/lambda/queues.ts';
@@ -69,6 +69,8 @@ export interface Runtime {
   queues: Map<string, LocalQueue>;
   /** Each forwarder's counters (one forwarder per function that consumes watch events). */
   forwarderStats(): ForwarderStats[];
+  /** The forwarders' Kubernetes requests by verb (lists and watches): the handlers' are their cluster client's. */
+  sourceRequests: RequestStats;
   /** Runs a scheduled function now (as its schedule would). */
   runScheduled(name: string): Promise<unknown>;
   /** Resolves once every watch has listed and every queue is empty. */
@@ -195,6 +197,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     lambdaEndpoint: lambda?.url,
     queues,
     forwarderStats: () => forwarders.map((f) => f.stats),
+    sourceRequests: source.stats,
     runScheduled: async (name) => {
       const h = handlers.get(name);
       if (!h?.spec.schedule) throw new Error(`${name} is not a scheduled function`);
