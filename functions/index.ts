@@ -2,7 +2,6 @@
 // controller's (functions/controllers.ts). The CDK construct and the local runtime read this list.
 import { gvrString, type GVR } from '../shared/kube/index.ts';
 import { controllers, controllerSources, definitionResources, forgetControllers } from './controllers.ts';
-import { storageController } from './storage/controller.ts';
 import type { FunctionSpec } from './spec.ts';
 
 export const functions: FunctionSpec[] = [
@@ -48,5 +47,9 @@ export const functions: FunctionSpec[] = [
   },
 ];
 
-/** The functions of the storage migration feature, which act on every resource of a cluster. */
-export const STORAGE_FUNCTIONS = storageController.functions.map((f) => f.name);
+/** The names of one controller's functions (its `Controller.name`), for a runtime that leaves it out. */
+export function functionsOf(controller: string): string[] {
+  const declared = controllers.find((c) => c.name === controller);
+  if (!declared) throw new Error(`no controller is named ${controller} (controllers: ${controllers.map((c) => c.name).join(', ')})`);
+  return declared.functions.map((f) => f.name);
+}

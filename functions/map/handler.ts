@@ -21,6 +21,8 @@ import {
   timerStep,
   WAKE_CAUSE,
   wakeCause,
+  type Continuation,
+  type PassOutcome,
   type PassRecord,
 } from '../../shared/map/plan/index.ts';
 import type { State } from '../../shared/state/index.ts';
@@ -34,7 +36,9 @@ import {
   mapControllerFor,
   writeReadiness,
   type MapControllerSet,
+  type ResolvedMapController,
 } from './controllers.ts';
+import type { MapSyncResult, Problem } from './pass.ts';
 import { hookCaller } from './environment.ts';
 import { syncMap } from './sync.ts';
 
@@ -62,53 +66,104 @@ export interface MapServeContext {
   concurrency?: number | undefined;
 }
 
+/** Where a parent's last pass is recorded. */
+const passKeyOf = (key: SyncRequest['key']) => ({ cluster: key.cluster, kind: 'map-pass', name: key.uid });
+
 /** One sync request: a MapController's change queues its parents; a parent's runs a pass unless already served. */
-export async function serveMapRequest({ key, causes }: SyncRequest, sentAt: number, ctx: MapServeContext): Promise<void> {
-  const { kube } = ctx;
-  if (key.kind === 'MapController' && key.group === MAP_GROUP) {
-    // The controller changed: every parent it governs syncs against the new definition, which its requests name.
-    ctx.controllers.forget(key.cluster);
-    const set = await listMapControllers(kube, key.cluster, ctx.controllers);
-    const invalid = set.invalid.find((i) => i.name === key.name);
-    if (invalid) ctx.log('warn', 'MapController is invalid; its parents are left as they are', { ...invalid });
-    await writeReadiness(kube, set);
-    const mc = set.valid.find((m) => m.uid === key.uid);
-    if (!mc) return;
-    const parents = await actingAs(kube, mc).listAll(mc.parent);
-    const requests = parents.map((p) =>
-      makeSyncRequest(
-        {
-          cluster: key.cluster,
-          group: mc.parent.group,
-          kind: mc.parent.kind,
-          namespace: p.metadata.namespace,
-          name: p.metadata.name ?? '',
-          uid: p.metadata.uid ?? '',
-        },
-        [controllerCause(mc), ...causes],
-      ),
-    );
-    await ctx.syncSink.send(MAP_TARGET, requests);
-    ctx.log('info', 'MapController changed; parents queued', { controller: mc.name, generation: mc.generation, parents: requests.length });
-    return;
-  }
-  const passKey = { cluster: key.cluster, kind: 'map-pass', name: key.uid };
+export async function serveMapRequest(request: SyncRequest, sentAt: number, ctx: MapServeContext): Promise<void> {
+  const { key, causes } = request;
+  // The controller changed: every parent it governs syncs against the new definition, which its requests name.
+  if (key.kind === 'MapController' && key.group === MAP_GROUP) return queueParents(request, ctx);
+  const passKey = passKeyOf(key);
   const timer = timerOf(causes);
   if (timer !== undefined) return serveTimer(key, timer, sentAt, ctx, (await ctx.state.records.get<PassRecord>(passKey))?.value);
-  // A pass that started after this request was queued, with the same definition, read everything after the
-  // change that caused it: the request is already served. This keeps a pass's own output writes (whose events
-  // come back as requests) from starting one full pass each; at most one follow-up pass runs.
+  // The last pass's record, and the controller, unless a later pass already served the request.
   const last = (await ctx.state.records.get<PassRecord>(passKey))?.value;
+  const mc = await controllerToRun(request, sentAt, ctx, last);
+  if (!mc) return;
+  const startedAt = Date.now();
+  // The pass, as the controller's ServiceAccount.
+  const pass = await runPass(request, ctx, mc, last);
+  const { result, continuation, receiveCount } = pass;
+  // One Warning per hook failure reason, as Outrigger.
+  await warnHookProblems(ctx, mc, key, result.problems);
+  const outcome = passOutcome({
+    deferred: result.deferred,
+    problems: result.problems,
+    retryAfterSeconds: result.retryAfterSeconds,
+    earlier: continuation,
+    receiveCount,
+  });
+  // The pass's record, for the next request, and the timer a hook's wish asks for.
+  const wake = await recordPass(ctx, key, { mc, last, pass, outcome, startedAt });
+  ctx.log('info', 'map synced', {
+    controller: mc.name,
+    generation: mc.generation,
+    parent: `${key.namespace ?? ''}/${key.name}`,
+    incremental: pass.incremental,
+    ...result,
+    deferred: result.deferred.length,
+    problems: result.problems.length,
+    durationMs: Date.now() - startedAt,
+    budgetMs: ctx.budget?.budgetMs,
+    outcome: outcome.kind,
+    wakeAt: wake.wakeAt,
+    timerSent: wake.send,
+  });
+  // A follow-up for what is left, a retry for what failed, or a warning that retries ran out.
+  await followUp(request, ctx, outcome, receiveCount);
+}
+
+/** Forgets the cluster's MapControllers, writes their readiness and queues every parent of the one that changed. */
+async function queueParents({ key, causes }: SyncRequest, ctx: MapServeContext): Promise<void> {
+  const { kube } = ctx;
+  ctx.controllers.forget(key.cluster);
+  const set = await listMapControllers(kube, key.cluster, ctx.controllers);
+  const invalid = set.invalid.find((i) => i.name === key.name);
+  if (invalid) ctx.log('warn', 'MapController is invalid; its parents are left as they are', { ...invalid });
+  await writeReadiness(kube, set);
+  const mc = set.valid.find((m) => m.uid === key.uid);
+  if (!mc) return;
+  const parents = await actingAs(kube, mc).listAll(mc.parent);
+  const requests = parents.map((p) =>
+    makeSyncRequest(
+      {
+        cluster: key.cluster,
+        group: mc.parent.group,
+        kind: mc.parent.kind,
+        namespace: p.metadata.namespace,
+        name: p.metadata.name ?? '',
+        uid: p.metadata.uid ?? '',
+      },
+      [controllerCause(mc), ...causes],
+    ),
+  );
+  await ctx.syncSink.send(MAP_TARGET, requests);
+  ctx.log('info', 'MapController changed; parents queued', { controller: mc.name, generation: mc.generation, parents: requests.length });
+}
+
+/**
+ * The parent's MapController, when a pass is to run. A pass that started after this request was queued, with the
+ * same definition, read everything after the change that caused it: the request is already served. This keeps a
+ * pass's own output writes (whose events come back as requests) from starting one full pass each; at most one
+ * follow-up pass runs.
+ */
+async function controllerToRun(
+  { key, causes }: SyncRequest,
+  sentAt: number,
+  ctx: MapServeContext,
+  last: PassRecord | undefined,
+): Promise<ResolvedMapController | undefined> {
   const requested = definitionOf(causes);
-  let mc = mapControllerFor(await listMapControllers(kube, key.cluster, ctx.controllers), key.group, key.kind);
+  let mc = mapControllerFor(await listMapControllers(ctx.kube, key.cluster, ctx.controllers), key.group, key.kind);
   const decide = (refreshed: boolean) => passDecision({ last, sentAt, skewMs: SKEW_MS, current: mc, requested, refreshed });
   let decision = decide(false);
   if (decision === 'refresh') {
     ctx.controllers.forget(key.cluster);
-    mc = mapControllerFor(await listMapControllers(kube, key.cluster, ctx.controllers), key.group, key.kind);
+    mc = mapControllerFor(await listMapControllers(ctx.kube, key.cluster, ctx.controllers), key.group, key.kind);
     decision = decide(true);
   }
-  if (!mc || decision === 'no-controller') return;
+  if (!mc || decision === 'no-controller') return undefined;
   if (decision === 'served') {
     ctx.log('info', 'map sync already served by a later pass', {
       parent: `${key.namespace ?? ''}/${key.name}`,
@@ -116,9 +171,26 @@ export async function serveMapRequest({ key, causes }: SyncRequest, sentAt: numb
       passStartedAt: last?.startedAt,
       generation: mc.generation,
     });
-    return;
+    return undefined;
   }
-  const startedAt = Date.now();
+  return mc;
+}
+
+interface PassRun {
+  answers: MapSyncResult['answers'];
+  result: Omit<MapSyncResult, 'answers'>;
+  incremental: boolean;
+  continuation: Continuation | undefined;
+  receiveCount: number;
+}
+
+/** Runs the pass: incremental or whole, from the start or a continuation's cursor. */
+async function runPass(
+  { key, causes }: SyncRequest,
+  ctx: MapServeContext,
+  mc: ResolvedMapController,
+  last: PassRecord | undefined,
+): Promise<PassRun> {
   // An event-driven pass calls the hook only for inputs whose last answer no longer holds. A resync calls every
   // hook (a hook may depend on the clock), and so does a request whose causes may have been cut short.
   const incremental = !causes.some((c) => c.startsWith(RESYNC_CAUSE)) && causes.length < MAX_CAUSES;
@@ -133,7 +205,7 @@ export async function serveMapRequest({ key, causes }: SyncRequest, sentAt: numb
   const continuation = receiveCount > 1 ? undefined : continuationOf(causes);
   // Every read and write of parents, inputs and outputs is the ServiceAccount's (docs/controllers/mapcontroller.md#identity-each-mapcontroller-acts-as-its-own-serviceaccount).
   const { answers, ...result } = await syncMap(
-    { kube: actingAs(kube, mc), hooks: ctx.hooks, log: ctx.log, ...(ctx.concurrency ? { concurrency: ctx.concurrency } : {}) },
+    { kube: actingAs(ctx.kube, mc), hooks: ctx.hooks, log: ctx.log, ...(ctx.concurrency ? { concurrency: ctx.concurrency } : {}) },
     mc,
     key,
     {
@@ -142,9 +214,18 @@ export async function serveMapRequest({ key, causes }: SyncRequest, sentAt: numb
       continuation,
     },
   );
-  // One Warning per hook failure reason per pass, as Outrigger (whose role may create events), not one per input.
+  return { answers, result, incremental, continuation, receiveCount };
+}
+
+/** One Warning per hook failure reason per pass, as Outrigger (whose role may create events), not one per input. */
+async function warnHookProblems(
+  ctx: MapServeContext,
+  mc: ResolvedMapController,
+  key: SyncRequest['key'],
+  problems: Problem[],
+): Promise<void> {
   const hookProblems = new Map<string, { count: number; first: string }>();
-  for (const p of result.problems.filter((q) => q.reason.startsWith('Hook'))) {
+  for (const p of problems.filter((q) => q.reason.startsWith('Hook'))) {
     const seen = hookProblems.get(p.reason);
     hookProblems.set(p.reason, { count: (seen?.count ?? 0) + 1, first: seen?.first ?? `${p.what}: ${p.message}` });
   }
@@ -155,19 +236,28 @@ export async function serveMapRequest({ key, causes }: SyncRequest, sentAt: numb
   };
   for (const [reason, { count, first }] of hookProblems)
     await recordEvent(
-      kube,
+      ctx.kube,
       regarding,
       { type: 'Warning', reason, action: 'Sync', note: `${count} input(s) failed, nothing deleted for them: ${first}` },
       { controller: MAP_CONTROLLER, instance: mc.name },
       ctx.log,
     );
-  const outcome = passOutcome({
-    deferred: result.deferred,
-    problems: result.problems,
-    retryAfterSeconds: result.retryAfterSeconds,
-    earlier: continuation,
-    receiveCount,
-  });
+}
+
+/** Writes the pass's record and sends the timer for the earliest wake a hook asked for; returns that wake. */
+async function recordPass(
+  ctx: MapServeContext,
+  key: SyncRequest['key'],
+  {
+    mc,
+    last,
+    pass,
+    outcome,
+    startedAt,
+  }: { mc: ResolvedMapController; last: PassRecord | undefined; pass: PassRun; outcome: PassOutcome; startedAt: number },
+): Promise<{ wakeAt: number | undefined; send: boolean }> {
+  const { answers, result, continuation } = pass;
+  const passKey = passKeyOf(key);
   // Only a clean pass (of a whole sync) serves later requests: after a problem or with inputs left, the next
   // request runs a pass. The answers are kept either way, so a follow-up or retry calls only what is still owed.
   const clean = outcome.kind === 'done' && !result.problems.length && !continuation?.problems;
@@ -192,21 +282,12 @@ export async function serveMapRequest({ key, causes }: SyncRequest, sentAt: numb
       throw err;
     }
   }
+  return wake;
+}
+
+/** What the pass's outcome asks for next: a follow-up, a retry, or (retries spent) a warning. */
+async function followUp({ key, causes }: SyncRequest, ctx: MapServeContext, outcome: PassOutcome, receiveCount: number): Promise<void> {
   const parent = `${key.namespace ?? ''}/${key.name}`;
-  ctx.log('info', 'map synced', {
-    controller: mc.name,
-    generation: mc.generation,
-    parent,
-    incremental,
-    ...result,
-    deferred: result.deferred.length,
-    problems: result.problems.length,
-    durationMs: Date.now() - startedAt,
-    budgetMs: ctx.budget?.budgetMs,
-    outcome: outcome.kind,
-    wakeAt: wake.wakeAt,
-    timerSent: wake.send,
-  });
   if (outcome.kind === 'continue') {
     // The rest in a follow-up for the same parent (its FIFO group, behind what is queued): each pass fits its
     // invocation, and other parents of the batch keep their time. The nonce keeps SQS from taking it for a copy.

@@ -30,7 +30,7 @@ import {
   MAX_RECORDED_INPUTS,
   type AnswerRecord,
 } from '../../shared/map/plan/index.ts';
-import { isBeingDeleted, isControlledBy, SelectorError, selectorString } from '../../shared/ownership/index.ts';
+import { isBeingDeleted, isControlledBy, SelectorError, selectorString, type Selector } from '../../shared/ownership/index.ts';
 import type { SyncKey } from '../../shared/ownership/index.ts';
 import type { ResolvedMapController } from './controllers.ts';
 import { FinalizerError, setFinalizer } from './finalize.ts';
@@ -44,7 +44,40 @@ export const MAP_CONCURRENCY = 32;
 const WRITE_CONCURRENCY = 16;
 
 export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: SyncKey, opts: MapPassOptions = {}): Promise<MapSyncResult> {
-  const result: MapSyncResult = {
+  const result = emptyResult();
+  const found = await readParent(ctx, mc, key);
+  if (!found) return { ...result, skipped: 'parent gone' };
+  // The controller's finalizer is on every parent while it has a finalize hook, and on none otherwise.
+  const parent = await keepFinalizer(ctx, mc, found, result);
+  const now = ctx.now ?? (() => new Date());
+  // A pass that can go no further says why in the parent's status, its counts left as they were.
+  const stop = async () => {
+    await writeStatus(ctx, mc, parent, undefined, undefined, result, now(), opts.continuation);
+    return result;
+  };
+  // The parent's selector; an invalid one is the parent's problem.
+  const selector = selectorFor(parent, result);
+  if (!selector) return stop();
+  // Its inputs and outputs, listed as the controller's ServiceAccount: a list it may not make stops the pass.
+  const listed = await listObjects(ctx, mc, parent, selector, result);
+  if (!listed) return stop();
+  // Hook calls and output writes, each bounded, within the pass's budget.
+  const pass = startPass({ ctx, mc, parent, opts, result, final: listed.final }, key.cluster);
+  // A parent being deleted: its finalize hook, while it carries the controller's finalizer.
+  if (isBeingDeleted(parent) && parent.metadata.finalizers?.includes(finalizerName(mc.name))) {
+    await finalizeParent(pass);
+    // A parent whose finalizer went is gone, or going with someone else's: nothing more is written to it.
+    if (result.finalized) return result;
+  }
+  // Otherwise each input's hook, and the tombstone hook for each map key whose input is gone.
+  if (!isBeingDeleted(parent)) await mapAll(pass, listed.inputs, listed.observed);
+  // The problems to the log, the counts and conditions to the parent's status.
+  await reportPass(pass, listed.inputs, now());
+  return result;
+}
+
+function emptyResult(): MapSyncResult {
+  return {
     inputs: 0,
     hookCalls: 0,
     created: 0,
@@ -60,45 +93,70 @@ export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: S
     recreated: 0,
     released: 0,
   };
+}
+
+/** The parent the request names, if it is still there (the same uid). */
+async function readParent(ctx: MapContext, mc: ResolvedMapController, key: SyncKey): Promise<KubeObject | undefined> {
   const found = await ctx.kube.find(mc.parent, { name: key.name, namespace: mc.parent.namespaced ? key.namespace : undefined });
-  if (!found || found.metadata.uid !== key.uid) return { ...result, skipped: 'parent gone' };
+  if (!found || found.metadata.uid !== key.uid) return undefined;
   // Listed and fetched objects carry no apiVersion or kind in some clients; hooks and ControllerRefs need both.
-  let parent: KubeObject = { ...found, apiVersion: apiVersionOf(mc.parent), kind: mc.parent.kind };
-  const namespace = parent.metadata.namespace;
-  const now = ctx.now ?? (() => new Date());
-  const wish = (seconds: number | undefined) => {
-    if (seconds !== undefined) result.wakeAt = Math.min(result.wakeAt ?? Infinity, Date.now() + seconds * 1000);
-  };
+  return { ...found, apiVersion: apiVersionOf(mc.parent), kind: mc.parent.kind };
+}
 
-  // The controller's finalizer is on every parent while it has a finalize hook, and on none otherwise
-  // (docs/controllers/mapcontroller.md#lifecycle). A parent being deleted only ever loses it, once its finalize hook is done.
-  if (!isBeingDeleted(parent) && finalizersWith(parent.metadata.finalizers, finalizerName(mc.name), Boolean(mc.spec.hooks.finalize))) {
-    try {
-      parent = await setFinalizer(ctx, mc, parent, Boolean(mc.spec.hooks.finalize));
-    } catch (err) {
-      if (!(err instanceof FinalizerError)) throw err;
-      result.problems.push(err.problem);
-    }
-  }
-
-  let selector;
+/**
+ * Adds or removes the controller's finalizer as the spec has a finalize hook or not
+ * (docs/controllers/mapcontroller.md#lifecycle). A parent being deleted only ever loses it, once its finalize hook is done.
+ */
+async function keepFinalizer(ctx: MapContext, mc: ResolvedMapController, parent: KubeObject, result: MapSyncResult): Promise<KubeObject> {
+  if (isBeingDeleted(parent) || !finalizersWith(parent.metadata.finalizers, finalizerName(mc.name), Boolean(mc.spec.hooks.finalize)))
+    return parent;
   try {
-    selector = inputSelector(parent);
+    return await setFinalizer(ctx, mc, parent, Boolean(mc.spec.hooks.finalize));
+  } catch (err) {
+    if (!(err instanceof FinalizerError)) throw err;
+    result.problems.push(err.problem);
+    return parent;
+  }
+}
+
+/** The parent's input selector; undefined (its problem recorded) when it is invalid and the parent is not being deleted. */
+function selectorFor(parent: KubeObject, result: MapSyncResult): Selector | undefined {
+  try {
+    return inputSelector(parent);
   } catch (err) {
     if (!(err instanceof SelectorError)) throw err;
     if (!isBeingDeleted(parent)) {
       result.problems.push({ mapKey: '', what: 'spec.selector', reason: 'InvalidSelector', message: err.message });
-      await writeStatus(ctx, mc, parent, undefined, undefined, result, now(), opts.continuation);
-      return result;
+      return undefined;
     }
     // A parent being deleted still gets its finalize hook: its inputs no longer matter.
-    selector = inputSelector({ ...parent, spec: {} });
+    return inputSelector({ ...parent, spec: {} });
   }
+}
 
-  // Inputs: objects of every input resource matching the selector, in the parent's namespace (cluster-wide for
-  // a cluster-scoped parent or input resource). Outputs: the parent's, found by its label, judged by ControllerRef.
+interface Listed {
+  /** The inputs selected, one list per input resource (in mc.inputs' order). */
+  inputs: KubeObject[][];
+  /** The parent's outputs by map key. */
+  observed: ReturnType<typeof outputsByKey>;
+  /** What the parent owns now, by output identity. */
+  final: Map<string, KubeObject>;
+}
+
+/**
+ * Inputs: objects of every input resource matching the selector, in the parent's namespace (cluster-wide for a
+ * cluster-scoped parent or input resource). Outputs: the parent's, found by its label, judged by ControllerRef.
+ * Lists as the controller's ServiceAccount: one it may not make is the parent's Forbidden (undefined), and nothing is done.
+ */
+async function listObjects(
+  ctx: MapContext,
+  mc: ResolvedMapController,
+  parent: KubeObject,
+  selector: Selector,
+  result: MapSyncResult,
+): Promise<Listed | undefined> {
+  const namespace = parent.metadata.namespace;
   const labelSelector = selectorString(selector);
-  // Lists as the controller's ServiceAccount: one it may not make is the parent's Forbidden, and nothing is done.
   const forbidden: Problem[] = [];
   const list = async (k: ResolvedResource, labels: string | undefined, role: string): Promise<KubeObject[]> => {
     const ns = k.namespaced ? namespace : undefined;
@@ -122,8 +180,7 @@ export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: S
   ]);
   if (forbidden.length) {
     result.problems.push(...forbidden);
-    await writeStatus(ctx, mc, parent, undefined, undefined, result, now(), opts.continuation);
-    return result;
+    return undefined;
   }
   const inputs = inputLists.map((list) => selectInputs(parent, selector, list));
   result.inputs = inputs.reduce((n, l) => n + l.length, 0);
@@ -135,106 +192,114 @@ export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: S
       .filter((o) => isControlledBy(o, parent))
       .map((o) => [identityOf(o), o]),
   );
+  return { inputs, observed, final };
+}
 
+/** The pass its tasks share: its hook calls and writes bounded, its hook calls within the budget. */
+function startPass(base: Pick<Pass, 'ctx' | 'mc' | 'parent' | 'opts' | 'result' | 'final'>, cluster: string): Pass {
+  const { ctx, mc, parent, opts, result } = base;
+  const wish = (seconds: number | undefined) => {
+    if (seconds !== undefined) result.wakeAt = Math.min(result.wakeAt ?? Infinity, Date.now() + seconds * 1000);
+  };
   // Hook calls and apiserver writes are bounded apart: a hook slot is not held while its outputs are written,
   // so a pass takes as long as the slower of the two, not their sum.
   const hookLimit = pLimit(ctx.concurrency ?? MAP_CONCURRENCY);
   const writeLimit = pLimit(WRITE_CONCURRENCY);
   // A hook call starts only while the budget has room for it, and none after a hook asked to be called later.
   const clock = Date.now;
-  const mayCall = (hook: typeof mc.spec.hooks.map) =>
+  const mayCall = (hook: MapHook) =>
     result.retryAfterSeconds === undefined &&
     (!opts.budget || callFits(opts.budget.deadline - clock(), hook.timeoutSeconds * 1000, opts.budget.budgetMs));
-  const call = (hook: typeof mc.spec.hooks.map, request: unknown) =>
+  const call = (hook: MapHook, request: unknown) =>
     hookLimit(async () => {
       if (!mayCall(hook)) return DEFERRED;
       result.hookCalls += 1;
       try {
-        return await ctx.hooks.call(hook, request, { deadline: opts.budget?.deadline, controller: { cluster: key.cluster, uid: mc.uid } });
+        return await ctx.hooks.call(hook, request, {
+          deadline: opts.budget?.deadline,
+          controller: { cluster, uid: mc.uid },
+        });
       } catch (err) {
         if (err instanceof HookError && err.retryAfterSeconds !== undefined)
           result.retryAfterSeconds = Math.max(result.retryAfterSeconds ?? 0, err.retryAfterSeconds);
         throw err;
       }
     });
+  const at = { parentGeneration: parent.metadata.generation ?? 0, controller: mc.uid, generation: mc.generation };
+  return { ...base, call, writeLimit, wish, at, answers: { ...at, inputs: {}, wakes: {} }, claimed: new Map() };
+}
 
-  if (isBeingDeleted(parent) && parent.metadata.finalizers?.includes(finalizerName(mc.name))) {
-    const finalize = mc.spec.hooks.finalize;
-    try {
-      if (!finalize) {
-        // The hook was dropped from the spec: the finalizer goes, and the outputs are left to the garbage collector.
-        await setFinalizer(ctx, mc, parent, false);
-        result.finalized = true;
-      } else {
-        const outputs = [...final.values()];
-        const answered = await call(finalize, { controller: mc.object, parent, outputs: outputMap(outputs) });
-        if (answered === DEFERRED) result.deferred.push(AFTER_ALL_KEYS);
-        else {
-          const answer = parseFinalizeAnswer(answered);
-          // The outputs it does not keep are deleted now, whether or not it is done; those it keeps stay the
-          // parent's until it is, then are released so they outlive the parent.
-          const doomed = detachedToDelete(outputs, answer.outputs, {
-            hook: 'finalize',
-            namespace: mc.parent.namespaced ? parent.metadata.namespace : undefined,
-          });
-          if (doomed.length) await apply(ctx, mc, { create: [], update: [], delete: doomed, unchanged: [] }, final, result);
-          if (answer.finalized) {
-            for (const kept of final.values()) await release(ctx, mc, parent, kept, result);
-            await setFinalizer(ctx, mc, parent, false);
-            result.finalized = true;
-          } else {
-            result.finalized = false;
-            wish(answer.resyncAfterSeconds ?? FINALIZE_AGAIN_SECONDS);
-          }
-        }
-      }
-    } catch (err) {
-      result.problems.push(err instanceof FinalizerError ? err.problem : problemOf(err, '', 'finalize'));
+/** Calls the finalize hook (or, with none in the spec, only removes the finalizer); `result.finalized` says whether it is done. */
+async function finalizeParent(pass: Pass): Promise<void> {
+  const { ctx, mc, parent, result, final } = pass;
+  const finalize = mc.spec.hooks.finalize;
+  try {
+    if (!finalize) {
+      // The hook was dropped from the spec: the finalizer goes, and the outputs are left to the garbage collector.
+      await setFinalizer(ctx, mc, parent, false);
+      result.finalized = true;
+      return;
     }
-    // A parent whose finalizer went is gone, or going with someone else's: nothing more is written to it.
-    if (result.finalized) return result;
+    const outputs = [...final.values()];
+    const answered = await pass.call(finalize, { controller: mc.object, parent, outputs: outputMap(outputs) });
+    if (answered === DEFERRED) {
+      result.deferred.push(AFTER_ALL_KEYS);
+      return;
+    }
+    const answer = parseFinalizeAnswer(answered);
+    // The outputs it does not keep are deleted now, whether or not it is done; those it keeps stay the
+    // parent's until it is, then are released so they outlive the parent.
+    const doomed = detachedToDelete(outputs, answer.outputs, {
+      hook: 'finalize',
+      namespace: mc.parent.namespaced ? parent.metadata.namespace : undefined,
+    });
+    if (doomed.length) await apply(ctx, mc, { create: [], update: [], delete: doomed, unchanged: [] }, final, result);
+    if (answer.finalized) {
+      for (const kept of final.values()) await release(ctx, mc, parent, kept, result);
+      await setFinalizer(ctx, mc, parent, false);
+      result.finalized = true;
+    } else {
+      result.finalized = false;
+      pass.wish(answer.resyncAfterSeconds ?? FINALIZE_AGAIN_SECONDS);
+    }
+  } catch (err) {
+    result.problems.push(err instanceof FinalizerError ? err.problem : problemOf(err, '', 'finalize'));
   }
+}
 
-  if (!isBeingDeleted(parent)) {
-    const at = { parentGeneration: parent.metadata.generation ?? 0, controller: mc.uid, generation: mc.generation };
-    const pass: Pass = {
-      ctx,
-      mc,
-      parent,
-      opts,
-      result,
-      final,
-      call,
-      writeLimit,
-      wish,
-      at,
-      answers: { ...at, inputs: {}, wakes: {} },
-      claimed: new Map(),
-    };
-    for (const [k, objs] of observed) for (const o of objs) pass.claimed.set(identityOf(o), k);
-    // In map-key order, so a follow-up goes on from the first key its pass did not reach.
-    const ordered = inputs
-      .flat()
-      .map((input) => ({ input, mapKey: mapKeyOf(input) }))
-      .sort((a, b) => (a.mapKey < b.mapKey ? -1 : a.mapKey > b.mapKey ? 1 : 0));
-    const liveKeys = new Set(ordered.map(({ mapKey }) => mapKey));
-    await Promise.all([
-      ...ordered.map(({ input, mapKey }) => mapInput(pass, input, mapKey, observed.get(mapKey) ?? [])),
-      // Detached outputs: their input is gone (or no longer matches).
-      ...[...observed].filter(([mapKey]) => !liveKeys.has(mapKey)).map(([mapKey, objs]) => reapDetached(pass, mapKey, objs)),
-    ]);
-    if (Object.keys(pass.answers.inputs).length <= MAX_RECORDED_INPUTS) result.answers = pass.answers;
-  }
+/** Maps every input and reaps every detached map key, at once within the pass's limits. */
+async function mapAll(pass: Pass, inputs: KubeObject[][], observed: Listed['observed']): Promise<void> {
+  for (const [k, objs] of observed) for (const o of objs) pass.claimed.set(identityOf(o), k);
+  // In map-key order, so a follow-up goes on from the first key its pass did not reach.
+  const ordered = inputs
+    .flat()
+    .map((input) => ({ input, mapKey: mapKeyOf(input) }))
+    .sort((a, b) => (a.mapKey < b.mapKey ? -1 : a.mapKey > b.mapKey ? 1 : 0));
+  const liveKeys = new Set(ordered.map(({ mapKey }) => mapKey));
+  await Promise.all([
+    ...ordered.map(({ input, mapKey }) => mapInput(pass, input, mapKey, observed.get(mapKey) ?? [])),
+    // Detached outputs: their input is gone (or no longer matches).
+    ...[...observed].filter(([mapKey]) => !liveKeys.has(mapKey)).map(([mapKey, objs]) => reapDetached(pass, mapKey, objs)),
+  ]);
+  if (Object.keys(pass.answers.inputs).length <= MAX_RECORDED_INPUTS) pass.result.answers = pass.answers;
+}
 
+/** Logs the pass's problems and writes the parent's status: its inputs' and outputs' counts, and its conditions. */
+async function reportPass(pass: Pass, inputs: KubeObject[][], now: Date): Promise<void> {
+  const { ctx, mc, parent, result, final, opts } = pass;
   for (const p of result.problems)
-    ctx.log?.('warn', 'map sync problem; nothing was deleted for it', { parent: `${namespace ?? ''}/${parent.metadata.name ?? ''}`, ...p });
+    ctx.log?.('warn', 'map sync problem; nothing was deleted for it', {
+      parent: `${parent.metadata.namespace ?? ''}/${parent.metadata.name ?? ''}`,
+      ...p,
+    });
   const inputTotals = new Map<ResolvedResource, number>(mc.inputs.map((k, i) => [k, inputs[i]!.length]));
   const outputsNow = new Map<ResolvedResource, KubeObject[]>(
     mc.outputs.map((k) => [k, [...final.values()].filter((o) => o.kind === k.kind && o.apiVersion === apiVersionOf(k))]),
   );
-  await writeStatus(ctx, mc, parent, inputTotals, outputsNow, result, now(), opts.continuation);
-  return result;
+  await writeStatus(ctx, mc, parent, inputTotals, outputsNow, result, now, opts.continuation);
 }
+
+type MapHook = ResolvedMapController['spec']['hooks']['map'];
 
 /** What one pass's tasks, one per input and one per detached map key, share. */
 interface Pass {
@@ -246,7 +311,7 @@ interface Pass {
   /** What the parent owns now, by output identity: updated by every write, counted in the status. */
   final: Map<string, KubeObject>;
   /** Calls a hook within the pass's limits, or answers DEFERRED. */
-  call: (hook: ResolvedMapController['spec']['hooks']['map'], request: unknown) => Promise<unknown>;
+  call: (hook: MapHook, request: unknown) => Promise<unknown>;
   writeLimit: LimitFunction;
   /** Records a hook's resyncAfterSeconds. */
   wish: (seconds: number | undefined) => void;

@@ -8,8 +8,8 @@
 // invocation that times out or dies resumes there, and one that dies after the last chunk only finishes.
 // For a CRD, success also narrows status.storedVersions to the storage version, only when this migrator
 // rewrote the whole list and the CRD did not change in between (the upstream migrator never did this).
-import pLimit from 'p-limit';
-import { isKubeError, Resources, gvr, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
+import pLimit, { type LimitFunction } from 'p-limit';
+import { isKubeError, Resources, gvr, type GVR, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
 import type { Log } from '../../shared/log.ts';
 import type { State } from '../../shared/state/index.ts';
 import {
@@ -66,7 +66,7 @@ export async function runMigration(
   opts: { shouldPause?: () => boolean; chunk?: number } = {},
 ): Promise<MigrateResult> {
   const result: MigrateResult = { migration: name, outcome: 'gone', chunks: 0, rewritten: 0, conflicts: 0, notFound: 0, expiredTokens: 0 };
-  let svm = await ctx.kube.find<StorageVersionMigration>(migrations, { name });
+  const svm = await ctx.kube.find<StorageVersionMigration>(migrations, { name });
   if (!svm) return result;
   if (!isOutriggers(svm)) return { ...result, outcome: 'not-ours' };
   if (isTerminal(phaseOf(svm))) return { ...result, outcome: 'finished-before' };
@@ -77,125 +77,177 @@ export async function runMigration(
   const lease = await ctx.state.leases.acquire(ctx.cluster, `migration/${name}`, ctx.holder, MIGRATOR_LEASE_MS);
   if (!lease) return { ...result, outcome: 'busy' };
   try {
-    const { group = '', version, resource } = svm.spec.resource;
-    if (!version) return await finish(ctx, svm, result, 'Failed', 'InvalidSpec', 'spec.resource.version is required');
-    const target = gvr(group, version, resource);
-    const crdName = group === '' ? undefined : `${resource}.${group}`;
-    let progress = progressOf(svm);
-    if (!progress || phaseOf(svm) === 'Pending') {
-      if (!progress) {
-        const crd = crdName ? await ctx.kube.find<CRD>(Resources.customResourceDefinitions, { name: crdName }) : undefined;
-        const storageVersion = crd?.spec.versions.find((v) => v.storage)?.name;
-        progress = startProgress(
-          ctx.now(),
-          crd && storageVersion ? { storageVersion, generation: crd.metadata.generation ?? 0 } : undefined,
+    // Under the migration's lease: start it (or take up its progress), rewrite every object, and finish.
+    return await runHeld(ctx, svm, result, opts);
+  } finally {
+    await ctx.state.leases.release(lease).catch(() => undefined);
+  }
+}
+
+/** A run under the migration's lease: its start recorded, its chunks rewritten, its success recorded. */
+async function runHeld(
+  ctx: MigratorContext,
+  svm: StorageVersionMigration,
+  result: MigrateResult,
+  opts: { shouldPause?: () => boolean; chunk?: number },
+): Promise<MigrateResult> {
+  const { group = '', version, resource } = svm.spec.resource;
+  if (!version) return await finish(ctx, svm, result, 'Failed', 'InvalidSpec', 'spec.resource.version is required');
+  const crdName = group === '' ? undefined : `${resource}.${group}`;
+  // A migration not yet started records its start and its progress, with the CRD's storage version then.
+  const started = await startRun(ctx, svm, result, crdName);
+  if ('done' in started) return started.done;
+  // Every object rewritten, a chunk at a time, the progress saved after each.
+  const rewritten = await rewriteAll(ctx, started.svm, result, started.progress, opts);
+  if ('done' in rewritten) return rewritten.done;
+  const progress = rewritten.progress;
+  result.progress = progress;
+  // For a CRD, status.storedVersions narrowed to the storage version when the verdict allows.
+  let note = '';
+  if (crdName) {
+    const narrowed = await narrowStoredVersions(ctx.kube, crdName, progress);
+    if ('storedVersions' in narrowed) result.storedVersions = narrowed.storedVersions;
+    else note = `; status.storedVersions left as it is: ${narrowed.reason}`;
+  }
+  const summary = `rewrote ${progress.rewritten} object(s); ${progress.conflicts} already rewritten, ${progress.notFound} gone${note}`;
+  return await finish(ctx, started.svm, result, 'Succeeded', 'MigrationSucceeded', summary);
+}
+
+type Step<T> = T | { done: MigrateResult };
+
+/** Marks a Pending (or never started) migration Running, its progress started; a started one goes on from its progress. */
+async function startRun(
+  ctx: MigratorContext,
+  svm: StorageVersionMigration,
+  result: MigrateResult,
+  crdName: string | undefined,
+): Promise<Step<{ svm: StorageVersionMigration; progress: MigrationProgress }>> {
+  const { group = '', version = '', resource } = svm.spec.resource;
+  let progress = progressOf(svm);
+  if (progress && phaseOf(svm) !== 'Pending') return { svm, progress };
+  if (!progress) {
+    const crd = crdName ? await ctx.kube.find<CRD>(Resources.customResourceDefinitions, { name: crdName }) : undefined;
+    const storageVersion = crd?.spec.versions.find((v) => v.storage)?.name;
+    progress = startProgress(ctx.now(), crd && storageVersion ? { storageVersion, generation: crd.metadata.generation ?? 0 } : undefined);
+  }
+  const conditions = conditionsFor(
+    svm.status?.conditions,
+    'Running',
+    ctx.now(),
+    'MigrationStarted',
+    `rewriting ${resource}${group ? `.${group}` : ''} through ${version}`,
+  );
+  const patched = await ctx.kube.patch<StorageVersionMigration>(
+    migrations,
+    { name: svm.metadata.name ?? '', subresource: 'status' },
+    { status: { conditions, progress } },
+    'merge',
+  );
+  // A migration.k8s.io CRD without status.progress in its schema (kube-storage-version-migrator's) prunes it:
+  // every invocation would start over, and a large resource would never finish.
+  if (!progressOf(patched))
+    return {
+      done: await finish(
+        ctx,
+        patched,
+        result,
+        'Failed',
+        'ProgressNotKept',
+        "status.progress was pruned: the StorageVersionMigration CRD is not Outrigger's (apply cluster/crds/storageversionmigrations.yaml)",
+      ),
+    };
+  return { svm: patched, progress };
+}
+
+/** Lists the resource's metadata a chunk at a time and rewrites each chunk, until the list ends or the run pauses. */
+async function rewriteAll(
+  ctx: MigratorContext,
+  svm: StorageVersionMigration,
+  result: MigrateResult,
+  from: MigrationProgress,
+  opts: { shouldPause?: () => boolean; chunk?: number },
+): Promise<Step<{ progress: MigrationProgress }>> {
+  const name = svm.metadata.name ?? '';
+  const { group = '', version = '', resource } = svm.spec.resource;
+  const target = gvr(group, version, resource);
+  const limit = pLimit(8);
+  let progress = from;
+  while (!progress.complete) {
+    let page;
+    try {
+      page = await ctx.kube.listMetadata(target, { limit: opts.chunk ?? CHUNK, continue: progress.continueToken || undefined });
+    } catch (err) {
+      if (isKubeError(err, 'Gone') && progress.continueToken) {
+        ctx.log?.(
+          'info',
+          err.continueToken ? "continue token expired; going on from the apiserver's token" : 'continue token expired; restarting the list',
+          { migration: name },
         );
+        result.expiredTokens += 1;
+        progress = await saveProgress(ctx, name, afterExpiry(progress, err.continueToken, ctx.now()));
+        continue;
       }
-      const conditions = conditionsFor(
-        svm.status?.conditions,
-        'Running',
-        ctx.now(),
-        'MigrationStarted',
-        `rewriting ${resource}${group ? `.${group}` : ''} through ${version}`,
-      );
-      svm = await ctx.kube.patch<StorageVersionMigration>(
-        migrations,
-        { name, subresource: 'status' },
-        { status: { conditions, progress } },
-        'merge',
-      );
-      // A migration.k8s.io CRD without status.progress in its schema (kube-storage-version-migrator's) prunes it:
-      // every invocation would start over, and a large resource would never finish.
-      if (!progressOf(svm))
-        return await finish(
-          ctx,
-          svm,
-          result,
-          'Failed',
-          'ProgressNotKept',
-          "status.progress was pruned: the StorageVersionMigration CRD is not Outrigger's (apply cluster/crds/storageversionmigrations.yaml)",
-        );
-    }
-    const limit = pLimit(8);
-    while (!progress.complete) {
-      let page;
-      try {
-        page = await ctx.kube.listMetadata(target, { limit: opts.chunk ?? CHUNK, continue: progress.continueToken || undefined });
-      } catch (err) {
-        if (isKubeError(err, 'Gone') && progress.continueToken) {
-          ctx.log?.(
-            'info',
-            err.continueToken
-              ? "continue token expired; going on from the apiserver's token"
-              : 'continue token expired; restarting the list',
-            { migration: name },
-          );
-          result.expiredTokens += 1;
-          progress = await saveProgress(ctx, name, afterExpiry(progress, err.continueToken, ctx.now()));
-          continue;
-        }
-        if (isKubeError(err, 'NotFound'))
-          return await finish(
+      if (isKubeError(err, 'NotFound'))
+        return {
+          done: await finish(
             ctx,
             svm,
             result,
             'Failed',
             'ResourceNotServed',
             `the cluster does not serve ${resource} in ${group}/${version}`,
-          );
-        if (isKubeError(err, 'Transient')) throw err;
-        return await finish(ctx, svm, result, 'Failed', 'ListFailed', err instanceof Error ? err.message : String(err));
-      }
-      const chunk = { rewritten: 0, conflicts: 0, notFound: 0 };
-      const failures: string[] = [];
-      await Promise.all(
-        page.items.map((item) =>
-          limit(async () => {
-            const { name: objectName = '', namespace, resourceVersion } = item.metadata;
-            try {
-              // Transient answers are retried by the client (honouring Retry-After); one still failing fails
-              // the invocation, and the next resumes at this chunk.
-              await ctx.kube.patch(target, { name: objectName, namespace }, { metadata: { resourceVersion } }, 'merge', {
-                metadataOnly: true,
-              });
-              chunk.rewritten += 1;
-            } catch (err) {
-              if (isKubeError(err, 'Conflict')) chunk.conflicts += 1;
-              else if (isKubeError(err, 'NotFound')) chunk.notFound += 1;
-              else if (isKubeError(err, 'Transient')) throw err;
-              else failures.push(`${namespace ? `${namespace}/` : ''}${objectName}: ${err instanceof Error ? err.message : String(err)}`);
-            }
-          }),
-        ),
-      );
-      result.chunks += 1;
-      result.rewritten += chunk.rewritten;
-      result.conflicts += chunk.conflicts;
-      result.notFound += chunk.notFound;
-      if (failures.length)
-        return await finish(
+          ),
+        };
+      if (isKubeError(err, 'Transient')) throw err;
+      return { done: await finish(ctx, svm, result, 'Failed', 'ListFailed', err instanceof Error ? err.message : String(err)) };
+    }
+    const { chunk, failures } = await rewriteChunk(ctx, target, page.items, limit);
+    result.chunks += 1;
+    result.rewritten += chunk.rewritten;
+    result.conflicts += chunk.conflicts;
+    result.notFound += chunk.notFound;
+    if (failures.length)
+      return {
+        done: await finish(
           ctx,
           svm,
           result,
           'Failed',
           'RewriteFailed',
           `${failures.length} object(s) could not be rewritten; first: ${failures[0]}`,
-        );
-      progress = await saveProgress(ctx, name, afterChunk(progress, chunk, page.metadata.continue || undefined, ctx.now()));
-      if (!progress.complete && opts.shouldPause?.()) return { ...result, outcome: 'paused', progress };
-    }
-    result.progress = progress;
-    let note = '';
-    if (crdName) {
-      const narrowed = await narrowStoredVersions(ctx.kube, crdName, progress);
-      if ('storedVersions' in narrowed) result.storedVersions = narrowed.storedVersions;
-      else note = `; status.storedVersions left as it is: ${narrowed.reason}`;
-    }
-    const summary = `rewrote ${progress.rewritten} object(s); ${progress.conflicts} already rewritten, ${progress.notFound} gone${note}`;
-    return await finish(ctx, svm, result, 'Succeeded', 'MigrationSucceeded', summary);
-  } finally {
-    await ctx.state.leases.release(lease).catch(() => undefined);
+        ),
+      };
+    progress = await saveProgress(ctx, name, afterChunk(progress, chunk, page.metadata.continue || undefined, ctx.now()));
+    if (!progress.complete && opts.shouldPause?.()) return { done: { ...result, outcome: 'paused', progress } };
   }
+  return { progress };
+}
+
+/** Rewrites one listed chunk: the counts of what was rewritten, already rewritten (Conflict) and gone, and the failures. */
+async function rewriteChunk(ctx: MigratorContext, target: GVR, items: KubeObject[], limit: LimitFunction) {
+  const chunk = { rewritten: 0, conflicts: 0, notFound: 0 };
+  const failures: string[] = [];
+  await Promise.all(
+    items.map((item) =>
+      limit(async () => {
+        const { name: objectName = '', namespace, resourceVersion } = item.metadata;
+        try {
+          // Transient answers are retried by the client (honouring Retry-After); one still failing fails
+          // the invocation, and the next resumes at this chunk.
+          await ctx.kube.patch(target, { name: objectName, namespace }, { metadata: { resourceVersion } }, 'merge', {
+            metadataOnly: true,
+          });
+          chunk.rewritten += 1;
+        } catch (err) {
+          if (isKubeError(err, 'Conflict')) chunk.conflicts += 1;
+          else if (isKubeError(err, 'NotFound')) chunk.notFound += 1;
+          else if (isKubeError(err, 'Transient')) throw err;
+          else failures.push(`${namespace ? `${namespace}/` : ''}${objectName}: ${err instanceof Error ? err.message : String(err)}`);
+        }
+      }),
+    ),
+  );
+  return { chunk, failures };
 }
 
 async function saveProgress(ctx: MigratorContext, name: string, progress: MigrationProgress): Promise<MigrationProgress> {

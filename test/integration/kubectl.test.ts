@@ -285,7 +285,7 @@ describe('the history controller in the local runtime (watch, router, history, t
     const { mkdtemp } = await import('node:fs/promises');
     const { tmpdir } = await import('node:os');
     const { startRuntime } = await import('../../runtime/local.ts');
-    const { functions, STORAGE_FUNCTIONS } = await import('../../functions/index.ts');
+    const { functions, functionsOf } = await import('../../functions/index.ts');
     const ns = await createNamespace('e2e-history');
     const admin = adminClient();
     const runtime = await startRuntime({
@@ -293,7 +293,8 @@ describe('the history controller in the local runtime (watch, router, history, t
       clusterId: 'e2e',
       namespace: ns,
       stateDir: await mkdtemp(join(tmpdir(), 'outrigger-e2e-')),
-      functions: functions.filter((f) => f.name !== 'heartbeat' && !STORAGE_FUNCTIONS.includes(f.name)),
+      // Without the storage controller's functions, which act on every resource of a cluster.
+      functions: functions.filter((f) => f.name !== 'heartbeat' && !functionsOf('storage').includes(f.name)),
     });
     try {
       const revisions = async () =>
