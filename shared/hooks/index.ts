@@ -148,7 +148,8 @@ export class Hooks implements HookCaller {
         const left = deadline === undefined ? Infinity : deadline - now();
         if (left <= 0)
           throw new AbortError(new HookError('Timeout', `${hookName(hook)}: the pass's time budget ran out before it answered`));
-        const timeoutMs = Math.min(hook.timeoutSeconds * 1000, left);
+        // Whole milliseconds: node's timers (AbortSignal.timeout) refuse a fraction, and a deadline may carry one.
+        const timeoutMs = Math.max(1, Math.floor(Math.min(hook.timeoutSeconds * 1000, left)));
         this.stats.attempts += 1;
         try {
           return hook.webhook

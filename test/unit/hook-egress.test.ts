@@ -176,3 +176,9 @@ test('what reaches the status names no webhook path (it may hold a token) and no
     await new Promise<void>((r) => denied.close(() => r()));
   }
 });
+
+test('a call whose pass deadline falls between milliseconds is sent, its timeout a whole number of them', async () => {
+  // A deadline made from a fractional remaining time (half a budget, say): node's timers refuse 196.5 ms.
+  const hooks = new Hooks({ allowLoopbackHttp: true, webhookAllow: ['127.0.0.1'] });
+  await expect(hooks.call(hook('127.0.0.1'), {}, { deadline: Date.now() + 2_000.5 })).resolves.toEqual({ outputs: [] });
+});
