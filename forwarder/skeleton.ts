@@ -3,6 +3,7 @@
 // the metadata a status-only change leaves alone, so that memory follows the number of objects, not their size.
 // A parent small enough is kept whole: the router compares its old and new target state (ControllerKind.targetChanged).
 import { createHash } from 'node:crypto';
+import { canonicalText } from '../shared/envelope/signature.ts';
 import type { KubeObject } from '../shared/kube/index.ts';
 
 /** A parent up to this size (as JSON) is kept whole; a larger one, as a skeleton (its target comparison then says "changed"). */
@@ -46,14 +47,5 @@ export function routedDigest(o: KubeObject): string | undefined {
   const known = digests.get(o);
   if (known !== undefined || o.metadata.generation === undefined) return known;
   const routed = { ...o.metadata, resourceVersion: undefined, managedFields: undefined };
-  return createHash('sha256').update(sortedJson(routed)).digest('hex');
-}
-
-/** JSON with every object's keys sorted: equal for equal values whatever the order the apiserver wrote. */
-function sortedJson(value: unknown): string {
-  return JSON.stringify(value, (_key, v: unknown) =>
-    v && typeof v === 'object' && !Array.isArray(v)
-      ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
-      : v,
-  );
+  return createHash('sha256').update(canonicalText(routed)).digest('hex');
 }
