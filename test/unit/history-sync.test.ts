@@ -173,6 +173,40 @@ describe('the history shell on the fakes', () => {
     }
   });
 
+  test("another controller's revision that no selector of the parent's matches (LWS labels its own by name and key only) is its history all the same; coexisting, Outrigger's has a plain reference and its own labels", async () => {
+    for (const foreignHistory of [undefined, 'Coexist']) {
+      const s = scene(policyWith(foreignHistory ? { foreignHistory } : {}));
+      s.kube.seed<ControllerRevision>(revisions, {
+        apiVersion: 'apps/v1',
+        kind: 'ControllerRevision',
+        metadata: {
+          name: 'web-own-1',
+          namespace: 'ns',
+          labels: { 'example.com/name': 'web' },
+          ownerReferences: [newControllerRef(s.parent)],
+        },
+        data: {},
+        revision: 1,
+      });
+      const outcome = await s.sync();
+      if (!foreignHistory) {
+        expect(outcome).toMatchObject({ outcome: 'skipped', reason: expect.stringContaining('(revision web-own-1)') });
+        continue;
+      }
+      expect(outcome).toMatchObject({ outcome: 'created', number: 1 });
+      const ours = (await s.kube.list<ControllerRevision>(revisions, { namespace: 'ns' })).items.find(
+        (r) => r.metadata.name !== 'web-own-1',
+      )!;
+      expect(ours.metadata.ownerReferences).toEqual([{ ...newControllerRef(s.parent), controller: false }]);
+      expect(Object.keys(ours.metadata.labels ?? {}).sort()).toEqual([HASH_LABEL, ...Object.keys(parentLabels(s.parent))].sort());
+      // The next sync counts it as the parent's: no adoption, no second revision.
+      expect(await s.sync()).toMatchObject({ outcome: 'unchanged', number: 1 });
+      expect(s.kube.peek(revisions, { name: ours.metadata.name!, namespace: 'ns' })!.metadata.resourceVersion).toBe(
+        ours.metadata.resourceVersion,
+      );
+    }
+  });
+
   test('a change beyond the limit truncates under the lease, and one Event says both; the record keeps what is left', async () => {
     const s = scene(policyWith({ revisionHistoryLimit: 1 }));
     await s.sync({ truncate: s.truncate });
