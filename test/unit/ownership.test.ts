@@ -181,13 +181,13 @@ describe('claim planning', () => {
     .map((ts) => ts.map(([n, l, o]) => child(n, l, o)));
   const selector = compileSelector({ matchLabels: { app: 'a' } });
 
-  /** What the cluster looks like after the plan is carried out. */
-  const apply = (plan: ReturnType<typeof planClaim>): KubeObject[] => [
+  /** What the cluster looks like after the plan is carried out, as claim() does: an adoption replaces the child's references to the parent. */
+  const apply = (plan: ReturnType<typeof planClaim>, ref: OwnerReference = newControllerRef(parent())): KubeObject[] => [
     ...plan.owned,
     ...plan.ignored,
     ...plan.adopt.map((c) => ({
       ...c,
-      metadata: { ...c.metadata, ownerReferences: [...(c.metadata.ownerReferences ?? []), newControllerRef(parent())] },
+      metadata: { ...c.metadata, ownerReferences: [...(c.metadata.ownerReferences ?? []).filter((r) => r.uid !== 'parent-uid'), ref] },
     })),
     ...plan.release.map((c) => ({
       ...c,
@@ -241,22 +241,7 @@ describe('claim planning', () => {
       .uniqueArray(fc.tuple(fc.stringMatching(/^[a-z]{1,3}$/), labels, plain), { selector: (t) => t[0], maxLength: 12 })
       .map((ts) => ts.map(([n, l, o]) => child(n, l, o)));
     const owner = { reference: 'owner' } as const;
-    // As claim() carries a plan out: an adoption replaces the child's references to the parent with a plain one.
-    const applyOwner = (plan: ReturnType<typeof planClaim>): KubeObject[] => [
-      ...plan.owned,
-      ...plan.ignored,
-      ...plan.adopt.map((c) => ({
-        ...c,
-        metadata: {
-          ...c.metadata,
-          ownerReferences: [...(c.metadata.ownerReferences ?? []).filter((r) => r.uid !== 'parent-uid'), newOwnerRef(parent())],
-        },
-      })),
-      ...plan.release.map((c) => ({
-        ...c,
-        metadata: { ...c.metadata, ownerReferences: (c.metadata.ownerReferences ?? []).filter((r) => r.uid !== 'parent-uid') },
-      })),
-    ];
+    const applyOwner = (plan: ReturnType<typeof planClaim>) => apply(plan, newOwnerRef(parent()));
 
     test('a child with no controller that references the parent is its own; adopting adds no ControllerRef; a second plan changes nothing', () => {
       fc.assert(
