@@ -1,19 +1,13 @@
 // The history another controller keeps for a parent (kube-controller-manager's StatefulSet and DaemonSet
-// controllers; docs/controllers/history.md#coexistence), for `outrigger history` to show read-only: Outrigger never numbers,
+// controllers, LWS's; docs/controllers/history.md#coexistence), for `outrigger history` to show read-only: Outrigger never numbers,
 // truncates or rolls back to these revisions.
 import { Resources, parseApiVersion, type KubeClient, type KubeObject } from '../shared/kube/index.ts';
-import { fieldAt } from '../shared/history/data.ts';
 import { foreignRevisions, sortRevisions, type ControllerRevision } from '../shared/history/revisions.ts';
-import { compileSelector, selectorString, type LabelSelector } from '../shared/ownership/index.ts';
 
-/** Found by the parent's own selector, as that controller labels its revisions; none without a selector. */
+/** Found among the namespace's revisions by their ControllerRef, whatever their labels (LWS's match no selector of the parent's). */
 export async function foreignHistory(kube: KubeClient, parent: KubeObject): Promise<ControllerRevision[]> {
-  const labelSelector = selectorString(compileSelector(fieldAt(parent, 'spec.selector') as LabelSelector | undefined));
-  if (labelSelector === undefined || !parent.kind) return [];
-  const listed = await kube.list<ControllerRevision>(Resources.controllerRevisions, {
-    namespace: parent.metadata.namespace,
-    labelSelector,
-  });
+  if (!parent.kind) return [];
+  const listed = await kube.list<ControllerRevision>(Resources.controllerRevisions, { namespace: parent.metadata.namespace });
   return sortRevisions(
     foreignRevisions(listed.items, { group: parseApiVersion(parent.apiVersion ?? '').group, kind: parent.kind }, parent.metadata.uid),
   );

@@ -8,7 +8,7 @@ import { Resources } from '../shared/kube/index.ts';
 import { labelSelectorString, parentLabels, type Json, type JsonObject } from '../shared/history/data.ts';
 import { matchesRevision, rollbackPatch, withoutDirectives } from '../shared/history/rollback.ts';
 import { sortRevisions, type ControllerRevision } from '../shared/history/revisions.ts';
-import { isControlledBy } from '../shared/ownership/index.ts';
+import { isOwnedBy } from '../shared/ownership/index.ts';
 import { foreignHistory, foreignTable } from './foreign-history.ts';
 import { resolveResourceArg } from './resolve.ts';
 
@@ -23,7 +23,7 @@ export async function ownedHistory(
     namespace: parent.metadata.namespace,
     labelSelector: labelSelectorString(parentLabels(parent)),
   });
-  return { parent, revisions: sortRevisions(listed.items.filter((r) => isControlledBy(r, parent))), kind: resource.kind };
+  return { parent, revisions: sortRevisions(listed.items.filter((r) => isOwnedBy(r, parent))), kind: resource.kind };
 }
 
 const yaml = (value: Json | undefined) => dump(withoutDirectives(value) ?? null, { sortKeys: true, lineWidth: 120, noRefs: true });

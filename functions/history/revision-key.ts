@@ -3,10 +3,10 @@ import { Resources, isKubeError, resolveKind, type KubeApi, type KubeObject, typ
 import { fieldAt, labelSelectorString, parentLabels, revisionHash, type JsonObject } from '../../shared/history/data.ts';
 import type { RevisionPolicy } from '../../shared/history/policy.ts';
 import { currentKeyOf, decideByKey, maxRevision, type ControllerRevision } from '../../shared/history/revisions.ts';
-import { controllerOf, isControlledBy, selectorAt, selectorString } from '../../shared/ownership/index.ts';
+import { controllerOf, isControlledBy, isOwnedBy, selectorAt, selectorString } from '../../shared/ownership/index.ts';
 import type { LockedOutcome } from './outcome.ts';
 import { targetReader } from './policies.ts';
-import { createRevision, kubectlLabels } from './revisions.ts';
+import { createRevision, kubectlLabels, revisionReference } from './revisions.ts';
 
 /** Seed 001 (KEP-238): the sync in revisionKey mode, from the generated objects' current key (decideByKey). */
 export async function syncRevisionKey(
@@ -37,6 +37,7 @@ export async function syncRevisionKey(
     { ...kubectlLabels(policy, parent, candidate), [label]: decision.key },
     guard,
     label,
+    revisionReference(policy),
   );
   return {
     outcome: { outcome: 'created', revision: r.metadata.name!, number: r.revision, truncate: true },
@@ -104,7 +105,7 @@ export async function revisionForKey(
     labelSelector: `${labelSelectorString(parentLabels(parent))},${label}=${key}`,
   });
   return listed.items
-    .filter((r) => isControlledBy(r, parent))
+    .filter((r) => isOwnedBy(r, parent))
     .sort((a, b) => a.revision - b.revision)
     .at(-1);
 }

@@ -4,6 +4,7 @@ import type { KubeApi } from '../../shared/kube/index.ts';
 import { Resources, isKubeError, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
 import {
   fieldAt,
+  labelSelectorString,
   parentLabels,
   revisionHash,
   revisionName,
@@ -13,13 +14,32 @@ import {
 } from '../../shared/history/data.ts';
 import { goJson, semanticallyEqual } from '../../shared/json.ts';
 import { historyLimit, type RevisionPolicy } from '../../shared/history/policy.ts';
-import { HASH_LABEL, truncationMayDelete, type ControllerRevision, type Outcome } from '../../shared/history/revisions.ts';
+import { HASH_LABEL, selectsRevision, truncationMayDelete, type ControllerRevision, type Outcome } from '../../shared/history/revisions.ts';
 import type { KnownRevision } from '../../shared/history/record.ts';
-import { isControlledBy, newControllerRef, parseSelector, SelectorError, type LabelSelector } from '../../shared/ownership/index.ts';
+import {
+  isOwnedBy,
+  newControllerRef,
+  newOwnerRef,
+  parseSelector,
+  SelectorError,
+  type LabelSelector,
+} from '../../shared/ownership/index.ts';
 import type { LockedOutcome } from './outcome.ts';
 
 export const MAX_COLLISIONS = 10;
 const CHANGE_CAUSE = 'kubernetes.io/change-cause';
+
+/**
+ * How a policy's revisions are owned: beside another controller's history, by a plain ownerReference, so that
+ * the parent's own controller never claims or releases them (docs/controllers/history.md#coexistence).
+ */
+export const revisionReference = (policy: RevisionPolicy): 'controller' | 'owner' =>
+  policy.spec.foreignHistory === 'Coexist' ? 'owner' : 'controller';
+
+/** The parent's own selector matches the labels of a revision Outrigger would write beside its controller's history. */
+export class CoexistSelectorError extends Error {
+  override name = 'CoexistSelectorError';
+}
 
 /** Every name a revision of this data could take is held by a revision of other data (someone else's). */
 export class RevisionNamesTakenError extends Error {
@@ -101,6 +121,8 @@ export async function writeDecision<T extends KnownRevision>(
         outcome.number,
         kubectlLabels(policy, parent, candidate),
         guard,
+        undefined,
+        revisionReference(policy),
       );
       return {
         outcome: { outcome: 'created', revision: created.metadata.name!, number: created.revision, ...truncate(owned.length + 1) },
@@ -112,8 +134,14 @@ export async function writeDecision<T extends KnownRevision>(
   }
 }
 
-/** Labels that let stock kubectl find a revision of `data` by the parent's selector (docs/design/history-sync.md#labels). */
+/**
+ * Labels that let stock kubectl find a revision of `data` by the parent's selector (docs/design/history-sync.md#labels):
+ * none beside another controller's history, whose controller lists revisions by that selector and would take
+ * Outrigger's for its own, nor in revisionKey mode, where the selector is the generated objects' (LWS's own
+ * revisions carry its labels) and kubectl keeps no history of the kind (docs/controllers/history.md#coexistence).
+ */
 export function kubectlLabels(policy: RevisionPolicy, parent: KubeObject, data: JsonObject): Record<string, string> {
+  if (policy.spec.foreignHistory === 'Coexist' || policy.spec.mode === 'revisionKey') return {};
   const at = fieldAt(parent, policy.spec.generated?.selectorPath ?? 'spec.selector');
   return selectorLabels(typeof at === 'string' ? parsedOrNone(at) : (at as LabelSelector | undefined), data, policy.spec.targetState);
 }
@@ -134,7 +162,9 @@ function parsedOrNone(selector: string): LabelSelector | undefined {
  * earlier attempt whose answer was lost), it is the one; otherwise the next count is tried, at most
  * MAX_COLLISIONS times. The hash label always matches the name; `labels` come under the parent labels and it.
  * With `keyLabel` (revisionKey mode), an existing revision whose key differs is another key's revision, a
- * collision: a key is how the objects made from a revision find it, so it is never rewritten.
+ * collision: a key is how the objects made from a revision find it, so it is never rewritten. With `reference`
+ * `owner` (Coexist), the parent owns it by a plain ownerReference, and nothing is written where the parent's own
+ * selector would match it: the parent's controller would list it with its own history, or adopt it.
  */
 export async function createRevision(
   kube: KubeApi,
@@ -145,9 +175,11 @@ export async function createRevision(
   labels: Record<string, string> = {},
   guard: () => void = () => {},
   keyLabel?: string,
+  reference: 'controller' | 'owner' = 'controller',
 ): Promise<ControllerRevision> {
   const namespace = parent.metadata.namespace!;
   const cause = parent.metadata.annotations?.[CHANGE_CAUSE];
+  if (reference === 'owner') refuseSelected(target, parent, { ...labels, ...parentLabels(parent), [HASH_LABEL]: revisionHash(data, 0) });
   // `count` moves on only after a real collision; `attempts` bounds the loop whatever happens meanwhile.
   for (let count = 0, attempts = 0; count < MAX_COLLISIONS && attempts < 2 * MAX_COLLISIONS; attempts += 1) {
     const hash = revisionHash(data, count);
@@ -160,7 +192,7 @@ export async function createRevision(
         namespace,
         labels: { ...labels, ...parentLabels(parent), [HASH_LABEL]: hash },
         ...(cause ? { annotations: { [CHANGE_CAUSE]: cause } } : {}),
-        ownerReferences: [newControllerRef(parent)],
+        ownerReferences: [reference === 'owner' ? newOwnerRef(parent) : newControllerRef(parent)],
       },
       data: data as Json,
       revision: number,
@@ -179,7 +211,7 @@ export async function createRevision(
       throw err;
     }
     const sameKey = keyLabel === undefined || existing.metadata.labels?.[keyLabel] === revision.metadata.labels?.[keyLabel];
-    if (semanticallyEqual(existing.data, data) && isControlledBy(existing, parent) && sameKey) {
+    if (semanticallyEqual(existing.data, data) && isOwnedBy(existing, parent) && sameKey) {
       // Ours, with this data: an earlier attempt whose answer was lost, or a revision this sync's list did not
       // select. Make it what this sync would have created (its labels, the number; never its data).
       const missing = Object.entries(revision.metadata.labels ?? {}).some(([k, v]) => existing.metadata.labels?.[k] !== v);
@@ -200,4 +232,12 @@ export async function createRevision(
   throw new RevisionNamesTakenError(
     `${target.kind} ${namespace}/${parent.metadata.name}: ${MAX_COLLISIONS} revision names in a row were taken by other data; not creating a revision`,
   );
+}
+
+function refuseSelected(target: ResolvedResource, parent: KubeObject, labels: Record<string, string>): void {
+  if (selectsRevision(fieldAt(parent, 'spec.selector'), labels))
+    throw new CoexistSelectorError(
+      `${target.kind} ${parent.metadata.namespace}/${parent.metadata.name}: its spec.selector matches the labels of Outrigger's revisions ` +
+        `(${labelSelectorString(labels)}), so its own controller would take them for its history; not writing a revision beside it`,
+    );
 }

@@ -20,7 +20,7 @@ import {
   type KubeObject,
   type ResolvedResource,
 } from '../../shared/kube/index.ts';
-import { fieldAt, labelSelectorString, parentLabels, targetState, type JsonObject } from '../../shared/history/data.ts';
+import { labelSelectorString, parentLabels, targetState, type JsonObject } from '../../shared/history/data.ts';
 import type { DefaultsSchema } from '../../shared/json.ts';
 import { recordEvent, type EventSpec } from '../../shared/events/index.ts';
 import { spendEvent, withWithheld } from '../../shared/events/allowance.ts';
@@ -40,13 +40,13 @@ import {
   type HistoryRecord,
   type KnownRevision,
 } from '../../shared/history/record.ts';
-import { claim, compileSelector, selectorString, type LabelSelector, type SyncKey } from '../../shared/ownership/index.ts';
+import { claim, compileSelector, type SyncKey } from '../../shared/ownership/index.ts';
 import type { Lease, LeaseStore } from '../../shared/state/index.ts';
 import { targetDefaults } from './defaults.ts';
 import { HISTORY_CONTROLLER, outcomeEvent, type LockedOutcome, type SyncOutcome } from './outcome.ts';
 import { targetReader } from './policies.ts';
 import { syncRevisionKey } from './revision-key.ts';
-import { listRevisions, RevisionNamesTakenError, writeDecision } from './revisions.ts';
+import { CoexistSelectorError, listRevisions, RevisionNamesTakenError, revisionReference, writeDecision } from './revisions.ts';
 
 // Longer than the function timeout (60 s) with room to spare: a holder never outlives its lease unnoticed.
 const LEASE_TTL_MS = 90_000;
@@ -271,6 +271,7 @@ async function syncHeld(ctx: SyncContext, lease: Lease, known: KubeObject, progr
     // A failure a retry will not mend shows on the parent, as an in-tree controller's would.
     if (
       err instanceof RevisionNamesTakenError ||
+      err instanceof CoexistSelectorError ||
       isKubeError(err, 'Forbidden') ||
       isKubeError(err, 'Invalid') ||
       isKubeError(err, 'BadRequest')
@@ -336,8 +337,9 @@ async function leaveRecord({ deps, policy }: SyncContext, lease: Lease, progress
 }
 
 /**
- * The name of a revision another controller keeps for the parent (found by the parent's own selector, as that
- * controller labels its revisions), unless the policy coexists with it or the parent has no selector.
+ * The name of a revision another controller keeps for the parent, unless the policy coexists with it. Found
+ * among the namespace's revisions by its ControllerRef, whatever its labels (LWS's match no selector of the
+ * parent's, and a LeaderWorkerSet has none): one metadata list, on a parent's first sync only.
  */
 async function foreignHistoryOf(
   kube: KubeApi,
@@ -346,9 +348,7 @@ async function foreignHistoryOf(
   parent: KubeObject,
 ): Promise<string | undefined> {
   if (policy.spec.foreignHistory === 'Coexist') return undefined;
-  const labelSelector = selectorString(compileSelector(fieldAt(parent, 'spec.selector') as LabelSelector | undefined));
-  if (labelSelector === undefined) return undefined;
-  const listed = await kube.listMetadata(Resources.controllerRevisions, { namespace: parent.metadata.namespace, labelSelector });
+  const listed = await kube.listMetadata(Resources.controllerRevisions, { namespace: parent.metadata.namespace });
   return foreignRevisions(listed.items, target, parent.metadata.uid)[0]?.metadata.name;
 }
 
@@ -378,6 +378,7 @@ async function syncLocked(
     parent,
     compileSelector({ matchLabels: labels }),
     listed.items,
+    { reference: revisionReference(policy) },
   );
   if (claimed.parentGone) throw new Error(`not syncing history: ${claimed.parentGone}`);
   const owned = claimed.owned as ControllerRevision[];

@@ -14,7 +14,7 @@ import { semanticallyEqual } from '../../shared/json.ts';
 import { historyLimit, statusRevisions, type RevisionPolicy } from '../../shared/history/policy.ts';
 import { HASH_LABEL, truncationPlan, type ControllerRevision } from '../../shared/history/revisions.ts';
 import { targetDigest, type KnownRevision } from '../../shared/history/record.ts';
-import { isControlledBy, selectorAt, SelectorError, selectorString, type SyncKey } from '../../shared/ownership/index.ts';
+import { isOwnedBy, selectorAt, SelectorError, selectorString, type SyncKey } from '../../shared/ownership/index.ts';
 import { targetDefaults } from './defaults.ts';
 import { targetReader } from './policies.ts';
 import { HISTORY_CONTROLLER } from './outcome.ts';
@@ -153,7 +153,7 @@ async function truncateFrom(
   if (parent.metadata.uid !== key.uid) return { deleted: [], kept: 0, live: [], skipped: 'the parent was replaced' };
   if (parent.metadata.deletionTimestamp) return { deleted: [], kept: 0, live: [], skipped: 'the parent is being deleted' };
 
-  const owned = (await revisionsOf(parent)).filter((r) => isControlledBy(r, parent));
+  const owned = (await revisionsOf(parent)).filter((r) => isOwnedBy(r, parent));
   const live = await liveRevisions(targetReader(deps.kube, policy), policy, parent, opts.seen);
   if (!live) {
     return {

@@ -3,6 +3,7 @@
 import { parseApiVersion, type KubeObject } from '../kube/resource.ts';
 import { type Json } from './data.ts';
 import { semanticallyEqual } from '../json.ts';
+import { matches, selectorAt, SelectorError } from '../ownership/selector.ts';
 import type { DefaultsSchema } from '../json.ts';
 
 export interface ControllerRevision extends KubeObject {
@@ -72,9 +73,9 @@ export const PARENT_LABEL = 'outrigger.dev/parent';
 export const PARENT_KIND_LABEL = 'outrigger.dev/parent-kind';
 
 /**
- * Revisions another controller keeps for a parent (the in-tree StatefulSet and DaemonSet controllers'): the
- * parent controls them and they carry the hash label those controllers set, but neither of Outrigger's labels
- * (docs/controllers/history.md#coexistence). A revision without the hash label is a stray, which history's claim releases.
+ * Revisions another controller keeps for a parent (kube-controller-manager's StatefulSet and DaemonSet
+ * controllers', LWS's): the parent controls them and they carry neither of Outrigger's labels, whatever else
+ * they carry (LWS labels its own with the set's name and key only; docs/controllers/history.md#coexistence).
  */
 export function foreignRevisions<T extends KubeObject>(
   revisions: readonly T[],
@@ -86,8 +87,22 @@ export function foreignRevisions<T extends KubeObject>(
     if (!ref || ref.kind !== parentKind.kind || parseApiVersion(ref.apiVersion).group !== parentKind.group) return false;
     if (parentUid !== undefined && ref.uid !== parentUid) return false;
     const labels = r.metadata.labels ?? {};
-    return labels[HASH_LABEL] !== undefined && labels[PARENT_LABEL] === undefined && labels[PARENT_KIND_LABEL] === undefined;
+    return labels[PARENT_LABEL] === undefined && labels[PARENT_KIND_LABEL] === undefined;
   });
+}
+
+/**
+ * Whether a parent's own selector matches a revision's labels: its controller (kube-controller-manager's
+ * StatefulSet and DaemonSet controllers) would then list the revision with its own history and adopt it as an
+ * orphan. The selector in either form (selectorAt); none, or one that does not parse, matches nothing.
+ */
+export function selectsRevision(selector: unknown, labels: Readonly<Record<string, string>>): boolean {
+  try {
+    return matches(selectorAt(selector), labels);
+  } catch (err) {
+    if (err instanceof SelectorError) return false;
+    throw err;
+  }
 }
 
 export type KeyedOutcome<T extends ControllerRevision> = { kind: 'unchanged'; revision: T } | { kind: 'create'; key: string };

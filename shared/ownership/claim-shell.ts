@@ -9,7 +9,7 @@ import type { KubeApi } from '../kube/api.ts';
 import { isKubeError } from '../kube/errors.ts';
 import type { GVR, KubeObject } from '../kube/resource.ts';
 import { planClaim, type ClaimOptions } from './claim.ts';
-import { controllerOf, isBeingDeleted, newControllerRef, type ParentIdentity } from './controller-ref.ts';
+import { controllerOf, isBeingDeleted, isOwnedBy, newControllerRef, newOwnerRef, type ParentIdentity } from './controller-ref.ts';
 import type { Selector } from './selector.ts';
 
 export interface ClaimContext {
@@ -53,7 +53,7 @@ export async function claim<T extends KubeObject>(
     if (gone) return { ...result, parentGone: gone };
   }
 
-  const ref = newControllerRef(parent);
+  const ref = opts.reference === 'owner' ? newOwnerRef(parent) : newControllerRef(parent);
   const limit = pLimit(CLAIM_CONCURRENCY);
   const outcomes = await Promise.all([
     ...plan.adopt.map((child) =>
@@ -106,10 +106,11 @@ async function settle(
   let action: 'adopt' | 'release' | 'owned' | 'ignored' = op;
   for (let attempt = 1; ; attempt += 1) {
     if (action === 'owned') return { state: 'owned', obj: child };
-    if (action === 'ignored')
-      return op === 'release' && controllerOf(child)?.uid !== parent.metadata.uid ? { state: 'released' } : { state: 'lost' };
-    const refs = child.metadata.ownerReferences ?? [];
-    const ownerReferences = action === 'adopt' ? [...refs, ref] : refs.filter((r) => r.uid !== parent.metadata.uid);
+    const stillOurs = opts.reference === 'owner' ? isOwnedBy(child, parent) : controllerOf(child)?.uid === parent.metadata.uid;
+    if (action === 'ignored') return op === 'release' && !stillOurs ? { state: 'released' } : { state: 'lost' };
+    // An adoption replaces any reference the child already has to the parent (a plain one, before a ControllerRef).
+    const refs = (child.metadata.ownerReferences ?? []).filter((r) => r.uid !== parent.metadata.uid);
+    const ownerReferences = action === 'adopt' ? [...refs, ref] : refs;
     const patch = { metadata: { uid: child.metadata.uid, resourceVersion: child.metadata.resourceVersion, ownerReferences } };
     try {
       const updated = await ctx.kube.patch(

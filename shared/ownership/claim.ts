@@ -6,12 +6,18 @@
 //  3. count only what it owns.
 // A parent that is being deleted adopts nothing and releases nothing.
 import type { KubeObject } from '../kube/resource.ts';
-import { controllerOf, isBeingDeleted, type ParentIdentity } from './controller-ref.ts';
+import { controllerOf, isBeingDeleted, isOwnedBy, type ParentIdentity } from './controller-ref.ts';
 import { matches, type Selector } from './selector.ts';
 
 export interface ClaimOptions {
   /** Adoption is allowed only for names this accepts (StatefulSet's `{parent}-{ordinal}` rule, say). */
   nameGuard?: (name: string, parent: ParentIdentity) => boolean;
+  /**
+   * How the parent owns its children: by ControllerRef (the default), or by a plain ownerReference, for children
+   * another controller must never count as its own (docs/controllers/history.md#coexistence). With `owner`, a
+   * child with no controller that references the parent is the parent's, and an adoption adds a plain reference.
+   */
+  reference?: 'controller' | 'owner';
 }
 
 export interface ClaimPlan<T extends KubeObject = KubeObject> {
@@ -37,8 +43,9 @@ export function planClaim<T extends KubeObject>(
   for (const child of candidates) {
     const ref = controllerOf(child);
     const fits = matches(selector, child.metadata.labels);
-    if (ref) {
-      if (ref.uid !== parentUid) plan.ignored.push(child);
+    const ours = ref ? ref.uid === parentUid : opts.reference === 'owner' && isOwnedBy(child, parent);
+    if (ref || ours) {
+      if (!ours) plan.ignored.push(child);
       else if (fits) plan.owned.push(child);
       else if (deleting) plan.ignored.push(child);
       else plan.release.push(child);

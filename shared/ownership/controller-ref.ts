@@ -29,6 +29,23 @@ export function newControllerRef(parent: ParentIdentity): OwnerReference {
   return { apiVersion, kind, name, uid, controller: true, blockOwnerDeletion: true };
 }
 
+/**
+ * An ownerReference to the parent that is not a ControllerRef: the garbage collector deletes the object with the
+ * parent all the same, but no controller that claims by ControllerRef (adopting orphans its selector matches,
+ * releasing what it controls and no longer matches) counts the object as its own or releases it.
+ */
+export function newOwnerRef(parent: ParentIdentity): OwnerReference {
+  return { ...newControllerRef(parent), controller: false };
+}
+
+/** Owned by `owner`: it is the object's controller, or the object has no controller and an ownerReference to it. */
+export function isOwnedBy(obj: Pick<KubeObject, 'metadata'>, owner: Pick<ParentIdentity, 'metadata'>): boolean {
+  const uid = owner.metadata.uid;
+  if (uid === undefined) return false;
+  const ref = controllerOf(obj);
+  return ref ? ref.uid === uid : (obj.metadata.ownerReferences ?? []).some((r) => r.uid === uid);
+}
+
 export function isBeingDeleted(obj: { metadata: { deletionTimestamp?: string | undefined } }): boolean {
   return Boolean(obj.metadata.deletionTimestamp);
 }

@@ -1,5 +1,13 @@
 // Ownership (docs/controllers/ownership-and-routing.md#the-router): ControllerRef helpers, label selectors, claiming (adopt/release), event routing.
-export { controllerOf, isControlledBy, isBeingDeleted, newControllerRef, type ParentIdentity } from './controller-ref.ts';
+export {
+  controllerOf,
+  isControlledBy,
+  isOwnedBy,
+  isBeingDeleted,
+  newControllerRef,
+  newOwnerRef,
+  type ParentIdentity,
+} from './controller-ref.ts';
 export {
   compileSelector,
   matches,

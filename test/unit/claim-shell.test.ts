@@ -2,7 +2,7 @@
 // object as it is now, decided again by the same rules, and given up after three attempts. The apiserver's own
 // answers to the same races are in test/integration/ownership.test.ts.
 import { isKubeError, Resources, type KubeObject, type Stored } from '../../shared/kube/index.ts';
-import { claim, compileSelector, controllerOf, newControllerRef, type ClaimContext } from '../../shared/ownership/index.ts';
+import { claim, compileSelector, controllerOf, newControllerRef, newOwnerRef, type ClaimContext } from '../../shared/ownership/index.ts';
 import { FakeKube } from '../fakes/kube.ts';
 
 const statefulSets = { group: 'apps', version: 'v1', resource: 'statefulsets' };
@@ -104,5 +104,34 @@ describe('claim: the conflict loop', () => {
     expect(isKubeError(failed, 'Conflict')).toBe(true);
     expect(kube.stats.byVerb['patch/merge']).toBe(3);
     expect(controllerOf(kube.peek(revisions, { name: 'web-1', namespace: 'ns' })!)).toBeUndefined();
+  });
+});
+
+describe("claim by a plain ownerReference (reference: 'owner', docs/controllers/history.md#coexistence)", () => {
+  test('an orphan is adopted with a plain reference; a child with one is owned as it is; one with a ControllerRef to the parent stays so', async () => {
+    const { kube, ctx, parent, child } = scene();
+    const orphan = child('web-1', { app: 'web' });
+    const plain = kube.seed<KubeObject>(revisions, {
+      apiVersion: 'apps/v1',
+      kind: 'ControllerRevision',
+      metadata: { name: 'web-2', namespace: 'ns', labels: { app: 'web' }, ownerReferences: [newOwnerRef(parent)] },
+    })[0]!;
+    const controlled = child('web-3', { app: 'web' }, parent);
+    const result = await claim(ctx, parent, selector, [orphan, plain, controlled], { reference: 'owner' });
+    expect(result.adopted.map((o) => o.metadata.name)).toEqual(['web-1']);
+    expect(result.owned.map((o) => o.metadata.name).sort()).toEqual(['web-1', 'web-2', 'web-3']);
+    expect(kube.peek(revisions, { name: 'web-1', namespace: 'ns' })!.metadata.ownerReferences).toEqual([newOwnerRef(parent)]);
+    expect(kube.stats.byVerb['patch/merge']).toBe(1);
+  });
+
+  test('by ControllerRef, a child with a plain reference to the parent is adopted: its plain reference is replaced, not repeated', async () => {
+    const { kube, ctx, parent } = scene();
+    const plain = kube.seed<KubeObject>(revisions, {
+      apiVersion: 'apps/v1',
+      kind: 'ControllerRevision',
+      metadata: { name: 'web-2', namespace: 'ns', labels: { app: 'web' }, ownerReferences: [newOwnerRef(parent)] },
+    })[0]!;
+    expect((await claim(ctx, parent, selector, [plain])).adopted).toHaveLength(1);
+    expect(kube.peek(revisions, { name: 'web-2', namespace: 'ns' })!.metadata.ownerReferences).toEqual([newControllerRef(parent)]);
   });
 });

@@ -2,7 +2,14 @@
 // to the next collision count, a name held by this sync's own earlier write is taken as it is (labels and number
 // mended, never its data), a name freed in between is tried again, and a run of names all held by other data
 // gives up naming the parent. The apiserver's answers to the same cases are in test/integration/history.test.ts.
-import { createRevision, MAX_COLLISIONS, RevisionNamesTakenError } from '../../functions/history/revisions.ts';
+import {
+  CoexistSelectorError,
+  createRevision,
+  kubectlLabels,
+  MAX_COLLISIONS,
+  RevisionNamesTakenError,
+} from '../../functions/history/revisions.ts';
+import { parsePolicy, type RevisionPolicy } from '../../shared/history/policy.ts';
 import { revisionHash, revisionName, type JsonObject } from '../../shared/history/data.ts';
 import type { ControllerRevision } from '../../shared/history/revisions.ts';
 import { Resources, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
@@ -90,5 +97,58 @@ describe("createRevision's collision loop", () => {
     await expect(createRevision(kube, statefulSets, parent, data, 1)).rejects.toThrow(RevisionNamesTakenError);
     await expect(createRevision(kube, statefulSets, parent, data, 1)).rejects.toThrow(/StatefulSet ns\/web: 10 revision names in a row/);
     expect(kube.stats.byVerb.create).toBe(2 * MAX_COLLISIONS);
+  });
+});
+
+describe("beside another controller's history (reference: owner, docs/controllers/history.md#coexistence)", () => {
+  test("the revision is owned by a plain ownerReference and carries only the labels it is given and Outrigger's", async () => {
+    const { kube, parent } = scene();
+    const withSelector = { ...parent, spec: { selector: { matchLabels: { app: 'web' } } } };
+    const r = await createRevision(kube, statefulSets, withSelector, data, 1, {}, undefined, undefined, 'owner');
+    expect(r.metadata.ownerReferences).toEqual([{ ...newControllerRef(parent), controller: false }]);
+    expect(Object.keys(r.metadata.labels ?? {}).sort()).toEqual([
+      'controller.kubernetes.io/hash',
+      'outrigger.dev/parent',
+      'outrigger.dev/parent-kind',
+    ]);
+  });
+
+  test("nothing is written where the parent's own selector matches the revision's labels", async () => {
+    const { kube, parent } = scene();
+    const wide = { ...parent, spec: { selector: { matchExpressions: [{ key: 'tier', operator: 'NotIn', values: ['cache'] }] } } };
+    await expect(createRevision(kube, statefulSets, wide, data, 1, {}, undefined, undefined, 'owner')).rejects.toThrow(
+      CoexistSelectorError,
+    );
+    await expect(createRevision(kube, statefulSets, wide, data, 1, {}, undefined, undefined, 'owner')).rejects.toThrow(
+      /StatefulSet ns\/web: its spec.selector matches the labels of Outrigger's revisions/,
+    );
+    expect((await kube.list(revisions, { namespace: 'ns' })).items).toEqual([]);
+    // By ControllerRef (no other controller's history beside it), the same parent gets its revision.
+    expect((await createRevision(kube, statefulSets, wide, data, 1)).metadata.ownerReferences?.[0]?.controller).toBe(true);
+  });
+});
+
+describe("kubectl's labels", () => {
+  const policy = (spec: Partial<RevisionPolicy['spec']>): RevisionPolicy =>
+    parsePolicy({
+      apiVersion: 'outrigger.dev/v1alpha1',
+      kind: 'RevisionPolicy',
+      metadata: { name: 'p' },
+      spec: { target: { apiVersion: 'apps/v1', kind: 'StatefulSet' }, targetState: ['spec.template'], ...spec },
+    });
+  const parent: KubeObject = {
+    apiVersion: 'apps/v1',
+    kind: 'StatefulSet',
+    metadata: { name: 'web' },
+    spec: { selector: { matchLabels: { app: 'web' } } },
+  };
+  const templated: JsonObject = { spec: { template: { metadata: { labels: { app: 'web', tier: 'x' } }, $patch: 'replace' } } };
+
+  test("are the template's by default, and none beside another controller's history or in revisionKey mode", () => {
+    expect(kubectlLabels(policy({}), parent, templated)).toEqual({ app: 'web', tier: 'x' });
+    expect(kubectlLabels(policy({ foreignHistory: 'Coexist' }), parent, templated)).toEqual({});
+    expect(
+      kubectlLabels(policy({ mode: 'revisionKey', revisionKey: { label: 'k', rolloutCompleteCondition: 'Available' } }), parent, templated),
+    ).toEqual({});
   });
 });

@@ -70,7 +70,16 @@ function scene(policy = policyWith()) {
     for (const r of oldest) await kube.delete(revisions, { name: r.metadata.name ?? '', namespace: 'ns' });
     return { deleted: oldest.map((r) => r.metadata.name ?? ''), gone: [] };
   };
-  return { kube, leases, parent: parent!, key, sync, ownEvent, setImage, history, eventReasons, truncate, truncated };
+  /** A revision another controller keeps of the parent: controlled by it, with `labels` and none of Outrigger's. */
+  const othersRevision = (name: string, labels: Record<string, string>) =>
+    kube.seed<ControllerRevision>(revisions, {
+      apiVersion: 'apps/v1',
+      kind: 'ControllerRevision',
+      metadata: { name, namespace: 'ns', labels, ownerReferences: [newControllerRef(parent!)] },
+      data: {},
+      revision: 1,
+    });
+  return { kube, leases, parent: parent!, key, sync, ownEvent, setImage, history, eventReasons, truncate, truncated, othersRevision };
 }
 
 describe('the history shell on the fakes', () => {
@@ -149,18 +158,7 @@ describe('the history shell on the fakes', () => {
   test("another controller's history of the parent: refused with no write, unless the policy coexists with it", async () => {
     for (const foreignHistory of [undefined, 'Coexist']) {
       const s = scene(policyWith(foreignHistory ? { foreignHistory } : {}));
-      s.kube.seed<ControllerRevision>(revisions, {
-        apiVersion: 'apps/v1',
-        kind: 'ControllerRevision',
-        metadata: {
-          name: 'web-kcm',
-          namespace: 'ns',
-          labels: { app: 'web', [HASH_LABEL]: 'kcm' },
-          ownerReferences: [newControllerRef(s.parent)],
-        },
-        data: {},
-        revision: 1,
-      });
+      s.othersRevision('web-kcm', { app: 'web', [HASH_LABEL]: 'kcm' });
       const outcome = await s.sync();
       // Coexisting, Outrigger keeps its own history beside the other, numbered from 1; the other's is untouched.
       if (foreignHistory) {
@@ -170,6 +168,29 @@ describe('the history shell on the fakes', () => {
         expect(outcome).toMatchObject({ outcome: 'skipped', reason: expect.stringContaining('another controller keeps') });
         expect((await s.kube.list(revisions, { namespace: 'ns' })).items).toHaveLength(1);
       }
+    }
+  });
+
+  test("another controller's revision that no selector of the parent's matches (LWS labels its own by name and key only) is its history all the same; coexisting, Outrigger's has a plain reference and its own labels", async () => {
+    for (const foreignHistory of [undefined, 'Coexist']) {
+      const s = scene(policyWith(foreignHistory ? { foreignHistory } : {}));
+      s.othersRevision('web-own-1', { 'example.com/name': 'web' });
+      const outcome = await s.sync();
+      if (!foreignHistory) {
+        expect(outcome).toMatchObject({ outcome: 'skipped', reason: expect.stringContaining('(revision web-own-1)') });
+        continue;
+      }
+      expect(outcome).toMatchObject({ outcome: 'created', number: 1 });
+      const ours = (await s.kube.list<ControllerRevision>(revisions, { namespace: 'ns' })).items.find(
+        (r) => r.metadata.name !== 'web-own-1',
+      )!;
+      expect(ours.metadata.ownerReferences).toEqual([{ ...newControllerRef(s.parent), controller: false }]);
+      expect(Object.keys(ours.metadata.labels ?? {}).sort()).toEqual([HASH_LABEL, ...Object.keys(parentLabels(s.parent))].sort());
+      // The next sync counts it as the parent's: no adoption, no second revision.
+      expect(await s.sync()).toMatchObject({ outcome: 'unchanged', number: 1 });
+      expect(s.kube.peek(revisions, { name: ours.metadata.name!, namespace: 'ns' })!.metadata.resourceVersion).toBe(
+        ours.metadata.resourceVersion,
+      );
     }
   });
 

@@ -13,6 +13,7 @@ import {
   decide,
   decideByKey,
   foreignRevisions,
+  selectsRevision,
   sortRevisions,
   truncationMayDelete,
   truncationPlan,
@@ -507,7 +508,7 @@ describe('coexistence (docs/controllers/history.md#coexistence)', () => {
       rev('c', { [HASH_LABEL]: 'h', [PARENT_KIND_LABEL]: 'StatefulSet.apps' }, [ref('StatefulSet')]),
       false,
     ],
-    ['a stray without the hash label (history releases it)', rev('d', { app: 'web' }, [ref('StatefulSet')]), false],
+    ['without the hash label: controlled by the parent all the same', rev('d', { app: 'web' }, [ref('StatefulSet')]), true],
     ['controlled by another kind', rev('e', { [HASH_LABEL]: 'h' }, [ref('DaemonSet')]), false],
     ['controlled by the kind of another group', rev('f', { [HASH_LABEL]: 'h' }, [ref('StatefulSet', 'example.com/v1')]), false],
     ['owned but not controlled', rev('g', { [HASH_LABEL]: 'h' }, [ref('StatefulSet', 'apps/v1', 'p', false)]), false],
@@ -516,8 +517,34 @@ describe('coexistence (docs/controllers/history.md#coexistence)', () => {
     expect(foreignRevisions([revision], sts, 'p').map((r) => r.metadata.name)).toEqual(foreign ? [revision.metadata.name] : []);
   });
 
+  test("LWS's own revisions (its name and key labels, no hash label) are another controller's history of a LeaderWorkerSet", () => {
+    const lws = { group: 'leaderworkerset.x-k8s.io', kind: 'LeaderWorkerSet' };
+    const own = rev(
+      'serve-5c9b7f8d9-1',
+      { 'leaderworkerset.sigs.k8s.io/name': 'serve', 'leaderworkerset.sigs.k8s.io/template-revision-hash': '5c9b7f8d9' },
+      [ref('LeaderWorkerSet', 'leaderworkerset.x-k8s.io/v1')],
+    );
+    const outriggers = rev('serve-b6f5', { [PARENT_LABEL]: 'serve', [HASH_LABEL]: 'b6f5' }, [
+      ref('LeaderWorkerSet', 'leaderworkerset.x-k8s.io/v1', 'p', false),
+    ]);
+    expect(foreignRevisions([own, outriggers], lws, 'p').map((r) => r.metadata.name)).toEqual(['serve-5c9b7f8d9-1']);
+  });
+
   test("across the cluster (no parent uid), any parent of the kind's", () => {
     expect(foreignRevisions([rev('h', { [HASH_LABEL]: 'h' }, [ref('StatefulSet', 'apps/v1', 'other')])], sts)).toHaveLength(1);
+  });
+
+  test("a parent's selector selects a revision when it matches its labels, in either form; none, or a malformed one, selects nothing", () => {
+    const ours = { [PARENT_LABEL]: 'web', [PARENT_KIND_LABEL]: 'statefulset.apps', [HASH_LABEL]: 'b6f5' };
+    expect(selectsRevision({ matchLabels: { app: 'web' } }, ours)).toBe(false);
+    expect(selectsRevision({ matchLabels: { app: 'web' } }, { ...ours, app: 'web' })).toBe(true);
+    expect(selectsRevision({ matchExpressions: [{ key: 'tier', operator: 'NotIn', values: ['cache'] }] }, ours)).toBe(true);
+    expect(selectsRevision({ matchExpressions: [{ key: 'app', operator: 'DoesNotExist' }] }, ours)).toBe(true);
+    expect(selectsRevision({ matchExpressions: [{ key: 'app', operator: 'Exists' }] }, ours)).toBe(false);
+    expect(selectsRevision('outrigger.dev/parent=web', ours)).toBe(true);
+    expect(selectsRevision('app=web', ours)).toBe(false);
+    expect(selectsRevision(undefined, ours)).toBe(false);
+    expect(selectsRevision('app in (', ours)).toBe(false);
   });
 
   test('a policy is out of effect only for a ForeignHistory verdict on its current generation', () => {

@@ -5,8 +5,10 @@ import {
   controllerOf,
   dedupeKeys,
   isControlledBy,
+  isOwnedBy,
   matches,
   newControllerRef,
+  newOwnerRef,
   ordinalNameGuard,
   planClaim,
   routeEvent,
@@ -179,13 +181,13 @@ describe('claim planning', () => {
     .map((ts) => ts.map(([n, l, o]) => child(n, l, o)));
   const selector = compileSelector({ matchLabels: { app: 'a' } });
 
-  /** What the cluster looks like after the plan is carried out. */
-  const apply = (plan: ReturnType<typeof planClaim>): KubeObject[] => [
+  /** What the cluster looks like after the plan is carried out, as claim() does: an adoption replaces the child's references to the parent. */
+  const apply = (plan: ReturnType<typeof planClaim>, ref: OwnerReference = newControllerRef(parent())): KubeObject[] => [
     ...plan.owned,
     ...plan.ignored,
     ...plan.adopt.map((c) => ({
       ...c,
-      metadata: { ...c.metadata, ownerReferences: [...(c.metadata.ownerReferences ?? []), newControllerRef(parent())] },
+      metadata: { ...c.metadata, ownerReferences: [...(c.metadata.ownerReferences ?? []).filter((r) => r.uid !== 'parent-uid'), ref] },
     })),
     ...plan.release.map((c) => ({
       ...c,
@@ -225,6 +227,46 @@ describe('claim planning', () => {
         expect(plan.release).toEqual([]);
       }),
     );
+  });
+
+  describe("by a plain ownerReference (reference: 'owner', docs/controllers/history.md#coexistence)", () => {
+    const plain = fc.constantFrom<OwnerReference[]>(
+      [],
+      [ref('parent-uid')],
+      [ref('parent-uid', false)],
+      [ref('someone-else')],
+      [ref('x', false)],
+    );
+    const mixed = fc
+      .uniqueArray(fc.tuple(fc.stringMatching(/^[a-z]{1,3}$/), labels, plain), { selector: (t) => t[0], maxLength: 12 })
+      .map((ts) => ts.map(([n, l, o]) => child(n, l, o)));
+    const owner = { reference: 'owner' } as const;
+    const applyOwner = (plan: ReturnType<typeof planClaim>) => apply(plan, newOwnerRef(parent()));
+
+    test('a child with no controller that references the parent is its own; adopting adds no ControllerRef; a second plan changes nothing', () => {
+      fc.assert(
+        fc.property(mixed, (cs) => {
+          const plan = planClaim(parent(), selector, cs, owner);
+          for (const c of plan.owned) expect(isOwnedBy(c, parent())).toBe(true);
+          for (const c of [...plan.adopt, ...plan.release, ...plan.owned])
+            expect([undefined, 'parent-uid']).toContain(controllerOf(c)?.uid);
+          const after = applyOwner(plan);
+          for (const c of after)
+            if (controllerOf(c)?.uid === 'parent-uid') expect(cs.find((o) => o.metadata.name === c.metadata.name)).toBe(c);
+          const again = planClaim(parent(), selector, after, owner);
+          expect(again.adopt).toEqual([]);
+          expect(again.release).toEqual([]);
+        }),
+      );
+    });
+
+    test('the same child is an orphan to a parent that claims by ControllerRef', () => {
+      const c = child('a', { app: 'a' }, [ref('parent-uid', false)]);
+      expect(planClaim(parent(), selector, [c], owner).owned).toEqual([c]);
+      expect(planClaim(parent(), selector, [c]).adopt).toEqual([c]);
+      expect(planClaim(parent(), selector, [child('b', { app: 'b' }, [ref('parent-uid', false)])], owner).release).toHaveLength(1);
+      expect(newOwnerRef(parent())).toEqual({ ...newControllerRef(parent()), controller: false });
+    });
   });
 
   test('adopts only matching orphans in its namespace that are not being deleted, and fit the name guard', () => {
