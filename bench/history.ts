@@ -4,10 +4,12 @@
 //   - p50/p99 from a StatefulSet update to its revision being visible, through the whole local runtime
 //     (watch, router, history): each update on a settled pipeline, then back to back;
 //   - truncating a history of 1,000 revisions.
+//   - a history resync of a parent whose record holds its target state (its per-parent sync, as the policy queues
+//     it): apiserver requests and DynamoDB calls per resync.
 //   - with --scale (for example 1000,10000): that many parents each changed once, each change delivered as the router
 //     delivers it (its cause and object), syncs 16 at a time: changes/s and apiserver requests per change, which
 //     should not grow with the number of parents.
-//   npm run bench:history [-- --unchanged 500 --changed 100 --latency 100 --truncate 1000 --scale 1000,10000]
+//   npm run bench:history [-- --unchanged 500 --changed 100 --resync 100 --latency 100 --truncate 1000 --scale 1000,10000]
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,6 +18,7 @@ import { parseArgs } from 'node:util';
 import pLimit from 'p-limit';
 import { functions, functionsOf } from '../functions/index.ts';
 import { forgetPolicies, listPolicies, policyFor } from '../functions/history/policies.ts';
+import { parentCause } from '../functions/history/resync.ts';
 import { syncHistory } from '../functions/history/sync.ts';
 import { truncateHistory } from '../functions/history/truncate.ts';
 import { startTestbed } from '../local/testbed.ts';
@@ -30,6 +33,7 @@ const { values } = parseArgs({
   options: {
     unchanged: { type: 'string', default: '500' },
     changed: { type: 'string', default: '100' },
+    resync: { type: 'string', default: '100' },
     latency: { type: 'string', default: '100' },
     truncate: { type: 'string', default: '1000' },
     scale: { type: 'string', default: '' },
@@ -97,6 +101,31 @@ try {
   const unchangedSeconds = (performance.now() - t0) / 1000;
   const unchangedRequests = { ...kube.stats.byVerb };
   const unchangedPerEvent = kube.stats.total / unchangedN;
+
+  // A history resync of the same parent (its record holds its target state): what each costs, apiserver and DynamoDB.
+  const resyncN = Number(values.resync);
+  const stateCalls: Record<string, number> = {};
+  const countedLeases = new Proxy(state.leases, {
+    get(target, property, receiver) {
+      const value: unknown = Reflect.get(target, property, receiver);
+      if (typeof value !== 'function') return value;
+      return (...args: unknown[]) => {
+        stateCalls[String(property)] = (stateCalls[String(property)] ?? 0) + 1;
+        return (value as (...a: unknown[]) => unknown).apply(target, args);
+      };
+    },
+  });
+  kube.stats.reset();
+  for (let i = 0; i < resyncN; i += 1)
+    await syncHistory({ ...deps, state: { leases: countedLeases } }, policy, keyOf(sts), [
+      parentCause(keyOf(sts), [`resync/history/${i}`]),
+    ]);
+  const resync = {
+    syncs: resyncN,
+    apiserverRequestsPerResync: round(kube.stats.total / resyncN, 2),
+    byVerb: Object.fromEntries(Object.entries(kube.stats.byVerb).map(([k, v]) => [k, round(v / resyncN, 2)])),
+    dynamodbCallsPerResync: Object.fromEntries(Object.entries(stateCalls).map(([k, v]) => [k, round(v / resyncN, 2)])),
+  };
 
   // Changed target state: each event makes one revision.
   sts = await makeSts('bench-changed', 'web');
@@ -231,6 +260,7 @@ try {
         apiserverRequestsPerEvent: round(unchangedPerEvent, 3),
         requests: unchangedRequests,
       },
+      resync,
       changed: { events: changedN, eventsPerSec: Math.round(changedN / (syncMs / 1000)), apiserverRequestsPerEvent: changedPerEvent },
       updateToRevisionMs: {
         warmup: WARMUP,

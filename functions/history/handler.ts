@@ -31,7 +31,7 @@ export const handler = fittedSyncFunction('history', async (request, { env, logg
       if (parents.length > 0)
         await env.syncSink.send(
           'history',
-          parents.map((p) => makeSyncRequest(p, [parentCause(p)])),
+          parents.map((p) => makeSyncRequest(p, [parentCause(p, causes)])),
         );
       queued = parents.length;
     }

@@ -34,8 +34,10 @@ import {
   recordAnswers,
   recordedRevisions,
   recordListSuffices,
+  recordHoldsListed,
   recordMayAnswer,
   recordRevisions,
+  resyncCauses,
   targetDigest,
   type HistoryRecord,
   type KnownRevision,
@@ -53,6 +55,12 @@ const LEASE_TTL_MS = 90_000;
 /** A write is made only while the lease has at least this long left. */
 const LEASE_MARGIN_MS = 15_000;
 const LEASE_WAIT_MS = 20_000;
+/**
+ * A parent's lease item, with its record, is kept this long after the last sync that took it; then DynamoDB's TTL
+ * deletes it, so a gone parent's item goes too (docs/controllers/history.md#the-history-record-and-its-ttl). A parent
+ * that lives on without a full sync for that long only loses a cache: its next sync lists.
+ */
+export const RECORD_KEEP_SECONDS = 7 * 24 * 3600;
 
 export interface HistoryDeps {
   kube: KubeApi;
@@ -197,9 +205,15 @@ async function answerFromRecord(
   const mayAnswer = policy.spec.mode === 'snapshot' && recordMayAnswer(causes, key.uid) && !(hints.targetChanged && seen);
   // The parent is read ahead only for the record's answer, and only when no event's object can stand in for it.
   const readFirst = mayAnswer && !seen && parentCauses(causes, key.uid);
-  const [ahead, record] = await Promise.all([
+  // A resync is there for what the record cannot see (revisions deleted or orphaned while nothing listened): it
+  // answers only when the parent's revisions, listed now, are the record's (docs/controllers/history.md#history-resync).
+  const listFirst = mayAnswer && resyncCauses(causes);
+  const [ahead, record, listed] = await Promise.all([
     readFirst ? readParent(deps, policy, target, key) : undefined,
     mayAnswer ? readRecord() : undefined,
+    listFirst
+      ? deps.kube.listMetadata(Resources.controllerRevisions, { namespace: key.namespace, labelSelector: revisionSelector(target, key) })
+      : undefined,
   ]);
   if (ahead?.skipped) return { done: ahead.skipped };
   if (record) {
@@ -210,7 +224,7 @@ async function answerFromRecord(
       truncation: truncationInputs(policy, known),
       current: ahead !== undefined,
     };
-    if (recordAnswers(causes, key.uid, record, state))
+    if (recordAnswers(causes, key.uid, record, state, listed !== undefined && recordHoldsListed(record, listed.items, key.uid)))
       return { done: { outcome: 'cached', revision: record.revision, number: record.number } };
   }
   return { ahead };
@@ -229,13 +243,7 @@ async function syncHeld(ctx: SyncContext, lease: Lease, known: KubeObject, progr
   // need only the parent's name and kind), "not older than" what the record says earlier holders' writes left.
   const dk = defaultsKey(policy.defaults);
   const fromRecord = policy.spec.mode === 'snapshot' && recordListSuffices(causes, key.uid, held, dk);
-  const list = () =>
-    listRevisions(
-      deps.kube,
-      key.namespace!,
-      labelSelectorString(parentLabels({ apiVersion: apiVersionOf(target), kind: target.kind, metadata: { name: key.name } })),
-      held?.revisionsVersion,
-    );
+  const list = () => listRevisions(deps.kube, key.namespace!, revisionSelector(target, key), held?.revisionsVersion);
   const [read, listed] = await Promise.all([
     observedSuffices(known.metadata.resourceVersion, held)
       ? Promise.resolve<ParentRead>({ parent: known })
@@ -352,10 +360,16 @@ async function foreignHistoryOf(
   return foreignRevisions(listed.items, target, parent.metadata.uid)[0]?.metadata.name;
 }
 
+/** The label selector of the parent's revisions: it needs only the parent's name and kind. */
+const revisionSelector = (target: ResolvedResource, key: SyncKey) =>
+  labelSelectorString(parentLabels({ apiVersion: apiVersionOf(target), kind: target.kind, metadata: { name: key.name } }));
+
 /** The parent's history lease; waits briefly while another sync holds it. */
 async function acquireParentLease(deps: HistoryDeps, key: SyncKey): Promise<Lease> {
   // Holders finish in milliseconds (a sync or a truncation), so the wait polls briskly.
-  const lease = await deps.state.leases.acquireWithin(key.cluster, leaseName(key.uid), deps.holder, LEASE_TTL_MS, LEASE_WAIT_MS);
+  const lease = await deps.state.leases.acquireWithin(key.cluster, leaseName(key.uid), deps.holder, LEASE_TTL_MS, LEASE_WAIT_MS, {
+    keepSeconds: RECORD_KEEP_SECONDS,
+  });
   if (!lease)
     throw new Error(
       `another sync of ${key.kind} ${key.namespace}/${key.name} held its lease for over ${LEASE_WAIT_MS / 1000} s; retrying later`,

@@ -4,7 +4,7 @@
 import { createHash } from 'node:crypto';
 import { compareResourceVersions, type KubeObject } from '../kube/resource.ts';
 import { parseSyncCause } from '../lambda/sync-request.ts';
-import { newControllerRef } from '../ownership/controller-ref.ts';
+import { controllerOf, newControllerRef } from '../ownership/controller-ref.ts';
 import { type Json } from './data.ts';
 import { canonicalJson } from '../json.ts';
 import type { DefaultsSchema } from '../json.ts';
@@ -43,6 +43,33 @@ export interface HistoryRecord {
   generatedVersion?: string | undefined;
   /** What is left of the parent's allowance of routine Events (docs/controllers/history.md#events). */
   events?: EventAllowance | undefined;
+}
+
+/**
+ * The type of the cause of a parent's sync queued by its policy (a new spec, a history resync): never answered by
+ * the record alone, since what it is there to heal is what the record cannot see (docs/controllers/history.md#history-resync).
+ */
+export const RESYNC_TYPE = 'resync';
+
+const isResync = (cause: string) => parseSyncCause(cause).type === RESYNC_TYPE;
+
+/** Whether a resync is among the causes: the record answers for it only once the parent's revisions, listed, are the ones it holds. */
+export function resyncCauses(causes: readonly string[]): boolean {
+  return causes.some(isResync);
+}
+
+/**
+ * Whether the revisions listed now by the parent's labels are the ones the record holds: its latest is among them,
+ * none is an orphan (a sync would adopt it), and when the record keeps its revisions, the parent's are exactly
+ * those. Another controller's revisions are no part of the parent's history.
+ */
+export function recordHoldsListed(record: HistoryRecord, listed: readonly Pick<KubeObject, 'metadata'>[], parentUid: string): boolean {
+  if (listed.some((r) => controllerOf(r) === undefined)) return false;
+  const ours = listed.filter((r) => controllerOf(r)?.uid === parentUid).map((r) => r.metadata.uid ?? '');
+  if (record.revisionUid === undefined || !ours.includes(record.revisionUid)) return false;
+  if (!record.revisions) return true;
+  const held = new Set(record.revisions.map((r) => r.uid));
+  return ours.length === held.size && ours.every((uid) => held.has(uid));
 }
 
 /** The parent's state as the handler has it: read now, or an event's object (at its resourceVersion). */
@@ -90,10 +117,18 @@ export function parentCauses(causes: readonly string[], parentUid: string): bool
  *    truncation inputs, and is the state at or after every such event: read now, or an event's object at
  *    least as new as the state the record was made from (the state at that resourceVersion; any later change
  *    brings its own event). An event's object older than the record, or of a form whose order is unknown,
- *    does not answer: the parent is read.
+ *    does not answer: the parent is read;
+ *  - a resync (RESYNC_TYPE): as the parent's own event, read now, and only when `revisionsHeld`: the parent's
+ *    revisions, listed now, are the ones the record holds (recordHoldsListed).
  * The echoes of a sync's writes are then no second sync in the parent's message group, ahead of its next change.
  */
-export function recordAnswers(causes: readonly string[], parentUid: string, record: HistoryRecord, parent?: ParentState): boolean {
+export function recordAnswers(
+  causes: readonly string[],
+  parentUid: string,
+  record: HistoryRecord,
+  parent?: ParentState,
+  revisionsHeld = false,
+): boolean {
   if (causes.length === 0) return false;
   const parentHolds =
     parent !== undefined &&
@@ -107,6 +142,7 @@ export function recordAnswers(causes: readonly string[], parentUid: string, reco
       return record.revisionsVersion !== undefined && resourceVersion === record.revisionsVersion;
     }
     if (uid !== parentUid || !parentHolds) return false;
+    if (type === RESYNC_TYPE) return parent.current && revisionsHeld;
     if (parent.current) return true;
     // An event's object stands for this event only if it is at least as new as it.
     return type !== 'deleted' && (compareResourceVersions(resourceVersion, parent.resourceVersion) ?? 1) <= 0;
@@ -188,7 +224,7 @@ export function recordedRevisions(recorded: readonly RecordedRevision[], parent:
 
 /**
  * Whether the record's revisions may stand in for listing them: they were recorded with these defaults, and every
- * cause is the parent's own event or a revision event the record accounts for (the echo of its write, or the
+ * cause is the parent's own event (not a resync: it lists) or a revision event the record accounts for (the echo of its write, or the
  * deletion of a revision it no longer holds or that is not the latest). A generated object's event, an orphan's
  * or a revision changed by someone else takes the list (and the claim).
  */
@@ -204,7 +240,7 @@ export function recordListSuffices(
     causes.length > 0 &&
     causes.every((c) => {
       const { kind, uid, resourceVersion, type } = parseSyncCause(c);
-      if (kind !== 'ControllerRevision') return uid === parentUid;
+      if (kind !== 'ControllerRevision') return uid === parentUid && type !== RESYNC_TYPE;
       if (type === 'deleted') return uid !== record.revisionUid || !held.has(uid ?? '');
       return record.revisionsVersion !== undefined && resourceVersion === record.revisionsVersion;
     })

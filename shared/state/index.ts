@@ -1,11 +1,18 @@
 // DynamoDB state for Outrigger: leases with fencing terms and compare-and-set records, in one table.
-import { CreateTableCommand, DescribeTableCommand, DynamoDBClient, ResourceInUseException } from '@aws-sdk/client-dynamodb';
+import {
+  CreateTableCommand,
+  DescribeTableCommand,
+  DescribeTimeToLiveCommand,
+  DynamoDBClient,
+  ResourceInUseException,
+  UpdateTimeToLiveCommand,
+} from '@aws-sdk/client-dynamodb';
 import { LeaseStore } from './lease.ts';
 import { RecordStore } from './records.ts';
-import { createTableInput } from './table.ts';
+import { TABLE, createTableInput } from './table.ts';
 
 export { LeaseLostError, VersionConflictError } from './errors.ts';
-export { LeaseStore, type Lease } from './lease.ts';
+export { LeaseStore, type AcquireOptions, type Lease } from './lease.ts';
 export { RecordStore, type Expected, type VersionedRecord } from './records.ts';
 export { TABLE, createTableInput, itemKey, type StateKey } from './table.ts';
 
@@ -41,7 +48,10 @@ export function openState(opts: StateOptions): State {
   return { client, tableName: opts.tableName, leases, records };
 }
 
-/** Creates the table from the shared definition where it does not exist (DynamoDB Local, tests). */
+/**
+ * Creates the table from the shared definition where it does not exist (DynamoDB Local, tests), with its TTL
+ * attribute enabled as the stack enables it (infra/outrigger.ts).
+ */
 export async function ensureTable(state: State): Promise<void> {
   try {
     await state.client.send(new CreateTableCommand(createTableInput(state.tableName)));
@@ -49,4 +59,12 @@ export async function ensureTable(state: State): Promise<void> {
     if (!(err instanceof ResourceInUseException)) throw err;
   }
   await state.client.send(new DescribeTableCommand({ TableName: state.tableName }));
+  const ttl = await state.client.send(new DescribeTimeToLiveCommand({ TableName: state.tableName }));
+  if (ttl.TimeToLiveDescription?.TimeToLiveStatus !== 'ENABLED')
+    await state.client.send(
+      new UpdateTimeToLiveCommand({
+        TableName: state.tableName,
+        TimeToLiveSpecification: { AttributeName: TABLE.timeToLiveAttribute, Enabled: true },
+      }),
+    );
 }

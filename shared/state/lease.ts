@@ -17,7 +17,7 @@ import {
   type TransactWriteItem,
 } from '@aws-sdk/client-dynamodb';
 import { LeaseLostError, VersionConflictError } from './errors.ts';
-import { itemKey } from './table.ts';
+import { TABLE, itemKey } from './table.ts';
 
 export interface Lease {
   cluster: string;
@@ -28,6 +28,20 @@ export interface Lease {
   expiresAt: number;
   /** What the last holder left for the next one at release (parsed JSON), if anything. */
   memo?: unknown;
+  /**
+   * Seconds the item is kept after this holder's last write (acquire, release), when it was taken with
+   * `keepSeconds`: then DynamoDB's TTL deletes an item no one takes any more (a gone parent's history lease).
+   */
+  keepSeconds?: number;
+}
+
+/** Options of `acquire`. */
+export interface AcquireOptions {
+  /**
+   * Keep the item this long after each acquire and release, then let DynamoDB's TTL delete it: for a lease named
+   * after something that may go for good. Only for items whose loss costs nothing but a cache (the memo).
+   */
+  keepSeconds?: number;
 }
 
 export interface LeaseStoreOptions {
@@ -57,38 +71,55 @@ export class LeaseStore {
    * Takes the lease when it is free (never held, expired or released), with a new term; when `holder` already
    * holds it, extends it at the same term. Returns undefined while someone else holds it.
    */
-  async acquire(cluster: string, name: string, holder: string, ttlMs: number): Promise<Lease | undefined> {
+  async acquire(cluster: string, name: string, holder: string, ttlMs: number, opts: AcquireOptions = {}): Promise<Lease | undefined> {
     if (ttlMs <= 0) throw new Error(`lease ${name}: ttlMs must be positive, got ${ttlMs}`);
     const now = this.now();
+    const keep = this.keep(opts.keepSeconds);
     try {
       const out = await this.client.send(
         new UpdateItemCommand({
           TableName: this.tableName,
           Key: this.key(cluster, name),
-          UpdateExpression: 'SET holder = :h, expiresAt = :exp, term = if_not_exists(term, :zero) + :one',
+          UpdateExpression: `SET holder = :h, expiresAt = :exp, term = if_not_exists(term, :zero) + :one${keep.set}`,
           ConditionExpression: 'attribute_not_exists(term) OR expiresAt <= :now',
-          ExpressionAttributeValues: { ':h': s(holder), ':exp': n(now + ttlMs), ':zero': n(0), ':one': n(1), ':now': n(now) },
+          ExpressionAttributeValues: {
+            ':h': s(holder),
+            ':exp': n(now + ttlMs),
+            ':zero': n(0),
+            ':one': n(1),
+            ':now': n(now),
+            ...keep.values,
+          },
+          ...keep.names,
           ReturnValues: 'ALL_NEW',
           ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
         }),
       );
-      return toLease(cluster, name, out.Attributes);
+      return withKeep(toLease(cluster, name, out.Attributes), opts.keepSeconds);
     } catch (err) {
       // Another writer's transaction on the item (a release, say) is in flight: the lease is busy.
       if (err instanceof TransactionConflictException) return undefined;
       if (!(err instanceof ConditionalCheckFailedException)) throw err;
       const current = toLease(cluster, name, err.Item);
       if (current.holder !== holder) return undefined;
-      return this.renew(current, ttlMs);
+      const renewed = await this.renew(current, ttlMs);
+      return renewed && withKeep(renewed, opts.keepSeconds);
     }
   }
 
   /** `acquire`, polling briskly (with jitter) for up to `waitMs` while another holder has it. */
-  async acquireWithin(cluster: string, name: string, holder: string, ttlMs: number, waitMs: number): Promise<Lease | undefined> {
+  async acquireWithin(
+    cluster: string,
+    name: string,
+    holder: string,
+    ttlMs: number,
+    waitMs: number,
+    opts: AcquireOptions = {},
+  ): Promise<Lease | undefined> {
     // Waiting is real time, even under a simulated lease clock.
     const deadline = Date.now() + waitMs;
     for (let attempt = 0; ; attempt += 1) {
-      const lease = await this.acquire(cluster, name, holder, ttlMs);
+      const lease = await this.acquire(cluster, name, holder, ttlMs, opts);
       if (lease || Date.now() > deadline) return lease;
       await new Promise((r) => setTimeout(r, Math.min(50, 2 * 2 ** Math.min(attempt, 5)) * (0.5 + Math.random())));
     }
@@ -122,14 +153,16 @@ export class LeaseStore {
    * Without one, the previous memo stays.
    */
   async release(lease: Lease, memo?: unknown): Promise<boolean> {
-    const values: Record<string, AttributeValue> = { ':h': s(lease.holder), ':t': n(lease.term), ':zero': n(0) };
+    const keep = this.keep(lease.keepSeconds);
+    const values: Record<string, AttributeValue> = { ':h': s(lease.holder), ':t': n(lease.term), ':zero': n(0), ...keep.values };
     if (memo !== undefined) values[':memo'] = s(JSON.stringify(memo));
     const update = new UpdateItemCommand({
       TableName: this.tableName,
       Key: this.key(lease.cluster, lease.name),
-      UpdateExpression: memo === undefined ? 'SET expiresAt = :zero' : 'SET expiresAt = :zero, memo = :memo',
+      UpdateExpression: `SET expiresAt = :zero${memo === undefined ? '' : ', memo = :memo'}${keep.set}`,
       ConditionExpression: 'holder = :h AND term = :t',
       ExpressionAttributeValues: values,
+      ...keep.names,
     });
     // A concurrent acquirer's conditional update can conflict with a transaction on the item; retry a few times.
     for (let attempt = 1; ; attempt += 1) {
@@ -142,6 +175,21 @@ export class LeaseStore {
         await new Promise((r) => setTimeout(r, 5 * attempt));
       }
     }
+  }
+
+  /** The update's part that sets the item's TTL attribute `keepSeconds` from now (epoch seconds), if any. */
+  private keep(keepSeconds: number | undefined): {
+    set: string;
+    values: Record<string, AttributeValue>;
+    names: { ExpressionAttributeNames?: Record<string, string> };
+  } {
+    if (keepSeconds === undefined) return { set: '', values: {}, names: {} };
+    // `ttl` is one of DynamoDB's reserved words: named through a placeholder.
+    return {
+      set: ', #ttl = :ttl',
+      values: { ':ttl': n(Math.floor(this.now() / 1000) + keepSeconds) },
+      names: { ExpressionAttributeNames: { '#ttl': TABLE.timeToLiveAttribute } },
+    };
   }
 
   /** True while `lease` has at least `marginMs` left by this process's clock: check before acting as holder. */
@@ -196,6 +244,10 @@ function s(value: string): AttributeValue {
 
 function n(value: number): AttributeValue {
   return { N: String(value) };
+}
+
+function withKeep(lease: Lease, keepSeconds: number | undefined): Lease {
+  return keepSeconds === undefined ? lease : { ...lease, keepSeconds };
 }
 
 function toLease(cluster: string, name: string, item: Record<string, AttributeValue> | undefined): Lease {

@@ -1,7 +1,7 @@
 // In-memory leases for unit tests of the shells that hold one (docs/contributing/test-beds.md#tests): terms, expiry
 // by an injected clock, and the memo a holder leaves at release, as shared/state/lease.ts keeps them in DynamoDB.
 // No conditional-write races: the integration tests hold those against DynamoDB Local.
-import type { Lease, LeaseStore } from '../../shared/state/index.ts';
+import type { AcquireOptions, Lease, LeaseStore } from '../../shared/state/index.ts';
 
 export class FakeLeases implements Pick<LeaseStore, 'get' | 'acquire' | 'acquireWithin' | 'stillHeld' | 'release'> {
   private readonly leases = new Map<string, Lease>();
@@ -14,7 +14,7 @@ export class FakeLeases implements Pick<LeaseStore, 'get' | 'acquire' | 'acquire
     this.now = now;
   }
 
-  async acquire(cluster: string, name: string, holder: string, ttlMs: number): Promise<Lease | undefined> {
+  async acquire(cluster: string, name: string, holder: string, ttlMs: number, _opts: AcquireOptions = {}): Promise<Lease | undefined> {
     this.count('acquire');
     const current = this.leases.get(`${cluster}/${name}`);
     if (current && current.holder !== holder && current.expiresAt > this.now()) return undefined;
@@ -31,8 +31,15 @@ export class FakeLeases implements Pick<LeaseStore, 'get' | 'acquire' | 'acquire
   }
 
   /** No waiting: a lease another holds is refused at once. */
-  async acquireWithin(cluster: string, name: string, holder: string, ttlMs: number, _waitMs: number): Promise<Lease | undefined> {
-    return this.acquire(cluster, name, holder, ttlMs);
+  async acquireWithin(
+    cluster: string,
+    name: string,
+    holder: string,
+    ttlMs: number,
+    _waitMs: number,
+    opts: AcquireOptions = {},
+  ): Promise<Lease | undefined> {
+    return this.acquire(cluster, name, holder, ttlMs, opts);
   }
 
   async release(lease: Lease, memo?: unknown): Promise<boolean> {

@@ -5,11 +5,13 @@ import { randomUUID } from 'node:crypto';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { GetItemCommand } from '@aws-sdk/client-dynamodb';
 import type { SQSRecord } from 'aws-lambda';
 import { Forwarder, type EnvelopeSink, type QueueEntry } from '../../forwarder/forwarder.ts';
 import { controllerSources, type ControllerSource } from '../../functions/controllers.ts';
 import { forgetPolicies, historySource, listPolicies, revisionPolicies } from '../../functions/history/policies.ts';
 import { reportPolicy } from '../../functions/history/report.ts';
+import { RECORD_KEEP_SECONDS } from '../../functions/history/sync.ts';
 import { routeBatch } from '../../functions/router/route.ts';
 import { Clusters } from '../../shared/clusters.ts';
 import { makeEnvelope, messageGroupId } from '../../shared/envelope/index.ts';
@@ -19,6 +21,7 @@ import { applyManifests } from '../../shared/kube/apply.ts';
 import { MemoryDeadLetterSink } from '../../shared/lambda/dead-letter.ts';
 import type { SyncRequest } from '../../shared/lambda/sync-request.ts';
 import type { SyncSink } from '../../shared/lambda/sync-sink.ts';
+import { TABLE, itemKey, openState } from '../../shared/state/index.ts';
 import { statefulSet } from '../../local/fixtures.ts';
 import { openCrd } from '../testbed/crds.ts';
 import { STATEFULSET_POLICY } from '../testbed/policies.ts';
@@ -176,6 +179,49 @@ describe('a policy installed on a live cluster loses no first events', () => {
       expect((checked.status as { conditions: unknown[] }).conditions).toEqual([
         expect.objectContaining({ type: 'Ready', status: 'True', reason: 'Valid' }),
       ]);
+    } finally {
+      await runtime.stop();
+      await admin.delete(revisionPolicies, { name }).catch(() => undefined);
+    }
+  }, 60_000);
+
+  test('the record does not vouch for revisions deleted while no policy was in effect: the next history resync recreates the baseline', async () => {
+    const gizmos = await ownKind('stale.outrigger.test', 'Gizmo', 'gizmos');
+    const ns = await createNamespace('stale');
+    const g = await admin.create(gizmos, {
+      apiVersion: 'stale.outrigger.test/v1',
+      kind: 'Gizmo',
+      metadata: { name: 'g', namespace: ns },
+      spec: { template: { image: 'app:1' } },
+    });
+    const name = uniqueName('stale');
+    await applyManifests(admin, policy(name, 'stale.outrigger.test/v1', 'Gizmo'));
+    const runtime = await startTestRuntime('stale', ['history-resync', 'history'], { clusterId: 'it' });
+    try {
+      await runtime.runScheduled('history-resync');
+      expect(await eventually(async () => ((await history(ns, 'g')).length ? history(ns, 'g') : undefined))).toEqual(['1:app:1']);
+      // The parent's record expires a week after its last sync, when nothing takes its lease any more.
+      const state = openState({ tableName: runtime.tableName, endpoint: runtime.dynamodbEndpoint });
+      const item = await state.client.send(
+        new GetItemCommand({
+          TableName: state.tableName,
+          Key: itemKey({ cluster: 'it', kind: 'lease', name: `history/${g.metadata.uid}` }),
+        }),
+      );
+      expect(Number(item.Item?.[TABLE.timeToLiveAttribute]?.N) - Date.now() / 1000).toBeGreaterThan(RECORD_KEEP_SECONDS - 120);
+      state.client.destroy();
+      // The audit's scenario (M1): the policy goes, its parent's revisions are removed by hand while nothing
+      // listens, and the policy comes back. The parent's record still names the deleted revision as its latest.
+      await admin.delete(revisionPolicies, { name });
+      const revisions = await kube.list<ControllerRevision>(Resources.controllerRevisions, {
+        namespace: ns,
+        labelSelector: `${PARENT_LABEL}=g`,
+      });
+      for (const r of revisions.items) await admin.delete(Resources.controllerRevisions, { name: r.metadata.name!, namespace: ns });
+      expect(await history(ns, 'g')).toEqual([]);
+      await applyManifests(admin, policy(name, 'stale.outrigger.test/v1', 'Gizmo'));
+      await runtime.runScheduled('history-resync');
+      expect(await eventually(async () => ((await history(ns, 'g')).length ? history(ns, 'g') : undefined))).toEqual(['1:app:1']);
     } finally {
       await runtime.stop();
       await admin.delete(revisionPolicies, { name }).catch(() => undefined);

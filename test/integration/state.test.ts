@@ -1,5 +1,6 @@
 // Leases and compare-and-set records against AWS's DynamoDB Local: conditional writes decide, not our code.
-import { LeaseLostError, VersionConflictError, type Lease } from '../../shared/state/index.ts';
+import { DescribeTimeToLiveCommand, GetItemCommand } from '@aws-sdk/client-dynamodb';
+import { LeaseLostError, TABLE, VersionConflictError, itemKey, type Lease } from '../../shared/state/index.ts';
 import { testState, uniqueName } from '../testbed/index.ts';
 
 describe('lease with a fencing term', () => {
@@ -73,6 +74,32 @@ describe('lease with a fencing term', () => {
     expect(await state.leases.release(d, { digest: 'd2', number: 2 })).toBe(true);
     expect(await state.leases.release(c, { digest: 'stale', number: 1 })).toBe(false);
     expect((await state.leases.get(cluster, 'history/x'))?.memo).toEqual({ digest: 'd2', number: 2 });
+  });
+
+  test('a lease taken with keepSeconds carries a TTL that far ahead, refreshed at each acquire and release; the table expires items by it', async () => {
+    let now = 9_000_000_000;
+    const state = testState({ now: () => now });
+    const cluster = uniqueName('c');
+    const ttlOf = async () => {
+      const out = await state.client.send(
+        new GetItemCommand({ TableName: state.tableName, Key: itemKey({ cluster, kind: 'lease', name: 'history/y' }) }),
+      );
+      return out.Item?.[TABLE.timeToLiveAttribute]?.N;
+    };
+    const a = (await state.leases.acquire(cluster, 'history/y', 'a', 1_000, { keepSeconds: 600 }))!;
+    expect(await ttlOf()).toBe(String(9_000_000 + 600));
+    now += 5_000;
+    expect(await state.leases.release(a, { digest: 'd1' })).toBe(true);
+    expect(await ttlOf()).toBe(String(9_000_005 + 600));
+    // A lease taken without it (a leader's) gets none of its own.
+    await state.leases.acquire(cluster, 'leader', 'a', 1_000);
+    const leader = await state.client.send(
+      new GetItemCommand({ TableName: state.tableName, Key: itemKey({ cluster, kind: 'lease', name: 'leader' }) }),
+    );
+    expect(leader.Item?.[TABLE.timeToLiveAttribute]).toBeUndefined();
+    // The test table expires items by that attribute, as the stack's does (infra/outrigger.ts).
+    const described = await state.client.send(new DescribeTimeToLiveCommand({ TableName: state.tableName }));
+    expect(described.TimeToLiveDescription).toMatchObject({ TimeToLiveStatus: 'ENABLED', AttributeName: TABLE.timeToLiveAttribute });
   });
 
   test('an expired lease is taken over only after expiry', async () => {

@@ -23,8 +23,11 @@ import {
   decideByDigest,
   observedSuffices,
   recordAnswers,
+  recordHoldsListed,
   recordedRevisions,
   recordListSuffices,
+  resyncCauses,
+  RESYNC_TYPE,
   recordMayAnswer,
   recordRevisions,
   targetDigest,
@@ -456,6 +459,40 @@ describe('which sync requests the history record answers', () => {
     expect(recordListSuffices([cause('StatefulSet', 'p', '130', 'modified')], 'p', record, 'k')).toBe(false);
     expect(recordListSuffices([cause('ControllerRevision', 'orphan', '126', 'added')], 'p', withRevisions, 'k')).toBe(false);
     expect(recordListSuffices([cause('Pod', 'pod-1', '127', 'deleted')], 'p', withRevisions, 'k')).toBe(false);
+  });
+
+  test('a resync is answered only when the revisions listed now are the ones the record holds (M1: the record never vouches for what it cannot see)', () => {
+    const resync = [`StatefulSet/c1/p/0/${RESYNC_TYPE}/stamp`];
+    const owned = (uid: string) => ({
+      metadata: { uid, ownerReferences: [{ apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'p', uid: 'p', controller: true }] },
+    });
+    const orphan = (uid: string) => ({ metadata: { uid } });
+    const others = (uid: string) => ({
+      metadata: { uid, ownerReferences: [{ apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'p', uid: 'old-p', controller: true }] },
+    });
+    const withRevisions = {
+      ...record,
+      revisions: [
+        { name: 'p-a', uid: 'rev-old', resourceVersion: '100', number: 2, digest: 'd0' },
+        { name: 'p-abc', uid: 'rev-latest', resourceVersion: '120', number: 3, digest: 'd1' },
+      ],
+    };
+    expect(resyncCauses(resync)).toBe(true);
+    expect(resyncCauses([cause('StatefulSet', 'p', '130', 'modified')])).toBe(false);
+    // Listed as recorded (another parent's leftovers aside): answered.
+    expect(recordHoldsListed(withRevisions, [owned('rev-old'), owned('rev-latest'), others('x')], 'p')).toBe(true);
+    expect(recordHoldsListed(record, [owned('rev-latest')], 'p')).toBe(true);
+    expect(recordAnswers(resync, 'p', record, read, true)).toBe(true);
+    // The latest gone, a recorded one gone, one the record does not know, an orphan to adopt: not answered.
+    expect(recordHoldsListed(withRevisions, [owned('rev-old')], 'p')).toBe(false);
+    expect(recordHoldsListed(record, [], 'p')).toBe(false);
+    expect(recordHoldsListed(withRevisions, [owned('rev-latest')], 'p')).toBe(false);
+    expect(recordHoldsListed(withRevisions, [owned('rev-old'), owned('rev-latest'), owned('new')], 'p')).toBe(false);
+    expect(recordHoldsListed(record, [owned('rev-latest'), orphan('o')], 'p')).toBe(false);
+    expect(recordAnswers(resync, 'p', record, read)).toBe(false);
+    // Nor by an event's object, nor by the record's revisions in place of a list.
+    expect(recordAnswers(resync, 'p', record, { ...read, current: false }, true)).toBe(false);
+    expect(recordListSuffices(resync, 'p', { ...withRevisions, defaults: 'k' }, 'k')).toBe(false);
   });
 
   test('deciding by digests is deciding by semantic equality, for revisions kept in the record', () => {
