@@ -180,11 +180,13 @@ export async function freshPolicyFor(kube: KubeApi, cluster: string, group: stri
   return policyFor(fresh, group, kind);
 }
 
-const policyKind: ControllerKind = {
+export const policyKind: ControllerKind = {
   resource: revisionPolicies,
   kind: 'RevisionPolicy',
   namespaced: false,
   selectorOf: () => null,
+  // A parent of its own, with no children: no child's label change lists the policies.
+  owns: [],
   target: 'history',
 };
 

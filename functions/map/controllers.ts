@@ -177,11 +177,13 @@ function specChanged(parent: KubeObject): boolean {
 }
 
 // Its own Ready writes (readiness) move no generation, and so queue nothing.
-const mapControllerKind: ControllerKind = {
+export const mapControllerKind: ControllerKind = {
   resource: mapControllers,
   kind: 'MapController',
   namespaced: false,
   selectorOf: () => null,
+  // A parent of its own, with no children: no child's label change lists the MapControllers.
+  owns: [],
   ownChangeSyncs: specChanged,
   target: MAP_TARGET,
 };
