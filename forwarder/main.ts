@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { hostname } from 'node:os';
 import { SQSClient } from '@aws-sdk/client-sqs';
+import { DEFINITION_RESYNC_MS, definitionsWatched } from '../functions/cluster-cache.ts';
 import { functions } from '../functions/index.ts';
 import { clustersFromEnv, parseClusters } from '../shared/clusters.ts';
 import { connect } from '../shared/kube/index.ts';
@@ -114,6 +115,9 @@ function forwarderKey(): string | undefined {
   return text;
 }
 
+// This process watches the definitions and forgets what it keeps of them on each one's event: no re-read on its
+// refresh timer (docs/operations/cost.md#definitions-are-watched).
+definitionsWatched(DEFINITION_RESYNC_MS);
 const forwarder = new Forwarder({
   cluster,
   key: forwarderKey(),

@@ -7,6 +7,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { SQSBatchResponse } from 'aws-lambda';
 import { Forwarder, type ForwarderStats } from '../forwarder/forwarder.ts';
+import { DEFINITION_RESYNC_MS, definitionsWatched } from '../functions/cluster-cache.ts';
 import { functions as registry } from '../functions/index.ts';
 import type { FunctionSpec, LambdaHandler } from '../functions/spec.ts';
 import { exampleHooks, startLambdaEndpoint, type LocalFunction } from '../local/lambda-endpoint.ts';
@@ -177,6 +178,9 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
         refreshMs: WATCH_REFRESH_MS,
         log: (_level, m, f) => log(`${spec.name} forwarder: ${m}${f ? ` ${JSON.stringify(f)}` : ''}`),
       });
+      // Every handler of this process is told of each definition's change by this forwarder (its `forget`): the
+      // definitions are watched, not re-read on a timer.
+      if (spec.events.definitions?.length && spec.events.forget) definitionsWatched(DEFINITION_RESYNC_MS);
       await forwarder.start();
       forwarders.push(forwarder);
     }
@@ -211,6 +215,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     stop: async () => {
       for (const t of timers) clearInterval(t);
       await Promise.allSettled(forwarders.map((f) => f.stop()));
+      definitionsWatched(undefined);
       await Promise.allSettled([...queues.values()].map((q) => q.stop()));
       setEnvironment(undefined);
       await lambda?.stop();

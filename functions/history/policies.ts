@@ -97,7 +97,11 @@ export function targetReader(kube: KubeApi, policy: RevisionPolicy): KubeApi {
   return policy.spec.serviceAccount ? actingAs(kube, policy.spec.serviceAccount) : kube;
 }
 
-const cache = clusterCache<PolicySet>(TTL_MS);
+// Kept until the resync where the policies are watched, when every one is in effect and names no ServiceAccount
+// (whose consent is not watched): functions/cluster-cache.ts.
+const cache = clusterCache<PolicySet>(TTL_MS, {
+  watchable: (set) => set.invalid.length === 0 && set.unresolved.length === 0 && set.valid.every((p) => !p.spec.serviceAccount),
+});
 
 export async function listPolicies(kube: KubeApi, cluster: string): Promise<PolicySet> {
   return cache.get(cluster, async () => {
@@ -176,11 +180,13 @@ export async function freshPolicyFor(kube: KubeApi, cluster: string, group: stri
   return policyFor(fresh, group, kind);
 }
 
-const policyKind: ControllerKind = {
+export const policyKind: ControllerKind = {
   resource: revisionPolicies,
   kind: 'RevisionPolicy',
   namespaced: false,
   selectorOf: () => null,
+  // A parent of its own, with no children: no child's label change lists the policies.
+  owns: [],
   target: 'history',
 };
 

@@ -52,7 +52,9 @@ export interface MapControllerSet {
 }
 
 /** The process's MapControllers per cluster; tests make caches of their own to play two processes. */
-export const mapControllerCache = clusterCache<MapControllerSet>(5_000);
+// Every MapController acts as a ServiceAccount, whose consent is not watched: only the empty set is kept until
+// the resync where the MapControllers are watched (functions/cluster-cache.ts).
+export const mapControllerCache = clusterCache<MapControllerSet>(5_000, { watchable: (set) => set.objects.length === 0 });
 
 export async function listMapControllers(
   kube: KubeClient,
@@ -175,11 +177,13 @@ function specChanged(parent: KubeObject): boolean {
 }
 
 // Its own Ready writes (readiness) move no generation, and so queue nothing.
-const mapControllerKind: ControllerKind = {
+export const mapControllerKind: ControllerKind = {
   resource: mapControllers,
   kind: 'MapController',
   namespaced: false,
   selectorOf: () => null,
+  // A parent of its own, with no children: no child's label change lists the MapControllers.
+  owns: [],
   ownChangeSyncs: specChanged,
   target: MAP_TARGET,
 };
@@ -251,4 +255,6 @@ export const mapSource: ControllerSource = {
   target: MAP_TARGET,
   kinds: (cluster, kube) => kinds(kube, cluster.id),
   watches: (cluster, kube) => watches(kube, cluster.id),
+  // A MapController's event (the forwarder's, the router's) drops what this process keeps, as a policy's does.
+  forget: (cluster) => forgetMapControllers(cluster),
 };
