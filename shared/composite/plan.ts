@@ -56,14 +56,14 @@ export function parentSelector(parent: KubeObject, generateSelector: boolean): S
  * are the MapController's: never claimed, released or sent, so the two may share a parent kind.
  */
 export function claimChildren<T extends KubeObject>(parent: KubeObject, selector: Selector, candidates: readonly T[]): ClaimPlan<T> {
-  const mapped = (c: T) => c.metadata.labels?.[MAP_KEY_LABEL] !== undefined;
-  const plan = planClaim(
-    parent,
-    selector,
-    candidates.filter((c) => !mapped(c)),
-  );
-  plan.ignored.push(...candidates.filter(mapped));
+  const plan = planClaim(parent, selector, claimable(candidates));
+  plan.ignored.push(...candidates.filter((c) => !claimable([c]).length));
   return plan;
+}
+
+/** The candidates a CompositeController may claim: all but a MapController's outputs (its map key label). */
+export function claimable<T extends KubeObject>(candidates: readonly T[]): T[] {
+  return candidates.filter((c) => c.metadata.labels?.[MAP_KEY_LABEL] === undefined);
 }
 
 /** A DecoratorController's attachments: the objects the target controls, but a MapController's outputs; nothing adopted. */
