@@ -10,7 +10,7 @@ export const ALLOWED_CONTROLLERS_ANNOTATION = 'outrigger.dev/allowed-controllers
 
 /** A definition that acts as a ServiceAccount. */
 export interface Consumer {
-  kind: 'MapController' | 'RevisionPolicy';
+  kind: 'MapController' | 'RevisionPolicy' | 'CompositeController' | 'DecoratorController';
   name: string;
 }
 

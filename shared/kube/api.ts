@@ -19,6 +19,8 @@ export interface CreateOptions {
   namespace?: string | undefined;
   /** Writes the body when its bytes matter (a ControllerRevision's: shared/json.ts says why). */
   encode?: ((body: unknown) => string) | undefined;
+  /** This write's field manager, instead of the client's. */
+  fieldManager?: string | undefined;
 }
 
 export interface PatchOptions {
@@ -26,6 +28,8 @@ export interface PatchOptions {
   force?: boolean;
   /** The answer as a PartialObjectMetadata: the patched object's body is neither sent nor parsed. */
   metadataOnly?: boolean;
+  /** This write's field manager, instead of the client's (one per CompositeController or DecoratorController). */
+  fieldManager?: string | undefined;
 }
 
 export type WatchOptions = ListOptions & { allowWatchBookmarks?: boolean; timeoutSeconds?: number; metadataOnly?: boolean };

@@ -262,7 +262,7 @@ export class KubeClient implements KubeApi {
       verb: 'create',
       body: obj,
       encode: opts.encode,
-      query: { fieldManager: this.fieldManager },
+      query: { fieldManager: opts.fieldManager ?? this.fieldManager },
     });
   }
 
@@ -284,7 +284,7 @@ export class KubeClient implements KubeApi {
     type: PatchType,
     opts: PatchOptions = {},
   ): Promise<Stored<T>> {
-    const query: Record<string, string | boolean> = { fieldManager: this.fieldManager };
+    const query: Record<string, string | boolean> = { fieldManager: opts.fieldManager ?? this.fieldManager };
     if (type === 'apply' && opts.force) query.force = true;
     return this.request<Stored<T>>('PATCH', resourcePath(r, ref), {
       verb: `patch/${type}`,

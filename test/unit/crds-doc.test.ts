@@ -27,13 +27,22 @@ test('docs/reference/crds.md names every field of every CRD in cluster/crds/', (
   const page = readFileSync(join(projectRoot, 'docs/reference/crds.md'), 'utf8');
   const dir = join(projectRoot, 'cluster/crds');
   const crds = readdirSync(dir).flatMap((f) => loadAll(readFileSync(join(dir, f), 'utf8')) as Crd[]);
-  expect(crds.map((c) => c.spec.names.kind).sort()).toEqual(['MapController', 'RevisionPolicy', 'StorageState', 'StorageVersionMigration']);
+  expect(crds.map((c) => c.spec.names.kind).sort()).toEqual([
+    'CompositeController',
+    'DecoratorController',
+    'MapController',
+    'RevisionPolicy',
+    'StorageState',
+    'StorageVersionMigration',
+  ]);
   const missing = crds.flatMap((crd) => {
     const stored = crd.spec.versions.find((v) => v.storage)!;
-    // The three hooks share one shape, which the page names once as spec.hooks.<hook>.
+    // The hooks of a kind share one shape, which the page names once as spec.hooks.<hook>.
     const named = (path: string) =>
       page.includes(`\`${path}\``) ||
-      page.includes(`\`${path.replace(/^spec\.hooks\.(map|tombstone|finalize)\./, 'spec.hooks.<hook>.')}\``);
+      page.includes(
+        `\`${path.replace(/^spec\.hooks\.(map|tombstone|finalize|sync|customize|preUpdateChild|postUpdateChild)\./, 'spec.hooks.<hook>.')}\``,
+      );
     return paths(stored.schema.openAPIV3Schema)
       .filter((path) => path !== 'status' || crd.spec.names.kind === 'MapController')
       .filter((path) => !named(path))

@@ -1,0 +1,322 @@
+// The CompositeControllers and DecoratorControllers of a cluster, resolved against discovery, checked for the
+// ServiceAccount each acts as, and what they mean to the router: a CompositeController makes its parent kind a
+// controller kind whose children route by ControllerRef and whose orphans route by the parent's selector; a
+// DecoratorController makes each of its resources one whose attachments route by ControllerRef
+// (docs/controllers/compositecontroller.md).
+import {
+  gvr,
+  hasSubresource,
+  isKubeError,
+  resolveResource,
+  type GVR,
+  type KubeApi,
+  type KubeClient,
+  type KubeObject,
+  type ResolvedResource,
+} from '../../shared/kube/index.ts';
+import {
+  COMPOSITE_GROUP,
+  COMPOSITE_VERSION,
+  CONTROLLER_UID_LABEL,
+  DefinitionError,
+  parseCompositeController,
+  parseDecoratorController,
+  type CompositeController,
+  type DecoratorController,
+  type ResourceSelectorRule,
+} from '../../shared/composite/api.ts';
+import type { ChildKind } from '../../shared/composite/plan.ts';
+import { setCondition, type Condition } from '../../shared/map/plan/index.ts';
+import type { ControllerKind, LabelSelector } from '../../shared/ownership/index.ts';
+import { firstHolderFirst } from '../../shared/identity.ts';
+import { clusterCache, type ClusterCache } from '../cluster-cache.ts';
+import type { ControllerSource } from '../controller-source.ts';
+import { actingAs as actingAsAccount, IdentityProblem, refusedNeeds, resourceName } from '../identity.ts';
+
+export const compositeControllers = gvr(COMPOSITE_GROUP, COMPOSITE_VERSION, 'compositecontrollers');
+export const decoratorControllers = gvr(COMPOSITE_GROUP, COMPOSITE_VERSION, 'decoratorcontrollers');
+export const COMPOSITE_TARGET = 'composite';
+
+interface Resolved {
+  serviceAccount: { namespace: string; name: string };
+  /** The child (attachment) kinds, each with its update method. */
+  kinds: ChildKind[];
+}
+export type ResolvedComposite = CompositeController &
+  Resolved & {
+    parentResource: ResolvedResource;
+    /** Whether the parent kind has a status subresource; without one, status is written on the object. */
+    parentStatus: boolean;
+  };
+export type ResolvedDecorator = DecoratorController &
+  Resolved & { targets: Array<ResolvedResource & { rule: ResourceSelectorRule; status: boolean }> };
+export type ResolvedDefinition = ResolvedComposite | ResolvedDecorator;
+
+export interface CompositeSet {
+  composites: ResolvedComposite[];
+  decorators: ResolvedDecorator[];
+  invalid: Array<{ kind: string; name: string; reason: string; error: string }>;
+  /** Every definition as listed, for its Ready condition. */
+  objects: Array<{ resource: GVR; object: KubeObject }>;
+}
+
+/** The process's definitions per cluster; tests make caches of their own. */
+export const compositeCache = clusterCache<CompositeSet>(5_000);
+
+export async function listCompositeSet(
+  kube: KubeClient,
+  cluster: string,
+  cache: ClusterCache<CompositeSet> = compositeCache,
+): Promise<CompositeSet> {
+  return cache.get(cluster, async () => {
+    const [cs, ds] = await Promise.all([listOrNone(kube, compositeControllers), listOrNone(kube, decoratorControllers)]);
+    const out: CompositeSet = {
+      composites: [],
+      decorators: [],
+      invalid: [],
+      objects: [
+        ...cs.map((object) => ({ resource: compositeControllers, object })),
+        ...ds.map((object) => ({ resource: decoratorControllers, object })),
+      ],
+    };
+    const failed = (kind: string, o: KubeObject, err: unknown) =>
+      out.invalid.push({
+        kind,
+        name: o.metadata.name ?? '',
+        reason: err instanceof DefinitionError ? err.reason : 'InvalidSpec',
+        error: (err as Error).message,
+      });
+    for (const o of cs.sort(firstHolderFirst)) {
+      try {
+        const cc = await resolveComposite(kube, parseCompositeController(o));
+        // The first created holds a parent kind: a second would fight it over the same children.
+        const earlier = out.composites.find(
+          (v) => v.parentResource.group === cc.parentResource.group && v.parentResource.kind === cc.parentResource.kind,
+        );
+        if (earlier)
+          throw new DefinitionError(
+            cc.kind,
+            cc.name,
+            `parent kind ${cc.parentResource.kind} is already controlled by CompositeController ${earlier.name}, created before it`,
+            'ParentKindTaken',
+          );
+        out.composites.push(cc);
+      } catch (err) {
+        failed('CompositeController', o, err);
+      }
+    }
+    for (const o of ds.sort(firstHolderFirst)) {
+      try {
+        out.decorators.push(await resolveDecorator(kube, parseDecoratorController(o)));
+      } catch (err) {
+        failed('DecoratorController', o, err);
+      }
+    }
+    return out;
+  });
+}
+
+/** A cluster without the CRD has none (the CRDs are optional until a definition is applied). */
+async function listOrNone(kube: KubeClient, r: GVR): Promise<KubeObject[]> {
+  try {
+    return await kube.listAll(r);
+  } catch (err) {
+    if (isKubeError(err, 'NotFound')) return [];
+    throw err;
+  }
+}
+
+/** The client a definition's reads and writes go through: its ServiceAccount's. */
+export function actingAs(kube: KubeClient, d: ResolvedDefinition): KubeClient {
+  return actingAsAccount(kube, d.serviceAccount);
+}
+
+async function resolveCommon(kube: KubeClient, d: CompositeController | DecoratorController): Promise<Resolved> {
+  if (!d.serviceAccount)
+    throw new DefinitionError(
+      d.kind,
+      d.name,
+      `spec.serviceAccount is not set: a ${d.kind} acts only as a ServiceAccount of its own`,
+      'NoServiceAccount',
+    );
+  const field = d.kind === 'CompositeController' ? 'spec.childResources' : 'spec.attachments';
+  const kinds = await Promise.all(d.children.map(async (c, i) => ({ ...(await one(kube, d, c, `${field}[${i}]`)), method: c.method })));
+  return { serviceAccount: d.serviceAccount, kinds };
+}
+
+async function one(
+  kube: KubeClient,
+  d: CompositeController | DecoratorController,
+  r: { apiVersion: string; resource: string },
+  field: string,
+): Promise<ResolvedResource> {
+  try {
+    return await resolveResource(kube, r.apiVersion, r.resource);
+  } catch (err) {
+    throw new DefinitionError(d.kind, d.name, `${field}: ${(err as Error).message}`, 'UnresolvableResource');
+  }
+}
+
+async function resolveComposite(kube: KubeClient, cc: CompositeController): Promise<ResolvedComposite> {
+  const common = await resolveCommon(kube, cc);
+  const parentResource = await one(kube, cc, cc.parent, 'spec.parentResource');
+  const resolved: ResolvedComposite = {
+    ...cc,
+    ...common,
+    parentResource,
+    parentStatus: await hasSubresource(kube, parentResource, 'status'),
+  };
+  await checkIdentity(kube, resolved, [parentResource]);
+  return resolved;
+}
+
+async function resolveDecorator(kube: KubeClient, dc: DecoratorController): Promise<ResolvedDecorator> {
+  const common = await resolveCommon(kube, dc);
+  const targets = await Promise.all(
+    dc.resources.map(async (rule, i) => {
+      const r = await one(kube, dc, rule, `spec.resources[${i}]`);
+      return { ...r, rule, status: await hasSubresource(kube, r, 'status') };
+    }),
+  );
+  const resolved: ResolvedDecorator = { ...dc, ...common, targets };
+  await checkIdentity(kube, resolved, targets);
+  return resolved;
+}
+
+/**
+ * Whether Outrigger may act as the definition's ServiceAccount (a cluster admin's grant and the account's consent,
+ * as for a MapController: docs/operations/security.md#serviceaccounts-a-definition-names), and whether the account
+ * may list the kinds a resync lists cluster-wide (the parents, or the decorated resources).
+ */
+async function checkIdentity(kube: KubeClient, d: ResolvedDefinition, listed: readonly ResolvedResource[]): Promise<void> {
+  const who = `ServiceAccount ${d.serviceAccount.namespace}/${d.serviceAccount.name}`;
+  let refused;
+  try {
+    refused = await refusedNeeds(
+      kube,
+      d.serviceAccount,
+      { kind: d.kind, name: d.name },
+      listed.map((resource) => ({ resource, verb: 'list' })),
+    );
+  } catch (err) {
+    if (err instanceof IdentityProblem) throw new DefinitionError(d.kind, d.name, err.message, err.reason);
+    throw err;
+  }
+  if (refused.length)
+    throw new DefinitionError(
+      d.kind,
+      d.name,
+      `${who} may not list ${refused.map((r) => resourceName(r.resource)).join(', ')}`,
+      'Forbidden',
+    );
+}
+
+/** The definitions that serve a parent kind: its CompositeController and every DecoratorController of the kind. */
+export function definitionsFor(set: CompositeSet, group: string, kind: string): ResolvedDefinition[] {
+  return [
+    ...set.composites.filter((c) => c.parentResource.group === group && c.parentResource.kind === kind),
+    ...set.decorators.filter((d) => d.targets.some((t) => t.group === group && t.kind === kind)),
+  ];
+}
+
+/** Writes each definition's Ready condition where it changed, as Outrigger (the definition is Outrigger's object). */
+export async function writeReadiness(kube: KubeApi, set: CompositeSet, now: Date = new Date()): Promise<void> {
+  await Promise.all(
+    set.objects.map(async ({ resource, object: o }) => {
+      const name = o.metadata.name ?? '';
+      const kind = resource === compositeControllers ? 'CompositeController' : 'DecoratorController';
+      const bad = set.invalid.find((i) => i.kind === kind && i.name === name);
+      const ready: Omit<Condition, 'lastTransitionTime'> = bad
+        ? { type: 'Ready', status: 'False', reason: bad.reason, message: bad.error }
+        : { type: 'Ready', status: 'True', reason: 'Ready', message: 'the controller runs as its ServiceAccount' };
+      const status = o.status as { observedGeneration?: number; conditions?: Condition[] } | undefined;
+      const before = status?.conditions?.find((c) => c.type === 'Ready');
+      if (
+        status?.observedGeneration === o.metadata.generation &&
+        before?.status === ready.status &&
+        before.reason === ready.reason &&
+        before.message === ready.message
+      )
+        return;
+      await kube
+        .patch(
+          resource,
+          { name, subresource: 'status' },
+          {
+            metadata: { resourceVersion: o.metadata.resourceVersion },
+            status: { observedGeneration: o.metadata.generation, conditions: setCondition(status?.conditions, ready, now) },
+          },
+          'merge',
+        )
+        .catch((err: unknown) => {
+          if (!isKubeError(err, 'Conflict') && !isKubeError(err, 'NotFound')) throw err;
+        });
+    }),
+  );
+}
+
+/** A definition's own status writes move no generation, and so queue nothing. */
+function specChanged(o: KubeObject): boolean {
+  const observed = (o.status as { observedGeneration?: number } | undefined)?.observedGeneration;
+  return o.metadata.generation !== observed || Boolean(o.metadata.deletionTimestamp);
+}
+
+const definitionKind = (resource: GVR, kind: string): ControllerKind => ({
+  resource,
+  kind,
+  namespaced: false,
+  selectorOf: () => null,
+  ownChangeSyncs: specChanged,
+  target: COMPOSITE_TARGET,
+});
+
+async function kinds(kube: KubeClient, cluster: string): Promise<ControllerKind[]> {
+  const set = await listCompositeSet(kube, cluster);
+  const owns = (d: ResolvedDefinition) => d.kinds.map((k) => ({ group: k.group, kind: k.kind }));
+  return [
+    definitionKind(compositeControllers, 'CompositeController'),
+    definitionKind(decoratorControllers, 'DecoratorController'),
+    ...set.composites.map((c): ControllerKind => ({
+      resource: c.parentResource,
+      kind: c.parentResource.kind,
+      namespaced: c.parentResource.namespaced,
+      // Orphans reach the parent whose selector matches them, to be adopted.
+      selectorOf: (p) =>
+        c.generateSelector
+          ? { matchLabels: { [CONTROLLER_UID_LABEL]: p.metadata.uid ?? '' } }
+          : (p.spec as { selector?: LabelSelector | null } | undefined)?.selector,
+      owns: owns(c),
+      // Metacontroller syncs on any change of the parent, its status too unless told not to.
+      ...(c.parent.ignoreStatusChanges ? { ownChangeSyncs: specChanged } : {}),
+      target: COMPOSITE_TARGET,
+    })),
+    ...set.decorators.flatMap((d) =>
+      d.targets.map((t): ControllerKind => ({
+        resource: t,
+        kind: t.kind,
+        namespaced: t.namespaced,
+        // Attachments are the target's by ControllerRef alone: nothing is adopted.
+        selectorOf: () => null,
+        owns: owns(d),
+        target: COMPOSITE_TARGET,
+      })),
+    ),
+  ];
+}
+
+async function watches(kube: KubeClient, cluster: string): Promise<GVR[]> {
+  const set = await listCompositeSet(kube, cluster);
+  return [
+    compositeControllers,
+    decoratorControllers,
+    ...set.composites.flatMap((c) => [c.parentResource, ...c.kinds]),
+    ...set.decorators.flatMap((d) => [...d.targets, ...d.kinds]),
+  ];
+}
+
+export const compositeSource: ControllerSource = {
+  target: COMPOSITE_TARGET,
+  kinds: (cluster, kube) => kinds(kube, cluster.id),
+  watches: (cluster, kube) => watches(kube, cluster.id),
+  forget: (cluster) => compositeCache.forget(cluster),
+};

@@ -1,0 +1,174 @@
+// The composite function: serves the sync requests of CompositeController and DecoratorController parents
+// (docs/controllers/compositecontroller.md#how-a-parent-is-synced). A definition's own change re-reads the
+// definitions, writes their Ready condition and queues every parent it serves; a parent's request runs a pass of
+// each definition that serves its kind, as that definition's ServiceAccount; a hook's resyncAfterSeconds becomes a
+// timer message, as a MapController's (docs/design/map-pass.md#timers).
+import { recordEvent } from '../../shared/events/index.ts';
+import type { HookCaller } from '../../shared/hooks/index.ts';
+import { apiVersionOf, type KubeClient } from '../../shared/kube/index.ts';
+import { NotYet, RetryLater } from '../../shared/lambda/retry.ts';
+import { syncFunction } from '../../shared/lambda/sync-function.ts';
+import { makeSyncRequest, syncGroupId, type SyncRequest } from '../../shared/lambda/sync-request.ts';
+import type { SyncSink } from '../../shared/lambda/sync-sink.ts';
+import type { Log } from '../../shared/log.ts';
+import { COMPOSITE_GROUP } from '../../shared/composite/api.ts';
+import { MAP_RETRY_RECEIVES, nextWake, timerCause, timerOf, timerStep, wakeCause } from '../../shared/map/plan/index.ts';
+import type { State } from '../../shared/state/index.ts';
+import type { ClusterCache } from '../cluster-cache.ts';
+import { hookCaller } from '../map/environment.ts';
+import {
+  actingAs,
+  COMPOSITE_TARGET,
+  compositeCache,
+  definitionsFor,
+  listCompositeSet,
+  writeReadiness,
+  type CompositeSet,
+  type ResolvedDefinition,
+} from './controllers.ts';
+import { syncDefinition, type PassResult } from './sync.ts';
+
+/** Events' reportingController. */
+const REPORTER = 'outrigger.dev/composite';
+/** A parent's wake record lives a day past its last pass. */
+const WAKE_TTL_SECONDS = 86_400;
+
+export interface CompositeServeContext {
+  kube: KubeClient;
+  state: State;
+  syncSink: SyncSink;
+  hooks: HookCaller;
+  controllers: ClusterCache<CompositeSet>;
+  log: Log;
+  /** When the pass must be over (ms since the epoch). */
+  deadline?: number | undefined;
+  /** How many times this request has been received (1: the first time). */
+  receiveCount?: number | undefined;
+}
+
+interface WakeRecord {
+  wakeAt?: number | undefined;
+}
+const wakeKey = (key: SyncRequest['key']) => ({ cluster: key.cluster, kind: 'composite-wake', name: key.uid });
+
+export async function serveCompositeRequest(request: SyncRequest, sentAt: number, ctx: CompositeServeContext): Promise<void> {
+  const { key, causes } = request;
+  if (key.group === COMPOSITE_GROUP && (key.kind === 'CompositeController' || key.kind === 'DecoratorController'))
+    return queueParents(request, ctx);
+  const recorded = (await ctx.state.records.get<WakeRecord>(wakeKey(key)))?.value;
+  const timer = timerOf(causes);
+  if (timer !== undefined) return serveTimer(key, timer, sentAt, ctx, recorded);
+  const set = await listCompositeSet(ctx.kube, key.cluster, ctx.controllers);
+  const results: Array<{ d: ResolvedDefinition; result: PassResult }> = [];
+  for (const d of definitionsFor(set, key.group, key.kind)) {
+    const result = await syncDefinition({ kube: actingAs(ctx.kube, d), hooks: ctx.hooks, log: ctx.log, deadline: ctx.deadline }, d, key);
+    results.push({ d, result });
+    ctx.log('info', `${d.kind} synced`, {
+      controller: d.name,
+      parent: `${key.namespace ?? ''}/${key.name}`,
+      ...result,
+      problems: result.problems.length,
+    });
+    for (const p of result.problems.filter((q) => q.reason.startsWith('Hook')))
+      await recordEvent(
+        ctx.kube,
+        {
+          apiVersion: apiVersionOf(resourceOf(d, key)),
+          kind: key.kind,
+          metadata: { name: key.name, namespace: key.namespace, uid: key.uid },
+        },
+        { type: 'Warning', reason: p.reason, action: 'Sync', note: p.message },
+        { controller: REPORTER, instance: d.name },
+        ctx.log,
+      );
+  }
+  // The earliest wish of this request's passes, as a timer in a group of its own.
+  const wishes = results.flatMap(({ result }) =>
+    result.resyncAfterSeconds && !result.finalized ? [Date.now() + result.resyncAfterSeconds * 1000] : [],
+  );
+  const wake = nextWake(recorded?.wakeAt, wishes.length ? Math.min(...wishes) : undefined, Date.now());
+  if (wake.wakeAt !== recorded?.wakeAt)
+    await ctx.state.records.put(wakeKey(key), { wakeAt: wake.wakeAt }, 'any', { ttlSeconds: WAKE_TTL_SECONDS });
+  if (wake.send && wake.wakeAt !== undefined) await sendTimer(ctx, key, wake.wakeAt);
+  // A problem is retried with backoff (a hook's Retry-After when it gave one), up to MAP_RETRY_RECEIVES receives:
+  // then the next change or resync tries again, and a tenant's broken hook never fills the dead-letter queue.
+  const problems = results.flatMap(({ result }) => result.problems).filter((p) => p.reason !== 'InvalidSelector');
+  if (!problems.length) return;
+  if ((ctx.receiveCount ?? 1) >= MAP_RETRY_RECEIVES) {
+    ctx.log('warn', 'composite pass still failing after its retries; the next change or resync tries again', {
+      parent: key.name,
+      reason: problems[0]!.reason,
+    });
+    return;
+  }
+  const after = Math.max(0, ...results.map(({ result }) => result.retryAfterSeconds ?? 0));
+  throw new RetryLater(`composite pass of ${key.namespace ?? ''}/${key.name} had problems (${problems[0]!.reason})`, after || undefined);
+}
+
+const resourceOf = (d: ResolvedDefinition, key: SyncRequest['key']) =>
+  d.kind === 'CompositeController' ? d.parentResource : d.targets.find((t) => t.group === key.group && t.kind === key.kind)!;
+
+/** A definition changed: the definitions read afresh, their Ready written, and every parent it serves queued. */
+async function queueParents({ key, causes }: SyncRequest, ctx: CompositeServeContext): Promise<void> {
+  ctx.controllers.forget(key.cluster);
+  const set = await listCompositeSet(ctx.kube, key.cluster, ctx.controllers);
+  await writeReadiness(ctx.kube, set);
+  const d = [...set.composites, ...set.decorators].find((x) => x.uid === key.uid);
+  if (!d) return;
+  const resources = d.kind === 'CompositeController' ? [d.parentResource] : d.targets;
+  for (const r of resources) {
+    const parents = await actingAs(ctx.kube, d).listAll(r);
+    await ctx.syncSink.send(
+      COMPOSITE_TARGET,
+      parents.map((p) =>
+        makeSyncRequest(
+          {
+            cluster: key.cluster,
+            group: r.group,
+            kind: r.kind,
+            namespace: p.metadata.namespace,
+            name: p.metadata.name ?? '',
+            uid: p.metadata.uid ?? '',
+          },
+          causes,
+        ),
+      ),
+    );
+  }
+}
+
+async function sendTimer(ctx: Pick<CompositeServeContext, 'syncSink'>, key: SyncRequest['key'], dueAt: number): Promise<void> {
+  await ctx.syncSink.send(
+    COMPOSITE_TARGET,
+    [makeSyncRequest(key, [timerCause(dueAt, String(Date.now()))])],
+    (r) => `${syncGroupId(r.key)}/timer`,
+  );
+}
+
+async function serveTimer(
+  key: SyncRequest['key'],
+  dueAt: number,
+  sentAt: number,
+  ctx: CompositeServeContext,
+  record: WakeRecord | undefined,
+): Promise<void> {
+  const step = timerStep({ now: Date.now(), sentAt, dueAt, recorded: record?.wakeAt, hasRecord: record !== undefined });
+  if (step.kind === 'hold')
+    throw new NotYet(`composite wake-up timer of ${key.name} due at ${new Date(dueAt).toISOString()}`, step.seconds);
+  if (step.kind === 'renew') return sendTimer(ctx, key, dueAt);
+  if (step.kind === 'fire') await ctx.syncSink.send(COMPOSITE_TARGET, [makeSyncRequest(key, [wakeCause(dueAt, String(Date.now()))])]);
+}
+
+export const handler = syncFunction('composite', (request, tools) =>
+  serveCompositeRequest(request, tools.sentAt, {
+    kube: tools.env.clusters.client(request.key.cluster),
+    state: tools.env.state,
+    syncSink: tools.env.syncSink,
+    hooks: hookCaller(),
+    controllers: compositeCache,
+    log: (level, m, f) => tools.logger[level](m, f ?? {}),
+    // The pass ends 5 s before the invocation, with its last writes.
+    deadline: Date.now() + Math.max(1_000, tools.context.getRemainingTimeInMillis() - 5_000),
+    receiveCount: tools.receiveCount,
+  }),
+);

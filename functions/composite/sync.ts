@@ -1,0 +1,347 @@
+// One pass of a CompositeController or DecoratorController for one parent (docs/controllers/compositecontroller.md,
+// docs/controllers/decoratorcontroller.md), as the definition's ServiceAccount: read the parent, keep the
+// controller's finalizer, claim the children (by the parent's selector through the ownership core) or find the
+// attachments (by ControllerRef), call the sync hook (or the finalize hook for a parent being deleted), then write
+// the answer: children created, updated by their update method, deleted when no longer answered (Background,
+// uid and resourceVersion preconditions); a decorator's labels and annotations; the status replaced. A failed hook
+// call changes nothing but the parent's Synced condition.
+import { HookError, type HookCaller } from '../../shared/hooks/index.ts';
+import { apiVersionOf, isKubeError, KubeError, type KubeApi, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
+import type { Log } from '../../shared/log.ts';
+import {
+  AnswerError,
+  compositeFinalizer,
+  parseCompositeAnswer,
+  parseDecoratorAnswer,
+  type SyncAnswer,
+} from '../../shared/composite/api.ts';
+import {
+  attachmentsOf,
+  ChildError,
+  childMap,
+  claimable,
+  decorates,
+  diffChildren,
+  metadataPatch,
+  parentSelector,
+  prepareChildren,
+  statusDiffers,
+  type ChildKind,
+} from '../../shared/composite/plan.ts';
+import { identityOf } from '../../shared/map/plan/outputs.ts';
+import { finalizersWith, setCondition, type Condition } from '../../shared/map/plan/index.ts';
+import { claim, isBeingDeleted, SelectorError, type SyncKey } from '../../shared/ownership/index.ts';
+import type { ResolvedComposite, ResolvedDecorator, ResolvedDefinition } from './controllers.ts';
+
+export interface PassContext {
+  /** The definition's ServiceAccount's client (actingAs). */
+  kube: KubeApi;
+  hooks: HookCaller;
+  log?: Log | undefined;
+  /** When the pass must be over (ms since the epoch): each hook call is clamped to it. */
+  deadline?: number | undefined;
+}
+
+export interface Problem {
+  reason: string;
+  /** What the parent's condition says: never text of the hook's answer. */
+  message: string;
+  /** For the log only. */
+  detail?: string | undefined;
+}
+
+export interface PassResult {
+  skipped?: string;
+  hookCalls: number;
+  adopted: number;
+  released: number;
+  created: number;
+  updated: number;
+  recreated: number;
+  deleted: number;
+  unchanged: number;
+  statusWritten: boolean;
+  problems: Problem[];
+  /** The hook's resyncAfterSeconds, if it asked. */
+  resyncAfterSeconds?: number | undefined;
+  /** For a parent being deleted with our finalizer: whether the finalize hook finished and the finalizer went. */
+  finalized?: boolean | undefined;
+  /** The longest wait a hook asked for (Retry-After). */
+  retryAfterSeconds?: number | undefined;
+}
+
+/** The field manager of every write a definition makes: one per definition, as `kubectl` shows it. */
+export function fieldManagerOf(d: Pick<ResolvedDefinition, 'kind' | 'name'>): string {
+  return `outrigger-${d.kind === 'CompositeController' ? 'composite' : 'decorator'}/${d.name}`.slice(0, 128);
+}
+
+const emptyResult = (): PassResult => ({
+  hookCalls: 0,
+  adopted: 0,
+  released: 0,
+  created: 0,
+  updated: 0,
+  recreated: 0,
+  deleted: 0,
+  unchanged: 0,
+  statusWritten: false,
+  problems: [],
+});
+
+/** Syncs one parent of a CompositeController, or one object of a DecoratorController. */
+export async function syncDefinition(ctx: PassContext, d: ResolvedDefinition, key: SyncKey): Promise<PassResult> {
+  const result = emptyResult();
+  const resource =
+    d.kind === 'CompositeController' ? d.parentResource : d.targets.find((t) => t.group === key.group && t.kind === key.kind);
+  if (!resource) return { ...result, skipped: 'not a kind of this controller' };
+  const found = await ctx.kube.find(resource, { name: key.name, namespace: resource.namespaced ? key.namespace : undefined });
+  if (!found || found.metadata.uid !== key.uid) return { ...result, skipped: 'parent gone' };
+  let parent: KubeObject = { ...found, apiVersion: apiVersionOf(resource), kind: resource.kind };
+  if (!selects(d, resource, parent)) return { ...result, skipped: 'not selected' };
+  const finalizer = compositeFinalizer(d.kind, d.name);
+  const ours = parent.metadata.finalizers?.includes(finalizer) ?? false;
+  // Being deleted without our finalizer: the garbage collector takes the children, and no hook is called.
+  if (isBeingDeleted(parent) && !ours) return { ...result, skipped: 'being deleted' };
+  const pass: Pass = { ctx, d, resource, result, finalizer };
+  try {
+    if (!isBeingDeleted(parent)) parent = await setFinalizer(pass, parent, Boolean(d.hooks.finalize));
+    const children = await observedChildren(pass, parent);
+    if (!children) return result;
+    const finalizing = isBeingDeleted(parent);
+    const hook = finalizing ? d.hooks.finalize! : d.hooks.sync;
+    const request =
+      d.kind === 'CompositeController'
+        ? { controller: d.object, parent, children: childMap(parent, d.kinds, children), related: {}, finalizing }
+        : { controller: d.object, object: parent, attachments: childMap(parent, d.kinds, children), related: {}, finalizing };
+    result.hookCalls += 1;
+    const answered = await ctx.hooks.call(hook, request, { deadline: ctx.deadline, controller: { cluster: key.cluster, uid: d.uid } });
+    const answer = d.kind === 'CompositeController' ? parseCompositeAnswer(answered) : parseDecoratorAnswer(answered);
+    result.resyncAfterSeconds = answer.resyncAfterSeconds;
+    const desired = prepareChildren(answer.children, {
+      parent,
+      kinds: d.kinds,
+      generateSelector: d.kind === 'CompositeController' && d.generateSelector,
+    });
+    await writeChildren(pass, children, desired);
+    parent = await writeParent(pass, parent, answer);
+    if (finalizing && answer.finalized) {
+      await setFinalizer(pass, parent, false);
+      result.finalized = true;
+    } else if (finalizing) result.finalized = false;
+  } catch (err) {
+    result.problems.push(problemOf(err));
+    if (err instanceof HookError && err.retryAfterSeconds !== undefined) result.retryAfterSeconds = err.retryAfterSeconds;
+    await failedCondition(pass, parent, result.problems.at(-1)!);
+  }
+  for (const p of result.problems)
+    ctx.log?.('warn', `${d.kind} sync problem`, { controller: d.name, parent: `${key.namespace ?? ''}/${key.name}`, ...p });
+  return result;
+}
+
+interface Pass {
+  ctx: PassContext;
+  d: ResolvedDefinition;
+  /** The parent's resource (a decorator's: the rule this object is of). */
+  resource: ResolvedResource & { status?: boolean };
+  result: PassResult;
+  finalizer: string;
+}
+
+/** A CompositeController's parentResource.labelSelector, or a DecoratorController's rule's selectors. */
+function selects(d: ResolvedDefinition, resource: ResolvedResource, parent: KubeObject): boolean {
+  if (d.kind === 'CompositeController') return !d.parent.labelSelector || decorates({ labelSelector: d.parent.labelSelector }, parent);
+  return (d as ResolvedDecorator).targets.some((t) => t === resource && decorates(t.rule, parent));
+}
+
+/** Lists as the ServiceAccount: one it may not make is the parent's Forbidden problem. */
+async function listKind(pass: Pass, k: ChildKind, namespace: string | undefined): Promise<KubeObject[]> {
+  try {
+    const items = await pass.ctx.kube.listAll(k, { namespace: k.namespaced ? namespace : undefined });
+    return items.map((o) => ({ ...o, apiVersion: apiVersionOf(k), kind: k.kind }));
+  } catch (err) {
+    if (!isKubeError(err, 'Forbidden')) throw err;
+    throw new KubeError('Forbidden', `the controller's ServiceAccount may not list ${k.resource}${k.group ? `.${k.group}` : ''}`);
+  }
+}
+
+/**
+ * The parent's children as the hook is sent them. A CompositeController claims them by the parent's selector
+ * through the ownership core (adopting matching orphans, releasing its children that no longer match); a
+ * DecoratorController's attachments are what the object controls. Either leaves a MapController's outputs alone.
+ */
+async function observedChildren(pass: Pass, parent: KubeObject): Promise<KubeObject[] | undefined> {
+  const { d, result } = pass;
+  const namespace = parent.metadata.namespace;
+  if (d.kind === 'DecoratorController') {
+    const lists = await Promise.all(d.kinds.map((k) => listKind(pass, k, namespace)));
+    return attachmentsOf(parent, lists.flat());
+  }
+  let selector;
+  try {
+    selector = parentSelector(parent, (d as ResolvedComposite).generateSelector);
+  } catch (err) {
+    if (!(err instanceof SelectorError)) throw err;
+    result.problems.push({ reason: 'InvalidSelector', message: err.message });
+    await failedCondition(pass, parent, result.problems.at(-1)!);
+    return undefined;
+  }
+  const owned: KubeObject[] = [];
+  for (const k of d.kinds) {
+    const claimed = await claim(
+      { kube: pass.ctx.kube, parentResource: pass.resource, childResource: k },
+      parent,
+      selector,
+      claimable(await listKind(pass, k, namespace)),
+    );
+    result.adopted += claimed.adopted.length;
+    result.released += claimed.released.length;
+    owned.push(...claimed.owned.map((o) => ({ ...o, apiVersion: apiVersionOf(k), kind: k.kind })));
+  }
+  return owned;
+}
+
+async function writeChildren(pass: Pass, observed: KubeObject[], desired: KubeObject[]): Promise<void> {
+  const { ctx, d, result } = pass;
+  const kindOf = (o: KubeObject) => d.kinds.find((k) => k.kind === o.kind && apiVersionOf(k) === o.apiVersion)!;
+  const changes = diffChildren(observed, desired, (o) => kindOf(o).method);
+  const manager = fieldManagerOf(d);
+  const refOf = (k: ChildKind, o: KubeObject) => ({
+    name: o.metadata.name ?? '',
+    namespace: k.namespaced ? o.metadata.namespace : undefined,
+  });
+  const del = async (o: KubeObject) => {
+    try {
+      // Background: some kinds (batch/v1 Jobs) orphan their own dependents when no policy is named. The
+      // preconditions: a child changed since it was read is the next pass's to judge.
+      await ctx.kube.delete(kindOf(o), refOf(kindOf(o), o), {
+        propagationPolicy: 'Background',
+        preconditions: { uid: o.metadata.uid!, resourceVersion: o.metadata.resourceVersion! },
+      });
+      return true;
+    } catch (err) {
+      if (isKubeError(err, 'NotFound')) return true;
+      if (isKubeError(err, 'Conflict')) return false;
+      throw err;
+    }
+  };
+  for (const c of changes.create) {
+    try {
+      await ctx.kube.create(kindOf(c), c, { fieldManager: manager });
+      result.created += 1;
+    } catch (err) {
+      // Someone else's object by that name: never taken over.
+      if (isKubeError(err, 'AlreadyExists'))
+        throw new ChildError(`child ${c.kind ?? ''} ${c.metadata.name ?? ''} exists and is not this parent's; it is left alone`);
+      throw err;
+    }
+  }
+  for (const { desired: c, observed: o } of changes.update) {
+    const k = kindOf(c);
+    // Server-side apply, as the definition's own field manager, conditional on the resourceVersion read.
+    await ctx.kube.patch(k, refOf(k, c), { ...c, metadata: { ...c.metadata, resourceVersion: o.metadata.resourceVersion } }, 'apply', {
+      force: true,
+      fieldManager: manager,
+    });
+    result.updated += 1;
+  }
+  for (const { desired: c, observed: o } of changes.recreate) {
+    // Deleted now; created by the pass its deletion event brings once it is gone (it may have finalizers).
+    if (await del(o)) {
+      try {
+        await ctx.kube.create(kindOf(c), c, { fieldManager: manager });
+        result.recreated += 1;
+      } catch (err) {
+        if (!isKubeError(err, 'AlreadyExists')) throw err;
+      }
+    }
+  }
+  for (const o of changes.delete) if (await del(o)) result.deleted += 1;
+  result.unchanged += changes.unchanged.length;
+  ctx.log?.('debug', 'children written', { children: desired.map(identityOf).length });
+}
+
+/** The answer's labels and annotations (a decorator's) and its status, which replaces the parent's (none: kept). */
+async function writeParent(pass: Pass, parent: KubeObject, answer: SyncAnswer): Promise<KubeObject> {
+  const { ctx, resource, result } = pass;
+  const ref = { name: parent.metadata.name ?? '', namespace: resource.namespaced ? parent.metadata.namespace : undefined };
+  let current = parent;
+  const meta = metadataPatch(current, answer.labels, answer.annotations);
+  if (meta) {
+    const written = await ctx.kube.patch(
+      resource,
+      ref,
+      { metadata: { ...meta.metadata, resourceVersion: current.metadata.resourceVersion } },
+      'merge',
+    );
+    current = { ...written, apiVersion: parent.apiVersion, kind: parent.kind };
+  }
+  if (answer.status !== undefined && statusDiffers(current.status, answer.status)) {
+    current = await replaceStatus(pass, current, answer.status);
+    result.statusWritten = true;
+  }
+  return current;
+}
+
+/** Replaces the parent's status whole (a JSON patch, conditional on the resourceVersion read). */
+async function replaceStatus(pass: Pass, parent: KubeObject, status: Record<string, unknown>): Promise<KubeObject> {
+  const { ctx, resource, d } = pass;
+  const hasStatus = d.kind === 'CompositeController' ? d.parentStatus : (resource.status ?? false);
+  const ref = { name: parent.metadata.name ?? '', namespace: resource.namespaced ? parent.metadata.namespace : undefined };
+  const written = await ctx.kube.patch(
+    resource,
+    hasStatus ? { ...ref, subresource: 'status' } : ref,
+    [
+      { op: 'test', path: '/metadata/resourceVersion', value: parent.metadata.resourceVersion },
+      { op: 'add', path: '/status', value: status },
+    ],
+    'json',
+  );
+  return { ...written, apiVersion: parent.apiVersion, kind: parent.kind };
+}
+
+/** A failed pass: the parent's status kept, but for a Synced=False condition naming the problem. */
+async function failedCondition(pass: Pass, parent: KubeObject, problem: Problem): Promise<void> {
+  const status = (parent.status ?? {}) as { conditions?: Condition[] };
+  const conditions = setCondition(
+    status.conditions,
+    { type: 'Synced', status: 'False', reason: problem.reason, message: problem.message },
+    new Date(),
+  );
+  const before = status.conditions?.find((c) => c.type === 'Synced');
+  if (before?.status === 'False' && before.reason === problem.reason && before.message === problem.message) return;
+  try {
+    await replaceStatus(pass, parent, { ...status, conditions });
+    pass.result.statusWritten = true;
+  } catch (err) {
+    // A parent changed or gone since: its next pass reports.
+    if (!(err instanceof KubeError)) throw err;
+    pass.ctx.log?.('info', 'Synced condition not written', { reason: err.kind });
+  }
+}
+
+/** Adds or removes the controller's finalizer (a merge patch conditional on the resourceVersion read). */
+async function setFinalizer(pass: Pass, parent: KubeObject, want: boolean): Promise<KubeObject> {
+  const finalizers = finalizersWith(parent.metadata.finalizers, pass.finalizer, want);
+  if (!finalizers) return parent;
+  const written = await pass.ctx.kube.patch(
+    pass.resource,
+    { name: parent.metadata.name ?? '', namespace: pass.resource.namespaced ? parent.metadata.namespace : undefined },
+    { metadata: { resourceVersion: parent.metadata.resourceVersion, finalizers: finalizers.length ? finalizers : null } },
+    'merge',
+  );
+  return { ...written, apiVersion: parent.apiVersion, kind: parent.kind };
+}
+
+function problemOf(err: unknown): Problem {
+  if (err instanceof HookError) return { reason: `Hook${err.reason}`, message: err.message, detail: err.detail };
+  if (err instanceof AnswerError) return { reason: 'HookMalformedAnswer', message: err.message };
+  if (err instanceof ChildError) return { reason: 'InvalidChild', message: err.message };
+  // The apiserver's message may quote the answer: it goes to the log, the condition gets its kind.
+  if (err instanceof KubeError)
+    return {
+      reason: err.kind === 'Forbidden' ? 'Forbidden' : 'WriteFailed',
+      message: err.kind === 'Forbidden' && !err.status ? err.message : `the apiserver refused a write: HTTP ${err.status} ${err.kind}`,
+      detail: err.message,
+    };
+  throw err;
+}

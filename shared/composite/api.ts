@@ -1,0 +1,330 @@
+// CompositeController and DecoratorController (docs/controllers/compositecontroller.md,
+// docs/controllers/decoratorcontroller.md) as the handlers read them: the specs, Metacontroller's hook contract
+// (version v1) and Outrigger's additions. Pure: parsing and types, no I/O. The CRD schemas accept every field
+// Metacontroller documents, so its manifests apply unchanged; what Outrigger does not serve is refused here, with a
+// reason, and the controller is Ready=False rather than served half.
+import * as z from 'zod/mini';
+import type { KubeObject } from '../kube/resource.ts';
+import type { LabelSelector } from '../ownership/selector.ts';
+import type { Hook } from '../map/api.ts';
+import { DEFAULT_HOOK_RETRIES, DEFAULT_HOOK_TIMEOUT_SECONDS, finalizerName, MAX_RESYNC_AFTER_SECONDS } from '../map/api.ts';
+import { firstIssue, nonEmpty } from '../validation.ts';
+
+export const COMPOSITE_GROUP = 'metacontroller.k8s.io';
+export const COMPOSITE_VERSION = 'v1alpha1';
+
+/** The label generateSelector puts on children: the parent's uid (the parent's imaginary selector selects it). */
+export const CONTROLLER_UID_LABEL = 'controller-uid';
+/** A hash of what was last applied to a child, so a pass with nothing changed writes nothing. */
+export const APPLIED_ANNOTATION = 'composite.outrigger.dev/applied';
+
+/** Why a definition is not served: its Ready condition's reason. */
+export class DefinitionError extends Error {
+  readonly reason: string;
+  constructor(kind: string, name: string, message: string, reason = 'InvalidSpec') {
+    super(`${kind} ${name}: ${message}`);
+    this.name = 'DefinitionError';
+    this.reason = reason;
+  }
+}
+
+const requirement = z.object({ key: z.string(), operator: z.string(), values: z.optional(z.array(z.string())) });
+const labelSelector = z.object({
+  matchLabels: z.optional(z.record(z.string(), z.string())),
+  matchExpressions: z.optional(z.array(requirement)),
+});
+const annotationSelector = z.object({
+  matchAnnotations: z.optional(z.record(z.string(), z.string())),
+  matchExpressions: z.optional(z.array(requirement)),
+});
+const METHODS = ['OnDelete', 'Recreate', 'InPlace', 'RollingRecreate', 'RollingInPlace'] as const;
+const updateStrategy = z.optional(z.looseObject({ method: z.optional(z.enum(METHODS)) }));
+const resourceRule = { apiVersion: nonEmpty(), resource: nonEmpty() };
+const metaHook = z.looseObject({
+  version: z.optional(z.enum(['v1', 'v2'])),
+  webhook: z.optional(
+    z.looseObject({
+      url: z.optional(z.string()),
+      timeout: z.optional(z.string()),
+      path: z.optional(z.string()),
+      service: z.optional(z.unknown()),
+      caBundle: z.optional(z.unknown()),
+    }),
+  ),
+  lambda: z.optional(z.object({ functionName: nonEmpty(), qualifier: z.optional(nonEmpty()) })),
+  timeoutSeconds: z.optional(z.number().check(z.positive(), z.lte(900))),
+  retries: z.optional(z.number().check(z.int(), z.gte(0), z.lte(5))),
+});
+export type MetaHook = z.infer<typeof metaHook>;
+const serviceAccount = z.optional(z.object({ namespace: nonEmpty(), name: nonEmpty() }));
+
+const compositeSpec = z.looseObject({
+  parentResource: z.looseObject({
+    ...resourceRule,
+    labelSelector: z.optional(labelSelector),
+    ignoreStatusChanges: z.optional(z.boolean()),
+  }),
+  childResources: z.optional(z.array(z.looseObject({ ...resourceRule, updateStrategy }))),
+  hooks: z.optional(z.record(z.string(), metaHook)),
+  resyncPeriodSeconds: z.optional(z.number().check(z.int(), z.gte(1))),
+  generateSelector: z.optional(z.boolean()),
+  serviceAccount,
+});
+const decoratorSpec = z.looseObject({
+  resources: z
+    .array(z.looseObject({ ...resourceRule, labelSelector: z.optional(labelSelector), annotationSelector: z.optional(annotationSelector) }))
+    .check(z.minLength(1, 'names no resource')),
+  attachments: z.optional(z.array(z.looseObject({ ...resourceRule, updateStrategy }))),
+  hooks: z.optional(z.record(z.string(), metaHook)),
+  resyncPeriodSeconds: z.optional(z.number().check(z.int(), z.gte(1))),
+  serviceAccount,
+});
+
+/** How an existing child that differs from the answer is written (the default, OnDelete: it is not). */
+export type UpdateMethod = 'OnDelete' | 'Recreate' | 'InPlace';
+
+export interface ChildRule {
+  apiVersion: string;
+  resource: string;
+  method: UpdateMethod;
+}
+
+export interface ResourceSelectorRule {
+  apiVersion: string;
+  resource: string;
+  labelSelector?: LabelSelector | undefined;
+  annotationSelector?:
+    { matchAnnotations?: Record<string, string> | undefined; matchExpressions?: LabelSelector['matchExpressions'] } | undefined;
+}
+
+interface Common {
+  name: string;
+  uid: string;
+  generation: number;
+  /** The object as stored: hooks receive it whole, as `controller`. */
+  object: KubeObject;
+  serviceAccount: { namespace: string; name: string } | undefined;
+  resyncPeriodSeconds: number | undefined;
+  hooks: { sync: Hook; finalize: Hook | undefined };
+  children: ChildRule[];
+}
+
+export interface CompositeController extends Common {
+  kind: 'CompositeController';
+  parent: { apiVersion: string; resource: string; labelSelector: LabelSelector | undefined; ignoreStatusChanges: boolean };
+  generateSelector: boolean;
+}
+
+export interface DecoratorController extends Common {
+  kind: 'DecoratorController';
+  resources: ResourceSelectorRule[];
+}
+
+/** A Go duration (`10s`, `1m30s`, `500ms`) in seconds, or undefined when it does not parse. */
+export function goDurationSeconds(text: string): number | undefined {
+  const unit: Record<string, number> = { ns: 1e-9, us: 1e-6, µs: 1e-6, ms: 1e-3, s: 1, m: 60, h: 3600 };
+  if (!/^(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+$/.test(text)) return undefined;
+  let total = 0;
+  for (const [, n, u] of text.matchAll(/(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)/g)) total += Number(n) * unit[u!]!;
+  return total;
+}
+
+/** A Metacontroller hook as Outrigger calls it; what Outrigger cannot call is a DefinitionError. */
+export function toHook(kind: string, name: string, field: string, h: MetaHook): Hook {
+  const refuse = (message: string, reason = 'UnsupportedHook') => new DefinitionError(kind, name, `${field}: ${message}`, reason);
+  if (h.version === 'v2') throw refuse('hook version v2 is not served; use v1 (the default)');
+  if (h.webhook && h.lambda) throw refuse('names both webhook and lambda');
+  const fromWebhook = h.webhook?.timeout === undefined ? undefined : goDurationSeconds(h.webhook.timeout);
+  if (h.webhook?.timeout !== undefined && fromWebhook === undefined)
+    throw refuse(`webhook.timeout ${JSON.stringify(h.webhook.timeout)} is not a duration`, 'InvalidSpec');
+  const timeoutSeconds = Math.min(900, h.timeoutSeconds ?? (fromWebhook || DEFAULT_HOOK_TIMEOUT_SECONDS));
+  const retries = h.retries ?? DEFAULT_HOOK_RETRIES;
+  if (h.lambda) return { lambda: h.lambda, timeoutSeconds, retries };
+  if (!h.webhook) throw refuse('names neither webhook nor lambda', 'InvalidSpec');
+  if (h.webhook.caBundle !== undefined) throw refuse('webhook.caBundle is not served: a webhook needs a publicly trusted certificate');
+  if (!h.webhook.url) throw refuse('a webhook by service and path is not served: a Lambda function reaches no Service; give its https url');
+  if (!/^https?:\/\//.test(h.webhook.url)) throw refuse('webhook.url must be an http or https URL', 'InvalidSpec');
+  return { webhook: { url: h.webhook.url }, timeoutSeconds, retries };
+}
+
+function methodOf(kind: string, name: string, field: string, m: (typeof METHODS)[number] | undefined): UpdateMethod {
+  if (m === 'RollingRecreate' || m === 'RollingInPlace')
+    throw new DefinitionError(
+      kind,
+      name,
+      `${field}.updateStrategy.method ${m} is not served (OnDelete, Recreate, InPlace are)`,
+      'UnsupportedUpdateStrategy',
+    );
+  return m ?? 'OnDelete';
+}
+
+function hooksOf(kind: string, name: string, hooks: Record<string, MetaHook> | undefined): Common['hooks'] {
+  const known =
+    kind === 'CompositeController'
+      ? ['sync', 'finalize', 'customize', 'preUpdateChild', 'postUpdateChild']
+      : ['sync', 'finalize', 'customize'];
+  for (const k of Object.keys(hooks ?? {})) {
+    if (!known.includes(k)) throw new DefinitionError(kind, name, `spec.hooks.${k} is not a known hook`);
+    if (k !== 'sync' && k !== 'finalize') throw new DefinitionError(kind, name, `spec.hooks.${k} is not served`, 'UnsupportedHook');
+  }
+  if (!hooks?.sync) throw new DefinitionError(kind, name, 'spec.hooks.sync is not set: nothing to call', 'NoSyncHook');
+  return {
+    sync: toHook(kind, name, 'spec.hooks.sync', hooks.sync),
+    finalize: hooks.finalize ? toHook(kind, name, 'spec.hooks.finalize', hooks.finalize) : undefined,
+  };
+}
+
+function parsed<T extends z.ZodMiniType>(kind: string, name: string, schema: T, value: unknown): z.infer<T> {
+  const result = schema.safeParse(value);
+  if (!result.success) {
+    const [field, problem] = firstIssue(result.error, 'spec');
+    throw new DefinitionError(kind, name, `spec.${field}: ${problem}`);
+  }
+  return result.data;
+}
+
+const common = (obj: KubeObject) => ({
+  name: obj.metadata.name ?? '(unnamed)',
+  uid: obj.metadata.uid ?? '',
+  generation: obj.metadata.generation ?? 0,
+  object: obj,
+});
+
+export function parseCompositeController(obj: KubeObject): CompositeController {
+  const kind = 'CompositeController';
+  const base = common(obj);
+  const spec = parsed(kind, base.name, compositeSpec, obj.spec);
+  return {
+    ...base,
+    kind,
+    serviceAccount: spec.serviceAccount,
+    resyncPeriodSeconds: spec.resyncPeriodSeconds,
+    hooks: hooksOf(kind, base.name, spec.hooks),
+    children: (spec.childResources ?? []).map((c, i) => ({
+      apiVersion: c.apiVersion,
+      resource: c.resource,
+      method: methodOf(kind, base.name, `spec.childResources[${i}]`, c.updateStrategy?.method),
+    })),
+    parent: {
+      apiVersion: spec.parentResource.apiVersion,
+      resource: spec.parentResource.resource,
+      labelSelector: spec.parentResource.labelSelector as LabelSelector | undefined,
+      ignoreStatusChanges: spec.parentResource.ignoreStatusChanges ?? false,
+    },
+    generateSelector: spec.generateSelector ?? false,
+  };
+}
+
+export function parseDecoratorController(obj: KubeObject): DecoratorController {
+  const kind = 'DecoratorController';
+  const base = common(obj);
+  const spec = parsed(kind, base.name, decoratorSpec, obj.spec);
+  return {
+    ...base,
+    kind,
+    serviceAccount: spec.serviceAccount,
+    resyncPeriodSeconds: spec.resyncPeriodSeconds,
+    hooks: hooksOf(kind, base.name, spec.hooks),
+    children: (spec.attachments ?? []).map((c, i) => ({
+      apiVersion: c.apiVersion,
+      resource: c.resource,
+      method: methodOf(kind, base.name, `spec.attachments[${i}]`, c.updateStrategy?.method),
+    })),
+    resources: spec.resources.map((r) => ({
+      apiVersion: r.apiVersion,
+      resource: r.resource,
+      labelSelector: r.labelSelector as LabelSelector | undefined,
+      annotationSelector: r.annotationSelector as ResourceSelectorRule['annotationSelector'],
+    })),
+  };
+}
+
+/** Children as a hook receives them: `<Kind>.<apiVersion>` -> key (childKey) -> object; every child rule has an entry. */
+export type ChildMap = Record<string, Record<string, KubeObject>>;
+
+// The answer's identifying fields are held to the apiserver's shapes: messages quote them, never free text.
+const pattern = (re: RegExp, max: number, what: string) =>
+  z.string().check(z.maxLength(max, `must be at most ${max} characters`), z.regex(re, `must be ${what}`));
+const child = z.looseObject({
+  apiVersion: pattern(/^([a-z0-9]([-a-z0-9.]*[a-z0-9])?\/)?v[a-z0-9]+$/, 253, 'an apiVersion'),
+  kind: pattern(/^[A-Za-z][A-Za-z0-9]*$/, 63, 'a kind'),
+  metadata: z.looseObject({
+    name: pattern(/^[A-Za-z0-9]([-A-Za-z0-9_.:]*[A-Za-z0-9])?$/, 253, 'an object name'),
+    namespace: z.optional(pattern(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 63, 'a namespace name')),
+  }),
+});
+/** The most children one answer may name: each is a write, and a hook that loops must not flood the cluster. */
+export const MAX_CHILDREN_PER_ANSWER = 250;
+const children = z.optional(
+  z.nullable(z.array(child).check(z.maxLength(MAX_CHILDREN_PER_ANSWER, `must name at most ${MAX_CHILDREN_PER_ANSWER} objects`))),
+);
+const resyncAfter = z.optional(z.nullable(z.number().check(z.gte(0, 'must be a number of seconds, 0 or more'))));
+const status = z.optional(z.nullable(z.record(z.string(), z.unknown())));
+const stringMap = z.optional(z.nullable(z.record(z.string(), z.nullable(z.string()))));
+const compositeAnswer = z.looseObject({ status, children, resyncAfterSeconds: resyncAfter, finalized: z.optional(z.boolean()) });
+const decoratorAnswer = z.looseObject({
+  labels: stringMap,
+  annotations: stringMap,
+  status,
+  attachments: children,
+  resyncAfterSeconds: resyncAfter,
+  finalized: z.optional(z.boolean()),
+});
+
+export class AnswerError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'AnswerError';
+  }
+}
+
+export interface SyncAnswer {
+  /** The parent's new status; undefined: left as it is (absent or null). */
+  status: Record<string, unknown> | undefined;
+  children: KubeObject[];
+  resyncAfterSeconds: number | undefined;
+  finalized: boolean;
+  /** A decorator's labels and annotations for its object (a null value removes the key). */
+  labels?: Record<string, string | null> | undefined;
+  annotations?: Record<string, string | null> | undefined;
+}
+
+function answerOf<T extends z.ZodMiniType>(schema: T, value: unknown): z.infer<T> {
+  const result = schema.safeParse(value);
+  if (!result.success) {
+    const [field, problem] = firstIssue(result.error, '(answer)');
+    throw new AnswerError(`the answer's ${field} ${problem}`);
+  }
+  return result.data;
+}
+
+const wish = (s: number | null | undefined) => (s ? Math.min(s, MAX_RESYNC_AFTER_SECONDS) : undefined);
+
+export function parseCompositeAnswer(value: unknown): SyncAnswer {
+  const a = answerOf(compositeAnswer, value);
+  return {
+    status: a.status ?? undefined,
+    children: (a.children ?? []) as KubeObject[],
+    resyncAfterSeconds: wish(a.resyncAfterSeconds),
+    finalized: a.finalized ?? false,
+  };
+}
+
+export function parseDecoratorAnswer(value: unknown): SyncAnswer {
+  const a = answerOf(decoratorAnswer, value);
+  return {
+    status: a.status ?? undefined,
+    children: (a.attachments ?? []) as KubeObject[],
+    resyncAfterSeconds: wish(a.resyncAfterSeconds),
+    finalized: a.finalized ?? false,
+    labels: a.labels ?? undefined,
+    annotations: a.annotations ?? undefined,
+  };
+}
+
+/** The finalizer a controller with a finalize hook puts on its parents: one per controller. */
+export function compositeFinalizer(kind: 'CompositeController' | 'DecoratorController', name: string): string {
+  // The map's rule for a name part of at most 63 characters, under a prefix of each kind's own.
+  const prefix = kind === 'CompositeController' ? 'composite.outrigger.dev/' : 'decorator.outrigger.dev/';
+  return finalizerName(name).replace('map.outrigger.dev/', prefix);
+}

@@ -1,0 +1,202 @@
+// The decisions of a CompositeController or DecoratorController pass, pure: which objects are the parent's
+// children (claimed by its selector, or attached by ControllerRef alone), what the hook is sent, what its answer
+// makes ready to write, and what to create, update, recreate and delete
+// (docs/controllers/compositecontroller.md#a-pass-per-parent).
+import type { ResolvedResource } from '../kube/discovery.ts';
+import { apiVersionOf, parseApiVersion, type KubeObject } from '../kube/resource.ts';
+import { canonicalJson, shortHash, type Json } from '../json.ts';
+import { MAP_KEY_LABEL } from '../map/api.ts';
+import { contains, identityOf } from '../map/plan/outputs.ts';
+import { planClaim, type ClaimPlan } from '../ownership/claim.ts';
+import { controllerOf, isBeingDeleted, newControllerRef } from '../ownership/controller-ref.ts';
+import { compileSelector, matches, SelectorError, type LabelSelector, type Selector } from '../ownership/selector.ts';
+import { APPLIED_ANNOTATION, CONTROLLER_UID_LABEL, type ChildMap, type ResourceSelectorRule, type UpdateMethod } from './api.ts';
+
+export type ChildKind = ResolvedResource & { method: UpdateMethod };
+
+export class ChildError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ChildError';
+  }
+}
+
+/** A child's key in the hook's map: its name, or `namespace/name` for a namespaced child of a cluster-scoped parent. */
+export function childKey(parent: KubeObject, child: KubeObject): string {
+  return !parent.metadata.namespace && child.metadata.namespace
+    ? `${child.metadata.namespace}/${child.metadata.name ?? ''}`
+    : (child.metadata.name ?? '');
+}
+
+/** The children as the hook is sent them: one entry per child rule, even when it has none. */
+export function childMap(parent: KubeObject, kinds: readonly ChildKind[], children: readonly KubeObject[]): ChildMap {
+  const out: ChildMap = {};
+  for (const k of kinds) out[`${k.kind}.${apiVersionOf(k)}`] = {};
+  for (const c of children) {
+    const entry = out[`${c.kind ?? ''}.${c.apiVersion ?? ''}`];
+    if (entry) entry[childKey(parent, c)] = c;
+  }
+  return out;
+}
+
+/**
+ * The parent's selector over its children: with generateSelector, the label its uid is put in (its spec.selector
+ * ignored); otherwise its spec.selector, which it must have (SelectorError).
+ */
+export function parentSelector(parent: KubeObject, generateSelector: boolean): Selector {
+  if (generateSelector) return compileSelector({ matchLabels: { [CONTROLLER_UID_LABEL]: parent.metadata.uid ?? '' } });
+  const selector = (parent.spec as { selector?: LabelSelector | null } | undefined)?.selector;
+  if (!selector) throw new SelectorError('the parent has no spec.selector (or set generateSelector on the controller)');
+  return compileSelector(selector);
+}
+
+/**
+ * A CompositeController's claim (the Three Laws, shared/ownership/claim.ts): the children it controls that match,
+ * the orphans it adopts, those it releases. Objects a MapController made for the same parent (its map key label)
+ * are the MapController's: never claimed, released or sent, so the two may share a parent kind.
+ */
+export function claimChildren<T extends KubeObject>(parent: KubeObject, selector: Selector, candidates: readonly T[]): ClaimPlan<T> {
+  const plan = planClaim(parent, selector, claimable(candidates));
+  plan.ignored.push(...candidates.filter((c) => !claimable([c]).length));
+  return plan;
+}
+
+/** The candidates a CompositeController may claim: all but a MapController's outputs (its map key label). */
+export function claimable<T extends KubeObject>(candidates: readonly T[]): T[] {
+  return candidates.filter((c) => c.metadata.labels?.[MAP_KEY_LABEL] === undefined);
+}
+
+/** A DecoratorController's attachments: the objects the target controls, but a MapController's outputs; nothing adopted. */
+export function attachmentsOf<T extends KubeObject>(target: KubeObject, candidates: readonly T[]): T[] {
+  return candidates.filter((c) => controllerOf(c)?.uid === target.metadata.uid && c.metadata.labels?.[MAP_KEY_LABEL] === undefined);
+}
+
+/** Whether a decorator's resource rule selects the object: its label and annotation selectors both (absent: all). */
+export function decorates(rule: Pick<ResourceSelectorRule, 'labelSelector' | 'annotationSelector'>, o: KubeObject): boolean {
+  const all = (s: LabelSelector | undefined, values: Record<string, string> | undefined) => !s || matches(compileSelector(s), values ?? {});
+  const annotations = rule.annotationSelector
+    ? { matchLabels: rule.annotationSelector.matchAnnotations, matchExpressions: rule.annotationSelector.matchExpressions }
+    : undefined;
+  return all(rule.labelSelector, o.metadata.labels) && all(annotations, o.metadata.annotations);
+}
+
+/**
+ * The hook's children made ready to write: each of a listed child kind and version, in the parent's namespace (a
+ * namespaced parent owns nothing elsewhere), named once, with the parent's ControllerRef, the generated selector's
+ * label when the controller generates it, and the hash of what is applied. Throws ChildError naming the child.
+ */
+export function prepareChildren(
+  desired: readonly KubeObject[],
+  ctx: { parent: KubeObject; kinds: readonly ChildKind[]; generateSelector: boolean },
+): KubeObject[] {
+  const parentNs = ctx.parent.metadata.namespace;
+  const seen = new Set<string>();
+  return desired.map((d) => {
+    const what = `child ${d.kind ?? '?'} ${d.metadata.namespace ? `${d.metadata.namespace}/` : ''}${d.metadata.name ?? '?'}`;
+    const { group, version } = parseApiVersion(d.apiVersion ?? '');
+    const kind = ctx.kinds.find((k) => k.group === group && k.kind === d.kind);
+    if (!kind) throw new ChildError(`${what}: ${d.apiVersion ?? ''} ${d.kind ?? ''} is not one of the controller's child resources`);
+    if (kind.version !== version)
+      throw new ChildError(`${what}: written as ${d.apiVersion ?? ''}, but the controller names ${apiVersionOf(kind)}`);
+    let namespace = d.metadata.namespace;
+    if (!kind.namespaced && namespace) throw new ChildError(`${what}: ${d.kind ?? ''} is cluster-scoped and takes no namespace`);
+    if (kind.namespaced && parentNs) {
+      if (namespace && namespace !== parentNs)
+        throw new ChildError(`${what}: is in namespace ${namespace}, but a parent in ${parentNs} may own children in ${parentNs} only`);
+      namespace = parentNs;
+    }
+    if (kind.namespaced && !namespace) throw new ChildError(`${what}: a namespaced child of a cluster-scoped parent needs a namespace`);
+    if (!kind.namespaced && parentNs) throw new ChildError(`${what}: a namespaced parent may not own a cluster-scoped child`);
+    if (d.metadata.ownerReferences?.some((r) => r.controller === true && r.uid !== ctx.parent.metadata.uid))
+      throw new ChildError(`${what}: names another controller; children are owned by the parent`);
+    const { name, labels, annotations, ownerReferences, generateName: _gn, ...rest } = d.metadata;
+    const meta = Object.fromEntries(
+      Object.entries(rest).filter(
+        ([k]) =>
+          !['uid', 'resourceVersion', 'generation', 'creationTimestamp', 'managedFields', 'deletionTimestamp', 'selfLink'].includes(k),
+      ),
+    );
+    const { status: _status, ...body } = d;
+    const object: KubeObject = {
+      ...body,
+      metadata: {
+        ...meta,
+        name,
+        ...(namespace ? { namespace } : {}),
+        labels: { ...labels, ...(ctx.generateSelector ? { [CONTROLLER_UID_LABEL]: ctx.parent.metadata.uid ?? '' } : {}) },
+        ...(annotations ? { annotations } : {}),
+        ownerReferences: [...(ownerReferences ?? []).filter((r) => r.controller !== true), newControllerRef(ctx.parent)],
+      },
+    };
+    const id = identityOf(object);
+    if (seen.has(id)) throw new ChildError(`${what}: answered twice`);
+    seen.add(id);
+    object.metadata.annotations = { ...annotations, [APPLIED_ANNOTATION]: shortHash(object as unknown as Json, 0) };
+    return object;
+  });
+}
+
+export interface ChildChanges {
+  create: KubeObject[];
+  /** InPlace: server-side applied. */
+  update: Array<{ desired: KubeObject; observed: KubeObject }>;
+  /** Recreate: deleted, then created from the answer. */
+  recreate: Array<{ desired: KubeObject; observed: KubeObject }>;
+  /** Children the answer no longer names. */
+  delete: KubeObject[];
+  unchanged: KubeObject[];
+}
+
+/**
+ * What makes the observed children the desired ones. A child differs when what was applied changed (its hash) or
+ * someone changed a field the answer sets; it is then written by its kind's update method (OnDelete: not at all).
+ * A child already being deleted is neither updated nor deleted again.
+ */
+export function diffChildren(
+  observed: readonly KubeObject[],
+  desired: readonly KubeObject[],
+  methodOf: (o: KubeObject) => UpdateMethod,
+): ChildChanges {
+  const byId = new Map(observed.map((o) => [identityOf(o), o]));
+  const changes: ChildChanges = { create: [], update: [], recreate: [], delete: [], unchanged: [] };
+  const wanted = new Set<string>();
+  for (const d of desired) {
+    const id = identityOf(d);
+    wanted.add(id);
+    const o = byId.get(id);
+    if (!o) {
+      changes.create.push(d);
+      continue;
+    }
+    const differs =
+      o.metadata.annotations?.[APPLIED_ANNOTATION] !== d.metadata.annotations?.[APPLIED_ANNOTATION] ||
+      !contains(o as unknown as Json, d as unknown as Json);
+    const method = methodOf(d);
+    if (!differs || method === 'OnDelete' || isBeingDeleted(o)) changes.unchanged.push(o);
+    else if (method === 'InPlace') changes.update.push({ desired: d, observed: o });
+    else changes.recreate.push({ desired: d, observed: o });
+  }
+  for (const o of observed) if (!wanted.has(identityOf(o)) && !isBeingDeleted(o)) changes.delete.push(o);
+  return changes;
+}
+
+/** The merge patch of a decorator's labels and annotations onto its object, or undefined when nothing changes. */
+export function metadataPatch(
+  o: KubeObject,
+  labels: Record<string, string | null> | undefined,
+  annotations: Record<string, string | null> | undefined,
+): { metadata: { labels?: Record<string, string | null>; annotations?: Record<string, string | null> } } | undefined {
+  const changed = (want: Record<string, string | null> | undefined, have: Record<string, string> | undefined) => {
+    const out = Object.fromEntries(Object.entries(want ?? {}).filter(([k, v]) => (v === null ? have?.[k] !== undefined : have?.[k] !== v)));
+    return Object.keys(out).length ? out : undefined;
+  };
+  const l = changed(labels, o.metadata.labels);
+  const a = changed(annotations, o.metadata.annotations);
+  if (!l && !a) return undefined;
+  return { metadata: { ...(l ? { labels: l } : {}), ...(a ? { annotations: a } : {}) } };
+}
+
+/** Whether the answer's status differs from the parent's (a status write only when it does). */
+export function statusDiffers(current: unknown, next: Record<string, unknown>): boolean {
+  return canonicalJson((current ?? null) as Json) !== canonicalJson(next as Json);
+}

@@ -1,0 +1,305 @@
+// CompositeController and DecoratorController, the pure part (shared/composite/): specs as Metacontroller writes
+// them, the hook contract (v1), the children's claim and diff.
+import fc from 'fast-check';
+import type { KubeObject } from '../../shared/kube/index.ts';
+import {
+  APPLIED_ANNOTATION,
+  CONTROLLER_UID_LABEL,
+  compositeFinalizer,
+  DefinitionError,
+  goDurationSeconds,
+  parseCompositeAnswer,
+  parseCompositeController,
+  parseDecoratorAnswer,
+  parseDecoratorController,
+} from '../../shared/composite/api.ts';
+import {
+  attachmentsOf,
+  childKey,
+  childMap,
+  ChildError,
+  claimChildren,
+  decorates,
+  diffChildren,
+  metadataPatch,
+  parentSelector,
+  prepareChildren,
+  statusDiffers,
+  type ChildKind,
+} from '../../shared/composite/plan.ts';
+import { MAP_KEY_LABEL } from '../../shared/map/api.ts';
+import { controllerOf, isBeingDeleted, matches, SelectorError } from '../../shared/ownership/index.ts';
+
+const controllerObject = (kind: string, spec: unknown): KubeObject =>
+  ({ apiVersion: 'metacontroller.k8s.io/v1alpha1', kind, metadata: { name: 'c', uid: 'cu', generation: 2 }, spec }) as KubeObject;
+
+// Metacontroller's own documented example shapes (facts: field names and values), unchanged.
+const catset = {
+  parentResource: { apiVersion: 'ctl.example.com/v1', resource: 'catsets', revisionHistory: { fieldPaths: ['spec.template'] } },
+  childResources: [
+    {
+      apiVersion: 'v1',
+      resource: 'pods',
+      updateStrategy: { method: 'Recreate', statusChecks: { conditions: [{ type: 'Ready', status: 'True' }] } },
+    },
+    { apiVersion: 'v1', resource: 'persistentvolumeclaims' },
+  ],
+  hooks: { sync: { webhook: { url: 'https://catset.example.com/sync', timeout: '10s' } } },
+};
+
+const parent: KubeObject = {
+  apiVersion: 'ctl.example.com/v1',
+  kind: 'CatSet',
+  metadata: { name: 'web', namespace: 'ns', uid: 'pu' },
+  spec: { selector: { matchLabels: { app: 'web' } } },
+};
+const pods: ChildKind = { group: '', version: 'v1', resource: 'pods', kind: 'Pod', namespaced: true, method: 'OnDelete' };
+const jobs: ChildKind = { group: 'batch', version: 'v1', resource: 'jobs', kind: 'Job', namespaced: true, method: 'InPlace' };
+const pod = (name: string, extra: Partial<KubeObject['metadata']> = {}): KubeObject =>
+  ({
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name, namespace: 'ns', ...extra },
+    spec: { containers: [{ name: 'c', image: 'x' }] },
+  }) as KubeObject;
+
+describe('CompositeController spec', () => {
+  test("Metacontroller's documented example parses: OnDelete by default, the hook's Go timeout in seconds", () => {
+    const cc = parseCompositeController(controllerObject('CompositeController', catset));
+    expect(cc.children.map((c) => c.method)).toEqual(['Recreate', 'OnDelete']);
+    expect(cc.hooks.sync).toEqual({ webhook: { url: 'https://catset.example.com/sync' }, timeoutSeconds: 10, retries: 2 });
+    expect(cc.generateSelector).toBe(false);
+    expect(cc.hooks.finalize).toBeUndefined();
+  });
+
+  test("Outrigger's additions: a Lambda hook, timeoutSeconds over webhook.timeout, the ServiceAccount", () => {
+    const cc = parseCompositeController(
+      controllerObject('CompositeController', {
+        ...catset,
+        serviceAccount: { namespace: 'a', name: 'b' },
+        hooks: {
+          sync: { lambda: { functionName: 'f' } },
+          finalize: { webhook: { url: 'https://x/f', timeout: '1m30s' }, timeoutSeconds: 3 },
+        },
+      }),
+    );
+    expect(cc.serviceAccount).toEqual({ namespace: 'a', name: 'b' });
+    expect(cc.hooks.sync).toEqual({ lambda: { functionName: 'f' }, timeoutSeconds: 10, retries: 2 });
+    expect(cc.hooks.finalize?.timeoutSeconds).toBe(3);
+  });
+
+  test.each([
+    [
+      { ...catset, hooks: { sync: { webhook: { service: { name: 's', namespace: 'n' }, path: '/sync' } } } },
+      'UnsupportedHook',
+      /by service/,
+    ],
+    [
+      { ...catset, hooks: { sync: { webhook: { url: 'https://x' } }, customize: { webhook: { url: 'https://x' } } } },
+      'UnsupportedHook',
+      /customize is not served/,
+    ],
+    [{ ...catset, hooks: { sync: { version: 'v2', webhook: { url: 'https://x' } } } }, 'UnsupportedHook', /v2/],
+    [
+      { ...catset, childResources: [{ apiVersion: 'v1', resource: 'pods', updateStrategy: { method: 'RollingRecreate' } }] },
+      'UnsupportedUpdateStrategy',
+      /RollingRecreate/,
+    ],
+    [{ ...catset, hooks: {} }, 'NoSyncHook', /sync is not set/],
+    [{ ...catset, hooks: { sync: { webhook: { url: 'https://x', timeout: 'soon' } } } }, 'InvalidSpec', /not a duration/],
+    [{ childResources: [] }, 'InvalidSpec', /parentResource/],
+  ])('what Outrigger does not serve is a reason, not a half-served controller (%#)', (spec, reason, message) => {
+    try {
+      parseCompositeController(controllerObject('CompositeController', spec));
+      throw new Error('parsed');
+    } catch (err) {
+      expect(err).toBeInstanceOf(DefinitionError);
+      expect((err as DefinitionError).reason).toBe(reason);
+      expect((err as Error).message).toMatch(message);
+    }
+  });
+
+  test('Go durations', () => {
+    expect(goDurationSeconds('10s')).toBe(10);
+    expect(goDurationSeconds('1m30s')).toBe(90);
+    expect(goDurationSeconds('500ms')).toBe(0.5);
+    expect(goDurationSeconds('10')).toBeUndefined();
+  });
+
+  test('finalizers are per kind and controller, their name part at most 63 characters', () => {
+    expect(compositeFinalizer('CompositeController', 'x')).toBe('composite.outrigger.dev/x');
+    expect(compositeFinalizer('DecoratorController', 'x')).toBe('decorator.outrigger.dev/x');
+    expect(compositeFinalizer('CompositeController', 'a'.repeat(80)).split('/')[1]!.length).toBeLessThanOrEqual(63);
+  });
+});
+
+describe('DecoratorController spec', () => {
+  test("Metacontroller's documented example parses: attachments OnDelete by default", () => {
+    const dc = parseDecoratorController(
+      controllerObject('DecoratorController', {
+        resources: [
+          {
+            apiVersion: 'apps/v1',
+            resource: 'statefulsets',
+            annotationSelector: { matchExpressions: [{ key: 'service-per-pod-label', operator: 'Exists' }] },
+          },
+        ],
+        attachments: [{ apiVersion: 'v1', resource: 'services' }],
+        hooks: { sync: { webhook: { url: 'https://spp.example.com/sync', timeout: '10s' } } },
+      }),
+    );
+    expect(dc.children).toEqual([{ apiVersion: 'v1', resource: 'services', method: 'OnDelete' }]);
+    expect(dc.resources[0]!.annotationSelector?.matchExpressions?.[0]?.key).toBe('service-per-pod-label');
+  });
+
+  test('label and annotation selectors both select (absent: all)', () => {
+    const o = { metadata: { name: 'x', labels: { app: 'a' }, annotations: { svc: 'yes' } } } as KubeObject;
+    expect(decorates({}, o)).toBe(true);
+    expect(decorates({ labelSelector: { matchLabels: { app: 'a' } }, annotationSelector: { matchAnnotations: { svc: 'yes' } } }, o)).toBe(
+      true,
+    );
+    expect(decorates({ labelSelector: { matchLabels: { app: 'a' } }, annotationSelector: { matchAnnotations: { svc: 'no' } } }, o)).toBe(
+      false,
+    );
+    expect(decorates({ annotationSelector: { matchExpressions: [{ key: 'svc', operator: 'Exists' }] } }, o)).toBe(true);
+    expect(decorates({ annotationSelector: { matchExpressions: [{ key: 'other', operator: 'Exists' }] } }, o)).toBe(false);
+  });
+});
+
+describe('the hook contract (v1)', () => {
+  test('children are keyed Kind.apiVersion, then name (namespace/name under a cluster-scoped parent), every rule present', () => {
+    const map = childMap(parent, [pods, jobs], [{ ...pod('a'), apiVersion: 'v1', kind: 'Pod' }]);
+    expect(Object.keys(map)).toEqual(['Pod.v1', 'Job.batch/v1']);
+    expect(Object.keys(map['Pod.v1']!)).toEqual(['a']);
+    expect(map['Job.batch/v1']).toEqual({});
+    const clusterParent = { ...parent, metadata: { name: 'p', uid: 'pu' } };
+    expect(childKey(clusterParent, pod('a'))).toBe('ns/a');
+  });
+
+  test('a composite answer: status replaces, null or absent status leaves it; children default to none', () => {
+    expect(parseCompositeAnswer({ status: { ready: 1 }, children: [pod('a')], resyncAfterSeconds: 1.5 })).toMatchObject({
+      status: { ready: 1 },
+      resyncAfterSeconds: 1.5,
+      finalized: false,
+    });
+    expect(parseCompositeAnswer({ status: null, children: null })).toEqual({
+      status: undefined,
+      children: [],
+      resyncAfterSeconds: undefined,
+      finalized: false,
+    });
+    expect(() => parseCompositeAnswer({ children: [{ apiVersion: 'v1', kind: 'Pod', metadata: { name: 'Bad Name' } }] })).toThrow(
+      /an object name/,
+    );
+  });
+
+  test('a decorator answer: labels, annotations (null removes), status and attachments', () => {
+    const a = parseDecoratorAnswer({ labels: { a: '1', gone: null }, annotations: { n: 'x' }, attachments: [pod('s')], finalized: true });
+    expect(a).toMatchObject({ labels: { a: '1', gone: null }, annotations: { n: 'x' }, status: undefined, finalized: true });
+    const o = { metadata: { name: 'x', labels: { a: '1', gone: 'y' } } } as KubeObject;
+    expect(metadataPatch(o, a.labels, a.annotations)).toEqual({ metadata: { labels: { gone: null }, annotations: { n: 'x' } } });
+    expect(
+      metadataPatch({ metadata: { labels: { a: '1' }, annotations: { n: 'x' } } } as KubeObject, a.labels, a.annotations),
+    ).toBeUndefined();
+  });
+
+  test('status is written only when it differs, whatever the key order', () => {
+    expect(statusDiffers({ a: 1, b: { c: 2 } }, { b: { c: 2 }, a: 1 })).toBe(false);
+    expect(statusDiffers(undefined, { a: 1 })).toBe(true);
+  });
+});
+
+describe('children', () => {
+  test('the parent selector: spec.selector, or the generated uid label (spec.selector ignored)', () => {
+    expect(matches(parentSelector(parent, false), { app: 'web' })).toBe(true);
+    expect(matches(parentSelector(parent, true), { app: 'web' })).toBe(false);
+    expect(matches(parentSelector(parent, true), { [CONTROLLER_UID_LABEL]: 'pu' })).toBe(true);
+    expect(() => parentSelector({ ...parent, spec: {} }, false)).toThrow(SelectorError);
+  });
+
+  test("prepared children carry the parent's ControllerRef, its namespace, the generated label and the applied hash", () => {
+    const [c] = prepareChildren([pod('a', { namespace: undefined })], { parent, kinds: [pods], generateSelector: true });
+    expect(c!.metadata.namespace).toBe('ns');
+    expect(controllerOf(c!)?.uid).toBe('pu');
+    expect(c!.metadata.labels?.[CONTROLLER_UID_LABEL]).toBe('pu');
+    expect(c!.metadata.annotations?.[APPLIED_ANNOTATION]).toMatch(/\w+/);
+    expect(() => prepareChildren([pod('a', { namespace: 'other' })], { parent, kinds: [pods], generateSelector: false })).toThrow(
+      ChildError,
+    );
+    expect(() => prepareChildren([pod('a'), pod('a')], { parent, kinds: [pods], generateSelector: false })).toThrow(/twice/);
+    expect(() => prepareChildren([{ ...pod('a'), kind: 'Secret' }], { parent, kinds: [pods], generateSelector: false })).toThrow(
+      /not one of/,
+    );
+  });
+
+  test('OnDelete never updates an existing child; InPlace updates; Recreate recreates; the unnamed are deleted', () => {
+    const desired = prepareChildren([pod('a'), pod('b')], { parent, kinds: [pods], generateSelector: false });
+    const stale = { ...desired[0]!, metadata: { ...desired[0]!.metadata, uid: 'ua', annotations: { [APPLIED_ANNOTATION]: 'old' } } };
+    const gone = pod('c', { uid: 'uc' });
+    const by = (m: 'OnDelete' | 'InPlace' | 'Recreate') => diffChildren([stale, gone], desired, () => m);
+    expect(by('OnDelete')).toMatchObject({ create: [desired[1]], update: [], recreate: [], delete: [gone], unchanged: [stale] });
+    expect(by('InPlace').update).toEqual([{ desired: desired[0], observed: stale }]);
+    expect(by('Recreate').recreate).toEqual([{ desired: desired[0], observed: stale }]);
+    // The same as applied: nothing to do.
+    expect(diffChildren([desired[0]!], [desired[0]!], () => 'InPlace')).toMatchObject({ update: [], unchanged: [desired[0]] });
+  });
+});
+
+// The claim decisions of both kinds, over any mix of candidates: never act on another controller's object or on a
+// MapController's output of the same parent; adopt only matching orphans; a parent being deleted adopts and releases
+// nothing; a decorator adopts nothing at all.
+describe('claim, adopt and release across both kinds (property)', () => {
+  const candidate = fc.record({
+    name: fc.string({ minLength: 1, maxLength: 4 }),
+    matching: fc.boolean(),
+    owner: fc.constantFrom('none', 'parent', 'other'),
+    mapOutput: fc.boolean(),
+    deleting: fc.boolean(),
+    namespace: fc.constantFrom('ns', 'elsewhere'),
+  });
+  const objectOf = (
+    c: { name: string; matching: boolean; owner: string; mapOutput: boolean; deleting: boolean; namespace: string },
+    i: number,
+  ): KubeObject => ({
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: {
+      name: `${c.name}-${i}`,
+      namespace: c.namespace,
+      uid: `u${i}`,
+      labels: { ...(c.matching ? { app: 'web' } : { app: 'no' }), ...(c.mapOutput ? { [MAP_KEY_LABEL]: 'k' } : {}) },
+      ...(c.deleting ? { deletionTimestamp: '2026-01-01T00:00:00Z' } : {}),
+      ...(c.owner === 'none'
+        ? {}
+        : {
+            ownerReferences: [{ apiVersion: 'x/v1', kind: 'X', name: 'p', uid: c.owner === 'parent' ? 'pu' : 'other', controller: true }],
+          }),
+    },
+  });
+
+  test('holds for any candidates and either parent state', () => {
+    fc.assert(
+      fc.property(fc.array(candidate, { maxLength: 12 }), fc.boolean(), (cs, parentDeleting) => {
+        const p = parentDeleting ? { ...parent, metadata: { ...parent.metadata, deletionTimestamp: '2026-01-01T00:00:00Z' } } : parent;
+        const objects = cs.map(objectOf);
+        const plan = claimChildren(p, parentSelector(p, false), objects);
+        // Every candidate lands in exactly one bucket.
+        expect(plan.owned.length + plan.adopt.length + plan.release.length + plan.ignored.length).toBe(objects.length);
+        const mine = (o: KubeObject) => controllerOf(o)?.uid === 'pu';
+        const mapOut = (o: KubeObject) => o.metadata.labels?.[MAP_KEY_LABEL] !== undefined;
+        for (const o of [...plan.owned, ...plan.release]) expect(mine(o) && !mapOut(o)).toBe(true);
+        for (const o of plan.adopt) {
+          expect(controllerOf(o)).toBeUndefined();
+          expect(mapOut(o) || isBeingDeleted(o) || o.metadata.namespace !== 'ns').toBe(false);
+          expect(o.metadata.labels?.app).toBe('web');
+        }
+        for (const o of plan.release) expect(o.metadata.labels?.app).not.toBe('web');
+        if (parentDeleting) expect(plan.adopt.length + plan.release.length).toBe(0);
+        // A decorator's attachments: only what the target controls, never a map output, never adopted.
+        for (const o of attachmentsOf(p, objects)) expect(mine(o) && !mapOut(o)).toBe(true);
+        expect(attachmentsOf(p, objects).length).toBe(objects.filter((o) => mine(o) && !mapOut(o)).length);
+      }),
+      { numRuns: 500 },
+    );
+  });
+});
