@@ -14,8 +14,24 @@ export default {
       testMatch: ['<rootDir>/test/integration/**/*.test.ts'],
       globalSetup: '<rootDir>/test/testbed/global-setup.ts',
       globalTeardown: '<rootDir>/test/testbed/global-teardown.ts',
+      // Files share the bed, several at once; those listed here have it to themselves
+      // (docs/contributing/test-beds.md#cost).
+      testEnvironment: '<rootDir>/test/shared-bed-environment.js',
+      testEnvironmentOptions: {
+        alone: [
+          // Its local runtime's history-resync syncs every policy's targets in every namespace: other files'
+          // StatefulSets would get revisions written by a cluster of its own.
+          'test/integration/history-policies.test.ts',
+          // Its local runtime's map-resync writes every MapController's readiness and queues their parents.
+          'test/integration/map.test.ts',
+        ],
+      },
     },
   ],
+  // Most integration files wait on servers (the apiserver, DynamoDB Local, child processes), so two workers
+  // keep both cores busy on this 2-core machine where jest would otherwise run one file at a time.
+  maxWorkers: 2,
+  testSequencer: '<rootDir>/test/alone-first-sequencer.js',
   testTimeout: 60_000,
   reporters: ['default', '<rootDir>/test/summary-reporter.js'],
 };

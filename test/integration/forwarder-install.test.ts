@@ -205,6 +205,13 @@ describe('the forwarder installed from its kustomize base and generated overlay'
     expect(lease.spec?.holderIdentity).toBe('');
   }, 120_000);
 
+  /** Leader election's timing for the tests that wait for a Lease to run out or to change hands. */
+  const SHORT_LEASE = {
+    OUTRIGGER_LEASE_DURATION_SECONDS: '4',
+    OUTRIGGER_RENEW_DEADLINE_SECONDS: '3',
+    OUTRIGGER_RETRY_PERIOD_SECONDS: '0.5',
+  };
+
   /** The base's environment with this test's cluster, queue, namespace and its own Lease and checkpoint. */
   async function baseEnv(ns: string, url: string, extra: Record<string, string> = {}): Promise<Record<string, string>> {
     const objects = await renderKustomize(join(projectRoot, 'deploy', 'forwarder', 'base'));
@@ -225,7 +232,9 @@ describe('the forwarder installed from its kustomize base and generated overlay'
   test('a new forwarder process, with nothing on local disk, forwards a deletion made while no forwarder ran', async () => {
     const ns = await createNamespace('fwd-newpod');
     const { sqs, url } = await testQueue('fwd-newpod');
-    const env = await baseEnv(ns, url);
+    // The killed pod's Lease runs out before the new one leads: 4 s here rather than the deployed 15 s, which
+    // would only add waiting.
+    const env = await baseEnv(ns, url, SHORT_LEASE);
     const kube = outriggerClient();
     const got: Envelope[] = [];
     const first = started(startForwarder({ ...env, OUTRIGGER_POD_NAME: 'pod-a' }));
@@ -255,7 +264,7 @@ describe('the forwarder installed from its kustomize base and generated overlay'
     // The objects still there and unchanged are not sent again.
     expect(got.filter((e) => ['d2', 'd3', 'd4'].includes(e.data.object.metadata.name ?? ''))).toEqual([]);
     process.stdout.write(
-      `[forwarder-install] a new forwarder (the last one SIGKILLed, its Lease expiring after 15 s) forwarded the deletions ${resumedMs} ms after it started\n`,
+      `[forwarder-install] a new forwarder (the last one SIGKILLed, its Lease expiring after 4 s) forwarded the deletions ${resumedMs} ms after it started\n`,
     );
     expect(await stop(second)).toBe(0);
   }, 120_000);
@@ -263,11 +272,7 @@ describe('the forwarder installed from its kustomize base and generated overlay'
   test('of two forwarders only the leader sends; when it is killed the standby takes over, and a clean stop hands over at once', async () => {
     const ns = await createNamespace('fwd-leader');
     const { sqs, url } = await testQueue('fwd-leader');
-    const env = await baseEnv(ns, url, {
-      OUTRIGGER_LEASE_DURATION_SECONDS: '4',
-      OUTRIGGER_RENEW_DEADLINE_SECONDS: '3',
-      OUTRIGGER_RETRY_PERIOD_SECONDS: '0.5',
-    });
+    const env = await baseEnv(ns, url, SHORT_LEASE);
     const kube = outriggerClient();
     const got: Envelope[] = [];
     const a = started(startForwarder({ ...env, OUTRIGGER_POD_NAME: 'pod-a' }));
@@ -318,8 +323,10 @@ describe('the forwarder installed from its kustomize base and generated overlay'
     const handoverMs = Date.now() - stopped;
     await kube.create(Resources.controllerRevisions, revision(ns, 'l2'));
     await receive(sqs, url, got, () => has(got, 'added:l2') && has(got, 'deleted:l1'), 60_000, c.log);
-    // Within a few retry periods (0.5 s), not the 4 s a lost lease takes; loose, for a busy machine.
-    expect(handoverMs - releasedMs).toBeLessThan(3_500);
+    // From the Lease b handed back, not by waiting out b's (which would count a transition, and name b as the
+    // holder it took over from); how long the handover takes is bench/'s to measure, not a test's.
+    expect(c.log()).toMatch(/"message":"leader election: acquired","lease":"[^"]+"[,}]/);
+    expect(c.log()).not.toMatch(/"message":"leader election: acquired"[^\n]*"previous"/);
     const lease = await adminClient().get<Lease>(Resources.leases, {
       name: env.OUTRIGGER_LEADER_ELECTION_LEASE!,
       namespace: FORWARDER_NAMESPACE,

@@ -9,9 +9,9 @@ import { promisify } from 'node:util';
 import { loadAll } from 'js-yaml';
 import { kubectlBinary } from '../../local/apiserver.ts';
 import { projectRoot } from '../../local/paths.ts';
-import type { KubeObject } from '../../shared/kube/index.ts';
+import { connect, type KubeObject } from '../../shared/kube/index.ts';
 import { applyManifests } from '../../shared/kube/apply.ts';
-import { adminClient, testbed } from './index.ts';
+import { testbed, type TestbedInfo } from './index.ts';
 
 const run = promisify(execFile);
 
@@ -29,13 +29,16 @@ const RBAC_KINDS = new Set(['Namespace', 'ServiceAccount', 'ClusterRole', 'Clust
 /**
  * Applies the forwarder's namespace, ServiceAccount and RBAC from `objects` (the Deployment and its ConfigMap are
  * left out: tests run the forwarder as a process, and files applying different overlays' Deployments would
- * conflict), and answers a kubeconfig acting as its ServiceAccount.
+ * conflict), and answers a kubeconfig acting as its ServiceAccount; on the shared bed unless given another.
  */
-export async function forwarderKubeconfig(objects?: KubeObject[]): Promise<string> {
+export async function forwarderKubeconfig(
+  objects?: KubeObject[],
+  bed: Pick<TestbedInfo, 'server' | 'caFile' | 'kubeconfigs'> = testbed(),
+): Promise<string> {
   const docs = (objects ?? (await renderKustomize(join(projectRoot, 'deploy', 'forwarder', 'base')))).filter((o) =>
     RBAC_KINDS.has(o.kind ?? ''),
   );
-  const admin = adminClient();
+  const admin = connect({ kind: 'kubeconfig', path: bed.kubeconfigs.admin });
   await applyManifests(admin, docs.map((d) => JSON.stringify(d)).join('\n---\n'));
   const { status } = await admin.request<{ status: { token: string } }>(
     'POST',
@@ -45,7 +48,6 @@ export async function forwarderKubeconfig(objects?: KubeObject[]): Promise<strin
       body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 3600 } },
     },
   );
-  const bed = testbed();
   const file = join(await mkdtemp(join(tmpdir(), 'outrigger-fwd-sa-')), 'kubeconfig');
   const config = {
     apiVersion: 'v1',

@@ -5,6 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ensureCfnLint } from '../../local/cfn-lint.ts';
 import { ensureTestClusterBinary } from '../../local/apiserver.ts';
+import { ensureDynamoDBLocal } from '../../local/dynamodb.ts';
+import { ensureElasticMQ } from '../../local/elasticmq.ts';
 import { ensureHelmBinary } from '../../local/helm.ts';
 import { ensureKwok } from '../../local/kwok.ts';
 import { ensureCrane } from '../../local/registry.ts';
@@ -23,8 +25,17 @@ export default async function globalSetup(): Promise<void> {
   // Every Go program the tests run, built here, before any test runs, so that a first build (minutes of both cores)
   // never slows the tests that measure time; all at once, so that one's downloads and link overlap another's
   // compiling (docs/contributing/test-beds.md#cost): the test bed's binary, Helm for the forwarder chart's tests,
-  // crane for the forwarder image's, kwok and LWS's manager for the beds with nodes (test/integration/nodes.test.ts).
-  await Promise.all([ensureTestClusterBinary(log), ensureHelmBinary(log), ensureCrane(log), ensureKwok(log), ensureLwsManager(log)]);
+  // crane for the forwarder image's, kwok and LWS's manager for the beds with nodes (test/integration/nodes.test.ts);
+  // and DynamoDB Local's and ElasticMQ's downloads from Maven Central, which the bed would otherwise start after them.
+  await Promise.all([
+    ensureTestClusterBinary(log),
+    ensureHelmBinary(log),
+    ensureCrane(log),
+    ensureKwok(log),
+    ensureLwsManager(log),
+    ensureDynamoDBLocal(log),
+    ensureElasticMQ(log),
+  ]);
   const bed = await startTestbed({ withCluster: true, withQueues: true, log });
   await pythonTools;
   const cluster = bed.cluster!;
