@@ -156,7 +156,8 @@ async function controllerToRun(
 ): Promise<ResolvedMapController | undefined> {
   const requested = definitionOf(causes);
   let mc = mapControllerFor(await listMapControllers(ctx.kube, key.cluster, ctx.controllers), key.group, key.kind);
-  const decide = (refreshed: boolean) => passDecision({ last, sentAt, skewMs: SKEW_MS, current: mc, requested, refreshed });
+  const request = { causes, parentUid: key.uid };
+  const decide = (refreshed: boolean) => passDecision({ last, sentAt, skewMs: SKEW_MS, current: mc, requested, refreshed, request });
   let decision = decide(false);
   if (decision === 'refresh') {
     ctx.controllers.forget(key.cluster);
@@ -180,6 +181,8 @@ interface PassRun {
   answers: MapSyncResult['answers'];
   result: Omit<MapSyncResult, 'answers'>;
   incremental: boolean;
+  /** The uids the request named, which an incremental pass re-answered. */
+  touched: ReadonlySet<string>;
   continuation: Continuation | undefined;
   receiveCount: number;
 }
@@ -214,7 +217,7 @@ async function runPass(
       continuation,
     },
   );
-  return { answers, result, incremental, continuation, receiveCount };
+  return { answers, result, incremental, touched, continuation, receiveCount };
 }
 
 /** One Warning per hook failure reason per pass, as Outrigger (whose role may create events), not one per input. */
@@ -259,8 +262,11 @@ async function recordPass(
   const { answers, result, continuation } = pass;
   const passKey = passKeyOf(key);
   // Only a clean pass (of a whole sync) serves later requests: after a problem or with inputs left, the next
-  // request runs a pass. The answers are kept either way, so a follow-up or retry calls only what is still owed.
-  const clean = outcome.kind === 'done' && !result.problems.length && !continuation?.problems;
+  // request runs a pass. A follow-up that left inputs to its sync's earlier pass did not look at them: it serves
+  // nothing. The answers are kept either way, so a follow-up or retry calls only what is still owed.
+  const clean = outcome.kind === 'done' && !result.problems.length && !continuation?.problems && !result.left;
+  // What it looked at: a pass that kept answers serves only requests about what it did look at.
+  const looked = pass.incremental && result.reused ? { outputs: [...pass.touched] } : ('all' as const);
   // The earliest wake a hook asked for: a timer is sent for it unless one already pending is due no later.
   const wake = result.skipped || result.finalized ? { wakeAt: undefined, send: false } : nextWake(last?.wakeAt, result.wakeAt, Date.now());
   const record: PassRecord = {
@@ -268,6 +274,7 @@ async function recordPass(
     controller: mc.uid,
     generation: mc.generation,
     answers,
+    looked,
     ...(wake.wakeAt === undefined ? {} : { wakeAt: wake.wakeAt }),
   };
   if (!result.skipped && (clean || answers || wake.wakeAt !== undefined || last?.wakeAt !== undefined))

@@ -5,6 +5,7 @@
 // its test.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { clusterCache, type ClusterCache } from '../../functions/cluster-cache.ts';
 import {
   forgetMapControllers,
@@ -529,5 +530,51 @@ describe('incremental passes', () => {
     await admin.patch(shapers, { name: 'incr', namespace: ns }, { spec: { note: 'x' } }, 'merge');
     expect(await serve(['Shaper/spec'])).toBe(3);
     expect(await serve(['ConfigMap/nothing-changed'])).toBe(0);
+  });
+
+  test('an output edit or a resync queued behind an input change is not taken as served by the incremental pass that change starts', async () => {
+    const ns = await createNamespace('contract');
+    const admin = adminClient();
+    for (const n of ['a', 'b']) await configMap(n, ns, { app: 'queued' });
+    const parent = await parentOf(shapers, 'Shaper', 'queued', ns, { app: 'queued' });
+    const cluster = uniqueName('queued');
+    const ctx: MapServeContext = {
+      kube: outriggerClient(),
+      state: testState(),
+      syncSink: { send: async () => undefined },
+      hooks: new Hooks({ minRetryDelayMs: 10, allowLoopbackHttp: true, webhookAllow: ['127.0.0.1'] }),
+      controllers: clusterCache<MapControllerSet>(60_000),
+      log: () => undefined,
+    };
+    const pk = { ...keyOf(parent, 'Shaper'), cluster };
+    const cause = (o: KubeObject) => `ConfigMap/${cluster}/${o.metadata.uid}/${o.metadata.resourceVersion}/modified`;
+    const serve = async (causes: string[], sentAt: number) => {
+      const before = mapCallsOf.get('queued') ?? 0;
+      await serveMapRequest(makeSyncRequest(pk, causes), sentAt, ctx);
+      return (mapCallsOf.get('queued') ?? 0) - before;
+    };
+    expect(await serve(['ConfigMap/first'], Date.now() + 5_000)).toBe(2);
+    // Input a changes (R1 queued), then someone edits b's output (R2 queued behind R1, before R1's pass starts).
+    const a = await admin.patch(configMaps, { name: 'a', namespace: ns }, { data: { v: 'a2' } }, 'merge');
+    const bCopy = await connect({ kind: 'kubeconfig', path: testbed().kubeconfigs.admin }, { fieldManager: 'kubectl-edit' }).patch(
+      configMaps,
+      { name: 'b-copy', namespace: ns },
+      { data: { v: 'tampered' } },
+      'merge',
+    );
+    // Queued after the first pass started, and more than the allowed clock skew (1 s) before R1's pass starts.
+    const queuedAt = Date.now();
+    await sleep(1_100);
+    // R1's pass is incremental: it calls a's hook only.
+    expect(await serve([cause(a)], queuedAt)).toBe(1);
+    // R2 names an output R1's pass never looked at: it runs, and b's output is set back.
+    expect(await serve([cause(bCopy)], queuedAt)).toBe(1);
+    expect((await admin.get(configMaps, { name: 'b-copy', namespace: ns })).data).toEqual({ v: 'b' });
+    // A resync queued behind an input change calls every hook, though the input's pass started after it.
+    const a3 = await admin.patch(configMaps, { name: 'a', namespace: ns }, { data: { v: 'a3' } }, 'merge');
+    const earlier = Date.now();
+    await sleep(1_100);
+    expect(await serve([cause(a3)], earlier)).toBe(1);
+    expect(await serve(['resync/60/7'], earlier)).toBe(2);
   });
 });

@@ -33,6 +33,7 @@ import {
   setCondition,
   statusChanged,
   statusPatch,
+  wakeCause,
   type Condition,
 } from '../../shared/map/plan/index.ts';
 
@@ -325,7 +326,7 @@ describe('a sync pass, decided', () => {
       requested?: ReturnType<typeof def>,
       refreshed = false,
     ) => passDecision({ last, sentAt: 1_000, skewMs: 100, current, requested, refreshed });
-    const later = (generation: number, controller = 'mc') => ({ startedAt: 2_000, controller, generation });
+    const later = (generation: number, controller = 'mc') => ({ startedAt: 2_000, controller, generation, looked: 'all' as const });
     expect(decide(later(2), def(2))).toBe('served');
     expect(decide({ startedAt: 1_050, controller: 'mc', generation: 2 }, def(2))).toBe('run'); // within the skew
     expect(decide(later(1), def(2))).toBe('run'); // a pass with the old definition serves nothing newer
@@ -337,8 +338,40 @@ describe('a sync pass, decided', () => {
     expect(decide(later(2), def(2), def(3), true)).toBe('run'); // refreshed and still behind: run, never serve
     expect(decide(later(2), undefined, undefined, true)).toBe('no-controller');
     expect(decide(later(2, 'other'), def(2))).toBe('run'); // another controller (recreated) of that kind
+    expect(decide({ startedAt: 2_000, controller: 'mc', generation: 2 }, def(2))).toBe('run'); // looked at what?
     expect(definitionOf(['x/y', controllerCause(def(7))])).toEqual(def(7));
     expect(definitionOf(['ConfigMap/c/u/1/modified'])).toBeUndefined();
+  });
+
+  test('an incremental pass serves only requests about what it looked at: its parent, its inputs, the outputs its request named', () => {
+    const cause = (uid: string) => `ConfigMap/c/${uid}/7/modified`;
+    const last: PassRecord = {
+      startedAt: 2_000,
+      controller: 'mc',
+      generation: 2,
+      answers: { parentGeneration: 1, controller: 'mc', generation: 2, inputs: { 'in-a': '1:x', 'in-b': '1:y' } },
+      looked: { outputs: ['out-a'] },
+    };
+    const decide = (causes: string[], record: PassRecord = last) =>
+      passDecision({
+        last: record,
+        sentAt: 1_000,
+        skewMs: 100,
+        current: { uid: 'mc', generation: 2 },
+        requested: undefined,
+        refreshed: false,
+        request: { causes, parentUid: 'parent' },
+      });
+    expect(decide([cause('in-a'), cause('parent'), cause('out-a')])).toBe('served');
+    expect(decide([cause('in-a'), controllerCause({ uid: 'mc', generation: 2 }), wakeCause(1_500, 'n')])).toBe('served');
+    expect(decide([cause('out-b')])).toBe('run'); // an output it kept the answer for, edited in place (audit M1)
+    expect(decide([cause('in-a'), cause('out-b')])).toBe('run');
+    expect(decide(['resync/60/3'])).toBe('run'); // a resync calls every hook; this pass did not
+    expect(decide([cause('gone')])).toBe('run'); // an input it did not list (deleted, or no longer matching)
+    expect(decide(['ConfigMap/first'])).toBe('run'); // a cause naming nothing
+    expect(decide([cause('out-b'), 'resync/60/3'], { ...last, looked: 'all' })).toBe('served');
+    expect(decide([cause('in-a')], { ...last, looked: undefined })).toBe('served'); // an older record: inputs only
+    expect(decide([cause('out-a')], { ...last, looked: undefined })).toBe('run');
   });
 
   test('fieldsWithin: the fields of a set that a value has, through keyed list items, set members and indexes', () => {

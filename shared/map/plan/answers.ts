@@ -1,10 +1,12 @@
 // What the map handler keeps per parent: its last clean pass, the answers it rests on, and whether a request is served.
 import { createHash } from 'node:crypto';
 import type { KubeObject } from '../../kube/resource.ts';
-import type { Definition } from '../api.ts';
+import { parseSyncCause } from '../../lambda/sync-request.ts';
+import { definitionOf, RESYNC_CAUSE, type Definition } from '../api.ts';
+import { CONTINUE_CAUSE } from './budget.ts';
 import { mapKeyOf } from './inputs.ts';
 import { identityOf } from './outputs.ts';
-import { WAKE_EARLY_MS } from './timers.ts';
+import { TIMER_CAUSE, WAKE_CAUSE, WAKE_EARLY_MS } from './timers.ts';
 
 /** What the map handler keeps per parent: when its last clean pass started, and with which definition. */
 export interface PassRecord {
@@ -15,6 +17,12 @@ export interface PassRecord {
   answers?: AnswerRecord | undefined;
   /** When the parent's pending wake-up timer is due (ms since the epoch): a timer due at another time is stale. */
   wakeAt?: number | undefined;
+  /**
+   * What the pass looked at, so it serves only requests about that (docs/design/map-pass.md#triggers): `all`
+   * (every hook called), or, for an incremental pass that kept answers, its parent, its inputs and the outputs
+   * its request named (their uids). Absent (a record from before this was kept): the parent and inputs only.
+   */
+  looked?: 'all' | { outputs: string[] } | undefined;
 }
 
 /**
@@ -80,6 +88,8 @@ export function passDecision(opts: {
   current: Definition | undefined;
   requested: Definition | undefined;
   refreshed: boolean;
+  /** The request's causes and its parent's uid: without them only a pass that looked at everything serves it. */
+  request?: { causes: readonly string[]; parentUid: string } | undefined;
 }): 'run' | 'served' | 'refresh' | 'no-controller' {
   const { last, current, requested } = opts;
   const behind =
@@ -91,5 +101,23 @@ export function passDecision(opts: {
     last?.controller === current.uid &&
     last.generation === current.generation &&
     (!requested || (requested.uid === current.uid && requested.generation <= current.generation));
-  return last && sameDefinition && last.startedAt > opts.sentAt + opts.skewMs ? 'served' : 'run';
+  return last && sameDefinition && last.startedAt > opts.sentAt + opts.skewMs && lookedAtAll(last, opts.request) ? 'served' : 'run';
+}
+
+/**
+ * Whether a pass looked at everything a request is about. A pass that called every hook did. One that kept
+ * answers looked at its parent, listed its inputs (a changed input is called: its resourceVersion moved) and
+ * diffed the outputs its own request named; an output edited in place, or a resync, it never looked at. A wake
+ * names hooks whose wish was due, which any pass calls, and a definition cause is judged by the definition.
+ */
+function lookedAtAll(last: PassRecord, request: { causes: readonly string[]; parentUid: string } | undefined): boolean {
+  if (last.looked === 'all') return true;
+  if (!request) return false;
+  const outputs = new Set(last.looked?.outputs ?? []);
+  return request.causes.every((cause) => {
+    if (cause.startsWith(WAKE_CAUSE) || definitionOf([cause])) return true;
+    const { uid } = parseSyncCause(cause);
+    if (!uid || cause.startsWith(RESYNC_CAUSE) || cause.startsWith(CONTINUE_CAUSE) || cause.startsWith(TIMER_CAUSE)) return false;
+    return uid === request.parentUid || outputs.has(uid) || last.answers?.inputs[uid] !== undefined;
+  });
 }
