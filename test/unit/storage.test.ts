@@ -2,6 +2,8 @@ import fc from 'fast-check';
 import {
   conditionsFor,
   decide,
+  DISCOVERY_FAILED,
+  discoveryFailed,
   heartbeatPatch,
   isStale,
   mergeSamples,
@@ -48,6 +50,8 @@ describe('reporter step', () => {
       status: {
         currentStorageVersionHashes: [{ reporterID: 'a', currentStorageVersionHash: 'h1', lastHeartbeatTime: '2026-01-01T00:10:00Z' }],
         persistedStorageVersionHashes: [UNKNOWN],
+        currentStorageVersionHash: 'h1',
+        lastHeartbeatTime: '2026-01-01T00:10:00Z',
       },
       change: 'created',
     });
@@ -57,6 +61,7 @@ describe('reporter step', () => {
     const s1 = {
       currentStorageVersionHashes: [{ reporterID: 'a', currentStorageVersionHash: 'h1', lastHeartbeatTime: '2026-01-01T00:00:00Z' }],
       persistedStorageVersionHashes: ['h1'],
+      currentStorageVersionHash: 'h1',
     };
     expect(report(s1, { reporter: 'a', hash: 'h1', now }).change).toBe('heartbeat');
     const changed = report(s1, { reporter: 'a', hash: 'h2', now });
@@ -79,6 +84,7 @@ describe('reporter step', () => {
       { op: 'test', path: '/status/currentStorageVersionHashes/1/currentStorageVersionHash', value: 'h1' },
       { op: 'test', path: '/status/persistedStorageVersionHashes', value: ['h1'] },
       { op: 'replace', path: '/status/currentStorageVersionHashes/1/lastHeartbeatTime', value: '2026-01-01T00:10:00Z' },
+      { op: 'add', path: '/status/lastHeartbeatTime', value: '2026-01-01T00:10:00Z' },
     ]);
     // Only for what report() calls a heartbeat: a new hash or a missing entry is a compare-and-set write.
     expect(() => heartbeatPatch(state, { reporter: 'b', hash: 'h2', now })).toThrow(/no entry with hash h2/);
@@ -95,7 +101,11 @@ describe('reporter step', () => {
 
   test('a reporter silent for over one and a half periods, or without an entry, persists Unknown: it may have missed a change', () => {
     const entry = (id: string, at: Date) => ({ reporterID: id, currentStorageVersionHash: 'v1', lastHeartbeatTime: rfc3339(at) });
-    const s = { currentStorageVersionHashes: [entry('a', minute(0)), entry('b', minute(20))], persistedStorageVersionHashes: ['v1'] };
+    const s = {
+      currentStorageVersionHashes: [entry('a', minute(0)), entry('b', minute(20))],
+      persistedStorageVersionHashes: ['v1'],
+      currentStorageVersionHash: 'v1',
+    };
     // Its apiserver may have gone v1 → v2 → v1 meanwhile: the same hash as before, yet v2 objects may be stored.
     expect(report(s, { reporter: 'a', hash: 'v1', now: minute(16) })).toMatchObject({
       change: 'hash',
@@ -115,7 +125,11 @@ describe('reporter step', () => {
 
   test("one missed poll, judged from the reporter's last successful poll, keeps what is persisted; a second one persists Unknown", () => {
     const entry = (id: string, at: Date) => ({ reporterID: id, currentStorageVersionHash: 'v1', lastHeartbeatTime: rfc3339(at) });
-    const s = { currentStorageVersionHashes: [entry('a', minute(0))], persistedStorageVersionHashes: ['v1'] };
+    const s = {
+      currentStorageVersionHashes: [entry('a', minute(0))],
+      persistedStorageVersionHashes: ['v1'],
+      currentStorageVersionHash: 'v1',
+    };
     // The poll at 10 failed: the one at 20 sees a 20-minute-old heartbeat, written by the last successful poll.
     expect(report(s, { reporter: 'a', hash: 'v1', now: minute(20), lastPoll: minute(0) })).toMatchObject({
       change: 'heartbeat',
@@ -139,6 +153,60 @@ describe('reporter step', () => {
       [minute(10), minute(15), minute(16), minute(20), minute(25), minute(26), minute(40)].map((t) => missedPolls(minute(0), t)),
     ).toEqual([0, 0, 1, 1, 1, 2, 3]);
     expect(missedPolls(undefined, minute(40))).toBe(0);
+  });
+
+  test("the status also carries upstream's currentStorageVersionHash (the hash every entry agrees on, none while they disagree) and lastHeartbeatTime (the last report)", () => {
+    const first = report(undefined, { reporter: 'a', hash: 'h1', now: minute(0) }).status;
+    expect(first).toMatchObject({ currentStorageVersionHash: 'h1', lastHeartbeatTime: '2026-01-01T00:00:00Z' });
+    const both = report(first, { reporter: 'b', hash: 'h1', now: minute(1) });
+    expect(both.status).toMatchObject({ currentStorageVersionHash: 'h1', lastHeartbeatTime: '2026-01-01T00:01:00Z' });
+    // b upgraded: discovery no longer shows one hash, so there is no current one to compare persisted with.
+    const upgrading = report(both.status, { reporter: 'b', hash: 'h2', now: minute(10) });
+    expect(upgrading.change).toBe('hash');
+    expect(upgrading.status.currentStorageVersionHash).toBeUndefined();
+    expect(upgrading.status.lastHeartbeatTime).toBe('2026-01-01T00:10:00Z');
+    const upgraded = report(upgrading.status, { reporter: 'a', hash: 'h2', now: minute(11) });
+    expect(upgraded.status).toMatchObject({ currentStorageVersionHash: 'h2', persistedStorageVersionHashes: [UNKNOWN] });
+    // A state written before these fields were kept: restated once (no epoch move), then heartbeats as before.
+    const old = { currentStorageVersionHashes: first.currentStorageVersionHashes, persistedStorageVersionHashes: ['h1'] };
+    expect(report(old, { reporter: 'a', hash: 'h1', now: minute(10) }).change).toBe('status');
+    const restated = report(old, { reporter: 'a', hash: 'h1', now: minute(10) }).status;
+    expect(report(restated, { reporter: 'a', hash: 'h1', now: minute(20) }).change).toBe('heartbeat');
+  });
+
+  test('a reporter that could not read a group version marks its states DiscoveryFailed once; it clears when every reporter has reported since, with no epoch move', () => {
+    const both = report(report(undefined, { reporter: 'a', hash: 'h1', now: minute(0) }).status, {
+      reporter: 'b',
+      hash: 'h1',
+      now: minute(0),
+    });
+    const failure = {
+      reporter: 'b',
+      groupVersions: ['example.com/v1'],
+      error: '503 the server is currently unable to handle the request',
+      now: minute(10),
+    };
+    const marked = discoveryFailed(both.status, failure)!;
+    expect(marked.conditions).toEqual([
+      {
+        type: DISCOVERY_FAILED,
+        status: 'True',
+        reason: 'GroupVersionUnavailable',
+        message: 'reporter b could not read the discovery of example.com/v1: 503 the server is currently unable to handle the request',
+        lastTransitionTime: '2026-01-01T00:10:00Z',
+      },
+    ]);
+    // Already marked: nothing to write, and the time it began is kept.
+    expect(discoveryFailed(marked, { ...failure, now: minute(20) })).toBeUndefined();
+    // a reports: b has not reported since, so the condition stays.
+    const afterA = report(marked, { reporter: 'a', hash: 'h1', now: minute(12) });
+    expect(afterA.change).toBe('heartbeat');
+    expect(afterA.status.conditions).toHaveLength(1);
+    // b reads discovery again: every entry is newer than the condition, which goes; a status write, not a hash change.
+    const afterB = report(afterA.status, { reporter: 'b', hash: 'h1', now: minute(14) });
+    expect(afterB.change).toBe('status');
+    expect(afterB.status.conditions).toBeUndefined();
+    expect(afterB.status.persistedStorageVersionHashes).toEqual(both.status.persistedStorageVersionHashes);
   });
 
   test('a state is stale when no reporter heartbeated for over a period (with half a period for schedule drift)', () => {
