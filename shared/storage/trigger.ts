@@ -26,7 +26,8 @@ export const MISSED_AFTER_PERIODS = 1.5;
 
 /**
  * Polls a reporter may miss in a row (a throttled or failed invocation) before its silence persists Unknown,
- * when its last successful poll is known: each missed poll raises an alarm instead (docs/operations/operating.md#a-missed-poll).
+ * when its last successful poll is known: each missed poll raises an alarm instead. With one, the blind window is
+ * 25 minutes, not 20: the same half period of grace (docs/operations/operating.md#a-missed-poll).
  */
 export const TOLERATED_MISSED_POLLS = 1;
 
