@@ -55,8 +55,8 @@ export class Sim {
     this.lastPolls[reporter] = now;
   }
 
-  /** The leader's pass; returns the decision it acted on. */
-  lead(now: Date): Decision {
+  /** The leader's pass (with a sampled control plane's generation and stability); returns the decision it acted on. */
+  lead(now: Date, controlPlane?: { generation: number; unstable?: string | undefined }): Decision {
     const d = decide({
       state: this.state,
       reporters: this.reporters,
@@ -64,6 +64,7 @@ export class Sim {
       epoch: this.epoch,
       now,
       periodMs: PERIOD,
+      controlPlane,
     });
     this.actions.push(d);
     if (d.action === 'cancel' || d.action === 'create') {
@@ -72,7 +73,15 @@ export class Sim {
     }
     if (d.action === 'create') {
       this.seq += 1;
-      this.migrations.push({ name: `m${this.seq}`, uid: `m${this.seq}`, owned: true, hash: d.hash, epoch: d.epoch, phase: 'Pending' });
+      this.migrations.push({
+        name: `m${this.seq}`,
+        uid: `m${this.seq}`,
+        owned: true,
+        hash: d.hash,
+        epoch: d.epoch,
+        phase: 'Pending',
+        controlPlaneGeneration: d.controlPlaneGeneration,
+      });
     }
     if (d.action === 'narrow') this.state = { ...this.state, status: { ...this.state.status, persistedStorageVersionHashes: [d.hash] } };
     return d;
