@@ -281,6 +281,15 @@ export class OutriggerCluster extends Construct {
         1,
         atLeastOne,
       );
+      // Its own alarm, not a missed poll: the poll still vouches for every other resource.
+      alarms.add(
+        this,
+        'StorageDiscoveryFailed',
+        `The storage poll of cluster ${c.id} could not read the discovery of a group version that serves StorageStates' resources: they get no heartbeat (condition DiscoveryFailed); after one and a half periods their next report persists Unknown. See the storage-poll log's failedGroups`,
+        overdue('StorageStatesUndiscovered'),
+        1,
+        atLeastOne,
+      );
     }
   }
 }

@@ -54,7 +54,10 @@ export const handler = middy(async (event: PollEvent, context: Context) => {
         // The stack's storage alarms watch these (docs/reference/metrics-and-alarms.md).
         if (stuck)
           publishCounts(cluster, { StorageStatesUnknownOverdue: stuck.unknown.length, StorageMigrationsOverdue: stuck.migrations.length });
-        publishCounts(cluster, { StoragePollsMissed: Object.values(r.missedPolls).reduce((a, b) => a + b, 0) });
+        publishCounts(cluster, {
+          StoragePollsMissed: Object.values(r.missedPolls).reduce((a, b) => a + b, 0),
+          StorageStatesUndiscovered: r.undiscovered.length,
+        });
         metrics.count(cluster, 'StoragePolls', 1, { reporter: r.reporter });
       }
       metrics.flush();

@@ -21,6 +21,7 @@ import {
 } from '../../shared/kube/index.ts';
 import { VersionConflictError } from '../../shared/state/index.ts';
 import {
+  discoveryFailed,
   heartbeatPatch,
   isStale,
   mergeSamples,
@@ -31,6 +32,7 @@ import {
   type ControlPlaneRecord,
   type SampledResource,
   type StorageState,
+  type StorageStateStatus,
 } from '../../shared/storage/index.ts';
 import { controlPlaneKey, epochKey, pollKey, storageStates, type PollRecord, type StorageContext } from './context.ts';
 import { lead, type LeadResult } from './leader.ts';
@@ -44,6 +46,11 @@ export interface PollResult {
   reset: number;
   conflicts: number;
   failedGroups: StorageDiscovery['failed'];
+  /**
+   * StorageStates of a group whose discovery failed that this poll could not report: they carry the condition
+   * DiscoveryFailed (docs/controllers/storage-migration.md#a-group-version-whose-discovery-fails).
+   */
+  undiscovered: string[];
   /** Configured reporters that missed polls since their last successful one, and how many (docs/operations/operating.md#a-missed-poll). */
   missedPolls: Record<string, number>;
   leader?: LeadResult | undefined;
@@ -87,6 +94,7 @@ export async function pollReporter(
     reset: 0,
     conflicts: 0,
     failedGroups: discovery.failed,
+    undiscovered: [],
     missedPolls: Object.fromEntries(missed),
   };
   for (const f of discovery.failed)
@@ -106,9 +114,16 @@ export async function pollReporter(
       }),
     ),
   );
-  // Every group version read and every entry written: a successful poll, which vouches for every resource.
-  if (!discovery.failed.length)
-    await ctx.state.records.put<PollRecord>(pollKey(ctx.cluster, reporter.id), { time: now.toISOString() }, 'any');
+  const marked = await markUndiscovered(ctx, reporter.id, now, {
+    failed: discovery.failed,
+    existing,
+    reported: new Set(reported.map((s) => s.metadata.name ?? '')),
+  });
+  result.undiscovered = marked.map((s) => s.metadata.name ?? '');
+  // Discovery listed and every entry it listed written: a successful poll. It vouches only for the entries it
+  // wrote (silent() compares each entry's heartbeat with it), so a group version that failed neither counts as a
+  // missed poll nor lets its resources' older entries pass as seen (docs/operations/operating.md#a-missed-poll).
+  await ctx.state.records.put<PollRecord>(pollKey(ctx.cluster, reporter.id), { time: now.toISOString() }, 'any');
   result.reportMs = Date.now() - started;
   if (opts.lead !== false) {
     const leading = Date.now();
@@ -226,11 +241,11 @@ async function reportResource(
         result.heartbeats += 1;
         return written;
       }
-      if (next.change !== 'heartbeat') await ctx.state.records.increment(epochKey(ctx.cluster, name));
+      if (next.change === 'created' || next.change === 'hash') await ctx.state.records.increment(epochKey(ctx.cluster, name));
       const written = await ctx.kube.patch<StorageState>(
         storageStates,
         { name, subresource: 'status' },
-        { metadata: { resourceVersion: current.metadata.resourceVersion }, status: next.status },
+        { metadata: { resourceVersion: current.metadata.resourceVersion }, status: mergeable(next.status) },
         'merge',
       );
       if (next.change === 'created') result.created += 1;
@@ -250,4 +265,61 @@ async function reportResource(
       current = await ctx.kube.find<StorageState>(storageStates, { name });
     }
   }
+}
+
+/** A status as a merge patch: the optional fields report() left out are removed, not kept as they were. */
+function mergeable(status: StorageStateStatus): Record<string, unknown> {
+  return { ...status, currentStorageVersionHash: status.currentStorageVersionHash ?? null, conditions: status.conditions ?? null };
+}
+
+/**
+ * Sets DiscoveryFailed on the states of every group with a failed group version that the poll did not report
+ * (their resources are served only there, or no longer at all), each a compare-and-set; returns every such state,
+ * as written or as it was when it already said so.
+ */
+async function markUndiscovered(
+  ctx: StorageContext,
+  reporter: string,
+  now: Date,
+  {
+    failed,
+    existing,
+    reported,
+  }: { failed: StorageDiscovery['failed']; existing: ReadonlyMap<string, StorageState>; reported: ReadonlySet<string> },
+): Promise<StorageState[]> {
+  if (!failed.length) return [];
+  const byGroup = new Map<string, StorageDiscovery['failed']>();
+  for (const f of failed) byGroup.set(f.group, [...(byGroup.get(f.group) ?? []), f]);
+  const affected = [...existing.values()].filter((s) => byGroup.has(s.spec.resource.group) && !reported.has(s.metadata.name ?? ''));
+  const limit = pLimit(WRITE_CONCURRENCY);
+  return Promise.all(
+    affected.map((listed) =>
+      limit(async () => {
+        const fails = byGroup.get(listed.spec.resource.group)!;
+        const failure = {
+          reporter,
+          groupVersions: fails.map((f) => (f.group ? `${f.group}/${f.version}` : f.version)),
+          error: fails[0]!.error,
+          now,
+        };
+        let current: StorageState | undefined = listed;
+        for (let attempt = 1; current; attempt += 1) {
+          const status = discoveryFailed(current.status, failure);
+          if (!status) return current;
+          try {
+            return await ctx.kube.patch<StorageState>(
+              storageStates,
+              { name: current.metadata.name ?? '', subresource: 'status' },
+              { metadata: { resourceVersion: current.metadata.resourceVersion }, status: { conditions: status.conditions } },
+              'merge',
+            );
+          } catch (err) {
+            if (!isKubeError(err, 'Conflict') || attempt >= CAS_ATTEMPTS) throw err;
+            current = await ctx.kube.find<StorageState>(storageStates, { name: current.metadata.name ?? '' });
+          }
+        }
+        return listed;
+      }),
+    ),
+  );
 }

@@ -29,9 +29,26 @@ export interface ReporterEntry {
   lastHeartbeatTime: string;
 }
 
+/** A StorageState's condition (docs/controllers/storage-migration.md#a-group-version-whose-discovery-fails). */
+export interface StorageStateCondition {
+  type: string;
+  status: 'True' | 'False' | 'Unknown';
+  reason?: string;
+  message?: string;
+  lastTransitionTime?: string;
+}
+
 export interface StorageStateStatus {
   currentStorageVersionHashes?: ReporterEntry[];
   persistedStorageVersionHashes?: string[];
+  /**
+   * kube-storage-version-migrator's non-HA fields, kept for its tools: the hash discovery shows (here: the one
+   * every reporter's entry agrees on; absent while they disagree), and when a reporter last checked discovery
+   * for the resource and wrote the state.
+   */
+  currentStorageVersionHash?: string;
+  lastHeartbeatTime?: string;
+  conditions?: StorageStateCondition[];
 }
 
 export interface StorageState extends KubeObject {

@@ -11,6 +11,7 @@ import {
   type MigrationPhase,
   type ReporterEntry,
   type StorageState,
+  type StorageStateCondition,
   type StorageStateStatus,
 } from './api.ts';
 
@@ -25,11 +26,22 @@ export const MISSED_AFTER_PERIODS = 1.5;
 
 /**
  * Polls a reporter may miss in a row (a throttled or failed invocation) before its silence persists Unknown,
- * when its last successful poll is known: each missed poll raises an alarm instead (docs/operations/operating.md#a-missed-poll).
+ * when its last successful poll is known: each missed poll raises an alarm instead. With one, the blind window is
+ * 25 minutes, not 20: the same half period of grace (docs/operations/operating.md#a-missed-poll).
  */
 export const TOLERATED_MISSED_POLLS = 1;
 
-export type ReportChange = 'created' | 'hash' | 'heartbeat';
+/**
+ * What a report writes: a new state; a change a migration must not outlive (hash, entries or persisted: the epoch
+ * moves); the state's summary or conditions only (no epoch); or this reporter's heartbeat only.
+ */
+export type ReportChange = 'created' | 'hash' | 'status' | 'heartbeat';
+
+/**
+ * The condition a reporter sets on the states of a group version whose discovery it could not read: those get no
+ * heartbeat from it (docs/controllers/storage-migration.md#a-group-version-whose-discovery-fails).
+ */
+export const DISCOVERY_FAILED = 'DiscoveryFailed';
 
 export interface Observation {
   reporter: string;
@@ -65,7 +77,10 @@ export function report(
 ): { status: StorageStateStatus; change: ReportChange } {
   const entry: ReporterEntry = { reporterID: obs.reporter, currentStorageVersionHash: obs.hash, lastHeartbeatTime: rfc3339(obs.now) };
   if (!status || (!status.currentStorageVersionHashes?.length && !status.persistedStorageVersionHashes?.length)) {
-    return { status: { currentStorageVersionHashes: [entry], persistedStorageVersionHashes: [UNKNOWN] }, change: 'created' };
+    return {
+      status: summarised({ currentStorageVersionHashes: [entry], persistedStorageVersionHashes: [UNKNOWN] }, obs.now),
+      change: 'created',
+    };
   }
   const before = persistedOf(status);
   const previous = status.currentStorageVersionHashes?.find((e) => e.reporterID === obs.reporter);
@@ -82,10 +97,51 @@ export function report(
     previous.currentStorageVersionHash !== obs.hash ||
     persisted.join('\n') !== before.join('\n') ||
     others.length !== (status.currentStorageVersionHashes?.length ?? 0) - 1;
-  return {
-    status: { currentStorageVersionHashes: entries, persistedStorageVersionHashes: persisted },
-    change: changed ? 'hash' : 'heartbeat',
+  const conditions = (status.conditions ?? []).filter((c) => !(c.type === DISCOVERY_FAILED && reportedSince(c, entries)));
+  const next = summarised(
+    { currentStorageVersionHashes: entries, persistedStorageVersionHashes: persisted, ...(conditions.length ? { conditions } : {}) },
+    obs.now,
+  );
+  const restated =
+    next.currentStorageVersionHash !== status.currentStorageVersionHash || conditions.length !== (status.conditions?.length ?? 0);
+  return { status: next, change: changed ? 'hash' : restated ? 'status' : 'heartbeat' };
+}
+
+/**
+ * kube-storage-version-migrator's non-HA summary: `currentStorageVersionHash` is the hash discovery shows, which
+ * with several reporters is the one every entry shows (absent while they disagree, so "persisted is exactly the
+ * current hash" never holds mid-upgrade); `lastHeartbeatTime` is when a reporter last checked discovery and wrote.
+ */
+function summarised(status: StorageStateStatus, now: Date): StorageStateStatus {
+  const hashes = new Set((status.currentStorageVersionHashes ?? []).map((e) => e.currentStorageVersionHash));
+  const { currentStorageVersionHash: _, ...rest } = status;
+  return { ...rest, ...(hashes.size === 1 ? { currentStorageVersionHash: [...hashes][0]! } : {}), lastHeartbeatTime: rfc3339(now) };
+}
+
+/** Every reporter's entry was written after the condition was set: each read the resource's discovery since. */
+function reportedSince(c: StorageStateCondition, entries: readonly ReporterEntry[]): boolean {
+  const set = Date.parse(c.lastTransitionTime ?? '');
+  return Number.isFinite(set) && entries.every((e) => heartbeatMs(e) > set);
+}
+
+/**
+ * The status that records a reporter's failed read of the group version(s) that serve the state's resource (so it
+ * wrote no heartbeat), or undefined when the state already carries the condition. Cleared by a report once every
+ * reporter's entry is newer than it.
+ */
+export function discoveryFailed(
+  status: StorageStateStatus | undefined,
+  failure: { reporter: string; groupVersions: readonly string[]; error: string; now: Date },
+): StorageStateStatus | undefined {
+  if (status?.conditions?.some((c) => c.type === DISCOVERY_FAILED && c.status === 'True')) return undefined;
+  const condition: StorageStateCondition = {
+    type: DISCOVERY_FAILED,
+    status: 'True',
+    reason: 'GroupVersionUnavailable',
+    message: `reporter ${failure.reporter} could not read the discovery of ${failure.groupVersions.join(', ')}: ${failure.error.slice(0, 300)}`,
+    lastTransitionTime: rfc3339(failure.now),
   };
+  return { ...status, conditions: [...(status?.conditions ?? []).filter((c) => c.type !== DISCOVERY_FAILED), condition] };
 }
 
 /**
@@ -106,6 +162,8 @@ export function heartbeatPatch(state: Pick<StorageState, 'metadata' | 'status'>,
     { op: 'test', path: `${at}/currentStorageVersionHash`, value: obs.hash },
     { op: 'test', path: '/status/persistedStorageVersionHashes', value: state.status?.persistedStorageVersionHashes ?? [] },
     { op: 'replace', path: `${at}/lastHeartbeatTime`, value: rfc3339(obs.now) },
+    // `add` sets it whether or not the state had one (states written before it was kept).
+    { op: 'add', path: '/status/lastHeartbeatTime', value: rfc3339(obs.now) },
   ];
 }
 

@@ -575,11 +575,13 @@ describe('the Outrigger stack', () => {
           TreatMissingData: 'notBreaching',
         });
       }
-      // Storage: a StorageState Unknown, or a migration in its phase, for over an hour; a missed poll (the poll's EMF counts).
+      // Storage: a StorageState Unknown, or a migration in its phase, for over an hour; a missed poll; a group
+      // version whose discovery fails, on its own alarm (the poll's EMF counts).
       for (const [alarm, metric] of [
         ['StorageUnknown', 'StorageStatesUnknownOverdue'],
         ['StorageMigrationStuck', 'StorageMigrationsOverdue'],
         ['StoragePollMissed', 'StoragePollsMissed'],
+        ['StorageDiscoveryFailed', 'StorageStatesUndiscovered'],
       ]) {
         expect(alarms[`${id}${alarm}`]!.Properties).toMatchObject({
           Namespace: 'Outrigger',
@@ -618,7 +620,7 @@ describe('the Outrigger stack', () => {
         Statistic: 'Sum',
         EvaluationPeriods: 1,
       });
-    expect(Object.keys(alarms)).toHaveLength(errors.length + 2 * 7 + 1);
+    expect(Object.keys(alarms)).toHaveLength(errors.length + 2 * 8 + 1);
     t.resourceCountIs('AWS::CloudWatch::Dashboard', 1);
     const body = JSON.stringify(Object.values(t.findResources('AWS::CloudWatch::Dashboard'))[0]!.Properties.DashboardBody);
     for (const text of [

@@ -35,14 +35,28 @@ export class Sim {
     };
   }
 
-  poll(reporter: string, hash: string, now: Date): void {
-    const r = report(this.state.status, { reporter, hash, now }, PERIOD);
-    if (r.change !== 'heartbeat') this.epoch += 1;
+  /** Each reporter's last successful poll, as DynamoDB records it (docs/operations/operating.md#a-missed-poll). */
+  readonly lastPolls: Record<string, Date> = {};
+
+  /**
+   * One reporter's poll that saw `hash` for the resource. With `recorded`, the poll is recorded as successful and
+   * judged from the reporter's last one, as the shell does; without, as before that record was kept.
+   */
+  poll(reporter: string, hash: string, now: Date, opts: { recorded?: boolean } = {}): void {
+    const lastPoll = opts.recorded ? this.lastPolls[reporter] : undefined;
+    const r = report(this.state.status, { reporter, hash, now, lastPoll }, PERIOD);
+    if (r.change === 'created' || r.change === 'hash') this.epoch += 1;
     this.state = { ...this.state, status: r.status };
+    if (opts.recorded) this.lastPolls[reporter] = now;
   }
 
-  /** The leader's pass; returns the decision it acted on. */
-  lead(now: Date): Decision {
+  /** A poll whose discovery of the resource's group version failed: recorded, but no entry written (M4). */
+  pollWithoutResource(reporter: string, now: Date): void {
+    this.lastPolls[reporter] = now;
+  }
+
+  /** The leader's pass (with a sampled control plane's generation and stability); returns the decision it acted on. */
+  lead(now: Date, controlPlane?: { generation: number; unstable?: string | undefined }): Decision {
     const d = decide({
       state: this.state,
       reporters: this.reporters,
@@ -50,6 +64,7 @@ export class Sim {
       epoch: this.epoch,
       now,
       periodMs: PERIOD,
+      controlPlane,
     });
     this.actions.push(d);
     if (d.action === 'cancel' || d.action === 'create') {
@@ -58,7 +73,15 @@ export class Sim {
     }
     if (d.action === 'create') {
       this.seq += 1;
-      this.migrations.push({ name: `m${this.seq}`, uid: `m${this.seq}`, owned: true, hash: d.hash, epoch: d.epoch, phase: 'Pending' });
+      this.migrations.push({
+        name: `m${this.seq}`,
+        uid: `m${this.seq}`,
+        owned: true,
+        hash: d.hash,
+        epoch: d.epoch,
+        phase: 'Pending',
+        controlPlaneGeneration: d.controlPlaneGeneration,
+      });
     }
     if (d.action === 'narrow') this.state = { ...this.state, status: { ...this.state.status, persistedStorageVersionHashes: [d.hash] } };
     return d;
