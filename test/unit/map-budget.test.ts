@@ -192,7 +192,8 @@ describe('follow-ups and retries', () => {
     await queue.idle();
     await queue.stop();
     expect(at).toHaveLength(2);
+    // Not before the asked second (its own backoff would have redelivered after 60 ms); no upper bound: a busy
+    // machine delays any timer.
     expect(at[1]! - at[0]!).toBeGreaterThanOrEqual(995);
-    expect(at[1]! - at[0]!).toBeLessThan(1_300);
   });
 });
