@@ -48,8 +48,10 @@ export type Json = null | boolean | number | string | Json[] | { [key: string]: 
 export type JsonObject = { [key: string]: Json };
 
 // Semantic equality of JSON values (docs/design/history-sync.md#equivalence-is-semantic): both sides are normalised so that what does not
-// change meaning (key order, a null, an empty map or list against an absent field, the `$patch` directive, and,
-// given a kind's defaults, a field set to its default against an absent one) cannot make two equal values differ.
+// change meaning (key order, a null against an absent field, the `$patch` directive, and, given a kind's defaults, a
+// field set to its default against an absent one) cannot make two equal values differ. An empty map or list is a
+// value, not an absent field: `namespaceSelector: {}` selects every namespace, and a custom resource's `tracing: {}`
+// may switch tracing on.
 
 /** A structural-schema subset: where defaults are, and what they are. Mirrors the object's shape. */
 export interface DefaultsSchema {
@@ -65,27 +67,32 @@ export interface DefaultsSchema {
 }
 
 /**
- * Removes what carries no meaning, recursively; returns undefined for "nothing". With `defaults` (the kind's,
- * rooted where `value` is), a field whose value is its default is removed too, as if it were absent.
+ * Removes what carries no meaning, recursively; returns undefined for "nothing": null, or an object whose every
+ * field is absent (a null: what a target state holds for a path absent under an absent parent) or, with `defaults`
+ * (the kind's, rooted where `value` is), its default. A field whose value is its default is removed, as if it were
+ * absent. An empty map or list, as written, stays: it is a value. `legacyEmpty` also removes every empty map and
+ * list, as revision names were first hashed (shortHash keeps them stable).
  */
-export function normalize(value: Json | undefined, defaults?: DefaultsSchema): Json | undefined {
+export function normalize(value: Json | undefined, defaults?: DefaultsSchema, legacyEmpty = false): Json | undefined {
   if (value === null || value === undefined) return undefined;
   if (Array.isArray(value)) {
-    const items = value.map((v) => normalize(v, defaults?.items) ?? null);
-    return items.length === 0 ? undefined : items;
+    const items = value.map((v) => normalize(v, defaults?.items, legacyEmpty) ?? null);
+    return legacyEmpty && items.length === 0 ? undefined : items;
   }
   if (typeof value === 'object') {
     const out: JsonObject = {};
+    let nulled = false;
+    let defaulted = false;
     for (const key of Object.keys(value).sort()) {
       if (key === '$patch') continue;
       // Own keys only: a field named like an Object.prototype member is not in the schema.
       const field = defaults?.properties && Object.hasOwn(defaults.properties, key) ? defaults.properties[key] : undefined;
-      const v = normalize(value[key], field ?? defaults?.additionalProperties);
-      if (v === undefined) continue;
-      if (field && isDefault(v, value, field)) continue;
-      out[key] = v;
+      const v = normalize(value[key], field ?? defaults?.additionalProperties, legacyEmpty);
+      if (v === undefined) nulled = true;
+      else if (field && isDefault(v, value, field)) defaulted = true;
+      else out[key] = v;
     }
-    return Object.keys(out).length === 0 ? undefined : out;
+    return Object.keys(out).length === 0 && (legacyEmpty || nulled || defaulted) ? undefined : out;
   }
   return value;
 }
@@ -98,10 +105,7 @@ function isDefault(v: Json, enclosing: JsonObject, field: DefaultsSchema): boole
   return normal !== undefined && JSON.stringify(v) === JSON.stringify(normal);
 }
 
-/**
- * Deterministic JSON of the normalised value: keys sorted, meaningless fields gone. Revision names hash it
- * without defaults (see shortHash), so that a name never depends on what a cluster defaults.
- */
+/** Deterministic JSON of the normalised value: keys sorted, meaningless fields gone. */
 export function canonicalJson(value: Json | undefined, defaults?: DefaultsSchema): string {
   return JSON.stringify(normalize(value, defaults) ?? null);
 }
@@ -128,7 +132,9 @@ const ALPHABET = 'bcdfghjklmnpqrstvwxz2456789';
  * vowel-free alphabet. Revision names, MapController's applied-state annotation and storage migration names use it.
  */
 export function shortHash(data: Json, salt: number): string {
-  const decimal = String(fnv1a32(`${canonicalJson(data)}\n${salt}`));
+  // Empty maps and lists left out, as when names were first hashed: a name made before `{}` became a value is the
+  // name the same data gets now (two data that differ only there move on to the next salt, as any collision does).
+  const decimal = String(fnv1a32(`${JSON.stringify(normalize(data, undefined, true) ?? null)}\n${salt}`));
   let out = '';
   for (const ch of decimal) out += ALPHABET[ch.charCodeAt(0) % ALPHABET.length];
   return out;

@@ -75,6 +75,8 @@ const fieldRef = fields({ apiVersion: is('v1') });
 
 const container = fields({
   imagePullPolicy: { derive: (c) => defaultPullPolicy(c.image) },
+  // A struct, not a pointer: the apiserver serves `resources: {}` on every container that has none.
+  resources: is({}),
   terminationMessagePath: is('/dev/termination-log'),
   terminationMessagePolicy: is('File'),
   ports: each(fields({ protocol: is('TCP') })),
@@ -84,8 +86,8 @@ const container = fields({
   startupProbe: probe,
   lifecycle: fields({ postStart: fields({ httpGet }), preStop: fields({ httpGet }) }),
   // "The default value is Default": Kubernetes 1.12-1.14 wrote it into every container securityContext, and
-  // objects and revisions from then still carry it (kubernetes #78633).
-  securityContext: fields({ procMount: is('Default') }),
+  // objects and revisions from then still carry it (kubernetes #78633). An empty one sets nothing: none.
+  securityContext: { default: {}, properties: { procMount: is('Default') } },
 });
 
 // PersistentVolumeClaimSpec: volumeMode "Value of Filesystem is implied when not included in claim spec".

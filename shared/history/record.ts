@@ -176,14 +176,22 @@ export type KnownRevision = ControllerRevision & { digest?: string };
 /** More than this many revisions are not kept in the record (an item stays far below DynamoDB's 400 KB): the next sync lists. */
 export const MAX_RECORDED_REVISIONS = 100;
 
+/**
+ * Which equality digests are made under. Digests of another (those records left before `{}` became a value,
+ * docs/design/history-sync.md#equivalence-is-semantic) never equal these: such a record answers nothing, and the
+ * parent's next sync lists and decides on the revisions' data, once.
+ */
+const EQUALITY = 'null-is-absent';
+
 /** The digest of a target state (or of a revision's data), given the kind's defaults: equal digests, semantically equal. */
 export function targetDigest(state: Json | undefined, defaults: DefaultsSchema | undefined): string {
-  return createHash('sha256').update(canonicalJson(state, defaults)).digest('hex');
+  return createHash('sha256').update(`${EQUALITY}\n`).update(canonicalJson(state, defaults)).digest('hex');
 }
 
-/** Which defaults the record's digests were made with: digests made with others do not compare. */
+/** Which defaults (and equality) the record's digests were made with: digests made with others do not compare. */
 export function defaultsKey(defaults: DefaultsSchema | undefined): string {
   return createHash('sha256')
+    .update(`${EQUALITY}\n`)
     .update(JSON.stringify(defaults ?? null))
     .digest('hex');
 }

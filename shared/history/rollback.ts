@@ -20,17 +20,23 @@ export function withoutDirectives(value: Json | undefined): Json | undefined {
   return value;
 }
 
-/** The value without `$patch` directives and null fields; undefined when nothing is left of an object. */
+/**
+ * The value without `$patch` directives and null fields; undefined for an object of nulls only (as normalize has
+ * it). An empty map, as written, stays: it is a value.
+ */
 function present(value: Json | undefined): Json | undefined {
   if (value === null || value === undefined) return undefined;
   if (Array.isArray(value)) return withoutDirectives(value);
   if (typeof value !== 'object') return value;
   const out: JsonObject = {};
+  let nulled = false;
   for (const [k, v] of Object.entries(value)) {
-    const p = k === '$patch' ? undefined : present(v);
-    if (p !== undefined) out[k] = p;
+    if (k === '$patch') continue;
+    const p = present(v);
+    if (p === undefined) nulled = true;
+    else out[k] = p;
   }
-  return Object.keys(out).length > 0 || '$patch' in value ? out : undefined;
+  return Object.keys(out).length === 0 && nulled ? undefined : out;
 }
 
 const pointer = (path: readonly string[]) => `/${path.map((p) => p.replace(/~/g, '~0').replace(/\//g, '~1')).join('/')}`;

@@ -274,18 +274,18 @@ describe('revision creation', () => {
     expect(again.metadata.uid).toBe(first!.metadata.uid);
   });
 
-  test('a serialization-only difference (creationTimestamp: null, key order, empty maps) is not a revision (kubernetes #134773, lws #797)', async () => {
+  test('a serialization-only difference (creationTimestamp: null, key order) is not a revision (kubernetes #134773, lws #797)', async () => {
     const ns = await createNamespace('hist');
     const sts = await createSts(ns);
     const live = (sts.spec as { template: JsonObject }).template;
-    // What an older controller stored: the same template with `creationTimestamp: null`, an empty map and
-    // its keys in another order.
+    // What an older controller stored: the same template with `creationTimestamp: null` and its keys in another
+    // order. (No empty map: Go leaves an empty map field out, and `{}` written is a value: audit M4.)
     const old: JsonObject = {
       spec: {
         template: {
           $patch: 'replace',
           spec: (live as { spec: JsonObject }).spec,
-          metadata: { creationTimestamp: null, annotations: {}, labels: { app: 'web' } },
+          metadata: { creationTimestamp: null, labels: { app: 'web' } },
         },
       },
     };
@@ -299,6 +299,40 @@ describe('revision creation', () => {
     });
     expect(await sync(sts)).toMatchObject({ outcome: 'unchanged', revision: 'web-oldctrl', number: 1 });
     expect((await history(ns)).map((r) => r.metadata.name)).toEqual(['web-oldctrl']);
+  });
+
+  test('an empty selector added to an affinity term is a revision, and the sync of the same state after it is not (audit M4)', async () => {
+    const ns = await createNamespace('hist');
+    const sts = await createSts(ns);
+    expect(await sync(sts)).toMatchObject({ outcome: 'created', number: 1 });
+    // `namespaceSelector: {}` selects every namespace; absent, only the pod's own. The apiserver keeps it.
+    const term = { topologyKey: 'zone', labelSelector: { matchLabels: { app: 'web' } } };
+    const affinity = (t: JsonObject) => ({ podAntiAffinity: { requiredDuringSchedulingIgnoredDuringExecution: [t] } });
+    const withTerm = (t: JsonObject) => ({
+      ...template('registry.example/app:1'),
+      spec: { ...template('registry.example/app:1').spec, affinity: affinity(t) },
+    });
+    const patch = (t: JsonObject) =>
+      adminClient().patch<KubeObject>(statefulSets, { name: 'web', namespace: ns }, { spec: { template: withTerm(t) } }, 'merge');
+    const narrow = await patch(term);
+    expect(await sync(narrow)).toMatchObject({ outcome: 'created', number: 2 });
+    const wide = await patch({ ...term, namespaceSelector: {} });
+    expect(JSON.stringify(wide.spec)).toContain('"namespaceSelector":{}');
+    expect(await sync(wide)).toMatchObject({ outcome: 'created', number: 3 });
+    expect(await sync(wide)).toMatchObject({ outcome: 'unchanged', number: 3 });
+    // Back to the narrow term: a rollback to revision 2, not "unchanged".
+    const back = await adminClient().patch<KubeObject>(
+      statefulSets,
+      { name: 'web', namespace: ns },
+      [
+        {
+          op: 'remove',
+          path: '/spec/template/spec/affinity/podAntiAffinity/requiredDuringSchedulingIgnoredDuringExecution/0/namespaceSelector',
+        },
+      ],
+      'json',
+    );
+    expect(await sync(back)).toMatchObject({ outcome: 'rollback', number: 4 });
   });
 
   test('an orphan revision carrying the parent label is adopted, not duplicated (upgrade path)', async () => {

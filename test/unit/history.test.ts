@@ -87,8 +87,16 @@ describe('semantic equality', () => {
     ),
   })).value as fc.Arbitrary<Json>;
 
-  test('ignores key order, nulls, empty maps and lists, and $patch', () => {
-    expect(semanticallyEqual({ a: 1, b: { c: null, d: {}, e: [] }, $patch: 'replace' }, { b: {}, a: 1 })).toBe(true);
+  // An empty map or list is a value (audit M4): a pod-affinity term's `namespaceSelector: {}` selects every
+  // namespace where an absent one selects the pod's own, and a custom resource's `tracing: {}` may switch tracing on.
+  // Only null is the same as absent (it was `{ d: {}, e: [] }` ≡ absent here until then).
+  test('ignores key order, nulls and $patch; an empty map or list is a value, not an absent field', () => {
+    expect(semanticallyEqual({ a: 1, b: { c: null }, $patch: 'replace' }, { a: 1 })).toBe(true);
+    expect(semanticallyEqual({ a: 1, b: { $patch: 'replace' } }, { b: {}, a: 1 })).toBe(true);
+    expect(semanticallyEqual({ a: 1, b: { d: {} } }, { a: 1, b: {} })).toBe(false);
+    expect(semanticallyEqual({ a: 1, b: { e: [] } }, { a: 1, b: {} })).toBe(false);
+    expect(semanticallyEqual({ a: 1, b: {} }, { a: 1 })).toBe(false);
+    expect(semanticallyEqual({ term: { topologyKey: 'zone', namespaceSelector: {} } }, { term: { topologyKey: 'zone' } })).toBe(false);
     expect(semanticallyEqual({ metadata: { creationTimestamp: null, labels: { x: 'y' } } }, { metadata: { labels: { x: 'y' } } })).toBe(
       true,
     );
@@ -111,6 +119,35 @@ describe('semantic equality', () => {
       }),
     );
   });
+
+  test('null is the same as absent anywhere; an empty map or list added anywhere is a difference', () => {
+    // Every place in a value where a field can go, by its path of keys.
+    const places = (v: Json, at: string[] = []): string[][] =>
+      v && typeof v === 'object' && !Array.isArray(v) ? [at, ...Object.entries(v).flatMap(([k, w]) => places(w, [...at, k]))] : [];
+    const withField = (v: Json, at: string[], field: Json): Json => {
+      const copy = JSON.parse(JSON.stringify(v)) as JsonObject;
+      let o = copy;
+      for (const k of at) o = o[k] as JsonObject;
+      o['\u0000new'] = field;
+      return copy;
+    };
+    const object = fc.dictionary(fc.string({ minLength: 1, maxLength: 4 }), json, { maxKeys: 4 });
+    fc.assert(
+      fc.property(object, fc.nat(), fc.constantFrom<Json>({}, []), (a, i, empty) => {
+        const all = places(a);
+        const at = all[i % all.length]!;
+        expect(semanticallyEqual(withField(a, at, empty), a)).toBe(false);
+        // (A null in an empty map leaves an object of nulls only, which is an absent one: not `{}`.)
+        const enclosing = at.reduce<Json>((o, k) => (o as JsonObject)[k]!, a) as JsonObject;
+        fc.pre(Object.keys(enclosing).length > 0);
+        expect(semanticallyEqual(withField(a, at, null), a)).toBe(true);
+        expect(semanticallyEqual(withField(a, at, empty), a)).toBe(false);
+        // Digests follow: one per semantic class.
+        expect(targetDigest(withField(a, at, empty), undefined)).not.toBe(targetDigest(a, undefined));
+        expect(targetDigest(withField(a, at, null), undefined)).toBe(targetDigest(a, undefined));
+      }),
+    );
+  });
 });
 
 describe('names and hashes', () => {
@@ -129,6 +166,18 @@ describe('names and hashes', () => {
     );
     expect(revisionHash({ a: 1 }, 0)).not.toBe(revisionHash({ a: 1 }, 1));
     expect(revisionHash({ b: 1, a: 2 }, 0)).toBe(revisionHash({ a: 2, b: 1 }, 0));
+  });
+
+  test('names made before `{}` became a value are the names the same data gets now: empty maps and lists are not hashed', () => {
+    // Pinned from the code before (15f809b's shortHash): an upgrade renames nothing and recreates nothing.
+    const template = { metadata: { labels: { app: 'web' } }, spec: { containers: [{ name: 'c', image: 'app:1' }] } };
+    const withEmpties = {
+      metadata: { labels: { app: 'web' } },
+      spec: { containers: [{ name: 'c', image: 'app:1', resources: {} }], securityContext: {}, tolerations: [] },
+    };
+    expect(revisionHash({ spec: { template: { $patch: 'replace', ...template } } }, 0)).toBe('6495cdf845');
+    expect(revisionHash({ spec: { template: { $patch: 'replace', ...template } } }, 3)).toBe('644589b988');
+    expect(revisionHash({ spec: { template: { $patch: 'replace', ...withEmpties } } }, 0)).toBe('6495cdf845');
   });
 });
 
@@ -264,13 +313,24 @@ describe('rollback patches', () => {
         const after = applyPatch(parent, rollbackPatch(data, parent));
         expect(semanticallyEqual(targetState(after, paths), data)).toBe(true);
         expect((after.spec as JsonObject).replicas).toBe((parent.spec as JsonObject).replicas);
-        // What the CLI calls the current revision: after the rollback the parent holds it, and whenever the parent
-        // holds it a sync sees the revision's target state. (Not conversely in one degenerate shape: a scalar where
-        // the revision has an empty object, which a sync reads as absent but a rollback would still write.)
+        // What the CLI calls the current revision: after the rollback the parent holds it, and the parent holds it
+        // exactly when a sync sees the revision's target state in it.
         expect(matchesRevision(data, after)).toBe(true);
-        if (matchesRevision(data, parent)) expect(semanticallyEqual(targetState(parent, paths), data)).toBe(true);
+        expect(matchesRevision(data, parent)).toBe(semanticallyEqual(targetState(parent, paths), data));
       }),
     );
+  });
+
+  test('a rollback to a revision that held `{}` restores it, and the CLI does not take the parent without it for that revision', () => {
+    const revision = targetState({ spec: { template: { affinity: { namespaceSelector: {}, topologyKey: 'zone' } }, tracing: {} } }, [
+      'spec.template',
+      'spec.tracing',
+    ]);
+    const parent = { metadata: { uid: 'u' }, spec: { template: { affinity: { topologyKey: 'zone' } } } };
+    expect(matchesRevision(revision, parent)).toBe(false);
+    const after = applyPatch(parent, rollbackPatch(revision, parent));
+    expect(after.spec).toEqual({ template: { affinity: { namespaceSelector: {}, topologyKey: 'zone' } }, tracing: {} });
+    expect(matchesRevision(revision, after)).toBe(true);
   });
 
   test('a path it removes fails the patch when it changed since the parent was read; so does another uid', () => {
