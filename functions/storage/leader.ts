@@ -225,7 +225,38 @@ async function leadOne(
     controlPlane,
   });
   if (decision.action === 'none') return;
+  if (decision.action === 'narrow') {
+    const moved = await movedSince(ctx, state, epoch, controlPlane, result);
+    if (moved) {
+      ctx.log?.('info', 'narrowing left to the next step', { state: state.metadata.name, reason: moved });
+      return;
+    }
+  }
   await act(ctx, hold, state, decision, result);
+}
+
+/**
+ * Why a narrowing decided on this state may be stale: the epoch (or a sampled control plane's generation) moved
+ * after it was read. A hash change and its reversal landing between the epoch read and the state read leave the
+ * entries agreeing and the migration's epoch matching the old read, so only a second read after the state's shows
+ * them (docs/design/storage-trigger.md#ha-and-the-leader). Two reads per narrowing, which is rare.
+ */
+async function movedSince(
+  ctx: StorageContext,
+  state: StorageState,
+  epoch: number,
+  controlPlane: DecideInput['controlPlane'],
+  result: LeadResult,
+): Promise<string | undefined> {
+  const [now, plane] = await Promise.all([
+    ctx.state.records.counter(epochKey(ctx.cluster, state.metadata.name ?? '')),
+    controlPlane ? sampledControlPlane(ctx) : undefined,
+  ]);
+  result.epochReads += 1;
+  if (now !== epoch) return `the epoch moved from ${epoch} to ${now} while the state was read`;
+  if (controlPlane && plane?.generation !== controlPlane.generation)
+    return `the control plane's generation moved from ${controlPlane.generation} to ${plane?.generation} while the state was read`;
+  return undefined;
 }
 
 /**
