@@ -4,6 +4,7 @@
 // handler is loaded from its entry), so the router, which reads only this module, bundles no handler code.
 import type { GVR } from '../shared/kube/index.ts';
 import type { ControllerSource } from './controller-source.ts';
+import { compositeController } from './composite/controller.ts';
 import { historyController } from './history/controller.ts';
 import { mapController } from './map/controller.ts';
 import type { Controller } from './spec.ts';
@@ -17,7 +18,7 @@ export function forgetControllers(cluster: string): void {
 }
 
 /** Every controller, each declared in one module (docs/contributing/layout.md#adding-a-controller). */
-export const controllers: readonly Controller[] = [historyController, storageController, mapController];
+export const controllers: readonly Controller[] = [historyController, storageController, mapController, compositeController];
 
 export const controllerSources: ControllerSource[] = controllers.map((c) => c.source);
 

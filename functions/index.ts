@@ -32,7 +32,7 @@ export const functions: FunctionSpec[] = [
       ],
     },
     // The targets of the controllers it routes for (history, storage, map); never truncate or migrator.
-    sends: controllerSources.map((s) => s.target),
+    sends: [...new Set(controllerSources.map((s) => s.target))],
     clusterAccess: 'controllers',
     timeoutSeconds: 60,
   },

@@ -30,12 +30,17 @@ import { setCondition, type Condition } from '../../shared/map/plan/index.ts';
 import type { ControllerKind, LabelSelector } from '../../shared/ownership/index.ts';
 import { firstHolderFirst } from '../../shared/identity.ts';
 import { clusterCache, type ClusterCache } from '../cluster-cache.ts';
+import { MAP_TARGET } from '../map/controllers.ts';
 import type { ControllerSource } from '../controller-source.ts';
 import { actingAs as actingAsAccount, IdentityProblem, refusedNeeds, resourceName } from '../identity.ts';
 
 export const compositeControllers = gvr(COMPOSITE_GROUP, COMPOSITE_VERSION, 'compositecontrollers');
 export const decoratorControllers = gvr(COMPOSITE_GROUP, COMPOSITE_VERSION, 'decoratorcontrollers');
-export const COMPOSITE_TARGET = 'composite';
+/**
+ * Its parents' requests go to the map function's queue, served there beside MapController parents (a sync target
+ * of its own would add a queue, a dead-letter queue and an access entry per cluster: docs/controllers/compositecontroller.md#what-is-left).
+ */
+export const COMPOSITE_TARGET = MAP_TARGET;
 
 interface Resolved {
   serviceAccount: { namespace: string; name: string };

@@ -7,6 +7,7 @@ import { clusterBudget, eachCluster, throwIfAnyFailed } from '../../shared/lambd
 import { makeSyncRequest } from '../../shared/lambda/sync-request.ts';
 import { RESYNC_CAUSE } from '../../shared/map/api.ts';
 import { resyncDue } from '../../shared/map/plan/index.ts';
+import { queueCompositeResyncs } from '../composite/resync.ts';
 import { actingAs, listMapControllers, MAP_TARGET, writeReadiness } from '../map/controllers.ts';
 
 const logger = functionLogger('map-resync');
@@ -56,7 +57,8 @@ export const handler = middy(async (event: { cluster?: string }, context: Contex
         await env.syncSink.send(MAP_TARGET, requests);
         queued += requests.length;
       }
-      return queued;
+      // CompositeController and DecoratorController parents, on the same schedule and queue.
+      return queued + (await queueCompositeResyncs(kube, cluster, now, RESYNC_TICK_MS, env.syncSink));
     },
     ({ cluster, value, error }) =>
       error ? logger.error('map resync failed', { cluster, error: error.message }) : logger.info('map resync', { cluster, queued: value }),

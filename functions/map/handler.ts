@@ -41,6 +41,8 @@ import {
 import type { MapSyncResult, Problem } from './pass.ts';
 import { hookCaller } from './environment.ts';
 import { syncMap } from './sync.ts';
+import { compositeCache } from '../composite/controllers.ts';
+import { serveCompositeRequest } from '../composite/serve.ts';
 
 /** Events' reportingController. */
 const MAP_CONTROLLER = 'outrigger.dev/map';
@@ -375,14 +377,28 @@ function measuredHooks(hooks: HookCaller, metrics: MetricsRecorder, cluster: str
   };
 }
 
-export const handler = syncFunction('map', (request, tools) =>
-  serveMapRequest(request, tools.sentAt, {
+export const handler = syncFunction('map', async (request, tools) => {
+  const context = {
     kube: tools.env.clusters.client(request.key.cluster),
     state: tools.env.state,
     syncSink: tools.env.syncSink,
     hooks: measuredHooks(hookCaller(), tools.metrics, request.key.cluster),
-    controllers: mapControllerCache,
-    log: (level, m, f) => tools.logger[level](m, f ?? {}),
+    log: (level: Parameters<Log>[0], m: string, f?: Record<string, unknown>) => tools.logger[level](m, f ?? {}),
     ...passTiming(tools),
-  }),
-);
+  };
+  // CompositeController and DecoratorController parents share this queue (docs/controllers/compositecontroller.md#how-a-parent-is-synced).
+  // A composite problem (its retry, or a timer held back) is thrown after the map pass, which it never holds up.
+  let composite: unknown;
+  try {
+    await serveCompositeRequest(request, tools.sentAt, {
+      ...context,
+      controllers: compositeCache,
+      deadline: context.budget?.deadline,
+      receiveCount: tools.receiveCount,
+    });
+  } catch (err) {
+    composite = err;
+  }
+  await serveMapRequest(request, tools.sentAt, { ...context, controllers: mapControllerCache });
+  if (composite !== undefined) throw composite;
+});

@@ -1,11 +1,11 @@
-// The composite function's handler (functions/composite/handler.ts) on the real apiserver and DynamoDB Local, its
+// The composite requests' handler (functions/composite/serve.ts, run by the map function) on the real apiserver and DynamoDB Local, its
 // queue a recording sink: a definition's change queues every parent, a hook's resyncAfterSeconds becomes a timer in
 // a group of its own that fires once due, a hook failure is a Warning Event and a retry.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { clusterCache } from '../../functions/cluster-cache.ts';
 import { listCompositeSet, type CompositeSet } from '../../functions/composite/controllers.ts';
-import { serveCompositeRequest, type CompositeServeContext } from '../../functions/composite/handler.ts';
+import { serveCompositeRequest, type CompositeServeContext } from '../../functions/composite/serve.ts';
 import { Hooks } from '../../shared/hooks/index.ts';
 import { forgetDiscovery, gvr, type KubeObject } from '../../shared/kube/index.ts';
 import { applyManifests } from '../../shared/kube/apply.ts';
@@ -118,7 +118,7 @@ test("a definition's change writes its Ready condition and queues every parent i
     Date.now(),
     ctx(),
   );
-  expect(sent.map((s) => [s.target, s.request.key.uid])).toContainEqual(['composite', parent.metadata.uid]);
+  expect(sent.map((s) => [s.target, s.request.key.uid])).toContainEqual(['map', parent.metadata.uid]);
   const after = await adminClient().get(gvr('metacontroller.k8s.io', 'v1alpha1', 'compositecontrollers'), { name: 'gizmo-controller' });
   expect((after.status as { conditions: Array<{ type: string; status: string }> }).conditions).toEqual([
     expect.objectContaining({ type: 'Ready', status: 'True' }),

@@ -13,6 +13,6 @@ describe('functionsOf', () => {
   });
 
   test('a name no controller has is an error naming the controllers', () => {
-    expect(() => functionsOf('stroage')).toThrow(/no controller is named stroage \(controllers: history, storage, map\)/);
+    expect(() => functionsOf('stroage')).toThrow(/no controller is named stroage \(controllers: history, storage, map, composite\)/);
   });
 });

@@ -1,5 +1,5 @@
-// The composite function: serves the sync requests of CompositeController and DecoratorController parents
-// (docs/controllers/compositecontroller.md#how-a-parent-is-synced). A definition's own change re-reads the
+// Serves the sync requests of CompositeController and DecoratorController parents, in the map function, on the
+// map queue (docs/controllers/compositecontroller.md#how-a-parent-is-synced). A definition's own change re-reads the
 // definitions, writes their Ready condition and queues every parent it serves; a parent's request runs a pass of
 // each definition that serves its kind, as that definition's ServiceAccount; a hook's resyncAfterSeconds becomes a
 // timer message, as a MapController's (docs/design/map-pass.md#timers).
@@ -7,7 +7,6 @@ import { recordEvent } from '../../shared/events/index.ts';
 import type { HookCaller } from '../../shared/hooks/index.ts';
 import { apiVersionOf, type KubeClient } from '../../shared/kube/index.ts';
 import { NotYet, RetryLater } from '../../shared/lambda/retry.ts';
-import { syncFunction } from '../../shared/lambda/sync-function.ts';
 import { makeSyncRequest, syncGroupId, type SyncRequest } from '../../shared/lambda/sync-request.ts';
 import type { SyncSink } from '../../shared/lambda/sync-sink.ts';
 import type { Log } from '../../shared/log.ts';
@@ -15,11 +14,9 @@ import { COMPOSITE_GROUP } from '../../shared/composite/api.ts';
 import { MAP_RETRY_RECEIVES, nextWake, timerCause, timerOf, timerStep, wakeCause } from '../../shared/map/plan/index.ts';
 import type { State } from '../../shared/state/index.ts';
 import type { ClusterCache } from '../cluster-cache.ts';
-import { hookCaller } from '../map/environment.ts';
 import {
   actingAs,
   COMPOSITE_TARGET,
-  compositeCache,
   definitionsFor,
   listCompositeSet,
   writeReadiness,
@@ -55,12 +52,15 @@ export async function serveCompositeRequest(request: SyncRequest, sentAt: number
   const { key, causes } = request;
   if (key.group === COMPOSITE_GROUP && (key.kind === 'CompositeController' || key.kind === 'DecoratorController'))
     return queueParents(request, ctx);
+  // The map queue carries MapController parents too: a kind no definition of these serves is not ours.
+  const set = await listCompositeSet(ctx.kube, key.cluster, ctx.controllers);
+  const definitions = definitionsFor(set, key.group, key.kind);
+  if (!definitions.length) return;
   const recorded = (await ctx.state.records.get<WakeRecord>(wakeKey(key)))?.value;
   const timer = timerOf(causes);
   if (timer !== undefined) return serveTimer(key, timer, sentAt, ctx, recorded);
-  const set = await listCompositeSet(ctx.kube, key.cluster, ctx.controllers);
   const results: Array<{ d: ResolvedDefinition; result: PassResult }> = [];
-  for (const d of definitionsFor(set, key.group, key.kind)) {
+  for (const d of definitions) {
     const result = await syncDefinition({ kube: actingAs(ctx.kube, d), hooks: ctx.hooks, log: ctx.log, deadline: ctx.deadline }, d, key);
     results.push({ d, result });
     ctx.log('info', `${d.kind} synced`, {
@@ -158,17 +158,3 @@ async function serveTimer(
   if (step.kind === 'renew') return sendTimer(ctx, key, dueAt);
   if (step.kind === 'fire') await ctx.syncSink.send(COMPOSITE_TARGET, [makeSyncRequest(key, [wakeCause(dueAt, String(Date.now()))])]);
 }
-
-export const handler = syncFunction('composite', (request, tools) =>
-  serveCompositeRequest(request, tools.sentAt, {
-    kube: tools.env.clusters.client(request.key.cluster),
-    state: tools.env.state,
-    syncSink: tools.env.syncSink,
-    hooks: hookCaller(),
-    controllers: compositeCache,
-    log: (level, m, f) => tools.logger[level](m, f ?? {}),
-    // The pass ends 5 s before the invocation, with its last writes.
-    deadline: Date.now() + Math.max(1_000, tools.context.getRemainingTimeInMillis() - 5_000),
-    receiveCount: tools.receiveCount,
-  }),
-);
