@@ -194,6 +194,7 @@ const summary = {
   estimates: results.map((r) => ({
     name: r.name,
     region: r.region,
+    counts: r.aws.counts,
     aws: r.aws.usd,
     outrigger: r.outrigger,
     inCluster: r.inCluster,
