@@ -10,6 +10,7 @@ import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Context } from 'aws-lambda';
 import { functions } from '../functions/index.ts';
+import type { FunctionSpec } from '../functions/spec.ts';
 import { loadHandler } from '../runtime/load-handler.ts';
 import { startRuntime, type RuntimeFunction } from '../runtime/local.ts';
 import { environment } from '../shared/lambda/environment.ts';
@@ -45,6 +46,27 @@ const minus = (after: Counter, before: Counter): Counter =>
 const perMinute = (c: Counter, minutes: number): Counter =>
   Object.fromEntries(Object.entries(c).map(([k, v]) => [k, Number((v / minutes).toFixed(1))]));
 
+/** The functions as the local runtime runs them, each invocation and its handler time counted by name. */
+export function countedFunctions(specs: readonly FunctionSpec[], invocations: Counter, handlerMs: Counter): Promise<RuntimeFunction[]> {
+  return Promise.all(
+    specs.map(async (f) => {
+      const handler = await loadHandler(f);
+      return {
+        ...f,
+        handler: async (event: unknown, context: Context) => {
+          const t = performance.now();
+          try {
+            return await handler(event, context);
+          } finally {
+            add(invocations, f.name);
+            add(handlerMs, f.name, performance.now() - t);
+          }
+        },
+      };
+    }),
+  );
+}
+
 export async function churnBench(opts: ChurnBenchOptions) {
   const { log } = opts;
   const cp = await startTestControlPlane({ controllers: DEFAULT_CONTROLLERS, nodes: opts.nodes });
@@ -60,24 +82,10 @@ export async function churnBench(opts: ChurnBenchOptions) {
     // Lambda invocations and handler time, counted where the runtime calls each handler.
     const invocations: Counter = {};
     const handlerMs: Counter = {};
-    const specs: RuntimeFunction[] = await Promise.all(
-      functions
-        .filter((f) => FUNCTIONS.includes(f.name))
-        .map(async (f) => {
-          const handler = await loadHandler(f);
-          return {
-            ...f,
-            handler: async (event: unknown, context: Context) => {
-              const t = performance.now();
-              try {
-                return await handler(event, context);
-              } finally {
-                add(invocations, f.name);
-                add(handlerMs, f.name, performance.now() - t);
-              }
-            },
-          };
-        }),
+    const specs = await countedFunctions(
+      functions.filter((f) => FUNCTIONS.includes(f.name)),
+      invocations,
+      handlerMs,
     );
     // The whole cluster, as a deployment watches it (no namespace): node Leases and Nodes are not among what
     // the history functions watch, so heartbeats cost the pipeline nothing unless this says otherwise.
@@ -92,6 +100,8 @@ export async function churnBench(opts: ChurnBenchOptions) {
       // DynamoDB calls by operation, counted on the state adapters' one client, with the capacity each consumed.
       const dynamodb: Counter = {};
       const capacity: Counter = {};
+      // The same, by operation: reads and writes apart where DynamoDB Local reports only a total per call.
+      const capacityByCommand: Counter = {};
       environment().state.client.middlewareStack.add(
         (next, context) => async (args) => {
           add(dynamodb, context.commandName ?? 'unknown');
@@ -107,6 +117,11 @@ export async function churnBench(opts: ChurnBenchOptions) {
               add(capacity, 'read', c.ReadCapacityUnits ?? 0);
               add(capacity, 'write', c.WriteCapacityUnits ?? 0);
             } else add(capacity, 'total', c.CapacityUnits ?? 0);
+            add(
+              capacityByCommand,
+              context.commandName ?? 'unknown',
+              c.CapacityUnits ?? (c.ReadCapacityUnits ?? 0) + (c.WriteCapacityUnits ?? 0),
+            );
           }
           return out;
         },
@@ -133,6 +148,7 @@ export async function churnBench(opts: ChurnBenchOptions) {
         handlerMs: { ...handlerMs },
         dynamodb: { ...dynamodb },
         capacity: { ...capacity },
+        capacityByCommand: { ...capacityByCommand },
         forwarderKube: { ...runtime.sourceRequests.byVerb },
         handlerKube: { ...handlerKube.byVerb },
         // `batches`: the SendMessageBatch calls the forwarder makes, batching as it does in a cluster.
@@ -191,6 +207,7 @@ export async function churnBench(opts: ChurnBenchOptions) {
           ),
           dynamodbCalls: verbs(after.dynamodb, before.dynamodb),
           dynamodbCapacityUnits: verbs(after.capacity, before.capacity),
+          dynamodbCapacityUnitsByCall: verbs(after.capacityByCommand, before.capacityByCommand),
           kubeRequests: {
             forwarder: verbs(after.forwarderKube, before.forwarderKube),
             handlers: verbs(after.handlerKube, before.handlerKube),

@@ -32,6 +32,8 @@ commands:
              resources the cluster's StorageStates name
   forwarder-key  outrigger forwarder-key --cluster ID [--secret-arn ARN | --secret-file FILE]: the key that
              cluster's forwarder signs its envelopes with, for the Secret it mounts
+  cost       outrigger cost [--clusters N] [--changes-per-day N] [--map-inputs N] [--crds N] [--region R]:
+             what a fleet would cost a month in AWS, beside the same controllers run in each cluster
 
 common options: -n/--namespace NS, --kubeconfig PATH, --context NAME; \`outrigger <command> --help\`
 `;
@@ -125,23 +127,30 @@ function positiveInt(value: string, flag: string): number {
  * Local with test/dynamodb/pom.xml), imported only for `run`: the kubectl plugin's npm package has history and
  * rollback only (docs/controllers/history.md#the-kubectl-plugin).
  */
-async function checkout(command: 'run' | 'doctor' | 'hook-key' | 'forwarder-key') {
+async function checkout(command: 'run' | 'doctor' | 'hook-key' | 'forwarder-key' | 'cost') {
   try {
-    const [{ kubectlBinary }, { projectRoot }, { startRuntime }, { doctor, doctorUsage }, hookKey, forwarderKey] = await Promise.all([
+    const [{ kubectlBinary }, { projectRoot }, { startRuntime }, { doctor, doctorUsage }, hookKey, forwarderKey, cost] = await Promise.all([
       import('../local/apiserver.ts'),
       import('../local/paths.ts'),
       import('../runtime/local.ts'),
       import('../cli/doctor/command.ts'),
       import('../cli/hook-key.ts'),
       import('../cli/forwarder-key.ts'),
+      import('../cli/cost.ts'),
     ]);
-    return { kubectlBinary, projectRoot, startRuntime, doctor, doctorUsage, hookKey, forwarderKey };
+    return { kubectlBinary, projectRoot, startRuntime, doctor, doctorUsage, hookKey, forwarderKey, cost };
   } catch (err) {
     throw new Error(
       `${command} needs a checkout of Outrigger (npm ci${command === 'run' ? ' && npm start' : ''} there); this installation has history and rollback only (${(err as Error).message})`,
       { cause: err },
     );
   }
+}
+
+async function cost(argv: string[]): Promise<void> {
+  const { cost: cmd } = await checkout('cost');
+  if (helpWanted(argv, cmd.costUsage)) return;
+  process.stdout.write(cmd.costCommand(argv));
 }
 
 async function doctor(argv: string[]): Promise<void> {
@@ -287,6 +296,8 @@ async function main(): Promise<void> {
       return migratorRole(rest);
     case 'forwarder-key':
       return forwarderKey(rest);
+    case 'cost':
+      return cost(rest);
     case undefined:
     case 'help':
     case '--help':

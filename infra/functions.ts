@@ -25,6 +25,8 @@ import type { Alarms } from './monitoring.ts';
 import { output, pascal } from './names.ts';
 import { queueUrlPrefix } from './queues.ts';
 
+/** Each function's memory unless the deployment's props say otherwise (the cost estimate reads it: bench/cost.ts). */
+export const DEFAULT_MEMORY_MB = 512;
 /** EventBridge's hard limit on one rule's targets. */
 export const TARGETS_PER_RULE = 5;
 /** The cluster configuration's file in the layer every function has; Lambda extracts layers under /opt. */
@@ -104,7 +106,7 @@ export function addFunction(scope: Construct, spec: FunctionSpec, deps: Function
     ...roleAndLogs(scope, settings, pascal(spec.name), deps.removalPolicy),
     description: spec.description,
     handler: 'handler',
-    memorySize: settings.memorySize ?? 512,
+    memorySize: settings.memorySize ?? DEFAULT_MEMORY_MB,
     timeout: Duration.seconds(spec.timeoutSeconds),
     layers: [deps.clustersLayer],
     ...(settings.tracing ? { tracing: settings.tracing } : {}),

@@ -1,0 +1,60 @@
+// The figures `outrigger cost` estimates with when it runs no bench, as `npm run bench:cost` last measured them
+// (docs/operations/cost.md#what-was-measured), and issue 32's reference workloads.
+import type { Coefficients, Fleet, Polling } from './model.ts';
+
+/**
+ * Recorded from `npm run bench:cost` (bench/cost.ts), with its defaults, on the date in `measured`. Handler times
+ * are this loaded 2-core machine's against DynamoDB Local: upper bounds. The MapController figures are
+ * `npm run bench:map`'s incremental pass (docs/measurements.md#a-passs-costs), with one GetItem and one PutItem of
+ * its pass record (functions/map/handler.ts), not measured by bench:cost.
+ */
+export const MEASURED_COEFFICIENTS: Coefficients = {
+  measured:
+    'bench:cost on 2026-11-27 (10 nodes, 100 pods under 10 parents, 10 image bumps and 600 pod status flips a minute for 2 minutes), a 2-core machine at a load average of 11-17',
+  change: {
+    replicas: 10,
+    routerMessages: 75.8,
+    historyMessages: 75.6,
+    routerMessageBytes: 2_726,
+    historyMessageBytes: 715,
+    routerBatch: 1,
+    historyBatch: 3.3,
+    router: { ms: 2.9, readUnits: 0, writeUnits: 0 },
+    history: { ms: 87, readUnits: 1.34, writeUnits: 10.85 },
+  },
+  scheduled: {
+    heartbeat: { everyMinutes: 1, perCluster: false, ms: 0, msPerCluster: 251, readUnits: 1.25, writeUnits: 1 },
+    'history-resync': { everyMinutes: 15, perCluster: false, ms: 0, msPerCluster: 2, readUnits: 0, writeUnits: 0 },
+    'map-resync': { everyMinutes: 1, perCluster: false, ms: 0, msPerCluster: 1, readUnits: 0, writeUnits: 0 },
+    // Per resource reported on.
+    'storage-poll': { everyMinutes: 10, perCluster: true, ms: 0, msPerCluster: 0, readUnits: 0.683, writeUnits: 0.715 },
+  },
+  mapInputChange: { ms: 100, readUnits: 1, writeUnits: 1 },
+  storagePollMsPerResource: 16.52,
+  storageBuiltinResources: 62,
+};
+
+/** The queues of a cluster that event source mappings poll: its events queue, and one per sync target. */
+export function polledQueuesPerCluster(specs: ReadonlyArray<{ events?: unknown; sync?: { target: string } | undefined }>): number {
+  return (specs.some((f) => f.events) ? 1 : 0) + new Set(specs.flatMap((f) => (f.sync ? [f.sync.target] : []))).size;
+}
+
+export interface Deployment {
+  polledQueuesPerCluster: number;
+  memoryMb: number;
+  polling: Polling;
+}
+
+/** Issue 32's workloads: an idle cluster, a busy one, and ten busy ones. */
+export function referenceFleets(d: Deployment): Array<{ name: string; fleet: Fleet }> {
+  const idle: Fleet = { clusters: 1, changesPerDay: 0, replicas: 10, mapInputs: 0, mapInputChangesPerDay: 0, crds: 0, ...d };
+  // 3,000 pods under 300 parents (10 each); 2,000 parent changes a day; 2 MapControllers over 500 inputs, each
+  // input changing once a day (the issue names no rate); 200 CRDs. Pod status churn costs nothing in AWS: the
+  // forwarder drops status-only changes of what it watches as metadata (docs/measurements.md#what-a-busy-cluster-costs).
+  const busy: Fleet = { ...idle, changesPerDay: 2_000, mapInputs: 500, mapInputChangesPerDay: 500, crds: 200 };
+  return [
+    { name: 'idle cluster', fleet: idle },
+    { name: 'busy cluster', fleet: busy },
+    { name: '10-cluster fleet', fleet: { ...busy, clusters: 10 } },
+  ];
+}
