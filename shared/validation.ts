@@ -76,3 +76,12 @@ export function parseMessage<T>(
   if (!result.success) throw malformed(...firstIssue(result.error, whole));
   return result.data;
 }
+
+/** A Go duration (`10s`, `1m30s`, `500ms`, `1.5s`) in seconds; undefined for one that does not parse. */
+export function parseGoDuration(text: string): number | undefined {
+  const unit: Record<string, number> = { ns: 1e-9, us: 1e-6, µs: 1e-6, ms: 1e-3, s: 1, m: 60, h: 3600 };
+  if (!/^(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+$/.test(text)) return text === '0' ? 0 : undefined;
+  let total = 0;
+  for (const [, n, , u] of text.matchAll(/(\d+(\.\d+)?)(ns|us|µs|ms|s|m|h)/g)) total += Number(n) * unit[u!]!;
+  return total;
+}

@@ -7,7 +7,7 @@
 // resourceVersion that was read, or a delete and a create for updateStrategy Recreate, delete with a uid
 // precondition.
 import pLimit, { type LimitFunction } from 'p-limit';
-import { HookError } from '../../shared/hooks/index.ts';
+import { HookError, hookTimeoutSeconds } from '../../shared/hooks/index.ts';
 import { apiVersionOf, isKubeError, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
 import { finalizerName, PARENT_LABEL, parseFinalizeAnswer, parseHookAnswer } from '../../shared/map/api.ts';
 import {
@@ -209,7 +209,7 @@ function startPass(base: Pick<Pass, 'ctx' | 'mc' | 'parent' | 'opts' | 'result' 
   const clock = Date.now;
   const mayCall = (hook: MapHook) =>
     result.retryAfterSeconds === undefined &&
-    (!opts.budget || callFits(opts.budget.deadline - clock(), hook.timeoutSeconds * 1000, opts.budget.budgetMs));
+    (!opts.budget || callFits(opts.budget.deadline - clock(), hookTimeoutSeconds(hook) * 1000, opts.budget.budgetMs));
   const call = (hook: MapHook, request: unknown) =>
     hookLimit(async () => {
       if (!mayCall(hook)) return DEFERRED;
@@ -218,6 +218,8 @@ function startPass(base: Pick<Pass, 'ctx' | 'mc' | 'parent' | 'opts' | 'result' 
         return await ctx.hooks.call(hook, request, {
           deadline: opts.budget?.deadline,
           controller: { cluster, uid: mc.uid },
+          // The pass's client is the controller's ServiceAccount's: Service hooks and webhook Secrets go through it.
+          cluster: ctx.kube,
         });
       } catch (err) {
         if (err instanceof HookError && err.retryAfterSeconds !== undefined)

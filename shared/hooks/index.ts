@@ -6,7 +6,9 @@
 // redirect, only to hosts and addresses the deployment allows (shared/hooks/egress.ts, judged on the address
 // connected to: node:http's lookup hook, which fetch does not offer; docs/reference/hooks.md#where-webhooks-may-go),
 // its answer is read up to a size limit, and each request is signed with its MapController's own key
-// (shared/hooks/signature.ts; docs/reference/hooks.md#signatures).
+// (shared/hooks/signature.ts; docs/reference/hooks.md#signatures). A webhook inside the cluster (a Service) is
+// reached through the apiserver's service proxy instead, as the controller's ServiceAccount, so that RBAC decides
+// which Services a controller reaches (shared/hooks/target.ts; docs/reference/hooks.md#hooks-inside-the-cluster).
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
@@ -14,45 +16,15 @@ import { isIP, type LookupFunction } from 'node:net';
 import type { LambdaClient } from '@aws-sdk/client-lambda';
 import pRetry, { AbortError } from 'p-retry';
 import { parseRetryAfter } from '../kube/errors.ts';
-import type { Hook } from '../map/api.ts';
+import type { Hook, Webhook } from '../map/api.ts';
 import { addressRefusal, hostRefusal, parseWebhookAllowList, specialRange, type WebhookAllowList } from './egress.ts';
 import { controllerKey, signedHeaders } from './signature.ts';
+import { HookError, hookName, hookTimeoutSeconds, MAX_ANSWER_BYTES } from './errors.ts';
+import { etagKeyOf, proxyRefusal, WebhookOptions, type HookCluster } from './options.ts';
+import { serviceProxyPath, WebhookTargetError, webhookTarget, type WebhookTarget } from './target.ts';
 
-export type HookFailure =
-  | 'Timeout'
-  | 'Unreachable'
-  | 'HTTPError'
-  | 'MalformedAnswer'
-  | 'FunctionError'
-  | 'Refused'
-  | 'NotAllowed'
-  | 'AnswerTooLarge'
-  | 'Unavailable';
-
-/** The largest answer read, webhook or Lambda (a sync Lambda answer is at most 6 MB anyway). */
-export const MAX_ANSWER_BYTES = 4 * 1024 * 1024;
-
-export class HookError extends Error {
-  readonly reason: HookFailure;
-  /** The HTTP status of an HTTPError. */
-  readonly status: number | undefined;
-  /** What the hook answered (an excerpt), for the log only: an answer is never echoed into the cluster. */
-  readonly detail: string | undefined;
-  /** When the hook asked to be called again (a webhook's Retry-After, a Lambda hook's retryAfterSeconds), in seconds. */
-  readonly retryAfterSeconds: number | undefined;
-  constructor(
-    reason: HookFailure,
-    message: string,
-    opts: { cause?: unknown; status?: number; detail?: string; retryAfterSeconds?: number | undefined } = {},
-  ) {
-    super(message, { cause: opts.cause });
-    this.name = 'HookError';
-    this.reason = reason;
-    this.status = opts.status;
-    this.detail = opts.detail;
-    this.retryAfterSeconds = opts.retryAfterSeconds;
-  }
-}
+export { HookError, hookName, hookTimeoutSeconds, MAX_ANSWER_BYTES, type HookFailure } from './errors.ts';
+export type { HookCluster } from './options.ts';
 
 export interface CallOptions {
   /**
@@ -62,6 +34,12 @@ export interface CallOptions {
   deadline?: number | undefined;
   /** The MapController the call is for: a webhook request is signed with its key (controllerKey). */
   controller?: { cluster: string; uid: string } | undefined;
+  /**
+   * The cluster's API as the controller's ServiceAccount: a Service hook goes through its service proxy, and a
+   * webhook's Secrets and ConfigMaps are read with it. Never Outrigger's own client: what the account may not reach,
+   * no hook of its controller reaches (docs/operations/security.md#hooks-inside-the-cluster).
+   */
+  cluster?: HookCluster | undefined;
 }
 
 export interface HookCaller {
@@ -106,16 +84,6 @@ export function webhookRefusal(url: string, allowLoopbackHttp: boolean): string 
   return HTTPS_ONLY;
 }
 
-/** The hook as messages name it: a webhook by its origin alone (a path or query may carry a token, and reach the status). */
-export function hookName(hook: Hook): string {
-  if (!hook.webhook) return `lambda ${hook.lambda?.functionName ?? '?'}`;
-  try {
-    return `webhook ${new URL(hook.webhook.url).origin}`;
-  } catch {
-    return 'webhook (bad URL)';
-  }
-}
-
 export class Hooks implements HookCaller {
   readonly stats = { calls: 0, attempts: 0 };
   // Made on first use, as the SQS client is (shared/lambda/sqs.ts): a controller whose hooks are webhooks never
@@ -126,10 +94,13 @@ export class Hooks implements HookCaller {
   // Agents of this caller's own, whose every connection was made through its allow-list's lookup: a socket kept
   // alive by a caller with another list is never reused.
   private readonly agents: { http: HttpAgent; https: HttpsAgent };
+  /** Secrets and ConfigMaps read for webhook options, and answers kept for If-None-Match (etag). */
+  private readonly options: WebhookOptions;
 
   constructor(opts: HookCallerOptions = {}) {
     this.opts = opts;
     this.allow = parseWebhookAllowList(opts.webhookAllow);
+    this.options = new WebhookOptions(opts.now);
     const resolve = opts.dnsLookup ?? dnsLookup;
     this.agents = {
       http: new HttpAgent({ keepAlive: true, lookup: guardedLookup(this.allow, resolve, true) }),
@@ -149,12 +120,10 @@ export class Hooks implements HookCaller {
         if (left <= 0)
           throw new AbortError(new HookError('Timeout', `${hookName(hook)}: the pass's time budget ran out before it answered`));
         // Whole milliseconds: node's timers (AbortSignal.timeout) refuse a fraction, and a deadline may carry one.
-        const timeoutMs = Math.max(1, Math.floor(Math.min(hook.timeoutSeconds * 1000, left)));
+        const timeoutMs = Math.max(1, Math.floor(Math.min(hookTimeoutSeconds(hook) * 1000, left)));
         this.stats.attempts += 1;
         try {
-          return hook.webhook
-            ? await this.post(hook, hook.webhook.url, body, timeoutMs, opts.controller)
-            : await this.invoke(hook, body, timeoutMs);
+          return hook.webhook ? await this.post(hook, hook.webhook, body, timeoutMs, opts) : await this.invoke(hook, body, timeoutMs);
         } catch (err) {
           // A hook that says when to come back is not called again before then: the parent's retry waits for it.
           if (err instanceof HookError && err.retryAfterSeconds !== undefined) throw new AbortError(err);
@@ -178,37 +147,73 @@ export class Hooks implements HookCaller {
     );
   }
 
-  private async post(hook: Hook, url: string, body: string, timeoutMs: number, controller: CallOptions['controller']): Promise<unknown> {
-    const refusal = webhookRefusal(url, this.opts.allowLoopbackHttp ?? false);
-    if (refusal) throw new HookError('Refused', `${hookName(hook)}: ${refusal}`);
-    const target = new URL(url);
-    const notAllowed = hostRefusal(target.hostname, this.allow);
-    if (notAllowed) throw new HookError('NotAllowed', `${hookName(hook)}: ${notAllowed}`);
+  private async post(hook: Hook, webhook: Webhook, body: string, timeoutMs: number, opts: CallOptions): Promise<unknown> {
+    let target: WebhookTarget;
+    try {
+      target = webhookTarget(webhook);
+    } catch (err) {
+      if (!(err instanceof WebhookTargetError)) throw err;
+      throw new HookError('Refused', `${hookName(hook)}: ${err.message}`);
+    }
+    const { controller, cluster } = opts;
+    if (target.kind === 'url') {
+      const refusal = webhookRefusal(target.url, this.opts.allowLoopbackHttp ?? false);
+      if (refusal) throw new HookError('Refused', `${hookName(hook)}: ${refusal}`);
+      const notAllowed = hostRefusal(new URL(target.url).hostname, this.allow);
+      if (notAllowed) throw new HookError('NotAllowed', `${hookName(hook)}: ${notAllowed}`);
+    } else {
+      // The apiserver authenticates the call and drops its Authorization header, and makes the connection to the
+      // Service itself: a Service hook's own authorization and TLS options could not be honoured, so they are refused.
+      const unusable = (['authorization', 'basicAuth', 'clientTLS', 'caBundle'] as const).filter((k) => webhook[k]);
+      if (unusable.length)
+        throw new HookError(
+          'Refused',
+          `${hookName(hook)}: ${unusable.join(', ')} cannot be carried through the apiserver's service proxy, which authenticates the call as the controller's ServiceAccount`,
+        );
+      // Only ever as the controller's account: a call without its client would be Outrigger's own.
+      if (!cluster?.proxy)
+        throw new AbortError(new Error(`${hookName(hook)}: a call to a Service must be made as the controller's ServiceAccount`));
+    }
     let key: string | undefined;
     if (this.opts.signingSecret) {
       // Never a key shared between controllers: a call that names none is a caller's bug, not sent unsigned.
       if (!controller) throw new AbortError(new Error(`${hookName(hook)}: a signed webhook call must name its MapController`));
       key = controllerKey(await this.opts.signingSecret(), controller.cluster, controller.uid);
     }
-    const headers = {
+    const creds = target.kind === 'url' ? await this.options.credentials(hook, webhook, controller, cluster) : { headers: {}, tls: {} };
+    const etagKey = webhook.etag?.enabled ? etagKeyOf(controller, target.url, body) : undefined;
+    const fresh = this.options.fresh(etagKey);
+    const now = this.opts.now ?? Date.now;
+    const headers: Record<string, string> = {
       'content-type': 'application/json',
       'content-length': String(Buffer.byteLength(body)),
-      ...signedHeaders(key, { method: 'POST', url, body }, (this.opts.now ?? Date.now)()),
+      ...creds.headers,
+      ...(fresh ? { 'if-none-match': fresh.etag } : {}),
+      ...signedHeaders(key, { method: 'POST', url: target.url, body }, now()),
     };
     let res: IncomingMessage;
     const signal = AbortSignal.timeout(timeoutMs);
     try {
-      res = await new Promise<IncomingMessage>((resolve, reject) => {
-        const [send, agent] = target.protocol === 'https:' ? [httpsRequest, this.agents.https] : [httpRequest, this.agents.http];
-        // No redirect is followed (node:http follows none): a 3xx is an answer, below.
-        const req = send(target, { method: 'POST', headers, agent, signal }, resolve);
-        req.on('error', reject);
-        req.end(body);
-      });
+      if (target.kind === 'service') res = await cluster!.proxy!({ path: serviceProxyPath(target), headers, body, signal });
+      else
+        res = await new Promise<IncomingMessage>((resolve, reject) => {
+          const url = new URL(target.url);
+          const [send, agent] = url.protocol === 'https:' ? [httpsRequest, this.agents.https] : [httpRequest, this.agents.http];
+          // No redirect is followed (node:http follows none): a 3xx is an answer, below. TLS options (a CA bundle,
+          // a client certificate) are part of the agent's connection key: no socket is shared across them.
+          const req = send(url, { method: 'POST', headers, agent, signal, ...creds.tls }, resolve);
+          req.on('error', reject);
+          req.end(body);
+        });
     } catch (err) {
       throw failure(hook, err, timeoutMs);
     }
     const status = res.statusCode ?? 0;
+    // Not modified (or its precondition failed): the answer kept for this request still holds.
+    if (fresh && (status === 304 || status === 412)) {
+      res.resume();
+      return parseAnswer(hook, fresh.text);
+    }
     if (status >= 300 && status < 400) {
       res.destroy();
       throw new HookError('Refused', `${hookName(hook)} answered a redirect (HTTP ${status}); redirects are not followed`, {
@@ -217,6 +222,10 @@ export class Hooks implements HookCaller {
       });
     }
     const text = await this.readCapped(hook, res, timeoutMs);
+    if (target.kind === 'service') {
+      const refused = proxyRefusal(hook, target, status, res.headers['content-type'], text);
+      if (refused) throw refused;
+    }
     if (status < 200 || status > 299) {
       const retryAfterSeconds =
         status === 429 || status >= 500 ? parseRetryAfter(res.headers['retry-after'], new Date((this.opts.now ?? Date.now)())) : undefined;
@@ -227,7 +236,10 @@ export class Hooks implements HookCaller {
         retryAfterSeconds,
       });
     }
-    return parseAnswer(hook, text);
+    const answer = parseAnswer(hook, text);
+    const etag = res.headers.etag;
+    if (etagKey !== undefined && etag) this.options.keepEtag(etagKey, etag, text, webhook.etag?.cacheTimeoutSeconds);
+    return answer;
   }
 
   private async readCapped(hook: Hook, res: IncomingMessage, timeoutMs: number): Promise<string> {
@@ -350,7 +362,9 @@ function failure(hook: Hook, err: unknown, timeoutMs: number): HookError {
   const name = (err as { name?: string }).name;
   if (name === 'TimeoutError' || name === 'AbortError') {
     const clamped =
-      timeoutMs < hook.timeoutSeconds * 1000 ? ` (what was left of the pass's time budget; its timeout is ${hook.timeoutSeconds} s)` : '';
+      timeoutMs < hookTimeoutSeconds(hook) * 1000
+        ? ` (what was left of the pass's time budget; its timeout is ${hookTimeoutSeconds(hook)} s)`
+        : '';
     return new HookError('Timeout', `${hookName(hook)} did not answer within ${Math.round(timeoutMs / 100) / 10} s${clamped}`, {
       cause: err,
     });

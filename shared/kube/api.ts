@@ -2,6 +2,7 @@
 // write, addressed by object rather than by position. KubeClient is the real one; test/fakes/kube.ts is an
 // in-memory one for unit tests of the shells' branches.
 import type { GVR, KubeList, KubeObject, ObjectMeta } from './resource.ts';
+import type { IncomingMessage } from 'node:http';
 
 /** One object of a resource: `namespace` left out for a cluster-scoped one; `subresource` (`status`) where a verb takes it. */
 export interface ObjectRef {
@@ -99,4 +100,17 @@ export interface KubeApi {
   getPath<T>(path: string): Promise<T>;
   /** The same API, acting as another identity (a ServiceAccount a definition names). */
   as(impersonation: Impersonation): KubeApi;
+  /**
+   * A POST through the apiserver to a path (a Service's proxy: docs/reference/hooks.md#hooks-inside-the-cluster), as
+   * this client's identity, once, without retries; the answer whatever its status, its body unread. Absent from
+   * clients that reach no apiserver (the in-memory fake).
+   */
+  proxy?(request: ProxyRequest): Promise<IncomingMessage>;
+}
+
+export interface ProxyRequest {
+  path: string;
+  headers: Record<string, string>;
+  body: string;
+  signal: AbortSignal;
 }

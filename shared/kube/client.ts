@@ -16,6 +16,7 @@ import type {
   ObjectRef,
   PatchOptions,
   PatchType,
+  ProxyRequest,
   Stored,
   WatchEvent,
   WatchOptions,
@@ -367,6 +368,23 @@ export class KubeClient implements KubeApi {
       if (signal?.aborted) return;
       throw err instanceof KubeError ? err : kubeErrorFromFailure(err, what);
     }
+  }
+
+  /**
+   * A POST to a path as this client's identity (a Service's proxy), once: the hook caller retries as the hook's
+   * own settings say, and reads the answer with its own size limit. The answer is returned whatever its status.
+   */
+  async proxy(request: ProxyRequest): Promise<IncomingMessage> {
+    this.stats.count('proxy');
+    const prepared = await this.prepare('POST', request.path, {
+      signal: this.deadline ? AbortSignal.any([request.signal, this.deadline]) : request.signal,
+      accept: request.headers.accept ?? 'application/json',
+    });
+    // The caller's headers, but never its say over whom the call is made as (the credentials and impersonation).
+    const own = new Set(['authorization', 'impersonate-user', 'impersonate-group', 'impersonate-uid', 'host']);
+    for (const [k, v] of Object.entries(request.headers))
+      if (!own.has(k.toLowerCase()) && !k.toLowerCase().startsWith('impersonate-extra-')) prepared.headers[k.toLowerCase()] = v;
+    return respond({ ...prepared, body: request.body });
   }
 
   /**

@@ -4,7 +4,7 @@
 // A namespace import, so bundles keep only what is used (see shared/envelope/index.ts).
 import { createHash } from 'node:crypto';
 import * as z from 'zod/mini';
-import { firstIssue, nonEmpty } from '../validation.ts';
+import { firstIssue, nonEmpty, parseGoDuration } from '../validation.ts';
 import type { KubeObject } from '../kube/resource.ts';
 
 export const MAP_GROUP = 'metacontroller.k8s.io';
@@ -34,9 +34,62 @@ const outputRule = z.object({
   updateStrategy: z.optional(z.object({ method: z._default(z.enum(UPDATE_METHODS), 'InPlace') })),
 });
 
+/** A key of a Secret or ConfigMap, read as the controller's ServiceAccount (docs/reference/hooks.md#webhook-options). */
+const keyRef = z.object({ name: nonEmpty(), namespace: nonEmpty(), key: z.optional(nonEmpty()) });
+const oneOf = (n: number) => n === 1;
+
+/**
+ * A webhook, in Metacontroller's fields: a `url`, or a `service` (and `path`) inside the cluster
+ * (shared/hooks/target.ts); and the options for a URL outside it.
+ */
+export const webhookSchema = z
+  .object({
+    url: z.optional(z.url({ protocol: /^https?$/, error: 'must be an http or https URL' })),
+    service: z.optional(
+      z.object({
+        name: nonEmpty(),
+        namespace: nonEmpty(),
+        port: z.optional(z.number().check(z.int(), z.gte(1), z.lte(65535))),
+        protocol: z.optional(z.enum(['http', 'https'])),
+      }),
+    ),
+    path: z.optional(z.string().check(z.regex(/^\//, 'must start with /'))),
+    /** A Go duration (`10s`): the call's timeout, in place of timeoutSeconds. */
+    timeout: z.optional(z.string().check(z.refine((t) => (parseGoDuration(t) ?? 0) > 0, 'must be a positive Go duration such as 10s'))),
+    caBundle: z.optional(
+      z
+        .object({ inline: z.optional(nonEmpty()), secretRef: z.optional(keyRef), configMapRef: z.optional(keyRef) })
+        .check(
+          z.refine(
+            (c) => oneOf([c.inline, c.secretRef, c.configMapRef].filter(Boolean).length),
+            'needs exactly one of inline, secretRef or configMapRef',
+          ),
+        ),
+    ),
+    /** `Authorization: Bearer <the Secret's key, default token>`. */
+    authorization: z.optional(z.object({ secretRef: keyRef })),
+    /** HTTP basic authorization from a kubernetes.io/basic-auth Secret's `username` and `password`. */
+    basicAuth: z.optional(z.object({ secretRef: z.object({ name: nonEmpty(), namespace: nonEmpty() }) })),
+    /** A client certificate from a kubernetes.io/tls Secret's `tls.crt` and `tls.key`. */
+    clientTLS: z.optional(z.object({ secretRef: z.object({ name: nonEmpty(), namespace: nonEmpty() }) })),
+    /** If-None-Match caching of answers (docs/reference/hooks.md#webhook-options). */
+    etag: z.optional(
+      z.object({
+        enabled: z.optional(z.boolean()),
+        cacheTimeoutSeconds: z.optional(z.number().check(z.int(), z.gte(1))),
+        cacheCleanupSeconds: z.optional(z.number().check(z.int(), z.gte(1))),
+      }),
+    ),
+  })
+  .check(
+    z.refine((w) => (w.url ? 1 : 0) + (w.service ? 1 : 0) === 1, 'needs exactly one of url or service'),
+    z.refine((w) => !(w.authorization && w.basicAuth), 'takes authorization or basicAuth, not both'),
+  );
+export type Webhook = z.infer<typeof webhookSchema>;
+
 const hookSchema = z
   .object({
-    webhook: z.optional(z.object({ url: z.url({ protocol: /^https?$/, error: 'must be an http or https URL' }) })),
+    webhook: z.optional(webhookSchema),
     lambda: z.optional(z.object({ functionName: nonEmpty(), qualifier: z.optional(nonEmpty()) })),
     timeoutSeconds: z._default(z.number().check(z.positive(), z.lte(900)), DEFAULT_HOOK_TIMEOUT_SECONDS),
     /** Retries of a call that failed for a reason worth retrying (no answer, 429, 5xx). */

@@ -1,0 +1,320 @@
+// Hooks inside the cluster (docs/reference/hooks.md#hooks-inside-the-cluster): a webhook that names a Service is
+// called through the real apiserver's service proxy, as the controller's ServiceAccount, so RBAC decides which
+// Services a controller's hooks reach. The Service has no selector; its Endpoints point at a hook server this test
+// starts on an address of a veth pair made for the run (test/testbed/netns.ts: the apiserver refuses to proxy to
+// loopback and link-local addresses).
+import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { readFile } from 'node:fs/promises';
+import { serveMapRequest } from '../../functions/map/handler.ts';
+import { mapControllers, type MapControllerSet } from '../../functions/map/controllers.ts';
+import { actingAs } from '../../functions/identity.ts';
+import { clusterCache } from '../../functions/cluster-cache.ts';
+import { HookError, Hooks } from '../../shared/hooks/index.ts';
+import { gvr, type KubeObject } from '../../shared/kube/index.ts';
+import { applyManifests } from '../../shared/kube/apply.ts';
+import { makeSyncRequest } from '../../shared/lambda/sync-request.ts';
+import type { Hook } from '../../shared/map/api.ts';
+import { adminClient, createNamespace, eventually, outriggerClient, testState, uniqueName } from '../testbed/index.ts';
+import { openCrd } from '../testbed/crds.ts';
+import { proxyableAddress, type ProxyableAddress } from '../testbed/netns.ts';
+import { impersonatedAccount } from '../testbed/rbac.ts';
+
+const GROUP = 'servicehooks.outrigger.test';
+const boards = gvr(GROUP, 'v1', 'hookboards');
+const configMaps = gvr('', 'v1', 'configmaps');
+const pods = gvr('', 'v1', 'pods');
+
+interface Received {
+  path: string;
+  headers: IncomingHttpHeaders;
+  body: string;
+}
+
+let net: ProxyableAddress;
+let server: Server;
+let port: number;
+const received: Received[] = [];
+/** What the server answers next, by path; default a 200 with no outputs. */
+let answer: (r: Received) => { status: number; headers?: Record<string, string>; body: string } = () => ({
+  status: 200,
+  body: '{"outputs": []}',
+});
+
+/** The hooks' namespace (the Service, and the account that may proxy to it) and a namespace the account may not reach. */
+let ns: string;
+let other: string;
+
+beforeAll(async () => {
+  net = proxyableAddress();
+  server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c: Buffer) => (body += c.toString()));
+    req.on('end', () => {
+      const r = { path: req.url ?? '', headers: req.headers, body };
+      received.push(r);
+      const a = answer(r);
+      res.writeHead(a.status, { 'content-type': 'application/json', ...a.headers }).end(a.body);
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, net.address, r));
+  port = (server.address() as AddressInfo).port;
+  const admin = adminClient();
+  ns = await createNamespace('svchook');
+  other = await createNamespace('svcother');
+  await applyManifests(admin, openCrd(GROUP, 'HookBoard', 'hookboards'));
+  for (const where of [ns, other]) await serviceTo(where, 'hooks', net.address, port);
+  // The account may proxy to Services in its own namespace only, and run a MapController of HookBoards there.
+  await applyManifests(
+    admin,
+    impersonatedAccount(ns, 'hooker', [
+      `{ apiGroups: ["${GROUP}"], resources: ["hookboards"], verbs: ["get", "list", "watch"] }`,
+      `{ apiGroups: ["${GROUP}"], resources: ["hookboards/status"], verbs: ["patch"] }`,
+      `{ apiGroups: [""], resources: ["configmaps"], verbs: ["list", "watch", "create", "patch", "delete"] }`,
+    ]),
+  );
+  await applyManifests(admin, proxyGrant(ns, 'hooker-proxy', { kind: 'ServiceAccount', name: 'hooker', namespace: ns }));
+  // The apiserver's proxy finds Services and EndpointSlices through its informers: wait until it sees them.
+  const probe = new Hooks();
+  await eventually(() =>
+    probe
+      .call(hook({ service: { name: 'hooks', namespace: ns } }), {}, { controller, cluster: account() })
+      .then(() => true)
+      .catch(() => undefined),
+  );
+}, 120_000);
+
+afterAll(async () => {
+  await new Promise<void>((r) => (server ? server.close(() => r()) : r()));
+  net?.remove();
+});
+
+/**
+ * A Service without a selector, its Endpoints (what the apiserver's service proxy reads), and the Pod its address
+ * names: the proxy takes only an address whose targetRef is a Pod with that IP. The Pod is bound to no node, so
+ * nothing runs or rewrites it; its status (the hook server's address) is written by the test.
+ */
+async function serviceTo(namespace: string, name: string, address: string, targetPort: number): Promise<void> {
+  const admin = adminClient();
+  await applyManifests(
+    admin,
+    `
+apiVersion: v1
+kind: ServiceAccount
+metadata: { name: ${name}-server, namespace: ${namespace} }
+---
+apiVersion: v1
+kind: Pod
+metadata: { name: ${name}-server, namespace: ${namespace} }
+spec:
+  nodeName: outrigger-no-such-node
+  serviceAccountName: ${name}-server
+  automountServiceAccountToken: false
+  containers: [{ name: hook, image: hook-server-started-by-the-test }]
+`,
+  );
+  await admin.patch(
+    pods,
+    { name: `${name}-server`, namespace, subresource: 'status' },
+    { status: { phase: 'Running', podIP: address, podIPs: [{ ip: address }] } },
+    'merge',
+  );
+  await applyManifests(
+    admin,
+    `
+apiVersion: v1
+kind: Service
+metadata: { name: ${name}, namespace: ${namespace} }
+spec: { ports: [{ name: http, port: 80, targetPort: ${targetPort} }] }
+---
+apiVersion: v1
+kind: Endpoints
+metadata: { name: ${name}, namespace: ${namespace} }
+subsets:
+  - addresses: [{ ip: "${address}", targetRef: { kind: Pod, name: ${name}-server, namespace: ${namespace} } }]
+    ports: [{ name: http, port: ${targetPort} }]
+`,
+  );
+}
+
+/** What the docs tell a cluster admin to grant a controller's account: services/proxy in the hooks' namespace. */
+function proxyGrant(
+  namespace: string,
+  name: string,
+  subject: { kind: string; name: string; namespace?: string; apiGroup?: string },
+): string {
+  return `
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: { name: ${name}, namespace: ${namespace} }
+rules: [{ apiGroups: [""], resources: ["services/proxy"], verbs: ["create", "get"] }]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: { name: ${name}, namespace: ${namespace} }
+roleRef: { apiGroup: rbac.authorization.k8s.io, kind: Role, name: ${name} }
+subjects: [${JSON.stringify(subject)}]
+`;
+}
+
+const hook = (webhook: Record<string, unknown>): Hook => ({ webhook, timeoutSeconds: 10, retries: 0 }) as Hook;
+const account = () => actingAs(outriggerClient(), { namespace: ns, name: 'hooker' });
+const controller = { cluster: 'it', uid: 'u-1' };
+
+describe('hooks inside the cluster, through the apiserver service proxy', () => {
+  test('webhook.service and path, and a URL naming the Service by its cluster DNS name, reach the Service as the controller account', async () => {
+    const hooks = new Hooks({ signingSecret: () => Promise.resolve('a'.repeat(64)) });
+    received.length = 0;
+    answer = () => ({ status: 200, body: '{"outputs": [{"a": 1}]}' });
+    const viaService = await hooks.call(
+      hook({ service: { name: 'hooks', namespace: ns, port: 80 }, path: '/sync?x=1' }),
+      { n: 1 },
+      {
+        controller,
+        cluster: account(),
+      },
+    );
+    expect(viaService).toEqual({ outputs: [{ a: 1 }] });
+    for (const url of [`http://hooks.${ns}/map`, `http://hooks.${ns}.svc/map`, `http://hooks.${ns}.svc.cluster.local:80/map`])
+      await hooks.call(hook({ url }), { n: 2 }, { controller, cluster: account() });
+    expect(received.map((r) => r.path)).toEqual(['/sync?x=1', '/map', '/map', '/map']);
+    // Signed as the hook is named; the apiserver's credentials and impersonation never reach the hook.
+    expect(received[0]!.headers['x-outrigger-signature']).toMatch(/^v1=[0-9a-f]{64}$/);
+    expect(received[0]!.body).toBe('{"n":1}');
+    for (const r of received) {
+      expect(r.headers.authorization).toBeUndefined();
+      expect(Object.keys(r.headers).filter((h) => h.startsWith('impersonate-'))).toEqual([]);
+    }
+  });
+
+  test('trust boundary: a Service the controller account may not proxy to is not called, though Outrigger itself may', async () => {
+    const admin = adminClient();
+    // Outrigger's own identity may proxy in the other namespace: the call must still be the account's, and refused.
+    await applyManifests(
+      admin,
+      proxyGrant(other, 'outrigger-proxy', { kind: 'Group', name: 'outrigger:controllers', apiGroup: 'rbac.authorization.k8s.io' }),
+    );
+    const hooks = new Hooks();
+    received.length = 0;
+    const err = await hooks
+      .call(hook({ service: { name: 'hooks', namespace: other }, path: '/map' }), {}, { controller, cluster: account() })
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(HookError);
+    expect(err).toMatchObject({ reason: 'NotAllowed', status: 403 });
+    expect((err as Error).message).toContain(`may not reach service ${other}/hooks`);
+    const byUrl = await hooks
+      .call(hook({ url: `http://hooks.${other}.svc/map` }), {}, { controller, cluster: account() })
+      .catch((e: unknown) => e);
+    expect(byUrl).toMatchObject({ reason: 'NotAllowed' });
+    // Without the account's client, a Service hook is not called at all (never as Outrigger).
+    await expect(hooks.call(hook({ service: { name: 'hooks', namespace: ns } }), {}, { controller })).rejects.toThrow(
+      "must be made as the controller's ServiceAccount",
+    );
+    expect(received).toEqual([]);
+    // Options the proxy cannot carry are refused, not dropped.
+    await expect(
+      hooks.call(
+        hook({ service: { name: 'hooks', namespace: ns }, authorization: { secretRef: { name: 's', namespace: ns } } }),
+        {},
+        {
+          controller,
+          cluster: account(),
+        },
+      ),
+    ).rejects.toMatchObject({ reason: 'Refused' });
+    expect(received).toEqual([]);
+  });
+
+  test('etag: a 304 through the proxy answers with the kept answer; 429 with Retry-After asks to be called later', async () => {
+    const hooks = new Hooks();
+    received.length = 0;
+    answer = (r) =>
+      r.headers['if-none-match'] === '"v1"'
+        ? { status: 304, body: '' }
+        : { status: 200, headers: { etag: '"v1"' }, body: '{"outputs": [{"kept": true}]}' };
+    const h = hook({ service: { name: 'hooks', namespace: ns }, path: '/map', etag: { enabled: true, cacheTimeoutSeconds: 60 } });
+    expect(await hooks.call(h, { same: 1 }, { controller, cluster: account() })).toEqual({ outputs: [{ kept: true }] });
+    expect(await hooks.call(h, { same: 1 }, { controller, cluster: account() })).toEqual({ outputs: [{ kept: true }] });
+    expect(received.map((r) => r.headers['if-none-match'])).toEqual([undefined, '"v1"']);
+    answer = () => ({ status: 429, headers: { 'retry-after': '7' }, body: '{}' });
+    await expect(hooks.call(h, { other: 1 }, { controller, cluster: account() })).rejects.toMatchObject({
+      reason: 'HTTPError',
+      status: 429,
+      retryAfterSeconds: 7,
+    });
+  });
+
+  test('a MapController whose map hook is webhook.service syncs its parent through the proxy', async () => {
+    const admin = adminClient();
+    const name = uniqueName('svchook');
+    received.length = 0;
+    answer = (r) => {
+      const req = JSON.parse(r.body) as { input: KubeObject };
+      return {
+        status: 200,
+        body: JSON.stringify({
+          outputs: [
+            { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `${req.input.metadata.name ?? ''}-copy` }, data: { via: 'proxy' } },
+          ],
+        }),
+      };
+    };
+    await applyManifests(
+      admin,
+      `
+apiVersion: metacontroller.k8s.io/v1alpha1
+kind: MapController
+metadata: { name: ${name} }
+spec:
+  parentResource: { apiVersion: ${GROUP}/v1, resource: hookboards }
+  inputResources: [{ apiVersion: v1, resource: configmaps }]
+  outputResources: [{ apiVersion: v1, resource: configmaps }]
+  serviceAccount: { namespace: ${ns}, name: hooker }
+  hooks: { map: { webhook: { service: { name: hooks, namespace: ${ns}, port: 80 }, path: /map, timeout: 5s }, retries: 0 } }
+`,
+    );
+    try {
+      const parent = await admin.create(boards, {
+        apiVersion: `${GROUP}/v1`,
+        kind: 'HookBoard',
+        metadata: { name: 'p', namespace: ns },
+        spec: { selector: { matchLabels: { board: 'p' } } },
+      } as KubeObject);
+      await admin.create(configMaps, {
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        metadata: { name: 'in', namespace: ns, labels: { board: 'p' } },
+      } as KubeObject);
+      const mc = await admin.get(mapControllers, { name });
+      const ctx = {
+        kube: outriggerClient(),
+        state: testState(),
+        syncSink: { send: () => Promise.resolve() },
+        hooks: new Hooks(),
+        controllers: clusterCache<MapControllerSet>(5_000),
+        log: () => undefined,
+      };
+      const cluster = uniqueName('id');
+      await serveMapRequest(
+        makeSyncRequest({ cluster, group: 'metacontroller.k8s.io', kind: 'MapController', name, uid: mc.metadata.uid ?? '' }, []),
+        Date.now(),
+        ctx,
+      );
+      const key = { cluster, group: GROUP, kind: 'HookBoard', namespace: ns, name: 'p', uid: parent.metadata.uid ?? '' };
+      const copy = await eventually(async () => {
+        await serveMapRequest(makeSyncRequest(key, []), Date.now(), ctx);
+        return admin.find(configMaps, { name: 'in-copy', namespace: ns });
+      });
+      expect((copy as KubeObject & { data?: unknown }).data).toEqual({ via: 'proxy' });
+      expect(received.some((r) => r.path === '/map')).toBe(true);
+    } finally {
+      await admin.delete(mapControllers, { name });
+    }
+  });
+});
+
+// The manifests' own RBAC grants Outrigger no cluster-wide services/proxy: the call is the account's, never its own.
+test("cluster/rbac.yaml grants Outrigger's own roles no services/proxy", async () => {
+  const rbac = await readFile(new URL('../../cluster/rbac.yaml', import.meta.url), 'utf8');
+  expect(rbac).not.toMatch(/services\/proxy/);
+});
