@@ -14,15 +14,16 @@ export default {
       testMatch: ['<rootDir>/test/integration/**/*.test.ts'],
       globalSetup: '<rootDir>/test/testbed/global-setup.ts',
       globalTeardown: '<rootDir>/test/testbed/global-teardown.ts',
-      // Files share the bed, several at once; those listed here have it to themselves
-      // (docs/contributing/test-beds.md#cost).
+      // Files share the bed, two at once; those listed here have it to themselves
+      // (docs/contributing/test-beds.md#files-in-parallel).
       testEnvironment: '<rootDir>/test/shared-bed-environment.js',
       testEnvironmentOptions: {
         alone: [
           // Its local runtime's history-resync syncs every policy's targets in every namespace: other files'
           // StatefulSets would get revisions written by a cluster of its own.
           'test/integration/history-policies.test.ts',
-          // Its local runtime's map-resync writes every MapController's readiness and queues their parents.
+          // Its local runtime's map-resync queues every MapController's parents to its map function, which would
+          // call other files' hooks (they count their calls).
           'test/integration/map.test.ts',
         ],
       },

@@ -1,6 +1,6 @@
 // Jest's order (failed first, then slowest first), with the integration files that have the bed to themselves
 // (jest.config.js, testEnvironmentOptions.alone) before all others: one waits for the other, unit files run
-// beside them, and then no integration file waits for the bed (docs/contributing/test-beds.md#cost).
+// beside them, and then no integration file waits for the bed (docs/contributing/test-beds.md#files-in-parallel).
 import { relative } from 'node:path';
 import Sequencer from '@jest/test-sequencer';
 

@@ -2,8 +2,8 @@
 // included). Files run in several workers at once and share the bed (each works in namespaces, queues and kinds
 // of its own); a file named in testEnvironmentOptions.alone (jest.config.js says why for each) has the bed to
 // itself: it waits for the files running to end, and no other starts until it ends
-// (docs/contributing/test-beds.md#cost). A readers-writer lock in files beside the bed's description, which
-// every worker reaches: a reader is a file named for its process, the writer a directory.
+// (docs/contributing/test-beds.md#files-in-parallel). A readers-writer lock in files beside the bed's description,
+// which every worker reaches: a reader is a file named for its process, the writer a directory.
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { relative, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
