@@ -215,7 +215,7 @@ describe('a RevisionPolicy that names a ServiceAccount', () => {
     }
   });
 
-  test('a target kind stays with the policy created first: one created later under an earlier name is not in effect', async () => {
+  test('a target kind stays with the policy created first: one created later under an earlier name is not in effect, and reports TargetKindTaken', async () => {
     const [first, later] = [uniqueName('zz-ident'), uniqueName('aa-ident')];
     const [held] = await applyManifests(admin, policy(first));
     try {
@@ -225,6 +225,13 @@ describe('a RevisionPolicy that names a ServiceAccount', () => {
       await applyManifests(admin, policy(later));
       forgetPolicies('it');
       expect(policyFor(await listPolicies(kube, 'it'), GROUP, 'Strongbox')?.name).toBe(first);
+      // And each says so (audit L7): the later one is not Ready, naming the policy that holds the kind.
+      expect(await reportPolicy(kube, 'it', first)).toMatchObject({ ready: true });
+      expect(await reportPolicy(kube, 'it', later)).toMatchObject({
+        ready: false,
+        reason: 'TargetKindTaken',
+        message: expect.stringContaining(`RevisionPolicy ${first}`),
+      });
     } finally {
       await admin.delete(revisionPolicies, { name: later }).catch(() => undefined);
       await admin.delete(revisionPolicies, { name: first }).catch(() => undefined);
