@@ -12,6 +12,7 @@ import {
   resolveKind,
   type GVR,
   type KubeApi,
+  type KubeClient,
   type KubeObject,
   type ResolvedResource,
 } from '../../shared/kube/index.ts';
@@ -201,6 +202,7 @@ async function targetKinds(kube: KubeApi, cluster: string): Promise<ControllerKi
   for (const { target: r, generated, policy } of effective) {
     if (kinds.some((k) => k.kind === r.kind && k.resource.group === r.group)) continue;
     const paths = policy.spec.targetState;
+    const account = policy.spec.serviceAccount;
     kinds.push({
       resource: r,
       kind: r.kind,
@@ -218,6 +220,8 @@ async function targetKinds(kube: KubeApi, cluster: string): Promise<ControllerKi
       targetChanged: (object, old) =>
         !semanticallyEqual(targetState(object as unknown as JsonObject, paths), targetState(old as unknown as JsonObject, paths)),
       checksRefUid: true,
+      // An orphan's event lists the parents of the kind: with the policy's account when it names one.
+      ...(account ? { reader: (k: KubeClient) => actingAs(k, account) } : {}),
     });
   }
   return kinds;

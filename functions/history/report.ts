@@ -7,7 +7,10 @@ import { Resources, isKubeError, type KubeApi, type ResolvedResource } from '../
 import { FOREIGN_HISTORY, PolicyError, parsePolicy, type RevisionPolicy } from '../../shared/history/policy.ts';
 import { foreignRevisions } from '../../shared/history/revisions.ts';
 import { IdentityProblem, refusedNeeds, resourceName } from '../identity.ts';
-import { PolicyProblem, forgetPolicies, resolvePolicy, revisionPolicies } from './policies.ts';
+import { PolicyProblem, forgetPolicies, listPolicies, policyFor, resolvePolicy, revisionPolicies } from './policies.ts';
+
+/** The reason of a policy whose target kind another, created first, holds. */
+const TARGET_KIND_TAKEN = 'TargetKindTaken';
 
 export interface PolicyReport {
   ready: boolean;
@@ -82,6 +85,13 @@ export async function reportPolicy(
     if (policy.spec.serviceAccount) await checkReader(kube, policy, [target, ...(generated ? [generated] : [])]);
     const foreign = policy.spec.foreignHistory === 'Coexist' ? undefined : await foreignHistory(kube, policy, target);
     if (foreign) throw new PolicyProblem(FOREIGN_HISTORY, foreign);
+    // One policy per kind: the one created first holds it (listPolicies); another says so rather than look in effect.
+    const holder = policyFor(await listPolicies(kube, cluster), target.group, target.kind);
+    if (holder && holder.name !== policy.name)
+      throw new PolicyProblem(
+        TARGET_KIND_TAKEN,
+        `RevisionPolicy ${policy.name}: RevisionPolicy ${holder.name}, created first, keeps the history of ${target.kind}; this one is not in effect while it exists`,
+      );
   } catch (err) {
     policy = undefined;
     if (err instanceof PolicyError) reason = 'InvalidPolicy';

@@ -388,7 +388,12 @@ async function syncLocked(
   const labels = parentLabels(parent);
   const listedVersion = listed.metadata.resourceVersion;
   const claimed = await claim(
-    { kube: deps.kube, parentResource: target, childResource: Resources.controllerRevisions },
+    {
+      kube: deps.kube,
+      parentResource: target,
+      parentReader: targetReader(deps.kube, policy),
+      childResource: Resources.controllerRevisions,
+    },
     parent,
     compileSelector({ matchLabels: labels }),
     listed.items,

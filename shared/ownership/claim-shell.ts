@@ -16,6 +16,8 @@ export interface ClaimContext {
   kube: KubeApi;
   /** The parent's resource, to re-read it before the first adoption. */
   parentResource: GVR;
+  /** Who re-reads the parent (a definition's ServiceAccount: docs/operations/security.md); `kube` when absent. */
+  parentReader?: KubeApi;
   /** The children's resource. */
   childResource: GVR;
 }
@@ -79,7 +81,7 @@ export async function claim<T extends KubeObject>(
 async function recheckParent(ctx: ClaimContext, parent: ParentIdentity): Promise<string | undefined> {
   const { name, namespace, uid } = parent.metadata;
   try {
-    const fresh = await ctx.kube.get(ctx.parentResource, { name: name ?? '', namespace });
+    const fresh = await (ctx.parentReader ?? ctx.kube).get(ctx.parentResource, { name: name ?? '', namespace });
     if (fresh.metadata.uid !== uid)
       return `${parent.kind} ${namespace ? `${namespace}/` : ''}${name} was replaced (uid ${fresh.metadata.uid}, not ${uid})`;
     if (isBeingDeleted(fresh)) return `${parent.kind} ${namespace ? `${namespace}/` : ''}${name} is being deleted`;

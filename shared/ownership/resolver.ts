@@ -38,6 +38,11 @@ export interface ControllerKind {
    * check free upstream; here it would be a request per child event).
    */
   checksRefUid?: boolean;
+  /**
+   * Who its parents are read as, when not the router itself: the definition's ServiceAccount
+   * (docs/operations/security.md#serviceaccounts-a-definition-names), whose grants, not Outrigger's, reach the kind.
+   */
+  reader?: (kube: KubeClient) => KubeClient;
 }
 
 /** Whether a child of this group and kind concerns the controller kind. */
@@ -99,7 +104,7 @@ export class BatchResolver {
     let parent = this.parents.get(id);
     if (!parent) {
       this.stats.gets += 1;
-      parent = this.kube.find(first.resource, { name: step.ref.name, namespace });
+      parent = (first.reader?.(this.kube) ?? this.kube).find(first.resource, { name: step.ref.name, namespace });
       this.parents.set(id, parent);
     }
     const found = await parent;
@@ -138,7 +143,7 @@ export class BatchResolver {
     let list = this.lists.get(id);
     if (!list) {
       this.stats.lists += 1;
-      list = this.kube.listAll(kind.resource, { namespace });
+      list = (kind.reader?.(this.kube) ?? this.kube).listAll(kind.resource, { namespace });
       this.lists.set(id, list);
     }
     const out: RoutedKey[] = [];

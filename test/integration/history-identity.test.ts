@@ -1,14 +1,21 @@
 // A RevisionPolicy that names a ServiceAccount (docs/operations/security.md): its target kind is read with that
 // account's grants, never Outrigger's, and the policy says so when Outrigger may not act as the account or the
 // account may not read the kind. The kind here is one Outrigger's own identity may not read at all.
+import { controllerSources } from '../../functions/controllers.ts';
 import { syncHistory } from '../../functions/history/sync.ts';
+import { routeBatch } from '../../functions/router/route.ts';
+import { Clusters } from '../../shared/clusters.ts';
+import { makeEnvelope, messageGroupId } from '../../shared/envelope/index.ts';
+import { MemoryDeadLetterSink } from '../../shared/lambda/dead-letter.ts';
+import type { SyncRequest } from '../../shared/lambda/sync-request.ts';
 import { forgetPolicies, listPolicies, policyFor, revisionPolicies } from '../../functions/history/policies.ts';
 import { reportPolicy } from '../../functions/history/report.ts';
+import { parentLabels } from '../../shared/history/data.ts';
 import { PARENT_LABEL, sortRevisions, type ControllerRevision } from '../../shared/history/revisions.ts';
 import { gvr, isKubeError, Resources, resolveKind, forgetDiscovery, type KubeObject } from '../../shared/kube/index.ts';
 import { applyManifests } from '../../shared/kube/apply.ts';
 import { openCrd } from '../testbed/crds.ts';
-import { adminClient, createNamespace, eventually, outriggerClient, testState, uniqueName } from '../testbed/index.ts';
+import { adminClient, createNamespace, eventually, outriggerClient, testCluster, testState, uniqueName } from '../testbed/index.ts';
 import { impersonatedAccount } from '../testbed/rbac.ts';
 
 const GROUP = 'ident.outrigger.test';
@@ -45,6 +52,13 @@ async function revisions(ns: string, name: string): Promise<string[]> {
     labelSelector: `${PARENT_LABEL}=${name}`,
   });
   return sortRevisions(list.items).map((r) => `${r.revision}:${(r.data as { spec: { template: { image: string } } }).spec.template.image}`);
+}
+
+/** The policy in effect once its check passes (a new grant takes effect once the authorizer's cache has it). */
+async function readyPolicy(name: string) {
+  await eventually(async () => ((await reportPolicy(kube, 'it', name)).ready ? true : undefined));
+  forgetPolicies('it');
+  return policyFor(await listPolicies(kube, 'it'), GROUP, 'Strongbox')!;
 }
 
 describe('a RevisionPolicy that names a ServiceAccount', () => {
@@ -101,7 +115,107 @@ describe('a RevisionPolicy that names a ServiceAccount', () => {
     }
   });
 
-  test('a target kind stays with the policy created first: one created later under an earlier name is not in effect', async () => {
+  test('the ServiceAccount boundary holds for adoption: an orphaned revision is adopted with the parent re-read as the account, not as Outrigger (audit M3)', async () => {
+    const ns = await createNamespace('ident');
+    await applyManifests(admin, impersonatedAccount(ns, 'reader', [READ]));
+    const box = await admin.create<KubeObject>(strongboxes, {
+      apiVersion: `${GROUP}/v1`,
+      kind: 'Strongbox',
+      metadata: { name: 'vault', namespace: ns },
+      spec: { template: { image: 'app:1' } },
+    });
+    const name = uniqueName('ident');
+    await applyManifests(admin, policy(name, { namespace: ns, name: 'reader' }));
+    try {
+      const effective = await readyPolicy(name);
+      const key = { cluster: 'it', group: GROUP, kind: 'Strongbox', namespace: ns, name: 'vault', uid: box.metadata.uid! };
+      const deps = { kube, state: testState(), holder: uniqueName('h') };
+      expect(await syncHistory(deps, effective, key, [`Strongbox/it/${box.metadata.uid}/1/added`])).toMatchObject({ outcome: 'created' });
+      // The revision orphaned (as `--cascade=orphan` leaves it); its event makes the sync list and claim it.
+      const [rev] = (
+        await kube.list<ControllerRevision>(Resources.controllerRevisions, { namespace: ns, labelSelector: `${PARENT_LABEL}=vault` })
+      ).items;
+      await admin.patch(
+        Resources.controllerRevisions,
+        { name: rev!.metadata.name!, namespace: ns },
+        { metadata: { ownerReferences: null } },
+        'merge',
+      );
+      expect(await syncHistory(deps, effective, key, [`ControllerRevision/it/${rev!.metadata.uid}/2/modified`])).toMatchObject({
+        outcome: 'unchanged',
+        number: 1,
+      });
+      const adopted = await kube.get<ControllerRevision>(Resources.controllerRevisions, { name: rev!.metadata.name!, namespace: ns });
+      expect(adopted.metadata.ownerReferences).toEqual([expect.objectContaining({ uid: box.metadata.uid, controller: true })]);
+    } finally {
+      await admin.delete(revisionPolicies, { name }).catch(() => undefined);
+    }
+  });
+
+  test("the ServiceAccount boundary holds for routing: an orphan ControllerRevision's event is routed with the policy's parents listed as the account, not dead-lettered (audit M3)", async () => {
+    const ns = await createNamespace('ident');
+    await applyManifests(admin, impersonatedAccount(ns, 'reader', [READ]));
+    const box = await admin.create<KubeObject>(strongboxes, {
+      apiVersion: `${GROUP}/v1`,
+      kind: 'Strongbox',
+      metadata: { name: 'vault', namespace: ns },
+      spec: { template: { image: 'app:1' } },
+    });
+    const name = uniqueName('ident');
+    await applyManifests(admin, policy(name, { namespace: ns, name: 'reader' }));
+    try {
+      await readyPolicy(name);
+      // Orphans, as another controller's `--cascade=orphan` leaves them: one carrying the box's parent labels, one not.
+      const orphan = (n: string, labels: Record<string, string>) =>
+        admin.create<KubeObject>(Resources.controllerRevisions, {
+          apiVersion: 'apps/v1',
+          kind: 'ControllerRevision',
+          metadata: { name: n, namespace: ns, labels },
+          data: {},
+          revision: 1,
+        });
+      const ours = await orphan('vault-orphan', parentLabels(box));
+      const theirs = await orphan('web-7d9f', { app: 'web' });
+      const sent: SyncRequest[] = [];
+      const deadLetter = new MemoryDeadLetterSink();
+      forgetPolicies('it');
+      const envelopes = [ours, theirs].map((object) => makeEnvelope({ cluster: 'it', type: 'added', object, source: 'test' }));
+      const out = await routeBatch(
+        {
+          Records: envelopes.map((e, i) => ({
+            messageId: `m${i}`,
+            receiptHandle: `m${i}`,
+            body: JSON.stringify(e),
+            attributes: {
+              ApproximateReceiveCount: '1',
+              SentTimestamp: '0',
+              SenderId: 't',
+              ApproximateFirstReceiveTimestamp: '0',
+              MessageGroupId: messageGroupId(e),
+            },
+            messageAttributes: {},
+            md5OfBody: '',
+            eventSource: 'aws:sqs',
+            eventSourceARN: 'arn:aws:sqs:local:000000000000:it-events.fifo',
+            awsRegion: 'local',
+          })),
+        },
+        {
+          clusters: new Clusters([testCluster('it')]),
+          sources: controllerSources,
+          sink: { send: async (_target: string, requests: SyncRequest[]) => void sent.push(...requests) },
+          deadLetter: () => deadLetter,
+          queueCluster: () => 'it',
+        },
+      );
+      expect(out.batchItemFailures).toEqual([]);
+      expect(sent.map((r) => `${r.key.kind}/${r.key.name}/${r.key.uid}`)).toEqual([`Strongbox/vault/${box.metadata.uid}`]);
+    } finally {
+      await admin.delete(revisionPolicies, { name }).catch(() => undefined);
+    }
+  });
+
+  test('a target kind stays with the policy created first: one created later under an earlier name is not in effect, and reports TargetKindTaken', async () => {
     const [first, later] = [uniqueName('zz-ident'), uniqueName('aa-ident')];
     const [held] = await applyManifests(admin, policy(first));
     try {
@@ -111,6 +225,13 @@ describe('a RevisionPolicy that names a ServiceAccount', () => {
       await applyManifests(admin, policy(later));
       forgetPolicies('it');
       expect(policyFor(await listPolicies(kube, 'it'), GROUP, 'Strongbox')?.name).toBe(first);
+      // And each says so (audit L7): the later one is not Ready, naming the policy that holds the kind.
+      expect(await reportPolicy(kube, 'it', first)).toMatchObject({ ready: true });
+      expect(await reportPolicy(kube, 'it', later)).toMatchObject({
+        ready: false,
+        reason: 'TargetKindTaken',
+        message: expect.stringContaining(`RevisionPolicy ${first}`),
+      });
     } finally {
       await admin.delete(revisionPolicies, { name: later }).catch(() => undefined);
       await admin.delete(revisionPolicies, { name: first }).catch(() => undefined);
