@@ -26,8 +26,8 @@ import {
   outputMap,
   outputsByKey,
   prepareOutputs,
+  recordedAnswers,
   selectInputs,
-  MAX_RECORDED_INPUTS,
   type AnswerRecord,
 } from '../../shared/map/plan/index.ts';
 import { isBeingDeleted, isControlledBy, SelectorError, selectorString, type Selector } from '../../shared/ownership/index.ts';
@@ -281,7 +281,7 @@ async function mapAll(pass: Pass, inputs: KubeObject[][], observed: Listed['obse
     // Detached outputs: their input is gone (or no longer matches).
     ...[...observed].filter(([mapKey]) => !liveKeys.has(mapKey)).map(([mapKey, objs]) => reapDetached(pass, mapKey, objs)),
   ]);
-  if (Object.keys(pass.answers.inputs).length <= MAX_RECORDED_INPUTS) pass.result.answers = pass.answers;
+  pass.result.answers = recordedAnswers(pass.answers);
 }
 
 /** Logs the pass's problems and writes the parent's status: its inputs' and outputs' counts, and its conditions. */
