@@ -108,10 +108,11 @@ async function readParent(ctx: MapContext, mc: ResolvedMapController, key: SyncK
  * (docs/controllers/mapcontroller.md#lifecycle). A parent being deleted only ever loses it, once its finalize hook is done.
  */
 async function keepFinalizer(ctx: MapContext, mc: ResolvedMapController, parent: KubeObject, result: MapSyncResult): Promise<KubeObject> {
-  if (isBeingDeleted(parent) || !finalizersWith(parent.metadata.finalizers, finalizerName(mc.name), Boolean(mc.spec.hooks.finalize)))
-    return parent;
+  // A controller being deleted adds none: its deletion is releasing its parents.
+  const want = Boolean(mc.spec.hooks.finalize) && !isBeingDeleted(mc.object);
+  if (isBeingDeleted(parent) || !finalizersWith(parent.metadata.finalizers, finalizerName(mc.name), want)) return parent;
   try {
-    return await setFinalizer(ctx, mc, parent, Boolean(mc.spec.hooks.finalize));
+    return await setFinalizer(ctx, mc, parent, want);
   } catch (err) {
     if (!(err instanceof FinalizerError)) throw err;
     result.problems.push(err.problem);
