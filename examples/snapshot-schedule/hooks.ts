@@ -24,6 +24,9 @@ export function parseDuration(text: string): number {
   return Number(m[1]) * UNITS[m[2]!]!;
 }
 
+/** A PVC name cut to `length`, ending as names and label values must: with a letter or digit, not `-` or `.`. */
+const cut = (name: string, length: number) => name.slice(0, length).replace(/[-.]+$/, '');
+
 function snapshot(parent: KubeObject, pvc: string, takenAt: number): KubeObject {
   const spec = parent.spec as ScheduleSpec;
   return {
@@ -31,8 +34,8 @@ function snapshot(parent: KubeObject, pvc: string, takenAt: number): KubeObject 
     kind: 'VolumeSnapshot',
     metadata: {
       // One name per PVC and interval: a repeated call answers the same snapshot, never a second one.
-      name: `${pvc.slice(0, 200)}-${Math.floor(takenAt / 1000)}`,
-      labels: { [PVC_LABEL]: pvc.slice(0, 63) },
+      name: `${cut(pvc, 200)}-${Math.floor(takenAt / 1000)}`,
+      labels: { [PVC_LABEL]: cut(pvc, 63) },
       annotations: { [TAKEN_AT]: new Date(takenAt).toISOString() },
     },
     spec: {

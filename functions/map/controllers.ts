@@ -151,18 +151,28 @@ async function resolve(kube: KubeClient, mc: MapController): Promise<ResolvedMap
       'NoServiceAccount',
     );
   const parent = await one(mc.spec.parentResource, 'spec.parentResource');
+  const outputs = await Promise.all(
+    mc.spec.outputResources.map(async (r, i) => ({
+      ...(await one(r, `spec.outputResources[${i}]`)),
+      updateMethod: r.updateStrategy?.method ?? 'InPlace',
+    })),
+  );
+  // The garbage collector never deletes a cluster-scoped object with a namespaced owner: such outputs would
+  // outlive their parent (docs/controllers/mapcontroller.md#the-mapcontrollers-status).
+  const index = outputs.findIndex((o) => parent.namespaced && !o.namespaced);
+  if (index >= 0)
+    throw new MapControllerError(
+      mc.name,
+      `spec.outputResources[${index}]: ${resourceName(outputs[index]!)} is cluster-scoped and the parent resource ${resourceName(parent)} is namespaced: the garbage collector would never delete such outputs with their parent`,
+      'ClusterScopedOutput',
+    );
   return {
     ...mc,
     serviceAccount,
     parent,
     parentStatus: await hasSubresource(kube, parent, 'status'),
     inputs: await Promise.all(mc.spec.inputResources.map((r, i) => one(r, `spec.inputResources[${i}]`))),
-    outputs: await Promise.all(
-      mc.spec.outputResources.map(async (r, i) => ({
-        ...(await one(r, `spec.outputResources[${i}]`)),
-        updateMethod: r.updateStrategy?.method ?? 'InPlace',
-      })),
-    ),
+    outputs,
   };
 }
 

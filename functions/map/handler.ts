@@ -7,11 +7,12 @@ import { NotYet, RetryLater } from '../../shared/lambda/retry.ts';
 import { syncFunction, type SyncTools } from '../../shared/lambda/sync-function.ts';
 import { makeSyncRequest, parseSyncCause, syncGroupId, type SyncRequest } from '../../shared/lambda/sync-request.ts';
 import type { SyncSink } from '../../shared/lambda/sync-sink.ts';
-import { controllerCause, definitionOf, MAP_GROUP, RESYNC_CAUSE } from '../../shared/map/api.ts';
+import { CONTROLLER_FINALIZER, controllerCause, definitionOf, finalizerName, MAP_GROUP, RESYNC_CAUSE } from '../../shared/map/api.ts';
 import {
   CONTINUE_CAUSE,
   continuationCause,
   continuationOf,
+  finalizersWith,
   nextWake,
   passBudgetMs,
   passDecision,
@@ -27,19 +28,22 @@ import {
 } from '../../shared/map/plan/index.ts';
 import type { State } from '../../shared/state/index.ts';
 import { recordEvent } from '../../shared/events/index.ts';
-import { apiVersionOf } from '../../shared/kube/index.ts';
+import { apiVersionOf, isKubeError, type KubeObject } from '../../shared/kube/index.ts';
+import { isBeingDeleted } from '../../shared/ownership/index.ts';
 import {
   actingAs,
   listMapControllers,
   MAP_TARGET,
   mapControllerCache,
   mapControllerFor,
+  mapControllers,
   writeReadiness,
   type MapControllerSet,
   type ResolvedMapController,
 } from './controllers.ts';
 import type { MapSyncResult, Problem } from './pass.ts';
 import { hookCaller } from './environment.ts';
+import { setFinalizer } from './finalize.ts';
 import { syncMap } from './sync.ts';
 import { compositeCache } from '../composite/controllers.ts';
 import { serveCompositeRequest } from '../composite/serve.ts';
@@ -124,8 +128,12 @@ async function queueParents({ key, causes }: SyncRequest, ctx: MapServeContext):
   const invalid = set.invalid.find((i) => i.name === key.name);
   if (invalid) ctx.log('warn', 'MapController is invalid; its parents are left as they are', { ...invalid });
   await writeReadiness(kube, set);
+  const object = set.objects.find((o) => o.metadata.uid === key.uid);
   const mc = set.valid.find((m) => m.uid === key.uid);
+  // Being deleted: its finalizer goes from every parent, then its own; no parent is queued.
+  if (object && isBeingDeleted(object)) return releaseParents(ctx, object, mc);
   if (!mc) return;
+  if (object && mc.spec.hooks.finalize) await writeControllerFinalizer(kube, object, true);
   const parents = await actingAs(kube, mc).listAll(mc.parent);
   const requests = parents.map((p) =>
     makeSyncRequest(
@@ -142,6 +150,47 @@ async function queueParents({ key, causes }: SyncRequest, ctx: MapServeContext):
   );
   await ctx.syncSink.send(MAP_TARGET, requests);
   ctx.log('info', 'MapController changed; parents queued', { controller: mc.name, generation: mc.generation, parents: requests.length });
+}
+
+/**
+ * A MapController being deleted (audit L3, docs/controllers/mapcontroller.md#lifecycle): its finalizer is removed
+ * from each of its parents, as its ServiceAccount, and then Outrigger's from the MapController, which then goes.
+ * A controller that cannot run (its ServiceAccount gone, say) cannot release them: that is logged, and it goes.
+ */
+async function releaseParents(ctx: MapServeContext, object: KubeObject, mc: ResolvedMapController | undefined): Promise<void> {
+  if (!object.metadata.finalizers?.includes(CONTROLLER_FINALIZER)) return;
+  if (mc) {
+    const pass = { kube: actingAs(ctx.kube, mc), hooks: ctx.hooks, log: ctx.log };
+    const parents = await pass.kube.listAll(mc.parent);
+    for (const p of parents.filter((o) => o.metadata.finalizers?.includes(finalizerName(mc.name))))
+      await setFinalizer(pass, mc, { ...p, apiVersion: apiVersionOf(mc.parent), kind: mc.parent.kind }, false);
+    ctx.log('info', 'MapController deleted; its parents released', { controller: mc.name, parents: parents.length });
+  } else ctx.log('warn', 'MapController deleted while it cannot run; its parents keep its finalizer', { controller: object.metadata.name });
+  await writeControllerFinalizer(ctx.kube, object, false);
+}
+
+/**
+ * Adds or removes Outrigger's finalizer on a MapController, as Outrigger, conditional on its resourceVersion (the
+ * list is written whole: another's finalizer added meanwhile is kept); a conflict (its Ready write, say) reads it again.
+ */
+async function writeControllerFinalizer(kube: KubeClient, object: KubeObject, want: boolean): Promise<void> {
+  let current: KubeObject | undefined = object;
+  for (let attempt = 0; current; attempt += 1) {
+    const finalizers = finalizersWith(current.metadata.finalizers, CONTROLLER_FINALIZER, want);
+    if (!finalizers) return;
+    try {
+      await kube.patch(
+        mapControllers,
+        { name: current.metadata.name ?? '' },
+        { metadata: { resourceVersion: current.metadata.resourceVersion, finalizers: finalizers.length ? finalizers : null } },
+        'merge',
+      );
+      return;
+    } catch (err) {
+      if (!isKubeError(err, 'Conflict') || attempt >= 4) throw err;
+      current = await kube.find(mapControllers, { name: current.metadata.name ?? '' });
+    }
+  }
 }
 
 /**

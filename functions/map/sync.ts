@@ -26,8 +26,8 @@ import {
   outputMap,
   outputsByKey,
   prepareOutputs,
+  recordedAnswers,
   selectInputs,
-  MAX_RECORDED_INPUTS,
   type AnswerRecord,
 } from '../../shared/map/plan/index.ts';
 import { isBeingDeleted, isControlledBy, SelectorError, selectorString, type Selector } from '../../shared/ownership/index.ts';
@@ -108,10 +108,11 @@ async function readParent(ctx: MapContext, mc: ResolvedMapController, key: SyncK
  * (docs/controllers/mapcontroller.md#lifecycle). A parent being deleted only ever loses it, once its finalize hook is done.
  */
 async function keepFinalizer(ctx: MapContext, mc: ResolvedMapController, parent: KubeObject, result: MapSyncResult): Promise<KubeObject> {
-  if (isBeingDeleted(parent) || !finalizersWith(parent.metadata.finalizers, finalizerName(mc.name), Boolean(mc.spec.hooks.finalize)))
-    return parent;
+  // A controller being deleted adds none: its deletion is releasing its parents.
+  const want = Boolean(mc.spec.hooks.finalize) && !isBeingDeleted(mc.object);
+  if (isBeingDeleted(parent) || !finalizersWith(parent.metadata.finalizers, finalizerName(mc.name), want)) return parent;
   try {
-    return await setFinalizer(ctx, mc, parent, Boolean(mc.spec.hooks.finalize));
+    return await setFinalizer(ctx, mc, parent, want);
   } catch (err) {
     if (!(err instanceof FinalizerError)) throw err;
     result.problems.push(err.problem);
@@ -283,7 +284,7 @@ async function mapAll(pass: Pass, inputs: KubeObject[][], observed: Listed['obse
     // Detached outputs: their input is gone (or no longer matches).
     ...[...observed].filter(([mapKey]) => !liveKeys.has(mapKey)).map(([mapKey, objs]) => reapDetached(pass, mapKey, objs)),
   ]);
-  if (Object.keys(pass.answers.inputs).length <= MAX_RECORDED_INPUTS) pass.result.answers = pass.answers;
+  pass.result.answers = recordedAnswers(pass.answers);
 }
 
 /** Logs the pass's problems and writes the parent's status: its inputs' and outputs' counts, and its conditions. */

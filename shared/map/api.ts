@@ -193,6 +193,12 @@ export function finalizerName(controller: string): string {
   return `${prefix}${controller.slice(0, 50).replace(/[^A-Za-z0-9]+$/, '')}-${hash}`;
 }
 
+/**
+ * On a MapController with a finalize hook: its deletion waits until its finalizer is off every parent
+ * (docs/controllers/mapcontroller.md#lifecycle), or those parents could never go.
+ */
+export const CONTROLLER_FINALIZER = 'map.outrigger.dev/parents';
+
 /** The most outputs one answer may name: each is a write, and a hook that loops must not flood the cluster. */
 export const MAX_OUTPUTS_PER_ANSWER = 250;
 

@@ -26,6 +26,7 @@ import {
   adminClient,
   createNamespace,
   deleteMapControllersCalling,
+  eventually,
   outriggerClient,
   testbed,
   testState,
@@ -114,9 +115,9 @@ beforeAll(async () => {
   await applyManifests(adminClient(), MAP_TEST_IDENTITY);
   await applyManifests(
     admin,
-    `${crd('Shaper', 'shapers')}${crd('Gadget', 'gadgets')}${crd('Seed', 'seeds')}${crd('Bare', 'bares', { status: false })}${crd('Region', 'regions', { scope: 'Cluster' })}${crd('Racer', 'racers')}${crd('Jobber', 'jobbers')}
+    `${crd('Shaper', 'shapers')}${crd('Gadget', 'gadgets')}${crd('Seed', 'seeds')}${crd('Bare', 'bares', { status: false })}${crd('Region', 'regions', { scope: 'Cluster' })}${crd('Racer', 'racers')}${crd('Jobber', 'jobbers')}${crd('Spreader', 'spreaders')}
 ${controllersGrant('outrigger-map-contract-test', [
-  `{ apiGroups: ["${GROUP}"], resources: ["shapers", "bares", "regions", "racers", "jobbers"], verbs: ["get", "list", "watch"] }`,
+  `{ apiGroups: ["${GROUP}"], resources: ["shapers", "bares", "regions", "racers", "jobbers", "spreaders"], verbs: ["get", "list", "watch"] }`,
   `{ apiGroups: ["${GROUP}"], resources: ["shapers/status", "regions/status", "racers/status", "jobbers/status"], verbs: ["patch"] }`,
   // A parent without a status subresource has its status written on the object itself.
   `{ apiGroups: ["${GROUP}"], resources: ["bares"], verbs: ["patch"] }`,
@@ -366,6 +367,30 @@ describe('parents and hooks the contract allows', () => {
       inputs: { configmaps: { total: 2 } },
       outputs: { configmaps: { total: 2 } },
     });
+  });
+
+  test('a namespaced parent with a cluster-scoped output resource is refused: the MapController is not Ready (ClusterScopedOutput) and runs nothing', async () => {
+    const admin = adminClient();
+    const name = uniqueName('contract-spreader');
+    await applyManifests(
+      admin,
+      // Regions are cluster-scoped; the ServiceAccount may list them and spreaders, so only the scopes are wrong.
+      mapController(name, 'spreaders', ['configmaps'], [`${GROUP}/v1/regions`], false),
+    );
+    try {
+      const kube = outriggerClient();
+      const invalid = await eventually(async () => {
+        forgetMapControllers();
+        forgetDiscovery(kube);
+        const set = await listMapControllers(kube, 'it');
+        return set.invalid.find((i) => i.name === name);
+      }, 30_000);
+      expect(invalid).toMatchObject({ reason: 'ClusterScopedOutput' });
+      expect(invalid!.error).toContain('regions.contract.outrigger.test is cluster-scoped');
+      expect(mapControllerFor(await listMapControllers(kube, 'it'), GROUP, 'Spreader')).toBeUndefined();
+    } finally {
+      await admin.delete(gvr('metacontroller.k8s.io', 'v1alpha1', 'mapcontrollers'), { name });
+    }
   });
 
   test('detached outputs without a tombstone hook are deleted', async () => {

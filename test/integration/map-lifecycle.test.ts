@@ -8,7 +8,7 @@ import { forgetMapControllers, listMapControllers, mapControllerFor, type Resolv
 import type { MapContext } from '../../functions/map/pass.ts';
 import { syncMap } from '../../functions/map/sync.ts';
 import { clusterCache } from '../../functions/cluster-cache.ts';
-import { passTiming, serveMapRequest } from '../../functions/map/handler.ts';
+import { passTiming, serveMapRequest, type MapServeContext } from '../../functions/map/handler.ts';
 import type { MapControllerSet } from '../../functions/map/controllers.ts';
 import { Clusters } from '../../shared/clusters.ts';
 import { MemoryDeadLetterSink } from '../../shared/lambda/dead-letter.ts';
@@ -51,6 +51,8 @@ const wakers = gvr(GROUP, 'v1', 'wakers');
 const closers = gvr(GROUP, 'v1', 'closers');
 const sleepers = gvr(GROUP, 'v1', 'sleepers');
 const lockers = gvr(GROUP, 'v1', 'lockers');
+const quitters = gvr(GROUP, 'v1', 'quitters');
+const mapControllers = gvr('metacontroller.k8s.io', 'v1alpha1', 'mapcontrollers');
 
 interface HookRequest {
   parent: KubeObject;
@@ -123,7 +125,7 @@ beforeAll(async () => {
   url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const admin = adminClient();
   await applyManifests(admin, MAP_TEST_IDENTITY);
-  const plurals = ['keepers', 'droppers', 'stampers', 'restampers', 'wakers', 'closers', 'sleepers'];
+  const plurals = ['keepers', 'droppers', 'stampers', 'restampers', 'wakers', 'closers', 'sleepers', 'quitters'];
   // Lockers: no patch on the parents themselves, so a finalize hook's finalizer cannot be set.
   const all = [...plurals, 'lockers'];
   await applyManifests(
@@ -311,6 +313,45 @@ describe('finalize hook', () => {
     const other = await parentWithInputs(droppers, 'Dropper', ns, 'd2', []);
     await syncMap(ctx, without, keyOf(other));
     expect((await admin.get(droppers, { name: 'd2', namespace: ns })).metadata.finalizers).toBeUndefined();
+  }, 60_000);
+});
+
+describe('a MapController with a finalize hook, deleted', () => {
+  test('releases its parents: its finalizer goes from each, then the MapController goes, and the parents can be deleted', async () => {
+    const admin = adminClient();
+    const kube = outriggerClient();
+    const ns = await createNamespace('map-quit');
+    const name = uniqueName('lifecycle-quitter');
+    await applyManifests(admin, controller(name, 'quitters', `    map: ${hook('/map')}\n    finalize: ${hook('/finalize')}`));
+    const mc = await controllerFor(kube, 'Quitter');
+    const ctx: MapServeContext = {
+      kube,
+      state: testState(),
+      syncSink: { send: async () => undefined },
+      hooks: new Hooks({ minRetryDelayMs: 10, allowLoopbackHttp: true, webhookAllow: ['127.0.0.1'] }),
+      controllers: clusterCache<MapControllerSet>(60_000),
+      log: () => undefined,
+    };
+    const controllerKey = { cluster: 'it', group: 'metacontroller.k8s.io', kind: 'MapController', name, uid: mc.uid };
+    // The MapController's change (its creation, as the router sends it) queues its parents.
+    await serveMapRequest(makeSyncRequest(controllerKey, ['MapController/created']), Date.now(), ctx);
+    const parents = [
+      await parentWithInputs(quitters, 'Quitter', ns, 'q1', ['in-q1']),
+      await parentWithInputs(quitters, 'Quitter', ns, 'q2', []),
+    ];
+    for (const p of parents) await syncMap(context(kube), mc, keyOf(p));
+    for (const p of parents)
+      expect((await admin.get(quitters, { name: p.metadata.name!, namespace: ns })).metadata.finalizers).toEqual([finalizerName(name)]);
+
+    await admin.delete(mapControllers, { name });
+    await serveMapRequest(makeSyncRequest(controllerKey, ['MapController/deleting']), Date.now(), ctx);
+    for (const p of parents)
+      expect((await admin.get(quitters, { name: p.metadata.name!, namespace: ns })).metadata.finalizers ?? []).toEqual([]);
+    await eventually(async () => (await admin.find(mapControllers, { name })) === undefined, 10_000);
+    for (const p of parents) await admin.delete(quitters, { name: p.metadata.name!, namespace: ns });
+    await eventually(async () => (await admin.listAll(quitters, { namespace: ns })).length === 0, 10_000);
+    // Its finalize hook was never asked: the controller is gone, not the parents' deletion.
+    for (const p of parents) expect(finalizeCalls.get(p.metadata.name!)).toBeUndefined();
   }, 60_000);
 });
 

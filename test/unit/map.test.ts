@@ -439,6 +439,16 @@ describe('the SnapshotSchedule hooks', () => {
       mapSnapshots({ controller: parent, parent: schedule, mapKey: 'pvc', input: pvc, outputs: outputMap(later) }, 14 * h).outputs,
     ).toEqual(later);
   });
+  test("a long PVC name cut where it has a '-' or '.' still makes a valid snapshot name and label value (audit L9)", () => {
+    const subdomain = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+    const labelValue = /^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$/;
+    for (const name of [`${'a'.repeat(62)}-b`, `${'a'.repeat(199)}.b`, `${'a'.repeat(198)}-.b`]) {
+      const input = { ...pvc, metadata: { ...pvc.metadata, name } };
+      const [snap] = mapSnapshots({ controller: parent, parent: schedule, mapKey: 'pvc', input, outputs: {} }, 7 * h).outputs;
+      expect(snap!.metadata.name).toMatch(subdomain);
+      expect(Object.values(snap!.metadata.labels ?? {})[0]).toMatch(labelValue);
+    }
+  });
   test('a gone PVC keeps its snapshots until their TTL', () => {
     const snaps = mapSnapshots({ controller: parent, parent: schedule, mapKey: 'pvc', input: pvc, outputs: {} }, 7 * h).outputs;
     expect(keepSnapshots({ controller: parent, parent: schedule, mapKey: 'pvc', outputs: outputMap(snaps) }, 20 * h).outputs).toEqual(

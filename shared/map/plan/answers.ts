@@ -41,6 +41,22 @@ export interface AnswerRecord {
 /** More inputs than this and a parent's answers are not recorded (a DynamoDB item holds 400 KB): every pass calls every hook. */
 export const MAX_RECORDED_INPUTS = 4_000;
 
+/**
+ * At most this many bytes of answers in a pass record: a DynamoDB item holds 400 KB, and the rest of the record
+ * (its definition, wake and the few uids it looked at) is under 2 KB.
+ */
+export const MAX_RECORDED_ANSWER_BYTES = 350_000;
+
+/**
+ * The answers a pass record keeps: all of them, or none when there are too many inputs or bytes (every pass then
+ * calls every hook). Never a part: a kept answer without its wake would hold past the hook's wish. With a wake per
+ * input (resyncAfterSeconds) the bytes bind first, at about 2,900 inputs.
+ */
+export function recordedAnswers(answers: AnswerRecord): AnswerRecord | undefined {
+  if (Object.keys(answers.inputs).length > MAX_RECORDED_INPUTS) return undefined;
+  return Buffer.byteLength(JSON.stringify(answers)) <= MAX_RECORDED_ANSWER_BYTES ? answers : undefined;
+}
+
 /** An input's resourceVersion and the identities of its outputs, as AnswerRecord.inputs keeps them. */
 export function answerFingerprint(input: KubeObject, outputs: readonly KubeObject[]): string {
   const ids = outputs.map(identityOf).sort().join('\n');
