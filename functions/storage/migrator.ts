@@ -140,8 +140,8 @@ async function startRun(
   const patched = await ctx.kube.patch<StorageVersionMigration>(
     migrations,
     { name: svm.metadata.name ?? '', subresource: 'status' },
-    { status: { conditions, progress } },
-    'merge',
+    statusWrite(svm, { conditions, progress }),
+    'json',
   );
   // A migration.k8s.io CRD without status.progress in its schema (kube-storage-version-migrator's) prunes it:
   // every invocation would start over, and a large resource would never finish.
@@ -184,7 +184,7 @@ async function rewriteAll(
           { migration: name },
         );
         result.expiredTokens += 1;
-        progress = await saveProgress(ctx, name, afterExpiry(progress, err.continueToken, ctx.now()));
+        progress = await saveProgress(ctx, svm, afterExpiry(progress, err.continueToken, ctx.now()));
         continue;
       }
       if (isKubeError(err, 'NotFound'))
@@ -217,7 +217,7 @@ async function rewriteAll(
           `${failures.length} object(s) could not be rewritten; first: ${failures[0]}`,
         ),
       };
-    progress = await saveProgress(ctx, name, afterChunk(progress, chunk, page.metadata.continue || undefined, ctx.now()));
+    progress = await saveProgress(ctx, svm, afterChunk(progress, chunk, page.metadata.continue || undefined, ctx.now()));
     if (!progress.complete && opts.shouldPause?.()) return { done: { ...result, outcome: 'paused', progress } };
   }
   return { progress };
@@ -250,8 +250,22 @@ async function rewriteChunk(ctx: MigratorContext, target: GVR, items: KubeObject
   return { chunk, failures };
 }
 
-async function saveProgress(ctx: MigratorContext, name: string, progress: MigrationProgress): Promise<MigrationProgress> {
-  await ctx.kube.patch(migrations, { name, subresource: 'status' }, { status: { progress } }, 'merge', { metadataOnly: true });
+/**
+ * A status write as a JSON patch whose first operation tests the migration's uid: writes address it by name, and a
+ * successor made under the name meanwhile (a retry, a decision made again) must never get this run's progress or
+ * outcome. (The status subresource ignores metadata in a merge patch, so a uid there would be no precondition.)
+ */
+function statusWrite(svm: StorageVersionMigration, fields: Record<string, unknown>): object[] {
+  const writes = svm.status
+    ? Object.entries(fields).map(([k, value]) => ({ op: 'add', path: `/status/${k}`, value }))
+    : [{ op: 'add', path: '/status', value: fields }];
+  return [{ op: 'test', path: '/metadata/uid', value: svm.metadata.uid }, ...writes];
+}
+
+async function saveProgress(ctx: MigratorContext, svm: StorageVersionMigration, progress: MigrationProgress): Promise<MigrationProgress> {
+  await ctx.kube.patch(migrations, { name: svm.metadata.name ?? '', subresource: 'status' }, statusWrite(svm, { progress }), 'json', {
+    metadataOnly: true,
+  });
   return progress;
 }
 
@@ -292,7 +306,7 @@ async function finish(
   message: string,
 ): Promise<MigrateResult> {
   const conditions = conditionsFor(svm.status?.conditions, phase, ctx.now(), reason, message);
-  await ctx.kube.patch(migrations, { name: svm.metadata.name ?? '', subresource: 'status' }, { status: { conditions } }, 'merge', {
+  await ctx.kube.patch(migrations, { name: svm.metadata.name ?? '', subresource: 'status' }, statusWrite(svm, { conditions }), 'json', {
     metadataOnly: true,
   });
   ctx.log?.('info', `migration ${phase.toLowerCase()}`, { migration: svm.metadata.name, detail: message });

@@ -169,8 +169,9 @@ describe("Outrigger's migrator", () => {
       expect(stored).toContain(`"apiVersion":"${group}/v2"`);
     }
     expect((await etcdRead(key('numbers')))!.toString()).toContain('"big":9007199254740993');
-    // Metadata lists and merge patches only: no object body is read or sent by the migrator.
-    expect(Object.keys(ctx.kube.stats.byVerb).sort()).toEqual(['get', 'list/metadata', 'patch/merge']);
+    // Metadata lists and merge patches only: no object body is read or sent by the migrator (its own status writes
+    // are JSON patches that test the migration's uid first).
+    expect(Object.keys(ctx.kube.stats.byVerb).sort()).toEqual(['get', 'list/metadata', 'patch/json', 'patch/merge']);
     expect((await admin.get<CRD>(Resources.customResourceDefinitions, { name: crd.name })).status?.storedVersions).toEqual(['v2']);
   });
 
@@ -382,5 +383,40 @@ describe("Outrigger's migrator", () => {
       }),
     ).rejects.toThrow();
     expect(await ctx.state.records.get(migrationRecordKey(ctx.cluster, 'deposed-leaders'))).toBeUndefined();
+  });
+  test('a run whose migration was deleted and made again under its name writes nothing into the successor', async () => {
+    const crd = await widgetCrd(`${uniqueName('reuse')}.storage.test`);
+    const ns = await createNamespace('reuse');
+    await widgets(crd.resource, ns, 5);
+    const ctx = migratorContext();
+    const name = await migrationOf(crd.resource, ctx);
+    const successor = async () => {
+      const old = await migrationNamed(name);
+      await admin.delete(migrations, { name }, { preconditions: { uid: old.metadata.uid! } });
+      await admin.create(migrations, {
+        apiVersion: 'migration.k8s.io/v1alpha1',
+        kind: 'StorageVersionMigration',
+        metadata: { name, labels: old.metadata.labels, annotations: old.metadata.annotations },
+        spec: old.spec,
+      });
+    };
+    // The migration is cancelled and a successor made under its name (a retry, or a decision made again) while
+    // this run rewrites its first chunk: its progress write then addresses the name, which is the successor's.
+    let statusWrites = 0;
+    const kube = ctx.kube;
+    const racing = new Proxy(kube, {
+      get(target, prop) {
+        if (prop === 'patch')
+          return async (...args: Parameters<typeof kube.patch>) => {
+            if (args[0] === migrations && args[1].subresource === 'status' && ++statusWrites === 2) await successor();
+            return target.patch(...args);
+          };
+        const value: unknown = Reflect.get(target, prop, target);
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    await expect(runMigration({ ...ctx, kube: racing }, name, { chunk: 2 })).rejects.toThrow();
+    expect(statusWrites).toBe(2);
+    expect((await migrationNamed(name)).status).toBeUndefined();
   });
 });
