@@ -42,7 +42,7 @@ export interface ScheduledFigures {
   /** Handler time per invocation: `ms` plus `msPerCluster` for each cluster it covers (fleet-wide ones). */
   ms: number;
   msPerCluster: number;
-  /** DynamoDB units per cluster covered, per invocation (the storage poll's: per resource it reports on). */
+  /** DynamoDB units per cluster covered, per invocation. */
   readUnits: number;
   writeUnits: number;
 }
@@ -157,13 +157,13 @@ export function monthlyCounts(fleet: Fleet, c: Coefficients): Counts {
     const invocations = s.perCluster ? perMonth * fleet.clusters : perMonth;
     const covered = s.perCluster ? 1 : fleet.clusters;
     let ms = s.ms + s.msPerCluster * covered;
-    // The storage poll reports on every resource of its cluster: its time and its DynamoDB units grow with them.
-    const resources = fn === STORAGE_POLL ? fleet.crds + c.storageBuiltinResources : 1;
-    if (fn === STORAGE_POLL) ms += c.storagePollMsPerResource * resources;
+    // The storage poll reports on every resource of its cluster: its time grows with them (its DynamoDB work, the
+    // leader's lease and the reporter's last poll, does not).
+    if (fn === STORAGE_POLL) ms += c.storagePollMsPerResource * (fleet.crds + c.storageBuiltinResources);
     add(fn, invocations, invocations * ms);
     scheduledEvents += invocations;
-    readUnits += invocations * covered * resources * s.readUnits;
-    writeUnits += invocations * covered * resources * s.writeUnits;
+    readUnits += invocations * covered * s.readUnits;
+    writeUnits += invocations * covered * s.writeUnits;
   }
 
   // SQS: each message sent once (the forwarder and the router send what is waiting, a message a call at these

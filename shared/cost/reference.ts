@@ -3,7 +3,9 @@
 import type { Coefficients, Fleet, Polling } from './model.ts';
 
 /**
- * Recorded from `npm run bench:cost` (bench/cost.ts), with its defaults, on the date in `measured`. Handler times
+ * Recorded from `npm run bench:cost` (bench/cost.ts), with its defaults, on the date in `measured`: the per-change
+ * figures and the storage poll's time per resource from the first run (load average 11-17), the scheduled functions'
+ * steady figures from an `--idle-only` run after the bench warmed them up (load average 34). Handler times
  * are this loaded 2-core machine's against DynamoDB Local: upper bounds. The MapController figures are
  * `npm run bench:map`'s incremental pass (docs/measurements.md#a-passs-costs), with one GetItem and one PutItem of
  * its pass record (functions/map/handler.ts), not measured by bench:cost.
@@ -23,11 +25,11 @@ export const MEASURED_COEFFICIENTS: Coefficients = {
     history: { ms: 87, readUnits: 1.34, writeUnits: 10.85 },
   },
   scheduled: {
-    heartbeat: { everyMinutes: 1, perCluster: false, ms: 0, msPerCluster: 251, readUnits: 1.25, writeUnits: 1 },
+    heartbeat: { everyMinutes: 1, perCluster: false, ms: 0, msPerCluster: 11, readUnits: 1, writeUnits: 1 },
     'history-resync': { everyMinutes: 15, perCluster: false, ms: 0, msPerCluster: 2, readUnits: 0, writeUnits: 0 },
     'map-resync': { everyMinutes: 1, perCluster: false, ms: 0, msPerCluster: 1, readUnits: 0, writeUnits: 0 },
-    // Per resource reported on.
-    'storage-poll': { everyMinutes: 10, perCluster: true, ms: 0, msPerCluster: 0, readUnits: 0.683, writeUnits: 0.715 },
+    // Its time is per resource (storagePollMsPerResource); its units are the leader's lease and the reporter's last poll.
+    'storage-poll': { everyMinutes: 10, perCluster: true, ms: 0, msPerCluster: 0, readUnits: 1, writeUnits: 3 },
   },
   mapInputChange: { ms: 100, readUnits: 1, writeUnits: 1 },
   storagePollMsPerResource: 16.52,
