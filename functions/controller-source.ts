@@ -3,7 +3,7 @@
 // cluster it answers for (its configuration and a client), and reads no process-wide environment: the forwarder
 // and the router ask it the same question with what each has.
 import type { ClusterConfig } from '../shared/clusters.ts';
-import type { GVR, KubeClient } from '../shared/kube/index.ts';
+import type { GVR, KubeApi, KubeClient, KubeObject } from '../shared/kube/index.ts';
 import type { ControllerKind } from '../shared/ownership/index.ts';
 
 export interface ControllerSource {
@@ -16,4 +16,14 @@ export interface ControllerSource {
   forget?: (cluster: string) => void;
   /** Why an object of this kind cannot be routed now (its definition's kinds could not be resolved): it is retried. */
   unresolved?: (cluster: ClusterConfig, kube: KubeClient, group: string, kind: string) => Promise<Error | undefined>;
+}
+
+/**
+ * The definitions of one kind (MapControllers; CompositeControllers and DecoratorControllers as they land) that this
+ * deployment serves in a cluster: those the cluster's `controllerSelector` matches, or every one without it
+ * (docs/reference/configuration.md#clustersjson). The apiserver filters, so a definition left to another engine
+ * (Metacontroller) is never read: no sync, no status, no Event.
+ */
+export function listServedDefinitions(kube: KubeApi, resource: GVR, controllerSelector: string | undefined): Promise<KubeObject[]> {
+  return kube.listAll(resource, controllerSelector ? { labelSelector: controllerSelector } : {});
 }

@@ -78,6 +78,8 @@ export interface ForwarderSettings {
   region?: string;
   /** The cluster's storage settings, as the forwarder reads them in OUTRIGGER_CLUSTERS. */
   storage?: Record<string, unknown>;
+  /** The cluster's controllerSelector: the forwarder watches the kinds of those controllers only, as the router routes. */
+  controllerSelector?: string;
   image: { repository: string; tag?: string; digest?: string };
   namespace?: string;
 }
@@ -115,6 +117,7 @@ export function forwarderSettings(input: Omit<OverlayInput, 'base'>): ForwarderS
     deadLetterQueueUrl: deadLetter,
     ...(region ? { region } : {}),
     ...(storage ? { storage } : {}),
+    ...(config.controllerSelector ? { controllerSelector: config.controllerSelector } : {}),
     image:
       at > 0
         ? { repository: image.slice(0, at), digest: image.slice(at + 1) }
@@ -128,7 +131,12 @@ export function forwarderSettings(input: Omit<OverlayInput, 'base'>): ForwarderS
 /** The forwarder's own cluster entry (OUTRIGGER_CLUSTERS): its access is in-cluster, whatever the functions use. */
 function forwarderClusters(settings: ForwarderSettings): string {
   return JSON.stringify([
-    { id: settings.clusterId, access: { kind: 'kubeconfig' }, ...(settings.storage ? { storage: settings.storage } : {}) },
+    {
+      id: settings.clusterId,
+      access: { kind: 'kubeconfig' },
+      ...(settings.storage ? { storage: settings.storage } : {}),
+      ...(settings.controllerSelector ? { controllerSelector: settings.controllerSelector } : {}),
+    },
   ]);
 }
 

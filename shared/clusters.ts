@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs';
 // A namespace import, so bundles keep only what is used (see shared/envelope/index.ts).
 import * as z from 'zod/mini';
 import { clusterIdSchema, nonEmpty } from './validation.ts';
+import { parseSelector } from './ownership/selector.ts';
 import { connect, type ClusterAccess, type KubeClient, type KubeClientOptions } from './kube/index.ts';
 
 const secretArnSchema = z
@@ -173,6 +174,23 @@ export const clusterConfigSchema = z.strictObject({
    * caller speaks only for the clusters naming it; a cluster naming none takes no events through the ingest.
    */
   ingestPrincipals: z.optional(z.array(iamPrincipalSchema)),
+  /**
+   * Which controllers (MapControllers; every definition kind as it lands) this deployment serves in the cluster: a
+   * label selector in kubectl's form, as Metacontroller's --target-label-selector, so the two share a cluster while
+   * controllers move over (docs/reference/configuration.md#clustersjson). Unset: every one.
+   */
+  controllerSelector: z.optional(
+    z.string().check(
+      z.refine((s) => {
+        try {
+          parseSelector(s);
+          return true;
+        } catch {
+          return false;
+        }
+      }, 'must be a label selector (app=x, tier in (a,b), !legacy)'),
+    ),
+  ),
 });
 export type ClusterConfig = z.infer<typeof clusterConfigSchema>;
 

@@ -8,7 +8,7 @@ import { makeSyncRequest } from '../../shared/lambda/sync-request.ts';
 import { RESYNC_CAUSE } from '../../shared/map/api.ts';
 import { resyncDue } from '../../shared/map/plan/index.ts';
 import { queueCompositeResyncs } from '../composite/resync.ts';
-import { actingAs, listMapControllers, MAP_TARGET, writeReadiness } from '../map/controllers.ts';
+import { actingAs, listMapControllers, MAP_TARGET, mapControllerCache, writeReadiness } from '../map/controllers.ts';
 
 const logger = functionLogger('map-resync');
 /** The schedule's period (functions/index.ts): each tick queues the parents whose resync falls in it. */
@@ -29,7 +29,7 @@ export const handler = middy(async (event: { cluster?: string }, context: Contex
     clusterBudget(context.getRemainingTimeInMillis()),
     async (cluster, deadline) => {
       const kube = env.clusters.client(cluster).within(deadline);
-      const set = await listMapControllers(kube, cluster);
+      const set = await listMapControllers(kube, cluster, mapControllerCache, env.clusters.config(cluster).controllerSelector);
       // A ServiceAccount or a grant that came or went changes no MapController: each tick reports it.
       await writeReadiness(kube, set, now);
       let queued = 0;

@@ -26,7 +26,8 @@ import type { ControllerKind, LabelSelector } from '../../shared/ownership/index
 import { clusterCache, type ClusterCache } from '../cluster-cache.ts';
 import { actingAs as actingAsAccount, IdentityProblem, refusedNeeds, resourceName } from '../identity.ts';
 import { firstHolderFirst } from '../../shared/identity.ts';
-import type { ControllerSource } from '../controller-source.ts';
+import type { ClusterConfig } from '../../shared/clusters.ts';
+import { listServedDefinitions, type ControllerSource } from '../controller-source.ts';
 
 export const mapControllers = gvr(MAP_GROUP, MAP_VERSION, 'mapcontrollers');
 export const MAP_TARGET = 'map';
@@ -56,13 +57,15 @@ export interface MapControllerSet {
 // the resync where the MapControllers are watched (functions/cluster-cache.ts).
 export const mapControllerCache = clusterCache<MapControllerSet>(5_000, { watchable: (set) => set.objects.length === 0 });
 
+/** The cluster's MapControllers this deployment serves (`controllerSelector`: the cluster's; listServedDefinitions). */
 export async function listMapControllers(
   kube: KubeClient,
   cluster: string,
   cache: ClusterCache<MapControllerSet> = mapControllerCache,
+  controllerSelector?: string | undefined,
 ): Promise<MapControllerSet> {
   return cache.get(cluster, async () => {
-    const objects = (await kube.listAll(mapControllers)).sort(firstHolderFirst);
+    const objects = (await listServedDefinitions(kube, mapControllers, controllerSelector)).sort(firstHolderFirst);
     const out: MapControllerSet = { valid: [], invalid: [], objects };
     for (const o of objects) {
       try {
@@ -235,8 +238,8 @@ export async function writeReadiness(kube: KubeApi, set: MapControllerSet, now: 
   );
 }
 
-async function kinds(kube: KubeClient, cluster: string): Promise<ControllerKind[]> {
-  const { valid } = await listMapControllers(kube, cluster);
+async function kinds(kube: KubeClient, cluster: ClusterConfig): Promise<ControllerKind[]> {
+  const { valid } = await listMapControllers(kube, cluster.id, mapControllerCache, cluster.controllerSelector);
   return [
     mapControllerKind,
     ...valid.map((m): ControllerKind => ({
@@ -256,15 +259,15 @@ async function kinds(kube: KubeClient, cluster: string): Promise<ControllerKind[
   ];
 }
 
-async function watches(kube: KubeClient, cluster: string): Promise<GVR[]> {
-  const { valid } = await listMapControllers(kube, cluster);
+async function watches(kube: KubeClient, cluster: ClusterConfig): Promise<GVR[]> {
+  const { valid } = await listMapControllers(kube, cluster.id, mapControllerCache, cluster.controllerSelector);
   return [mapControllers, ...valid.flatMap((m) => [m.parent, ...m.inputs, ...m.outputs])];
 }
 
 export const mapSource: ControllerSource = {
   target: MAP_TARGET,
-  kinds: (cluster, kube) => kinds(kube, cluster.id),
-  watches: (cluster, kube) => watches(kube, cluster.id),
+  kinds: (cluster, kube) => kinds(kube, cluster),
+  watches: (cluster, kube) => watches(kube, cluster),
   // A MapController's event (the forwarder's, the router's) drops what this process keeps, as a policy's does.
   forget: (cluster) => forgetMapControllers(cluster),
 };

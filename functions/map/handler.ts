@@ -70,6 +70,8 @@ export interface MapServeContext {
   receiveCount?: number | undefined;
   /** Hook calls in flight per pass (functions/map/sync.ts, MAP_CONCURRENCY by default). */
   concurrency?: number | undefined;
+  /** The MapControllers served in the cluster: its controllerSelector (functions/controller-source.ts listServedDefinitions). */
+  controllerSelector?: string | undefined;
 }
 
 /** Where a parent's last pass is recorded. */
@@ -124,7 +126,7 @@ export async function serveMapRequest(request: SyncRequest, sentAt: number, ctx:
 async function queueParents({ key, causes }: SyncRequest, ctx: MapServeContext): Promise<void> {
   const { kube } = ctx;
   ctx.controllers.forget(key.cluster);
-  const set = await listMapControllers(kube, key.cluster, ctx.controllers);
+  const set = await listMapControllers(kube, key.cluster, ctx.controllers, ctx.controllerSelector);
   const invalid = set.invalid.find((i) => i.name === key.name);
   if (invalid) ctx.log('warn', 'MapController is invalid; its parents are left as they are', { ...invalid });
   await writeReadiness(kube, set);
@@ -206,13 +208,13 @@ async function controllerToRun(
   last: PassRecord | undefined,
 ): Promise<ResolvedMapController | undefined> {
   const requested = definitionOf(causes);
-  let mc = mapControllerFor(await listMapControllers(ctx.kube, key.cluster, ctx.controllers), key.group, key.kind);
+  let mc = mapControllerFor(await listMapControllers(ctx.kube, key.cluster, ctx.controllers, ctx.controllerSelector), key.group, key.kind);
   const request = { causes, parentUid: key.uid };
   const decide = (refreshed: boolean) => passDecision({ last, sentAt, skewMs: SKEW_MS, current: mc, requested, refreshed, request });
   let decision = decide(false);
   if (decision === 'refresh') {
     ctx.controllers.forget(key.cluster);
-    mc = mapControllerFor(await listMapControllers(ctx.kube, key.cluster, ctx.controllers), key.group, key.kind);
+    mc = mapControllerFor(await listMapControllers(ctx.kube, key.cluster, ctx.controllers, ctx.controllerSelector), key.group, key.kind);
     decision = decide(true);
   }
   if (!mc || decision === 'no-controller') return undefined;
@@ -432,6 +434,7 @@ export const handler = syncFunction('map', async (request, tools) => {
     state: tools.env.state,
     syncSink: tools.env.syncSink,
     hooks: measuredHooks(hookCaller(), tools.metrics, request.key.cluster),
+    controllerSelector: tools.env.clusters.config(request.key.cluster).controllerSelector,
     log: (level: Parameters<Log>[0], m: string, f?: Record<string, unknown>) => tools.logger[level](m, f ?? {}),
     ...passTiming(tools),
   };

@@ -116,3 +116,21 @@ test("the Helm chart's values hold the overlay's settings, and refuse what it re
   });
   expect(() => forwarderHelmValues({ cluster: 'prod', clusters, outputs: { S: {} } })).toThrow(/no events queue for cluster prod/);
 });
+
+test("the cluster's controllerSelector reaches the forwarder, so it watches the served controllers' kinds only", () => {
+  const clusters = parseClusters(JSON.stringify([{ id: 'prod', access: eks, controllerSelector: 'example.com/engine=outrigger' }]));
+  const input = {
+    cluster: 'prod',
+    clusters,
+    eventsQueueUrl: queue('prod-events'),
+    deadLetterQueueUrl: queue('prod-events-dlq'),
+    image: 'registry.example/fwd:1',
+  };
+  const env = forwarderOverlay({ ...input, base: '../../base' })['forwarder.env']!;
+  const entry = env
+    .split('\n')
+    .find((l) => l.startsWith('OUTRIGGER_CLUSTERS='))!
+    .slice('OUTRIGGER_CLUSTERS='.length);
+  expect(parseClusters(entry)[0]!.controllerSelector).toBe('example.com/engine=outrigger');
+  expect(load(forwarderHelmValues(input))).toMatchObject({ controllerSelector: 'example.com/engine=outrigger' });
+});

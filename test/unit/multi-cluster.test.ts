@@ -64,6 +64,27 @@ describe("a cluster's maxConcurrency", () => {
   });
 });
 
+describe("a cluster's controllerSelector", () => {
+  const eks = {
+    id: 'prod',
+    access: {
+      kind: 'eks',
+      server: 'https://abc.gr7.eu-west-1.eks.amazonaws.com',
+      caData: 'Q0E=',
+      clusterName: 'prod',
+      region: 'eu-west-1',
+    },
+  };
+
+  test("takes a label selector in kubectl's form, and refuses one that does not parse", () => {
+    const [c] = parseClusters(JSON.stringify([{ ...eks, controllerSelector: 'example.com/engine in (outrigger), !legacy' }]));
+    expect(c!.controllerSelector).toBe('example.com/engine in (outrigger), !legacy');
+    expect(() => parseClusters(JSON.stringify([{ ...eks, controllerSelector: 'engine in outrigger' }]))).toThrow(
+      'cluster configuration: cluster prod: controllerSelector: must be a label selector',
+    );
+  });
+});
+
 describe("a deployment's queues", () => {
   const queues = new QueueUrls(PREFIX);
 

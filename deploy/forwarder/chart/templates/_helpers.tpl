@@ -13,6 +13,7 @@ app.kubernetes.io/part-of: outrigger
 {{- define "outrigger-forwarder.env" -}}
 {{- $entry := dict "id" .Values.clusterId "access" (dict "kind" "kubeconfig") -}}
 {{- with .Values.storage }}{{ $_ := set $entry "storage" . }}{{ end -}}
+{{- with .Values.controllerSelector }}{{ $_ := set $entry "controllerSelector" . }}{{ end -}}
 {{- if .Values.region }}
 AWS_REGION: {{ .Values.region | quote }}
 {{- end }}
