@@ -22,7 +22,14 @@ const revision = (namespace: string, name: string, owner?: string): KubeObject =
   metadata: {
     name,
     namespace,
-    ...(owner ? { ownerReferences: [{ apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'web', uid: owner, controller: true }] } : {}),
+    // An owned one carries Outrigger's kind label: without it, it is another controller's history, and every
+    // file's StatefulSet policy on the shared bed would report ForeignHistory while it exists.
+    ...(owner
+      ? {
+          labels: { 'outrigger.dev/parent-kind': 'statefulset.apps' },
+          ownerReferences: [{ apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'web', uid: owner, controller: true }],
+        }
+      : {}),
   },
   data: {},
   revision: 1,

@@ -591,7 +591,14 @@ describe('the router in the local runtime', () => {
     await kube.create(Resources.controllerRevisions, {
       apiVersion: 'apps/v1',
       kind: 'ControllerRevision',
-      metadata: { name: 'owned', namespace: ns, labels: { other: 'x' }, ownerReferences: [newControllerRef(sts)] },
+      // Outrigger's kind label: a controlled revision without it is another controller's history, which
+      // would make every file's StatefulSet policy report ForeignHistory while it exists on the shared bed.
+      metadata: {
+        name: 'owned',
+        namespace: ns,
+        labels: { other: 'x', 'outrigger.dev/parent-kind': 'statefulset.apps' },
+        ownerReferences: [newControllerRef(sts)],
+      },
       data: {},
       revision: 1,
     });
