@@ -25,6 +25,9 @@ export default {
           // Its local runtime's map-resync queues every MapController's parents to its map function, which would
           // call other files' hooks (they count their calls).
           'test/integration/map.test.ts',
+          // Its left-alone MapController must see no deployment but its own: another file's runtime, serving every
+          // MapController, would write its Ready condition.
+          'test/integration/map-target-selector.test.ts',
         ],
       },
     },

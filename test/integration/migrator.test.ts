@@ -257,6 +257,8 @@ describe("Outrigger's migrator", () => {
     });
     expect(await kubectl('get', 'outrigger', '-A', '-o', 'name')).toContain(`storageversionmigration.migration.k8s.io/${name}`);
     expect((await kubectl('api-resources', '--categories', 'outrigger', '-o', 'name')).trim().split('\n').sort()).toEqual([
+      'compositecontrollers.metacontroller.k8s.io',
+      'decoratorcontrollers.metacontroller.k8s.io',
       'mapcontrollers.metacontroller.k8s.io',
       'revisionpolicies.outrigger.dev',
       'storagestates.migration.k8s.io',
