@@ -5,7 +5,7 @@
 //     `--samples` times on the settled runtime, its handler time and DynamoDB capacity per invocation counted.
 //  2. Busy: bench/pipeline-churn.ts on the nodes-and-pods bed (bench/churn.ts flipping pod status and rolling
 //     parents), its SQS messages and bytes, Lambda invocations and handler time, DynamoDB capacity per change.
-// Then the reference workloads of issue 32 (an idle cluster; a cluster of 3,000 pods under 300 parents changing
+// Then the reference workloads (docs/operations/cost.md; an idle cluster; a cluster of 3,000 pods under 300 parents changing
 // 2,000 times a day, 2 MapControllers over 500 inputs, 200 CRDs; ten of those), in each region of the table,
 // beside the same controllers run in each cluster. Prints a table and, last, one JSON line.
 //   npm run bench:cost [-- --minutes 2 --nodes 10 --pods 100 --parents 10 --spec-changes-per-minute 10

@@ -155,7 +155,7 @@ async function queueParents({ key, causes }: SyncRequest, ctx: MapServeContext):
 }
 
 /**
- * A MapController being deleted (audit L3, docs/controllers/mapcontroller.md#lifecycle): its finalizer is removed
+ * A MapController being deleted (docs/controllers/mapcontroller.md#lifecycle): its finalizer is removed
  * from each of its parents, as its ServiceAccount, and then Outrigger's from the MapController, which then goes.
  * A controller that cannot run (its ServiceAccount gone, say) cannot release them: that is logged, and it goes.
  */

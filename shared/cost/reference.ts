@@ -1,5 +1,5 @@
 // The figures `outrigger cost` estimates with when it runs no bench, as `npm run bench:cost` last measured them
-// (docs/operations/cost.md#what-was-measured), and issue 32's reference workloads.
+// (docs/operations/cost.md#what-was-measured), and the reference workloads that page prices.
 import type { Coefficients, Fleet, Polling } from './model.ts';
 
 /**
@@ -47,7 +47,7 @@ export interface Deployment {
   polling: Polling;
 }
 
-/** Issue 32's workloads: an idle cluster, a busy one, and ten busy ones. */
+/** The reference workloads (docs/operations/cost.md): an idle cluster, a busy one, and ten busy ones. */
 export function referenceFleets(d: Deployment): Array<{ name: string; fleet: Fleet }> {
   const idle: Fleet = { clusters: 1, changesPerDay: 0, replicas: 10, mapInputs: 0, mapInputChangesPerDay: 0, crds: 0, ...d };
   // 3,000 pods under 300 parents (10 each); 2,000 parent changes a day; 2 MapControllers over 500 inputs, each

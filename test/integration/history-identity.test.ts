@@ -225,7 +225,7 @@ describe('a RevisionPolicy that names a ServiceAccount', () => {
       await applyManifests(admin, policy(later));
       forgetPolicies('it');
       expect(policyFor(await listPolicies(kube, 'it'), GROUP, 'Strongbox')?.name).toBe(first);
-      // And each says so (audit L7): the later one is not Ready, naming the policy that holds the kind.
+      // And each says so (L7 in docs/controllers/history.md#the-2026-11-26-history-reviews-findings-and-where-each-stands): the later one is not Ready, naming the policy that holds the kind.
       expect(await reportPolicy(kube, 'it', first)).toMatchObject({ ready: true });
       expect(await reportPolicy(kube, 'it', later)).toMatchObject({
         ready: false,

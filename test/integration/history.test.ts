@@ -279,7 +279,7 @@ describe('revision creation', () => {
     const sts = await createSts(ns);
     const live = (sts.spec as { template: JsonObject }).template;
     // What an older controller stored: the same template with `creationTimestamp: null` and its keys in another
-    // order. (No empty map: Go leaves an empty map field out, and `{}` written is a value: audit M4.)
+    // order. (No empty map: Go leaves an empty map field out, and `{}` written is a value: M4 in docs/controllers/history.md#the-2026-11-26-history-reviews-findings-and-where-each-stands.)
     const old: JsonObject = {
       spec: {
         template: {

@@ -307,7 +307,7 @@ test("a DaemonSet in Coexist mode runs one pod on each of the 3 nodes, rolls two
   }
 }, 400_000);
 
-// Audit H1 (issue 29): with the template's labels and the set's ControllerRef, Outrigger's baseline revision of a
+// H1 in docs/controllers/history.md#the-2026-11-26-history-reviews-findings-and-where-each-stands: with the template's labels and the set's ControllerRef, Outrigger's baseline revision of a
 // running set was listed by the StatefulSet controller, sorted last and became the update revision, which replaced
 // every pod with no spec change. Beside it, Outrigger's revisions now carry only its own labels and a plain ownerReference.
 test('a RevisionPolicy on StatefulSets in Coexist mode leaves a running 3-replica set as it is: no pod replaced, the update revision still the current one', async () => {
@@ -336,7 +336,7 @@ test('a RevisionPolicy on StatefulSets in Coexist mode leaves a running 3-replic
 }, 400_000);
 
 // The documented LWS recipe (docs/controllers/history.md#keyed-revisions-revisionkey-mode) with LWS's own controller
-// running, which keeps its own revisions of each LeaderWorkerSet (audit M2, issue 29): the policy reports them as
+// running, which keeps its own revisions of each LeaderWorkerSet (M2 in docs/controllers/history.md#the-2026-11-26-history-reviews-findings-and-where-each-stands): the policy reports them as
 // another controller's history, and, told to coexist, keeps Outrigger's beside them without either touching the other's.
 describe('LeaderWorkerSet with its own controller', () => {
   const GROUP = 'leaderworkerset.x-k8s.io';

@@ -87,7 +87,7 @@ describe('semantic equality', () => {
     ),
   })).value as fc.Arbitrary<Json>;
 
-  // An empty map or list is a value (audit M4): a pod-affinity term's `namespaceSelector: {}` selects every
+  // An empty map or list is a value (M4 in docs/controllers/history.md#the-2026-11-26-history-reviews-findings-and-where-each-stands): a pod-affinity term's `namespaceSelector: {}` selects every
   // namespace where an absent one selects the pod's own, and a custom resource's `tracing: {}` may switch tracing on.
   // Only null is the same as absent (it was `{ d: {}, e: [] }` ≡ absent here until then).
   test('ignores key order, nulls and $patch; an empty map or list is a value, not an absent field', () => {

@@ -364,7 +364,7 @@ describe('a sync pass, decided', () => {
       });
     expect(decide([cause('in-a'), cause('parent'), cause('out-a')])).toBe('served');
     expect(decide([cause('in-a'), controllerCause({ uid: 'mc', generation: 2 }), wakeCause(1_500, 'n')])).toBe('served');
-    expect(decide([cause('out-b')])).toBe('run'); // an output it kept the answer for, edited in place (audit M1)
+    expect(decide([cause('out-b')])).toBe('run'); // an output it kept the answer for, edited in place (M1 in docs/controllers/mapcontroller.md#review-findings)
     expect(decide([cause('in-a'), cause('out-b')])).toBe('run');
     expect(decide(['resync/60/3'])).toBe('run'); // a resync calls every hook; this pass did not
     expect(decide([cause('gone')])).toBe('run'); // an input it did not list (deleted, or no longer matching)

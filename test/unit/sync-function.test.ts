@@ -1,6 +1,6 @@
 // A batch of sync requests within its invocation (shared/lambda/sync-function.ts): a record is started only while
 // enough of the invocation is left to finish it; the rest are held back, not failed, so the records done are
-// kept and the others come back at once rather than after the whole batch times out (security audit L10).
+// kept and the others come back at once rather than after the whole batch times out (L10 in docs/operations/security.md#the-2026-11-26-reviews-findings-and-where-each-stands).
 import type { Context, SQSEvent, SQSRecord } from 'aws-lambda';
 import { lambdaContext } from '../../runtime/lambda-context.ts';
 import { Clusters } from '../../shared/clusters.ts';
