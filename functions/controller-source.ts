@@ -3,7 +3,8 @@
 // cluster it answers for (its configuration and a client), and reads no process-wide environment: the forwarder
 // and the router ask it the same question with what each has.
 import type { ClusterConfig } from '../shared/clusters.ts';
-import type { GVR, KubeApi, KubeClient, KubeObject } from '../shared/kube/index.ts';
+import { isKubeError, type GVR, type KubeApi, type KubeClient, type KubeObject } from '../shared/kube/index.ts';
+import { setCondition, type Condition } from '../shared/map/plan/index.ts';
 import type { ControllerKind } from '../shared/ownership/index.ts';
 
 export interface ControllerSource {
@@ -26,4 +27,47 @@ export interface ControllerSource {
  */
 export function listServedDefinitions(kube: KubeApi, resource: GVR, controllerSelector: string | undefined): Promise<KubeObject[]> {
   return kube.listAll(resource, controllerSelector ? { labelSelector: controllerSelector } : {});
+}
+
+/** An object's spec moved since its status was written, or it is being deleted: its own status writes queue nothing. */
+export function specChanged(o: KubeObject): boolean {
+  const observed = (o.status as { observedGeneration?: number } | undefined)?.observedGeneration;
+  return o.metadata.generation !== observed || Boolean(o.metadata.deletionTimestamp);
+}
+
+/**
+ * Writes a definition's Ready condition where it changed (status subresource, merge patch): True when it runs,
+ * otherwise False with the reason it does not. As Outrigger itself: the definition is Outrigger's object.
+ */
+export async function writeDefinitionReady(
+  kube: KubeApi,
+  resource: GVR,
+  o: KubeObject,
+  problem: { reason: string; error: string } | undefined,
+  now: Date,
+): Promise<void> {
+  const ready: Omit<Condition, 'lastTransitionTime'> = problem
+    ? { type: 'Ready', status: 'False', reason: problem.reason, message: problem.error }
+    : { type: 'Ready', status: 'True', reason: 'Ready', message: 'the controller runs as its ServiceAccount' };
+  const status = o.status as { observedGeneration?: number; conditions?: Condition[] } | undefined;
+  const before = status?.conditions?.find((c) => c.type === 'Ready');
+  if (
+    status?.observedGeneration === o.metadata.generation &&
+    before?.status === ready.status &&
+    before.reason === ready.reason &&
+    before.message === ready.message
+  )
+    return;
+  const conditions = setCondition(status?.conditions, ready, now);
+  await kube
+    .patch(
+      resource,
+      { name: o.metadata.name ?? '', subresource: 'status' },
+      { metadata: { resourceVersion: o.metadata.resourceVersion }, status: { observedGeneration: o.metadata.generation, conditions } },
+      'merge',
+    )
+    .catch((err: unknown) => {
+      // A newer definition came in since the list: its own change writes its status.
+      if (!isKubeError(err, 'Conflict') && !isKubeError(err, 'NotFound')) throw err;
+    });
 }

@@ -26,12 +26,11 @@ import {
   type ResourceSelectorRule,
 } from '../../shared/composite/api.ts';
 import type { ChildKind } from '../../shared/composite/plan.ts';
-import { setCondition, type Condition } from '../../shared/map/plan/index.ts';
 import type { ControllerKind, LabelSelector } from '../../shared/ownership/index.ts';
 import { firstHolderFirst } from '../../shared/identity.ts';
 import { clusterCache, type ClusterCache } from '../cluster-cache.ts';
 import { MAP_TARGET } from '../map/controllers.ts';
-import type { ControllerSource } from '../controller-source.ts';
+import { specChanged, writeDefinitionReady, type ControllerSource } from '../controller-source.ts';
 import { actingAs as actingAsAccount, IdentityProblem, refusedNeeds, resourceName } from '../identity.ts';
 
 export const compositeControllers = gvr(COMPOSITE_GROUP, COMPOSITE_VERSION, 'compositecontrollers');
@@ -224,46 +223,20 @@ export function definitionsFor(set: CompositeSet, group: string, kind: string): 
   ];
 }
 
-/** Writes each definition's Ready condition where it changed, as Outrigger (the definition is Outrigger's object). */
+/** Writes each definition's Ready condition where it changed (writeDefinitionReady). */
 export async function writeReadiness(kube: KubeApi, set: CompositeSet, now: Date = new Date()): Promise<void> {
   await Promise.all(
-    set.objects.map(async ({ resource, object: o }) => {
-      const name = o.metadata.name ?? '';
+    set.objects.map(({ resource, object: o }) => {
       const kind = resource === compositeControllers ? 'CompositeController' : 'DecoratorController';
-      const bad = set.invalid.find((i) => i.kind === kind && i.name === name);
-      const ready: Omit<Condition, 'lastTransitionTime'> = bad
-        ? { type: 'Ready', status: 'False', reason: bad.reason, message: bad.error }
-        : { type: 'Ready', status: 'True', reason: 'Ready', message: 'the controller runs as its ServiceAccount' };
-      const status = o.status as { observedGeneration?: number; conditions?: Condition[] } | undefined;
-      const before = status?.conditions?.find((c) => c.type === 'Ready');
-      if (
-        status?.observedGeneration === o.metadata.generation &&
-        before?.status === ready.status &&
-        before.reason === ready.reason &&
-        before.message === ready.message
-      )
-        return;
-      await kube
-        .patch(
-          resource,
-          { name, subresource: 'status' },
-          {
-            metadata: { resourceVersion: o.metadata.resourceVersion },
-            status: { observedGeneration: o.metadata.generation, conditions: setCondition(status?.conditions, ready, now) },
-          },
-          'merge',
-        )
-        .catch((err: unknown) => {
-          if (!isKubeError(err, 'Conflict') && !isKubeError(err, 'NotFound')) throw err;
-        });
+      return writeDefinitionReady(
+        kube,
+        resource,
+        o,
+        set.invalid.find((i) => i.kind === kind && i.name === o.metadata.name),
+        now,
+      );
     }),
   );
-}
-
-/** A definition's own status writes move no generation, and so queue nothing. */
-function specChanged(o: KubeObject): boolean {
-  const observed = (o.status as { observedGeneration?: number } | undefined)?.observedGeneration;
-  return o.metadata.generation !== observed || Boolean(o.metadata.deletionTimestamp);
 }
 
 const definitionKind = (resource: GVR, kind: string): ControllerKind => ({

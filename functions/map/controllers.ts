@@ -4,7 +4,6 @@
 import {
   gvr,
   hasSubresource,
-  isKubeError,
   resolveResource,
   type GVR,
   type KubeApi,
@@ -12,7 +11,6 @@ import {
   type KubeObject,
   type ResolvedResource,
 } from '../../shared/kube/index.ts';
-import { setCondition, type Condition } from '../../shared/map/plan/index.ts';
 import {
   MAP_GROUP,
   MAP_VERSION,
@@ -27,7 +25,7 @@ import { clusterCache, type ClusterCache } from '../cluster-cache.ts';
 import { actingAs as actingAsAccount, IdentityProblem, refusedNeeds, resourceName } from '../identity.ts';
 import { firstHolderFirst } from '../../shared/identity.ts';
 import type { ClusterConfig } from '../../shared/clusters.ts';
-import { listServedDefinitions, type ControllerSource } from '../controller-source.ts';
+import { listServedDefinitions, specChanged, writeDefinitionReady, type ControllerSource } from '../controller-source.ts';
 
 export const mapControllers = gvr(MAP_GROUP, MAP_VERSION, 'mapcontrollers');
 export const MAP_TARGET = 'map';
@@ -184,10 +182,6 @@ export function mapControllerFor(set: MapControllerSet, group: string, kind: str
 }
 
 /** Status writes bump no generation: a parent's change needs a sync when its spec moved past what was synced. */
-function specChanged(parent: KubeObject): boolean {
-  const observed = (parent.status as { observedGeneration?: number } | undefined)?.observedGeneration;
-  return parent.metadata.generation !== observed || Boolean(parent.metadata.deletionTimestamp);
-}
 
 // Its own Ready writes (readiness) move no generation, and so queue nothing.
 export const mapControllerKind: ControllerKind = {
@@ -201,40 +195,18 @@ export const mapControllerKind: ControllerKind = {
   target: MAP_TARGET,
 };
 
-/**
- * Writes each MapController's Ready condition where it changed (status subresource, merge patch): True when it
- * runs, otherwise False with the reason it does not. As Outrigger itself: the MapController is Outrigger's object.
- */
+/** Writes each MapController's Ready condition where it changed (writeDefinitionReady). */
 export async function writeReadiness(kube: KubeApi, set: MapControllerSet, now: Date = new Date()): Promise<void> {
   await Promise.all(
-    set.objects.map(async (o) => {
-      const name = o.metadata.name ?? '';
-      const bad = set.invalid.find((i) => i.name === name);
-      const ready: Omit<Condition, 'lastTransitionTime'> = bad
-        ? { type: 'Ready', status: 'False', reason: bad.reason, message: bad.error }
-        : { type: 'Ready', status: 'True', reason: 'Ready', message: 'the controller runs as its ServiceAccount' };
-      const status = o.status as { observedGeneration?: number; conditions?: Condition[] } | undefined;
-      const before = status?.conditions?.find((c) => c.type === 'Ready');
-      if (
-        status?.observedGeneration === o.metadata.generation &&
-        before?.status === ready.status &&
-        before.reason === ready.reason &&
-        before.message === ready.message
-      )
-        return;
-      const conditions = setCondition(status?.conditions, ready, now);
-      await kube
-        .patch(
-          mapControllers,
-          { name, subresource: 'status' },
-          { metadata: { resourceVersion: o.metadata.resourceVersion }, status: { observedGeneration: o.metadata.generation, conditions } },
-          'merge',
-        )
-        .catch((err: unknown) => {
-          // A newer MapController came in since the list: its own change writes its status.
-          if (!isKubeError(err, 'Conflict') && !isKubeError(err, 'NotFound')) throw err;
-        });
-    }),
+    set.objects.map((o) =>
+      writeDefinitionReady(
+        kube,
+        mapControllers,
+        o,
+        set.invalid.find((i) => i.name === o.metadata.name),
+        now,
+      ),
+    ),
   );
 }
 
