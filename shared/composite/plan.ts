@@ -6,7 +6,7 @@ import type { ResolvedResource } from '../kube/discovery.ts';
 import { apiVersionOf, parseApiVersion, type KubeObject } from '../kube/resource.ts';
 import { canonicalJson, shortHash, type Json } from '../json.ts';
 import { MAP_KEY_LABEL } from '../map/api.ts';
-import { contains, identityOf } from '../map/plan/outputs.ts';
+import { appliedDiffers, identityOf, pairByIdentity } from '../map/plan/outputs.ts';
 import { planClaim, type ClaimPlan } from '../ownership/claim.ts';
 import { controllerOf, isBeingDeleted, newControllerRef } from '../ownership/controller-ref.ts';
 import { compileSelector, matches, SelectorError, type LabelSelector, type Selector } from '../ownership/selector.ts';
@@ -157,26 +157,19 @@ export function diffChildren(
   desired: readonly KubeObject[],
   methodOf: (o: KubeObject) => UpdateMethod,
 ): ChildChanges {
-  const byId = new Map(observed.map((o) => [identityOf(o), o]));
   const changes: ChildChanges = { create: [], update: [], recreate: [], delete: [], unchanged: [] };
-  const wanted = new Set<string>();
-  for (const d of desired) {
-    const id = identityOf(d);
-    wanted.add(id);
-    const o = byId.get(id);
+  const { pairs, unwanted } = pairByIdentity(observed, desired);
+  for (const { desired: d, observed: o } of pairs) {
     if (!o) {
       changes.create.push(d);
       continue;
     }
-    const differs =
-      o.metadata.annotations?.[APPLIED_ANNOTATION] !== d.metadata.annotations?.[APPLIED_ANNOTATION] ||
-      !contains(o as unknown as Json, d as unknown as Json);
     const method = methodOf(d);
-    if (!differs || method === 'OnDelete' || isBeingDeleted(o)) changes.unchanged.push(o);
+    if (!appliedDiffers(o, d, APPLIED_ANNOTATION) || method === 'OnDelete' || isBeingDeleted(o)) changes.unchanged.push(o);
     else if (method === 'InPlace') changes.update.push({ desired: d, observed: o });
     else changes.recreate.push({ desired: d, observed: o });
   }
-  for (const o of observed) if (!wanted.has(identityOf(o)) && !isBeingDeleted(o)) changes.delete.push(o);
+  changes.delete.push(...unwanted.filter((o) => !isBeingDeleted(o)));
   return changes;
 }
 

@@ -113,25 +113,39 @@ export interface OutputChanges {
  * fields of it through an update (appliedOwnership); fields the apiserver or others added are not a difference.
  */
 export function diffOutputs(observed: readonly KubeObject[], desired: readonly KubeObject[], manager?: string): OutputChanges {
-  const byId = new Map(observed.map((o) => [identityOf(o), o]));
   const changes: OutputChanges = { create: [], update: [], delete: [], unchanged: [] };
-  const wanted = new Set<string>();
-  for (const d of desired) {
-    const id = identityOf(d);
-    wanted.add(id);
-    const o = byId.get(id);
+  const { pairs, unwanted } = pairByIdentity(observed, desired);
+  for (const { desired: d, observed: o } of pairs) {
     if (!o) {
       changes.create.push(d);
       continue;
     }
-    const content =
-      o.metadata.annotations?.[APPLIED_ANNOTATION] !== d.metadata.annotations?.[APPLIED_ANNOTATION] ||
-      !contains(o as unknown as Json, d as unknown as Json);
+    const content = appliedDiffers(o, d, APPLIED_ANNOTATION);
     if (content || (manager !== undefined && appliedOwnership(o, manager, d))) changes.update.push({ desired: d, observed: o, content });
     else changes.unchanged.push(o);
   }
-  for (const o of observed) if (!wanted.has(identityOf(o))) changes.delete.push(o);
+  changes.delete.push(...unwanted);
   return changes;
+}
+
+/** Each desired object with the observed one of its identity (identityOf), and the observed ones none names. */
+export function pairByIdentity(
+  observed: readonly KubeObject[],
+  desired: readonly KubeObject[],
+): { pairs: Array<{ desired: KubeObject; observed: KubeObject | undefined }>; unwanted: KubeObject[] } {
+  const byId = new Map(observed.map((o) => [identityOf(o), o]));
+  const wanted = new Set(desired.map(identityOf));
+  return {
+    pairs: desired.map((d) => ({ desired: d, observed: byId.get(identityOf(d)) })),
+    unwanted: observed.filter((o) => !wanted.has(identityOf(o))),
+  };
+}
+
+/** What was applied changed (the hash in `annotation`), or someone changed a field the desired object sets. */
+export function appliedDiffers(o: KubeObject, d: KubeObject, annotation: string): boolean {
+  return (
+    o.metadata.annotations?.[annotation] !== d.metadata.annotations?.[annotation] || !contains(o as unknown as Json, d as unknown as Json)
+  );
 }
 
 /** Every field of `expected` is in `actual` with the same value (lists item by item, same length). */
