@@ -7,7 +7,7 @@
 import { CreateQueueCommand, GetQueueAttributesCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
 import type { APIGatewayProxyStructuredResultV2, Context } from 'aws-lambda';
 import { SqsEventQueue, createIngestHandler } from '../../functions/ingest/handler.ts';
-import { forgetPolicies, historySource, listPolicies, policyFor } from '../../functions/history/policies.ts';
+import { historySource } from '../../functions/history/policies.ts';
 import { resolveTarget, syncHistory } from '../../functions/history/sync.ts';
 import { truncateSynced } from '../../functions/history/truncate.ts';
 import { routeBatch } from '../../functions/router/route.ts';
@@ -17,13 +17,12 @@ import { forwarderKey, signEnvelope } from '../../shared/envelope/signature.ts';
 import type { RevisionPolicy } from '../../shared/history/policy.ts';
 import { PARENT_LABEL, sortRevisions, type ControllerRevision } from '../../shared/history/revisions.ts';
 import { Resources, gvr, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
-import { applyManifests } from '../../shared/kube/apply.ts';
 import { SqsDeadLetterSink } from '../../shared/lambda/dead-letter.ts';
 import { EVENTS_QUEUE, QueueUrls } from '../../shared/lambda/queues.ts';
 import { observedParent, parseSyncRequest } from '../../shared/lambda/sync-request.ts';
 import { SqsSyncSink } from '../../shared/lambda/sync-sink.ts';
 import type { SyncKey } from '../../shared/ownership/index.ts';
-import { STATEFULSET_POLICY } from '../testbed/policies.ts';
+import { statefulSetPolicy } from '../testbed/policies.ts';
 import { adminClient, createNamespace, outriggerClient, testCluster, testQueue, testState, uniqueName } from '../testbed/index.ts';
 import { SIGNER_ROLE, functionUrlEvent } from './function-url.ts';
 import { asRecord, drain } from './sqs-records.ts';
@@ -39,10 +38,7 @@ const state = testState();
 let policy: RevisionPolicy;
 
 beforeAll(async () => {
-  await applyManifests(adminClient(), STATEFULSET_POLICY);
-  forgetPolicies();
-  policy = policyFor(await listPolicies(kube, CLUSTER), 'apps', 'StatefulSet')!;
-  expect(policy).toBeDefined();
+  policy = await statefulSetPolicy(kube, CLUSTER);
 });
 
 const context = { functionName: 'ingest', awsRequestId: 't', getRemainingTimeInMillis: () => 30_000 } as unknown as Context;

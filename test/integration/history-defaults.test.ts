@@ -12,7 +12,7 @@ import { HASH_LABEL, PARENT_LABEL, sortRevisions, type ControllerRevision } from
 import { Resources, forgetDiscovery, gvr, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
 import { applyManifests } from '../../shared/kube/apply.ts';
 import { newControllerRef, type SyncKey } from '../../shared/ownership/index.ts';
-import { STATEFULSET_POLICY } from '../testbed/policies.ts';
+import { statefulSetPolicy } from '../testbed/policies.ts';
 import { adminClient, createNamespace, eventually, outriggerClient, testState, uniqueName } from '../testbed/index.ts';
 import { controllersGrant } from '../testbed/rbac.ts';
 
@@ -71,9 +71,7 @@ async function replaceRevision(parent: KubeObject, data: JsonObject, extraLabels
 describe('a StatefulSet whose revision predates defaulted fields', () => {
   let policy: RevisionPolicy;
   beforeAll(async () => {
-    await applyManifests(adminClient(), STATEFULSET_POLICY);
-    forgetPolicies();
-    policy = policyFor(await listPolicies(kube, 'it'), 'apps', 'StatefulSet')!;
+    policy = await statefulSetPolicy(kube);
   });
   const sync = (obj: KubeObject, causes = childCause, client: KubeClient = kube): Promise<SyncOutcome> =>
     syncHistory({ kube: client, state, holder: uniqueName('h') }, policy, keyOf(obj, 'apps', 'StatefulSet'), causes);

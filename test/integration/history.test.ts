@@ -17,7 +17,7 @@ import { applyManifests } from '../../shared/kube/apply.ts';
 import { controllerOf, newControllerRef, type SyncKey } from '../../shared/ownership/index.ts';
 import { startFaultProxy } from '../testbed/fault-proxy.ts';
 import { kubectl } from '../testbed/kubectl.ts';
-import { DAEMONSET_POLICY, STATEFULSET_POLICY } from '../testbed/policies.ts';
+import { DAEMONSET_POLICY, statefulSetPolicy } from '../testbed/policies.ts';
 import {
   adminClient,
   createNamespace,
@@ -39,10 +39,7 @@ const kube = outriggerClient();
 const state = testState();
 
 beforeAll(async () => {
-  await applyManifests(adminClient(), STATEFULSET_POLICY);
-  forgetPolicies();
-  policy = policyFor(await listPolicies(kube, 'it'), 'apps', 'StatefulSet')!;
-  expect(policy).toBeDefined();
+  policy = await statefulSetPolicy(kube);
 });
 
 function template(image: string, extra: Record<string, unknown> = {}) {

@@ -8,15 +8,13 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { load } from 'js-yaml';
-import { forgetPolicies, listPolicies, policyFor } from '../../functions/history/policies.ts';
 import { syncHistory } from '../../functions/history/sync.ts';
 import { kubectlBinary } from '../../local/apiserver.ts';
 import { projectRoot } from '../../local/paths.ts';
 import { buildPlugin, pluginPackage } from '../../scripts/build-plugin.ts';
 import { gvr } from '../../shared/kube/index.ts';
-import { applyManifests } from '../../shared/kube/apply.ts';
 import { adminClient, createNamespace, outriggerClient, testbed, testState } from '../testbed/index.ts';
-import { STATEFULSET_POLICY } from '../testbed/policies.ts';
+import { statefulSetPolicy } from '../testbed/policies.ts';
 
 const run = promisify(execFile);
 
@@ -35,8 +33,7 @@ test('the plugin, packed and installed with npm outside the checkout, works as k
   const kubectl = async (...args: string[]) => (await run(kubectlBinary, args, { env, cwd: dir })).stdout;
 
   const ns = await createNamespace('plugin');
-  await applyManifests(adminClient(), STATEFULSET_POLICY);
-  forgetPolicies();
+  const policy = await statefulSetPolicy(outriggerClient());
   const statefulSets = gvr('apps', 'v1', 'statefulsets');
   const spec = (image: string) => ({
     serviceName: 'web',
@@ -47,7 +44,6 @@ test('the plugin, packed and installed with npm outside the checkout, works as k
   const sync = async () => {
     const obj = await adminClient().get(statefulSets, { name: 'web', namespace: ns });
     const kube = outriggerClient();
-    const policy = policyFor(await listPolicies(kube, 'it'), 'apps', 'StatefulSet')!;
     await syncHistory(
       { kube, state: testState(), holder: 'plugin-test' },
       policy,
