@@ -8,7 +8,7 @@ import type { KubeObject } from '../kube/resource.ts';
 import type { LabelSelector } from '../ownership/selector.ts';
 import type { Hook } from '../map/api.ts';
 import { DEFAULT_HOOK_RETRIES, DEFAULT_HOOK_TIMEOUT_SECONDS, finalizerName, MAX_RESYNC_AFTER_SECONDS } from '../map/api.ts';
-import { firstIssue, nonEmpty } from '../validation.ts';
+import { firstIssue, nonEmpty, parseGoDuration } from '../validation.ts';
 
 export const COMPOSITE_GROUP = 'metacontroller.k8s.io';
 export const COMPOSITE_VERSION = 'v1alpha1';
@@ -120,22 +120,14 @@ export interface DecoratorController extends Common {
   resources: ResourceSelectorRule[];
 }
 
-/** A Go duration (`10s`, `1m30s`, `500ms`) in seconds, or undefined when it does not parse. */
-export function goDurationSeconds(text: string): number | undefined {
-  const unit: Record<string, number> = { ns: 1e-9, us: 1e-6, µs: 1e-6, ms: 1e-3, s: 1, m: 60, h: 3600 };
-  if (!/^(\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+$/.test(text)) return undefined;
-  let total = 0;
-  for (const [, n, u] of text.matchAll(/(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)/g)) total += Number(n) * unit[u!]!;
-  return total;
-}
-
 /** A Metacontroller hook as Outrigger calls it; what Outrigger cannot call is a DefinitionError. */
 export function toHook(kind: string, name: string, field: string, h: MetaHook): Hook {
   const refuse = (message: string, reason = 'UnsupportedHook') => new DefinitionError(kind, name, `${field}: ${message}`, reason);
   if (h.version === 'v2') throw refuse('hook version v2 is not served; use v1 (the default)');
   if (h.webhook && h.lambda) throw refuse('names both webhook and lambda');
-  const fromWebhook = h.webhook?.timeout === undefined ? undefined : goDurationSeconds(h.webhook.timeout);
-  if (h.webhook?.timeout !== undefined && fromWebhook === undefined)
+  const fromWebhook = h.webhook?.timeout === undefined ? undefined : parseGoDuration(h.webhook.timeout);
+  // A zero duration is refused as the MapController's schema refuses it (shared/map/api.ts webhookSchema).
+  if (h.webhook?.timeout !== undefined && !fromWebhook)
     throw refuse(`webhook.timeout ${JSON.stringify(h.webhook.timeout)} is not a duration`, 'InvalidSpec');
   const timeoutSeconds = Math.min(900, h.timeoutSeconds ?? (fromWebhook || DEFAULT_HOOK_TIMEOUT_SECONDS));
   const retries = h.retries ?? DEFAULT_HOOK_RETRIES;

@@ -7,7 +7,6 @@ import {
   CONTROLLER_UID_LABEL,
   compositeFinalizer,
   DefinitionError,
-  goDurationSeconds,
   parseCompositeAnswer,
   parseCompositeController,
   parseDecoratorAnswer,
@@ -28,6 +27,7 @@ import {
   type ChildKind,
 } from '../../shared/composite/plan.ts';
 import { MAP_KEY_LABEL } from '../../shared/map/api.ts';
+import { parseGoDuration } from '../../shared/validation.ts';
 import { controllerOf, isBeingDeleted, matches, SelectorError } from '../../shared/ownership/index.ts';
 
 const controllerObject = (kind: string, spec: unknown): KubeObject =>
@@ -120,10 +120,10 @@ describe('CompositeController spec', () => {
   });
 
   test('Go durations', () => {
-    expect(goDurationSeconds('10s')).toBe(10);
-    expect(goDurationSeconds('1m30s')).toBe(90);
-    expect(goDurationSeconds('500ms')).toBe(0.5);
-    expect(goDurationSeconds('10')).toBeUndefined();
+    expect(parseGoDuration('10s')).toBe(10);
+    expect(parseGoDuration('1m30s')).toBe(90);
+    expect(parseGoDuration('500ms')).toBe(0.5);
+    expect(parseGoDuration('10')).toBeUndefined();
   });
 
   test('finalizers are per kind and controller, their name part at most 63 characters', () => {
