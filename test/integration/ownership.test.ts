@@ -18,6 +18,7 @@ import {
   type LabelSelector,
   type LabelSelectorRequirement,
 } from '../../shared/ownership/index.ts';
+import { PARENT_KIND_LABEL } from '../../shared/history/revisions.ts';
 import { adminClient, createNamespace, outriggerClient } from '../testbed/index.ts';
 
 const configMaps = gvr('', 'v1', 'configmaps');
@@ -68,6 +69,13 @@ async function createParent(
 function revision(namespace: string, name: string, labels: Record<string, string>): KubeObject {
   return { apiVersion: 'apps/v1', kind: 'ControllerRevision', metadata: { name, namespace, labels }, data: {}, revision: 1 };
 }
+
+/**
+ * Labels that mark a claimed revision as Outrigger's: without them, a revision a StatefulSet or DaemonSet controls
+ * is another controller's history, and every file's policy for the kind on the shared bed reports ForeignHistory
+ * while it exists (docs/controllers/history.md#coexistence).
+ */
+const outriggers = (labels: Record<string, string>) => ({ ...labels, [PARENT_KIND_LABEL]: 'ownership-test' });
 
 describe('label selectors agree with the apiserver', () => {
   test('for random objects and random selectors', async () => {
@@ -128,7 +136,9 @@ describe('claiming on the real apiserver', () => {
     const labels = { app: 'shared' };
     const sts = await createParent('StatefulSet', ns, 'web', labels);
     const ds = await createParent('DaemonSet', ns, 'agent', labels);
-    await Promise.all(Array.from({ length: 20 }, (_, i) => kube.create(Resources.controllerRevisions, revision(ns, `rev-${i}`, labels))));
+    await Promise.all(
+      Array.from({ length: 20 }, (_, i) => kube.create(Resources.controllerRevisions, revision(ns, `rev-${i}`, outriggers(labels)))),
+    );
     const selector = compileSelector({ matchLabels: labels });
     const list = async () => (await kube.list(Resources.controllerRevisions, { namespace: ns })).items;
 
@@ -210,11 +220,11 @@ describe('claiming on the real apiserver', () => {
     const other = await createParent('DaemonSet', ns, 'other', { app: 'o' });
     const mine = await kube.create<KubeObject>(Resources.controllerRevisions, {
       ...revision(ns, 'mine', { app: 'moved' }),
-      metadata: { name: 'mine', namespace: ns, labels: { app: 'moved' }, ownerReferences: [newControllerRef(sts)] },
+      metadata: { name: 'mine', namespace: ns, labels: outriggers({ app: 'moved' }), ownerReferences: [newControllerRef(sts)] },
     });
     const theirs = await kube.create<KubeObject>(Resources.controllerRevisions, {
       ...revision(ns, 'theirs', { app: 'w' }),
-      metadata: { name: 'theirs', namespace: ns, labels: { app: 'w' }, ownerReferences: [newControllerRef(other)] },
+      metadata: { name: 'theirs', namespace: ns, labels: outriggers({ app: 'w' }), ownerReferences: [newControllerRef(other)] },
     });
     const result = await claim(ctxFor(statefulSets), sts, compileSelector({ matchLabels: { app: 'w' } }), [mine, theirs]);
     expect(result.released.map((c) => c.metadata.name)).toEqual(['mine']);
