@@ -29,6 +29,14 @@ export default {
           // MapController, would write its Ready condition.
           'test/integration/map-target-selector.test.ts',
         ],
+        // The files that need a Go program the global setup builds ahead of need, at a low priority, while the
+        // others run (test/testbed/prebuild.ts): last, so that a cold run's builds are done or nearly by then.
+        late: [
+          'test/integration/forwarder-chart.test.ts', // Helm
+          'test/integration/forwarder-image.test.ts', // crane
+          'test/integration/map-jobs.test.ts', // kwok
+          'test/integration/nodes.test.ts', // kwok, LWS's manager
+        ],
       },
     },
   ],

@@ -25,7 +25,7 @@ beforeAll(async () => {
   await writeFile(join(dir, 'forwarder.mjs'), 'console.log("forwarder")\n');
   layer = join(dir, 'layer.tar');
   await run('tar', ['-C', dir, '-cf', layer, 'forwarder.mjs']);
-});
+}, 900_000); // a cold run may still be building crane (test/testbed/prebuild.ts)
 afterAll(() => reg?.stop());
 
 /** A fresh repository per test: what one test writes cannot answer for another. */

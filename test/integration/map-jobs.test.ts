@@ -88,7 +88,7 @@ spec:
     forgetDiscovery(kube);
     return mapControllerFor(await listMapControllers(kube, uniqueName('jobs')), GROUP, 'Batch');
   }, 30_000);
-}, 600_000);
+}, 900_000); // a cold run may still be building kwok (test/testbed/prebuild.ts)
 
 afterAll(async () => {
   await new Promise<void>((r) => (server ? server.close(() => r()) : r()));

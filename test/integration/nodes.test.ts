@@ -42,7 +42,7 @@ beforeAll(async () => {
   );
   admin = cp.client('admin');
   kube = cp.client('outrigger');
-}, 600_000);
+}, 900_000); // a cold run may still be building kwok (test/testbed/prebuild.ts)
 
 afterAll(async () => {
   await cp?.stop();
@@ -362,7 +362,7 @@ spec:
   beforeAll(async () => {
     await applyManifests(admin, await lwsCrd());
     lws = await startLwsController(cp);
-  }, 300_000);
+  }, 900_000); // a cold run may still be building LWS's manager (test/testbed/prebuild.ts)
 
   afterAll(async () => {
     await lws?.stop();

@@ -7,13 +7,10 @@ import { ensureCfnLint } from '../../local/cfn-lint.ts';
 import { ensureTestClusterBinary } from '../../local/apiserver.ts';
 import { ensureDynamoDBLocal } from '../../local/dynamodb.ts';
 import { ensureElasticMQ } from '../../local/elasticmq.ts';
-import { ensureHelmBinary } from '../../local/helm.ts';
-import { ensureKwok } from '../../local/kwok.ts';
-import { ensureCrane } from '../../local/registry.ts';
 import { ensureSam } from '../../local/sam.ts';
 import { startTestbed } from '../../local/testbed.ts';
 import type { TestbedInfo } from './index.ts';
-import { ensureLwsManager } from './lws.ts';
+import { startBuildsAhead } from './builds-ahead.ts';
 
 export default async function globalSetup(): Promise<void> {
   const started = Date.now();
@@ -22,20 +19,13 @@ export default async function globalSetup(): Promise<void> {
   // setup ends, and their first install (a minute or two, mostly downloads) then overlaps the Go builds.
   const pythonTools = Promise.all([ensureCfnLint(log), ensureSam(log)]);
   pythonTools.catch(() => {}); // awaited below; this only keeps an early failure from being reported as unhandled
-  // Every Go program the tests run, built here, before any test runs, so that a first build (minutes of both cores)
-  // never slows the tests that measure time; all at once, so that one's downloads and link overlap another's
-  // compiling (docs/contributing/test-beds.md#cost): the test bed's binary, Helm for the forwarder chart's tests,
-  // crane for the forwarder image's, kwok and LWS's manager for the beds with nodes (test/integration/nodes.test.ts);
-  // and DynamoDB Local's and ElasticMQ's downloads from Maven Central, which the bed would otherwise start after them.
-  await Promise.all([
-    ensureTestClusterBinary(log),
-    ensureHelmBinary(log),
-    ensureCrane(log),
-    ensureKwok(log),
-    ensureLwsManager(log),
-    ensureDynamoDBLocal(log),
-    ensureElasticMQ(log),
-  ]);
+  // The test bed's own binary and DynamoDB Local's and ElasticMQ's downloads from Maven Central, all at once, before
+  // any test runs, so that a first build (minutes of both cores) never slows the tests that measure time. The Go
+  // programs only a few files need (Helm, crane, kwok, LWS's manager) build meanwhile at a low priority, and go on
+  // while the other files run; jest.config.js runs the files that need them last
+  // (docs/contributing/test-beds.md#cost).
+  startBuildsAhead(log);
+  await Promise.all([ensureTestClusterBinary(log), ensureDynamoDBLocal(log), ensureElasticMQ(log)]);
   const bed = await startTestbed({ withCluster: true, withQueues: true, log });
   await pythonTools;
   const cluster = bed.cluster!;
