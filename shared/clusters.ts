@@ -175,7 +175,7 @@ export const clusterConfigSchema = z.strictObject({
    */
   ingestPrincipals: z.optional(z.array(iamPrincipalSchema)),
   /**
-   * Which controllers (MapControllers; every definition kind as it lands) this deployment serves in the cluster: a
+   * Which controllers (MapControllers, CompositeControllers, DecoratorControllers) this deployment serves in the cluster: a
    * label selector in kubectl's form, as Metacontroller's --target-label-selector, so the two share a cluster while
    * controllers move over (docs/reference/configuration.md#clustersjson). Unset: every one.
    */

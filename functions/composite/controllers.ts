@@ -27,10 +27,11 @@ import {
 } from '../../shared/composite/api.ts';
 import type { ChildKind } from '../../shared/composite/plan.ts';
 import type { ControllerKind, LabelSelector } from '../../shared/ownership/index.ts';
+import type { ClusterConfig } from '../../shared/clusters.ts';
 import { firstHolderFirst } from '../../shared/identity.ts';
 import { clusterCache, type ClusterCache } from '../cluster-cache.ts';
 import { MAP_TARGET } from '../map/controllers.ts';
-import { specChanged, writeDefinitionReady, type ControllerSource } from '../controller-source.ts';
+import { listServedDefinitions, specChanged, writeDefinitionReady, type ControllerSource } from '../controller-source.ts';
 import { actingAs as actingAsAccount, IdentityProblem, refusedNeeds, resourceName } from '../identity.ts';
 
 export const compositeControllers = gvr(COMPOSITE_GROUP, COMPOSITE_VERSION, 'compositecontrollers');
@@ -67,13 +68,21 @@ export interface CompositeSet {
 /** The process's definitions per cluster; tests make caches of their own. */
 export const compositeCache = clusterCache<CompositeSet>(5_000);
 
+/**
+ * The cluster's CompositeControllers and DecoratorControllers this deployment serves: those its `controllerSelector`
+ * matches, or every one without it (listServedDefinitions; docs/reference/configuration.md#clustersjson).
+ */
 export async function listCompositeSet(
   kube: KubeClient,
   cluster: string,
   cache: ClusterCache<CompositeSet> = compositeCache,
+  controllerSelector?: string | undefined,
 ): Promise<CompositeSet> {
   return cache.get(cluster, async () => {
-    const [cs, ds] = await Promise.all([listOrNone(kube, compositeControllers), listOrNone(kube, decoratorControllers)]);
+    const [cs, ds] = await Promise.all([
+      listOrNone(kube, compositeControllers, controllerSelector),
+      listOrNone(kube, decoratorControllers, controllerSelector),
+    ]);
     const out: CompositeSet = {
       composites: [],
       decorators: [],
@@ -121,9 +130,9 @@ export async function listCompositeSet(
 }
 
 /** A cluster without the CRD has none (the CRDs are optional until a definition is applied). */
-async function listOrNone(kube: KubeClient, r: GVR): Promise<KubeObject[]> {
+async function listOrNone(kube: KubeClient, r: GVR, controllerSelector: string | undefined): Promise<KubeObject[]> {
   try {
-    return await kube.listAll(r);
+    return await listServedDefinitions(kube, r, controllerSelector);
   } catch (err) {
     if (isKubeError(err, 'NotFound')) return [];
     throw err;
@@ -248,8 +257,8 @@ const definitionKind = (resource: GVR, kind: string): ControllerKind => ({
   target: COMPOSITE_TARGET,
 });
 
-async function kinds(kube: KubeClient, cluster: string): Promise<ControllerKind[]> {
-  const set = await listCompositeSet(kube, cluster);
+async function kinds(kube: KubeClient, cluster: ClusterConfig): Promise<ControllerKind[]> {
+  const set = await listCompositeSet(kube, cluster.id, compositeCache, cluster.controllerSelector);
   const owns = (d: ResolvedDefinition) => d.kinds.map((k) => ({ group: k.group, kind: k.kind }));
   return [
     definitionKind(compositeControllers, 'CompositeController'),
@@ -282,8 +291,8 @@ async function kinds(kube: KubeClient, cluster: string): Promise<ControllerKind[
   ];
 }
 
-async function watches(kube: KubeClient, cluster: string): Promise<GVR[]> {
-  const set = await listCompositeSet(kube, cluster);
+async function watches(kube: KubeClient, cluster: ClusterConfig): Promise<GVR[]> {
+  const set = await listCompositeSet(kube, cluster.id, compositeCache, cluster.controllerSelector);
   return [
     compositeControllers,
     decoratorControllers,
@@ -294,7 +303,7 @@ async function watches(kube: KubeClient, cluster: string): Promise<GVR[]> {
 
 export const compositeSource: ControllerSource = {
   target: COMPOSITE_TARGET,
-  kinds: (cluster, kube) => kinds(kube, cluster.id),
-  watches: (cluster, kube) => watches(kube, cluster.id),
+  kinds: (cluster, kube) => kinds(kube, cluster),
+  watches: (cluster, kube) => watches(kube, cluster),
   forget: (cluster) => compositeCache.forget(cluster),
 };

@@ -1,16 +1,23 @@
 // Resyncs of CompositeController parents and DecoratorController objects without events (resyncPeriodSeconds), run
 // by the map-resync function on its schedule with the map's phase rule (docs/design/map-pass.md#resync); it also
 // keeps the definitions' Ready condition current.
+import type { ClusterConfig } from '../../shared/clusters.ts';
 import type { KubeClient } from '../../shared/kube/index.ts';
 import { makeSyncRequest } from '../../shared/lambda/sync-request.ts';
 import type { SyncSink } from '../../shared/lambda/sync-sink.ts';
 import { RESYNC_CAUSE } from '../../shared/map/api.ts';
 import { resyncDue } from '../../shared/map/plan/index.ts';
-import { actingAs, COMPOSITE_TARGET, listCompositeSet, writeReadiness } from './controllers.ts';
+import { actingAs, COMPOSITE_TARGET, compositeCache, listCompositeSet, writeReadiness } from './controllers.ts';
 
 /** Queues the parents whose resync falls in this tick; answers how many. */
-export async function queueCompositeResyncs(kube: KubeClient, cluster: string, now: Date, tickMs: number, sink: SyncSink): Promise<number> {
-  const set = await listCompositeSet(kube, cluster);
+export async function queueCompositeResyncs(
+  kube: KubeClient,
+  cluster: Pick<ClusterConfig, 'id' | 'controllerSelector'>,
+  now: Date,
+  tickMs: number,
+  sink: SyncSink,
+): Promise<number> {
+  const set = await listCompositeSet(kube, cluster.id, compositeCache, cluster.controllerSelector);
   await writeReadiness(kube, set, now);
   let queued = 0;
   for (const d of [...set.composites, ...set.decorators]) {
@@ -22,7 +29,7 @@ export async function queueCompositeResyncs(kube: KubeClient, cluster: string, n
         const index = resyncDue(p.metadata.uid ?? '', period, now, tickMs);
         if (index === undefined) continue;
         const key = {
-          cluster,
+          cluster: cluster.id,
           group: r.group,
           kind: r.kind,
           namespace: p.metadata.namespace,

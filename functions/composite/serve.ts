@@ -36,6 +36,8 @@ export interface CompositeServeContext {
   syncSink: SyncSink;
   hooks: HookCaller;
   controllers: ClusterCache<CompositeSet>;
+  /** The definitions served in the cluster: its controllerSelector (functions/controller-source.ts listServedDefinitions). */
+  controllerSelector?: string | undefined;
   log: Log;
   /** When the pass must be over (ms since the epoch). */
   deadline?: number | undefined;
@@ -53,7 +55,7 @@ export async function serveCompositeRequest(request: SyncRequest, sentAt: number
   if (key.group === COMPOSITE_GROUP && (key.kind === 'CompositeController' || key.kind === 'DecoratorController'))
     return queueParents(request, ctx);
   // The map queue carries MapController parents too: a kind no definition of these serves is not ours.
-  const set = await listCompositeSet(ctx.kube, key.cluster, ctx.controllers);
+  const set = await listCompositeSet(ctx.kube, key.cluster, ctx.controllers, ctx.controllerSelector);
   const definitions = definitionsFor(set, key.group, key.kind);
   if (!definitions.length) return;
   const recorded = (await ctx.state.records.get<WakeRecord>(wakeKey(key)))?.value;
@@ -111,7 +113,7 @@ const resourceOf = (d: ResolvedDefinition, key: SyncRequest['key']) =>
 /** A definition changed: the definitions read afresh, their Ready written, and every parent it serves queued. */
 async function queueParents({ key, causes }: SyncRequest, ctx: CompositeServeContext): Promise<void> {
   ctx.controllers.forget(key.cluster);
-  const set = await listCompositeSet(ctx.kube, key.cluster, ctx.controllers);
+  const set = await listCompositeSet(ctx.kube, key.cluster, ctx.controllers, ctx.controllerSelector);
   await writeReadiness(ctx.kube, set);
   const d = [...set.composites, ...set.decorators].find((x) => x.uid === key.uid);
   if (!d) return;

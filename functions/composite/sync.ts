@@ -114,7 +114,12 @@ export async function syncDefinition(ctx: PassContext, d: ResolvedDefinition, ke
         ? { controller: d.object, parent, children: childMap(parent, d.kinds, children), related: {}, finalizing }
         : { controller: d.object, object: parent, attachments: childMap(parent, d.kinds, children), related: {}, finalizing };
     result.hookCalls += 1;
-    const answered = await ctx.hooks.call(hook, request, { deadline: ctx.deadline, controller: { cluster: key.cluster, uid: d.uid } });
+    const answered = await ctx.hooks.call(hook, request, {
+      deadline: ctx.deadline,
+      controller: { cluster: key.cluster, uid: d.uid },
+      // The pass's client is the definition's ServiceAccount's: Service hooks and webhook Secrets go through it.
+      cluster: ctx.kube,
+    });
     const answer = d.kind === 'CompositeController' ? parseCompositeAnswer(answered) : parseDecoratorAnswer(answered);
     result.resyncAfterSeconds = answer.resyncAfterSeconds;
     const desired = prepareChildren(answer.children, {

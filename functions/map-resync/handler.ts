@@ -58,7 +58,7 @@ export const handler = middy(async (event: { cluster?: string }, context: Contex
         queued += requests.length;
       }
       // CompositeController and DecoratorController parents, on the same schedule and queue.
-      return queued + (await queueCompositeResyncs(kube, cluster, now, RESYNC_TICK_MS, env.syncSink));
+      return queued + (await queueCompositeResyncs(kube, env.clusters.config(cluster), now, RESYNC_TICK_MS, env.syncSink));
     },
     ({ cluster, value, error }) =>
       error ? logger.error('map resync failed', { cluster, error: error.message }) : logger.info('map resync', { cluster, queued: value }),

@@ -6,9 +6,8 @@
 import * as z from 'zod/mini';
 import type { KubeObject } from '../kube/resource.ts';
 import type { LabelSelector } from '../ownership/selector.ts';
-import type { Hook } from '../map/api.ts';
-import { DEFAULT_HOOK_RETRIES, DEFAULT_HOOK_TIMEOUT_SECONDS, finalizerName, MAX_RESYNC_AFTER_SECONDS } from '../map/api.ts';
-import { firstIssue, nonEmpty, parseGoDuration } from '../validation.ts';
+import { finalizerName, hookSchema, MAX_RESYNC_AFTER_SECONDS, webhookSchema } from '../map/api.ts';
+import { firstIssue, nonEmpty } from '../validation.ts';
 
 export const COMPOSITE_GROUP = 'metacontroller.k8s.io';
 export const COMPOSITE_VERSION = 'v1alpha1';
@@ -40,20 +39,14 @@ const annotationSelector = z.object({
 const METHODS = ['OnDelete', 'Recreate', 'InPlace', 'RollingRecreate', 'RollingInPlace'] as const;
 const updateStrategy = z.optional(z.looseObject({ method: z.optional(z.enum(METHODS)) }));
 const resourceRule = { apiVersion: nonEmpty(), resource: nonEmpty() };
-const metaHook = z.looseObject({
+/**
+ * A Metacontroller hook: the MapController's hook schema (one schema and one client for every kind's hooks,
+ * shared/hooks: Service hooks through the apiserver's proxy, caBundle, authorization, etag, Retry-After), with
+ * Metacontroller's `version` and `webhook.responseUnMarshallMode` (docs/reference/crds.md#compositecontroller).
+ */
+const metaHook = z.safeExtend(hookSchema, {
   version: z.optional(z.enum(['v1', 'v2'])),
-  webhook: z.optional(
-    z.looseObject({
-      url: z.optional(z.string()),
-      timeout: z.optional(z.string()),
-      path: z.optional(z.string()),
-      service: z.optional(z.unknown()),
-      caBundle: z.optional(z.unknown()),
-    }),
-  ),
-  lambda: z.optional(z.object({ functionName: nonEmpty(), qualifier: z.optional(nonEmpty()) })),
-  timeoutSeconds: z.optional(z.number().check(z.positive(), z.lte(900))),
-  retries: z.optional(z.number().check(z.int(), z.gte(0), z.lte(5))),
+  webhook: z.optional(z.extend(webhookSchema, { responseUnMarshallMode: z.optional(z.enum(['loose', 'strict'])) })),
 });
 export type MetaHook = z.infer<typeof metaHook>;
 const serviceAccount = z.optional(z.object({ namespace: nonEmpty(), name: nonEmpty() }));
@@ -65,7 +58,7 @@ const compositeSpec = z.looseObject({
     ignoreStatusChanges: z.optional(z.boolean()),
   }),
   childResources: z.optional(z.array(z.looseObject({ ...resourceRule, updateStrategy }))),
-  hooks: z.optional(z.record(z.string(), metaHook)),
+  hooks: z.optional(z.record(z.string(), z.unknown())),
   resyncPeriodSeconds: z.optional(z.number().check(z.int(), z.gte(1))),
   generateSelector: z.optional(z.boolean()),
   serviceAccount,
@@ -75,7 +68,7 @@ const decoratorSpec = z.looseObject({
     .array(z.looseObject({ ...resourceRule, labelSelector: z.optional(labelSelector), annotationSelector: z.optional(annotationSelector) }))
     .check(z.minLength(1, 'names no resource')),
   attachments: z.optional(z.array(z.looseObject({ ...resourceRule, updateStrategy }))),
-  hooks: z.optional(z.record(z.string(), metaHook)),
+  hooks: z.optional(z.record(z.string(), z.unknown())),
   resyncPeriodSeconds: z.optional(z.number().check(z.int(), z.gte(1))),
   serviceAccount,
 });
@@ -105,7 +98,7 @@ interface Common {
   object: KubeObject;
   serviceAccount: { namespace: string; name: string } | undefined;
   resyncPeriodSeconds: number | undefined;
-  hooks: { sync: Hook; finalize: Hook | undefined };
+  hooks: { sync: MetaHook; finalize: MetaHook | undefined };
   children: ChildRule[];
 }
 
@@ -120,23 +113,24 @@ export interface DecoratorController extends Common {
   resources: ResourceSelectorRule[];
 }
 
-/** A Metacontroller hook as Outrigger calls it; what Outrigger cannot call is a DefinitionError. */
-export function toHook(kind: string, name: string, field: string, h: MetaHook): Hook {
-  const refuse = (message: string, reason = 'UnsupportedHook') => new DefinitionError(kind, name, `${field}: ${message}`, reason);
-  if (h.version === 'v2') throw refuse('hook version v2 is not served; use v1 (the default)');
-  if (h.webhook && h.lambda) throw refuse('names both webhook and lambda');
-  const fromWebhook = h.webhook?.timeout === undefined ? undefined : parseGoDuration(h.webhook.timeout);
-  // A zero duration is refused as the MapController's schema refuses it (shared/map/api.ts webhookSchema).
-  if (h.webhook?.timeout !== undefined && !fromWebhook)
-    throw refuse(`webhook.timeout ${JSON.stringify(h.webhook.timeout)} is not a duration`, 'InvalidSpec');
-  const timeoutSeconds = Math.min(900, h.timeoutSeconds ?? (fromWebhook || DEFAULT_HOOK_TIMEOUT_SECONDS));
-  const retries = h.retries ?? DEFAULT_HOOK_RETRIES;
-  if (h.lambda) return { lambda: h.lambda, timeoutSeconds, retries };
-  if (!h.webhook) throw refuse('names neither webhook nor lambda', 'InvalidSpec');
-  if (h.webhook.caBundle !== undefined) throw refuse('webhook.caBundle is not served: a webhook needs a publicly trusted certificate');
-  if (!h.webhook.url) throw refuse('a webhook by service and path is not served: a Lambda function reaches no Service; give its https url');
-  if (!/^https?:\/\//.test(h.webhook.url)) throw refuse('webhook.url must be an http or https URL', 'InvalidSpec');
-  return { webhook: { url: h.webhook.url }, timeoutSeconds, retries };
+/**
+ * A hook as Outrigger calls it, or a DefinitionError naming the field. A `url` wins over `service` and `path`, as
+ * Metacontroller documents, so its manifests that name both apply unchanged.
+ */
+export function toHook(kind: string, name: string, field: string, value: unknown): MetaHook {
+  const webhook = (value as { webhook?: unknown } | null)?.webhook;
+  const urlWins =
+    webhook && typeof webhook === 'object' && (webhook as { url?: unknown }).url !== undefined
+      ? { ...(value as object), webhook: { ...webhook, service: undefined, path: undefined } }
+      : value;
+  const result = metaHook.safeParse(urlWins);
+  if (!result.success) {
+    const [at, problem] = firstIssue(result.error, '');
+    throw new DefinitionError(kind, name, `${field}${at ? `.${at}` : ''}: ${problem}`);
+  }
+  if (result.data.version === 'v2')
+    throw new DefinitionError(kind, name, `${field}: hook version v2 is not served; use v1 (the default)`, 'UnsupportedHook');
+  return result.data;
 }
 
 function methodOf(kind: string, name: string, field: string, m: (typeof METHODS)[number] | undefined): UpdateMethod {
@@ -150,7 +144,7 @@ function methodOf(kind: string, name: string, field: string, m: (typeof METHODS)
   return m ?? 'OnDelete';
 }
 
-function hooksOf(kind: string, name: string, hooks: Record<string, MetaHook> | undefined): Common['hooks'] {
+function hooksOf(kind: string, name: string, hooks: Record<string, unknown> | undefined): Common['hooks'] {
   const known =
     kind === 'CompositeController'
       ? ['sync', 'finalize', 'customize', 'preUpdateChild', 'postUpdateChild']

@@ -87,7 +87,8 @@ export const webhookSchema = z
   );
 export type Webhook = z.infer<typeof webhookSchema>;
 
-const hookSchema = z
+/** A hook: a webhook or a Lambda function. CompositeController and DecoratorController hooks extend it (shared/composite/api.ts). */
+export const hookSchema = z
   .object({
     webhook: z.optional(webhookSchema),
     lambda: z.optional(z.object({ functionName: nonEmpty(), qualifier: z.optional(nonEmpty()) })),

@@ -7,6 +7,8 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { readFile } from 'node:fs/promises';
 import { serveMapRequest } from '../../functions/map/handler.ts';
+import { compositeControllers, type CompositeSet } from '../../functions/composite/controllers.ts';
+import { serveCompositeRequest } from '../../functions/composite/serve.ts';
 import { mapControllers, type MapControllerSet } from '../../functions/map/controllers.ts';
 import { actingAs } from '../../functions/identity.ts';
 import { clusterCache } from '../../functions/cluster-cache.ts';
@@ -22,6 +24,7 @@ import { impersonatedAccount } from '../testbed/rbac.ts';
 
 const GROUP = 'servicehooks.outrigger.test';
 const boards = gvr(GROUP, 'v1', 'hookboards');
+const hookSets = gvr(GROUP, 'v1', 'hooksets');
 const configMaps = gvr('', 'v1', 'configmaps');
 const pods = gvr('', 'v1', 'pods');
 
@@ -62,16 +65,22 @@ beforeAll(async () => {
   const admin = adminClient();
   ns = await createNamespace('svchook');
   other = await createNamespace('svcother');
-  await applyManifests(admin, openCrd(GROUP, 'HookBoard', 'hookboards'));
+  await applyManifests(admin, `${openCrd(GROUP, 'HookBoard', 'hookboards')}---${openCrd(GROUP, 'HookSet', 'hooksets')}`);
   for (const where of [ns, other]) await serviceTo(where, 'hooks', net.address, port);
-  // The account may proxy to Services in its own namespace only, and run a MapController of HookBoards there.
+  // The account may proxy to Services in its own namespace only, and run a MapController of HookBoards and a
+  // CompositeController of HookSets there.
   await applyManifests(
     admin,
-    impersonatedAccount(ns, 'hooker', [
-      `{ apiGroups: ["${GROUP}"], resources: ["hookboards"], verbs: ["get", "list", "watch"] }`,
-      `{ apiGroups: ["${GROUP}"], resources: ["hookboards/status"], verbs: ["patch"] }`,
-      `{ apiGroups: [""], resources: ["configmaps"], verbs: ["list", "watch", "create", "patch", "delete"] }`,
-    ]),
+    impersonatedAccount(
+      ns,
+      'hooker',
+      [
+        `{ apiGroups: ["${GROUP}"], resources: ["hookboards", "hooksets"], verbs: ["get", "list", "watch"] }`,
+        `{ apiGroups: ["${GROUP}"], resources: ["hookboards/status", "hooksets/status"], verbs: ["patch"] }`,
+        `{ apiGroups: [""], resources: ["configmaps"], verbs: ["list", "watch", "create", "patch", "delete"] }`,
+      ],
+      'mapcontroller/*, compositecontroller/*',
+    ),
   );
   await applyManifests(admin, proxyGrant(ns, 'hooker-proxy', { kind: 'ServiceAccount', name: 'hooker', namespace: ns }));
   // The apiserver's proxy finds Services and EndpointSlices through its informers: wait until it sees them.
@@ -311,6 +320,63 @@ spec:
       await admin.delete(mapControllers, { name });
     }
   });
+});
+
+test("a CompositeController whose sync hook is an in-cluster Service over plain http syncs its parent through the proxy, as Metacontroller's manifests name it", async () => {
+  const admin = adminClient();
+  const name = uniqueName('svccomposite');
+  received.length = 0;
+  answer = (r) => {
+    const req = JSON.parse(r.body) as { parent: KubeObject; children: Record<string, unknown> };
+    const child = {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: `${req.parent.metadata.name ?? ''}-child` },
+      data: { via: 'proxy' },
+    };
+    return { status: 200, body: JSON.stringify({ status: { seen: Object.keys(req.children) }, children: [child] }) };
+  };
+  // As Metacontroller's docs write it: webhook.service, path and a Go timeout, over plain http.
+  await applyManifests(
+    admin,
+    `
+apiVersion: metacontroller.k8s.io/v1alpha1
+kind: CompositeController
+metadata: { name: ${name} }
+spec:
+  generateSelector: true
+  parentResource: { apiVersion: ${GROUP}/v1, resource: hooksets }
+  childResources: [{ apiVersion: v1, resource: configmaps }]
+  serviceAccount: { namespace: ${ns}, name: hooker }
+  hooks: { sync: { webhook: { service: { name: hooks, namespace: ${ns}, port: 80, protocol: http }, path: /sync, timeout: 5s }, retries: 0 } }
+`,
+  );
+  try {
+    const parent = await admin.create(hookSets, {
+      apiVersion: `${GROUP}/v1`,
+      kind: 'HookSet',
+      metadata: { name: 'set', namespace: ns },
+      spec: {},
+    } as KubeObject);
+    const ctx = {
+      kube: outriggerClient(),
+      state: testState(),
+      syncSink: { send: () => Promise.resolve() },
+      hooks: new Hooks(),
+      controllers: clusterCache<CompositeSet>(0),
+      log: () => undefined,
+    };
+    const key = { cluster: uniqueName('id'), group: GROUP, kind: 'HookSet', namespace: ns, name: 'set', uid: parent.metadata.uid ?? '' };
+    const child = await eventually(async () => {
+      await serveCompositeRequest(makeSyncRequest(key, []), Date.now(), ctx).catch(() => undefined);
+      return admin.find(configMaps, { name: 'set-child', namespace: ns });
+    });
+    expect((child as KubeObject & { data?: unknown }).data).toEqual({ via: 'proxy' });
+    expect((await admin.get(hookSets, { name: 'set', namespace: ns })).status).toMatchObject({ seen: ['ConfigMap.v1'] });
+    expect(received.some((r) => r.path === '/sync')).toBe(true);
+  } finally {
+    await admin.delete(compositeControllers, { name });
+  }
 });
 
 // The manifests' own RBAC grants Outrigger no cluster-wide services/proxy: the call is the account's, never its own.

@@ -27,6 +27,7 @@ import {
   type ChildKind,
 } from '../../shared/composite/plan.ts';
 import { MAP_KEY_LABEL } from '../../shared/map/api.ts';
+import { hookTimeoutSeconds } from '../../shared/hooks/index.ts';
 import { parseGoDuration } from '../../shared/validation.ts';
 import { controllerOf, isBeingDeleted, matches, SelectorError } from '../../shared/ownership/index.ts';
 
@@ -67,12 +68,13 @@ describe('CompositeController spec', () => {
   test("Metacontroller's documented example parses: OnDelete by default, the hook's Go timeout in seconds", () => {
     const cc = parseCompositeController(controllerObject('CompositeController', catset));
     expect(cc.children.map((c) => c.method)).toEqual(['Recreate', 'OnDelete']);
-    expect(cc.hooks.sync).toEqual({ webhook: { url: 'https://catset.example.com/sync' }, timeoutSeconds: 10, retries: 2 });
+    expect(cc.hooks.sync).toEqual({ webhook: { url: 'https://catset.example.com/sync', timeout: '10s' }, timeoutSeconds: 10, retries: 2 });
+    expect(hookTimeoutSeconds(cc.hooks.sync)).toBe(10);
     expect(cc.generateSelector).toBe(false);
     expect(cc.hooks.finalize).toBeUndefined();
   });
 
-  test("Outrigger's additions: a Lambda hook, timeoutSeconds over webhook.timeout, the ServiceAccount", () => {
+  test("Outrigger's additions: a Lambda hook, the ServiceAccount; webhook.timeout over timeoutSeconds, as a MapController's", () => {
     const cc = parseCompositeController(
       controllerObject('CompositeController', {
         ...catset,
@@ -85,14 +87,45 @@ describe('CompositeController spec', () => {
     );
     expect(cc.serviceAccount).toEqual({ namespace: 'a', name: 'b' });
     expect(cc.hooks.sync).toEqual({ lambda: { functionName: 'f' }, timeoutSeconds: 10, retries: 2 });
-    expect(cc.hooks.finalize?.timeoutSeconds).toBe(3);
+    expect(hookTimeoutSeconds(cc.hooks.finalize!)).toBe(90);
+  });
+
+  test("hooks take the MapController's webhook fields (one schema): a Service, its path, caBundle, authorization, etag; a url wins over service and path, as Metacontroller documents", () => {
+    const webhook = {
+      service: { name: 's', namespace: 'n', port: 8080, protocol: 'http' },
+      path: '/sync',
+      etag: { enabled: true, cacheTimeoutSeconds: 30 },
+      responseUnMarshallMode: 'strict',
+    };
+    const cc = parseCompositeController(controllerObject('CompositeController', { ...catset, hooks: { sync: { webhook } } }));
+    expect(cc.hooks.sync.webhook).toEqual(webhook);
+    const options = {
+      url: 'https://hook.example.com/sync',
+      caBundle: { secretRef: { name: 'ca', namespace: 'n' } },
+      authorization: { secretRef: { name: 't', namespace: 'n', key: 'token' } },
+    };
+    const both = parseCompositeController(
+      controllerObject('CompositeController', {
+        ...catset,
+        hooks: { sync: { webhook: { ...options, service: webhook.service, path: '/x' } } },
+      }),
+    );
+    expect(both.hooks.sync.webhook).toEqual(options);
   });
 
   test.each([
     [
-      { ...catset, hooks: { sync: { webhook: { service: { name: 's', namespace: 'n' }, path: '/sync' } } } },
-      'UnsupportedHook',
-      /by service/,
+      { ...catset, hooks: { sync: { webhook: { path: '/sync' } } } },
+      'InvalidSpec',
+      /spec.hooks.sync.webhook: needs exactly one of url or service/,
+    ],
+    [
+      {
+        ...catset,
+        hooks: { sync: { webhook: { url: 'https://x', caBundle: { inline: 'a', configMapRef: { name: 'c', namespace: 'n' } } } } },
+      },
+      'InvalidSpec',
+      /caBundle: needs exactly one of inline, secretRef or configMapRef/,
     ],
     [
       { ...catset, hooks: { sync: { webhook: { url: 'https://x' } }, customize: { webhook: { url: 'https://x' } } } },
@@ -106,7 +139,11 @@ describe('CompositeController spec', () => {
       /RollingRecreate/,
     ],
     [{ ...catset, hooks: {} }, 'NoSyncHook', /sync is not set/],
-    [{ ...catset, hooks: { sync: { webhook: { url: 'https://x', timeout: 'soon' } } } }, 'InvalidSpec', /not a duration/],
+    [
+      { ...catset, hooks: { sync: { webhook: { url: 'https://x', timeout: 'soon' } } } },
+      'InvalidSpec',
+      /timeout: must be a positive Go duration/,
+    ],
     [{ childResources: [] }, 'InvalidSpec', /parentResource/],
   ])('what Outrigger does not serve is a reason, not a half-served controller (%#)', (spec, reason, message) => {
     try {
