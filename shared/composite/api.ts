@@ -105,7 +105,8 @@ interface Common {
   object: KubeObject;
   serviceAccount: { namespace: string; name: string } | undefined;
   resyncPeriodSeconds: number | undefined;
-  hooks: { sync: Hook; finalize: Hook | undefined };
+  /** customize: which related objects the sync and finalize hooks are sent (shared/composite/related.ts). */
+  hooks: { sync: Hook; finalize: Hook | undefined; customize?: Hook | undefined };
   children: ChildRule[];
 }
 
@@ -157,12 +158,14 @@ function hooksOf(kind: string, name: string, hooks: Record<string, MetaHook> | u
       : ['sync', 'finalize', 'customize'];
   for (const k of Object.keys(hooks ?? {})) {
     if (!known.includes(k)) throw new DefinitionError(kind, name, `spec.hooks.${k} is not a known hook`);
-    if (k !== 'sync' && k !== 'finalize') throw new DefinitionError(kind, name, `spec.hooks.${k} is not served`, 'UnsupportedHook');
+    if (k !== 'sync' && k !== 'finalize' && k !== 'customize')
+      throw new DefinitionError(kind, name, `spec.hooks.${k} is not served`, 'UnsupportedHook');
   }
   if (!hooks?.sync) throw new DefinitionError(kind, name, 'spec.hooks.sync is not set: nothing to call', 'NoSyncHook');
   return {
     sync: toHook(kind, name, 'spec.hooks.sync', hooks.sync),
     finalize: hooks.finalize ? toHook(kind, name, 'spec.hooks.finalize', hooks.finalize) : undefined,
+    ...(hooks.customize ? { customize: toHook(kind, name, 'spec.hooks.customize', hooks.customize) } : {}),
   };
 }
 
