@@ -26,6 +26,7 @@ import {
   type ResourceSelectorRule,
 } from '../../shared/composite/api.ts';
 import type { ChildKind } from '../../shared/composite/plan.ts';
+import { parentAsks, recordedKinds } from '../../shared/composite/related.ts';
 import type { ControllerKind, LabelSelector } from '../../shared/ownership/index.ts';
 import type { ClusterConfig } from '../../shared/clusters.ts';
 import { firstHolderFirst } from '../../shared/identity.ts';
@@ -260,6 +261,16 @@ const definitionKind = (resource: GVR, kind: string): ControllerKind => ({
 async function kinds(kube: KubeClient, cluster: ClusterConfig): Promise<ControllerKind[]> {
   const set = await listCompositeSet(kube, cluster.id, compositeCache, cluster.controllerSelector);
   const owns = (d: ResolvedDefinition) => d.kinds.map((k) => ({ group: k.group, kind: k.kind }));
+  // Related objects reach the parents whose recorded customize answer asks for them (docs/controllers/compositecontroller.md#related-objects).
+  const related = (d: ResolvedDefinition): Pick<ControllerKind, 'related'> =>
+    d.hooks.customize
+      ? {
+          related: {
+            kinds: recordedKinds(d.object).map((k) => ({ group: k.group, kind: k.kind })),
+            asks: (parent, o) => parentAsks(parent, d.uid, o),
+          },
+        }
+      : {};
   return [
     definitionKind(compositeControllers, 'CompositeController'),
     definitionKind(decoratorControllers, 'DecoratorController'),
@@ -273,6 +284,7 @@ async function kinds(kube: KubeClient, cluster: ClusterConfig): Promise<Controll
           ? { matchLabels: { [CONTROLLER_UID_LABEL]: p.metadata.uid ?? '' } }
           : (p.spec as { selector?: LabelSelector | null } | undefined)?.selector,
       owns: owns(c),
+      ...related(c),
       // Metacontroller syncs on any change of the parent, its status too unless told not to.
       ...(c.parent.ignoreStatusChanges ? { ownChangeSyncs: specChanged } : {}),
       target: COMPOSITE_TARGET,
@@ -285,6 +297,7 @@ async function kinds(kube: KubeClient, cluster: ClusterConfig): Promise<Controll
         // Attachments are the target's by ControllerRef alone: nothing is adopted.
         selectorOf: () => null,
         owns: owns(d),
+        ...related(d),
         target: COMPOSITE_TARGET,
       })),
     ),
@@ -296,10 +309,14 @@ async function watches(kube: KubeClient, cluster: ClusterConfig): Promise<GVR[]>
   return [
     compositeControllers,
     decoratorControllers,
-    ...set.composites.flatMap((c) => [c.parentResource, ...c.kinds]),
-    ...set.decorators.flatMap((d) => [...d.targets, ...d.kinds]),
+    ...set.composites.flatMap((c) => [c.parentResource, ...c.kinds, ...relatedWatched(c)]),
+    ...set.decorators.flatMap((d) => [...d.targets, ...d.kinds, ...relatedWatched(d)]),
   ];
 }
+
+/** The kinds its parents' customize answers read, as its status records them (functions/composite/related.ts). */
+const relatedWatched = (d: ResolvedDefinition): GVR[] =>
+  d.hooks.customize ? recordedKinds(d.object).map((k) => gvr(k.group, k.version, k.resource)) : [];
 
 export const compositeSource: ControllerSource = {
   target: COMPOSITE_TARGET,

@@ -17,12 +17,15 @@ import type { ClusterCache } from '../cluster-cache.ts';
 import {
   actingAs,
   COMPOSITE_TARGET,
+  compositeControllers,
+  decoratorControllers,
   definitionsFor,
   listCompositeSet,
   writeReadiness,
   type CompositeSet,
   type ResolvedDefinition,
 } from './controllers.ts';
+import { recordRelatedKinds } from './related.ts';
 import { syncDefinition, type PassResult } from './sync.ts';
 
 /** Events' reportingController. */
@@ -65,6 +68,10 @@ export async function serveCompositeRequest(request: SyncRequest, sentAt: number
   for (const d of definitions) {
     const result = await syncDefinition({ kube: actingAs(ctx.kube, d), hooks: ctx.hooks, log: ctx.log, deadline: ctx.deadline }, d, key);
     results.push({ d, result });
+    // The kinds its customize answer reads, for the forwarder to watch (as Outrigger: the definition is its object).
+    const kindOf = d.kind === 'CompositeController' ? compositeControllers : decoratorControllers;
+    if (result.relatedKinds?.length && (await recordRelatedKinds(ctx.kube, kindOf, d, result.relatedKinds)))
+      ctx.controllers.forget(key.cluster);
     ctx.log('info', `${d.kind} synced`, {
       controller: d.name,
       parent: `${key.namespace ?? ''}/${key.name}`,

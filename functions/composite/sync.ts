@@ -32,6 +32,8 @@ import { identityOf } from '../../shared/map/plan/outputs.ts';
 import { finalizersWith, setCondition, type Condition } from '../../shared/map/plan/index.ts';
 import { claim, isBeingDeleted, SelectorError, type SyncKey } from '../../shared/ownership/index.ts';
 import type { ResolvedComposite, ResolvedDecorator, ResolvedDefinition } from './controllers.ts';
+import { RelatedError, type RelatedKind } from '../../shared/composite/related.ts';
+import { readRelated } from './related.ts';
 
 export interface PassContext {
   /** The definition's ServiceAccount's client (actingAs). */
@@ -68,6 +70,8 @@ export interface PassResult {
   finalized?: boolean | undefined;
   /** The longest wait a hook asked for (Retry-After). */
   retryAfterSeconds?: number | undefined;
+  /** The kinds the customize answer's rules read (for the definition's status.relatedResources). */
+  relatedKinds?: RelatedKind[] | undefined;
 }
 
 /** The field manager of every write a definition makes: one per definition, as `kubectl` shows it. */
@@ -107,12 +111,16 @@ export async function syncDefinition(ctx: PassContext, d: ResolvedDefinition, ke
     if (!isBeingDeleted(parent)) parent = await setFinalizer(pass, parent, Boolean(d.hooks.finalize));
     const children = await observedChildren(pass, parent);
     if (!children) return result;
+    const rel = await readRelated({ kube: ctx.kube, hooks: ctx.hooks, deadline: ctx.deadline, cluster: key.cluster }, d, resource, parent);
+    if (rel.asked) result.hookCalls += 1;
+    result.relatedKinds = rel.kinds;
+    parent = rel.parent;
     const finalizing = isBeingDeleted(parent);
     const hook = finalizing ? d.hooks.finalize! : d.hooks.sync;
     const request =
       d.kind === 'CompositeController'
-        ? { controller: d.object, parent, children: childMap(parent, d.kinds, children), related: {}, finalizing }
-        : { controller: d.object, object: parent, attachments: childMap(parent, d.kinds, children), related: {}, finalizing };
+        ? { controller: d.object, parent, children: childMap(parent, d.kinds, children), related: rel.related, finalizing }
+        : { controller: d.object, object: parent, attachments: childMap(parent, d.kinds, children), related: rel.related, finalizing };
     result.hookCalls += 1;
     const answered = await ctx.hooks.call(hook, request, {
       deadline: ctx.deadline,
@@ -341,6 +349,7 @@ function problemOf(err: unknown): Problem {
   if (err instanceof HookError) return { reason: `Hook${err.reason}`, message: err.message, detail: err.detail };
   if (err instanceof AnswerError) return { reason: 'HookMalformedAnswer', message: err.message };
   if (err instanceof ChildError) return { reason: 'InvalidChild', message: err.message };
+  if (err instanceof RelatedError) return { reason: err.reason, message: err.message };
   // The apiserver's message may quote the answer: it goes to the log, the condition gets its kind.
   if (err instanceof KubeError)
     return {

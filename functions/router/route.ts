@@ -16,6 +16,7 @@ import type { SyncSink } from '../../shared/lambda/sync-sink.ts';
 import {
   BatchResolver,
   inputSteps,
+  relatedSteps,
   routeEvent,
   syncKeyString,
   type ControllerKind,
@@ -71,6 +72,8 @@ export async function routeEnvelope(envelope: Envelope, resolver: BatchResolver,
   const steps = routeEvent(watchEventType(envelope), object, envelope.data.oldObject);
   if (kinds.some((k) => k.inputs?.kinds.some((i) => i.group === group && i.kind === object.kind)))
     steps.push(...inputSteps(object, envelope.data.oldObject));
+  if (kinds.some((k) => k.related?.kinds.some((i) => i.group === group && i.kind === object.kind)))
+    steps.push(...relatedSteps(object, envelope.data.oldObject));
   const routed = (await Promise.all(steps.map((s) => resolver.resolve(s)))).flat();
   // A parent's own change syncs that parent in every controller of its kind (unless a kind says this change
   // needs none).
@@ -113,7 +116,13 @@ export function heardOf(kinds: readonly ControllerKind[], envelope: Envelope): b
   const kind = envelope.data.object.kind;
   if (group === 'apps' && kind === 'ControllerRevision') return true;
   const is = (k: { group: string; kind: string }) => k.group === group && k.kind === kind;
-  return kinds.some((k) => is({ group: k.resource.group, kind: k.kind }) || (k.owns ?? []).some(is) || (k.inputs?.kinds ?? []).some(is));
+  return kinds.some(
+    (k) =>
+      is({ group: k.resource.group, kind: k.kind }) ||
+      (k.owns ?? []).some(is) ||
+      (k.inputs?.kinds ?? []).some(is) ||
+      (k.related?.kinds ?? []).some(is),
+  );
 }
 
 export async function routeBatch(event: SQSEvent, deps: RouterDeps): Promise<SQSBatchResponse & { stats: RouteStats }> {

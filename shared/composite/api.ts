@@ -98,7 +98,8 @@ interface Common {
   object: KubeObject;
   serviceAccount: { namespace: string; name: string } | undefined;
   resyncPeriodSeconds: number | undefined;
-  hooks: { sync: MetaHook; finalize: MetaHook | undefined };
+  /** customize: which related objects the sync and finalize hooks are sent (shared/composite/related.ts). */
+  hooks: { sync: MetaHook; finalize: MetaHook | undefined; customize?: MetaHook | undefined };
   children: ChildRule[];
 }
 
@@ -151,12 +152,14 @@ function hooksOf(kind: string, name: string, hooks: Record<string, unknown> | un
       : ['sync', 'finalize', 'customize'];
   for (const k of Object.keys(hooks ?? {})) {
     if (!known.includes(k)) throw new DefinitionError(kind, name, `spec.hooks.${k} is not a known hook`);
-    if (k !== 'sync' && k !== 'finalize') throw new DefinitionError(kind, name, `spec.hooks.${k} is not served`, 'UnsupportedHook');
+    if (k !== 'sync' && k !== 'finalize' && k !== 'customize')
+      throw new DefinitionError(kind, name, `spec.hooks.${k} is not served`, 'UnsupportedHook');
   }
   if (!hooks?.sync) throw new DefinitionError(kind, name, 'spec.hooks.sync is not set: nothing to call', 'NoSyncHook');
   return {
     sync: toHook(kind, name, 'spec.hooks.sync', hooks.sync),
     finalize: hooks.finalize ? toHook(kind, name, 'spec.hooks.finalize', hooks.finalize) : undefined,
+    ...(hooks.customize ? { customize: toHook(kind, name, 'spec.hooks.customize', hooks.customize) } : {}),
   };
 }
 

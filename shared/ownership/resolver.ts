@@ -17,6 +17,14 @@ export interface ControllerKind {
   target: string;
   /** Kinds it reads without owning (MapController inputs), and the parent's selector over them (empty: all). */
   inputs?: { kinds: ReadonlyArray<{ group: string; kind: string }>; selectorOf: (parent: KubeObject) => LabelSelector | null | undefined };
+  /**
+   * Kinds its parents may ask for as related objects (a customize hook's answer), and whether a parent asks for
+   * an object, from what the parent records (docs/controllers/compositecontroller.md#related-objects).
+   */
+  related?: {
+    kinds: ReadonlyArray<{ group: string; kind: string }>;
+    asks: (parent: KubeObject, object: Extract<RouteStep, { by: 'related' }>) => boolean;
+  };
   /** Whether a change to the parent itself needs a sync (default: every change does). */
   ownChangeSyncs?: (parent: KubeObject) => boolean;
   /** The child kinds whose events reach it by ControllerRef or selector (absent: every kind). */
@@ -77,6 +85,7 @@ export class BatchResolver {
   async resolve(step: RouteStep): Promise<RoutedKey[]> {
     if (step.by === 'controllerRef') return this.resolveRef(step);
     if (step.by === 'input') return this.resolveInput(step);
+    if (step.by === 'related') return this.resolveRelated(step);
     return this.resolveSelector(step);
   }
 
@@ -132,12 +141,22 @@ export class BatchResolver {
     return out;
   }
 
-  private async matchingParents(
-    kind: ControllerKind,
-    objectNamespace: string | undefined,
-    selectorOf: ControllerKind['selectorOf'],
-    labels: Readonly<Record<string, string>>,
-  ): Promise<RoutedKey[]> {
+  /**
+   * A related object reaches the parents whose recorded customize answer asks for it: the same one list of parents
+   * per kind and namespace per batch as inputs, matched locally (a namespaced parent relates objects of its own
+   * namespace, or cluster-scoped ones: then parents of every namespace are candidates).
+   */
+  private async resolveRelated(step: Extract<RouteStep, { by: 'related' }>): Promise<RoutedKey[]> {
+    const out: RoutedKey[] = [];
+    for (const kind of this.controllers) {
+      if (!kind.related?.kinds.some((k) => k.group === step.group && k.kind === step.kind)) continue;
+      for (const parent of await this.parentsOf(kind, step.namespace))
+        if (kind.related.asks(parent, step)) out.push({ key: this.keyOf(kind, parent), target: kind.target });
+    }
+    return out;
+  }
+
+  private parentsOf(kind: ControllerKind, objectNamespace: string | undefined): Promise<KubeObject[]> {
     const namespace = kind.namespaced ? objectNamespace : undefined;
     const id = `${kind.resource.group}/${kind.kind}/${namespace ?? ''}`;
     let list = this.lists.get(id);
@@ -146,8 +165,17 @@ export class BatchResolver {
       list = (kind.reader?.(this.kube) ?? this.kube).listAll(kind.resource, { namespace });
       this.lists.set(id, list);
     }
+    return list;
+  }
+
+  private async matchingParents(
+    kind: ControllerKind,
+    objectNamespace: string | undefined,
+    selectorOf: ControllerKind['selectorOf'],
+    labels: Readonly<Record<string, string>>,
+  ): Promise<RoutedKey[]> {
     const out: RoutedKey[] = [];
-    for (const parent of await list) {
+    for (const parent of await this.parentsOf(kind, objectNamespace)) {
       let selector;
       try {
         selector = compileSelector(selectorOf(parent));

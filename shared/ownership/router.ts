@@ -17,7 +17,17 @@ import { controllerOf, isBeingDeleted } from './controller-ref.ts';
 export type RouteStep =
   | { by: 'controllerRef'; group: string; kind: string; ref: OwnerReference; namespace: string | undefined }
   | { by: 'selector'; group: string; kind: string; labels: Readonly<Record<string, string>>; namespace: string | undefined }
-  | { by: 'input'; group: string; kind: string; labels: Readonly<Record<string, string>>; namespace: string | undefined };
+  | ({ by: 'input' } & ReadStep)
+  | ({ by: 'related' } & ReadStep);
+
+/** An object read, not owned (an input, a related object): where it is and what it is called and labelled. */
+interface ReadStep {
+  group: string;
+  kind: string;
+  name: string;
+  labels: Readonly<Record<string, string>>;
+  namespace: string | undefined;
+}
 
 export function routeEvent(type: WatchEventType, object: KubeObject, oldObject?: KubeObject): RouteStep[] {
   const namespace = object.metadata.namespace;
@@ -47,14 +57,30 @@ export function routeEvent(type: WatchEventType, object: KubeObject, oldObject?:
  * stops matching must reach the parent too, whose outputs for it are now detached).
  */
 export function inputSteps(object: KubeObject, oldObject?: KubeObject): RouteStep[] {
+  return readSteps('input', object, oldObject);
+}
+
+/**
+ * Related objects (a customize hook's answer) are read as inputs are: any change to one, whoever controls it,
+ * reaches the parents whose recorded rules ask for it, before and after the change (one that stops matching is
+ * gone from their `related`, which they must hear of too).
+ */
+export function relatedSteps(object: KubeObject, oldObject?: KubeObject): RouteStep[] {
+  return readSteps('related', object, oldObject);
+}
+
+function readSteps(by: 'input' | 'related', object: KubeObject, oldObject: KubeObject | undefined): RouteStep[] {
   const { group } = parseApiVersion(object.apiVersion ?? '');
-  const step = (o: KubeObject): RouteStep => ({
-    by: 'input',
-    group,
-    kind: object.kind ?? '',
-    labels: o.metadata.labels ?? {},
-    namespace: object.metadata.namespace,
-  });
+  const step = (o: KubeObject): RouteStep => {
+    const read: ReadStep = {
+      group,
+      kind: object.kind ?? '',
+      name: object.metadata.name ?? '',
+      labels: o.metadata.labels ?? {},
+      namespace: object.metadata.namespace,
+    };
+    return { by, ...read };
+  };
   return oldObject && labelsChanged(oldObject, object) ? [step(object), step(oldObject)] : [step(object)];
 }
 

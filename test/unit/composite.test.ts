@@ -128,9 +128,9 @@ describe('CompositeController spec', () => {
       /caBundle: needs exactly one of inline, secretRef or configMapRef/,
     ],
     [
-      { ...catset, hooks: { sync: { webhook: { url: 'https://x' } }, customize: { webhook: { url: 'https://x' } } } },
+      { ...catset, hooks: { sync: { webhook: { url: 'https://x' } }, preUpdateChild: { webhook: { url: 'https://x' } } } },
       'UnsupportedHook',
-      /customize is not served/,
+      /preUpdateChild is not served/,
     ],
     [{ ...catset, hooks: { sync: { version: 'v2', webhook: { url: 'https://x' } } } }, 'UnsupportedHook', /v2/],
     [

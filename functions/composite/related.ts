@@ -1,0 +1,187 @@
+// A parent's related objects (docs/controllers/compositecontroller.md#related-objects): its customize answer, asked
+// again only when what it depends on moved (the answer recorded on the parent is the cache), each rule read as the
+// controller's ServiceAccount (never as Outrigger: a tenant reads only what its account may), capped per parent,
+// and the answer recorded on the parent for the router. The kinds read are recorded on the definition's status, as
+// Outrigger (the definition is Outrigger's object), for the forwarder to watch.
+import type { HookCaller } from '../../shared/hooks/index.ts';
+import {
+  apiVersionOf,
+  isKubeError,
+  KubeError,
+  NotServedError,
+  resolveResource,
+  type KubeApi,
+  type KubeObject,
+  type ResolvedResource,
+} from '../../shared/kube/index.ts';
+import type { ChildMap } from '../../shared/composite/api.ts';
+import {
+  customizeKey,
+  encodeRecorded,
+  MAX_RELATED_OBJECTS,
+  newKinds,
+  parseCustomizeAnswer,
+  recordedKinds,
+  recordedOn,
+  relatedAnnotation,
+  RelatedError,
+  relatedKinds,
+  relatedMap,
+  scopeRule,
+  type RelatedKind,
+  type ScopedRule,
+} from '../../shared/composite/related.ts';
+import { canonicalJson, type Json } from '../../shared/json.ts';
+import { compileSelector, selectorString } from '../../shared/ownership/index.ts';
+import type { ResolvedDefinition } from './controllers.ts';
+
+export interface RelatedContext {
+  /** The definition's ServiceAccount's client. */
+  kube: KubeApi;
+  hooks: HookCaller;
+  deadline?: number | undefined;
+  cluster: string;
+}
+
+export interface Related {
+  /** What the sync or finalize request carries as `related`. */
+  related: ChildMap;
+  /** The parent, as written when its record changed. */
+  parent: KubeObject;
+  /** The kinds the rules read. */
+  kinds: RelatedKind[];
+  /** Whether the customize hook was called (its answer was not recorded for what the parent is now). */
+  asked: boolean;
+}
+
+/** The related objects of one parent; without a customize hook, none. Throws AnswerError, RelatedError or KubeError. */
+export async function readRelated(
+  ctx: RelatedContext,
+  d: ResolvedDefinition,
+  resource: ResolvedResource,
+  parent: KubeObject,
+): Promise<Related> {
+  const hook = d.hooks.customize;
+  if (!hook) return { related: {}, parent, kinds: [], asked: false };
+  const key = customizeKey(d, parent);
+  const recorded = recordedOn(parent, d.uid);
+  let rules: ScopedRule[];
+  const asked = recorded?.key !== key;
+  if (!asked) rules = recorded.rules;
+  else {
+    const answer = await ctx.hooks.call(
+      hook,
+      { controller: d.object, parent },
+      { deadline: ctx.deadline, controller: { cluster: ctx.cluster, uid: d.uid } },
+    );
+    rules = await Promise.all(
+      parseCustomizeAnswer(answer).map(async (r, i) => {
+        let resolved;
+        try {
+          resolved = await resolveResource(ctx.kube, r.apiVersion, r.resource);
+        } catch (err) {
+          if (!(err instanceof NotServedError)) throw err;
+          throw new RelatedError('UnresolvableRelated', `the customize answer's relatedResources[${i}]: ${err.message}`);
+        }
+        return scopeRule(parent, r, resolved, i);
+      }),
+    );
+  }
+  const objects: KubeObject[] = [];
+  for (const r of rules) objects.push(...(await readRule(ctx.kube, r, MAX_RELATED_OBJECTS - objects.length)));
+  const written = asked ? await record(ctx.kube, d, resource, parent, { key, rules }) : parent;
+  return { related: relatedMap(written, rules, objects), parent: written, kinds: relatedKinds(rules), asked };
+}
+
+const where = (r: ScopedRule) => `${r.resource}${r.group ? `.${r.group}` : ''}${r.namespace ? ` in namespace ${r.namespace}` : ''}`;
+
+/** One rule's objects, as the ServiceAccount; more than `room` is TooManyRelated, a refusal is Forbidden naming the rule. */
+async function readRule(kube: KubeApi, r: ScopedRule, room: number): Promise<KubeObject[]> {
+  const tooMany = () =>
+    new RelatedError(
+      'TooManyRelated',
+      `the customize answer selects more than ${MAX_RELATED_OBJECTS} related objects (at ${where(r)}); narrow its rules`,
+    );
+  const typed = (o: KubeObject): KubeObject => ({ ...o, apiVersion: apiVersionOf(r), kind: r.kind });
+  const namespace = r.namespaced ? r.namespace : undefined;
+  try {
+    if (r.names) {
+      if (r.names.length > room) throw tooMany();
+      const found = await Promise.all(r.names.map((name) => kube.find(r, { name, namespace })));
+      return found.flatMap((o) => (o ? [typed(o)] : []));
+    }
+    // One page one larger than what is left: a second page, or a full one, is past the cap.
+    const page = await kube.list(r, {
+      namespace,
+      limit: room + 1,
+      ...(r.labelSelector ? { labelSelector: selectorString(compileSelector(r.labelSelector)) } : {}),
+    });
+    if (page.items.length > room || page.metadata.continue) throw tooMany();
+    return page.items.map(typed);
+  } catch (err) {
+    if (!isKubeError(err, 'Forbidden')) throw err;
+    throw new KubeError('Forbidden', `the controller's ServiceAccount may not ${r.names ? 'get' : 'list'} ${where(r)} (a related rule)`);
+  }
+}
+
+/** The answer recorded on the parent (merge patch conditional on the resourceVersion read), when it changed. */
+async function record(
+  kube: KubeApi,
+  d: ResolvedDefinition,
+  resource: ResolvedResource,
+  parent: KubeObject,
+  next: { key: string; rules: ScopedRule[] },
+): Promise<KubeObject> {
+  const annotation = relatedAnnotation(d.uid);
+  const value = encodeRecorded(next) ?? null;
+  if ((parent.metadata.annotations?.[annotation] ?? null) === value) return parent;
+  try {
+    const written = await kube.patch(
+      resource,
+      { name: parent.metadata.name ?? '', namespace: resource.namespaced ? parent.metadata.namespace : undefined },
+      { metadata: { resourceVersion: parent.metadata.resourceVersion, annotations: { [annotation]: value } } },
+      'merge',
+    );
+    return { ...written, apiVersion: parent.apiVersion, kind: parent.kind };
+  } catch (err) {
+    if (!isKubeError(err, 'Forbidden')) throw err;
+    throw new KubeError(
+      'Forbidden',
+      `the controller's ServiceAccount may not patch ${resource.resource} to record its customize answer on the parent`,
+    );
+  }
+}
+
+/**
+ * Adds the kinds a pass read to the definition's status.relatedResources, as Outrigger, read afresh (a cached copy
+ * would drop a kind another pass added): the forwarder watches them, so a related object's change reaches the
+ * router. Kinds are only added: one no parent asks for any more is watched until the definition is replaced.
+ */
+export async function recordRelatedKinds(
+  kube: KubeApi,
+  resource: { group: string; version: string; resource: string },
+  d: ResolvedDefinition,
+  kinds: readonly RelatedKind[],
+): Promise<boolean> {
+  if (!newKinds(recordedKinds(d.object), kinds).length) return false;
+  for (let attempt = 0; attempt < 3; attempt += 1) {
+    const current = await kube.find(resource, { name: d.name });
+    if (!current || current.metadata.uid !== d.uid) return false;
+    const known = recordedKinds(current);
+    const added = newKinds(known, kinds);
+    if (!added.length) return false;
+    const all = [...known, ...added].sort((a, b) => canonicalJson(a as unknown as Json).localeCompare(canonicalJson(b as unknown as Json)));
+    try {
+      await kube.patch(
+        resource,
+        { name: d.name, subresource: 'status' },
+        { metadata: { resourceVersion: current.metadata.resourceVersion }, status: { relatedResources: all } },
+        'merge',
+      );
+      return true;
+    } catch (err) {
+      if (!isKubeError(err, 'Conflict')) throw err;
+    }
+  }
+  return false;
+}
