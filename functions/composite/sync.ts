@@ -31,7 +31,9 @@ import {
 import { identityOf } from '../../shared/map/plan/outputs.ts';
 import { finalizersWith, setCondition, type Condition } from '../../shared/map/plan/index.ts';
 import { claim, isBeingDeleted, SelectorError, type SyncKey } from '../../shared/ownership/index.ts';
+import { anyRolling } from '../../shared/composite/rollout.ts';
 import type { ResolvedComposite, ResolvedDecorator, ResolvedDefinition } from './controllers.ts';
+import { rollingAnswer } from './rollout.ts';
 
 export interface PassContext {
   /** The definition's ServiceAccount's client (actingAs). */
@@ -113,17 +115,28 @@ export async function syncDefinition(ctx: PassContext, d: ResolvedDefinition, ke
       d.kind === 'CompositeController'
         ? { controller: d.object, parent, children: childMap(parent, d.kinds, children), related: {}, finalizing }
         : { controller: d.object, object: parent, attachments: childMap(parent, d.kinds, children), related: {}, finalizing };
-    result.hookCalls += 1;
-    const answered = await ctx.hooks.call(hook, request, { deadline: ctx.deadline, controller: { cluster: key.cluster, uid: d.uid } });
-    const answer = d.kind === 'CompositeController' ? parseCompositeAnswer(answered) : parseDecoratorAnswer(answered);
+    let answer: SyncAnswer;
+    let desired: KubeObject[];
+    let truncate = async () => {};
+    if (d.kind === 'CompositeController' && !finalizing && anyRolling(d.kinds)) {
+      // Rolling updates: the hook is asked once per revision a child belongs to (docs/controllers/compositecontroller.md#rolling-updates).
+      const rolled = await rollingAnswer({ ...ctx, cluster: key.cluster }, d, parent, children, request);
+      result.hookCalls += rolled.hookCalls;
+      ({ answer, desired, truncate } = rolled);
+    } else {
+      result.hookCalls += 1;
+      const answered = await ctx.hooks.call(hook, request, { deadline: ctx.deadline, controller: { cluster: key.cluster, uid: d.uid } });
+      answer = d.kind === 'CompositeController' ? parseCompositeAnswer(answered) : parseDecoratorAnswer(answered);
+      desired = prepareChildren(answer.children, {
+        parent,
+        kinds: d.kinds,
+        generateSelector: d.kind === 'CompositeController' && d.generateSelector,
+      });
+    }
     result.resyncAfterSeconds = answer.resyncAfterSeconds;
-    const desired = prepareChildren(answer.children, {
-      parent,
-      kinds: d.kinds,
-      generateSelector: d.kind === 'CompositeController' && d.generateSelector,
-    });
     await writeChildren(pass, children, desired);
     parent = await writeParent(pass, parent, answer);
+    await truncate();
     if (finalizing && answer.finalized) {
       await setFinalizer(pass, parent, false);
       result.finalized = true;
