@@ -84,7 +84,8 @@ export async function historyCommand(
         ...(foreign.length ? { foreignRevisions: foreign.map(summary) } : {}),
       });
     const readOnly = foreignTable(foreign, (since) => age(since, now));
-    if (revisions.length === 0) return `${title}: no revisions (is there a RevisionPolicy for ${kind}?)\n${readOnly}`;
+    if (revisions.length === 0)
+      return `${title}: no revisions (is there a RevisionPolicy for ${kind}, or a CompositeController with rolling updates?)\n${readOnly}`;
     const rows = [
       ['REVISION', 'NAME', 'CURRENT', 'AGE', 'CHANGE-CAUSE'],
       ...revisions.map((r) => [
@@ -140,7 +141,7 @@ export async function rollbackCommand(
     throw new Error(
       revisions.length
         ? `${title} holds its only revision's target state; there is no previous revision to go back to`
-        : `${title} has no revisions (is there a RevisionPolicy for ${kind}?)`,
+        : `${title} has no revisions (is there a RevisionPolicy for ${kind}, or a CompositeController with rolling updates?)`,
     );
   }
   const unchanged = holds(target);

@@ -154,7 +154,13 @@ async function resolveCommon(kube: KubeClient, d: CompositeController | Decorato
       'NoServiceAccount',
     );
   const field = d.kind === 'CompositeController' ? 'spec.childResources' : 'spec.attachments';
-  const kinds = await Promise.all(d.children.map(async (c, i) => ({ ...(await one(kube, d, c, `${field}[${i}]`)), method: c.method })));
+  const kinds = await Promise.all(
+    d.children.map(async (c, i) => ({
+      ...(await one(kube, d, c, `${field}[${i}]`)),
+      method: c.method,
+      ...(c.rolling ? { rolling: c.rolling } : {}),
+    })),
+  );
   return { serviceAccount: d.serviceAccount, kinds };
 }
 
@@ -174,6 +180,13 @@ async function one(
 async function resolveComposite(kube: KubeClient, cc: CompositeController): Promise<ResolvedComposite> {
   const common = await resolveCommon(kube, cc);
   const parentResource = await one(kube, cc, cc.parent, 'spec.parentResource');
+  if (!parentResource.namespaced && common.kinds.some((k) => k.rolling))
+    throw new DefinitionError(
+      cc.kind,
+      cc.name,
+      `rolling updates need a namespaced parent (its revisions are ControllerRevisions, namespaced); ${parentResource.kind} is cluster-scoped`,
+      'UnsupportedUpdateStrategy',
+    );
   const resolved: ResolvedComposite = {
     ...cc,
     ...common,

@@ -31,9 +31,11 @@ import {
 import { identityOf } from '../../shared/map/plan/outputs.ts';
 import { finalizersWith, setCondition, type Condition } from '../../shared/map/plan/index.ts';
 import { claim, isBeingDeleted, SelectorError, type SyncKey } from '../../shared/ownership/index.ts';
+import { anyRolling } from '../../shared/composite/rollout.ts';
 import type { ResolvedComposite, ResolvedDecorator, ResolvedDefinition } from './controllers.ts';
 import { RelatedError, type RelatedKind } from '../../shared/composite/related.ts';
 import { readRelated } from './related.ts';
+import { rollingAnswer } from './rollout.ts';
 
 export interface PassContext {
   /** The definition's ServiceAccount's client (actingAs). */
@@ -121,22 +123,30 @@ export async function syncDefinition(ctx: PassContext, d: ResolvedDefinition, ke
       d.kind === 'CompositeController'
         ? { controller: d.object, parent, children: childMap(parent, d.kinds, children), related: rel.related, finalizing }
         : { controller: d.object, object: parent, attachments: childMap(parent, d.kinds, children), related: rel.related, finalizing };
-    result.hookCalls += 1;
-    const answered = await ctx.hooks.call(hook, request, {
-      deadline: ctx.deadline,
-      controller: { cluster: key.cluster, uid: d.uid },
-      // The pass's client is the definition's ServiceAccount's: Service hooks and webhook Secrets go through it.
-      cluster: ctx.kube,
-    });
-    const answer = d.kind === 'CompositeController' ? parseCompositeAnswer(answered) : parseDecoratorAnswer(answered);
+    // The pass's client is the definition's ServiceAccount's: Service hooks and webhook Secrets go through it.
+    const call = { deadline: ctx.deadline, controller: { cluster: key.cluster, uid: d.uid }, cluster: ctx.kube };
+    let answer: SyncAnswer;
+    let desired: KubeObject[];
+    let truncate = async () => {};
+    if (d.kind === 'CompositeController' && !finalizing && anyRolling(d.kinds)) {
+      // Rolling updates: the hook is asked once per revision a child belongs to (docs/controllers/compositecontroller.md#rolling-updates).
+      const rolled = await rollingAnswer({ ...ctx, call }, d, parent, children, request);
+      result.hookCalls += rolled.hookCalls;
+      ({ answer, desired, truncate } = rolled);
+    } else {
+      result.hookCalls += 1;
+      const answered = await ctx.hooks.call(hook, request, call);
+      answer = d.kind === 'CompositeController' ? parseCompositeAnswer(answered) : parseDecoratorAnswer(answered);
+      desired = prepareChildren(answer.children, {
+        parent,
+        kinds: d.kinds,
+        generateSelector: d.kind === 'CompositeController' && d.generateSelector,
+      });
+    }
     result.resyncAfterSeconds = answer.resyncAfterSeconds;
-    const desired = prepareChildren(answer.children, {
-      parent,
-      kinds: d.kinds,
-      generateSelector: d.kind === 'CompositeController' && d.generateSelector,
-    });
     await writeChildren(pass, children, desired);
     parent = await writeParent(pass, parent, answer);
+    await truncate();
     if (finalizing && answer.finalized) {
       await setFinalizer(pass, parent, false);
       result.finalized = true;

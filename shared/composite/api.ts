@@ -8,6 +8,7 @@ import type { KubeObject } from '../kube/resource.ts';
 import type { LabelSelector } from '../ownership/selector.ts';
 import { finalizerName, hookSchema, MAX_RESYNC_AFTER_SECONDS, webhookSchema } from '../map/api.ts';
 import { firstIssue, nonEmpty } from '../validation.ts';
+import { parsePath, PathError } from '../history/data.ts';
 
 export const COMPOSITE_GROUP = 'metacontroller.k8s.io';
 export const COMPOSITE_VERSION = 'v1alpha1';
@@ -37,7 +38,13 @@ const annotationSelector = z.object({
   matchExpressions: z.optional(z.array(requirement)),
 });
 const METHODS = ['OnDelete', 'Recreate', 'InPlace', 'RollingRecreate', 'RollingInPlace'] as const;
-const updateStrategy = z.optional(z.looseObject({ method: z.optional(z.enum(METHODS)) }));
+const conditionCheck = z.looseObject({ type: nonEmpty(), status: z.optional(z.string()), reason: z.optional(z.string()) });
+const updateStrategy = z.optional(
+  z.looseObject({
+    method: z.optional(z.enum(METHODS)),
+    statusChecks: z.optional(z.looseObject({ conditions: z.optional(z.array(conditionCheck)) })),
+  }),
+);
 const resourceRule = { apiVersion: nonEmpty(), resource: nonEmpty() };
 /**
  * A Metacontroller hook: the MapController's hook schema (one schema and one client for every kind's hooks,
@@ -56,6 +63,7 @@ const compositeSpec = z.looseObject({
     ...resourceRule,
     labelSelector: z.optional(labelSelector),
     ignoreStatusChanges: z.optional(z.boolean()),
+    revisionHistory: z.optional(z.looseObject({ fieldPaths: z.optional(z.array(z.string())) })),
   }),
   childResources: z.optional(z.array(z.looseObject({ ...resourceRule, updateStrategy }))),
   hooks: z.optional(z.record(z.string(), z.unknown())),
@@ -76,10 +84,26 @@ const decoratorSpec = z.looseObject({
 /** How an existing child that differs from the answer is written (the default, OnDelete: it is not). */
 export type UpdateMethod = 'OnDelete' | 'Recreate' | 'InPlace';
 
+/** A status condition a child of the new revision must have for a rollout to go on (absent status, reason: any). */
+export interface ConditionCheck {
+  type: string;
+  status?: string | undefined;
+  reason?: string | undefined;
+}
+
+/** A rolling update: children move to the parent's new revision one at a time (docs/controllers/compositecontroller.md#rolling-updates). */
+export interface RollingRule {
+  /** RollingInPlace or RollingRecreate: how a moved child is written is then `method` (InPlace, Recreate). */
+  method: 'RollingInPlace' | 'RollingRecreate';
+  checks: ConditionCheck[];
+}
+
 export interface ChildRule {
   apiVersion: string;
   resource: string;
   method: UpdateMethod;
+  /** Set for the rolling methods; `method` is then how each child is written when its turn comes. */
+  rolling?: RollingRule | undefined;
 }
 
 export interface ResourceSelectorRule {
@@ -105,7 +129,14 @@ interface Common {
 
 export interface CompositeController extends Common {
   kind: 'CompositeController';
-  parent: { apiVersion: string; resource: string; labelSelector: LabelSelector | undefined; ignoreStatusChanges: boolean };
+  parent: {
+    apiVersion: string;
+    resource: string;
+    labelSelector: LabelSelector | undefined;
+    ignoreStatusChanges: boolean;
+    /** revisionHistory.fieldPaths: the parent's fields a revision holds (default `spec`). */
+    revisionFieldPaths: string[];
+  };
   generateSelector: boolean;
 }
 
@@ -134,15 +165,32 @@ export function toHook(kind: string, name: string, field: string, value: unknown
   return result.data;
 }
 
-function methodOf(kind: string, name: string, field: string, m: (typeof METHODS)[number] | undefined): UpdateMethod {
-  if (m === 'RollingRecreate' || m === 'RollingInPlace')
-    throw new DefinitionError(
-      kind,
-      name,
-      `${field}.updateStrategy.method ${m} is not served (OnDelete, Recreate, InPlace are)`,
-      'UnsupportedUpdateStrategy',
-    );
-  return m ?? 'OnDelete';
+type StrategyInput = {
+  method?: (typeof METHODS)[number] | undefined;
+  statusChecks?: { conditions?: ConditionCheck[] | undefined } | undefined;
+};
+
+/** A child rule's update strategy; the rolling methods only where `rolling` (a CompositeController's children). */
+function strategyOf(
+  kind: string,
+  name: string,
+  field: string,
+  s: StrategyInput | undefined,
+  rolling: boolean,
+): Pick<ChildRule, 'method' | 'rolling'> {
+  const m = s?.method;
+  if (m === 'RollingRecreate' || m === 'RollingInPlace') {
+    if (!rolling)
+      throw new DefinitionError(
+        kind,
+        name,
+        `${field}.updateStrategy.method ${m} is not served for attachments (OnDelete, Recreate, InPlace are)`,
+        'UnsupportedUpdateStrategy',
+      );
+    const checks = (s?.statusChecks?.conditions ?? []).map((c) => ({ type: c.type, status: c.status, reason: c.reason }));
+    return { method: m === 'RollingInPlace' ? 'InPlace' : 'Recreate', rolling: { method: m, checks } };
+  }
+  return { method: m ?? 'OnDelete' };
 }
 
 function hooksOf(kind: string, name: string, hooks: Record<string, unknown> | undefined): Common['hooks'] {
@@ -192,16 +240,31 @@ export function parseCompositeController(obj: KubeObject): CompositeController {
     children: (spec.childResources ?? []).map((c, i) => ({
       apiVersion: c.apiVersion,
       resource: c.resource,
-      method: methodOf(kind, base.name, `spec.childResources[${i}]`, c.updateStrategy?.method),
+      ...strategyOf(kind, base.name, `spec.childResources[${i}]`, c.updateStrategy, true),
     })),
     parent: {
       apiVersion: spec.parentResource.apiVersion,
       resource: spec.parentResource.resource,
       labelSelector: spec.parentResource.labelSelector as LabelSelector | undefined,
       ignoreStatusChanges: spec.parentResource.ignoreStatusChanges ?? false,
+      revisionFieldPaths: revisionPaths(base.name, spec.parentResource.revisionHistory?.fieldPaths),
     },
     generateSelector: spec.generateSelector ?? false,
   };
+}
+
+/** revisionHistory.fieldPaths, `spec` when none is named (as Metacontroller defaults it); each a dotted path. */
+function revisionPaths(name: string, paths: string[] | undefined): string[] {
+  const out = paths?.length ? paths : ['spec'];
+  for (const p of out) {
+    try {
+      parsePath(p);
+    } catch (err) {
+      if (!(err instanceof PathError)) throw err;
+      throw new DefinitionError('CompositeController', name, `spec.parentResource.revisionHistory.fieldPaths: ${err.message}`);
+    }
+  }
+  return out;
 }
 
 export function parseDecoratorController(obj: KubeObject): DecoratorController {
@@ -217,7 +280,7 @@ export function parseDecoratorController(obj: KubeObject): DecoratorController {
     children: (spec.attachments ?? []).map((c, i) => ({
       apiVersion: c.apiVersion,
       resource: c.resource,
-      method: methodOf(kind, base.name, `spec.attachments[${i}]`, c.updateStrategy?.method),
+      ...strategyOf(kind, base.name, `spec.attachments[${i}]`, c.updateStrategy, false),
     })),
     resources: spec.resources.map((r) => ({
       apiVersion: r.apiVersion,

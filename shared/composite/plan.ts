@@ -10,9 +10,17 @@ import { appliedDiffers, identityOf, pairByIdentity } from '../map/plan/outputs.
 import { planClaim, type ClaimPlan } from '../ownership/claim.ts';
 import { controllerOf, isBeingDeleted, newControllerRef } from '../ownership/controller-ref.ts';
 import { compileSelector, matches, SelectorError, type LabelSelector, type Selector } from '../ownership/selector.ts';
-import { APPLIED_ANNOTATION, CONTROLLER_UID_LABEL, type ChildMap, type ResourceSelectorRule, type UpdateMethod } from './api.ts';
+import {
+  APPLIED_ANNOTATION,
+  CONTROLLER_UID_LABEL,
+  type ChildMap,
+  type ResourceSelectorRule,
+  type RollingRule,
+  type UpdateMethod,
+} from './api.ts';
 
-export type ChildKind = ResolvedResource & { method: UpdateMethod };
+/** A child resource as resolved, with its update method (and its rolling update, if it rolls). */
+export type ChildKind = ResolvedResource & { method: UpdateMethod; rolling?: RollingRule | undefined };
 
 export class ChildError extends Error {
   constructor(message: string) {

@@ -134,9 +134,9 @@ describe('CompositeController spec', () => {
     ],
     [{ ...catset, hooks: { sync: { version: 'v2', webhook: { url: 'https://x' } } } }, 'UnsupportedHook', /v2/],
     [
-      { ...catset, childResources: [{ apiVersion: 'v1', resource: 'pods', updateStrategy: { method: 'RollingRecreate' } }] },
-      'UnsupportedUpdateStrategy',
-      /RollingRecreate/,
+      { ...catset, parentResource: { ...catset.parentResource, revisionHistory: { fieldPaths: ['metadata.labels'] } } },
+      'InvalidSpec',
+      /revisionHistory.fieldPaths/,
     ],
     [{ ...catset, hooks: {} }, 'NoSyncHook', /sync is not set/],
     [
