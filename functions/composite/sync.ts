@@ -28,6 +28,7 @@ import {
   statusDiffers,
   type ChildKind,
 } from '../../shared/composite/plan.ts';
+import { hookRequest } from '../../shared/composite/request.ts';
 import { identityOf } from '../../shared/map/plan/outputs.ts';
 import { finalizersWith, setCondition, type Condition } from '../../shared/map/plan/index.ts';
 import { claim, isBeingDeleted, SelectorError, type SyncKey } from '../../shared/ownership/index.ts';
@@ -109,10 +110,7 @@ export async function syncDefinition(ctx: PassContext, d: ResolvedDefinition, ke
     if (!children) return result;
     const finalizing = isBeingDeleted(parent);
     const hook = finalizing ? d.hooks.finalize! : d.hooks.sync;
-    const request =
-      d.kind === 'CompositeController'
-        ? { controller: d.object, parent, children: childMap(parent, d.kinds, children), related: {}, finalizing }
-        : { controller: d.object, object: parent, attachments: childMap(parent, d.kinds, children), related: {}, finalizing };
+    const request = hookRequest(d.kind, d.object, parent, childMap(parent, d.kinds, children), finalizing);
     result.hookCalls += 1;
     const answered = await ctx.hooks.call(hook, request, { deadline: ctx.deadline, controller: { cluster: key.cluster, uid: d.uid } });
     const answer = d.kind === 'CompositeController' ? parseCompositeAnswer(answered) : parseDecoratorAnswer(answered);
