@@ -32,6 +32,9 @@ commands:
              resources the cluster's StorageStates name
   forwarder-key  outrigger forwarder-key --cluster ID [--secret-arn ARN | --secret-file FILE]: the key that
              cluster's forwarder signs its envelopes with, for the Secret it mounts
+  render     outrigger render --controller FILE --parent FILE [--children FILE]... [--url URL | --response FILE]:
+             one CompositeController or DecoratorController pass, offline, for hook authors: the hook called and
+             the children and status it would write, printed as YAML
   cost       outrigger cost [--clusters N] [--changes-per-day N] [--map-inputs N] [--crds N] [--region R]:
              what a fleet would cost a month in AWS, beside the same controllers run in each cluster
 
@@ -145,6 +148,12 @@ async function checkout(command: 'run' | 'doctor' | 'hook-key' | 'forwarder-key'
       { cause: err },
     );
   }
+}
+
+async function render(argv: string[]): Promise<void> {
+  const { renderCommand, renderUsage } = await import('../cli/render.ts');
+  if (helpWanted(argv, renderUsage)) return;
+  process.stdout.write(await renderCommand(argv));
 }
 
 async function cost(argv: string[]): Promise<void> {
@@ -298,6 +307,8 @@ async function main(): Promise<void> {
       return forwarderKey(rest);
     case 'cost':
       return cost(rest);
+    case 'render':
+      return render(rest);
     case undefined:
     case 'help':
     case '--help':

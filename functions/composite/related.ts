@@ -72,7 +72,8 @@ export async function readRelated(
     const answer = await ctx.hooks.call(
       hook,
       { controller: d.object, parent },
-      { deadline: ctx.deadline, controller: { cluster: ctx.cluster, uid: d.uid } },
+      // As every hook of the pass: Service hooks and webhook Secrets through the ServiceAccount's client.
+      { deadline: ctx.deadline, controller: { cluster: ctx.cluster, uid: d.uid }, cluster: ctx.kube },
     );
     rules = await Promise.all(
       parseCustomizeAnswer(answer).map(async (r, i) => {

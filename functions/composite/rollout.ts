@@ -40,7 +40,7 @@ export async function rollingAnswer(
   d: ResolvedComposite,
   parent: KubeObject,
   observed: KubeObject[],
-  request: Record<string, unknown>,
+  request: object,
 ): Promise<RollingAnswer> {
   const paths = d.parent.revisionFieldPaths;
   const namespace = parent.metadata.namespace!;

@@ -28,6 +28,7 @@ import {
   statusDiffers,
   type ChildKind,
 } from '../../shared/composite/plan.ts';
+import { hookRequest } from '../../shared/composite/request.ts';
 import { identityOf } from '../../shared/map/plan/outputs.ts';
 import { finalizersWith, setCondition, type Condition } from '../../shared/map/plan/index.ts';
 import { claim, isBeingDeleted, SelectorError, type SyncKey } from '../../shared/ownership/index.ts';
@@ -119,10 +120,7 @@ export async function syncDefinition(ctx: PassContext, d: ResolvedDefinition, ke
     parent = rel.parent;
     const finalizing = isBeingDeleted(parent);
     const hook = finalizing ? d.hooks.finalize! : d.hooks.sync;
-    const request =
-      d.kind === 'CompositeController'
-        ? { controller: d.object, parent, children: childMap(parent, d.kinds, children), related: rel.related, finalizing }
-        : { controller: d.object, object: parent, attachments: childMap(parent, d.kinds, children), related: rel.related, finalizing };
+    const request = hookRequest(d.kind, d.object, parent, childMap(parent, d.kinds, children), finalizing, rel.related);
     // The pass's client is the definition's ServiceAccount's: Service hooks and webhook Secrets go through it.
     const call = { deadline: ctx.deadline, controller: { cluster: key.cluster, uid: d.uid }, cluster: ctx.kube };
     let answer: SyncAnswer;

@@ -313,8 +313,9 @@ const children = z.optional(
 const resyncAfter = z.optional(z.nullable(z.number().check(z.gte(0, 'must be a number of seconds, 0 or more'))));
 const status = z.optional(z.nullable(z.record(z.string(), z.unknown())));
 const stringMap = z.optional(z.nullable(z.record(z.string(), z.nullable(z.string()))));
-const compositeAnswer = z.looseObject({ status, children, resyncAfterSeconds: resyncAfter, finalized: z.optional(z.boolean()) });
-const decoratorAnswer = z.looseObject({
+/** The sync and finalize hooks' answers (docs/reference/hooks/, made from these by scripts/hook-schemas.ts). */
+export const compositeAnswer = z.looseObject({ status, children, resyncAfterSeconds: resyncAfter, finalized: z.optional(z.boolean()) });
+export const decoratorAnswer = z.looseObject({
   labels: stringMap,
   annotations: stringMap,
   status,
