@@ -179,7 +179,7 @@ async function historyHalf() {
         clusterId: 'peer',
         namespace: ns,
         stateDir: await mkdtemp(join(dir, 'state-')),
-        functions: functions.filter((f) => ['router', 'history', 'truncate'].includes(f.name)),
+        functions: functions.filter((f) => ['router', 'history'].includes(f.name)),
         log: () => {},
       });
     }

@@ -30,7 +30,7 @@ export interface ChurnBenchOptions {
   log: (m: string) => void;
 }
 
-const FUNCTIONS = ['router', 'history', 'truncate', 'history-resync', 'heartbeat'];
+const FUNCTIONS = ['router', 'history', 'history-resync', 'heartbeat'];
 const CLUSTER = 'churn';
 
 type Counter = Record<string, number>;

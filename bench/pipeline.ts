@@ -45,7 +45,7 @@ const log = (m: string) => process.stderr.write(`[bench] ${m}\n`);
 const statefulSets = gvr('apps', 'v1', 'statefulsets');
 const PODS = Number(values.pods ?? 50);
 const STATUS_CHANGES = Number(values['status-changes']);
-const pipelineFunctions = functions.filter((f) => ['router', 'history', 'truncate'].includes(f.name));
+const pipelineFunctions = functions.filter((f) => ['router', 'history'].includes(f.name));
 
 if (values.churn) {
   const figures = await churnBench({

@@ -31,7 +31,7 @@ export const functions: FunctionSpec[] = [
         ...(await Promise.all(controllerSources.map((s) => s.kinds(cluster, kube)))).flat().map((k) => k.resource),
       ],
     },
-    // The targets of the controllers it routes for (history, storage, map); never truncate or migrator.
+    // The targets of the controllers it routes for (history, storage, map); never the migrator.
     sends: [...new Set(controllerSources.map((s) => s.target))],
     clusterAccess: 'controllers',
     timeoutSeconds: 60,

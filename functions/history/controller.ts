@@ -13,9 +13,10 @@ export const historyController: Controller = {
       description: 'Controller history: keeps every revision of a RevisionPolicy target as a ControllerRevision, recognises rollbacks',
       entry: 'functions/history/handler.ts',
       sync: { target: 'history' },
-      // To itself: a policy's check queues a baseline sync of each of its parents.
-      sends: ['truncate', 'history'],
-      // The parent's history lease and its memo. (Truncation needs no table: its deletes are preconditioned on
+      // To itself: a policy's check queues a baseline sync of each of its parents, and each sync its parent's
+      // truncation (truncation requests share the history queue: docs/operations/cost.md#idle-polling).
+      sends: ['history'],
+      // The parent's history lease and its memo. (Truncation uses no table: its deletes are preconditioned on
       // each revision's resourceVersion instead of a lease.)
       table: ['dynamodb:GetItem', 'dynamodb:UpdateItem'],
       clusterAccess: 'controllers',
@@ -27,14 +28,6 @@ export const historyController: Controller = {
       entry: 'functions/history-resync/handler.ts',
       schedule: { everyMinutes: HISTORY_RESYNC_MINUTES },
       sends: ['history'],
-      clusterAccess: 'controllers',
-      timeoutSeconds: 60,
-    },
-    {
-      name: 'truncate',
-      description: 'Controller history: deletes the oldest non-live revisions beyond the history limit',
-      entry: 'functions/truncate/handler.ts',
-      sync: { target: 'truncate' },
       clusterAccess: 'controllers',
       timeoutSeconds: 60,
     },

@@ -1,17 +1,19 @@
 import { randomUUID } from 'node:crypto';
-import { fittedSyncFunction } from '../../shared/lambda/sync-function.ts';
-import { makeSyncRequest, observedParent } from '../../shared/lambda/sync-request.ts';
-import { freshPolicyFor } from './policies.ts';
+import { fittedSyncFunction, type SyncTools } from '../../shared/lambda/sync-function.ts';
+import { makeSyncRequest, observedParent, parseSyncCause, truncationRequest, type SyncRequest } from '../../shared/lambda/sync-request.ts';
+import { forgetPolicies, freshPolicyFor, listPolicies, policyFor } from './policies.ts';
 import { reportPolicy } from './report.ts';
 import { RESYNC_CAUSE, parentCause } from './resync.ts';
 import { syncHistory } from './sync.ts';
-import { policyParents, truncateSynced } from './truncate.ts';
+import { policyParents, truncateHistory, truncateSynced } from './truncate.ts';
 import type { KnownRevision } from '../../shared/history/record.ts';
 import type { KubeObject } from '../../shared/kube/index.ts';
 
 const holder = `history-${randomUUID()}`;
 
-export const handler = fittedSyncFunction('history', async (request, { env, logger, metrics }) => {
+export const handler = fittedSyncFunction('history', async (request, tools) => {
+  if (request.truncate) return truncateParent(request, tools);
+  const { env, logger, metrics } = tools;
   const { key, causes } = request;
   const kube = env.clusters.client(key.cluster);
   if (key.kind === 'RevisionPolicy' && key.group === 'outrigger.dev') {
@@ -19,8 +21,8 @@ export const handler = fittedSyncFunction('history', async (request, { env, logg
       const parents = await policyParents(kube, key.cluster, policy);
       if (parents.length > 0)
         await env.syncSink.send(
-          'truncate',
-          parents.map((p) => makeSyncRequest(p, causes)),
+          'history',
+          parents.map((p) => truncationRequest(p, causes)),
         );
     });
     // Every parent gets a baseline revision from a new spec and from each history resync, events or none
@@ -42,7 +44,7 @@ export const handler = fittedSyncFunction('history', async (request, { env, logg
   const policy = await freshPolicyFor(kube, key.cluster, key.group, key.kind);
   if (!policy) return;
   // Truncation right after the sync, from the revisions it listed and wrote (no second list, no second queue).
-  // A failure goes to the truncation queue, which retries on its own: a redelivered sync would find nothing to do.
+  // A failure is queued as a truncation request, which retries on its own: a redelivered sync would find nothing to do.
   const truncate = async (
     revisions: KnownRevision[],
     quiet: boolean,
@@ -54,11 +56,11 @@ export const handler = fittedSyncFunction('history', async (request, { env, logg
       logger.info('history truncated', { parent: `${key.namespace}/${key.name}`, ...truncated });
       return { deleted: truncated.deleted, gone: truncated.gone ?? [] };
     } catch (err) {
-      logger.warn('truncation after the sync failed; queued for the truncation function', {
+      logger.warn('truncation after the sync failed; queued as a truncation request', {
         parent: `${key.namespace}/${key.name}`,
         error: String(err),
       });
-      await env.syncSink.send('truncate', [makeSyncRequest(key, causes)]);
+      await env.syncSink.send('history', [truncationRequest(key, causes)]);
       return { deleted: [], gone: [] };
     }
   };
@@ -75,5 +77,21 @@ export const handler = fittedSyncFunction('history', async (request, { env, logg
   if (result.outcome === 'created') metrics.count(key.cluster, 'RevisionsCreated');
   if (result.outcome === 'rollback') metrics.count(key.cluster, 'Rollbacks');
   // In revisionKey mode always: a rollout that completed shows only in the parent's status.
-  if (!inline) await env.syncSink.send('truncate', [makeSyncRequest(key, causes)]);
+  if (!inline) await env.syncSink.send('history', [truncationRequest(key, causes)]);
 });
+
+/**
+ * A truncation request: the parent's revisions beyond its policy's limit are deleted, from a fresh list (its
+ * deletes are preconditioned on each revision's resourceVersion, so it needs no lease). Served by the history
+ * function from the history queue, in the parent's message group after the sync that asked for it.
+ */
+async function truncateParent({ key, causes }: SyncRequest, { env, logger, metrics }: SyncTools): Promise<void> {
+  const kube = env.clusters.client(key.cluster);
+  // Asked because a policy's spec changed: its new limit, not the one a warm process may still hold.
+  if (causes.some((c) => parseSyncCause(c).kind === 'RevisionPolicy')) forgetPolicies(key.cluster);
+  const policy = policyFor(await listPolicies(kube, key.cluster), key.group, key.kind);
+  if (!policy) return;
+  const result = await truncateHistory({ kube }, policy, key);
+  logger.info('history truncated', { parent: `${key.namespace}/${key.name}`, ...result });
+  if (result.deleted.length) metrics.count(key.cluster, 'RevisionsTruncated', result.deleted.length);
+}

@@ -42,6 +42,11 @@ export const syncRequestSchema = z.strictObject({
    * the router alone: only Outrigger's functions may send to a sync queue.
    */
   observedSigned: z.optional(z.literal(true)),
+  /**
+   * The history controller's truncation of this parent, not its sync: both are served from the history queue,
+   * so a cluster polls one queue for them (docs/operations/cost.md#idle-polling).
+   */
+  truncate: z.optional(z.literal(true)),
 });
 
 export type SyncRequest = z.infer<typeof syncRequestSchema>;
@@ -78,6 +83,11 @@ export function makeSyncRequest(
     if (observedSigned) request.observedSigned = true;
   }
   return request;
+}
+
+/** A request to truncate the parent's history beyond its limit (served on the history queue). */
+export function truncationRequest(key: SyncKey, causes: string[]): SyncRequest {
+  return { ...makeSyncRequest(key, causes), truncate: true };
 }
 
 /** The largest snapshot a sync request carries, in bytes of JSON. */

@@ -14,11 +14,14 @@ export interface SyncSink {
 }
 
 /**
- * Deduplicated per key and per cause: the same event routed twice (a redelivery) sends the same id and
- * SQS drops the copy; a later event for the same parent gets through.
+ * Deduplicated per key, per cause and per kind of work: the same event routed twice (a redelivery) sends the same
+ * id and SQS drops the copy; a later event for the same parent gets through, and so does a parent's truncation
+ * queued after the sync of the same causes on the same queue.
  */
 export function syncDeduplicationId(request: SyncRequest): string {
-  return createHash('sha256').update(syncKeyString(request.key)).update('\0').update(request.causes.join(',')).digest('hex');
+  const hash = createHash('sha256').update(syncKeyString(request.key)).update('\0').update(request.causes.join(','));
+  if (request.truncate) hash.update('\0truncate');
+  return hash.digest('hex');
 }
 
 export class SqsSyncSink implements SyncSink {

@@ -922,7 +922,7 @@ spec:
       return policyFor(await listPolicies(kube, 'it'), group, 'Trimmed') !== undefined;
     });
     const ns = await createNamespace('trunc-policy');
-    const runtime = await startTestRuntime('trunc-policy', ['router', 'history', 'truncate'], { namespace: ns });
+    const runtime = await startTestRuntime('trunc-policy', ['router', 'history'], { namespace: ns });
     try {
       const count = async () => (await kube.list(Resources.controllerRevisions, { namespace: ns })).items.length;
       await admin.create(trimmed, {

@@ -280,7 +280,7 @@ spec:
   });
 });
 
-describe('the history controller in the local runtime (watch, router, history, truncate)', () => {
+describe('the history controller in the local runtime (watch, router, history)', () => {
   test('a change to a StatefulSet becomes a revision, a rollback renumbers, truncation trims, with no call by the test', async () => {
     const { mkdtemp } = await import('node:fs/promises');
     const { tmpdir } = await import('node:os');

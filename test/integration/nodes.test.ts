@@ -64,7 +64,7 @@ async function namespace(prefix: string): Promise<string> {
 
 /** Outrigger's history functions (the local runtime, its own DynamoDB Local) against this bed, watching one namespace. */
 async function outrigger(prefix: string, ns: string): Promise<Runtime> {
-  const names = ['router', 'history', 'truncate'];
+  const names = ['router', 'history'];
   return startRuntime({
     kubeconfig: cp.kubeconfigs.outrigger,
     namespace: ns,

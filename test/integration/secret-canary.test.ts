@@ -2,7 +2,7 @@
 // Secret applied with `kubectl apply`, so that its last-applied-configuration annotation holds its data, carries a
 // value found nowhere else; a RevisionPolicy on Secrets is attempted, with Outrigger allowed to read Secrets (an
 // admin's grant, the worst case), and a policy in force generates Secrets, so they are watched either way. The whole
-// pipeline runs as in AWS (forwarder, router, history and truncate, each a process of its own, over ElasticMQ); then
+// pipeline runs as in AWS (forwarder, router and history, each a process of its own, over ElasticMQ); then
 // every message that crossed a queue, every message left on a queue and its dead-letter queue, every log line, every
 // Event and every ControllerRevision is searched for the value.
 import { execFile } from 'node:child_process';

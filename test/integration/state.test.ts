@@ -144,6 +144,27 @@ describe('compare-and-set records', () => {
     expect(await state.records.get(key)).toMatchObject({ value: { n: 10 }, version: 11 });
   });
 
+  test("a record put with ttlSeconds (a map parent's pass record, a composite parent's wake) carries a TTL that far ahead, moved on at each put; one put without it carries none", async () => {
+    const state = testState();
+    const cluster = uniqueName('c');
+    const key = { cluster, kind: 'map-pass', name: 'gone-parent' };
+    const ttlOf = async (k: typeof key) =>
+      Number(
+        (await state.client.send(new GetItemCommand({ TableName: state.tableName, Key: itemKey(k) }))).Item?.[TABLE.timeToLiveAttribute]?.N,
+      );
+    const before = Math.floor(Date.now() / 1000);
+    await state.records.put(key, { n: 1 }, 'any', { ttlSeconds: 86_400 });
+    const first = await ttlOf(key);
+    expect(first).toBeGreaterThanOrEqual(before + 86_400);
+    expect(first).toBeLessThanOrEqual(Math.floor(Date.now() / 1000) + 86_400);
+    // A parent still served is written again at each pass: its record never expires under it.
+    await state.records.put(key, { n: 2 }, 'any', { ttlSeconds: 86_400 });
+    expect(await ttlOf(key)).toBeGreaterThanOrEqual(first);
+    const kept = { cluster, kind: 'storage-control-plane', name: 'control-plane' };
+    await state.records.put(kept, { n: 1 }, 'absent');
+    expect(await ttlOf(kept)).toBeNaN();
+  });
+
   test('records of different clusters never collide', async () => {
     const state = testState();
     const name = uniqueName('shared');

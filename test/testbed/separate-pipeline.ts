@@ -1,6 +1,6 @@
 // The event pipeline as AWS runs it, each part in a process of its own: the forwarder (forwarder/main.ts)
-// sending to a cluster's events queue on ElasticMQ, the router and the history and truncate functions each fed
-// from its queue by test/testbed/event-source.ts. Every queue is named as a deployment names it, under a
+// sending to a cluster's events queue on ElasticMQ, the router and the history function each fed from its queue
+// by test/testbed/event-source.ts. Every queue is named as a deployment names it, under a
 // prefix of the test's own, with its dead-letter queue beside it.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
@@ -10,9 +10,9 @@ import { EVENTS_QUEUE, QueueUrls } from '../../shared/lambda/queues.ts';
 import { testbed, testQueue, uniqueName } from './index.ts';
 
 /** The consumers started, by the queue (sync target, or the events queue) each reads. */
-const CONSUMERS: Record<string, string> = { [EVENTS_QUEUE]: 'router', history: 'history', truncate: 'truncate' };
+const CONSUMERS: Record<string, string> = { [EVENTS_QUEUE]: 'router', history: 'history' };
 /** Every queue the router and history may send to exists, consumed or not, so no send fails for want of one. */
-const QUEUES = [EVENTS_QUEUE, 'history', 'truncate', 'map', 'storage', 'migrator'];
+const QUEUES = [EVENTS_QUEUE, 'history', 'map', 'storage', 'migrator'];
 
 export interface SeparatePipeline {
   /** Every message on a dead-letter queue of the pipeline, as `<queue>: <reason>`. */

@@ -119,6 +119,21 @@ describe('sync requests', () => {
     expect(() => parseSyncRequest('nope')).toThrow(/^invalid sync request: \(message\): is not JSON/);
   });
 
+  test("a parent's truncation shares its history queue: it round-trips, and SQS never drops it as a copy of the sync it follows", async () => {
+    const { makeSyncRequest, truncationRequest, parseSyncRequest } = await import('../../shared/lambda/sync-request.ts');
+    const { syncDeduplicationId } = await import('../../shared/lambda/sync-sink.ts');
+    const key = { cluster: 'c1', group: 'apps', kind: 'StatefulSet', namespace: 'ns', name: 'web', uid: 'u' };
+    const causes = ['StatefulSet/c1/u/1/modified'];
+    const sync = makeSyncRequest(key, causes);
+    const truncation = truncationRequest(key, causes);
+    expect(truncation.truncate).toBe(true);
+    expect(parseSyncRequest(JSON.stringify(truncation))).toEqual(truncation);
+    // Same key, same causes, same queue: one deduplication id would make SQS drop the truncation for 5 minutes.
+    expect(syncDeduplicationId(truncation)).not.toBe(syncDeduplicationId(sync));
+    expect(syncDeduplicationId(truncation)).toBe(syncDeduplicationId(truncationRequest(key, causes)));
+    expect(() => parseSyncRequest(JSON.stringify({ ...sync, truncate: false }))).toThrow('invalid sync request: truncate: ');
+  });
+
   test("carry the parent's event object only when it is this parent's, has a resourceVersion and is small", async () => {
     const { MAX_OBSERVED_BYTES, makeSyncRequest, observedParent, parseSyncRequest } = await import('../../shared/lambda/sync-request.ts');
     const key = { cluster: 'c1', group: 'apps', kind: 'StatefulSet', namespace: 'ns', name: 'web', uid: 'u' };

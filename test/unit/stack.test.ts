@@ -265,12 +265,8 @@ describe('the Outrigger stack', () => {
             ...consumer('ProdEvents', 'ProdSyncHistory', 'ProdSyncStorage', 'ProdSyncMap'),
             `secretsmanager:GetSecretValue ${JSON.stringify({ Ref: signingSecretId(template) })}`,
           ],
-          History: [
-            ...table('dynamodb:GetItem', 'dynamodb:UpdateItem'),
-            ...consumer('ProdSyncHistory', 'ProdSyncHistory', 'ProdSyncTruncate'),
-          ],
+          History: [...table('dynamodb:GetItem', 'dynamodb:UpdateItem'), ...consumer('ProdSyncHistory', 'ProdSyncHistory')],
           HistoryResync: send('ProdSyncHistory'),
-          Truncate: consumer('ProdSyncTruncate'),
           StoragePoll: [
             ...table('dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:PutItem', 'dynamodb:ConditionCheckItem'),
             ...send('ProdSyncMigrator'),
@@ -437,15 +433,9 @@ describe('the Outrigger stack', () => {
     expect(sends('Ingest')).toEqual(['DrEuEvents', 'IngestDeadLetter', 'ProdEvents']);
     expect(granted.ProdForwarderRole).toEqual(['sqs:SendMessage ProdEvents', 'sqs:SendMessage ProdEventsDeadLetter']);
     expect(granted.DrEuForwarderRole).toEqual(['sqs:SendMessage DrEuEvents', 'sqs:SendMessage DrEuEventsDeadLetter']);
-    // A controller hands work on to the same cluster's queue of the next target, for every cluster.
-    expect(sends('History')).toEqual([
-      'DrEuSyncHistory',
-      'DrEuSyncHistoryDeadLetter',
-      'DrEuSyncTruncate',
-      'ProdSyncHistory',
-      'ProdSyncHistoryDeadLetter',
-      'ProdSyncTruncate',
-    ]);
+    // A controller hands work on to the same cluster's queue of the next target (history: its own, for
+    // truncation), for every cluster.
+    expect(sends('History')).toEqual(['DrEuSyncHistory', 'DrEuSyncHistoryDeadLetter', 'ProdSyncHistory', 'ProdSyncHistoryDeadLetter']);
   });
 
   test('serves the ingest function on an IAM-authenticated Function URL, queueing to the events queues, refusing to its own dead-letter queue', () => {
@@ -784,7 +774,7 @@ describe('the Outrigger stack', () => {
     );
     const readers = Object.fromEntries(reads);
     expect(Object.keys(readers)).toEqual(
-      expect.arrayContaining(['Heartbeat', 'History', 'Map', 'MapResync', 'Migrator', 'Router', 'Storage', 'StoragePoll', 'Truncate']),
+      expect.arrayContaining(['Heartbeat', 'History', 'Map', 'MapResync', 'Migrator', 'Router', 'Storage', 'StoragePoll']),
     );
     expect(readers).not.toHaveProperty('Ingest');
     const { Migrator: migratorReads, ...others } = readers;
