@@ -18,7 +18,7 @@ export class RenderError extends Error {
  * Built-in resources a controller names most, as discovery serves them; a resource not here, nor in a given
  * CustomResourceDefinition, is refused with the fix (the parent's is also taken from the parent's file).
  */
-export const BUILT_IN: ReadonlyArray<readonly [apiVersion: string, resource: string, kind: string, namespaced: boolean]> = [
+const BUILT_IN: ReadonlyArray<readonly [apiVersion: string, resource: string, kind: string, namespaced: boolean]> = [
   ['v1', 'pods', 'Pod', true],
   ['v1', 'services', 'Service', true],
   ['v1', 'configmaps', 'ConfigMap', true],
@@ -51,7 +51,7 @@ export const BUILT_IN: ReadonlyArray<readonly [apiVersion: string, resource: str
  * An object written by hand has no uid, which every object a hook is sent has: it gets one made from its kind,
  * namespace and name (a uuid's shape), the same each run, that ControllerRefs and generated selectors name.
  */
-export function withUid(o: KubeObject): KubeObject {
+function withUid(o: KubeObject): KubeObject {
   if (o.metadata.uid) return o;
   const h = createHash('sha256')
     .update(`${o.kind ?? ''}/${o.metadata.namespace ?? ''}/${o.metadata.name ?? ''}`)

@@ -3,6 +3,7 @@
 // the hook is called (a webhook on this machine) or its answer read from a file; what the pass would write is
 // printed. Every decision is the pass's own pure code (shared/composite/plan.ts, shared/composite/request.ts): no
 // cluster is read or written.
+import { spawn } from 'node:child_process';
 import { parseArgs } from 'node:util';
 import { dump } from 'js-yaml';
 import {
@@ -32,14 +33,14 @@ import {
   type ChildKind,
 } from '../shared/composite/plan.ts';
 import { hookRequest } from '../shared/composite/request.ts';
-import { HookError, Hooks, type HookCaller } from '../shared/hooks/index.ts';
+import { HookError, Hooks, MAX_ANSWER_BYTES, type HookCaller } from '../shared/hooks/index.ts';
 import { apiVersionOf, parseApiVersion, type KubeObject } from '../shared/kube/index.ts';
 import type { Hook } from '../shared/map/api.ts';
 import { crdOf, loadDocuments, loadObjects, RenderError, resolveOffline, unresolved, type Crd, type Loaded } from './render-files.ts';
 import { isBeingDeleted, newControllerRef, SelectorError } from '../shared/ownership/index.ts';
 
 export const renderUsage = `usage: outrigger render --controller FILE --parent FILE [--children FILE]... [--crd FILE]...
-                       [--url URL | --response FILE | --print-request] [--finalizing] [-o yaml|json]
+                       [--url URL | --command CMD | --response FILE | --print-request] [--finalizing] [-o yaml|json]
 
 One pass of a CompositeController or DecoratorController for one parent, offline: the hook is sent the request
 the pass would send, and what its answer would do is printed (children to create, update by their update
@@ -51,6 +52,7 @@ from or written to a cluster. Files are YAML or JSON, several documents each (a 
   --children FILE    its existing children (attachments); one without ownerReferences is taken as the parent's
   --crd FILE         CustomResourceDefinitions of the parent and child resources that are not built in
   --url URL          call this webhook instead of the controller's (http or https, on this machine: loopback)
+  --command CMD      run CMD (with sh) as the hook: the request on its stdin, the answer (JSON) on its stdout
   --response FILE    take the hook's answer from FILE (YAML or JSON) instead of calling it
   --print-request    print the request the hook would be sent, and stop
   --finalizing       the parent is being deleted: the finalize hook is called
@@ -64,6 +66,7 @@ export interface RenderOptions {
   crds?: readonly string[] | undefined;
   url?: string | undefined;
   response?: string | undefined;
+  command?: string | undefined;
   printRequest?: boolean | undefined;
   finalizing?: boolean | undefined;
   output?: 'yaml' | 'json' | undefined;
@@ -79,6 +82,7 @@ export function parseRenderArgs(argv: string[]): RenderOptions {
       crd: { type: 'string', multiple: true },
       url: { type: 'string' },
       response: { type: 'string' },
+      command: { type: 'string' },
       'print-request': { type: 'boolean' },
       finalizing: { type: 'boolean' },
       output: { type: 'string', short: 'o' },
@@ -88,8 +92,8 @@ export function parseRenderArgs(argv: string[]): RenderOptions {
   });
   if (positionals.length) throw new RenderError(`unexpected argument ${JSON.stringify(positionals[0])}\n${renderUsage}`);
   if (!values.controller || !values.parent) throw new RenderError(`--controller and --parent are required\n${renderUsage}`);
-  if ([values.url, values.response, values['print-request']].filter(Boolean).length > 1)
-    throw new RenderError('give one of --url, --response and --print-request');
+  if ([values.url, values.command, values.response, values['print-request']].filter(Boolean).length > 1)
+    throw new RenderError('give one of --url, --command, --response and --print-request');
   const output = values.output ?? 'yaml';
   if (output !== 'yaml' && output !== 'json') throw new RenderError(`-o takes yaml or json, not ${JSON.stringify(output)}`);
   return {
@@ -99,6 +103,7 @@ export function parseRenderArgs(argv: string[]): RenderOptions {
     crds: values.crd,
     url: values.url,
     response: values.response,
+    command: values.command,
     printRequest: values['print-request'],
     finalizing: values.finalizing,
     output,
@@ -212,10 +217,11 @@ async function answerOf(
     if (extra !== undefined) throw new RenderError(`${opts.response}: holds more than one document; an answer is one`);
     return doc;
   }
+  if (opts.command) return commandAnswer(opts.command, request, hook.timeoutSeconds);
   const url = opts.url ?? hook.webhook?.url;
   if (!url)
     throw new RenderError(
-      `the ${d.kind}'s ${request.finalizing ? 'finalize' : 'sync'} hook names no webhook URL (a Lambda function or a Service): give --url (a local server of it) or --response FILE`,
+      `the ${d.kind}'s ${request.finalizing ? 'finalize' : 'sync'} hook names no webhook URL (a Lambda function or a Service): give --url (a local server of it), --command or --response FILE`,
     );
   try {
     return await hooks.call({ webhook: { url }, timeoutSeconds: hook.timeoutSeconds, retries: 0 }, request);
@@ -226,6 +232,38 @@ async function answerOf(
         ? '; render calls webhooks on this machine only: give --url http://127.0.0.1:<port>/<path>, or --response FILE'
         : '';
     throw new RenderError(`the hook failed (the pass's Hook${err.reason}): ${err.message}${err.detail ? ` (${err.detail})` : ''}${hint}`);
+  }
+}
+
+/**
+ * A hook run as a local process (a Lambda handler's wrapper, a script): the request on stdin, the answer on stdout.
+ * Its failure is the pass's HookFunctionError; stderr is shown, as it is the author's own.
+ */
+async function commandAnswer(command: string, request: unknown, timeoutSeconds: number): Promise<unknown> {
+  const failed = (why: string) => new RenderError(`the hook failed (the pass's HookFunctionError): ${JSON.stringify(command)} ${why}`);
+  const { stdout, stderr, code, signal } = await new Promise<{
+    stdout: string;
+    stderr: string;
+    code: number | null;
+    signal: string | null;
+  }>((resolve, reject) => {
+    const child = spawn('/bin/sh', ['-c', command], { stdio: ['pipe', 'pipe', 'pipe'], timeout: timeoutSeconds * 1000 });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (c: Buffer) => (out.length < MAX_ANSWER_BYTES ? (out += c.toString()) : child.kill()));
+    child.stderr.on('data', (c: Buffer) => (err = (err + c.toString()).slice(-2000)));
+    child.on('error', reject);
+    child.on('close', (code, signal) => resolve({ stdout: out, stderr: err, code, signal }));
+    // A command that reads no stdin closes it early: that is its business, not an error.
+    child.stdin.on('error', () => undefined);
+    child.stdin.end(JSON.stringify(request));
+  });
+  if (signal) throw failed(`was stopped (${signal}; its timeout is ${timeoutSeconds} s)`);
+  if (code !== 0) throw failed(`exited ${code}${stderr.trim() ? `: ${stderr.trim()}` : ''}`);
+  try {
+    return JSON.parse(stdout) as unknown;
+  } catch {
+    throw new RenderError(`the hook's answer is refused (the pass's HookMalformedAnswer): ${JSON.stringify(command)} printed no JSON`);
   }
 }
 

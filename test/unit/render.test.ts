@@ -208,6 +208,28 @@ spec:
   );
 });
 
+test('--command runs a local process as the hook: the request on stdin, the answer on stdout', async () => {
+  const controller = file('composite.yaml', composite(url));
+  const hook = file(
+    'hook.mjs',
+    `let body = '';
+process.stdin.on('data', (c) => (body += c));
+process.stdin.on('end', () => {
+  const { parent, finalizing } = JSON.parse(body);
+  if (parent.spec.replicas !== 2 || finalizing) process.exit(3);
+  const pod = { apiVersion: 'v1', kind: 'Pod', metadata: { name: parent.metadata.name + '-0', labels: { app: 'web' } } };
+  process.stdout.write(JSON.stringify({ children: [pod], status: { seen: parent.metadata.uid } }));
+});
+`,
+  );
+  const run = (command: string) => renderCommand(['--controller', controller, '--parent', parent, '--command', command]);
+  const out = load(await run(`'${process.execPath}' ${hook}`)) as Rendered;
+  expect((out.children.create as Array<{ metadata: { name: string } }>).map((c) => c.metadata.name)).toEqual(['web-0']);
+  expect(out.status).toEqual({ seen: '6d1c0c52-parent' });
+  await expect(run('echo broken >&2; exit 3')).rejects.toThrow(/HookFunctionError.*exited 3: broken/);
+  await expect(run('echo not json')).rejects.toThrow(/HookMalformedAnswer.*printed no JSON/);
+});
+
 test('a hook answer that fails validation is refused with the pass reason and the field at fault', async () => {
   const controller = file('composite.yaml', composite(url));
   const args = ['--controller', controller, '--parent', parent];
