@@ -33,7 +33,7 @@ import { finalizersWith, setCondition, type Condition } from '../../shared/map/p
 import { claim, isBeingDeleted, SelectorError, type SyncKey } from '../../shared/ownership/index.ts';
 import type { ResolvedComposite, ResolvedDecorator, ResolvedDefinition } from './controllers.ts';
 import { RelatedError, type RelatedKind } from '../../shared/composite/related.ts';
-import { readRelated } from './related.ts';
+import { readRelated, type RelatedContext } from './related.ts';
 
 export interface PassContext {
   /** The definition's ServiceAccount's client (actingAs). */
@@ -42,6 +42,8 @@ export interface PassContext {
   log?: Log | undefined;
   /** When the pass must be over (ms since the epoch): each hook call is clamped to it. */
   deadline?: number | undefined;
+  /** The state's records: customize answers are kept there between passes (functions/composite/related.ts). */
+  records?: RelatedContext['records'];
 }
 
 export interface Problem {
@@ -111,7 +113,7 @@ export async function syncDefinition(ctx: PassContext, d: ResolvedDefinition, ke
     if (!isBeingDeleted(parent)) parent = await setFinalizer(pass, parent, Boolean(d.hooks.finalize));
     const children = await observedChildren(pass, parent);
     if (!children) return result;
-    const rel = await readRelated({ kube: ctx.kube, hooks: ctx.hooks, deadline: ctx.deadline, cluster: key.cluster }, d, resource, parent);
+    const rel = await readRelated({ ...ctx, cluster: key.cluster }, d, resource, parent);
     if (rel.asked) result.hookCalls += 1;
     result.relatedKinds = rel.kinds;
     parent = rel.parent;

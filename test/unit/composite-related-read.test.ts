@@ -3,8 +3,8 @@
 // resource (docs/controllers/compositecontroller.md#related-objects).
 import { describe, expect, test } from '@jest/globals';
 import type { ResolvedDefinition } from '../../functions/composite/controllers.ts';
-import { readRelated } from '../../functions/composite/related.ts';
-import { MAX_RELATED_OBJECTS, RelatedError } from '../../shared/composite/related.ts';
+import { readRelated, type RelatedContext } from '../../functions/composite/related.ts';
+import { encodeRecorded, MAX_RELATED_OBJECTS, relatedAnnotation, RelatedError } from '../../shared/composite/related.ts';
 import type { HookCaller } from '../../shared/hooks/index.ts';
 import { gvr, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
 import { FakeKube } from '../fakes/kube.ts';
@@ -37,13 +37,23 @@ function scene(configMapCount: number, answer: unknown) {
       return Promise.resolve(answer);
     },
   };
-  return { kube, parent: parent!, asked, ctx: { kube, hooks, cluster: 'c' } };
+  // The state table's records, in memory.
+  const kept = new Map<string, unknown>();
+  const records = {
+    get: <T>(key: { name: string }) =>
+      Promise.resolve(kept.has(key.name) ? { key, value: kept.get(key.name) as T, version: 1 } : undefined),
+    put: <T>(key: { name: string }, value: T) => {
+      kept.set(key.name, value);
+      return Promise.resolve({ key, value, version: 1 });
+    },
+  } as unknown as RelatedContext['records'];
+  return { kube, parent: parent!, asked, ctx: { kube, hooks, cluster: 'c', records } };
 }
 
 const byLabel = { relatedResources: [{ apiVersion: 'v1', resource: 'configmaps', labelSelector: { matchLabels: { feed: 'a' } } }] };
 
 describe('reading related objects', () => {
-  test('asks customize with controller and parent once; the next pass reads the answer recorded on the parent', async () => {
+  test('asks customize with controller and parent once; the next pass reads the answer kept in the state table', async () => {
     const { ctx, parent, asked } = scene(2, byLabel);
     const first = await readRelated(ctx, definition, widgets, parent);
     expect(asked).toEqual([{ controller: definition.object, parent }]);
@@ -67,6 +77,24 @@ describe('reading related objects', () => {
     expect(kube.peek(widgets, { name: 'p', namespace: 'ns' })?.metadata.annotations).toBeUndefined();
     const { ctx: exact, parent: p } = scene(MAX_RELATED_OBJECTS, byLabel);
     expect(Object.keys((await readRelated(exact, definition, widgets, p)).related['ConfigMap.v1']!)).toHaveLength(MAX_RELATED_OBJECTS);
+  });
+
+  test("the copy on the parent is the router's only: one edited by whoever may edit the parent is not what is read, and is set back", async () => {
+    const { ctx, parent, kube } = scene(1, byLabel);
+    const first = await readRelated(ctx, definition, widgets, parent);
+    // Someone who may edit the parent, not the controller, copies a wider rule there (all ConfigMaps, say).
+    const forged = encodeRecorded({
+      key: JSON.parse(first.parent.metadata.annotations![relatedAnnotation('c-uid')]!).key as string,
+      rules: [{ group: '', version: 'v1', resource: 'secrets', kind: 'Secret', namespaced: true, namespace: 'ns' }],
+    })!;
+    const edited = kube.touch(widgets, { name: 'p', namespace: 'ns' }, (o) => {
+      o.metadata.annotations = { ...o.metadata.annotations, [relatedAnnotation('c-uid')]: forged };
+    });
+    const second = await readRelated(ctx, definition, widgets, edited);
+    expect(second.related).toEqual(first.related);
+    expect(second.parent.metadata.annotations?.[relatedAnnotation('c-uid')]).toBe(
+      first.parent.metadata.annotations?.[relatedAnnotation('c-uid')],
+    );
   });
 
   test('a rule naming a resource the cluster does not serve is UnresolvableRelated', async () => {
