@@ -1,8 +1,9 @@
 // A parent's related objects (docs/controllers/compositecontroller.md#related-objects): its customize answer, asked
-// again only when what it depends on moved (the answer recorded on the parent is the cache), each rule read as the
+// again only when what it depends on moved (the answer kept in the state table is the cache: whoever may edit the
+// parent may edit its annotations, so the pass never takes its rules from there), each rule read as the
 // controller's ServiceAccount (never as Outrigger: a tenant reads only what its account may), capped per parent,
-// and the answer recorded on the parent for the router. The kinds read are recorded on the definition's status, as
-// Outrigger (the definition is Outrigger's object), for the forwarder to watch.
+// and the answer copied onto the parent for the router, for which it is a trigger only. The kinds read are recorded
+// on the definition's status, as Outrigger (the definition is Outrigger's object), for the forwarder to watch.
 import type { HookCaller } from '../../shared/hooks/index.ts';
 import {
   apiVersionOf,
@@ -15,6 +16,7 @@ import {
   type ResolvedResource,
 } from '../../shared/kube/index.ts';
 import type { ChildMap } from '../../shared/composite/api.ts';
+import type { RecordStore } from '../../shared/state/index.ts';
 import {
   customizeKey,
   encodeRecorded,
@@ -22,12 +24,12 @@ import {
   newKinds,
   parseCustomizeAnswer,
   recordedKinds,
-  recordedOn,
   relatedAnnotation,
   RelatedError,
   relatedKinds,
   relatedMap,
   scopeRule,
+  type RecordedRelated,
   type RelatedKind,
   type ScopedRule,
 } from '../../shared/composite/related.ts';
@@ -41,7 +43,12 @@ export interface RelatedContext {
   hooks: HookCaller;
   deadline?: number | undefined;
   cluster: string;
+  /** Where customize answers are kept between passes (the state table); without it, customize is asked every pass. */
+  records?: Pick<RecordStore, 'get' | 'put'> | undefined;
 }
+
+/** A kept answer lives a day past the pass that last asked; then it is asked again. */
+const ANSWER_TTL_SECONDS = 86_400;
 
 export interface Related {
   /** What the sync or finalize request carries as `related`. */
@@ -64,10 +71,11 @@ export async function readRelated(
   const hook = d.hooks.customize;
   if (!hook) return { related: {}, parent, kinds: [], asked: false };
   const key = customizeKey(d, parent);
-  const recorded = recordedOn(parent, d.uid);
+  const stateKey = { cluster: ctx.cluster, kind: 'composite-related', name: `${d.uid}/${parent.metadata.uid ?? ''}` };
+  const kept = ctx.records && (await ctx.records.get<RecordedRelated>(stateKey))?.value;
   let rules: ScopedRule[];
-  const asked = recorded?.key !== key;
-  if (!asked) rules = recorded.rules;
+  const asked = kept?.key !== key;
+  if (!asked) rules = kept.rules;
   else {
     const answer = await ctx.hooks.call(
       hook,
@@ -90,7 +98,9 @@ export async function readRelated(
   }
   const objects: KubeObject[] = [];
   for (const r of rules) objects.push(...(await readRule(ctx.kube, r, MAX_RELATED_OBJECTS - objects.length)));
-  const written = asked ? await record(ctx.kube, d, resource, parent, { key, rules }) : parent;
+  if (asked) await ctx.records?.put(stateKey, { key, rules }, 'any', { ttlSeconds: ANSWER_TTL_SECONDS });
+  // Copied onto the parent whenever the copy differs (absent, stale, or edited by someone): the router reads it.
+  const written = await record(ctx.kube, d, resource, parent, { key, rules });
   return { related: relatedMap(written, rules, objects), parent: written, kinds: relatedKinds(rules), asked };
 }
 
@@ -125,7 +135,7 @@ async function readRule(kube: KubeApi, r: ScopedRule, room: number): Promise<Kub
   }
 }
 
-/** The answer recorded on the parent (merge patch conditional on the resourceVersion read), when it changed. */
+/** The answer copied onto the parent for the router (merge patch conditional on the resourceVersion read), when it differs. */
 async function record(
   kube: KubeApi,
   d: ResolvedDefinition,

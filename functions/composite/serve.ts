@@ -66,7 +66,11 @@ export async function serveCompositeRequest(request: SyncRequest, sentAt: number
   if (timer !== undefined) return serveTimer(key, timer, sentAt, ctx, recorded);
   const results: Array<{ d: ResolvedDefinition; result: PassResult }> = [];
   for (const d of definitions) {
-    const result = await syncDefinition({ kube: actingAs(ctx.kube, d), hooks: ctx.hooks, log: ctx.log, deadline: ctx.deadline }, d, key);
+    const result = await syncDefinition(
+      { kube: actingAs(ctx.kube, d), hooks: ctx.hooks, log: ctx.log, deadline: ctx.deadline, records: ctx.state.records },
+      d,
+      key,
+    );
     results.push({ d, result });
     // The kinds its customize answer reads, for the forwarder to watch (as Outrigger: the definition is its object).
     const kindOf = d.kind === 'CompositeController' ? compositeControllers : decoratorControllers;

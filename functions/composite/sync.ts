@@ -35,7 +35,7 @@ import { claim, isBeingDeleted, SelectorError, type SyncKey } from '../../shared
 import { anyRolling } from '../../shared/composite/rollout.ts';
 import type { ResolvedComposite, ResolvedDecorator, ResolvedDefinition } from './controllers.ts';
 import { RelatedError, type RelatedKind } from '../../shared/composite/related.ts';
-import { readRelated } from './related.ts';
+import { readRelated, type RelatedContext } from './related.ts';
 import { rollingAnswer } from './rollout.ts';
 
 export interface PassContext {
@@ -45,6 +45,8 @@ export interface PassContext {
   log?: Log | undefined;
   /** When the pass must be over (ms since the epoch): each hook call is clamped to it. */
   deadline?: number | undefined;
+  /** The state's records: customize answers are kept there between passes (functions/composite/related.ts). */
+  records?: RelatedContext['records'];
 }
 
 export interface Problem {
@@ -114,7 +116,7 @@ export async function syncDefinition(ctx: PassContext, d: ResolvedDefinition, ke
     if (!isBeingDeleted(parent)) parent = await setFinalizer(pass, parent, Boolean(d.hooks.finalize));
     const children = await observedChildren(pass, parent);
     if (!children) return result;
-    const rel = await readRelated({ kube: ctx.kube, hooks: ctx.hooks, deadline: ctx.deadline, cluster: key.cluster }, d, resource, parent);
+    const rel = await readRelated({ ...ctx, cluster: key.cluster }, d, resource, parent);
     if (rel.asked) result.hookCalls += 1;
     result.relatedKinds = rel.kinds;
     parent = rel.parent;

@@ -1,8 +1,8 @@
 // The customize hook of a CompositeController or DecoratorController, pure (docs/controllers/compositecontroller.md#related-objects):
 // its answer's relatedResources rules parsed and held to Metacontroller's scope rules, the related objects keyed for
-// the sync request, the answer recorded on the parent (an annotation per controller, which is both the cache of the
-// answer and what the router reads to find the parents a related object's change concerns), and the rule matching
-// both use.
+// the sync request, the key an answer is kept under, its copy on the parent (an annotation per controller, which the
+// router reads to find the parents a related object's change concerns; never the pass, which keeps the answer in
+// the state table), and the rule matching both use.
 import * as z from 'zod/mini';
 import { canonicalJson, shortHash, type Json } from '../json.ts';
 import { apiVersionOf, type KubeObject } from '../kube/resource.ts';
@@ -176,7 +176,7 @@ export function relatedMap(parent: KubeObject, rules: readonly ScopedRule[], obj
   return out;
 }
 
-/** A customize answer as recorded on the parent: the key of what it was asked with, and its rules. */
+/** A customize answer as kept (and copied onto the parent): the key of what it was asked with, and its rules. */
 export interface RecordedRelated {
   key: string;
   rules: ScopedRule[];
@@ -220,7 +220,7 @@ const scoped = z.object({
 });
 const recorded = z.object({ key: z.string(), rules: z.array(scoped) });
 
-/** The controller's record on the parent, or undefined when there is none or it does not parse (asked again). */
+/** The controller's copy on the parent, or undefined when there is none or it does not parse. */
 export function recordedOn(parent: KubeObject, controllerUid: string): RecordedRelated | undefined {
   const text = parent.metadata.annotations?.[relatedAnnotation(controllerUid)];
   if (!text) return undefined;
@@ -235,7 +235,7 @@ export function recordedOn(parent: KubeObject, controllerUid: string): RecordedR
 // A router batch asks of the same listed parents once per related event: each record is parsed once.
 const parsedRecords = new WeakMap<KubeObject, Map<string, RecordedRelated | undefined>>();
 
-/** Whether the parent's recorded customize answer (of that controller) asks for the object: the router's question. */
+/** Whether the copy of the parent's customize answer (of that controller) asks for the object: the router's question. */
 export function parentAsks(parent: KubeObject, controllerUid: string, o: RelatedCandidate): boolean {
   let byController = parsedRecords.get(parent);
   if (!byController) parsedRecords.set(parent, (byController = new Map()));

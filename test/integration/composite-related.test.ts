@@ -28,6 +28,7 @@ const consumers = gvr(GROUP, 'v1', 'consumers');
 const auditors = gvr(GROUP, 'v1', 'auditors');
 const configMaps = gvr('', 'v1', 'configmaps');
 const compositeControllers = gvr('metacontroller.k8s.io', 'v1alpha1', 'compositecontrollers');
+const decoratorControllers = gvr('metacontroller.k8s.io', 'v1alpha1', 'decoratorcontrollers');
 const NS = 'outrigger-composite-related';
 const admin = adminClient();
 let server: Server;
@@ -77,6 +78,7 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const name of ['consumer-controller', 'auditor-controller'])
     await admin.delete(compositeControllers, { name }).catch(() => undefined);
+  await admin.delete(decoratorControllers, { name: 'related-decorator' }).catch(() => undefined);
   await new Promise<void>((r) => server.close(() => r()));
 });
 
@@ -317,4 +319,71 @@ spec:
     const status = (await admin.get(auditors, { name: `audit-${walled}` })).status as { conditions?: Array<{ reason: string }> };
     expect(status.conditions?.[0]?.reason).toBe('Forbidden');
   });
+});
+
+test("a DecoratorController's customize hook is asked with the object as parent, and its sync hook is sent the related objects by name", async () => {
+  const ns = await createNamespace('dc-related');
+  await applyManifests(
+    admin,
+    `apiVersion: v1
+kind: Namespace
+metadata: { name: ${NS} }
+---
+${impersonatedAccount(
+  NS,
+  'decorator',
+  [`{ apiGroups: [""], resources: ["configmaps"], verbs: ["get", "list", "patch"] }`],
+  'decoratorcontroller/related-decorator',
+)}
+---
+apiVersion: metacontroller.k8s.io/v1alpha1
+kind: DecoratorController
+metadata: { name: related-decorator }
+spec:
+  serviceAccount: { namespace: ${NS}, name: decorator }
+  resources: [{ apiVersion: v1, resource: configmaps, labelSelector: { matchLabels: { decorate: "yes" } } }]
+  hooks:
+    customize: { webhook: { url: "https://127.0.0.1:1/customize" } }
+    sync: { webhook: { url: "https://127.0.0.1:1/sync" } }
+`,
+  );
+  const cache = clusterCache<CompositeSet>(0);
+  const kube = outriggerClient();
+  const dc = await eventually(async () => {
+    forgetDiscovery(kube);
+    return (await listCompositeSet(kube, 'it', cache)).decorators.find((d) => d.name === 'related-decorator');
+  });
+  const make = (name: string, labels: Record<string, string>) =>
+    admin.create(configMaps, {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name, namespace: ns, labels },
+      data: { v: name },
+    } as KubeObject);
+  await make('source', {});
+  const target = await make('target', { decorate: 'yes' });
+  const requests: Array<Record<string, unknown>> = [];
+  const hooks = {
+    call: (_hook: unknown, request: Record<string, unknown>) => {
+      requests.push(request);
+      return Promise.resolve(
+        request.finalizing === undefined
+          ? { relatedResources: [{ apiVersion: 'v1', resource: 'configmaps', names: ['source', 'missing'] }] }
+          : { labels: { decorated: 'yes' } },
+      );
+    },
+  };
+  const result = await syncDefinition({ kube: actingAs(outriggerClient(), dc), hooks: hooks as unknown as Hooks }, dc, {
+    cluster: 'it',
+    group: '',
+    kind: 'ConfigMap',
+    namespace: ns,
+    name: 'target',
+    uid: target.metadata.uid ?? '',
+  });
+  expect(result.problems).toEqual([]);
+  expect((requests[0]!.parent as KubeObject).metadata.name).toBe('target');
+  const related = requests[1]!.related as Record<string, Record<string, KubeObject>>;
+  expect(Object.keys(related['ConfigMap.v1']!)).toEqual(['source']);
+  expect((await admin.get(configMaps, { name: 'target', namespace: ns })).metadata.labels?.decorated).toBe('yes');
 });
