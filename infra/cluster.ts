@@ -191,7 +191,7 @@ export class OutriggerCluster extends Construct {
 
   /**
    * One alarm on the cluster's dead-letter queues and one on its queues' oldest message, each the worst of its
-   * queues (the cluster's dashboard row shows which queue): an alarm per queue would add 12 resources per cluster,
+   * queues (the cluster's dashboard row shows which queue): an alarm per queue would add 10 resources per cluster,
    * and a stack holds at most 500. With storage migration on, three on the storage poll's metrics.
    */
   private addAlarms(alarms: Alarms): void {
