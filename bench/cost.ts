@@ -176,14 +176,28 @@ const results = Object.values(PRICES).flatMap((prices) =>
   })),
 );
 for (const r of results) process.stdout.write(`${formatEstimate(r.name, r)}\n`);
+/**
+ * The idle cluster's AWS dollars in other topologies, from this run's figures (docs/operations/cost.md#targets):
+ * fewer polled queues a cluster, or mappings without a maximum concurrency, which AWS lets go down to 2 pollers.
+ */
+const idleIn = (prices: (typeof PRICES)[keyof typeof PRICES], polledQueuesPerCluster: number, pollers: number) => {
+  const idleFleet = referenceFleets({ polledQueuesPerCluster, memoryMb, polling: { ...DOCUMENTED_POLLING, pollers } })[0]!.fleet;
+  return estimate(idleFleet as Fleet, c, prices).aws.usd.total;
+};
 const targets = (region: string) => {
   const idleCluster = results.find((r) => r.region === region && r.name === 'idle cluster')!;
   const fleet = results.find((r) => r.region === region && r.name === '10-cluster fleet')!;
+  const prices = Object.values(PRICES).find((p) => p.region === region)!;
   return {
     idleClusterAwsUsd: idleCluster.aws.usd.total,
     idleClusterAtMost1Usd: idleCluster.aws.usd.total <= 1,
     fleetFargateRatio: fleet.ratio.fargate,
     fleetAtMostQuarterOfFargate: fleet.ratio.fargate <= 0.25,
+    idleClusterAwsUsdIf: {
+      polledQueues3: idleIn(prices, 3, DOCUMENTED_POLLING.pollers),
+      polledQueues2: idleIn(prices, 2, DOCUMENTED_POLLING.pollers),
+      pollers2: idleIn(prices, queues, 2),
+    },
   };
 };
 const summary = {

@@ -1,5 +1,6 @@
 // The function registry: the functions every deployment has (the heartbeat, the router, the ingest URL) and each
 // controller's (functions/controllers.ts). The CDK construct and the local runtime read this list.
+import type { ClusterConfig } from '../shared/clusters.ts';
 import { gvrString, type GVR } from '../shared/kube/index.ts';
 import { controllers, controllerSources, definitionResources, forgetControllers } from './controllers.ts';
 import type { FunctionSpec } from './spec.ts';
@@ -46,6 +47,12 @@ export const functions: FunctionSpec[] = [
     timeoutSeconds: 30,
   },
 ];
+
+/** The sync targets with a queue in a cluster of this configuration: those of the controllers that run in it. */
+export function syncTargetsIn(config: ClusterConfig): string[] {
+  const off = new Set(controllers.filter((c) => c.runsIn && !c.runsIn(config)).flatMap((c) => c.functions.map((f) => f.name)));
+  return functions.flatMap((f) => (f.sync && !off.has(f.name) ? [f.sync.target] : []));
+}
 
 /** The names of one controller's functions (its `Controller.name`), for a runtime that leaves it out. */
 export function functionsOf(controller: string): string[] {

@@ -65,6 +65,11 @@ export interface Controller {
   /** The kinds that define it (RevisionPolicy, MapController), if any: their events change what is watched and routed. */
   definitions?: readonly GVR[];
   functions: readonly FunctionSpec[];
+  /**
+   * Whether it runs in a cluster of this configuration (unset: in every one). A cluster it does not run in gets
+   * none of its functions' queues, each of which would be polled for nothing (docs/operations/cost.md#idle-polling).
+   */
+  runsIn?: (config: ClusterConfig) => boolean;
 }
 
 /** The sync targets `spec` sends to, checked against the targets the registry's functions consume. */

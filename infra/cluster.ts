@@ -9,7 +9,7 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 import { Construct } from 'constructs';
 import { CONTROLLERS_GROUP, MIGRATORS_GROUP, type ClusterConfig } from '../shared/clusters.ts';
 import { FORWARDER_SILENT_SECONDS } from '../functions/heartbeat/heartbeat.ts';
-import { functions } from '../functions/index.ts';
+import { functions, syncTargetsIn } from '../functions/index.ts';
 import { METRICS_NAMESPACE, METRICS_SERVICE } from '../shared/lambda/metrics.ts';
 import { EVENTS_QUEUE, queueName } from '../shared/lambda/queues.ts';
 import { isEks } from './config.ts';
@@ -36,7 +36,7 @@ export interface OutriggerClusterProps {
   config: ClusterConfig;
   /** The events queue's consumer's timeout (the router's). */
   eventsConsumerTimeoutSeconds: number;
-  /** Each sync target and its consumer's timeout. */
+  /** Each sync target of the controllers that run in the cluster, and its consumer's timeout. */
   syncTargets: ReadonlyArray<{ target: string; timeoutSeconds: number }>;
   alarms: Alarms;
   /** The forwarder's namespace and service account: its Pod Identity association, and its role's trust. */
@@ -49,7 +49,7 @@ export class OutriggerCluster extends Construct {
   readonly config: ClusterConfig;
   /** The router's input: the cluster's watch-event envelopes, from its forwarder and the ingest function. */
   readonly events: QueuePair;
-  /** One queue per sync target (a controller handler's input). */
+  /** One queue per sync target (a controller handler's input) of the controllers that run in the cluster. */
   readonly sync: ReadonlyMap<string, QueuePair>;
   /** An EKS cluster's forwarder role (EKS Pod Identity), which may send to this cluster's events queues only. */
   readonly forwarderRole?: iam.Role;
@@ -191,7 +191,7 @@ export class OutriggerCluster extends Construct {
 
   /**
    * One alarm on the cluster's dead-letter queues and one on its queues' oldest message, each the worst of its
-   * queues (the cluster's dashboard row shows which queue): an alarm per queue would add 12 resources per cluster,
+   * queues (the cluster's dashboard row shows which queue): an alarm per queue would add 10 resources per cluster,
    * and a stack holds at most 500. With storage migration on, three on the storage poll's metrics.
    */
   private addAlarms(alarms: Alarms): void {
@@ -335,7 +335,8 @@ export function addClusters(
         ...shared,
         config: c,
         eventsConsumerTimeoutSeconds: eventConsumers[0]!.timeoutSeconds,
-        syncTargets,
+        // Only those of the controllers that run in it: a queue no one sends to would still be polled.
+        syncTargets: syncTargets.filter((t) => syncTargetsIn(c).includes(t.target)),
         inRegion,
       }),
     );

@@ -148,8 +148,8 @@ export function addFunction(scope: Construct, spec: FunctionSpec, deps: Function
     );
     sendTo.push(input.deadLetter);
   }
-  // Each sync request goes to its cluster's queue for the target.
-  for (const t of sendTargets(spec, functions)) sendTo.push(...clusters.map((c) => c.sync.get(t)!.queue));
+  // Each sync request goes to its cluster's queue for the target, where the target's controller runs.
+  for (const t of sendTargets(spec, functions)) sendTo.push(...clusters.flatMap((c) => c.sync.get(t)?.queue ?? []));
   if (spec.functionUrl) {
     fn.addEnvironment('OUTRIGGER_DEAD_LETTER_QUEUE_URL', deps.ingestDeadLetter.queueUrl);
     sendTo.push(...clusters.map((c) => c.events.queue), deps.ingestDeadLetter);

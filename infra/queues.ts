@@ -83,7 +83,7 @@ export function deadLetterQueue(scope: Construct, id: string, name: string): sqs
 
 /**
  * One queue policy that refuses every request without TLS to all of `queues`: what each queue's `enforceSSL`
- * would do with a policy per queue, in one resource (a cluster's twelve queues would otherwise take twelve of
+ * would do with a policy per queue, in one resource (a cluster's ten queues would otherwise take ten of
  * the stack's 500).
  */
 export function tlsOnly(scope: Construct, id: string, queues: sqs.IQueue[]): sqs.QueuePolicy {

@@ -5,7 +5,7 @@ import { readFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { GetQueueAttributesCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { load, loadAll } from 'js-yaml';
-import { functions } from '../../functions/index.ts';
+import { functions, syncTargetsIn } from '../../functions/index.ts';
 import { storagePlan, unsafeStorage, type ClusterConfig } from '../../shared/clusters.ts';
 import { gvr, Resources, type GVR, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
 import { EVENTS_QUEUE, type QueueUrls } from '../../shared/lambda/queues.ts';
@@ -124,14 +124,17 @@ async function forwarderFacts(kube: KubeClient, m: Manifests['forwarder'], names
   };
 }
 
-/** The sync targets every deployment has a queue for (infra: one per function with `sync`), and the events queue. */
-export function clusterQueues(): string[] {
-  return [EVENTS_QUEUE, ...functions.flatMap((f) => (f.sync ? [f.sync.target] : []))];
+/**
+ * A cluster's queues: the events queue and one per sync target (infra: one per function with `sync`), of the
+ * controllers that run in it when its configuration is known (storage migration off: no storage or migrator queue).
+ */
+export function clusterQueues(config?: ClusterConfig): string[] {
+  return [EVENTS_QUEUE, ...(config ? syncTargetsIn(config) : functions.flatMap((f) => (f.sync ? [f.sync.target] : [])))];
 }
 
-async function deadLetters(sqs: SQSClient, urls: QueueUrls, cluster: string): Promise<DeadLetterQueue[]> {
+async function deadLetters(sqs: SQSClient, urls: QueueUrls, cluster: string, config?: ClusterConfig): Promise<DeadLetterQueue[]> {
   return Promise.all(
-    clusterQueues().map(async (queue): Promise<DeadLetterQueue> => {
+    clusterQueues(config).map(async (queue): Promise<DeadLetterQueue> => {
       const url = urls.url(cluster, queue, true);
       const name = urls.name(cluster, queue, true);
       try {
@@ -201,7 +204,7 @@ export async function gatherCluster(t: ClusterTarget, o: GatherOptions): Promise
             ? `not an EKS cluster: its configuration's access is ${access.kind}`
             : 'not known to be an EKS cluster: no cluster configuration names it (pass --clusters)',
         });
-  const queues = 'skipped' in o.queues ? Promise.resolve(o.queues) : deadLetters(o.queues.sqs, o.queues.urls, t.id);
+  const queues = 'skipped' in o.queues ? Promise.resolve(o.queues) : deadLetters(o.queues.sqs, o.queues.urls, t.id, t.config);
   const facts = {
     cluster: t.id,
     kubectl: t.kubectl,

@@ -9,6 +9,8 @@ const STORAGE_TABLE_ACTIONS = ['dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynam
 export const storageController: Controller = {
   name: 'storage',
   source: storageSource,
+  // storage.enabled: false: no poll, no StorageStates, nothing routed to it (its source watches nothing).
+  runsIn: (config) => config.storage?.enabled !== false,
   functions: [
     {
       name: 'storage-poll',

@@ -99,6 +99,12 @@ describe('what the formula reads of the deployment', () => {
     expect(polledQueuesPerCluster(functions)).toBe(1 + targets.size);
   });
 
+  it("polls 5 queues a cluster, however many controllers: a controller's requests share a queue unless its function must be its own", () => {
+    // events (the cluster's identity), history (truncation included), storage, migrator (its own token), map
+    // (CompositeControllers included). A sixth costs every cluster $0.32 a month idle (docs/operations/cost.md#idle-polling).
+    expect(polledQueuesPerCluster(functions)).toBe(5);
+  });
+
   it("takes each schedule's period and scope from the function registry", () => {
     const scheduled = Object.fromEntries(functions.filter((f) => f.schedule).map((f) => [f.name, f.schedule!]));
     expect(Object.keys(MEASURED_COEFFICIENTS.scheduled).sort()).toEqual(Object.keys(scheduled).sort());
@@ -131,7 +137,8 @@ describe('outrigger cost', () => {
       aws: { usd: { total: number } };
     };
     expect(out.aws.usd.total).toBe(estimate(reference, MEASURED_COEFFICIENTS, US_EAST_1).aws.usd.total);
-    expect(costCommand([])).toMatch(/SQS +\$1\.94/);
+    // 5 polled queues a cluster (events, history, storage, migrator, map) × 648,000 idle receives at $0.50 a million.
+    expect(costCommand([])).toMatch(/SQS +\$1\.62/);
   });
 
   it('refuses what is not a fleet', () => {

@@ -368,6 +368,22 @@ describe('the Outrigger stack', () => {
     );
   });
 
+  test('gives a cluster whose storage migration is off no storage or migrator queue to poll, and no function a grant on one', () => {
+    const off: ClusterConfig = { ...eksCluster('off'), storage: { enabled: false, migrations: 'outrigger' } };
+    const t = synth([cluster, off]);
+    const queues = Object.keys(byName(t.findResources('AWS::SQS::Queue')));
+    expect(queues.filter((q) => q.startsWith('Off')).sort()).toEqual(
+      ['OffEvents', 'OffEventsDeadLetter', 'OffSyncHistory', 'OffSyncHistoryDeadLetter', 'OffSyncMap', 'OffSyncMapDeadLetter'].sort(),
+    );
+    // The cluster whose migration is on keeps its own.
+    expect(queues).toEqual(expect.arrayContaining([queueId(cluster.id, 'storage'), queueId(cluster.id, 'migrator')]));
+    const named = JSON.stringify(Object.values(t.findResources('AWS::IAM::Policy')));
+    expect(named).not.toMatch(/OffSync(Storage|Migrator)/);
+    expect(Object.values(t.findResources('AWS::Lambda::EventSourceMapping'))).toHaveLength(
+      ['events', ...targets].length + ['events', 'history', 'map'].length,
+    );
+  });
+
   test('refuses a cluster id that makes a queue name longer than SQS allows, or two ids that name the same resources', () => {
     expect(() => synth([{ ...cluster, id: 'a'.repeat(60) }])).toThrow(
       `queue name Test-${'a'.repeat(60)}-events-dlq.fifo is 81 characters, over SQS's 80: shorten the cluster id or the stack name`,
