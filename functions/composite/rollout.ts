@@ -26,6 +26,8 @@ export interface RollingAnswer {
   answer: SyncAnswer;
   /** The children to write. */
   desired: KubeObject[];
+  /** Children (identities) written in place whatever their method: only their revision label changes. */
+  inPlace: ReadonlySet<string>;
   hookCalls: number;
   /** Deletes the revisions no child belongs to beyond the kept number; called once the children are written. */
   truncate: () => Promise<void>;
@@ -76,6 +78,7 @@ export async function rollingAnswer(
   return {
     answer: { ...answer!, status, resyncAfterSeconds },
     desired: plan.desired,
+    inPlace: plan.relabel,
     hookCalls: asked.length,
     truncate: async () => {
       for (const r of revisionsToDelete(all, plan.live)) {

@@ -95,6 +95,11 @@ export interface Updated {
 export interface RolloutPlan {
   /** The children to write (plan.ts diffChildren): each of a rolling kind as its revision's answer has it, labelled. */
   desired: KubeObject[];
+  /**
+   * Children whose only change is their revision label (identities): written in place whatever their method, so that
+   * RollingRecreate never recreates a child to relabel it.
+   */
+  relabel: Set<string>;
   /** The child moved to the latest revision this pass (its identity), if one was. */
   moved: string | undefined;
   /** Why the rollout waits, if it does. */
@@ -171,6 +176,7 @@ export function planRollout(input: {
   const desired: KubeObject[] = [];
   const onLatest: Array<{ d: KubeObject; rolling: RollingRule }> = [];
   const pending: Array<{ index: number; d: KubeObject }> = [];
+  const relabel = new Set<string>();
   for (const d of latestAnswer) {
     const rolling = rollingOf(kinds, d);
     if (!rolling) {
@@ -181,6 +187,7 @@ export function planRollout(input: {
     const o = observed.get(id);
     const from = o && revisionOf(o);
     if (!o || from === latest || writtenAs(o, d)) {
+      if (o && from !== latest) relabel.add(id);
       desired.push(withRevision(d, latest));
       onLatest.push({ d, rolling });
       continue;
@@ -198,12 +205,13 @@ export function planRollout(input: {
     return live;
   };
   const next = pending[0];
-  if (!next) return { desired, moved: undefined, waiting: undefined, updated: onLatestRevision(latest), live: liveOf() };
+  if (!next) return { desired, relabel, moved: undefined, waiting: undefined, updated: onLatestRevision(latest), live: liveOf() };
   for (const { d, rolling } of onLatest) {
     const why = unhappy(observed.get(identityOf(d)), d, rolling);
     if (why)
       return {
         desired,
+        relabel,
         moved: undefined,
         waiting: why,
         updated: { status: 'False', reason: 'RolloutWaiting', message: why },
@@ -213,6 +221,7 @@ export function planRollout(input: {
   desired[next.index] = withRevision(next.d, latest);
   return {
     desired,
+    relabel,
     moved: identityOf(next.d),
     waiting: undefined,
     updated: { status: 'False', reason: 'RolloutProgressing', message: `updating ${describe(next.d)}` },
