@@ -374,6 +374,25 @@ describe('decisions on examples', () => {
     expect(plan.live).toEqual(new Set(['rev-b', 'rev-gone']));
   });
 
+  test('trust boundary: a revision the parent does not control is never the latest nor asked about', () => {
+    const rev = (name: string, revision: number, owner: KubeObject | undefined, parent: KubeObject): ControllerRevision => ({
+      apiVersion: 'apps/v1',
+      kind: 'ControllerRevision',
+      metadata: { name, labels: parentLabels(parentA), ownerReferences: owner ? [newControllerRef(owner)] : [] },
+      data: revisionData(parent, PATHS),
+      revision,
+    });
+    const other = { ...parentA, metadata: { ...parentA.metadata, uid: 'someone-else' } };
+    // Same labels, the parent's current fields, a higher number: but an orphan, or another object's.
+    const listed = [rev('mine', 1, parentA, parentA), rev('orphan', 7, undefined, parentA), rev('foreign', 8, other, parentA)];
+    const mine = parentRevisions(parentA, listed);
+    expect(mine.map((r) => r.metadata.name)).toEqual(['mine']);
+    expect(latestRevision(mine, revisionData(parentA, PATHS))?.metadata.name).toBe('mine');
+    // A child labelled with the foreign revision: not asked about, so it waits as it is.
+    const child = on(a[0]!, 'foreign');
+    expect(revisionsToAsk(mine, 'mine', [child], kinds)).toEqual([]);
+  });
+
   test('revisions to delete: never the latest nor a live one, the oldest others beyond the limit', () => {
     const rev = (name: string, revision: number) => ({ metadata: { name }, revision }) as ControllerRevision;
     const revs = [rev('r1', 1), rev('r2', 2), rev('r3', 3), rev('r4', 4)];
