@@ -14,12 +14,13 @@ import { REVISION_LABEL } from '../../shared/composite/rollout.ts';
 import { Hooks } from '../../shared/hooks/index.ts';
 import { forgetDiscovery, gvr, Resources, type KubeObject } from '../../shared/kube/index.ts';
 import { applyManifests } from '../../shared/kube/apply.ts';
-import { adminClient, createNamespace, outriggerClient } from '../testbed/index.ts';
+import { adminClient, createNamespace, eventually, outriggerClient, startTestRuntime } from '../testbed/index.ts';
 import { openCrd } from '../testbed/crds.ts';
-import { impersonatedAccount } from '../testbed/rbac.ts';
+import { controllersGrant, impersonatedAccount } from '../testbed/rbac.ts';
 
 const GROUP = 'rolling.outrigger.test';
 const fleets = gvr(GROUP, 'v1', 'fleets');
+const convoys = gvr(GROUP, 'v1', 'convoys');
 const gadgets = gvr(GROUP, 'v1', 'gadgets');
 const SA = { namespace: 'outrigger-rolling-tests', name: 'roller' };
 
@@ -56,7 +57,11 @@ beforeAll(async () => {
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   await applyManifests(
     adminClient(),
-    `${openCrd(GROUP, 'Fleet', 'fleets')}---${openCrd(GROUP, 'Gadget', 'gadgets')}---
+    `${openCrd(GROUP, 'Fleet', 'fleets')}---${openCrd(GROUP, 'Convoy', 'convoys')}---${openCrd(GROUP, 'Gadget', 'gadgets')}---
+${controllersGrant('outrigger-rolling-test', [
+  // What the forwarder watches, as Outrigger (the passes act as the ServiceAccount below).
+  `{ apiGroups: ["${GROUP}"], resources: ["fleets", "convoys", "gadgets"], verbs: ["get", "list", "watch"] }`,
+])}---
 apiVersion: v1
 kind: Namespace
 metadata: { name: ${SA.namespace} }
@@ -65,8 +70,8 @@ ${impersonatedAccount(
   SA.namespace,
   SA.name,
   [
-    `{ apiGroups: ["${GROUP}"], resources: ["fleets"], verbs: ["get", "list", "watch", "patch"] }`,
-    `{ apiGroups: ["${GROUP}"], resources: ["fleets/status"], verbs: ["patch"] }`,
+    `{ apiGroups: ["${GROUP}"], resources: ["fleets", "convoys"], verbs: ["get", "list", "watch", "patch"] }`,
+    `{ apiGroups: ["${GROUP}"], resources: ["fleets/status", "convoys/status"], verbs: ["patch"] }`,
     `{ apiGroups: ["${GROUP}"], resources: ["gadgets"], verbs: ["get", "list", "watch", "create", "patch", "delete"] }`,
     `{ apiGroups: ["apps"], resources: ["controllerrevisions"], verbs: ["get", "list", "create", "patch", "delete"] }`,
   ],
@@ -92,6 +97,26 @@ spec:
         conditions: [{ type: Ready, status: "True" }]
   hooks:
     sync: { webhook: { url: "${url}/sync", timeout: 5s } }
+---
+apiVersion: metacontroller.k8s.io/v1alpha1
+kind: CompositeController
+metadata: { name: convoy-controller }
+spec:
+  serviceAccount: { namespace: ${SA.namespace}, name: ${SA.name} }
+  generateSelector: true
+  parentResource:
+    apiVersion: ${GROUP}/v1
+    resource: convoys
+    revisionHistory: { fieldPaths: [spec.image] }
+  childResources:
+  - apiVersion: ${GROUP}/v1
+    resource: gadgets
+    updateStrategy:
+      method: RollingInPlace
+      statusChecks:
+        conditions: [{ type: Ready, status: "True" }]
+  hooks:
+    sync: { webhook: { url: "${url}/sync", timeout: 5s } }
 `,
   );
   const kube = outriggerClient();
@@ -99,16 +124,17 @@ spec:
   for (let i = 0; ; i += 1) {
     forgetDiscovery(kube);
     set = await listCompositeSet(kube, 'it', cache);
-    if (set.composites.some((c) => c.name === 'fleet-controller')) break;
+    if (set.composites.filter((c) => c.name === 'fleet-controller' || c.name === 'convoy-controller').length === 2) break;
     if (i > 100) throw new Error(`the CompositeController is not served: ${JSON.stringify(set.invalid)}`);
     await new Promise((r) => setTimeout(r, 200));
   }
 }, 60_000);
 
 afterAll(async () => {
-  await adminClient()
-    .delete(gvr('metacontroller.k8s.io', 'v1alpha1', 'compositecontrollers'), { name: 'fleet-controller' })
-    .catch(() => undefined);
+  for (const name of ['fleet-controller', 'convoy-controller'])
+    await adminClient()
+      .delete(gvr('metacontroller.k8s.io', 'v1alpha1', 'compositecontrollers'), { name })
+      .catch(() => undefined);
   await new Promise<void>((r) => server.close(() => r()));
 });
 
@@ -201,4 +227,76 @@ describe('a CompositeController rolling its children in place', () => {
     ]);
     expect(await historyCommand(admin, 'fleet/f', ns)).toMatch(/^fleet\/f\nREVISION +NAME +CURRENT/);
   }, 60_000);
+});
+
+describe('a rolling CompositeController in the local runtime', () => {
+  test("the children's own events drive the rollout: each moved child holds it until it reports its new generation Ready", async () => {
+    const ns = await createNamespace('rolling-rt');
+    const logs: string[] = [];
+    const runtime = await startTestRuntime('rolling', ['router', 'map'], { namespace: ns, log: (m) => logs.push(m) });
+    const admin = adminClient();
+    const gadget = (name: string) => admin.get(gadgets, { name, namespace: ns });
+    const image = async (name: string) => ((await gadget(name)).spec as { image: string }).image;
+    /** As the Gadgets' own controller would: the generation seen, Ready. */
+    const observe = async (name: string) => {
+      const g = await gadget(name);
+      await admin.patch(
+        gadgets,
+        { name, namespace: ns, subresource: 'status' },
+        { status: { observedGeneration: g.metadata.generation, conditions: [{ type: 'Ready', status: 'True' }] } },
+        'merge',
+      );
+    };
+    const updated = async () =>
+      (
+        (await admin.get(convoys, { name: 'c', namespace: ns })).status as { conditions?: Array<Record<string, string>> } | undefined
+      )?.conditions?.find((c) => c.type === 'Updated');
+    try {
+      await admin.create(convoys, {
+        apiVersion: `${GROUP}/v1`,
+        kind: 'Convoy',
+        metadata: { name: 'c', namespace: ns },
+        spec: { image: 'a' },
+      } as KubeObject);
+      await eventually(async () => ((await admin.listAll(gadgets, { namespace: ns })).length === 3 ? true : undefined), 30_000);
+      for (const name of ['g-0', 'g-1', 'g-2']) await observe(name);
+      await eventually(async () => ((await updated())?.reason === 'OnLatestRevision' ? true : undefined), 30_000);
+
+      await admin.patch(convoys, { name: 'c', namespace: ns }, { spec: { image: 'b' } }, 'merge');
+      for (const [i, name] of ['g-0', 'g-1'].entries()) {
+        // Moved, then waiting on it: its status has not seen its new generation.
+        await eventually(async () => {
+          const u = await updated();
+          return (await image(name)) === 'b' &&
+            u?.reason === 'RolloutWaiting' &&
+            u.message === `Gadget ${name} has not observed its latest spec`
+            ? true
+            : undefined;
+        }, 30_000);
+        for (const later of ['g-0', 'g-1', 'g-2'].slice(i + 1)) expect(await image(later)).toBe('a');
+        await observe(name);
+      }
+      // The last one moved, every child is on the latest revision (as Metacontroller reports it, whatever its status).
+      await eventually(
+        async () => ((await image('g-2')) === 'b' && (await updated())?.reason === 'OnLatestRevision' ? true : undefined),
+        30_000,
+      );
+      expect(await Promise.all(['g-0', 'g-1', 'g-2'].map(image))).toEqual(['b', 'b', 'b']);
+    } catch (err) {
+      // The runtime's log says which step of the pipeline stopped short.
+      const state = JSON.stringify({
+        convoy: (await admin.find(convoys, { name: 'c', namespace: ns }))?.status,
+        gadgets: (await admin.listAll(gadgets, { namespace: ns })).map((g) => [
+          g.metadata.name,
+          g.metadata.generation,
+          g.metadata.labels,
+          g.spec,
+          g.status,
+        ]),
+      });
+      throw new Error(`${(err as Error).message}\n${state}\n${logs.slice(-10).join('\n')}`);
+    } finally {
+      await runtime.stop();
+    }
+  }, 180_000);
 });
