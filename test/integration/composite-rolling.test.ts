@@ -21,6 +21,7 @@ import { controllersGrant, impersonatedAccount } from '../testbed/rbac.ts';
 const GROUP = 'rolling.outrigger.test';
 const fleets = gvr(GROUP, 'v1', 'fleets');
 const convoys = gvr(GROUP, 'v1', 'convoys');
+const armadas = gvr(GROUP, 'v1', 'armadas');
 const gadgets = gvr(GROUP, 'v1', 'gadgets');
 const SA = { namespace: 'outrigger-rolling-tests', name: 'roller' };
 
@@ -57,10 +58,10 @@ beforeAll(async () => {
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   await applyManifests(
     adminClient(),
-    `${openCrd(GROUP, 'Fleet', 'fleets')}---${openCrd(GROUP, 'Convoy', 'convoys')}---${openCrd(GROUP, 'Gadget', 'gadgets')}---
+    `${openCrd(GROUP, 'Fleet', 'fleets')}---${openCrd(GROUP, 'Convoy', 'convoys')}---${openCrd(GROUP, 'Armada', 'armadas')}---${openCrd(GROUP, 'Gadget', 'gadgets')}---
 ${controllersGrant('outrigger-rolling-test', [
   // What the forwarder watches, as Outrigger (the passes act as the ServiceAccount below).
-  `{ apiGroups: ["${GROUP}"], resources: ["fleets", "convoys", "gadgets"], verbs: ["get", "list", "watch"] }`,
+  `{ apiGroups: ["${GROUP}"], resources: ["fleets", "convoys", "armadas", "gadgets"], verbs: ["get", "list", "watch"] }`,
 ])}---
 apiVersion: v1
 kind: Namespace
@@ -70,8 +71,8 @@ ${impersonatedAccount(
   SA.namespace,
   SA.name,
   [
-    `{ apiGroups: ["${GROUP}"], resources: ["fleets", "convoys"], verbs: ["get", "list", "watch", "patch"] }`,
-    `{ apiGroups: ["${GROUP}"], resources: ["fleets/status", "convoys/status"], verbs: ["patch"] }`,
+    `{ apiGroups: ["${GROUP}"], resources: ["fleets", "convoys", "armadas"], verbs: ["get", "list", "watch", "patch"] }`,
+    `{ apiGroups: ["${GROUP}"], resources: ["fleets/status", "convoys/status", "armadas/status"], verbs: ["patch"] }`,
     `{ apiGroups: ["${GROUP}"], resources: ["gadgets"], verbs: ["get", "list", "watch", "create", "patch", "delete"] }`,
     `{ apiGroups: ["apps"], resources: ["controllerrevisions"], verbs: ["get", "list", "create", "patch", "delete"] }`,
   ],
@@ -117,6 +118,26 @@ spec:
         conditions: [{ type: Ready, status: "True" }]
   hooks:
     sync: { webhook: { url: "${url}/sync", timeout: 5s } }
+---
+apiVersion: metacontroller.k8s.io/v1alpha1
+kind: CompositeController
+metadata: { name: armada-controller }
+spec:
+  serviceAccount: { namespace: ${SA.namespace}, name: ${SA.name} }
+  generateSelector: true
+  parentResource:
+    apiVersion: ${GROUP}/v1
+    resource: armadas
+    revisionHistory: { fieldPaths: [spec.image] }
+  childResources:
+  - apiVersion: ${GROUP}/v1
+    resource: gadgets
+    updateStrategy:
+      method: RollingRecreate
+      statusChecks:
+        conditions: [{ type: Ready, status: "True" }]
+  hooks:
+    sync: { webhook: { url: "${url}/sync", timeout: 5s } }
 `,
   );
   const kube = outriggerClient();
@@ -124,14 +145,14 @@ spec:
   for (let i = 0; ; i += 1) {
     forgetDiscovery(kube);
     set = await listCompositeSet(kube, 'it', cache);
-    if (set.composites.filter((c) => c.name === 'fleet-controller' || c.name === 'convoy-controller').length === 2) break;
+    if (set.composites.filter((c) => ['fleet-controller', 'convoy-controller', 'armada-controller'].includes(c.name)).length === 3) break;
     if (i > 100) throw new Error(`the CompositeController is not served: ${JSON.stringify(set.invalid)}`);
     await new Promise((r) => setTimeout(r, 200));
   }
 }, 60_000);
 
 afterAll(async () => {
-  for (const name of ['fleet-controller', 'convoy-controller'])
+  for (const name of ['fleet-controller', 'convoy-controller', 'armada-controller'])
     await adminClient()
       .delete(gvr('metacontroller.k8s.io', 'v1alpha1', 'compositecontrollers'), { name })
       .catch(() => undefined);
@@ -299,4 +320,78 @@ describe('a rolling CompositeController in the local runtime', () => {
       await runtime.stop();
     }
   }, 180_000);
+});
+
+describe('a CompositeController rolling its children by recreating them', () => {
+  test('a recreated child holds the rollout until Ready; the parent set back rolls back one child at a time; no revision is changed', async () => {
+    const admin = adminClient();
+    const ns = await createNamespace('rolling-rc');
+    const parent = await admin.create(armadas, {
+      apiVersion: `${GROUP}/v1`,
+      kind: 'Armada',
+      metadata: { name: 'x', namespace: ns },
+      spec: { image: 'a' },
+    } as KubeObject);
+    const [d] = definitionsFor(set, GROUP, 'Armada');
+    const pass = () =>
+      syncDefinition({ kube: actingAs(outriggerClient(), d!), hooks }, d!, {
+        cluster: 'it',
+        group: GROUP,
+        kind: 'Armada',
+        namespace: ns,
+        name: 'x',
+        uid: parent.metadata.uid!,
+      });
+    const listed = () => admin.listAll(gadgets, { namespace: ns });
+    const images = async () => Object.fromEntries((await listed()).map((g) => [g.metadata.name, (g.spec as { image: string }).image]));
+    const uids = async () => Object.fromEntries((await listed()).map((g) => [g.metadata.name, g.metadata.uid]));
+    const ready = (name: string) =>
+      admin.patch(
+        gadgets,
+        { name, namespace: ns, subresource: 'status' },
+        { status: { conditions: [{ type: 'Ready', status: 'True' }] } },
+        'merge',
+      );
+    const updated = async () =>
+      ((await admin.get(armadas, { name: 'x', namespace: ns })).status as { conditions?: Array<Record<string, string>> }).conditions?.find(
+        (c) => c.type === 'Updated',
+      );
+
+    expect(await pass()).toMatchObject({ problems: [], created: 3 });
+    for (const name of ['g-0', 'g-1', 'g-2']) await ready(name);
+    const before = await uids();
+    await admin.patch(armadas, { name: 'x', namespace: ns }, { spec: { image: 'b' } }, 'merge');
+    expect(await pass()).toMatchObject({ problems: [], recreated: 1, updated: 0 });
+    expect(await images()).toEqual({ 'g-0': 'b', 'g-1': 'a', 'g-2': 'a' });
+    expect((await uids())['g-0']).not.toBe(before['g-0']);
+    // The new g-0 has no status yet: the rollout waits.
+    expect(await pass()).toMatchObject({ problems: [], recreated: 0 });
+    expect(await updated()).toMatchObject({
+      reason: 'RolloutWaiting',
+      message: 'Gadget g-0 fails its status check: condition Ready is missing',
+    });
+    const revisions = (await admin.listAll(Resources.controllerRevisions, { namespace: ns })).map((r) => [
+      r.metadata.name,
+      r.metadata.resourceVersion,
+    ]);
+    expect(revisions).toHaveLength(2);
+
+    // Set back: revision 1 is the latest again; g-0, the one child on revision 2, goes back (the others are Ready).
+    await admin.patch(armadas, { name: 'x', namespace: ns }, { spec: { image: 'a' } }, 'merge');
+    expect(await pass()).toMatchObject({ problems: [], recreated: 1, hookCalls: 2 });
+    expect(await images()).toEqual({ 'g-0': 'a', 'g-1': 'a', 'g-2': 'a' });
+    expect(await pass()).toMatchObject({ problems: [], recreated: 0, updated: 0, hookCalls: 1 });
+    expect(await updated()).toMatchObject({ status: 'True', reason: 'OnLatestRevision' });
+    // Never changed, and both kept (revision 2 for history); `outrigger history` marks revision 1 current.
+    expect(
+      (await admin.listAll(Resources.controllerRevisions, { namespace: ns })).map((r) => [r.metadata.name, r.metadata.resourceVersion]),
+    ).toEqual(revisions);
+    const history = JSON.parse(await historyCommand(admin, 'armada/x', ns, { output: 'json' })) as {
+      revisions: Array<{ revision: number; current: boolean }>;
+    };
+    expect(history.revisions.map((r) => [r.revision, r.current])).toEqual([
+      [1, true],
+      [2, false],
+    ]);
+  }, 60_000);
 });
