@@ -39,13 +39,18 @@ export function latestRevision<T extends ControllerRevision>(revisions: readonly
   return [...sortRevisions(revisions)].reverse().find((r) => semanticallyEqual(r.data, data as Json));
 }
 
-/** The parent as a revision has it: each revisioned field set to the revision's value (absent where it was). */
+/**
+ * The parent as a revision has it: each revisioned field set to the revision's value, removed where the revision
+ * holds null (absent when it was taken); a path the revision does not hold at all (the controller's fieldPaths
+ * grew since) keeps the parent's value.
+ */
 export function parentAt(parent: KubeObject, data: Json | undefined, paths: readonly string[]): KubeObject {
   const copy = structuredClone(parent) as unknown as JsonObject;
   for (const path of paths) {
     const parts = path.split('.');
     let from: Json | undefined = data;
     for (const p of parts) from = from && typeof from === 'object' && !Array.isArray(from) ? from[p] : undefined;
+    if (from === undefined) continue;
     let to: JsonObject = copy;
     for (const p of parts.slice(0, -1)) {
       const next = to[p];

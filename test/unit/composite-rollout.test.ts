@@ -400,6 +400,15 @@ describe('decisions on examples', () => {
     expect(revisionsToDelete(revs, new Set(['r2']), 1).map((r) => r.metadata.name)).toEqual(['r1']);
   });
 
+  test('parentAt keeps a field the revision does not hold (fieldPaths grown since it was taken)', () => {
+    const p = { ...parentB, spec: { version: 'b', replicas: 5, extra: 1 } };
+    expect(parentAt(p, { spec: { version: 'a' } } as never, ['spec.version', 'spec.extra']).spec).toEqual({
+      version: 'a',
+      replicas: 5,
+      extra: 1,
+    });
+  });
+
   test("parentAt puts a revision's fields on the parent, removing one the revision had absent", () => {
     const p = { ...parentB, spec: { version: 'b', replicas: 5, extra: 1 } };
     expect(parentAt(p, { spec: { version: 'a', extra: null } } as never, ['spec.version', 'spec.extra']).spec).toEqual({
