@@ -12,7 +12,7 @@ import { actingAs, definitionsFor, listCompositeSet, type CompositeSet } from '.
 import { syncDefinition } from '../../functions/composite/sync.ts';
 import { REVISION_LABEL } from '../../shared/composite/rollout.ts';
 import { Hooks } from '../../shared/hooks/index.ts';
-import { forgetDiscovery, gvr, Resources, type KubeObject } from '../../shared/kube/index.ts';
+import { forgetDiscovery, gvr, Resources, type GVR, type KubeObject } from '../../shared/kube/index.ts';
 import { applyManifests } from '../../shared/kube/apply.ts';
 import { adminClient, createNamespace, eventually, outriggerClient, startTestRuntime } from '../testbed/index.ts';
 import { openCrd } from '../testbed/crds.ts';
@@ -22,6 +22,7 @@ const GROUP = 'rolling.outrigger.test';
 const fleets = gvr(GROUP, 'v1', 'fleets');
 const convoys = gvr(GROUP, 'v1', 'convoys');
 const armadas = gvr(GROUP, 'v1', 'armadas');
+const flotillas = gvr(GROUP, 'v1', 'flotillas');
 const gadgets = gvr(GROUP, 'v1', 'gadgets');
 const SA = { namespace: 'outrigger-rolling-tests', name: 'roller' };
 
@@ -58,7 +59,7 @@ beforeAll(async () => {
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   await applyManifests(
     adminClient(),
-    `${openCrd(GROUP, 'Fleet', 'fleets')}---${openCrd(GROUP, 'Convoy', 'convoys')}---${openCrd(GROUP, 'Armada', 'armadas')}---${openCrd(GROUP, 'Gadget', 'gadgets')}---
+    `${openCrd(GROUP, 'Fleet', 'fleets')}---${openCrd(GROUP, 'Convoy', 'convoys')}---${openCrd(GROUP, 'Armada', 'armadas')}---${openCrd(GROUP, 'Flotilla', 'flotillas')}---${openCrd(GROUP, 'Gadget', 'gadgets')}---
 ${controllersGrant('outrigger-rolling-test', [
   // What the forwarder watches, as Outrigger (the passes act as the ServiceAccount below).
   `{ apiGroups: ["${GROUP}"], resources: ["fleets", "convoys", "armadas", "gadgets"], verbs: ["get", "list", "watch"] }`,
@@ -119,6 +120,31 @@ spec:
   hooks:
     sync: { webhook: { url: "${url}/sync", timeout: 5s } }
 ---
+${impersonatedAccount(
+  SA.namespace,
+  'no-revisions',
+  [
+    `{ apiGroups: ["${GROUP}"], resources: ["flotillas"], verbs: ["get", "list", "watch", "patch"] }`,
+    `{ apiGroups: ["${GROUP}"], resources: ["flotillas/status"], verbs: ["patch"] }`,
+    `{ apiGroups: ["${GROUP}"], resources: ["gadgets"], verbs: ["get", "list", "watch", "create", "patch", "delete"] }`,
+  ],
+  'compositecontroller/*',
+)}
+---
+apiVersion: metacontroller.k8s.io/v1alpha1
+kind: CompositeController
+metadata: { name: flotilla-controller }
+spec:
+  serviceAccount: { namespace: ${SA.namespace}, name: no-revisions }
+  generateSelector: true
+  parentResource: { apiVersion: ${GROUP}/v1, resource: flotillas }
+  childResources:
+  - apiVersion: ${GROUP}/v1
+    resource: gadgets
+    updateStrategy: { method: RollingInPlace }
+  hooks:
+    sync: { webhook: { url: "${url}/sync", timeout: 5s } }
+---
 apiVersion: metacontroller.k8s.io/v1alpha1
 kind: CompositeController
 metadata: { name: armada-controller }
@@ -145,14 +171,18 @@ spec:
   for (let i = 0; ; i += 1) {
     forgetDiscovery(kube);
     set = await listCompositeSet(kube, 'it', cache);
-    if (set.composites.filter((c) => ['fleet-controller', 'convoy-controller', 'armada-controller'].includes(c.name)).length === 3) break;
+    if (
+      set.composites.filter((c) => ['fleet-controller', 'convoy-controller', 'armada-controller', 'flotilla-controller'].includes(c.name))
+        .length === 4
+    )
+      break;
     if (i > 100) throw new Error(`the CompositeController is not served: ${JSON.stringify(set.invalid)}`);
     await new Promise((r) => setTimeout(r, 200));
   }
 }, 60_000);
 
 afterAll(async () => {
-  for (const name of ['fleet-controller', 'convoy-controller', 'armada-controller'])
+  for (const name of ['fleet-controller', 'convoy-controller', 'armada-controller', 'flotilla-controller'])
     await adminClient()
       .delete(gvr('metacontroller.k8s.io', 'v1alpha1', 'compositecontrollers'), { name })
       .catch(() => undefined);
@@ -160,6 +190,23 @@ afterAll(async () => {
 });
 
 const hooks = new Hooks({ minRetryDelayMs: 10, allowLoopbackHttp: true, webhookAllow: ['127.0.0.1'] });
+/** The parent's Updated condition. */
+const updatedOf = async (resource: GVR, name: string, namespace: string) =>
+  (
+    (await adminClient().get(resource, { name, namespace })).status as { conditions?: Array<Record<string, string>> } | undefined
+  )?.conditions?.find((c) => c.type === 'Updated');
+/** A pass for the parent, run by hand as its controller's ServiceAccount. */
+const passOf = (kind: string, parent: KubeObject) => () => {
+  const [d] = definitionsFor(set, GROUP, kind);
+  return syncDefinition({ kube: actingAs(outriggerClient(), d!), hooks }, d!, {
+    cluster: 'it',
+    group: GROUP,
+    kind,
+    namespace: parent.metadata.namespace,
+    name: parent.metadata.name!,
+    uid: parent.metadata.uid!,
+  });
+};
 
 describe('a CompositeController rolling its children in place', () => {
   test('children move one per pass; a failing status check pauses the rollout, its fix resumes it; history lists the revisions', async () => {
@@ -171,24 +218,12 @@ describe('a CompositeController rolling its children in place', () => {
       metadata: { name: 'f', namespace: ns },
       spec: { image: 'a', replicas: 3 },
     } as KubeObject);
-    const [d] = definitionsFor(set, GROUP, 'Fleet');
-    const pass = () =>
-      syncDefinition({ kube: actingAs(outriggerClient(), d!), hooks }, d!, {
-        cluster: 'it',
-        group: GROUP,
-        kind: 'Fleet',
-        namespace: ns,
-        name: 'f',
-        uid: parent.metadata.uid!,
-      });
+    const pass = passOf('Fleet', parent);
     const images = async () =>
       Object.fromEntries(
         (await admin.listAll(gadgets, { namespace: ns })).map((g) => [g.metadata.name, (g.spec as { image: string }).image]),
       );
-    const updated = async () =>
-      ((await admin.get(fleets, { name: 'f', namespace: ns })).status as { conditions?: Array<Record<string, string>> }).conditions?.find(
-        (c) => c.type === 'Updated',
-      );
+    const updated = () => updatedOf(fleets, 'f', ns);
     const setReady = (name: string, ok: boolean) =>
       admin.patch(
         gadgets,
@@ -268,10 +303,7 @@ describe('a rolling CompositeController in the local runtime', () => {
         'merge',
       );
     };
-    const updated = async () =>
-      (
-        (await admin.get(convoys, { name: 'c', namespace: ns })).status as { conditions?: Array<Record<string, string>> } | undefined
-      )?.conditions?.find((c) => c.type === 'Updated');
+    const updated = () => updatedOf(convoys, 'c', ns);
     try {
       await admin.create(convoys, {
         apiVersion: `${GROUP}/v1`,
@@ -332,16 +364,7 @@ describe('a CompositeController rolling its children by recreating them', () => 
       metadata: { name: 'x', namespace: ns },
       spec: { image: 'a' },
     } as KubeObject);
-    const [d] = definitionsFor(set, GROUP, 'Armada');
-    const pass = () =>
-      syncDefinition({ kube: actingAs(outriggerClient(), d!), hooks }, d!, {
-        cluster: 'it',
-        group: GROUP,
-        kind: 'Armada',
-        namespace: ns,
-        name: 'x',
-        uid: parent.metadata.uid!,
-      });
+    const pass = passOf('Armada', parent);
     const listed = () => admin.listAll(gadgets, { namespace: ns });
     const images = async () => Object.fromEntries((await listed()).map((g) => [g.metadata.name, (g.spec as { image: string }).image]));
     const uids = async () => Object.fromEntries((await listed()).map((g) => [g.metadata.name, g.metadata.uid]));
@@ -352,10 +375,7 @@ describe('a CompositeController rolling its children by recreating them', () => 
         { status: { conditions: [{ type: 'Ready', status: 'True' }] } },
         'merge',
       );
-    const updated = async () =>
-      ((await admin.get(armadas, { name: 'x', namespace: ns })).status as { conditions?: Array<Record<string, string>> }).conditions?.find(
-        (c) => c.type === 'Updated',
-      );
+    const updated = () => updatedOf(armadas, 'x', ns);
 
     expect(await pass()).toMatchObject({ problems: [], created: 3 });
     for (const name of ['g-0', 'g-1', 'g-2']) await ready(name);
@@ -394,4 +414,27 @@ describe('a CompositeController rolling its children by recreating them', () => 
       [2, false],
     ]);
   }, 60_000);
+});
+
+describe('the ServiceAccount boundary (rolling updates)', () => {
+  test('an account that may not list ControllerRevisions gets a Forbidden problem naming the grant, and no child is written', async () => {
+    const admin = adminClient();
+    const ns = await createNamespace('rolling-sa');
+    const parent = await admin.create(flotillas, {
+      apiVersion: `${GROUP}/v1`,
+      kind: 'Flotilla',
+      metadata: { name: 'y', namespace: ns },
+      spec: { image: 'a' },
+    } as KubeObject);
+    const result = await passOf('Flotilla', parent)();
+    expect(result).toMatchObject({ created: 0, hookCalls: 0 });
+    expect(result.problems).toEqual([
+      {
+        reason: 'Forbidden',
+        message: "the controller's ServiceAccount may not list controllerrevisions.apps (rolling updates keep the parent's revisions)",
+        detail: expect.any(String),
+      },
+    ]);
+    expect(await admin.listAll(gadgets, { namespace: ns })).toEqual([]);
+  }, 30_000);
 });
