@@ -3,7 +3,7 @@
 // per revision a child still belongs to; the rollout decided in shared/composite/rollout.ts; revisions no child
 // belongs to truncated after the children are written.
 import type { HookCaller } from '../../shared/hooks/index.ts';
-import { isKubeError, Resources, type KubeApi, type KubeObject } from '../../shared/kube/index.ts';
+import { isKubeError, KubeError, Resources, type KubeApi, type KubeObject } from '../../shared/kube/index.ts';
 import { parseCompositeAnswer, type SyncAnswer } from '../../shared/composite/api.ts';
 import { prepareChildren } from '../../shared/composite/plan.ts';
 import {
@@ -26,6 +26,8 @@ export interface RollingAnswer {
   answer: SyncAnswer;
   /** The children to write. */
   desired: KubeObject[];
+  /** Children (identities) written in place whatever their method: only their revision label changes. */
+  inPlace: ReadonlySet<string>;
   hookCalls: number;
   /** Deletes the revisions no child belongs to beyond the kept number; called once the children are written. */
   truncate: () => Promise<void>;
@@ -44,14 +46,17 @@ export async function rollingAnswer(
 ): Promise<RollingAnswer> {
   const paths = d.parent.revisionFieldPaths;
   const namespace = parent.metadata.namespace!;
-  const listed = await ctx.kube.listAll<ControllerRevision>(Resources.controllerRevisions, {
-    namespace,
-    labelSelector: labelSelectorString(parentLabels(parent)),
-  });
+  const listed = await forbiddenAs('list', () =>
+    ctx.kube.listAll<ControllerRevision>(Resources.controllerRevisions, {
+      namespace,
+      labelSelector: labelSelectorString(parentLabels(parent)),
+    }),
+  );
   const revisions = parentRevisions(parent, listed);
   const data = revisionData(parent, paths);
   const latest =
-    latestRevision(revisions, data) ?? (await createRevision(ctx.kube, d.parentResource, parent, data, maxRevision(revisions) + 1));
+    latestRevision(revisions, data) ??
+    (await forbiddenAs('create', () => createRevision(ctx.kube, d.parentResource, parent, data, maxRevision(revisions) + 1)));
   const all = revisions.some((r) => r.metadata.uid === latest.metadata.uid) ? revisions : [...revisions, latest];
   const asked = [latest, ...revisionsToAsk(all, latest.metadata.name!, observed, d.kinds)];
   const answers = new Map<string, KubeObject[]>();
@@ -72,6 +77,7 @@ export async function rollingAnswer(
   return {
     answer: { ...answer!, status, resyncAfterSeconds },
     desired: plan.desired,
+    inPlace: plan.relabel,
     hookCalls: asked.length,
     truncate: async () => {
       for (const r of revisionsToDelete(all, plan.live)) {
@@ -87,4 +93,17 @@ export async function rollingAnswer(
       }
     },
   };
+}
+
+/** A revision read or write the ServiceAccount may not make: the parent's Forbidden problem, naming the grant. */
+async function forbiddenAs<T>(verb: string, call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (err) {
+    if (!isKubeError(err, 'Forbidden')) throw err;
+    throw new KubeError(
+      'Forbidden',
+      `the controller's ServiceAccount may not ${verb} controllerrevisions.apps (rolling updates keep the parent's revisions)`,
+    );
+  }
 }

@@ -128,11 +128,12 @@ export async function syncDefinition(ctx: PassContext, d: ResolvedDefinition, ke
     let answer: SyncAnswer;
     let desired: KubeObject[];
     let truncate = async () => {};
+    let inPlace: ReadonlySet<string> = new Set();
     if (d.kind === 'CompositeController' && !finalizing && anyRolling(d.kinds)) {
       // Rolling updates: the hook is asked once per revision a child belongs to (docs/controllers/compositecontroller.md#rolling-updates).
       const rolled = await rollingAnswer({ ...ctx, call }, d, parent, children, request);
       result.hookCalls += rolled.hookCalls;
-      ({ answer, desired, truncate } = rolled);
+      ({ answer, desired, truncate, inPlace } = rolled);
     } else {
       result.hookCalls += 1;
       const answered = await ctx.hooks.call(hook, request, call);
@@ -144,7 +145,7 @@ export async function syncDefinition(ctx: PassContext, d: ResolvedDefinition, ke
       });
     }
     result.resyncAfterSeconds = answer.resyncAfterSeconds;
-    await writeChildren(pass, children, desired);
+    await writeChildren(pass, children, desired, inPlace);
     parent = await writeParent(pass, parent, answer);
     await truncate();
     if (finalizing && answer.finalized) {
@@ -223,10 +224,11 @@ async function observedChildren(pass: Pass, parent: KubeObject): Promise<KubeObj
   return owned;
 }
 
-async function writeChildren(pass: Pass, observed: KubeObject[], desired: KubeObject[]): Promise<void> {
+/** `inPlace`: children (identities) applied whatever their kind's method (a rolling child's relabel). */
+async function writeChildren(pass: Pass, observed: KubeObject[], desired: KubeObject[], inPlace: ReadonlySet<string>): Promise<void> {
   const { ctx, d, result } = pass;
   const kindOf = (o: KubeObject) => d.kinds.find((k) => k.kind === o.kind && apiVersionOf(k) === o.apiVersion)!;
-  const changes = diffChildren(observed, desired, (o) => kindOf(o).method);
+  const changes = diffChildren(observed, desired, (o) => (inPlace.has(identityOf(o)) ? 'InPlace' : kindOf(o).method));
   const manager = fieldManagerOf(d);
   const refOf = (k: ChildKind, o: KubeObject) => ({
     name: o.metadata.name ?? '',

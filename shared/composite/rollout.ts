@@ -39,13 +39,18 @@ export function latestRevision<T extends ControllerRevision>(revisions: readonly
   return [...sortRevisions(revisions)].reverse().find((r) => semanticallyEqual(r.data, data as Json));
 }
 
-/** The parent as a revision has it: each revisioned field set to the revision's value (absent where it was). */
+/**
+ * The parent as a revision has it: each revisioned field set to the revision's value, removed where the revision
+ * holds null (absent when it was taken); a path the revision does not hold at all (the controller's fieldPaths
+ * grew since) keeps the parent's value.
+ */
 export function parentAt(parent: KubeObject, data: Json | undefined, paths: readonly string[]): KubeObject {
   const copy = structuredClone(parent) as unknown as JsonObject;
   for (const path of paths) {
     const parts = path.split('.');
     let from: Json | undefined = data;
     for (const p of parts) from = from && typeof from === 'object' && !Array.isArray(from) ? from[p] : undefined;
+    if (from === undefined) continue;
     let to: JsonObject = copy;
     for (const p of parts.slice(0, -1)) {
       const next = to[p];
@@ -95,6 +100,11 @@ export interface Updated {
 export interface RolloutPlan {
   /** The children to write (plan.ts diffChildren): each of a rolling kind as its revision's answer has it, labelled. */
   desired: KubeObject[];
+  /**
+   * Children whose only change is their revision label (identities): written in place whatever their method, so that
+   * RollingRecreate never recreates a child to relabel it.
+   */
+  relabel: Set<string>;
   /** The child moved to the latest revision this pass (its identity), if one was. */
   moved: string | undefined;
   /** Why the rollout waits, if it does. */
@@ -171,6 +181,7 @@ export function planRollout(input: {
   const desired: KubeObject[] = [];
   const onLatest: Array<{ d: KubeObject; rolling: RollingRule }> = [];
   const pending: Array<{ index: number; d: KubeObject }> = [];
+  const relabel = new Set<string>();
   for (const d of latestAnswer) {
     const rolling = rollingOf(kinds, d);
     if (!rolling) {
@@ -181,6 +192,7 @@ export function planRollout(input: {
     const o = observed.get(id);
     const from = o && revisionOf(o);
     if (!o || from === latest || writtenAs(o, d)) {
+      if (o && from !== latest) relabel.add(id);
       desired.push(withRevision(d, latest));
       onLatest.push({ d, rolling });
       continue;
@@ -198,12 +210,13 @@ export function planRollout(input: {
     return live;
   };
   const next = pending[0];
-  if (!next) return { desired, moved: undefined, waiting: undefined, updated: onLatestRevision(latest), live: liveOf() };
+  if (!next) return { desired, relabel, moved: undefined, waiting: undefined, updated: onLatestRevision(latest), live: liveOf() };
   for (const { d, rolling } of onLatest) {
     const why = unhappy(observed.get(identityOf(d)), d, rolling);
     if (why)
       return {
         desired,
+        relabel,
         moved: undefined,
         waiting: why,
         updated: { status: 'False', reason: 'RolloutWaiting', message: why },
@@ -213,6 +226,7 @@ export function planRollout(input: {
   desired[next.index] = withRevision(next.d, latest);
   return {
     desired,
+    relabel,
     moved: identityOf(next.d),
     waiting: undefined,
     updated: { status: 'False', reason: 'RolloutProgressing', message: `updating ${describe(next.d)}` },

@@ -75,7 +75,11 @@ const widgets: ChildKind = {
   method: 'InPlace',
   rolling: { method: 'RollingInPlace', checks: [{ type: 'Ready', status: 'True' }] },
 };
-const kinds = [widgets];
+type Method = 'RollingInPlace' | 'RollingRecreate';
+const kindsFor = (method: Method): ChildKind[] => [
+  { ...widgets, method: method === 'RollingInPlace' ? 'InPlace' : 'Recreate', rolling: { ...widgets.rolling!, method } },
+];
+const kinds = kindsFor('RollingInPlace');
 const PATHS = ['spec.version'];
 const NAMES = ['w-0', 'w-1', 'w-2'];
 const parentOf = (version: string): KubeObject => ({
@@ -84,11 +88,15 @@ const parentOf = (version: string): KubeObject => ({
   metadata: { name: 's', namespace: 'ns', uid: 'pu' },
   spec: { version, replicas: 3 },
 });
-/** The hook: one Widget per name, its image from the parent's version and the hook's own release. */
+/**
+ * The hook: one Widget per name, its image from the parent's version and the hook's own release; every third
+ * release answers one Widget fewer.
+ */
+const namesOf = (release: number) => (release % 3 === 2 ? NAMES.slice(0, 2) : NAMES);
 const hook =
   (release: number) =>
   (parent: KubeObject): KubeObject[] =>
-    NAMES.map((name) => ({
+    namesOf(release).map((name) => ({
       apiVersion: 'example.com/v1',
       kind: 'Widget',
       metadata: { name },
@@ -137,7 +145,7 @@ interface PassOutcome {
 }
 
 /** One pass on `seen` (a snapshot, maybe stale); its writes land on `c` only where what it read is still there. */
-function pass(c: Cluster, seen: Cluster, limit: number): PassOutcome {
+function pass(c: Cluster, seen: Cluster, limit: number, kinds: readonly ChildKind[]): PassOutcome {
   const parent = seen.parent;
   const observed = [...seen.children.values()];
   const revisions = parentRevisions(
@@ -152,8 +160,21 @@ function pass(c: Cluster, seen: Cluster, limit: number): PassOutcome {
     asked.map((r) => [r.metadata.name!, prepare(parent, hook(c.release)(r === latest ? parent : parentAt(parent, r.data, PATHS)))]),
   );
   const plan = planRollout({ latest: latest.metadata.name!, answers, observed, kinds });
-  const changes = diffChildren(observed, plan.desired, () => 'InPlace');
+  const changes = diffChildren(observed, plan.desired, (o) => (plan.relabel.has(identityOf(o)) ? 'InPlace' : kinds[0]!.method));
   const moves: string[] = [];
+  const moved = (o: KubeObject, d: KubeObject) => {
+    const changed = o.metadata.annotations?.[APPLIED_ANNOTATION] !== d.metadata.annotations?.[APPLIED_ANNOTATION];
+    if (changed && labelOf(o) !== latest.metadata.name && labelOf(d) === latest.metadata.name) moves.push(identityOf(d));
+    return changed;
+  };
+  for (const { desired: d, observed: o } of changes.recreate) {
+    // Never a recreate for a relabel: only a child whose content changes is deleted and made again.
+    expect(o.metadata.annotations?.[APPLIED_ANNOTATION]).not.toBe(d.metadata.annotations?.[APPLIED_ANNOTATION]);
+    if (c.children.get(d.metadata.name!)?.metadata.resourceVersion !== o.metadata.resourceVersion) continue; // precondition
+    moved(o, d);
+    c.children.delete(d.metadata.name!);
+    changes.create.push(d);
+  }
   for (const d of changes.create) {
     if (c.children.has(d.metadata.name!)) continue; // AlreadyExists
     c.children.set(d.metadata.name!, { ...d, metadata: { ...d.metadata, resourceVersion: String((c.rv += 1)), generation: 1 } });
@@ -161,13 +182,7 @@ function pass(c: Cluster, seen: Cluster, limit: number): PassOutcome {
   for (const { desired: d, observed: o } of changes.update) {
     const now = c.children.get(d.metadata.name!);
     if (!now || now.metadata.resourceVersion !== o.metadata.resourceVersion) continue; // Conflict
-    const changed = now.metadata.annotations?.[APPLIED_ANNOTATION] !== d.metadata.annotations?.[APPLIED_ANNOTATION];
-    if (
-      changed &&
-      o.metadata.labels?.[REVISION_LABEL] !== latest.metadata.name &&
-      d.metadata.labels?.[REVISION_LABEL] === latest.metadata.name
-    )
-      moves.push(identityOf(d));
+    const changed = moved(now, d);
     c.children.set(d.metadata.name!, {
       ...d,
       metadata: { ...d.metadata, resourceVersion: String((c.rv += 1)), generation: (now.metadata.generation ?? 1) + (changed ? 1 : 0) },
@@ -204,99 +219,105 @@ const action: fc.Arbitrary<Action> = fc.oneof(
 );
 
 describe('a rollout over timelines', () => {
-  test('one child moves per pass, only while every child on the latest revision passes; revisions are never changed nor deleted while live; it converges', () => {
+  test('one child moves per pass, only while every child on the latest revision passes; revisions are never changed nor deleted while live; it converges (RollingInPlace and RollingRecreate)', () => {
     fc.assert(
-      fc.property(fc.array(action, { maxLength: 40 }), fc.integer({ min: 0, max: 2 }), (actions, limit) => {
-        const c: Cluster = { parent: parentOf('a'), revisions: new Map(), children: new Map(), release: 0, rv: 0 };
-        const history: Cluster[] = [];
-        const check = (seen: Cluster, out: PassOutcome) => {
-          expect(out.moves.length).toBeLessThanOrEqual(1);
-          if (out.moves.length) {
-            // The snapshot the pass decided on: every latest child there, written as the latest answer has it, Ready.
-            const latestAnswer = prepare(seen.parent, hook(c.release)(seen.parent));
-            for (const d of latestAnswer) {
-              const o = seen.children.get(d.metadata.name!);
-              if (o && labelOf(o) === out.latest) expect(unhappy(o, d, widgets.rolling!)).toBeUndefined();
-            }
-          }
-          // Revisions: never changed; none a child belongs to is gone; the latest is there.
-          for (const { revision, frozen } of c.revisions.values()) expect(JSON.stringify(revision)).toBe(frozen);
-          expect(c.revisions.has(out.latest)).toBe(true);
-        };
-        const liveKept = () => {
-          for (const o of c.children.values()) if (labelOf(o)) expect(c.revisions.has(labelOf(o)!)).toBe(true);
-        };
-        let last: Cluster | undefined;
-        for (const a of actions) {
-          history.push(snapshot(c));
-          switch (a.t) {
-            case 'set':
-              c.parent = { ...parentOf(a.version), metadata: { ...c.parent.metadata } };
-              break;
-            case 'ready': {
-              const o = c.children.get(NAMES[a.i]!);
-              if (o)
-                c.children.set(o.metadata.name!, {
-                  ...o,
-                  status: ready(a.ok),
-                  metadata: { ...o.metadata, resourceVersion: String((c.rv += 1)) },
-                });
-              break;
-            }
-            case 'release':
-              c.release += 1;
-              break;
-            case 'label-removed': {
-              const o = c.children.get(NAMES[a.i]!);
-              if (o) {
-                const { [REVISION_LABEL]: _gone, ...labels } = o.metadata.labels ?? {};
-                c.children.set(o.metadata.name!, { ...o, metadata: { ...o.metadata, labels, resourceVersion: String((c.rv += 1)) } });
+      fc.property(
+        fc.array(action, { maxLength: 40 }),
+        fc.integer({ min: 0, max: 2 }),
+        fc.constantFrom<Method>('RollingInPlace', 'RollingRecreate'),
+        (actions, limit, method) => {
+          const kinds = kindsFor(method);
+          const c: Cluster = { parent: parentOf('a'), revisions: new Map(), children: new Map(), release: 0, rv: 0 };
+          const history: Cluster[] = [];
+          const check = (seen: Cluster, out: PassOutcome) => {
+            expect(out.moves.length).toBeLessThanOrEqual(1);
+            if (out.moves.length) {
+              // The snapshot the pass decided on: every latest child there, written as the latest answer has it, Ready.
+              const latestAnswer = prepare(seen.parent, hook(c.release)(seen.parent));
+              for (const d of latestAnswer) {
+                const o = seen.children.get(d.metadata.name!);
+                if (o && labelOf(o) === out.latest) expect(unhappy(o, d, widgets.rolling!)).toBeUndefined();
               }
-              break;
             }
-            case 'pass': {
-              last = snapshot(c);
-              check(last, pass(c, last, limit));
-              liveKept();
-              break;
+            // Revisions: never changed; none a child belongs to is gone; the latest is there.
+            for (const { revision, frozen } of c.revisions.values()) expect(JSON.stringify(revision)).toBe(frozen);
+            expect(c.revisions.has(out.latest)).toBe(true);
+          };
+          const liveKept = () => {
+            for (const o of c.children.values()) if (labelOf(o)) expect(c.revisions.has(labelOf(o)!)).toBe(true);
+          };
+          let last: Cluster | undefined;
+          for (const a of actions) {
+            history.push(snapshot(c));
+            switch (a.t) {
+              case 'set':
+                c.parent = { ...parentOf(a.version), metadata: { ...c.parent.metadata } };
+                break;
+              case 'ready': {
+                const o = c.children.get(NAMES[a.i]!);
+                if (o)
+                  c.children.set(o.metadata.name!, {
+                    ...o,
+                    status: ready(a.ok),
+                    metadata: { ...o.metadata, resourceVersion: String((c.rv += 1)) },
+                  });
+                break;
+              }
+              case 'release':
+                c.release += 1;
+                break;
+              case 'label-removed': {
+                const o = c.children.get(NAMES[a.i]!);
+                if (o) {
+                  const { [REVISION_LABEL]: _gone, ...labels } = o.metadata.labels ?? {};
+                  c.children.set(o.metadata.name!, { ...o, metadata: { ...o.metadata, labels, resourceVersion: String((c.rv += 1)) } });
+                }
+                break;
+              }
+              case 'pass': {
+                last = snapshot(c);
+                check(last, pass(c, last, limit, kinds));
+                liveKept();
+                break;
+              }
+              case 'stale': {
+                // A pass that read the cluster some steps ago (reordered delivery): its writes conflict where it is behind.
+                const seen = history[Math.max(0, history.length - 1 - a.back)]!;
+                check(seen, pass(c, seen, limit, kinds));
+                break;
+              }
+              case 'dup':
+                if (last) check(last, pass(c, last, limit, kinds));
+                break;
             }
-            case 'stale': {
-              // A pass that read the cluster some steps ago (reordered delivery): its writes conflict where it is behind.
-              const seen = history[Math.max(0, history.length - 1 - a.back)]!;
-              check(seen, pass(c, seen, limit));
-              break;
-            }
-            case 'dup':
-              if (last) check(last, pass(c, last, limit));
-              break;
           }
-        }
-        // Everything Ready from now on, nothing else changing: the rollout reaches the latest revision.
-        let out: PassOutcome | undefined;
-        for (let i = 0; i < 4 * NAMES.length + 2; i += 1) {
-          for (const o of c.children.values()) c.children.set(o.metadata.name!, { ...o, status: ready(true) });
-          const seen = snapshot(c);
-          out = pass(c, seen, limit);
-          check(seen, out);
-          liveKept();
-          // A fresh pass leaves each child as its own revision's answer has it.
-          for (const o of c.children.values()) {
-            const r = c.revisions.get(labelOf(o) ?? '')?.revision;
-            if (!r) continue;
-            const at = r.metadata.name === out.latest ? c.parent : parentAt(c.parent, r.data, PATHS);
-            const want = prepare(c.parent, hook(c.release)(at)).find((d) => d.metadata.name === o.metadata.name)!;
-            expect(o.metadata.annotations?.[APPLIED_ANNOTATION]).toBe(want.metadata.annotations?.[APPLIED_ANNOTATION]);
+          // Everything Ready from now on, nothing else changing: the rollout reaches the latest revision.
+          let out: PassOutcome | undefined;
+          for (let i = 0; i < 4 * NAMES.length + 2; i += 1) {
+            for (const o of c.children.values()) c.children.set(o.metadata.name!, { ...o, status: ready(true) });
+            const seen = snapshot(c);
+            out = pass(c, seen, limit, kinds);
+            check(seen, out);
+            liveKept();
+            // A fresh pass leaves each child as its own revision's answer has it.
+            for (const o of c.children.values()) {
+              const r = c.revisions.get(labelOf(o) ?? '')?.revision;
+              if (!r) continue;
+              const at = r.metadata.name === out.latest ? c.parent : parentAt(c.parent, r.data, PATHS);
+              const want = prepare(c.parent, hook(c.release)(at)).find((d) => d.metadata.name === o.metadata.name)!;
+              expect(o.metadata.annotations?.[APPLIED_ANNOTATION]).toBe(want.metadata.annotations?.[APPLIED_ANNOTATION]);
+            }
           }
-        }
-        expect(out!.reason).toBe('OnLatestRevision');
-        const want = prepare(c.parent, hook(c.release)(c.parent));
-        expect([...c.children.keys()].sort()).toEqual(NAMES);
-        for (const d of want) {
-          const o = c.children.get(d.metadata.name!)!;
-          expect(labelOf(o)).toBe(out!.latest);
-          expect(o.metadata.annotations?.[APPLIED_ANNOTATION]).toBe(d.metadata.annotations?.[APPLIED_ANNOTATION]);
-        }
-      }),
+          expect(out!.reason).toBe('OnLatestRevision');
+          const want = prepare(c.parent, hook(c.release)(c.parent));
+          expect([...c.children.keys()].sort()).toEqual(namesOf(c.release));
+          for (const d of want) {
+            const o = c.children.get(d.metadata.name!)!;
+            expect(labelOf(o)).toBe(out!.latest);
+            expect(o.metadata.annotations?.[APPLIED_ANNOTATION]).toBe(d.metadata.annotations?.[APPLIED_ANNOTATION]);
+          }
+        },
+      ),
       { numRuns: 150 },
     );
   });
@@ -353,11 +374,39 @@ describe('decisions on examples', () => {
     expect(plan.live).toEqual(new Set(['rev-b', 'rev-gone']));
   });
 
+  test('trust boundary: a revision the parent does not control is never the latest nor asked about', () => {
+    const rev = (name: string, revision: number, owner: KubeObject | undefined, parent: KubeObject): ControllerRevision => ({
+      apiVersion: 'apps/v1',
+      kind: 'ControllerRevision',
+      metadata: { name, labels: parentLabels(parentA), ownerReferences: owner ? [newControllerRef(owner)] : [] },
+      data: revisionData(parent, PATHS),
+      revision,
+    });
+    const other = { ...parentA, metadata: { ...parentA.metadata, uid: 'someone-else' } };
+    // Same labels, the parent's current fields, a higher number: but an orphan, or another object's.
+    const listed = [rev('mine', 1, parentA, parentA), rev('orphan', 7, undefined, parentA), rev('foreign', 8, other, parentA)];
+    const mine = parentRevisions(parentA, listed);
+    expect(mine.map((r) => r.metadata.name)).toEqual(['mine']);
+    expect(latestRevision(mine, revisionData(parentA, PATHS))?.metadata.name).toBe('mine');
+    // A child labelled with the foreign revision: not asked about, so it waits as it is.
+    const child = on(a[0]!, 'foreign');
+    expect(revisionsToAsk(mine, 'mine', [child], kinds)).toEqual([]);
+  });
+
   test('revisions to delete: never the latest nor a live one, the oldest others beyond the limit', () => {
     const rev = (name: string, revision: number) => ({ metadata: { name }, revision }) as ControllerRevision;
     const revs = [rev('r1', 1), rev('r2', 2), rev('r3', 3), rev('r4', 4)];
     expect(revisionsToDelete(revs, new Set(['r1', 'r2']), 0).map((r) => r.metadata.name)).toEqual(['r3']);
     expect(revisionsToDelete(revs, new Set(['r2']), 1).map((r) => r.metadata.name)).toEqual(['r1']);
+  });
+
+  test('parentAt keeps a field the revision does not hold (fieldPaths grown since it was taken)', () => {
+    const p = { ...parentB, spec: { version: 'b', replicas: 5, extra: 1 } };
+    expect(parentAt(p, { spec: { version: 'a' } } as never, ['spec.version', 'spec.extra']).spec).toEqual({
+      version: 'a',
+      replicas: 5,
+      extra: 1,
+    });
   });
 
   test("parentAt puts a revision's fields on the parent, removing one the revision had absent", () => {
