@@ -11,8 +11,11 @@ import type { Log } from '../../shared/log.ts';
 import {
   AnswerError,
   compositeFinalizer,
+  hookVersion,
   parseCompositeAnswer,
   parseDecoratorAnswer,
+  strictAnswers,
+  syncRequest,
   type SyncAnswer,
 } from '../../shared/composite/api.ts';
 import {
@@ -109,18 +112,25 @@ export async function syncDefinition(ctx: PassContext, d: ResolvedDefinition, ke
     if (!children) return result;
     const finalizing = isBeingDeleted(parent);
     const hook = finalizing ? d.hooks.finalize! : d.hooks.sync;
-    const request =
-      d.kind === 'CompositeController'
-        ? { controller: d.object, parent, children: childMap(parent, d.kinds, children), related: {}, finalizing }
-        : { controller: d.object, object: parent, attachments: childMap(parent, d.kinds, children), related: {}, finalizing };
+    // The request in the hook's version (v1 or v2), its answer read loosely or strictly as the hook says.
+    const version = hookVersion(hook);
+    const strict = strictAnswers(hook);
+    const request = syncRequest(d.kind, version, {
+      controller: d.object,
+      parent,
+      children: childMap(parent, d.kinds, children, version),
+      related: {},
+      finalizing,
+    });
     result.hookCalls += 1;
     const answered = await ctx.hooks.call(hook, request, {
       deadline: ctx.deadline,
       controller: { cluster: key.cluster, uid: d.uid },
       // The pass's client is the definition's ServiceAccount's: Service hooks and webhook Secrets go through it.
       cluster: ctx.kube,
+      strictAnswer: strict,
     });
-    const answer = d.kind === 'CompositeController' ? parseCompositeAnswer(answered) : parseDecoratorAnswer(answered);
+    const answer = d.kind === 'CompositeController' ? parseCompositeAnswer(answered, strict) : parseDecoratorAnswer(answered, strict);
     result.resyncAfterSeconds = answer.resyncAfterSeconds;
     const desired = prepareChildren(answer.children, {
       parent,

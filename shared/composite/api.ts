@@ -128,9 +128,34 @@ export function toHook(kind: string, name: string, field: string, value: unknown
     const [at, problem] = firstIssue(result.error, '');
     throw new DefinitionError(kind, name, `${field}${at ? `.${at}` : ''}: ${problem}`);
   }
-  if (result.data.version === 'v2')
-    throw new DefinitionError(kind, name, `${field}: hook version v2 is not served; use v1 (the default)`, 'UnsupportedHook');
   return result.data;
+}
+
+/** A hook's API version (docs/controllers/compositecontroller.md#hook-versions): v1 unless it says v2. */
+export type HookVersion = 'v1' | 'v2';
+export const hookVersion = (h: MetaHook): HookVersion => h.version ?? 'v1';
+
+/**
+ * Whether the hook's answers are read strictly (an unknown or twice-named field is a malformed answer):
+ * `webhook.responseUnMarshallMode`, or by default loose for v1 and strict for v2, as Metacontroller documents.
+ */
+export function strictAnswers(h: MetaHook): boolean {
+  const mode = h.webhook?.responseUnMarshallMode;
+  return mode ? mode === 'strict' : hookVersion(h) === 'v2';
+}
+
+/**
+ * The sync or finalize request, in the hook's version: v1 names a decorator's object `object` and its attachments
+ * `attachments`; v2 names every kind's `parent` and `children`. The maps are made for that version (childMap).
+ */
+export function syncRequest(
+  kind: 'CompositeController' | 'DecoratorController',
+  version: HookVersion,
+  parts: { controller: KubeObject; parent: KubeObject; children: ChildMap; related: ChildMap; finalizing: boolean },
+): Record<string, unknown> {
+  const { controller, parent, children, related, finalizing } = parts;
+  if (kind === 'DecoratorController' && version === 'v1') return { controller, object: parent, attachments: children, related, finalizing };
+  return { controller, parent, children, related, finalizing };
 }
 
 function methodOf(kind: string, name: string, field: string, m: (typeof METHODS)[number] | undefined): UpdateMethod {
@@ -247,15 +272,18 @@ const children = z.optional(
 const resyncAfter = z.optional(z.nullable(z.number().check(z.gte(0, 'must be a number of seconds, 0 or more'))));
 const status = z.optional(z.nullable(z.record(z.string(), z.unknown())));
 const stringMap = z.optional(z.nullable(z.record(z.string(), z.nullable(z.string()))));
-const compositeAnswer = z.looseObject({ status, children, resyncAfterSeconds: resyncAfter, finalized: z.optional(z.boolean()) });
-const decoratorAnswer = z.looseObject({
+const compositeFields = { status, children, resyncAfterSeconds: resyncAfter, finalized: z.optional(z.boolean()) };
+const decoratorFields = {
   labels: stringMap,
   annotations: stringMap,
   status,
   attachments: children,
   resyncAfterSeconds: resyncAfter,
   finalized: z.optional(z.boolean()),
-});
+};
+// Loose: a field the answer does not have is ignored; strict: it is a malformed answer (strictAnswers).
+const compositeAnswer = { loose: z.looseObject(compositeFields), strict: z.strictObject(compositeFields) };
+const decoratorAnswer = { loose: z.looseObject(decoratorFields), strict: z.strictObject(decoratorFields) };
 
 export class AnswerError extends Error {
   constructor(message: string) {
@@ -286,8 +314,8 @@ function answerOf<T extends z.ZodMiniType>(schema: T, value: unknown): z.infer<T
 
 const wish = (s: number | null | undefined) => (s ? Math.min(s, MAX_RESYNC_AFTER_SECONDS) : undefined);
 
-export function parseCompositeAnswer(value: unknown): SyncAnswer {
-  const a = answerOf(compositeAnswer, value);
+export function parseCompositeAnswer(value: unknown, strict = false): SyncAnswer {
+  const a = answerOf(strict ? compositeAnswer.strict : compositeAnswer.loose, value);
   return {
     status: a.status ?? undefined,
     children: (a.children ?? []) as KubeObject[],
@@ -296,8 +324,8 @@ export function parseCompositeAnswer(value: unknown): SyncAnswer {
   };
 }
 
-export function parseDecoratorAnswer(value: unknown): SyncAnswer {
-  const a = answerOf(decoratorAnswer, value);
+export function parseDecoratorAnswer(value: unknown, strict = false): SyncAnswer {
+  const a = answerOf(strict ? decoratorAnswer.strict : decoratorAnswer.loose, value);
   return {
     status: a.status ?? undefined,
     children: (a.attachments ?? []) as KubeObject[],

@@ -10,7 +10,14 @@ import { appliedDiffers, identityOf, pairByIdentity } from '../map/plan/outputs.
 import { planClaim, type ClaimPlan } from '../ownership/claim.ts';
 import { controllerOf, isBeingDeleted, newControllerRef } from '../ownership/controller-ref.ts';
 import { compileSelector, matches, SelectorError, type LabelSelector, type Selector } from '../ownership/selector.ts';
-import { APPLIED_ANNOTATION, CONTROLLER_UID_LABEL, type ChildMap, type ResourceSelectorRule, type UpdateMethod } from './api.ts';
+import {
+  APPLIED_ANNOTATION,
+  CONTROLLER_UID_LABEL,
+  type ChildMap,
+  type HookVersion,
+  type ResourceSelectorRule,
+  type UpdateMethod,
+} from './api.ts';
 
 export type ChildKind = ResolvedResource & { method: UpdateMethod };
 
@@ -21,20 +28,29 @@ export class ChildError extends Error {
   }
 }
 
-/** A child's key in the hook's map: its name, or `namespace/name` for a namespaced child of a cluster-scoped parent. */
-export function childKey(parent: KubeObject, child: KubeObject): string {
-  return !parent.metadata.namespace && child.metadata.namespace
+/**
+ * A child's key in the hook's map. v1: its name, or `namespace/name` for a namespaced child of a cluster-scoped
+ * parent (relative to the parent); v2, the uniform map: `namespace/name` for every namespaced child, the name of a
+ * cluster-scoped one, whatever the parent's scope (docs/controllers/compositecontroller.md#hook-versions).
+ */
+export function childKey(parent: KubeObject, child: KubeObject, version: HookVersion = 'v1'): string {
+  return child.metadata.namespace && (version === 'v2' || !parent.metadata.namespace)
     ? `${child.metadata.namespace}/${child.metadata.name ?? ''}`
     : (child.metadata.name ?? '');
 }
 
-/** The children as the hook is sent them: one entry per child rule, even when it has none. */
-export function childMap(parent: KubeObject, kinds: readonly ChildKind[], children: readonly KubeObject[]): ChildMap {
+/** The children as the hook is sent them, in its version's keys: one entry per child rule, even when it has none. */
+export function childMap(
+  parent: KubeObject,
+  kinds: readonly ChildKind[],
+  children: readonly KubeObject[],
+  version: HookVersion = 'v1',
+): ChildMap {
   const out: ChildMap = {};
   for (const k of kinds) out[`${k.kind}.${apiVersionOf(k)}`] = {};
   for (const c of children) {
     const entry = out[`${c.kind ?? ''}.${c.apiVersion ?? ''}`];
-    if (entry) entry[childKey(parent, c)] = c;
+    if (entry) entry[childKey(parent, c, version)] = c;
   }
   return out;
 }

@@ -132,7 +132,6 @@ describe('CompositeController spec', () => {
       'UnsupportedHook',
       /customize is not served/,
     ],
-    [{ ...catset, hooks: { sync: { version: 'v2', webhook: { url: 'https://x' } } } }, 'UnsupportedHook', /v2/],
     [
       { ...catset, childResources: [{ apiVersion: 'v1', resource: 'pods', updateStrategy: { method: 'RollingRecreate' } }] },
       'UnsupportedUpdateStrategy',
