@@ -14,6 +14,8 @@ import {
   parseCompositeAnswer,
   parseCompositeController,
   parseDecoratorAnswer,
+  hookVersion,
+  strictAnswers,
   parseDecoratorController,
   type CompositeController,
   type DecoratorController,
@@ -336,14 +338,17 @@ export async function render(opts: RenderOptions, hooks: HookCaller = localHooks
   }
 
   const hook = finalizing ? d.hooks.finalize! : d.hooks.sync;
-  const request = hookRequest(d.kind, d.object, parent, childMap(parent, d.kinds, observed), finalizing);
+  // In the hook's version, its answer read loosely or strictly, as the pass does (docs/controllers/compositecontroller.md#hook-versions).
+  const version = hookVersion(hook);
+  const strict = strictAnswers(hook);
+  const request = hookRequest(d.kind, d.object, parent, childMap(parent, d.kinds, observed, version), finalizing, {}, version);
   out.hook = finalizing ? 'finalize' : 'sync';
   if (opts.printRequest) return { ...out, request };
 
   const answered = await answerOf(opts, d, hook, request, hooks);
   let answer, desired;
   try {
-    answer = d.kind === 'CompositeController' ? parseCompositeAnswer(answered) : parseDecoratorAnswer(answered);
+    answer = d.kind === 'CompositeController' ? parseCompositeAnswer(answered, strict) : parseDecoratorAnswer(answered, strict);
     desired = prepareChildren(answer.children, {
       parent,
       kinds: d.kinds,

@@ -35,6 +35,8 @@ export interface RuntimeOptions {
   kubeconfig?: string | undefined;
   context?: string | undefined;
   clusterId?: string;
+  /** The cluster's controllerSelector: the definitions this runtime serves (docs/reference/configuration.md#clustersjson). */
+  controllerSelector?: string | undefined;
   /** Watch namespaced resources in this namespace only (cluster-scoped ones, such as policies, everywhere). */
   namespace?: string | undefined;
   stateDir: string;
@@ -96,6 +98,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   const clusterConfig: ClusterConfig = {
     id: clusterId,
     access: { kind: 'kubeconfig', path: handlerKubeconfig, ...(opts.context ? { context: opts.context } : {}) },
+    ...(opts.controllerSelector ? { controllerSelector: opts.controllerSelector } : {}),
     // Storage migration acts on every resource of the cluster: on only when its functions run here.
     storage: {
       enabled: specs.some((f) => f.name === 'storage-poll'),

@@ -35,25 +35,25 @@ const contracts = {
     title: 'CompositeController sync hook request (v1)',
     io: 'output',
   },
-  'composite-sync-response': { schema: compositeAnswer, title: 'CompositeController sync hook answer (v1)', io: 'input' },
+  'composite-sync-response': { schema: compositeAnswer.loose, title: 'CompositeController sync hook answer (v1)', io: 'input' },
   'composite-finalize-request': {
     schema: compositeHookRequestSchema(true),
     title: 'CompositeController finalize hook request (v1)',
     io: 'output',
   },
-  'composite-finalize-response': { schema: compositeAnswer, title: 'CompositeController finalize hook answer (v1)', io: 'input' },
+  'composite-finalize-response': { schema: compositeAnswer.loose, title: 'CompositeController finalize hook answer (v1)', io: 'input' },
   'decorator-sync-request': {
     schema: decoratorHookRequestSchema(false),
     title: 'DecoratorController sync hook request (v1)',
     io: 'output',
   },
-  'decorator-sync-response': { schema: decoratorAnswer, title: 'DecoratorController sync hook answer (v1)', io: 'input' },
+  'decorator-sync-response': { schema: decoratorAnswer.loose, title: 'DecoratorController sync hook answer (v1)', io: 'input' },
   'decorator-finalize-request': {
     schema: decoratorHookRequestSchema(true),
     title: 'DecoratorController finalize hook request (v1)',
     io: 'output',
   },
-  'decorator-finalize-response': { schema: decoratorAnswer, title: 'DecoratorController finalize hook answer (v1)', io: 'input' },
+  'decorator-finalize-response': { schema: decoratorAnswer.loose, title: 'DecoratorController finalize hook answer (v1)', io: 'input' },
 } as const;
 
 /** The names of a contract's shared shapes, in zod's order: the object shape (apiVersion, kind, metadata) first. */

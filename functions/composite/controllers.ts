@@ -67,7 +67,9 @@ export interface CompositeSet {
 }
 
 /** The process's definitions per cluster; tests make caches of their own. */
-export const compositeCache = clusterCache<CompositeSet>(5_000);
+// Every definition acts as a ServiceAccount, whose consent is not watched: only the empty set is kept until the
+// resync where the definitions are watched (functions/cluster-cache.ts), as the MapControllers' is.
+export const compositeCache = clusterCache<CompositeSet>(5_000, { watchable: (set) => set.objects.length === 0 });
 
 /**
  * The cluster's CompositeControllers and DecoratorControllers this deployment serves: those its `controllerSelector`

@@ -15,7 +15,7 @@ import {
   type KubeObject,
   type ResolvedResource,
 } from '../../shared/kube/index.ts';
-import type { ChildMap } from '../../shared/composite/api.ts';
+import { hookVersion, type ChildMap } from '../../shared/composite/api.ts';
 import type { RecordStore } from '../../shared/state/index.ts';
 import {
   customizeKey,
@@ -101,7 +101,8 @@ export async function readRelated(
   if (asked) await ctx.records?.put(stateKey, { key, rules }, 'any', { ttlSeconds: ANSWER_TTL_SECONDS });
   // Copied onto the parent whenever the copy differs (absent, stale, or edited by someone): the router reads it.
   const written = await record(ctx.kube, d, resource, parent, { key, rules });
-  return { related: relatedMap(written, rules, objects), parent: written, kinds: relatedKinds(rules), asked };
+  // Keyed as the sync hook's version keys children (docs/controllers/compositecontroller.md#hook-versions).
+  return { related: relatedMap(written, rules, objects, hookVersion(d.hooks.sync)), parent: written, kinds: relatedKinds(rules), asked };
 }
 
 const where = (r: ScopedRule) => `${r.resource}${r.group ? `.${r.group}` : ''}${r.namespace ? ` in namespace ${r.namespace}` : ''}`;

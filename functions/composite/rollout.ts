@@ -38,7 +38,7 @@ export interface RollingAnswer {
  * the rollout's children. `request` is the latest revision's hook request; the others differ by `parent` only.
  */
 export async function rollingAnswer(
-  ctx: { kube: KubeApi; hooks: HookCaller; call: Parameters<HookCaller['call']>[2] },
+  ctx: { kube: KubeApi; hooks: HookCaller; call: Parameters<HookCaller['call']>[2]; strict?: boolean },
   d: ResolvedComposite,
   parent: KubeObject,
   observed: KubeObject[],
@@ -65,7 +65,7 @@ export async function rollingAnswer(
   for (const r of asked) {
     const at = r === latest ? parent : parentAt(parent, r.data, paths);
     const answered = await ctx.hooks.call(d.hooks.sync, { ...request, parent: at }, ctx.call);
-    const parsed = parseCompositeAnswer(answered);
+    const parsed = parseCompositeAnswer(answered, ctx.strict);
     answer ??= parsed;
     // The soonest any revision asks for, as one answer's.
     if (parsed.resyncAfterSeconds !== undefined) resyncAfterSeconds = Math.min(resyncAfterSeconds ?? Infinity, parsed.resyncAfterSeconds);

@@ -11,8 +11,10 @@ import type { Log } from '../../shared/log.ts';
 import {
   AnswerError,
   compositeFinalizer,
+  hookVersion,
   parseCompositeAnswer,
   parseDecoratorAnswer,
+  strictAnswers,
   type SyncAnswer,
 } from '../../shared/composite/api.ts';
 import {
@@ -122,22 +124,25 @@ export async function syncDefinition(ctx: PassContext, d: ResolvedDefinition, ke
     parent = rel.parent;
     const finalizing = isBeingDeleted(parent);
     const hook = finalizing ? d.hooks.finalize! : d.hooks.sync;
-    const request = hookRequest(d.kind, d.object, parent, childMap(parent, d.kinds, children), finalizing, rel.related);
+    // The request in the hook's version (v1 or v2), its answer read loosely or strictly as the hook says.
+    const version = hookVersion(hook);
+    const strict = strictAnswers(hook);
+    const request = hookRequest(d.kind, d.object, parent, childMap(parent, d.kinds, children, version), finalizing, rel.related, version);
     // The pass's client is the definition's ServiceAccount's: Service hooks and webhook Secrets go through it.
-    const call = { deadline: ctx.deadline, controller: { cluster: key.cluster, uid: d.uid }, cluster: ctx.kube };
+    const call = { deadline: ctx.deadline, controller: { cluster: key.cluster, uid: d.uid }, cluster: ctx.kube, strictAnswer: strict };
     let answer: SyncAnswer;
     let desired: KubeObject[];
     let truncate = async () => {};
     let inPlace: ReadonlySet<string> = new Set();
     if (d.kind === 'CompositeController' && !finalizing && anyRolling(d.kinds)) {
       // Rolling updates: the hook is asked once per revision a child belongs to (docs/controllers/compositecontroller.md#rolling-updates).
-      const rolled = await rollingAnswer({ ...ctx, call }, d, parent, children, request);
+      const rolled = await rollingAnswer({ ...ctx, call, strict }, d, parent, children, request);
       result.hookCalls += rolled.hookCalls;
       ({ answer, desired, truncate, inPlace } = rolled);
     } else {
       result.hookCalls += 1;
       const answered = await ctx.hooks.call(hook, request, call);
-      answer = d.kind === 'CompositeController' ? parseCompositeAnswer(answered) : parseDecoratorAnswer(answered);
+      answer = d.kind === 'CompositeController' ? parseCompositeAnswer(answered, strict) : parseDecoratorAnswer(answered, strict);
       desired = prepareChildren(answer.children, {
         parent,
         kinds: d.kinds,

@@ -160,8 +160,6 @@ export function toHook(kind: string, name: string, field: string, value: unknown
     const [at, problem] = firstIssue(result.error, '');
     throw new DefinitionError(kind, name, `${field}${at ? `.${at}` : ''}: ${problem}`);
   }
-  if (result.data.version === 'v2')
-    throw new DefinitionError(kind, name, `${field}: hook version v2 is not served; use v1 (the default)`, 'UnsupportedHook');
   return result.data;
 }
 
@@ -191,6 +189,19 @@ function strategyOf(
     return { method: m === 'RollingInPlace' ? 'InPlace' : 'Recreate', rolling: { method: m, checks } };
   }
   return { method: m ?? 'OnDelete' };
+}
+
+/** A hook's API version (docs/controllers/compositecontroller.md#hook-versions): v1 unless it says v2. */
+export type HookVersion = 'v1' | 'v2';
+export const hookVersion = (h: MetaHook): HookVersion => h.version ?? 'v1';
+
+/**
+ * Whether the hook's answers are read strictly (an unknown or twice-named field is a malformed answer):
+ * `webhook.responseUnMarshallMode`, or by default loose for v1 and strict for v2, as Metacontroller documents.
+ */
+export function strictAnswers(h: MetaHook): boolean {
+  const mode = h.webhook?.responseUnMarshallMode;
+  return mode ? mode === 'strict' : hookVersion(h) === 'v2';
 }
 
 function hooksOf(kind: string, name: string, hooks: Record<string, unknown> | undefined): Common['hooks'] {
@@ -313,16 +324,19 @@ const children = z.optional(
 const resyncAfter = z.optional(z.nullable(z.number().check(z.gte(0, 'must be a number of seconds, 0 or more'))));
 const status = z.optional(z.nullable(z.record(z.string(), z.unknown())));
 const stringMap = z.optional(z.nullable(z.record(z.string(), z.nullable(z.string()))));
-/** The sync and finalize hooks' answers (docs/reference/hooks/, made from these by scripts/hook-schemas.ts). */
-export const compositeAnswer = z.looseObject({ status, children, resyncAfterSeconds: resyncAfter, finalized: z.optional(z.boolean()) });
-export const decoratorAnswer = z.looseObject({
+const compositeFields = { status, children, resyncAfterSeconds: resyncAfter, finalized: z.optional(z.boolean()) };
+const decoratorFields = {
   labels: stringMap,
   annotations: stringMap,
   status,
   attachments: children,
   resyncAfterSeconds: resyncAfter,
   finalized: z.optional(z.boolean()),
-});
+};
+// The sync and finalize hooks' answers (docs/reference/hooks/, made from the loose ones by scripts/hook-schemas.ts).
+// Loose: a field the answer does not have is ignored; strict: it is a malformed answer (strictAnswers).
+export const compositeAnswer = { loose: z.looseObject(compositeFields), strict: z.strictObject(compositeFields) };
+export const decoratorAnswer = { loose: z.looseObject(decoratorFields), strict: z.strictObject(decoratorFields) };
 
 export class AnswerError extends Error {
   constructor(message: string) {
@@ -353,8 +367,8 @@ function answerOf<T extends z.ZodMiniType>(schema: T, value: unknown): z.infer<T
 
 const wish = (s: number | null | undefined) => (s ? Math.min(s, MAX_RESYNC_AFTER_SECONDS) : undefined);
 
-export function parseCompositeAnswer(value: unknown): SyncAnswer {
-  const a = answerOf(compositeAnswer, value);
+export function parseCompositeAnswer(value: unknown, strict = false): SyncAnswer {
+  const a = answerOf(strict ? compositeAnswer.strict : compositeAnswer.loose, value);
   return {
     status: a.status ?? undefined,
     children: (a.children ?? []) as KubeObject[],
@@ -363,8 +377,8 @@ export function parseCompositeAnswer(value: unknown): SyncAnswer {
   };
 }
 
-export function parseDecoratorAnswer(value: unknown): SyncAnswer {
-  const a = answerOf(decoratorAnswer, value);
+export function parseDecoratorAnswer(value: unknown, strict = false): SyncAnswer {
+  const a = answerOf(strict ? decoratorAnswer.strict : decoratorAnswer.loose, value);
   return {
     status: a.status ?? undefined,
     children: (a.attachments ?? []) as KubeObject[],

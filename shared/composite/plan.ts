@@ -14,6 +14,7 @@ import {
   APPLIED_ANNOTATION,
   CONTROLLER_UID_LABEL,
   type ChildMap,
+  type HookVersion,
   type ResourceSelectorRule,
   type RollingRule,
   type UpdateMethod,
@@ -29,20 +30,29 @@ export class ChildError extends Error {
   }
 }
 
-/** A child's key in the hook's map: its name, or `namespace/name` for a namespaced child of a cluster-scoped parent. */
-export function childKey(parent: KubeObject, child: KubeObject): string {
-  return !parent.metadata.namespace && child.metadata.namespace
+/**
+ * A child's key in the hook's map. v1: its name, or `namespace/name` for a namespaced child of a cluster-scoped
+ * parent (relative to the parent); v2, the uniform map: `namespace/name` for every namespaced child, the name of a
+ * cluster-scoped one, whatever the parent's scope (docs/controllers/compositecontroller.md#hook-versions).
+ */
+export function childKey(parent: KubeObject, child: KubeObject, version: HookVersion = 'v1'): string {
+  return child.metadata.namespace && (version === 'v2' || !parent.metadata.namespace)
     ? `${child.metadata.namespace}/${child.metadata.name ?? ''}`
     : (child.metadata.name ?? '');
 }
 
-/** The children as the hook is sent them: one entry per child rule, even when it has none. */
-export function childMap(parent: KubeObject, kinds: readonly ChildKind[], children: readonly KubeObject[]): ChildMap {
+/** The children as the hook is sent them, in its version's keys: one entry per child rule, even when it has none. */
+export function childMap(
+  parent: KubeObject,
+  kinds: readonly ChildKind[],
+  children: readonly KubeObject[],
+  version: HookVersion = 'v1',
+): ChildMap {
   const out: ChildMap = {};
   for (const k of kinds) out[`${k.kind}.${apiVersionOf(k)}`] = {};
   for (const c of children) {
     const entry = out[`${c.kind ?? ''}.${c.apiVersion ?? ''}`];
-    if (entry) entry[childKey(parent, c)] = c;
+    if (entry) entry[childKey(parent, c, version)] = c;
   }
   return out;
 }

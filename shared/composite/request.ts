@@ -3,7 +3,7 @@
 // alike, with the schemas of docs/reference/hooks/ (scripts/hook-schemas.ts; a unit test keeps the two equal).
 import * as z from 'zod/mini';
 import type { KubeObject } from '../kube/resource.ts';
-import type { ChildMap } from './api.ts';
+import type { ChildMap, HookVersion } from './api.ts';
 
 export interface CompositeHookRequest {
   controller: KubeObject;
@@ -32,8 +32,11 @@ export function hookRequest(
   children: ChildMap,
   finalizing: boolean,
   related: ChildMap = {},
+  version: HookVersion = 'v1',
 ): CompositeHookRequest | DecoratorHookRequest {
-  return kind === 'CompositeController'
+  // v2 names a decorator's object and attachments `parent` and `children`, as a CompositeController's
+  // (docs/controllers/compositecontroller.md#hook-versions); the maps come keyed for the version (childMap).
+  return kind === 'CompositeController' || version === 'v2'
     ? { controller, parent, children, related, finalizing }
     : { controller, object: parent, attachments: children, related, finalizing };
 }

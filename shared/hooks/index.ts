@@ -21,6 +21,7 @@ import { addressRefusal, hostRefusal, parseWebhookAllowList, specialRange, type 
 import { controllerKey, signedHeaders } from './signature.ts';
 import { HookError, hookName, hookTimeoutSeconds, MAX_ANSWER_BYTES } from './errors.ts';
 import { etagKeyOf, proxyRefusal, WebhookOptions, type HookCluster } from './options.ts';
+import { duplicateKey } from './strict.ts';
 import { serviceProxyPath, WebhookTargetError, webhookTarget, type WebhookTarget } from './target.ts';
 
 export { HookError, hookName, hookTimeoutSeconds, MAX_ANSWER_BYTES, type HookFailure } from './errors.ts';
@@ -40,6 +41,11 @@ export interface CallOptions {
    * no hook of its controller reaches (docs/operations/security.md#hooks-inside-the-cluster).
    */
   cluster?: HookCluster | undefined;
+  /**
+   * Refuse an answer that names a field twice in one object (MalformedAnswer), as a Metacontroller hook's strict
+   * response parsing does (docs/controllers/compositecontroller.md#hook-versions); otherwise the last one is read.
+   */
+  strictAnswer?: boolean | undefined;
 }
 
 export interface HookCaller {
@@ -123,7 +129,9 @@ export class Hooks implements HookCaller {
         const timeoutMs = Math.max(1, Math.floor(Math.min(hookTimeoutSeconds(hook) * 1000, left)));
         this.stats.attempts += 1;
         try {
-          return hook.webhook ? await this.post(hook, hook.webhook, body, timeoutMs, opts) : await this.invoke(hook, body, timeoutMs);
+          return hook.webhook
+            ? await this.post(hook, hook.webhook, body, timeoutMs, opts)
+            : await this.invoke(hook, body, timeoutMs, opts.strictAnswer);
         } catch (err) {
           // A hook that says when to come back is not called again before then: the parent's retry waits for it.
           if (err instanceof HookError && err.retryAfterSeconds !== undefined) throw new AbortError(err);
@@ -212,7 +220,7 @@ export class Hooks implements HookCaller {
     // Not modified (or its precondition failed): the answer kept for this request still holds.
     if (fresh && (status === 304 || status === 412)) {
       res.resume();
-      return parseAnswer(hook, fresh.text);
+      return parseAnswer(hook, fresh.text, opts.strictAnswer);
     }
     if (status >= 300 && status < 400) {
       res.destroy();
@@ -236,7 +244,7 @@ export class Hooks implements HookCaller {
         retryAfterSeconds,
       });
     }
-    const answer = parseAnswer(hook, text);
+    const answer = parseAnswer(hook, text, opts.strictAnswer);
     const etag = res.headers.etag;
     if (etagKey !== undefined && etag) this.options.keepEtag(etagKey, etag, text, webhook.etag?.cacheTimeoutSeconds);
     return answer;
@@ -267,7 +275,7 @@ export class Hooks implements HookCaller {
     return Buffer.concat(chunks).toString('utf8');
   }
 
-  private async invoke(hook: Hook, body: string, timeoutMs: number): Promise<unknown> {
+  private async invoke(hook: Hook, body: string, timeoutMs: number, strict: boolean | undefined): Promise<unknown> {
     // A local endpoint checks no signature; it gets placeholder credentials, as DynamoDB Local does.
     const local = this.opts.lambdaEndpoint
       ? {
@@ -305,7 +313,7 @@ export class Hooks implements HookCaller {
       throw new HookError('FunctionError', `${hookName(hook)} failed (${out.FunctionError === 'Unhandled' ? 'Unhandled' : 'Handled'})`, {
         detail: text.slice(0, 300),
       });
-    const answer = parseAnswer(hook, text);
+    const answer = parseAnswer(hook, text, strict);
     // A Lambda hook has no Retry-After header: it answers {retryAfterSeconds: N} (and no outputs) instead.
     const retryAfterSeconds = lambdaRetryAfter(answer);
     if (retryAfterSeconds !== undefined)
@@ -384,13 +392,21 @@ function failure(hook: Hook, err: unknown, timeoutMs: number): HookError {
   });
 }
 
-function parseAnswer(hook: Hook, text: string): unknown {
+function parseAnswer(hook: Hook, text: string, strict: boolean | undefined): unknown {
+  let answer: unknown;
   try {
-    return JSON.parse(text);
+    answer = JSON.parse(text);
   } catch (err) {
     // The parser's message quotes the answer: it goes to the log only.
     throw new HookError('MalformedAnswer', `${hookName(hook)} answered something that is not JSON`, {
       detail: `${(err as Error).message}: ${text.slice(0, 100)}`,
     });
   }
+  const twice = strict ? duplicateKey(text) : undefined;
+  // The field's path is the hook's text: the log only.
+  if (twice !== undefined)
+    throw new HookError('MalformedAnswer', `${hookName(hook)} answered a field twice in one object (strict response parsing)`, {
+      detail: twice.slice(0, 300),
+    });
+  return answer;
 }

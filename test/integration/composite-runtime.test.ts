@@ -99,6 +99,7 @@ apiVersion: metacontroller.k8s.io/v1alpha1
 kind: CompositeController
 metadata:
   name: configset-controller
+  labels: { outrigger.test/runtime: composite }
 spec:
   serviceAccount: { namespace: ${NS}, name: runner }
   generateSelector: true
@@ -120,6 +121,7 @@ apiVersion: metacontroller.k8s.io/v1alpha1
 kind: DecoratorController
 metadata:
   name: runtime-decorator
+  labels: { outrigger.test/runtime: composite }
 spec:
   serviceAccount: { namespace: ${NS}, name: runner }
   resources:
@@ -137,7 +139,13 @@ spec:
         url: ${url}/decorate
 `,
   );
-  const runtime = await startTestRuntime('composite', ['router', 'map'], { namespace: ns, log: (m) => logs.push(m) });
+  // Its runtime serves its own definitions only (controllerSelector): other files' definitions, and their hooks,
+  // are theirs to serve.
+  const runtime = await startTestRuntime('composite', ['router', 'map'], {
+    namespace: ns,
+    controllerSelector: 'outrigger.test/runtime=composite',
+    log: (m) => logs.push(m),
+  });
   try {
     const admin = adminClient();
     const parent = await admin.create(sets, {

@@ -379,6 +379,59 @@ spec:
   }
 });
 
+test("trust boundary: a CompositeController's Service hook is called as its ServiceAccount, so a Service the account may not proxy to is not called, though Outrigger itself may", async () => {
+  const admin = adminClient();
+  const name = uniqueName('svcdenied');
+  // Outrigger's own identity may proxy in the other namespace; the definition's account may not.
+  await applyManifests(
+    admin,
+    proxyGrant(other, 'outrigger-proxy', { kind: 'Group', name: 'outrigger:controllers', apiGroup: 'rbac.authorization.k8s.io' }),
+  );
+  await applyManifests(
+    admin,
+    `
+apiVersion: metacontroller.k8s.io/v1alpha1
+kind: CompositeController
+metadata: { name: ${name} }
+spec:
+  generateSelector: true
+  parentResource: { apiVersion: ${GROUP}/v1, resource: hooksets }
+  childResources: [{ apiVersion: v1, resource: configmaps }]
+  serviceAccount: { namespace: ${ns}, name: hooker }
+  hooks: { sync: { webhook: { url: "http://hooks.${other}/sync" }, retries: 0 } }
+`,
+  );
+  try {
+    const parent = await admin.create(hookSets, {
+      apiVersion: `${GROUP}/v1`,
+      kind: 'HookSet',
+      metadata: { name: 'denied', namespace: ns },
+      spec: {},
+    } as KubeObject);
+    const ctx = {
+      kube: outriggerClient(),
+      state: testState(),
+      syncSink: { send: () => Promise.resolve() },
+      hooks: new Hooks(),
+      controllers: clusterCache<CompositeSet>(0),
+      log: () => undefined,
+    };
+    const key = { cluster: uniqueName('id'), group: GROUP, kind: 'HookSet', namespace: ns, name: 'denied', uid: parent.metadata.uid ?? '' };
+    received.length = 0;
+    const synced = await eventually(async () => {
+      await serveCompositeRequest(makeSyncRequest(key, []), Date.now(), ctx).catch(() => undefined);
+      const status = (await admin.get(hookSets, { name: 'denied', namespace: ns })).status as
+        { conditions?: Array<{ type: string; status: string; reason: string }> } | undefined;
+      return status?.conditions?.find((c) => c.type === 'Synced');
+    });
+    expect(synced).toMatchObject({ status: 'False', reason: 'HookNotAllowed' });
+    expect(received).toEqual([]);
+    expect(await admin.find(configMaps, { name: 'denied-child', namespace: ns })).toBeUndefined();
+  } finally {
+    await admin.delete(compositeControllers, { name });
+  }
+});
+
 // The manifests' own RBAC grants Outrigger no cluster-wide services/proxy: the call is the account's, never its own.
 test("cluster/rbac.yaml grants Outrigger's own roles no services/proxy", async () => {
   const rbac = await readFile(new URL('../../cluster/rbac.yaml', import.meta.url), 'utf8');

@@ -3,6 +3,7 @@
 import { afterEach, beforeEach, describe, expect, it, jest } from '@jest/globals';
 import { clusterCache, DEFINITION_RESYNC_MS, definitionsWatched } from '../../functions/cluster-cache.ts';
 import { mapSource, mapControllerCache } from '../../functions/map/controllers.ts';
+import { compositeCache, compositeSource, type CompositeSet } from '../../functions/composite/controllers.ts';
 
 describe('clusterCache', () => {
   beforeEach(() => {
@@ -82,5 +83,30 @@ describe('clusterCache', () => {
     mapSource.forget?.('c');
     await mapControllerCache.get('c', load);
     expect(reads).toBe(2);
+  });
+
+  it('CompositeControllers and DecoratorControllers are kept as MapControllers are: none installed, until the resync or their event', async () => {
+    definitionsWatched(DEFINITION_RESYNC_MS);
+    let reads = 0;
+    const load = (set: Partial<CompositeSet>) => () => {
+      reads += 1;
+      return Promise.resolve({ composites: [], decorators: [], invalid: [], objects: [], ...set });
+    };
+    await compositeCache.get('none', load({}));
+    jest.advanceTimersByTime(60_000);
+    await compositeCache.get('none', load({}));
+    expect(reads).toBe(1);
+    compositeSource.forget?.('none');
+    await compositeCache.get('none', load({}));
+    expect(reads).toBe(2);
+    // A definition names a ServiceAccount, whose consent is not watched: the short TTL.
+    const object = {
+      resource: { group: 'metacontroller.k8s.io', version: 'v1alpha1', resource: 'compositecontrollers' },
+      object: { metadata: {} },
+    };
+    await compositeCache.get('some', load({ objects: [object] }));
+    jest.advanceTimersByTime(6_000);
+    await compositeCache.get('some', load({ objects: [object] }));
+    expect(reads).toBe(4);
   });
 });

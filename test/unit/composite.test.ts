@@ -132,7 +132,6 @@ describe('CompositeController spec', () => {
       'UnsupportedHook',
       /preUpdateChild is not served/,
     ],
-    [{ ...catset, hooks: { sync: { version: 'v2', webhook: { url: 'https://x' } } } }, 'UnsupportedHook', /v2/],
     [
       { ...catset, parentResource: { ...catset.parentResource, revisionHistory: { fieldPaths: ['metadata.labels'] } } },
       'InvalidSpec',

@@ -1,0 +1,168 @@
+// Hook version v2 (docs/controllers/compositecontroller.md#hook-versions) on the real apiserver: a v2
+// CompositeController's hook is sent its children in the uniform map (`namespace/name`, whatever the parent's
+// scope) and its answers are read strictly (an unknown or twice-named field is a malformed answer, the parent
+// Synced=False); a v2 DecoratorController's hook is sent `parent` and `children`.
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { clusterCache } from '../../functions/cluster-cache.ts';
+import { compositeControllers, decoratorControllers, type CompositeSet } from '../../functions/composite/controllers.ts';
+import { serveCompositeRequest, type CompositeServeContext } from '../../functions/composite/serve.ts';
+import { Hooks } from '../../shared/hooks/index.ts';
+import { gvr, type KubeObject } from '../../shared/kube/index.ts';
+import { applyManifests } from '../../shared/kube/apply.ts';
+import { makeSyncRequest } from '../../shared/lambda/sync-request.ts';
+import type { Condition } from '../../shared/map/plan/index.ts';
+import { adminClient, createNamespace, outriggerClient, testState, uniqueName } from '../testbed/index.ts';
+import { openCrd } from '../testbed/crds.ts';
+import { impersonatedAccount } from '../testbed/rbac.ts';
+
+const GROUP = 'hook-v2.outrigger.test';
+const sets = gvr(GROUP, 'v1', 'v2sets');
+const things = gvr(GROUP, 'v1', 'v2things');
+const configMaps = gvr('', 'v1', 'configmaps');
+
+let server: Server;
+let url: string;
+const received: Array<{ path: string; body: Record<string, unknown> }> = [];
+/** The composite hook's answer's text, given its request. */
+let compositeAnswer: (req: { parent: KubeObject; children: Record<string, Record<string, KubeObject>> }) => string;
+
+beforeAll(async () => {
+  server = createServer((req, res) => {
+    let text = '';
+    req.on('data', (c: Buffer) => (text += c.toString()));
+    req.on('end', () => {
+      const body = JSON.parse(text) as Record<string, unknown>;
+      received.push({ path: req.url ?? '', body });
+      const answer =
+        req.url === '/composite'
+          ? compositeAnswer(body as Parameters<typeof compositeAnswer>[0])
+          : JSON.stringify({ labels: { decorated: 'v2' } });
+      res.writeHead(200, { 'content-type': 'application/json' }).end(answer);
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  await applyManifests(adminClient(), [openCrd(GROUP, 'V2set', 'v2sets'), openCrd(GROUP, 'V2thing', 'v2things')].join('---\n'));
+}, 120_000);
+
+afterAll(() => new Promise<void>((r) => server.close(() => r())));
+
+const ctx = (): CompositeServeContext => ({
+  kube: outriggerClient(),
+  state: testState(),
+  syncSink: { send: () => Promise.resolve() },
+  hooks: new Hooks({ allowLoopbackHttp: true, webhookAllow: ['127.0.0.1'], minRetryDelayMs: 10 }),
+  controllers: clusterCache<CompositeSet>(0),
+  log: () => undefined,
+});
+
+/** One pass of the parent; a failed one (its retry) is the parent's Synced condition's to tell. */
+async function pass(o: KubeObject): Promise<void> {
+  const key = {
+    cluster: 'v2',
+    group: GROUP,
+    kind: o.kind ?? '',
+    namespace: o.metadata.namespace,
+    name: o.metadata.name ?? '',
+    uid: o.metadata.uid ?? '',
+  };
+  await serveCompositeRequest(makeSyncRequest(key, []), Date.now(), ctx()).catch(() => undefined);
+}
+
+test('a v2 CompositeController gets the uniform map and its answers are read strictly; a v2 DecoratorController gets parent and children', async () => {
+  const admin = adminClient();
+  const ns = await createNamespace('hookv2');
+  const composite = uniqueName('v2composite');
+  const decorator = uniqueName('v2decorator');
+  await applyManifests(
+    admin,
+    `${impersonatedAccount(
+      ns,
+      'v2',
+      [
+        `{ apiGroups: ["${GROUP}"], resources: ["v2sets", "v2things"], verbs: ["get", "list", "watch", "patch"] }`,
+        `{ apiGroups: ["${GROUP}"], resources: ["v2sets/status", "v2things/status"], verbs: ["patch"] }`,
+        `{ apiGroups: [""], resources: ["configmaps"], verbs: ["list", "watch", "create", "patch", "delete"] }`,
+      ],
+      'compositecontroller/*, decoratorcontroller/*',
+    )}
+---
+apiVersion: metacontroller.k8s.io/v1alpha1
+kind: CompositeController
+metadata: { name: ${composite} }
+spec:
+  generateSelector: true
+  parentResource: { apiVersion: ${GROUP}/v1, resource: v2sets }
+  childResources: [{ apiVersion: v1, resource: configmaps }]
+  serviceAccount: { namespace: ${ns}, name: v2 }
+  hooks: { sync: { version: v2, webhook: { url: "${url}/composite" }, retries: 0 } }
+---
+apiVersion: metacontroller.k8s.io/v1alpha1
+kind: DecoratorController
+metadata: { name: ${decorator} }
+spec:
+  resources: [{ apiVersion: ${GROUP}/v1, resource: v2things }]
+  attachments: [{ apiVersion: v1, resource: configmaps }]
+  serviceAccount: { namespace: ${ns}, name: v2 }
+  hooks: { sync: { version: v2, webhook: { url: "${url}/decorator" }, retries: 0 } }
+`,
+  );
+  try {
+    compositeAnswer = (req) =>
+      JSON.stringify({
+        status: { seen: Object.keys(req.children['ConfigMap.v1'] ?? {}) },
+        children: [{ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `${req.parent.metadata.name ?? ''}-child` }, data: {} }],
+      });
+    const parent = {
+      ...(await admin.create(sets, { apiVersion: `${GROUP}/v1`, kind: 'V2set', metadata: { name: 'set', namespace: ns } } as KubeObject)),
+      kind: 'V2set',
+    };
+    await pass(parent);
+    expect(await admin.find(configMaps, { name: 'set-child', namespace: ns })).toBeDefined();
+    await pass(parent);
+    // v2: the child of a namespaced parent is keyed namespace/name (v1 would key it by name).
+    const last = received.filter((r) => r.path === '/composite').at(-1)!.body as { children: Record<string, Record<string, unknown>> };
+    expect(Object.keys(last.children)).toEqual(['ConfigMap.v1']);
+    expect(Object.keys(last.children['ConfigMap.v1']!)).toEqual([`${ns}/set-child`]);
+    expect((await admin.get(sets, { name: 'set', namespace: ns })).status).toMatchObject({ seen: [`${ns}/set-child`] });
+
+    // Strict (v2's default): an unknown field, then a field named twice, is a malformed answer; nothing is written.
+    const synced = async () =>
+      ((await admin.get(sets, { name: 'set', namespace: ns })).status as { conditions?: Condition[] }).conditions?.find(
+        (c) => c.type === 'Synced',
+      );
+    compositeAnswer = () => JSON.stringify({ children: [], resyncAfterSecond: 5 });
+    await pass(parent);
+    expect(await synced()).toMatchObject({
+      status: 'False',
+      reason: 'HookMalformedAnswer',
+      message: expect.stringContaining('resyncAfterSecond is not a known field') as string,
+    });
+    compositeAnswer = () => '{"children": [], "children": []}';
+    await pass(parent);
+    expect(await synced()).toMatchObject({
+      status: 'False',
+      reason: 'HookMalformedAnswer',
+      message: expect.stringContaining('a field twice') as string,
+    });
+    expect(await admin.find(configMaps, { name: 'set-child', namespace: ns })).toBeDefined();
+
+    const thing = {
+      ...(await admin.create(things, {
+        apiVersion: `${GROUP}/v1`,
+        kind: 'V2thing',
+        metadata: { name: 'thing', namespace: ns },
+      } as KubeObject)),
+      kind: 'V2thing',
+    };
+    await pass(thing);
+    const decorated = received.filter((r) => r.path === '/decorator').at(-1)!.body;
+    expect(Object.keys(decorated)).toEqual(['controller', 'parent', 'children', 'related', 'finalizing']);
+    expect(decorated.children).toEqual({ 'ConfigMap.v1': {} });
+    expect((await admin.get(things, { name: 'thing', namespace: ns })).metadata.labels).toMatchObject({ decorated: 'v2' });
+  } finally {
+    await admin.delete(compositeControllers, { name: composite }).catch(() => undefined);
+    await admin.delete(decoratorControllers, { name: decorator }).catch(() => undefined);
+  }
+});
