@@ -267,9 +267,13 @@ const definitionKind = (resource: GVR, kind: string): ControllerKind => ({
   kind,
   namespaced: false,
   selectorOf: () => null,
+  // A parent of its own, with no children: no child's event lists the definitions.
+  owns: [],
   ownChangeSyncs: specChanged,
   target: COMPOSITE_TARGET,
 });
+export const compositeControllerKind = definitionKind(compositeControllers, 'CompositeController');
+export const decoratorControllerKind = definitionKind(decoratorControllers, 'DecoratorController');
 
 async function kinds(kube: KubeClient, cluster: ClusterConfig): Promise<ControllerKind[]> {
   const set = await listCompositeSet(kube, cluster.id, compositeCache, cluster.controllerSelector);
@@ -285,8 +289,8 @@ async function kinds(kube: KubeClient, cluster: ClusterConfig): Promise<Controll
         }
       : {};
   return [
-    definitionKind(compositeControllers, 'CompositeController'),
-    definitionKind(decoratorControllers, 'DecoratorController'),
+    compositeControllerKind,
+    decoratorControllerKind,
     ...set.composites.map((c): ControllerKind => ({
       resource: c.parentResource,
       kind: c.parentResource.kind,
@@ -298,6 +302,7 @@ async function kinds(kube: KubeClient, cluster: ClusterConfig): Promise<Controll
           : (p.spec as { selector?: LabelSelector | null } | undefined)?.selector,
       owns: owns(c),
       ...related(c),
+      definition: `CompositeController/${c.name}`,
       // Metacontroller syncs on any change of the parent, its status too unless told not to.
       ...(c.parent.ignoreStatusChanges ? { ownChangeSyncs: specChanged } : {}),
       target: COMPOSITE_TARGET,
@@ -311,6 +316,7 @@ async function kinds(kube: KubeClient, cluster: ClusterConfig): Promise<Controll
         selectorOf: () => null,
         owns: owns(d),
         ...related(d),
+        definition: `DecoratorController/${d.name}`,
         target: COMPOSITE_TARGET,
       })),
     ),
