@@ -1,10 +1,11 @@
 // Routing per definition (docs/controllers/ownership-and-routing.md#one-definition-cannot-stop-anothers-routing): an
 // event reaches the definitions that concern its kind, and a definition whose parents Outrigger may not read
 // loses only its own keys, named in the resolver's refusals; every other definition routes the event as if the
-// refused one were not there.
+// refused one were not there. A parent's own event reaches only the definitions whose selectors its labels match.
 import { createHash } from 'node:crypto';
 import { describe, expect, test } from '@jest/globals';
 import fc from 'fast-check';
+import { routedKinds, type CompositeSet } from '../../functions/composite/controllers.ts';
 import { routeEnvelope } from '../../functions/router/route.ts';
 import { makeEnvelope } from '../../shared/envelope/index.ts';
 import { KubeError, type GVR, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
@@ -144,5 +145,60 @@ describe('one definition Outrigger may not read', () => {
         },
       ),
     );
+  });
+});
+
+describe("a parent's own event", () => {
+  // Only what routedKinds reads of the definitions.
+  const set = {
+    composites: [
+      {
+        name: 'tiered',
+        uid: uid('tiered'),
+        parentResource: { group: 'widget.example.test', version: 'v1', resource: 'widgets', kind: 'Widget', namespaced: true },
+        parent: { labelSelector: { matchLabels: { tier: 'a' } } },
+        generateSelector: true,
+        kinds: [],
+        hooks: {},
+      },
+    ],
+    decorators: [
+      {
+        name: 'expose',
+        uid: uid('expose'),
+        targets: [
+          {
+            group: '',
+            version: 'v1',
+            resource: 'configmaps',
+            kind: 'ConfigMap',
+            namespaced: true,
+            rule: { labelSelector: { matchLabels: { expose: 'yes' } } },
+          },
+        ],
+        kinds: [{ group: '', version: 'v1', resource: 'services', kind: 'Service', namespaced: true }],
+        hooks: {},
+      },
+    ],
+  } as unknown as CompositeSet;
+  const routed = (object: KubeObject) => {
+    const kinds = routedKinds(set);
+    const envelope = makeEnvelope({ cluster: 'c', type: 'modified', object, source: 'test' });
+    return routeEnvelope(envelope, new BatchResolver(cluster([], new Set()), 'c', kinds), kinds).then(keys);
+  };
+
+  test("reaches a DecoratorController only when the object's labels match its rule", async () => {
+    expect(await routed(configMap({ expose: 'yes' }))).toEqual(['ConfigMap/cm']);
+    expect(await routed(configMap({ feed: 'a' }))).toEqual([]);
+  });
+
+  test("reaches a CompositeController only when the parent's labels match its parentResource.labelSelector", async () => {
+    const widget = (labels: Record<string, string>): KubeObject => ({
+      apiVersion: 'widget.example.test/v1',
+      kind: 'Widget',
+      metadata: { name: 'w', namespace: NS, uid: uid('w'), resourceVersion: '1', labels },
+    });
+    expect(await routed(widget({ tier: 'a' }))).toEqual(['Widget/w']);
+    expect(await routed(widget({ tier: 'b' }))).toEqual([]);
   });
 });
