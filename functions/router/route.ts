@@ -2,8 +2,8 @@
 // Per batch: each envelope is routed by the routing rules (docs/controllers/ownership-and-routing.md#the-router) to every controller of the parent's kind that owns the
 // child's kind (and a parent's own events sync that parent in each controller of its kind), resolved with one
 // BatchResolver per cluster (at most one list per candidate kind and namespace), keys are deduplicated per
-// target and sent once; a kind whose parents Outrigger may not read loses only its own keys. FIFO order is kept: after a record fails, the later records of its
-// message group fail too, and all are redelivered together.
+// target and sent once; a kind whose parents Outrigger may not read loses only its own keys. FIFO order is
+// kept: after a record fails, the later records of its message group fail too, and all are redelivered together.
 import type { SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import type { Clusters } from '../../shared/clusters.ts';
 import { EnvelopeError, parseEnvelope, watchEventType, type Envelope } from '../../shared/envelope/index.ts';

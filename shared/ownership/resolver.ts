@@ -1,7 +1,8 @@
 // Turns route steps into sync keys, reading the cluster as little as possible: a ControllerRef is resolved by
 // kind and name and checked by uid (a parent recreated under the same name is a different parent); selector
-// steps list each candidate controller kind once per namespace per batch, and match selectors locally. A kind whose
-// parents Outrigger may not read is left out of the routing alone (docs/controllers/ownership-and-routing.md#one-definition-cannot-stop-anothers-routing).
+// steps list each candidate controller kind once per namespace per batch, and match selectors locally. A kind
+// whose parents Outrigger may not read alone goes without the event
+// (docs/controllers/ownership-and-routing.md#one-definition-cannot-stop-anothers-routing).
 import type { KubeClient } from '../kube/client.ts';
 import { isKubeError, type KubeError } from '../kube/errors.ts';
 import { parseApiVersion, type GVR, type KubeObject } from '../kube/resource.ts';
