@@ -25,9 +25,9 @@ import {
   type DecoratorController,
   type ResourceSelectorRule,
 } from '../../shared/composite/api.ts';
-import type { ChildKind } from '../../shared/composite/plan.ts';
+import { decorates, type ChildKind } from '../../shared/composite/plan.ts';
 import { parentAsks, recordedKinds } from '../../shared/composite/related.ts';
-import type { ControllerKind, LabelSelector } from '../../shared/ownership/index.ts';
+import { SelectorError, type ControllerKind, type LabelSelector } from '../../shared/ownership/index.ts';
 import type { ClusterConfig } from '../../shared/clusters.ts';
 import { firstHolderFirst } from '../../shared/identity.ts';
 import { clusterCache, type ClusterCache } from '../cluster-cache.ts';
@@ -269,12 +269,34 @@ const definitionKind = (resource: GVR, kind: string): ControllerKind => ({
   kind,
   namespaced: false,
   selectorOf: () => null,
+  // A parent of its own, with no children: no child's event lists the definitions.
+  owns: [],
   ownChangeSyncs: specChanged,
   target: COMPOSITE_TARGET,
 });
+export const compositeControllerKind = definitionKind(compositeControllers, 'CompositeController');
+export const decoratorControllerKind = definitionKind(decoratorControllers, 'DecoratorController');
 
 async function kinds(kube: KubeClient, cluster: ClusterConfig): Promise<ControllerKind[]> {
-  const set = await listCompositeSet(kube, cluster.id, compositeCache, cluster.controllerSelector);
+  return routedKinds(await listCompositeSet(kube, cluster.id, compositeCache, cluster.controllerSelector));
+}
+
+/**
+ * Whether a parent's own event may concern its definition: the labels its selector asks for
+ * (docs/controllers/ownership-and-routing.md#one-definition-cannot-stop-anothers-routing). An annotationSelector is
+ * the handler's to judge (the forwarder sends no annotations); an invalid selector routes, for the handler to report.
+ */
+function labelsSelect(selector: LabelSelector | undefined, o: KubeObject): boolean {
+  try {
+    return decorates({ labelSelector: selector }, o);
+  } catch (err) {
+    if (err instanceof SelectorError) return true;
+    throw err;
+  }
+}
+
+/** What the definitions mean to the router, one controller kind per parent kind (a decorator's: per target). */
+export function routedKinds(set: CompositeSet): ControllerKind[] {
   const owns = (d: ResolvedDefinition) => d.kinds.map((k) => ({ group: k.group, kind: k.kind }));
   // Related objects reach the parents whose recorded customize answer asks for them (docs/controllers/compositecontroller.md#related-objects).
   const related = (d: ResolvedDefinition): Pick<ControllerKind, 'related'> =>
@@ -287,8 +309,8 @@ async function kinds(kube: KubeClient, cluster: ClusterConfig): Promise<Controll
         }
       : {};
   return [
-    definitionKind(compositeControllers, 'CompositeController'),
-    definitionKind(decoratorControllers, 'DecoratorController'),
+    compositeControllerKind,
+    decoratorControllerKind,
     ...set.composites.map((c): ControllerKind => ({
       resource: c.parentResource,
       kind: c.parentResource.kind,
@@ -300,8 +322,9 @@ async function kinds(kube: KubeClient, cluster: ClusterConfig): Promise<Controll
           : (p.spec as { selector?: LabelSelector | null } | undefined)?.selector,
       owns: owns(c),
       ...related(c),
-      // Metacontroller syncs on any change of the parent, its status too unless told not to.
-      ...(c.parent.ignoreStatusChanges ? { ownChangeSyncs: specChanged } : {}),
+      definition: `CompositeController/${c.name}`,
+      // Metacontroller syncs on any change of a parent it serves, its status too unless told not to.
+      ownChangeSyncs: (p) => labelsSelect(c.parent.labelSelector, p) && (!c.parent.ignoreStatusChanges || specChanged(p)),
       target: COMPOSITE_TARGET,
     })),
     ...set.decorators.flatMap((d) =>
@@ -313,6 +336,9 @@ async function kinds(kube: KubeClient, cluster: ClusterConfig): Promise<Controll
         selectorOf: () => null,
         owns: owns(d),
         ...related(d),
+        definition: `DecoratorController/${d.name}`,
+        // Only the objects its rule selects are its parents: any other of the kind is none of its business.
+        ownChangeSyncs: (o) => labelsSelect(t.rule.labelSelector, o),
         target: COMPOSITE_TARGET,
       })),
     ),

@@ -213,6 +213,7 @@ async function targetKinds(kube: KubeApi, cluster: string): Promise<ControllerKi
       // Its revisions and what it generates: another controller's children of the same parent are not history's.
       owns: [{ group: 'apps', kind: 'ControllerRevision' }, ...(generated ? [{ group: generated.group, kind: generated.kind }] : [])],
       target: 'history',
+      definition: `RevisionPolicy/${policy.name}`,
       // A sync may answer from the parent's own event (docs/design/history-sync.md#cost); its managed fields
       // are only bulk to it.
       observe: withoutManagedFields,

@@ -225,6 +225,7 @@ async function kinds(kube: KubeClient, cluster: ClusterConfig): Promise<Controll
         selectorOf: (p) => (p.spec as { selector?: LabelSelector | null } | undefined)?.selector,
       },
       owns: m.outputs.map((o) => ({ group: o.group, kind: o.kind })),
+      definition: `MapController/${m.name}`,
       ownChangeSyncs: specChanged,
       target: MAP_TARGET,
     })),

@@ -38,6 +38,7 @@ export function createRouterHandler(sources: readonly ControllerSource[]) {
       metrics.count(cluster, 'EventsDeadLettered', stats.deadLettered);
       metrics.count(cluster, 'EventsRetried', stats.failed);
       metrics.count(cluster, 'SyncRequestsSent', stats.keys);
+      metrics.count(cluster, 'RoutesRefused', stats.refused);
       metrics.flush();
     }
     await env.retry?.(failedRecords(event, { batchItemFailures }));

@@ -2,8 +2,8 @@
 // Per batch: each envelope is routed by the routing rules (docs/controllers/ownership-and-routing.md#the-router) to every controller of the parent's kind that owns the
 // child's kind (and a parent's own events sync that parent in each controller of its kind), resolved with one
 // BatchResolver per cluster (at most one list per candidate kind and namespace), keys are deduplicated per
-// target and sent once. FIFO order is kept: after a record fails, the later records of its
-// message group fail too, and all are redelivered together.
+// target and sent once; a kind whose parents Outrigger may not read loses only its own keys. FIFO order is
+// kept: after a record fails, the later records of its message group fail too, and all are redelivered together.
 import type { SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import type { Clusters } from '../../shared/clusters.ts';
 import { EnvelopeError, parseEnvelope, watchEventType, type Envelope } from '../../shared/envelope/index.ts';
@@ -63,6 +63,8 @@ export interface RouteStats {
   keys: number;
   gets: number;
   lists: number;
+  /** Reads of a definition's parents refused (403), per kind and namespace: that definition's events went unrouted. */
+  refused: number;
 }
 
 /** The keys one envelope leads to. */
@@ -126,7 +128,7 @@ export function heardOf(kinds: readonly ControllerKind[], envelope: Envelope): b
 }
 
 export async function routeBatch(event: SQSEvent, deps: RouterDeps): Promise<SQSBatchResponse & { stats: RouteStats }> {
-  const stats: RouteStats = { records: event.Records.length, deadLettered: 0, failed: 0, keys: 0, gets: 0, lists: 0 };
+  const stats: RouteStats = { records: event.Records.length, deadLettered: 0, failed: 0, keys: 0, gets: 0, lists: 0, refused: 0 };
   const failures: string[] = [];
   const failedGroups = new Set<string>();
   const handled: string[] = [];
@@ -183,9 +185,20 @@ export async function routeBatch(event: SQSEvent, deps: RouterDeps): Promise<SQS
     deps.log?.('error', 'sending sync requests failed; the batch will be retried', { error: String(err) });
     failures.push(...handled);
   }
-  for (const { resolver } of resolvers.values()) {
+  for (const [cluster, { resolver }] of resolvers) {
     stats.gets += resolver.stats.gets;
     stats.lists += resolver.stats.lists;
+    stats.refused += resolver.refused.length;
+    // One definition's missing grant is its own problem, reported under its name; the events routed on to every
+    // other definition (docs/controllers/ownership-and-routing.md#one-definition-cannot-stop-anothers-routing).
+    for (const { kind, namespace, error } of resolver.refused)
+      deps.log?.('error', "Outrigger may not read a definition's parents: the batch's events were not routed to them", {
+        cluster,
+        definition: kind.definition,
+        kind: kind.resource.group ? `${kind.kind}.${kind.resource.group}` : kind.kind,
+        namespace,
+        error: String(error),
+      });
   }
   stats.failed = failures.length;
   return { batchItemFailures: failures.map((itemIdentifier) => ({ itemIdentifier })), stats };

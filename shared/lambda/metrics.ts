@@ -35,6 +35,7 @@ export type DomainMetric =
   | 'EventsDeadLettered'
   | 'EventsRetried'
   | 'SyncRequestsSent'
+  | 'RoutesRefused'
   | 'ForwarderSilentSeconds'
   | 'ClusterUnreachable';
 

@@ -23,4 +23,4 @@ export {
 export { planClaim, ordinalNameGuard, type ClaimOptions, type ClaimPlan } from './claim.ts';
 export { claim, type ClaimContext, type ClaimResult } from './claim-shell.ts';
 export { routeEvent, inputSteps, relatedSteps, dedupeKeys, syncKeyString, type RouteStep, type SyncKey } from './router.ts';
-export { BatchResolver, ownsKind, type ControllerKind, type RoutedKey } from './resolver.ts';
+export { BatchResolver, ownsKind, type ControllerKind, type Refusal, type RoutedKey } from './resolver.ts';

@@ -1,7 +1,10 @@
 // Turns route steps into sync keys, reading the cluster as little as possible: a ControllerRef is resolved by
 // kind and name and checked by uid (a parent recreated under the same name is a different parent); selector
-// steps list each candidate controller kind once per namespace per batch, and match selectors locally.
+// steps list each candidate controller kind once per namespace per batch, and match selectors locally. A kind
+// whose parents Outrigger may not read alone goes without the event
+// (docs/controllers/ownership-and-routing.md#one-definition-cannot-stop-anothers-routing).
 import type { KubeClient } from '../kube/client.ts';
+import { isKubeError, type KubeError } from '../kube/errors.ts';
 import { parseApiVersion, type GVR, type KubeObject } from '../kube/resource.ts';
 import type { RouteStep, SyncKey } from './router.ts';
 import { compileSelector, matches, SelectorError, type LabelSelector } from './selector.ts';
@@ -51,6 +54,15 @@ export interface ControllerKind {
    * (docs/operations/security.md#serviceaccounts-a-definition-names), whose grants, not Outrigger's, reach the kind.
    */
   reader?: (kube: KubeClient) => KubeClient;
+  /** The definition it stands for (`CompositeController/<name>`), named when its parents may not be read. */
+  definition?: string;
+}
+
+/** A kind whose parents were refused to the router (403): its keys for the batch's events are left out. */
+export interface Refusal {
+  kind: ControllerKind;
+  namespace: string | undefined;
+  error: KubeError;
 }
 
 /** Whether a child of this group and kind concerns the controller kind. */
@@ -72,6 +84,8 @@ export class BatchResolver {
   private readonly parents = new Map<string, Promise<KubeObject | undefined>>();
   private readonly lists = new Map<string, Promise<KubeObject[]>>();
   readonly stats = { gets: 0, lists: 0, invalidSelectors: 0 };
+  /** Each kind and namespace whose parents were refused, once per batch. */
+  readonly refused: Refusal[] = [];
   private readonly kube: KubeClient;
   private readonly cluster: string;
   private readonly controllers: readonly ControllerKind[];
@@ -113,7 +127,12 @@ export class BatchResolver {
     let parent = this.parents.get(id);
     if (!parent) {
       this.stats.gets += 1;
-      parent = (first.reader?.(this.kube) ?? this.kube).find(first.resource, { name: step.ref.name, namespace });
+      parent = this.refusable(
+        first,
+        namespace,
+        (first.reader?.(this.kube) ?? this.kube).find(first.resource, { name: step.ref.name, namespace }),
+        undefined,
+      );
       this.parents.set(id, parent);
     }
     const found = await parent;
@@ -162,7 +181,7 @@ export class BatchResolver {
     let list = this.lists.get(id);
     if (!list) {
       this.stats.lists += 1;
-      list = (kind.reader?.(this.kube) ?? this.kube).listAll(kind.resource, { namespace });
+      list = this.refusable(kind, namespace, (kind.reader?.(this.kube) ?? this.kube).listAll(kind.resource, { namespace }), []);
       this.lists.set(id, list);
     }
     return list;
@@ -188,6 +207,19 @@ export class BatchResolver {
       if (matches(selector, labels)) out.push({ key: this.keyOf(kind, parent), target: kind.target });
     }
     return out;
+  }
+
+  /**
+   * A read refused (403) is that kind's configuration, the same on every retry: its parents count as none, and the
+   * refusal is kept for the router to report; the event still routes to every other kind. Any other error fails
+   * the event, to be retried.
+   */
+  private refusable<T>(kind: ControllerKind, namespace: string | undefined, read: Promise<T>, none: T): Promise<T> {
+    return read.catch((err: unknown) => {
+      if (!isKubeError(err, 'Forbidden')) throw err;
+      this.refused.push({ kind, namespace, error: err });
+      return none;
+    });
   }
 
   private keyOf(kind: ControllerKind, parent: KubeObject): SyncKey {

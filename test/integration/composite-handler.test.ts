@@ -13,7 +13,7 @@ import { NotYet, RetryLater } from '../../shared/lambda/retry.ts';
 import { makeSyncRequest, type SyncRequest } from '../../shared/lambda/sync-request.ts';
 import { adminClient, createNamespace, outriggerClient, testState, uniqueName } from '../testbed/index.ts';
 import { openCrd } from '../testbed/crds.ts';
-import { impersonatedAccount } from '../testbed/rbac.ts';
+import { controllersGrant, impersonatedAccount } from '../testbed/rbac.ts';
 
 const GROUP = 'composite-handler.outrigger.test';
 const gizmos = gvr(GROUP, 'v1', 'gizmos');
@@ -50,6 +50,11 @@ beforeAll(async () => {
   await applyManifests(
     adminClient(),
     `${openCrd(GROUP, 'Gizmo', 'gizmos')}---
+${controllersGrant('outrigger-composite-handler-test', [
+  // What the forwarder watches and the router lists, as Outrigger (docs/controllers/compositecontroller.md).
+  `{ apiGroups: ["${GROUP}"], resources: ["gizmos"], verbs: ["list", "watch"] }`,
+  `{ apiGroups: [""], resources: ["configmaps"], verbs: ["list", "watch"] }`,
+])}---
 apiVersion: v1
 kind: Namespace
 metadata: { name: ${NS} }

@@ -2,6 +2,7 @@
 // Lambda event source mapping would hand over.
 import { DeleteMessageBatchCommand, ReceiveMessageCommand, type Message, type SQSClient } from '@aws-sdk/client-sqs';
 import type { SQSRecord } from 'aws-lambda';
+import { messageGroupId, type Envelope } from '../../shared/envelope/index.ts';
 
 /**
  * Every message on a queue, deleted as received (a FIFO group's next messages come only once those before are
@@ -55,4 +56,17 @@ export function asRecord(m: Message, arn: string): SQSRecord {
     eventSourceARN: arn,
     awsRegion: 'local',
   };
+}
+
+/** The record of one envelope from cluster `it`'s events queue, as the router is handed it. */
+export function envelopeRecord(envelope: Envelope, id = 'm0'): SQSRecord {
+  return asRecord(
+    {
+      MessageId: id,
+      ReceiptHandle: id,
+      Body: JSON.stringify(envelope),
+      Attributes: { MessageGroupId: messageGroupId(envelope), MessageDeduplicationId: id },
+    },
+    'arn:aws:sqs:local:000000000000:it-events.fifo',
+  );
 }
