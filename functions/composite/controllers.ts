@@ -296,5 +296,11 @@ export const compositeSource: ControllerSource = {
   target: COMPOSITE_TARGET,
   kinds: (cluster, kube) => kinds(kube, cluster.id),
   watches: (cluster, kube) => watches(kube, cluster.id),
+  // Metacontroller syncs a parent on any change of a child, its status too: a hook reads its children's status
+  // (a Job's succeeded count, a Pod's readiness).
+  statusChanges: async (cluster, kube) => {
+    const set = await listCompositeSet(kube, cluster.id);
+    return [...set.composites, ...set.decorators].flatMap((d) => d.kinds);
+  },
   forget: (cluster) => compositeCache.forget(cluster),
 };
