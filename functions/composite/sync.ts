@@ -26,6 +26,7 @@ import {
   parentSelector,
   prepareChildren,
   statusDiffers,
+  withMapStatus,
   type ChildKind,
 } from '../../shared/composite/plan.ts';
 import { identityOf } from '../../shared/map/plan/outputs.ts';
@@ -40,6 +41,8 @@ export interface PassContext {
   log?: Log | undefined;
   /** When the pass must be over (ms since the epoch): each hook call is clamped to it. */
   deadline?: number | undefined;
+  /** A MapController serves the parent kind too: its status fields are kept (withMapStatus). */
+  sharedWithMap?: boolean | undefined;
 }
 
 export interface Problem {
@@ -275,8 +278,9 @@ async function writeParent(pass: Pass, parent: KubeObject, answer: SyncAnswer): 
     );
     current = { ...written, apiVersion: parent.apiVersion, kind: parent.kind };
   }
-  if (answer.status !== undefined && statusDiffers(current.status, answer.status)) {
-    current = await replaceStatus(pass, current, answer.status);
+  const status = answer.status && ctx.sharedWithMap ? withMapStatus(current.status, answer.status) : answer.status;
+  if (status !== undefined && statusDiffers(current.status, status)) {
+    current = await replaceStatus(pass, current, status);
     result.statusWritten = true;
   }
   return current;

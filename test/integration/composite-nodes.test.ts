@@ -434,6 +434,25 @@ test("mix and match: a CompositeController's Pods and a MapController's Pods of 
     // The Pods' readiness changes brought more passes; the composite's hook was only ever sent its own Pods.
     await eventually(async () => ((await statusOf(mixes, 'mx')).composite as string[] | undefined)?.join() === 'mx-c0,mx-c1', WAIT_MS);
     for (const r of calls('/mix')) expect(Object.keys(r.children?.['Pod.v1'] ?? {}).every((n) => n.startsWith('mx-c'))).toBe(true);
+    // One status, both controllers' fields in it: the composite's answer and the map's counts and Synced condition.
+    // Neither write undoes the other's, so the passes their writes bring write nothing, and the parent settles
+    // (replacing the whole status, the composite's pass and the map's took turns undoing each other, for ever).
+    const both = (s: Record<string, unknown>) =>
+      s.composite !== undefined &&
+      s.outputs !== undefined &&
+      (s.conditions as { type: string }[] | undefined)?.some((c) => c.type === 'Synced');
+    await eventually(async () => both(await statusOf(mixes, 'mx')), WAIT_MS);
+    const settledAt = await eventually(async () => {
+      await runtime.settled();
+      const before = await admin.get(mixes, { name: 'mx', namespace: ns });
+      await runtime.settled();
+      const after = await admin.get(mixes, { name: 'mx', namespace: ns });
+      return before.metadata.resourceVersion === after.metadata.resourceVersion ? after : undefined;
+    }, WAIT_MS);
+    expect(both(settledAt.status as Record<string, unknown>)).toBe(true);
+    const passes = calls('/mix').length;
+    await runtime.settled();
+    expect(calls('/mix').length).toBe(passes);
 
     // The composite answers no Pods: its two are deleted, the map's is left running, the same Pod.
     await admin.patch(mixes, { name: 'mx', namespace: ns }, { spec: { pods: 0 } }, 'merge');
