@@ -266,6 +266,9 @@ async function kinds(kube: KubeClient, cluster: string): Promise<ControllerKind[
       owns: owns(c),
       // Metacontroller syncs on any change of the parent, its status too unless told not to.
       ...(c.parent.ignoreStatusChanges ? { ownChangeSyncs: specChanged } : {}),
+      // The pass reads the parent as the ServiceAccount and drops a key whose uid is not its own: the router
+      // reads no parent for a child's event (Outrigger's group may only list and watch it).
+      checksRefUid: true,
       target: COMPOSITE_TARGET,
     })),
     ...set.decorators.flatMap((d) =>
@@ -276,6 +279,7 @@ async function kinds(kube: KubeClient, cluster: string): Promise<ControllerKind[
         // Attachments are the target's by ControllerRef alone: nothing is adopted.
         selectorOf: () => null,
         owns: owns(d),
+        checksRefUid: true,
         target: COMPOSITE_TARGET,
       })),
     ),

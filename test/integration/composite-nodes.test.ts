@@ -374,6 +374,8 @@ test("a DecoratorController adds a Service per labelled Deployment, whose Ready 
           template: { metadata: { labels: { run: name } }, spec: { containers: [{ name: 'c', image: 'registry.example/api:1' }] } },
         },
       }) as KubeObject;
+    const failedRoutings = () => runtime.queues.get('router')!.stats.failedReceives;
+    const failedBefore = failedRoutings();
     const api = await admin.create(deployments, deployment('api', { expose: 'yes' }));
     await admin.create(deployments, deployment('quiet', {}));
     const svc = await eventually(() => admin.find(services, { name: 'api-svc', namespace: ns }), WAIT_MS);
@@ -399,6 +401,19 @@ test("a DecoratorController adds a Service per labelled Deployment, whose Ready 
       const listed = slices.flatMap((s) => (s.endpoints ?? []).filter((e) => e.conditions?.ready).flatMap((e) => e.addresses)).sort();
       return listed.join() === ips.join() ? true : undefined;
     }, WAIT_MS);
+    // The Service deleted by hand, once the Deployment's own changes are over: its deletion reaches the Deployment
+    // by ControllerRef (the router reads no Deployment: Outrigger's group may only list and watch them), and the
+    // decorator makes it again.
+    await runtime.settled();
+    await admin.delete(services, { name: 'api-svc', namespace: ns });
+    const again = await eventually(async () => {
+      const s = await admin.find(services, { name: 'api-svc', namespace: ns });
+      return s && s.metadata.uid !== svc.metadata.uid ? s : undefined;
+    }, WAIT_MS);
+    expect(controllerOf(again)?.uid).toBe(api.metadata.uid);
+    // No event of the Service failed to route (reading the Deployment, as Outrigger, was forbidden: every one did).
+    await runtime.settled();
+    expect(failedRoutings()).toBe(failedBefore);
     // The unlabelled Deployment's Pods run too, but it is not decorated: no Service, no label, no hook call.
     await eventually(async () => ((await livePods('run=quiet')).filter(isReady).length === 2 ? true : undefined), WAIT_MS);
     expect(await admin.find(services, { name: 'quiet-svc', namespace: ns })).toBeUndefined();
