@@ -97,6 +97,11 @@ export interface ForwarderOptions {
    */
   wholeObjects?: () => Promise<GVR[]>;
   /**
+   * Of the resources watched as metadata only, those whose status-only changes are sent all the same (a
+   * CompositeController's children: docs/controllers/compositecontroller.md#how-a-parent-is-synced).
+   */
+  statusChanges?: () => Promise<GVR[]>;
+  /**
    * Events of these resources (RevisionPolicies, MapControllers) change what is watched: each is followed at
    * once by `forget` (the definitions are read afresh) and a refresh, not only on the timer.
    */
@@ -163,6 +168,8 @@ export class Forwarder {
   private readonly stops = new Map<string, AbortController>();
   /** Whether each watched resource is watched as metadata only. */
   private readonly asMetadata = new Map<string, boolean>();
+  /** The resources whose status-only changes are sent (`statusChanges`), as of the last refresh. */
+  private statusChanges = new Set<string>();
   private refreshing: Promise<void> = Promise.resolve();
   private refreshQueued = false;
   private readonly syncedOnce = new Set<string>();
@@ -239,6 +246,7 @@ export class Forwarder {
     const wanted = new Set(resources.map(gvrString));
     const whole = this.opts.wholeObjects ? new Set((await this.opts.wholeObjects()).map(gvrString)) : undefined;
     const metadataOnly = new Map(resources.map((r) => [gvrString(r), watchedAsMetadata(r, whole)]));
+    this.statusChanges = new Set(((await this.opts.statusChanges?.()) ?? []).map(gvrString));
     // A resource no definition needs any longer (its last policy deleted, or found bad) is watched no more, and
     // its index goes: should it be wanted again, every object is sent again, as for a new kind. A resource that
     // became a parent, or stopped being one, is watched again in its new form, from the index it has.
@@ -292,7 +300,7 @@ export class Forwarder {
           onError: (err) => this.log('warn', 'watch failed; retrying with backoff', { resource: id, error: String(err) }),
           onEvent: async (e) => {
             if (stop.signal.aborted) return;
-            if (asMetadata && e.type === 'modified' && statusOnly(e.oldObject, e.object)) {
+            if (asMetadata && e.type === 'modified' && !this.statusChanges.has(id) && statusOnly(e.oldObject, e.object)) {
               this.counts.statusOnly += 1;
               return;
             }

@@ -127,6 +127,7 @@ const forwarder = new Forwarder({
   definitions: routerEvents.definitions,
   forget: () => routerEvents.forget?.(cluster),
   ...(routerEvents.wholeObjects ? { wholeObjects: () => routerEvents.wholeObjects!(config, kube) } : {}),
+  ...(routerEvents.statusChanges ? { statusChanges: () => routerEvents.statusChanges!(config, kube) } : {}),
   namespace: process.env.OUTRIGGER_NAMESPACE || undefined,
   stateFile: process.env.OUTRIGGER_FORWARDER_STATE || undefined,
   checkpoint,

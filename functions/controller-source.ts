@@ -13,6 +13,11 @@ export interface ControllerSource {
   kinds: (cluster: ClusterConfig, kube: KubeClient) => Promise<ControllerKind[]>;
   /** Resources whose events matter: the parents and the children they own or select (may change with policies). */
   watches: (cluster: ClusterConfig, kube: KubeClient) => Promise<GVR[]>;
+  /**
+   * Of `watches`, the children whose status-only changes must reach their parent too (a CompositeController's,
+   * whose hook reads their status); any other child watched as metadata only is heard of when its metadata moves.
+   */
+  statusChanges?: (cluster: ClusterConfig, kube: KubeClient) => Promise<GVR[]>;
   /** Drops what the source caches for the cluster (by id), so the next call reads the definitions again. */
   forget?: (cluster: string) => void;
   /** Why an object of this kind cannot be routed now (its definition's kinds could not be resolved): it is retried. */

@@ -31,6 +31,8 @@ export const functions: FunctionSpec[] = [
         ...definitionResources,
         ...(await Promise.all(controllerSources.map((s) => s.kinds(cluster, kube)))).flat().map((k) => k.resource),
       ],
+      statusChanges: async (cluster, kube) =>
+        (await Promise.all(controllerSources.map((s) => s.statusChanges?.(cluster, kube) ?? []))).flat(),
     },
     // The targets of the controllers it routes for (history, storage, map); never the migrator.
     sends: [...new Set(controllerSources.map((s) => s.target))],

@@ -25,6 +25,8 @@ export interface FunctionSpec {
     forget?: (cluster: string) => void;
     /** Of `resources`, those whose events must carry whole objects; the rest are watched as metadata only. */
     wholeObjects?: (cluster: ClusterConfig, kube: KubeClient) => Promise<GVR[]>;
+    /** Of the rest, those whose status-only changes are sent too (forwarder/metadata.ts drops them otherwise). */
+    statusChanges?: (cluster: ClusterConfig, kube: KubeClient) => Promise<GVR[]>;
   };
   /** The router's sync requests for this target are queued for the function (Reconcile(key)). */
   sync?: { target: string };

@@ -325,6 +325,9 @@ export function routedKinds(set: CompositeSet): ControllerKind[] {
       definition: `CompositeController/${c.name}`,
       // Metacontroller syncs on any change of a parent it serves, its status too unless told not to.
       ownChangeSyncs: (p) => labelsSelect(c.parent.labelSelector, p) && (!c.parent.ignoreStatusChanges || specChanged(p)),
+      // The pass reads the parent as the ServiceAccount and drops a key whose uid is not its own: the router
+      // reads no parent for a child's event (Outrigger's group may only list and watch it).
+      checksRefUid: true,
       target: COMPOSITE_TARGET,
     })),
     ...set.decorators.flatMap((d) =>
@@ -339,6 +342,7 @@ export function routedKinds(set: CompositeSet): ControllerKind[] {
         definition: `DecoratorController/${d.name}`,
         // Only the objects its rule selects are its parents: any other of the kind is none of its business.
         ownChangeSyncs: (o) => labelsSelect(t.rule.labelSelector, o),
+        checksRefUid: true,
         target: COMPOSITE_TARGET,
       })),
     ),
@@ -363,5 +367,11 @@ export const compositeSource: ControllerSource = {
   target: COMPOSITE_TARGET,
   kinds: (cluster, kube) => kinds(kube, cluster),
   watches: (cluster, kube) => watches(kube, cluster),
+  // Metacontroller syncs a parent on any change of a child, its status too: a hook reads its children's status
+  // (a Job's succeeded count, a Pod's readiness).
+  statusChanges: async (cluster, kube) => {
+    const set = await listCompositeSet(kube, cluster.id, compositeCache, cluster.controllerSelector);
+    return [...set.composites, ...set.decorators].flatMap((d) => d.kinds);
+  },
   forget: (cluster) => compositeCache.forget(cluster),
 };

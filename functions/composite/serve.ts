@@ -46,6 +46,8 @@ export interface CompositeServeContext {
   deadline?: number | undefined;
   /** How many times this request has been received (1: the first time). */
   receiveCount?: number | undefined;
+  /** Whether a MapController serves the parent kind too (docs/controllers/compositecontroller.md#mix-and-match). */
+  sharedWithMap?: ((key: SyncRequest['key']) => Promise<boolean>) | undefined;
 }
 
 interface WakeRecord {
@@ -65,9 +67,10 @@ export async function serveCompositeRequest(request: SyncRequest, sentAt: number
   const timer = timerOf(causes);
   if (timer !== undefined) return serveTimer(key, timer, sentAt, ctx, recorded);
   const results: Array<{ d: ResolvedDefinition; result: PassResult }> = [];
+  const sharedWithMap = (await ctx.sharedWithMap?.(key)) ?? false;
   for (const d of definitions) {
     const result = await syncDefinition(
-      { kube: actingAs(ctx.kube, d), hooks: ctx.hooks, log: ctx.log, deadline: ctx.deadline, records: ctx.state.records },
+      { kube: actingAs(ctx.kube, d), hooks: ctx.hooks, log: ctx.log, deadline: ctx.deadline, records: ctx.state.records, sharedWithMap },
       d,
       key,
     );

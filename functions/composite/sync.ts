@@ -28,6 +28,7 @@ import {
   parentSelector,
   prepareChildren,
   statusDiffers,
+  withMapStatus,
   type ChildKind,
 } from '../../shared/composite/plan.ts';
 import { hookRequest } from '../../shared/composite/request.ts';
@@ -49,6 +50,8 @@ export interface PassContext {
   deadline?: number | undefined;
   /** The state's records: customize answers are kept there between passes (functions/composite/related.ts). */
   records?: RelatedContext['records'];
+  /** A MapController serves the parent kind too: its status fields are kept (withMapStatus). */
+  sharedWithMap?: boolean | undefined;
 }
 
 export interface Problem {
@@ -305,8 +308,9 @@ async function writeParent(pass: Pass, parent: KubeObject, answer: SyncAnswer): 
     );
     current = { ...written, apiVersion: parent.apiVersion, kind: parent.kind };
   }
-  if (answer.status !== undefined && statusDiffers(current.status, answer.status)) {
-    current = await replaceStatus(pass, current, answer.status);
+  const status = answer.status && ctx.sharedWithMap ? withMapStatus(current.status, answer.status) : answer.status;
+  if (status !== undefined && statusDiffers(current.status, status)) {
+    current = await replaceStatus(pass, current, status);
     result.statusWritten = true;
   }
   return current;

@@ -447,6 +447,12 @@ export const handler = syncFunction('map', async (request, tools) => {
       controllers: compositeCache,
       deadline: context.budget?.deadline,
       receiveCount: tools.receiveCount,
+      sharedWithMap: async (k) =>
+        mapControllerFor(
+          await listMapControllers(context.kube, k.cluster, mapControllerCache, context.controllerSelector),
+          k.group,
+          k.kind,
+        ) !== undefined,
     });
   } catch (err) {
     composite = err;

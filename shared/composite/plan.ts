@@ -211,3 +211,23 @@ export function metadataPatch(
 export function statusDiffers(current: unknown, next: Record<string, unknown>): boolean {
   return canonicalJson((current ?? null) as Json) !== canonicalJson(next as Json);
 }
+
+/**
+ * The status a composite pass writes on a parent kind a MapController serves too: the answer's, with the map
+ * pass's own fields kept (`observedGeneration`, `inputs`, `outputs`, and its `Synced` condition unless the answer
+ * has one), so that neither pass's write undoes the other's and each write's event brings no further write
+ * (docs/controllers/compositecontroller.md#mix-and-match).
+ */
+export function withMapStatus(current: unknown, answered: Record<string, unknown>): Record<string, unknown> {
+  const have = (current !== null && typeof current === 'object' ? current : {}) as Record<string, unknown>;
+  const kept = Object.fromEntries(
+    ['observedGeneration', 'inputs', 'outputs'].filter((k) => have[k] !== undefined && !(k in answered)).map((k) => [k, have[k]]),
+  );
+  // Either status is whatever was written there: only a list of objects is read as conditions.
+  const typeOf = (c: unknown) => (c !== null && typeof c === 'object' ? (c as { type?: unknown }).type : undefined);
+  const synced = Array.isArray(have.conditions) ? (have.conditions as unknown[]).find((c) => typeOf(c) === 'Synced') : undefined;
+  const answeredConditions = answered.conditions ?? [];
+  if (!synced || !Array.isArray(answeredConditions) || answeredConditions.some((c) => typeOf(c) === 'Synced'))
+    return { ...answered, ...kept };
+  return { ...answered, ...kept, conditions: [...(answeredConditions as unknown[]), synced] };
+}
