@@ -34,6 +34,7 @@ export default {
         late: [
           'test/integration/forwarder-chart.test.ts', // Helm
           'test/integration/forwarder-image.test.ts', // crane
+          'test/integration/composite-nodes.test.ts', // kwok
           'test/integration/map-jobs.test.ts', // kwok
           'test/integration/nodes.test.ts', // kwok, LWS's manager
         ],
