@@ -300,6 +300,9 @@ async function kinds(kube: KubeClient, cluster: ClusterConfig): Promise<Controll
       ...related(c),
       // Metacontroller syncs on any change of the parent, its status too unless told not to.
       ...(c.parent.ignoreStatusChanges ? { ownChangeSyncs: specChanged } : {}),
+      // The pass reads its parent as the ServiceAccount and drops a key whose uid is not the parent's: a child's
+      // event is keyed by its ControllerRef, never read as Outrigger, whose grants on the parent are list and watch.
+      checksRefUid: true,
       target: COMPOSITE_TARGET,
     })),
     ...set.decorators.flatMap((d) =>
@@ -311,6 +314,7 @@ async function kinds(kube: KubeClient, cluster: ClusterConfig): Promise<Controll
         selectorOf: () => null,
         owns: owns(d),
         ...related(d),
+        checksRefUid: true,
         target: COMPOSITE_TARGET,
       })),
     ),

@@ -325,6 +325,10 @@ spec:
     expect(r.headers.authorization).toBeUndefined();
     expect(Object.keys(r.headers).filter((h) => h.startsWith('impersonate-'))).toEqual([]);
   }
+  // Nothing failed on the way: no event the router could not route, no pass retried, nothing dead-lettered.
+  expect([...runtime.queues].map(([name, q]) => [name, q.stats.failedReceives, q.stats.deadLettered])).toEqual(
+    [...runtime.queues.keys()].map((name) => [name, 0, 0]),
+  );
   // kube-controller-manager left the Service's endpoint as written: its Pod is there, its Endpoints name our server.
   await admin.get(Resources.pods, { name: 'shop-hooks-server', namespace: SYSTEM });
   const endpoints = await admin.get(gvr('', 'v1', 'endpoints'), { name: 'shop-hooks', namespace: SYSTEM });
