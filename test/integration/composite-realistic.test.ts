@@ -173,7 +173,7 @@ type Deployment = KubeObject & {
   status?: { observedGeneration?: number; conditions?: Condition[] };
 };
 type Pod = KubeObject & {
-  spec: { nodeName?: string; containers: { image: string }[] };
+  spec: { nodeName?: string; containers: { image: string; env?: { name: string; value: string }[] }[] };
   status?: { phase?: string; conditions?: Condition[] };
 };
 
@@ -192,8 +192,11 @@ const updated = async () =>
     (c) => c.type === 'Updated',
   );
 
-/** The namespace's pods once there are 6, every one Running and Ready on a kwok node, running `want` (and none going). */
-const podsRunning = (want: string) =>
+/**
+ * The namespace's pods once there are 6, every one Running and Ready on a kwok node, running `want` with the
+ * greeting `hello` (and none going).
+ */
+const podsRunning = (want: string, hello: string) =>
   eventually(async () => {
     const pods = (await admin.listAll(Resources.pods, { namespace: ns })) as Pod[];
     const ok =
@@ -202,6 +205,7 @@ const podsRunning = (want: string) =>
         (p) =>
           !p.metadata.deletionTimestamp &&
           p.spec.containers[0]!.image === want &&
+          p.spec.containers[0]!.env?.find((e) => e.name === 'GREETING')?.value === hello &&
           /^node-\d$/.test(p.spec.nodeName ?? '') &&
           p.status?.phase === 'Running' &&
           (p.status.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True'),
@@ -269,7 +273,7 @@ spec:
     expect(greeting(d)).toBe('hello');
   }
   for (const name of NAMES) expect(await rolloutStatus(name)).toContain('successfully rolled out');
-  await podsRunning('registry.example/shop:1');
+  await podsRunning('registry.example/shop:1', 'hello');
   const oldRevision = (await children())[0]!.metadata.labels?.[REVISION_LABEL];
   expect(oldRevision).toBeDefined();
   await eventually(async () => ((await updated())?.reason === 'OnLatestRevision' ? true : undefined), 60_000);
@@ -298,7 +302,7 @@ spec:
   expect(moved.at(-1)).toEqual(NAMES);
   process.stderr.write(`[composite-realistic] Deployments on the new revision, as seen: ${JSON.stringify(moved)}\n`);
   for (const name of NAMES) expect(await rolloutStatus(name)).toContain('successfully rolled out');
-  await podsRunning('registry.example/shop:2');
+  await podsRunning('registry.example/shop:2', 'hello');
   await eventually(async () => ((await updated())?.reason === 'OnLatestRevision' ? true : undefined), 60_000);
 
   // `kubectl outrigger history shop/s`: the two revisions, the second current.
@@ -315,7 +319,7 @@ spec:
   await admin.patch(configMaps, { name: 's-settings', namespace: ns }, { data: { greeting: 'bonjour' } }, 'merge');
   await eventually(async () => ((await children()).every((d) => greeting(d) === 'bonjour') ? true : undefined), 120_000);
   for (const name of NAMES) expect(await rolloutStatus(name)).toContain('successfully rolled out');
-  await podsRunning('registry.example/shop:2');
+  await podsRunning('registry.example/shop:2', 'bonjour');
 
   // Every hook call came through the apiserver's proxy: the customize and sync paths only, with the proxy's
   // forwarding header and without Outrigger's credentials or impersonation.
