@@ -33,6 +33,7 @@ export default {
         // others run (test/testbed/prebuild.ts): last, so that a cold run's builds are done or nearly by then.
         late: [
           'test/integration/forwarder-chart.test.ts', // Helm
+          'test/integration/composite-realistic.test.ts', // kwok: a CompositeController's Deployments on the node bed
           'test/integration/forwarder-image.test.ts', // crane
           'test/integration/composite-nodes.test.ts', // kwok
           'test/integration/map-jobs.test.ts', // kwok

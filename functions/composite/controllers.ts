@@ -215,7 +215,8 @@ async function resolveDecorator(kube: KubeClient, dc: DecoratorController): Prom
 /**
  * Whether Outrigger may act as the definition's ServiceAccount (a cluster admin's grant and the account's consent,
  * as for a MapController: docs/operations/security.md#serviceaccounts-a-definition-names), and whether the account
- * may list the kinds a resync lists cluster-wide (the parents, or the decorated resources).
+ * may list the kinds a resync lists cluster-wide (the parents, or the decorated resources) and get them (each pass
+ * reads its parent: without it every pass would fail).
  */
 async function checkIdentity(kube: KubeClient, d: ResolvedDefinition, listed: readonly ResolvedResource[]): Promise<void> {
   const who = `ServiceAccount ${d.serviceAccount.namespace}/${d.serviceAccount.name}`;
@@ -225,7 +226,7 @@ async function checkIdentity(kube: KubeClient, d: ResolvedDefinition, listed: re
       kube,
       d.serviceAccount,
       { kind: d.kind, name: d.name },
-      listed.map((resource) => ({ resource, verb: 'list' })),
+      listed.flatMap((resource) => ['list', 'get'].map((verb) => ({ resource, verb }))),
     );
   } catch (err) {
     if (err instanceof IdentityProblem) throw new DefinitionError(d.kind, d.name, err.message, err.reason);
@@ -235,7 +236,7 @@ async function checkIdentity(kube: KubeClient, d: ResolvedDefinition, listed: re
     throw new DefinitionError(
       d.kind,
       d.name,
-      `${who} may not list ${refused.map((r) => resourceName(r.resource)).join(', ')}`,
+      `${who} may not ${refused.map((r) => `${r.verb} ${resourceName(r.resource)}`).join(', ')}`,
       'Forbidden',
     );
 }

@@ -38,7 +38,7 @@ async function settled(want: (s: CompositeSet) => boolean): Promise<CompositeSet
 }
 
 afterAll(async () => {
-  for (const name of ['id-unconsented', 'id-readonly'])
+  for (const name of ['id-unconsented', 'id-listonly', 'id-readonly'])
     await adminClient()
       .delete(gvr('metacontroller.k8s.io', 'v1alpha1', 'compositecontrollers'), { name })
       .catch(() => undefined);
@@ -60,6 +60,29 @@ ${definition('id-unconsented', 'other')}`,
     const set = await settled((s) => s.invalid.some((i) => i.name === 'id-unconsented'));
     expect(set.invalid.find((i) => i.name === 'id-unconsented')).toMatchObject({ reason: 'ServiceAccountNotConsenting' });
     expect(set.composites.map((c) => c.name)).not.toContain('id-unconsented');
+  });
+
+  // Each pass reads its parent with a get as the account (docs/controllers/compositecontroller.md): an account that
+  // may only list the parent kind would fail every pass, so the definition does not run.
+  test('an account that may list the parent kind but not get it is not used: Ready=False Forbidden, naming the verb', async () => {
+    await applyManifests(
+      adminClient(),
+      `${impersonatedAccount(
+        NS,
+        'lister',
+        [`{ apiGroups: ["${GROUP}"], resources: ["widgets"], verbs: ["list", "patch"] }`],
+        'compositecontroller/id-listonly',
+      )}
+---
+${definition('id-listonly', 'lister')}`,
+    );
+    const set = await settled((s) => s.invalid.some((i) => i.name === 'id-listonly'));
+    expect(set.invalid.find((i) => i.name === 'id-listonly')).toMatchObject({
+      reason: 'Forbidden',
+      error: expect.stringContaining(`ServiceAccount ${NS}/lister may not get widgets`),
+    });
+    expect(set.composites.map((c) => c.name)).not.toContain('id-listonly');
+    await adminClient().delete(gvr('metacontroller.k8s.io', 'v1alpha1', 'compositecontrollers'), { name: 'id-listonly' });
   });
 
   test("a pass does only what the account may: without create on ConfigMaps, the child is the parent's Forbidden problem", async () => {

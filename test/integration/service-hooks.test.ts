@@ -1,10 +1,9 @@
 // Hooks inside the cluster (docs/reference/hooks.md#hooks-inside-the-cluster): a webhook that names a Service is
 // called through the real apiserver's service proxy, as the controller's ServiceAccount, so RBAC decides which
 // Services a controller's hooks reach. The Service has no selector; its Endpoints point at a hook server this test
-// starts on an address of a veth pair made for the run (test/testbed/netns.ts: the apiserver refuses to proxy to
+// starts on an address of a veth pair made for the run (test/testbed/hook-service.ts and netns.ts: the apiserver refuses to proxy to
 // loopback and link-local addresses).
-import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { IncomingHttpHeaders } from 'node:http';
 import { readFile } from 'node:fs/promises';
 import { serveMapRequest } from '../../functions/map/handler.ts';
 import { compositeControllers, type CompositeSet } from '../../functions/composite/controllers.ts';
@@ -19,14 +18,13 @@ import { makeSyncRequest } from '../../shared/lambda/sync-request.ts';
 import type { Hook } from '../../shared/map/api.ts';
 import { adminClient, createNamespace, eventually, outriggerClient, testState, uniqueName } from '../testbed/index.ts';
 import { openCrd } from '../testbed/crds.ts';
-import { proxyableAddress, type ProxyableAddress } from '../testbed/netns.ts';
+import { proxyGrant, serviceTo, startHookServer, type HookServer } from '../testbed/hook-service.ts';
 import { impersonatedAccount } from '../testbed/rbac.ts';
 
 const GROUP = 'servicehooks.outrigger.test';
 const boards = gvr(GROUP, 'v1', 'hookboards');
 const hookSets = gvr(GROUP, 'v1', 'hooksets');
 const configMaps = gvr('', 'v1', 'configmaps');
-const pods = gvr('', 'v1', 'pods');
 
 interface Received {
   path: string;
@@ -34,9 +32,7 @@ interface Received {
   body: string;
 }
 
-let net: ProxyableAddress;
-let server: Server;
-let port: number;
+let server: HookServer;
 const received: Received[] = [];
 /** What the server answers next, by path; default a 200 with no outputs. */
 let answer: (r: Received) => { status: number; headers?: Record<string, string>; body: string } = () => ({
@@ -49,8 +45,7 @@ let ns: string;
 let other: string;
 
 beforeAll(async () => {
-  net = proxyableAddress();
-  server = createServer((req, res) => {
+  server = await startHookServer((req, res) => {
     let body = '';
     req.on('data', (c: Buffer) => (body += c.toString()));
     req.on('end', () => {
@@ -60,13 +55,11 @@ beforeAll(async () => {
       res.writeHead(a.status, { 'content-type': 'application/json', ...a.headers }).end(a.body);
     });
   });
-  await new Promise<void>((r) => server.listen(0, net.address, r));
-  port = (server.address() as AddressInfo).port;
   const admin = adminClient();
   ns = await createNamespace('svchook');
   other = await createNamespace('svcother');
   await applyManifests(admin, `${openCrd(GROUP, 'HookBoard', 'hookboards')}---${openCrd(GROUP, 'HookSet', 'hooksets')}`);
-  for (const where of [ns, other]) await serviceTo(where, 'hooks', net.address, port);
+  for (const where of [ns, other]) await serviceTo(admin, where, 'hooks', server);
   // The account may proxy to Services in its own namespace only, and run a MapController of HookBoards and a
   // CompositeController of HookSets there.
   await applyManifests(
@@ -94,77 +87,8 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
-  await new Promise<void>((r) => (server ? server.close(() => r()) : r()));
-  net?.remove();
+  await server?.close();
 });
-
-/**
- * A Service without a selector, its Endpoints (what the apiserver's service proxy reads), and the Pod its address
- * names: the proxy takes only an address whose targetRef is a Pod with that IP. The Pod is bound to no node, so
- * nothing runs or rewrites it; its status (the hook server's address) is written by the test.
- */
-async function serviceTo(namespace: string, name: string, address: string, targetPort: number): Promise<void> {
-  const admin = adminClient();
-  await applyManifests(
-    admin,
-    `
-apiVersion: v1
-kind: ServiceAccount
-metadata: { name: ${name}-server, namespace: ${namespace} }
----
-apiVersion: v1
-kind: Pod
-metadata: { name: ${name}-server, namespace: ${namespace} }
-spec:
-  nodeName: outrigger-no-such-node
-  serviceAccountName: ${name}-server
-  automountServiceAccountToken: false
-  containers: [{ name: hook, image: hook-server-started-by-the-test }]
-`,
-  );
-  await admin.patch(
-    pods,
-    { name: `${name}-server`, namespace, subresource: 'status' },
-    { status: { phase: 'Running', podIP: address, podIPs: [{ ip: address }] } },
-    'merge',
-  );
-  await applyManifests(
-    admin,
-    `
-apiVersion: v1
-kind: Service
-metadata: { name: ${name}, namespace: ${namespace} }
-spec: { ports: [{ name: http, port: 80, targetPort: ${targetPort} }] }
----
-apiVersion: v1
-kind: Endpoints
-metadata: { name: ${name}, namespace: ${namespace} }
-subsets:
-  - addresses: [{ ip: "${address}", targetRef: { kind: Pod, name: ${name}-server, namespace: ${namespace} } }]
-    ports: [{ name: http, port: ${targetPort} }]
-`,
-  );
-}
-
-/** What the docs tell a cluster admin to grant a controller's account: services/proxy in the hooks' namespace. */
-function proxyGrant(
-  namespace: string,
-  name: string,
-  subject: { kind: string; name: string; namespace?: string; apiGroup?: string },
-): string {
-  return `
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: { name: ${name}, namespace: ${namespace} }
-rules: [{ apiGroups: [""], resources: ["services/proxy"], verbs: ["create", "get"] }]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: { name: ${name}, namespace: ${namespace} }
-roleRef: { apiGroup: rbac.authorization.k8s.io, kind: Role, name: ${name} }
-subjects: [${JSON.stringify(subject)}]
-`;
-}
 
 const hook = (webhook: Record<string, unknown>): Hook => ({ webhook, timeoutSeconds: 10, retries: 0 }) as Hook;
 const account = () => actingAs(outriggerClient(), { namespace: ns, name: 'hooker' });
