@@ -12,14 +12,6 @@ import { PolicyProblem, forgetPolicies, listPolicies, policyFor, resolvePolicy, 
 /** The reason of a policy whose target kind another, created first, holds. */
 const TARGET_KIND_TAKEN = 'TargetKindTaken';
 
-interface Condition {
-  type: string;
-  status: string;
-  reason?: string | undefined;
-  message?: string | undefined;
-  lastTransitionTime?: string;
-}
-
 export interface PolicyReport {
   ready: boolean;
   reason?: string;
@@ -31,37 +23,19 @@ export interface PolicyReport {
 }
 
 /**
- * Another controller's history of the kind (kube-controller-manager's StatefulSet and DaemonSet controllers, or a
- * team's own controller in its namespace): revisions controlled by an object of the kind that carry none of
- * Outrigger's labels. One metadata list of the cluster's revisions per check. It is reported, never a reason to
- * put the policy out of effect: each parent with such a revision is left alone by its own sync, so that a
- * tenant's revision of its own parent cannot stop the policy in every other namespace
- * (docs/controllers/history.md#coexistence).
+ * Another controller's history of the kind (kube-controller-manager's StatefulSet and DaemonSet controllers):
+ * revisions controlled by an object of the kind that carry none of Outrigger's labels. One metadata list of
+ * the cluster's revisions per check.
  */
-async function foreignHistory(kube: KubeApi, policy: RevisionPolicy, target: ResolvedResource): Promise<Condition> {
-  if (policy.spec.foreignHistory === 'Coexist')
-    return {
-      type: FOREIGN_HISTORY,
-      status: 'False',
-      reason: 'Coexist',
-      message: "Outrigger's revisions are kept beside any other controller's",
-    };
+async function foreignHistory(kube: KubeApi, policy: RevisionPolicy, target: ResolvedResource): Promise<string | undefined> {
   const listed = await kube.listMetadata(Resources.controllerRevisions);
-  const foreign = foreignRevisions(listed.items, target);
-  const parents = new Set(foreign.map((r) => r.metadata.ownerReferences?.find((o) => o.controller === true)?.uid));
-  const [first] = foreign;
-  if (!first)
-    return { type: FOREIGN_HISTORY, status: 'False', reason: 'None', message: `no other controller keeps a ${target.kind}'s history` };
+  const [first, ...rest] = foreignRevisions(listed.items, target);
+  if (!first) return undefined;
   const owner = first.metadata.ownerReferences?.find((o) => o.controller === true)?.name ?? '?';
-  return {
-    type: FOREIGN_HISTORY,
-    status: 'True',
-    reason: FOREIGN_HISTORY,
-    message:
-      `another controller keeps the history of ${parents.size} ${target.kind}${parents.size === 1 ? '' : 's'} (revision ` +
-      `${first.metadata.namespace}/${first.metadata.name} of ${owner}${foreign.length > 1 ? ` and ${foreign.length - 1} more` : ''}); ` +
-      `Outrigger leaves their history alone; set spec.foreignHistory: Coexist to keep Outrigger's beside it`,
-  };
+  return (
+    `RevisionPolicy ${policy.name}: another controller keeps the history of ${target.kind} (revision ${first.metadata.namespace}/${first.metadata.name} of ` +
+    `${owner}${rest.length ? ` and ${rest.length} more` : ''}); set spec.foreignHistory: Coexist to keep Outrigger's beside it`
+  );
 }
 
 /** Outrigger may act as the policy's ServiceAccount, which names the policy, and the account may get and list the kinds a sync reads. */
@@ -105,12 +79,12 @@ export async function reportPolicy(
   let reason = 'Valid';
   let message = 'the policy is in effect';
   let policy: RevisionPolicy | undefined;
-  let foreign: Condition | undefined;
   try {
     policy = parsePolicy(obj);
     const { target, generated } = await resolvePolicy(kube, policy);
     if (policy.spec.serviceAccount) await checkReader(kube, policy, [target, ...(generated ? [generated] : [])]);
-    foreign = await foreignHistory(kube, policy, target);
+    const foreign = policy.spec.foreignHistory === 'Coexist' ? undefined : await foreignHistory(kube, policy, target);
+    if (foreign) throw new PolicyProblem(FOREIGN_HISTORY, foreign);
     // One policy per kind: the one created first holds it (listPolicies); another says so rather than look in effect.
     const holder = policyFor(await listPolicies(kube, cluster), target.group, target.kind);
     if (holder && holder.name !== policy.name)
@@ -120,35 +94,34 @@ export async function reportPolicy(
       );
   } catch (err) {
     policy = undefined;
-    foreign = undefined;
     if (err instanceof PolicyError) reason = 'InvalidPolicy';
     else if (err instanceof PolicyProblem) reason = err.reason;
     else throw err;
     message = err.message;
   }
   const ready = policy !== undefined;
-  const observed = obj.status as { observedGeneration?: number; conditions?: Condition[] } | undefined;
-  const was = (type: string) => (observed?.conditions ?? []).find((c) => c.type === type);
+  const observed = obj.status as
+    | {
+        observedGeneration?: number;
+        conditions?: Array<{ type: string; status: string; reason?: string; message?: string; lastTransitionTime?: string }>;
+      }
+    | undefined;
+  const current = (observed?.conditions ?? []).find((c) => c.type === 'Ready');
   const status = ready ? 'True' : 'False';
-  const conditions = [{ type: 'Ready', status, reason, message }, ...(foreign ? [foreign] : [])].map((c) => {
-    const before = was(c.type);
-    const lastTransitionTime =
-      before?.status === c.status && before.lastTransitionTime ? before.lastTransitionTime : new Date().toISOString();
-    return { ...c, lastTransitionTime };
-  });
   const newSpec = observed?.observedGeneration !== obj.metadata.generation;
   if (policy && newSpec) await onNewSpec?.(policy);
-  const changed =
-    conditions.length !== (observed?.conditions ?? []).length ||
-    conditions.some((c) => {
-      const before = was(c.type);
-      return before?.status !== c.status || before.reason !== c.reason || before.message !== c.message;
-    });
-  if (changed || newSpec) {
+  if (current?.status !== status || current.message !== message || current.reason !== reason || newSpec) {
+    const lastTransitionTime =
+      current?.status === status && current.lastTransitionTime ? current.lastTransitionTime : new Date().toISOString();
     await kube.patch(
       revisionPolicies,
       { name, subresource: 'status' },
-      { status: { observedGeneration: obj.metadata.generation, conditions } },
+      {
+        status: {
+          observedGeneration: obj.metadata.generation,
+          conditions: [{ type: 'Ready', status, reason, message, lastTransitionTime }],
+        },
+      },
       'merge',
     );
     // The verdict is part of what the policy set means (a refused policy is not in effect).

@@ -120,12 +120,11 @@ interface PolicyStatus {
 
 /**
  * Whether the policy's check found it not in effect for its current spec (Ready=False at its generation) for
- * one of `reasons`: those only the check can find (its ServiceAccount's consent and rights), where discovery's
- * answers are read afresh. Such a policy is watched and routed for no more than its own events until a check
- * finds otherwise. Another controller's history never takes a policy out of effect: each parent with it is left
- * alone (docs/controllers/history.md#coexistence).
+ * one of `reasons`: those only the check can find (another controller keeps the kind's history), where
+ * discovery's answers are read afresh. Such a policy is watched and routed for no more than its own events
+ * until a check finds otherwise.
  */
-export function reportedNotReady(obj: KubeObject, reasons: readonly string[] = IDENTITY_REASONS): boolean {
+export function reportedNotReady(obj: KubeObject, reasons: readonly string[] = [FOREIGN_HISTORY, ...IDENTITY_REASONS]): boolean {
   const status = obj.status as PolicyStatus | undefined;
   if (status?.observedGeneration !== obj.metadata.generation) return false;
   return (status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'False' && reasons.includes(c.reason ?? ''));

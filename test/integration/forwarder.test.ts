@@ -22,8 +22,8 @@ const revision = (namespace: string, name: string, owner?: string): KubeObject =
   metadata: {
     name,
     namespace,
-    // An owned one carries Outrigger's kind label: without it, it is another controller's history of its
-    // parent (docs/controllers/history.md#coexistence).
+    // An owned one carries Outrigger's kind label: without it, it is another controller's history, and every
+    // file's StatefulSet policy on the shared bed would report ForeignHistory while it exists.
     ...(owner
       ? {
           labels: { 'outrigger.dev/parent-kind': 'statefulset.apps' },

@@ -4,6 +4,7 @@ import { forgetPolicies, historySource, listPolicies, policyFor, revisionPolicie
 import { reportPolicy } from '../../functions/history/report.ts';
 import { syncHistory } from '../../functions/history/sync.ts';
 import { historyCommand } from '../../cli/history.ts';
+import { parsePolicy } from '../../shared/history/policy.ts';
 import { HASH_LABEL, PARENT_LABEL, type ControllerRevision } from '../../shared/history/revisions.ts';
 import { Resources, gvr, gvrString, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
 import { applyManifests } from '../../shared/kube/apply.ts';
@@ -31,7 +32,7 @@ afterAll(async () => {
   await cp?.stop();
 });
 
-test('a StatefulSet policy reports ForeignHistory and writes nothing for its parents; opted in with foreignHistory: Coexist, both histories are kept; outrigger history shows the in-tree one read-only', async () => {
+test('a StatefulSet policy reports ForeignHistory and writes nothing; opted in with foreignHistory: Coexist, both histories are kept; outrigger history shows the in-tree one read-only', async () => {
   const ns = uniqueName('coexist');
   await admin.create(Resources.namespaces, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } });
   const sts = await admin.create<KubeObject>(statefulSets, statefulSet('web', ns, 'registry.example/app:1'));
@@ -41,28 +42,27 @@ test('a StatefulSet policy reports ForeignHistory and writes nothing for its par
   expect(inTree.metadata.labels?.[HASH_LABEL]).toBeDefined();
   expect(inTree.metadata.labels?.[PARENT_LABEL]).toBeUndefined();
 
-  // In effect, saying whose history it leaves alone: a parent's revisions, not the kind's, decide for that parent.
   await applyManifests(admin, STATEFULSET_POLICY);
-  expect(await reportPolicy(kube, CLUSTER, 'statefulsets')).toMatchObject({ ready: true, reason: 'Valid' });
+  const report = await reportPolicy(kube, CLUSTER, 'statefulsets');
+  expect(report).toMatchObject({
+    ready: false,
+    reason: 'ForeignHistory',
+    message: expect.stringContaining(`${ns}/${inTree.metadata.name}`),
+  });
   const reported = await kube.get(revisionPolicies, { name: 'statefulsets' });
   expect((reported.status as { conditions: unknown[] }).conditions).toEqual([
-    expect.objectContaining({ type: 'Ready', status: 'True', reason: 'Valid' }),
-    expect.objectContaining({
-      type: 'ForeignHistory',
-      status: 'True',
-      reason: 'ForeignHistory',
-      message: expect.stringContaining(`${ns}/${inTree.metadata.name}`),
-    }),
+    expect.objectContaining({ type: 'Ready', status: 'False', reason: 'ForeignHistory' }),
   ]);
+  // Not in effect: not watched, not routed, no parent synced.
   forgetPolicies(CLUSTER);
-  const refusing = policyFor(await listPolicies(kube, CLUSTER), 'apps', 'StatefulSet')!;
-  expect(refusing.spec.foreignHistory).toBe('Refuse');
-  expect((await historySource.watches(testCluster(CLUSTER), kube)).map(gvrString)).toContain(gvrString(statefulSets));
+  expect(policyFor(await listPolicies(kube, CLUSTER), 'apps', 'StatefulSet')).toBeUndefined();
+  expect((await historySource.watches(testCluster(CLUSTER), kube)).map(gvrString)).not.toContain(gvrString(statefulSets));
 
-  // Its parent's sync writes nothing.
+  // A sync that comes anyway (a request queued before the check) writes nothing.
   const key: SyncKey = { cluster: CLUSTER, group: 'apps', kind: 'StatefulSet', namespace: ns, name: 'web', uid: sts.metadata.uid! };
   const state = testState();
-  expect(await syncHistory({ kube, state, holder: uniqueName('h') }, refusing, key, ['StatefulSet/kcm/x/1/added'])).toMatchObject({
+  const refused = parsePolicy(reported);
+  expect(await syncHistory({ kube, state, holder: uniqueName('h') }, refused, key, ['StatefulSet/kcm/x/1/added'])).toMatchObject({
     outcome: 'skipped',
     reason: expect.stringMatching(/another controller keeps this parent's history/),
   });
@@ -76,10 +76,6 @@ test('a StatefulSet policy reports ForeignHistory and writes nothing for its par
   // Opted in: Ready, and Outrigger's history beside the in-tree one, which is left as it is.
   await admin.patch(revisionPolicies, { name: 'statefulsets' }, { spec: { foreignHistory: 'Coexist' } }, 'merge');
   expect(await reportPolicy(kube, CLUSTER, 'statefulsets')).toMatchObject({ ready: true, reason: 'Valid' });
-  const opted = await kube.get(revisionPolicies, { name: 'statefulsets' });
-  expect((opted.status as { conditions: unknown[] }).conditions).toContainEqual(
-    expect.objectContaining({ type: 'ForeignHistory', status: 'False', reason: 'Coexist' }),
-  );
   forgetPolicies(CLUSTER);
   const coexisting = policyFor(await listPolicies(kube, CLUSTER), 'apps', 'StatefulSet')!;
   expect(coexisting.spec.foreignHistory).toBe('Coexist');

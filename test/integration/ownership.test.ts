@@ -72,8 +72,8 @@ function revision(namespace: string, name: string, labels: Record<string, string
 
 /**
  * Labels that mark a claimed revision as Outrigger's: without them, a revision a StatefulSet or DaemonSet controls
- * is another controller's history of its parent, which Outrigger then leaves alone
- * (docs/controllers/history.md#coexistence).
+ * is another controller's history, and every file's policy for the kind on the shared bed reports ForeignHistory
+ * while it exists (docs/controllers/history.md#coexistence).
  */
 const outriggers = (labels: Record<string, string>) => ({ ...labels, [PARENT_KIND_LABEL]: 'ownership-test' });
 

@@ -591,8 +591,8 @@ describe('the router in the local runtime', () => {
     await kube.create(Resources.controllerRevisions, {
       apiVersion: 'apps/v1',
       kind: 'ControllerRevision',
-      // Outrigger's kind label: a controlled revision without it is another controller's history of its
-      // parent (docs/controllers/history.md#coexistence).
+      // Outrigger's kind label: a controlled revision without it is another controller's history, which
+      // would make every file's StatefulSet policy report ForeignHistory while it exists on the shared bed.
       metadata: {
         name: 'owned',
         namespace: ns,

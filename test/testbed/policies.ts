@@ -29,8 +29,8 @@ spec:
 
 /**
  * The shared StatefulSet policy once it is in effect. The files share the bed two at a time, and another file's
- * runtime may be checking the policy when this one applies it; a policy not in effect is named in the error with
- * its status.
+ * runtime may be checking the policy when this one applies it; a policy another file's objects put out of effect
+ * (ForeignHistory from a revision left controlled without Outrigger's labels) is named in the error.
  */
 export async function statefulSetPolicy(kube: KubeApi, cluster = 'it'): Promise<RevisionPolicy> {
   await applyManifests(adminClient(), STATEFULSET_POLICY);

@@ -644,19 +644,16 @@ describe('coexistence (docs/controllers/history.md#coexistence)', () => {
     expect(selectsRevision('app in (', ours)).toBe(false);
   });
 
-  test("a policy is out of effect only for its account's verdict on its current generation, never for another controller's history", () => {
+  test('a policy is out of effect only for a ForeignHistory verdict on its current generation', () => {
     const policy = (generation: number, observedGeneration: number, status: string, reason: string) => ({
       metadata: { name: 'p', generation },
       status: { observedGeneration, conditions: [{ type: 'Ready', status, reason }] },
     });
-    expect(reportedNotReady(policy(2, 2, 'False', 'ServiceAccountNotConsenting'))).toBe(true);
-    expect(reportedNotReady(policy(3, 2, 'False', 'ServiceAccountNotConsenting'))).toBe(false); // a new spec is checked again
+    expect(reportedNotReady(policy(2, 2, 'False', FOREIGN_HISTORY))).toBe(true);
+    expect(reportedNotReady(policy(3, 2, 'False', FOREIGN_HISTORY))).toBe(false); // a new spec (Coexist, perhaps) is checked again
     expect(reportedNotReady(policy(2, 2, 'True', 'Valid'))).toBe(false);
     // Found again from discovery by every reader, so a CRD installed later takes effect without a new check.
     expect(reportedNotReady(policy(2, 2, 'False', 'UnknownKind'))).toBe(false);
-    // Written by checks before another controller's history became each parent's own matter: one tenant's
-    // revision would keep the policy out of effect in every namespace (docs/controllers/history.md#coexistence).
-    expect(reportedNotReady(policy(2, 2, 'False', FOREIGN_HISTORY))).toBe(false);
   });
 });
 
