@@ -44,7 +44,7 @@ export function childKey(parent: KubeObject, child: KubeObject, version: HookVer
 /** The children as the hook is sent them, in its version's keys: one entry per child rule, even when it has none. */
 export function childMap(
   parent: KubeObject,
-  kinds: readonly ChildKind[],
+  kinds: ReadonlyArray<Pick<ChildKind, 'group' | 'version' | 'kind'>>,
   children: readonly KubeObject[],
   version: HookVersion = 'v1',
 ): ChildMap {

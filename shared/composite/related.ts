@@ -5,11 +5,11 @@
 // the state table), and the rule matching both use.
 import * as z from 'zod/mini';
 import { canonicalJson, shortHash, type Json } from '../json.ts';
-import { apiVersionOf, type KubeObject } from '../kube/resource.ts';
+import type { KubeObject } from '../kube/resource.ts';
 import { compileSelector, matches, SelectorError, type LabelSelector } from '../ownership/selector.ts';
 import { firstIssue } from '../validation.ts';
 import { AnswerError, type ChildMap, type HookVersion } from './api.ts';
-import { childKey } from './plan.ts';
+import { childMap } from './plan.ts';
 
 /** The most rules one customize answer may give: each is a read per pass, and the rules are kept on the parent. */
 export const MAX_RELATED_RULES = 20;
@@ -165,20 +165,14 @@ export function ruleSelects(r: ScopedRule, o: RelatedCandidate): boolean {
   }
 }
 
-/** The related objects as the sync and finalize hooks are sent them: keyed as children are (v1), one entry per rule's kind. */
+/** The related objects as the sync and finalize hooks are sent them: keyed as children are (childMap), one entry per rule's kind. */
 export function relatedMap(
   parent: KubeObject,
   rules: readonly ScopedRule[],
   objects: readonly KubeObject[],
   version: HookVersion = 'v1',
 ): ChildMap {
-  const out: ChildMap = {};
-  for (const r of rules) out[`${r.kind}.${apiVersionOf(r)}`] ??= {};
-  for (const o of objects) {
-    const entry = out[`${o.kind ?? ''}.${o.apiVersion ?? ''}`];
-    if (entry) entry[childKey(parent, o, version)] = o;
-  }
-  return out;
+  return childMap(parent, rules, objects, version);
 }
 
 /** A customize answer as kept (and copied onto the parent): the key of what it was asked with, and its rules. */
