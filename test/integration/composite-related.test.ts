@@ -123,6 +123,7 @@ apiVersion: metacontroller.k8s.io/v1alpha1
 kind: CompositeController
 metadata:
   name: consumer-controller
+  labels: { outrigger.test/runtime: composite-related }
 spec:
   serviceAccount: { namespace: ${NS}, name: relater }
   generateSelector: true
@@ -149,7 +150,13 @@ spec:
   await cm(ns, 'cm-b', 'b', '1');
   // Of feed a, but in another namespace: a namespaced parent relates objects of its own namespace only.
   await cm(elsewhere, 'cm-a', 'a', '1');
-  const runtime = await startTestRuntime('composite-related', ['router', 'map'], { namespace: ns, log: (m) => logs.push(m) });
+  // Its runtime serves its own definition only (controllerSelector): another file's MapController or
+  // CompositeController, whose hook counts its calls, is that file's to serve.
+  const runtime = await startTestRuntime('composite-related', ['router', 'map'], {
+    namespace: ns,
+    controllerSelector: 'outrigger.test/runtime=composite-related',
+    log: (m) => logs.push(m),
+  });
   try {
     const parent = (name: string, feed: string) =>
       admin.create(consumers, {

@@ -102,7 +102,7 @@ spec:
 ---
 apiVersion: metacontroller.k8s.io/v1alpha1
 kind: CompositeController
-metadata: { name: convoy-controller }
+metadata: { name: convoy-controller, labels: { outrigger.test/runtime: rolling } }
 spec:
   serviceAccount: { namespace: ${SA.namespace}, name: ${SA.name} }
   generateSelector: true
@@ -289,7 +289,13 @@ describe('a rolling CompositeController in the local runtime', () => {
   test("the children's own events drive the rollout: each moved child holds it until it reports its new generation Ready", async () => {
     const ns = await createNamespace('rolling-rt');
     const logs: string[] = [];
-    const runtime = await startTestRuntime('rolling', ['router', 'map'], { namespace: ns, log: (m) => logs.push(m) });
+    // Its runtime serves its own definition only (controllerSelector): another file's MapController or
+    // CompositeController, whose hook counts its calls, is that file's to serve.
+    const runtime = await startTestRuntime('rolling', ['router', 'map'], {
+      namespace: ns,
+      controllerSelector: 'outrigger.test/runtime=rolling',
+      log: (m) => logs.push(m),
+    });
     const admin = adminClient();
     const gadget = (name: string) => admin.get(gadgets, { name, namespace: ns });
     const image = async (name: string) => ((await gadget(name)).spec as { image: string }).image;
