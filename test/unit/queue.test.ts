@@ -67,8 +67,9 @@ describe('LocalQueue', () => {
     await queue.idle();
     await queue.stop();
     const gaps = at.slice(1).map((t, i) => t - at[i]!);
-    // 60, 120 and 240 ms (timers fire no earlier than asked); a linear backoff would make the last 180.
-    expect(gaps.map((g, i) => g >= 60 * 2 ** i - 5 && g < 60 * 2 ** i + 150)).toEqual([true, true, true]);
+    // At least 60, 120 and 240 ms (timers fire no earlier than asked); a linear backoff would make the last 180.
+    // No upper bound: a busy machine fires timers late, and the delays themselves are retryDelay's, tested below.
+    expect(gaps.map((g, i) => g >= 60 * 2 ** i - 5)).toEqual([true, true, true]);
   });
 
   test('the delays of the deployed functions: 2 s doubling to at most 10 minutes', async () => {
