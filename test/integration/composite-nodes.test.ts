@@ -287,7 +287,9 @@ async function withLog(body: () => Promise<void>): Promise<void> {
 
 const livePods = async (labelSelector: string) =>
   (await admin.listAll<Pod>(Resources.pods, { namespace: ns, labelSelector })).filter((p) => !p.metadata.deletionTimestamp);
-const statusOf = async (r: typeof podSets, name: string) => (await admin.get(r, { name, namespace: ns })).status as Record<string, unknown>;
+// A parent has no status until its first sync writes one.
+const statusOf = async (r: typeof podSets, name: string) =>
+  ((await admin.get(r, { name, namespace: ns })).status ?? {}) as Record<string, unknown>;
 
 test('a CompositeController runs a set of Pods: Running and Ready on the nodes, scaled down, one deleted by hand made again', async () => {
   await withLog(async () => {
