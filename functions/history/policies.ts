@@ -221,6 +221,8 @@ async function targetKinds(kube: KubeApi, cluster: string): Promise<ControllerKi
       targetChanged: (object, old) =>
         !semanticallyEqual(targetState(object as unknown as JsonObject, paths), targetState(old as unknown as JsonObject, paths)),
       checksRefUid: true,
+      // Parent labels name the parent: a Coexist revision, owned by a plain reference, reaches it with no list.
+      selectsByName: true,
       // An orphan's event lists the parents of the kind: with the policy's account when it names one.
       ...(account ? { reader: (k: KubeClient) => actingAs(k, account) } : {}),
     });

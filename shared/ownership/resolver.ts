@@ -50,6 +50,13 @@ export interface ControllerKind {
    */
   checksRefUid?: boolean;
   /**
+   * Its selector is a function of the parent's name alone (history's parent labels): a child that names a parent
+   * of the kind by a plain owner reference, and whose labels that parent's selector matches, reaches that parent
+   * with no list of the kind (the only parent the labels can name). Only with checksRefUid: the handler, not a
+   * read here, drops a reference whose uid is not the parent's.
+   */
+  selectsByName?: boolean;
+  /**
    * Who its parents are read as, when not the router itself: the definition's ServiceAccount
    * (docs/operations/security.md#serviceaccounts-a-definition-names), whose grants, not Outrigger's, reach the kind.
    */
@@ -145,9 +152,33 @@ export class BatchResolver {
     for (const kind of this.controllers) {
       if (kind.namespaced && !step.namespace) continue; // a namespaced parent never owns a cluster-scoped child
       if (!ownsKind(kind, step.group, step.kind)) continue;
-      out.push(...(await this.matchingParents(kind, step.namespace, kind.selectorOf, step.labels)));
+      const named = this.namedOwner(kind, step);
+      if (named) out.push(named);
+      else out.push(...(await this.matchingParents(kind, step.namespace, kind.selectorOf, step.labels)));
     }
     return out;
+  }
+
+  /** The parent a plain owner reference names, when the kind selects by name and its selector matches (ControllerKind.selectsByName). */
+  private namedOwner(kind: ControllerKind, step: Extract<RouteStep, { by: 'selector' }>): RoutedKey | undefined {
+    if (!kind.selectsByName || !kind.checksRefUid) return undefined;
+    for (const ref of step.owners ?? []) {
+      if (ref.kind !== kind.kind || parseApiVersion(ref.apiVersion).group !== kind.resource.group) continue;
+      const parent: KubeObject = {
+        apiVersion: ref.apiVersion,
+        kind: ref.kind,
+        metadata: { name: ref.name, uid: ref.uid, ...(kind.namespaced && step.namespace ? { namespace: step.namespace } : {}) },
+      };
+      let selector;
+      try {
+        selector = compileSelector(kind.selectorOf(parent));
+      } catch (err) {
+        if (!(err instanceof SelectorError)) throw err;
+        continue;
+      }
+      if (matches(selector, step.labels)) return { key: this.keyOf(kind, parent), target: kind.target };
+    }
+    return undefined;
   }
 
   private async resolveInput(step: Extract<RouteStep, { by: 'input' }>): Promise<RoutedKey[]> {

@@ -16,7 +16,15 @@ import { controllerOf, isBeingDeleted } from './controller-ref.ts';
 
 export type RouteStep =
   | { by: 'controllerRef'; group: string; kind: string; ref: OwnerReference; namespace: string | undefined }
-  | { by: 'selector'; group: string; kind: string; labels: Readonly<Record<string, string>>; namespace: string | undefined }
+  | {
+      by: 'selector';
+      group: string;
+      kind: string;
+      labels: Readonly<Record<string, string>>;
+      namespace: string | undefined;
+      /** The object's owner references that are not its ControllerRef (absent: none), for kinds that select by name. */
+      owners?: readonly OwnerReference[];
+    }
   | ({ by: 'input' } & ReadStep)
   | ({ by: 'related' } & ReadStep);
 
@@ -36,7 +44,15 @@ export function routeEvent(type: WatchEventType, object: KubeObject, oldObject?:
   const current = controllerOf(object);
   const previous = oldObject ? controllerOf(oldObject) : undefined;
   const byRef = (ref: OwnerReference): RouteStep => ({ by: 'controllerRef', group, kind, ref, namespace });
-  const bySelector: RouteStep = { by: 'selector', group, kind, labels: object.metadata.labels ?? {}, namespace };
+  const owners = (object.metadata.ownerReferences ?? []).filter((r) => r.controller !== true);
+  const bySelector: RouteStep = {
+    by: 'selector',
+    group,
+    kind,
+    labels: object.metadata.labels ?? {},
+    namespace,
+    ...(owners.length > 0 ? { owners } : {}),
+  };
 
   if (type === 'deleted') return current ? [byRef(current)] : [];
   if (type === 'added') {
