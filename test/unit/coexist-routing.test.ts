@@ -1,6 +1,6 @@
 // A Coexist revision (docs/controllers/history.md#coexistence) is owned by its parent through a plain owner
 // reference, so its events come to the router as an orphan's. Its parent labels name the parent, so the router
-// keys that parent from the reference instead of listing the kind (docs/operations/cost.md#requests-per-change).
+// keys that parent from the reference instead of listing the kind (docs/operations/cost.md#targets).
 import { describe, expect, it } from '@jest/globals';
 import { historySource, revisionPolicies } from '../../functions/history/policies.ts';
 import { parentLabels } from '../../shared/history/data.ts';
