@@ -20,7 +20,21 @@ export function forgetControllers(cluster: string): void {
 /** Every controller, each declared in one module (docs/contributing/layout.md#adding-a-controller). */
 export const controllers: readonly Controller[] = [historyController, storageController, mapController, compositeController];
 
-export const controllerSources: ControllerSource[] = controllers.map((c) => c.source);
+/** Each controller's source, answering nothing for a cluster the controller does not run in (Controller.runsIn). */
+export const controllerSources: ControllerSource[] = controllers.map((c) => (c.runsIn ? onlyWhere(c.runsIn, c.source) : c.source));
+
+function onlyWhere(runsIn: NonNullable<Controller['runsIn']>, source: ControllerSource): ControllerSource {
+  const { statusChanges, unresolved } = source;
+  return {
+    ...source,
+    kinds: async (cluster, kube) => (runsIn(cluster) ? source.kinds(cluster, kube) : []),
+    watches: async (cluster, kube) => (runsIn(cluster) ? source.watches(cluster, kube) : []),
+    ...(statusChanges ? { statusChanges: async (cluster, kube) => (runsIn(cluster) ? statusChanges(cluster, kube) : []) } : {}),
+    ...(unresolved
+      ? { unresolved: async (cluster, kube, group, kind) => (runsIn(cluster) ? unresolved(cluster, kube, group, kind) : undefined) }
+      : {}),
+  };
+}
 
 /** The definitions whose events change what is watched and routed (docs/operations/forwarder.md). */
 export const definitionResources: readonly GVR[] = controllers.flatMap((c) => c.definitions ?? []);

@@ -164,6 +164,11 @@ export const clusterConfigSchema = z.strictObject({
   access: accessSchema,
   storage: z.optional(storageSchema),
   /**
+   * Off: no MapController, CompositeController or DecoratorController of this cluster is served (none routed, synced
+   * or resynced), and the cluster has no map queue to poll (docs/operations/cost.md#idle-polling).
+   */
+  metacontroller: z.optional(z.strictObject({ enabled: z._default(z.boolean(), true) })),
+  /**
    * How many invocations of each function may work on this cluster's queues at once (the event source mapping
    * of each of its queues): a noisy cluster is held to it, and the others keep their own. Default
    * DEFAULT_MAX_CONCURRENCY.
@@ -193,6 +198,9 @@ export const clusterConfigSchema = z.strictObject({
   ),
 });
 export type ClusterConfig = z.infer<typeof clusterConfigSchema>;
+
+/** Whether the cluster's MapControllers, CompositeControllers and DecoratorControllers are served (default: they are). */
+export const metacontrollerOn = (config: Pick<ClusterConfig, 'metacontroller'>): boolean => config.metacontroller?.enabled !== false;
 
 export function maxConcurrency(config: Pick<ClusterConfig, 'maxConcurrency'>): number {
   return config.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY;

@@ -1,6 +1,7 @@
 import middy from '@middy/core';
 import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import type { Context } from 'aws-lambda';
+import { metacontrollerOn } from '../../shared/clusters.ts';
 import { environment } from '../../shared/lambda/environment.ts';
 import { functionLogger } from '../../shared/lambda/logger.ts';
 import { clusterBudget, eachCluster, throwIfAnyFailed } from '../../shared/lambda/per-cluster.ts';
@@ -25,7 +26,8 @@ export const handler = middy(async (event: { cluster?: string }, context: Contex
   // The clusters at once, each on its own budget: one that never answers loses its own resyncs, no other's
   // (docs/operations/operating.md#one-cluster-cannot-stall-another).
   const outcomes = await eachCluster(
-    event.cluster ? [event.cluster] : env.clusters.ids(),
+    // A cluster that serves none (metacontroller.enabled: false) has no map queue to send to.
+    (event.cluster ? [event.cluster] : env.clusters.ids()).filter((id) => metacontrollerOn(env.clusters.config(id))),
     clusterBudget(context.getRemainingTimeInMillis()),
     async (cluster, deadline) => {
       const kube = env.clusters.client(cluster).within(deadline);

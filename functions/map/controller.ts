@@ -1,4 +1,5 @@
 // MapController (docs/controllers/mapcontroller.md): a hook per input, outputs kept as answered, tombstones.
+import { metacontrollerOn } from '../../shared/clusters.ts';
 import type { Controller } from '../spec.ts';
 import { MAP_RETRY_RECEIVES } from '../../shared/map/plan/outcome.ts';
 import { mapControllers, mapSource } from './controllers.ts';
@@ -6,6 +7,8 @@ import { mapControllers, mapSource } from './controllers.ts';
 export const mapController: Controller = {
   name: 'map',
   source: mapSource,
+  // metacontroller.enabled: false: no map queue, nothing routed to it, no resync.
+  runsIn: metacontrollerOn,
   definitions: [mapControllers],
   functions: [
     {

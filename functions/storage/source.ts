@@ -6,8 +6,8 @@ import type { ControllerSource } from '../controller-source.ts';
 import { migrationResource } from './context.ts';
 
 function kinds(cluster: ClusterConfig): ControllerKind[] {
+  // Storage migration off (storage.enabled: false) never asks: functions/controllers.ts gates every source on runsIn.
   const storage = cluster.storage;
-  if (storage?.enabled === false) return [];
   const resource = migrationResource({ mode: storage?.migrations ?? 'outrigger' });
   return [{ resource, kind: 'StorageVersionMigration', namespaced: false, selectorOf: () => null, target: 'storage' }];
 }

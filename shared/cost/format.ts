@@ -21,7 +21,7 @@ export function formatEstimate(name: string, e: Estimate): string {
     `  EventBridge ${usd(e.aws.usd.eventbridge).padStart(10)}  scheduled events ${n(c.scheduledEvents)}`,
     `  AWS total   ${usd(e.aws.usd.total).padStart(10)}`,
     `  with the forwarders (2 pods a cluster): ${usd(e.outrigger.fargate)} on Fargate, ${usd(e.outrigger.node)} as node shares`,
-    `  in-cluster (4 pods a cluster):          ${usd(e.inCluster.fargate)} on Fargate, ${usd(e.inCluster.node)} as node shares`,
+    `  in-cluster (${e.inClusterPods} pod${e.inClusterPods === 1 ? '' : 's'} a cluster):${' '.repeat(e.inClusterPods === 1 ? 11 : 10)}${usd(e.inCluster.fargate)} on Fargate, ${usd(e.inCluster.node)} as node shares`,
     `  Outrigger / in-cluster: ${e.ratio.fargate}× on Fargate, ${e.ratio.node}× as node shares`,
   ].join('\n');
 }

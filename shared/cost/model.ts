@@ -80,6 +80,10 @@ export interface Fleet {
   mapInputChangesPerDay: number;
   /** Per cluster: CRDs under the storage poll. */
   crds: number;
+  /** Storage migration off in every cluster (storage.enabled: false): no storage poll. Default: on. */
+  storageOff?: boolean;
+  /** Metacontroller's APIs off in every cluster (metacontroller.enabled: false). Default: on. */
+  metacontrollerOff?: boolean;
   /** Queues a cluster has that event source mappings poll (the events queue and one per sync target). */
   polledQueuesPerCluster: number;
   /** Every function's memory (infra/functions.ts: 512 MB unless configured). */
@@ -94,6 +98,8 @@ export interface Pod {
   memoryGiB: number;
   /** Whether the figure is a published request, or a stand-in where none is published. */
   published: boolean;
+  /** What it runs for, where a cluster may turn that off (Fleet.storageOff, Fleet.metacontrollerOff). */
+  serves?: 'storage' | 'metacontroller';
 }
 
 export interface Counts {
@@ -153,6 +159,7 @@ export function monthlyCounts(fleet: Fleet, c: Coefficients): Counts {
   // Scheduled functions: fleet-wide rules cover every cluster per invocation; per-cluster ones run per cluster.
   let scheduledEvents = 0;
   for (const [fn, s] of Object.entries(c.scheduled)) {
+    if (fn === STORAGE_POLL && fleet.storageOff) continue;
     const perMonth = MINUTES_PER_MONTH / s.everyMinutes;
     const invocations = s.perCluster ? perMonth * fleet.clusters : perMonth;
     const covered = s.perCluster ? 1 : fleet.clusters;
@@ -244,9 +251,9 @@ export function podsMonthly(pods: readonly Pod[], prices: RegionPrices): { farga
  * each is the Metacontroller chart's commented example (100m, 128Mi): on Fargate the smallest size.
  */
 export const IN_CLUSTER_PODS: readonly Pod[] = [
-  { name: 'metacontroller', cpu: 0.1, memoryGiB: 0.125, published: false },
-  { name: 'storage-version-migrator migrator', cpu: 0.1, memoryGiB: 0.125, published: false },
-  { name: 'storage-version-migrator trigger', cpu: 0.1, memoryGiB: 0.125, published: false },
+  { name: 'metacontroller', cpu: 0.1, memoryGiB: 0.125, published: false, serves: 'metacontroller' },
+  { name: 'storage-version-migrator migrator', cpu: 0.1, memoryGiB: 0.125, published: false, serves: 'storage' },
+  { name: 'storage-version-migrator trigger', cpu: 0.1, memoryGiB: 0.125, published: false, serves: 'storage' },
   { name: 'history controller', cpu: 0.1, memoryGiB: 0.125, published: false },
 ];
 
@@ -263,6 +270,8 @@ export interface Estimate {
   /** Outrigger's AWS bill and its forwarders, on Fargate and as node shares. */
   outrigger: { fargate: number; node: number };
   inCluster: { fargate: number; node: number };
+  /** The in-cluster way's pods a cluster: those of the controllers the clusters run. */
+  inClusterPods: number;
   /** Outrigger over the in-cluster way, each on Fargate, and each as node shares. */
   ratio: { fargate: number; node: number };
 }
@@ -270,7 +279,10 @@ export interface Estimate {
 export function estimate(fleet: Fleet, c: Coefficients, prices: RegionPrices): Estimate {
   const aws = bill(monthlyCounts(fleet, c), prices);
   const forwarders = podsMonthly(FORWARDER_PODS, prices);
-  const inCluster = podsMonthly(IN_CLUSTER_PODS, prices);
+  // The in-cluster way runs only the controllers the clusters use, too.
+  const off = (pod: Pod) => (pod.serves === 'storage' && fleet.storageOff) || (pod.serves === 'metacontroller' && fleet.metacontrollerOff);
+  const inClusterPods = IN_CLUSTER_PODS.filter((pod) => !off(pod));
+  const inCluster = podsMonthly(inClusterPods, prices);
   const outrigger = {
     fargate: round2(aws.usd.total + fleet.clusters * forwarders.fargate),
     node: round2(aws.usd.total + fleet.clusters * forwarders.node),
@@ -283,6 +295,7 @@ export function estimate(fleet: Fleet, c: Coefficients, prices: RegionPrices): E
     aws,
     outrigger,
     inCluster: fleetInCluster,
+    inClusterPods: inClusterPods.length,
     ratio: { fargate: ratio(outrigger.fargate, fleetInCluster.fargate), node: ratio(outrigger.node, fleetInCluster.node) },
   };
 }

@@ -99,6 +99,14 @@ describe('one cluster cannot stall another', () => {
     expect(new Set(ours.map((s) => s.request.key.cluster))).toEqual(new Set(healthy));
   }, 150_000);
 
+  test('map-resync: a cluster whose Metacontroller APIs are off (metacontroller.enabled: false) is not read at all', async () => {
+    // The black hole would fail the invocation if it were read: here it is the cluster that serves none.
+    useClusters((c) => (c.id === hole.cluster.id ? { ...c, metacontroller: { enabled: false } } : c));
+    const { error } = await invoke('map-resync', mapResync, SHORT_TIMEOUT_S);
+    expect({ error, accepted: hole.accepted() }).toEqual({ error: undefined, accepted: 0 });
+    expect(sent.filter((s) => s.request.key.cluster === hole.cluster.id)).toEqual([]);
+  }, 60_000);
+
   test("history-resync: the healthy clusters' RevisionPolicies are queued; the invocation fails naming the black hole alone", async () => {
     await applyManifests(adminClient(), STATEFULSET_POLICY);
     useClusters();

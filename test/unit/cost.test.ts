@@ -141,6 +141,28 @@ describe('outrigger cost', () => {
     expect(costCommand([])).toMatch(/SQS +\$1\.62/);
   });
 
+  it('prices a cluster that runs history alone (storage and Metacontroller APIs off) at 2 polled queues, under $1 idle', () => {
+    const { fleet } = parseCostArgs(['--storage', 'off', '--metacontroller', 'off']);
+    expect({ queues: fleet.polledQueuesPerCluster, storageOff: fleet.storageOff, metacontrollerOff: fleet.metacontrollerOff }).toEqual({
+      queues: 2,
+      storageOff: true,
+      metacontrollerOff: true,
+    });
+    const e = JSON.parse(costCommand(['--storage', 'off', '--metacontroller', 'off', '--json'])) as {
+      aws: { usd: { total: number }; counts: { lambda: Record<string, unknown> } };
+      inClusterPods: number;
+    };
+    // No storage poll; the in-cluster way it is weighed against runs the history controller alone.
+    expect({ belowOneDollar: e.aws.usd.total <= 1, storagePoll: 'storage-poll' in e.aws.counts.lambda, pods: e.inClusterPods }).toEqual({
+      belowOneDollar: true,
+      storagePoll: false,
+      pods: 1,
+    });
+    // Storage off alone: the events, history and map queues.
+    expect(parseCostArgs(['--storage', 'off']).fleet.polledQueuesPerCluster).toBe(3);
+    expect(() => parseCostArgs(['--metacontroller', 'no'])).toThrow('--metacontroller takes on or off');
+  });
+
   it('refuses what is not a fleet', () => {
     expect(() => parseCostArgs(['--clusters', '0'])).toThrow('--clusters');
     expect(() => parseCostArgs(['--changes-per-day', '-1'])).toThrow('--changes-per-day');

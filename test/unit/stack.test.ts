@@ -384,6 +384,24 @@ describe('the Outrigger stack', () => {
     );
   });
 
+  test('gives a cluster that serves no Metacontroller APIs no map queue; with storage off too, only its events and history queues', () => {
+    const noMeta: ClusterConfig = { ...eksCluster('nometa'), metacontroller: { enabled: false } };
+    const bare: ClusterConfig = {
+      ...eksCluster('bare'),
+      metacontroller: { enabled: false },
+      storage: { enabled: false, migrations: 'outrigger' },
+    };
+    const t = synth([cluster, noMeta, bare]);
+    const queues = Object.keys(byName(t.findResources('AWS::SQS::Queue')));
+    const of = (prefix: string) => queues.filter((q) => q.startsWith(prefix) && !q.endsWith('DeadLetter')).sort();
+    expect({ nometa: of('Nometa'), bare: of('Bare') }).toEqual({
+      nometa: ['NometaEvents', 'NometaSyncHistory', 'NometaSyncMigrator', 'NometaSyncStorage'],
+      bare: ['BareEvents', 'BareSyncHistory'],
+    });
+    expect(queues).toEqual(expect.arrayContaining([queueId(cluster.id, 'map')]));
+    expect(JSON.stringify(Object.values(t.findResources('AWS::IAM::Policy')))).not.toMatch(/(Nometa|Bare)SyncMap/);
+  });
+
   test('refuses a cluster id that makes a queue name longer than SQS allows, or two ids that name the same resources', () => {
     expect(() => synth([{ ...cluster, id: 'a'.repeat(60) }])).toThrow(
       `queue name Test-${'a'.repeat(60)}-events-dlq.fifo is 81 characters, over SQS's 80: shorten the cluster id or the stack name`,

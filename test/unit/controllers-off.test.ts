@@ -1,0 +1,51 @@
+// A controller a cluster turns off (storage.enabled, metacontroller.enabled: false) is asked nothing for it: its
+// source names no kinds to route and nothing to watch, and reads none of its definitions
+// (docs/reference/configuration.md#clustersjson).
+import { describe, expect, it } from '@jest/globals';
+import { controllerSources, forgetControllers } from '../../functions/controllers.ts';
+import { gvrString, type KubeClient } from '../../shared/kube/index.ts';
+import type { ClusterConfig } from '../../shared/clusters.ts';
+import { FakeKube } from '../fakes/kube.ts';
+import { eksCluster } from './clusters.ts';
+
+const METACONTROLLER = ['mapcontrollers', 'compositecontrollers', 'decoratorcontrollers'];
+
+async function ask(config: ClusterConfig) {
+  forgetControllers(config.id);
+  const kube = new FakeKube();
+  const read: string[] = [];
+  kube.beforeRequest = (_verb, r) => {
+    read.push(r.resource);
+  };
+  // The sources read through KubeApi's methods alone, which the fake serves.
+  const client = kube as unknown as KubeClient;
+  const targets = new Set<string>();
+  const watched: string[] = [];
+  for (const s of controllerSources) {
+    const kinds = await s.kinds(config, client);
+    if (kinds.length > 0) targets.add(s.target);
+    watched.push(...(await s.watches(config, client)).map(gvrString), ...((await s.statusChanges?.(config, client)) ?? []).map(gvrString));
+  }
+  return { targets: [...targets].sort(), watched, read: [...new Set(read)] };
+}
+
+describe('a controller turned off for a cluster', () => {
+  it('with the Metacontroller APIs off: no MapController, CompositeController or DecoratorController is read, routed or watched', async () => {
+    const on = await ask(eksCluster('meta-on'));
+    expect(METACONTROLLER.filter((r) => on.read.includes(r))).toEqual(METACONTROLLER);
+    const off = await ask({ ...eksCluster('meta-off'), metacontroller: { enabled: false } });
+    expect({
+      read: off.read.filter((r) => METACONTROLLER.includes(r)),
+      watched: off.watched.filter((w) => w.includes('metacontroller.k8s.io')),
+      targets: off.targets,
+    }).toEqual({ read: [], watched: [], targets: ['history', 'storage'] });
+  });
+
+  it('with storage migration off: no StorageVersionMigration is routed or watched', async () => {
+    const off = await ask({ ...eksCluster('storage-off'), storage: { enabled: false, migrations: 'outrigger' } });
+    expect({ watched: off.watched.filter((w) => w.includes('migration')), storage: off.targets.includes('storage') }).toEqual({
+      watched: [],
+      storage: false,
+    });
+  });
+});
