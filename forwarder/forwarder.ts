@@ -39,7 +39,7 @@ import {
   type KubeObject,
   type SourceEvent,
 } from '../shared/kube/index.ts';
-import { routingOnly, statusOnly, watchedAsMetadata } from './metadata.ts';
+import { routingOnly, statusOnly, unreadStatusChange, watchedAsMetadata } from './metadata.ts';
 import { kept, skeletonOf } from './skeleton.ts';
 
 /** One envelope for the events queue. */
@@ -102,6 +102,11 @@ export interface ForwarderOptions {
    */
   statusChanges?: () => Promise<GVR[]>;
   /**
+   * Of the parents watched whole, those whose controllers all read only these fields of their status: a change to
+   * their status that leaves these alone is not sent (forwarder/metadata.ts#unreadStatusChange).
+   */
+  statusReads?: () => Promise<Array<{ resource: GVR; paths: readonly string[] }>>;
+  /**
    * Events of these resources (RevisionPolicies, MapControllers) change what is watched: each is followed at
    * once by `forget` (the definitions are read afresh) and a refresh, not only on the timer.
    */
@@ -148,6 +153,8 @@ export interface ForwarderStats {
   trimmed: number;
   /** Modifications of objects watched as metadata only that changed only their status: not sent. */
   statusOnly: number;
+  /** Modifications of parents that changed only status fields no controller of theirs reads: not sent. */
+  unreadStatus: number;
   buffered: number;
   maxBuffered: number;
   watches: number;
@@ -156,7 +163,17 @@ export interface ForwarderStats {
 
 export class Forwarder {
   lastSendError: string | undefined;
-  private readonly counts = { events: 0, sent: 0, batches: 0, sendFailures: 0, deadLettered: 0, trimmed: 0, statusOnly: 0, maxBuffered: 0 };
+  private readonly counts = {
+    events: 0,
+    sent: 0,
+    batches: 0,
+    sendFailures: 0,
+    deadLettered: 0,
+    trimmed: 0,
+    statusOnly: 0,
+    unreadStatus: 0,
+    maxBuffered: 0,
+  };
   private readonly opts: ForwarderOptions;
   private readonly buffer: Pending[] = [];
   private bufferedBytes = 0;
@@ -170,6 +187,8 @@ export class Forwarder {
   private readonly asMetadata = new Map<string, boolean>();
   /** The resources whose status-only changes are sent (`statusChanges`), as of the last refresh. */
   private statusChanges = new Set<string>();
+  /** The parents whose status is read at these paths only (`statusReads`), as of the last refresh. */
+  private statusReads = new Map<string, readonly string[]>();
   private refreshing: Promise<void> = Promise.resolve();
   private refreshQueued = false;
   private readonly syncedOnce = new Set<string>();
@@ -247,6 +266,7 @@ export class Forwarder {
     const whole = this.opts.wholeObjects ? new Set((await this.opts.wholeObjects()).map(gvrString)) : undefined;
     const metadataOnly = new Map(resources.map((r) => [gvrString(r), watchedAsMetadata(r, whole)]));
     this.statusChanges = new Set(((await this.opts.statusChanges?.()) ?? []).map(gvrString));
+    this.statusReads = new Map(((await this.opts.statusReads?.()) ?? []).map((r) => [gvrString(r.resource), r.paths]));
     // A resource no definition needs any longer (its last policy deleted, or found bad) is watched no more, and
     // its index goes: should it be wanted again, every object is sent again, as for a new kind. A resource that
     // became a parent, or stopped being one, is watched again in its new form, from the index it has.
@@ -302,6 +322,11 @@ export class Forwarder {
             if (stop.signal.aborted) return;
             if (asMetadata && e.type === 'modified' && !this.statusChanges.has(id) && statusOnly(e.oldObject, e.object)) {
               this.counts.statusOnly += 1;
+              return;
+            }
+            const reads = asMetadata || this.statusChanges.has(id) ? undefined : this.statusReads.get(id);
+            if (reads && e.type === 'modified' && unreadStatusChange(e.oldObject, e.object, reads)) {
+              this.counts.unreadStatus += 1;
               return;
             }
             await this.enqueue(id, asMetadata ? routingOnly(e) : e);

@@ -128,6 +128,7 @@ const forwarder = new Forwarder({
   forget: () => routerEvents.forget?.(cluster),
   ...(routerEvents.wholeObjects ? { wholeObjects: () => routerEvents.wholeObjects!(config, kube) } : {}),
   ...(routerEvents.statusChanges ? { statusChanges: () => routerEvents.statusChanges!(config, kube) } : {}),
+  ...(routerEvents.statusReads ? { statusReads: () => routerEvents.statusReads!(config, kube) } : {}),
   namespace: process.env.OUTRIGGER_NAMESPACE || undefined,
   stateFile: process.env.OUTRIGGER_FORWARDER_STATE || undefined,
   checkpoint,

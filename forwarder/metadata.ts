@@ -3,6 +3,8 @@
 // children from the apiserver themselves. So only parents and definitions are watched whole: a pod's spec and
 // status, and a Secret's data, never leave the cluster.
 import { gvr, gvrString, type GVR, type KubeObject, type SourceEvent } from '../shared/kube/index.ts';
+import { isDeepStrictEqual } from 'node:util';
+import { fieldAt } from '../shared/history/data.ts';
 import { routedDigest } from './skeleton.ts';
 
 const SECRETS = gvrString(gvr('', 'v1', 'secrets'));
@@ -24,6 +26,17 @@ export function statusOnly(old: KubeObject | undefined, next: KubeObject): boole
   // Compared by digest: what the forwarder keeps of the old object is its skeleton (forwarder/skeleton.ts).
   const before = old && routedDigest(old);
   return before !== undefined && before === routedDigest(next);
+}
+
+/**
+ * Whether a parent's modification changed its status alone (statusOnly: the same metadata and generation) and, of
+ * its status, none of the fields its controllers read (`paths`, dotted). Such a change would only wake a sync
+ * with nothing to do: a history parent's status steps through a rollout, its current and update revision moving
+ * once (docs/operations/cost.md#parents-status-steps).
+ */
+export function unreadStatusChange(old: KubeObject | undefined, next: KubeObject, paths: readonly string[]): boolean {
+  if (!old || !statusOnly(old, next)) return false;
+  return paths.every((p) => isDeepStrictEqual(fieldAt(old, p), fieldAt(next, p)));
 }
 
 /**

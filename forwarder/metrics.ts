@@ -1,4 +1,4 @@
-// The forwarder's counters in Prometheus' text exposition format (no client library: eight gauges and counters).
+// The forwarder's counters in Prometheus' text exposition format (no client library: a few gauges and counters).
 import type { ForwarderStats } from './forwarder.ts';
 
 const HELP: Record<keyof ForwarderStats, [string, 'counter' | 'gauge']> = {
@@ -9,6 +9,7 @@ const HELP: Record<keyof ForwarderStats, [string, 'counter' | 'gauge']> = {
   deadLettered: ['Events too large for SQS even when trimmed, sent to the dead-letter queue', 'counter'],
   trimmed: ['Envelopes trimmed (managed fields, old object) to fit SQS', 'counter'],
   statusOnly: ['Status-only changes of objects watched as metadata only, not sent', 'counter'],
+  unreadStatus: ["Parents' status changes no controller of theirs reads, not sent", 'counter'],
   buffered: ['Envelopes waiting to be sent', 'gauge'],
   maxBuffered: ['Most envelopes waiting at once since start', 'gauge'],
   watches: ['Resources watched', 'gauge'],

@@ -18,6 +18,11 @@ export interface ControllerSource {
    * whose hook reads their status); any other child watched as metadata only is heard of when its metadata moves.
    */
   statusChanges?: (cluster: ClusterConfig, kube: KubeClient) => Promise<GVR[]>;
+  /**
+   * Of its parent kinds, those whose status its handler reads at these paths only (a history parent's current
+   * and update revision). A parent kind it does not name here has its whole status read: every change is sent.
+   */
+  statusReads?: (cluster: ClusterConfig, kube: KubeClient) => Promise<Array<{ resource: GVR; paths: readonly string[] }>>;
   /** Drops what the source caches for the cluster (by id), so the next call reads the definitions again. */
   forget?: (cluster: string) => void;
   /** Why an object of this kind cannot be routed now (its definition's kinds could not be resolved): it is retried. */

@@ -24,12 +24,13 @@ export const controllers: readonly Controller[] = [historyController, storageCon
 export const controllerSources: ControllerSource[] = controllers.map((c) => (c.runsIn ? onlyWhere(c.runsIn, c.source) : c.source));
 
 function onlyWhere(runsIn: NonNullable<Controller['runsIn']>, source: ControllerSource): ControllerSource {
-  const { statusChanges, unresolved } = source;
+  const { statusChanges, statusReads, unresolved } = source;
   return {
     ...source,
     kinds: async (cluster, kube) => (runsIn(cluster) ? source.kinds(cluster, kube) : []),
     watches: async (cluster, kube) => (runsIn(cluster) ? source.watches(cluster, kube) : []),
     ...(statusChanges ? { statusChanges: async (cluster, kube) => (runsIn(cluster) ? statusChanges(cluster, kube) : []) } : {}),
+    ...(statusReads ? { statusReads: async (cluster, kube) => (runsIn(cluster) ? statusReads(cluster, kube) : []) } : {}),
     ...(unresolved
       ? { unresolved: async (cluster, kube, group, kind) => (runsIn(cluster) ? unresolved(cluster, kube, group, kind) : undefined) }
       : {}),

@@ -1,8 +1,8 @@
 // The function registry: the functions every deployment has (the heartbeat, the router, the ingest URL) and each
 // controller's (functions/controllers.ts). The CDK construct and the local runtime read this list.
 import type { ClusterConfig } from '../shared/clusters.ts';
-import { gvrString, type GVR } from '../shared/kube/index.ts';
-import { controllers, controllerSources, definitionResources, forgetControllers } from './controllers.ts';
+import { gvrString, type GVR, type KubeClient } from '../shared/kube/index.ts';
+import { controllers, controllerSources, definitionResources, forgetControllers, type ControllerSource } from './controllers.ts';
 import type { FunctionSpec } from './spec.ts';
 
 export const functions: FunctionSpec[] = [
@@ -33,6 +33,7 @@ export const functions: FunctionSpec[] = [
       ],
       statusChanges: async (cluster, kube) =>
         (await Promise.all(controllerSources.map((s) => s.statusChanges?.(cluster, kube) ?? []))).flat(),
+      statusReads: (cluster, kube) => statusReads(controllerSources, cluster, kube),
     },
     // The targets of the controllers it routes for (history, storage, map); never the migrator.
     sends: [...new Set(controllerSources.map((s) => s.target))],
@@ -61,4 +62,29 @@ export function functionsOf(controller: string): string[] {
   const declared = controllers.find((c) => c.name === controller);
   if (!declared) throw new Error(`no controller is named ${controller} (controllers: ${controllers.map((c) => c.name).join(', ')})`);
   return declared.functions.map((f) => f.name);
+}
+
+/**
+ * The parents whose status every controller reconciling them reads at known paths only, with those paths: a
+ * parent kind that any of its controllers reads whole (one that names no paths for it) is left out, so each of
+ * its changes is sent.
+ */
+export async function statusReads(
+  sources: readonly ControllerSource[],
+  cluster: ClusterConfig,
+  kube: KubeClient,
+): Promise<Array<{ resource: GVR; paths: readonly string[] }>> {
+  const paths = new Map<string, { resource: GVR; paths: Set<string> } | 'whole'>();
+  for (const s of sources) {
+    const declared = new Map(((await s.statusReads?.(cluster, kube)) ?? []).map((r) => [gvrString(r.resource), r.paths]));
+    for (const k of await s.kinds(cluster, kube)) {
+      const id = gvrString(k.resource);
+      const known = paths.get(id);
+      const reads = declared.get(id);
+      if (known === 'whole') continue;
+      if (reads === undefined) paths.set(id, 'whole');
+      else paths.set(id, { resource: k.resource, paths: new Set([...(known?.paths ?? []), ...reads]) });
+    }
+  }
+  return [...paths.values()].flatMap((p) => (p === 'whole' ? [] : [{ resource: p.resource, paths: [...p.paths].sort() }]));
 }

@@ -27,6 +27,8 @@ export interface FunctionSpec {
     wholeObjects?: (cluster: ClusterConfig, kube: KubeClient) => Promise<GVR[]>;
     /** Of the rest, those whose status-only changes are sent too (forwarder/metadata.ts drops them otherwise). */
     statusChanges?: (cluster: ClusterConfig, kube: KubeClient) => Promise<GVR[]>;
+    /** Of the parents watched whole, those whose status is read at these paths only (forwarder/metadata.ts#unreadStatusChange). */
+    statusReads?: (cluster: ClusterConfig, kube: KubeClient) => Promise<Array<{ resource: GVR; paths: readonly string[] }>>;
   };
   /** The router's sync requests for this target are queued for the function (Reconcile(key)). */
   sync?: { target: string };

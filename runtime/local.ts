@@ -178,6 +178,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
         forget: () => spec.events?.forget?.(clusterId),
         ...(spec.events.wholeObjects ? { wholeObjects: () => spec.events!.wholeObjects!(clusterConfig, source) } : {}),
         ...(spec.events.statusChanges ? { statusChanges: () => spec.events!.statusChanges!(clusterConfig, source) } : {}),
+        ...(spec.events.statusReads ? { statusReads: () => spec.events!.statusReads!(clusterConfig, source) } : {}),
         namespace: opts.namespace,
         refreshMs: WATCH_REFRESH_MS,
         log: (_level, m, f) => log(`${spec.name} forwarder: ${m}${f ? ` ${JSON.stringify(f)}` : ''}`),

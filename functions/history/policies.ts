@@ -8,6 +8,7 @@ import {
   Resources,
   apiVersionOf,
   gvr,
+  gvrString,
   parseApiVersion,
   resolveKind,
   type GVR,
@@ -239,10 +240,29 @@ async function watched(kube: KubeApi, cluster: string): Promise<GVR[]> {
   return out;
 }
 
+/**
+ * What a history sync reads of a parent's status: the revisions its status paths name (live revisions), and in
+ * revisionKey mode the conditions (the rollout's completion); nothing else of it (docs/operations/cost.md#parents-status-steps).
+ */
+async function statusReads(kube: KubeApi, cluster: string): Promise<Array<{ resource: GVR; paths: readonly string[] }>> {
+  const { effective } = await listPolicies(kube, cluster);
+  // Every policy of a kind counts (one of two naming it wins the kind; the reads stay conservative).
+  const byKind = new Map<string, { resource: GVR; paths: Set<string> }>();
+  for (const { target, policy } of effective) {
+    const resource = gvr(target.group, target.version, target.resource);
+    const entry = byKind.get(gvrString(resource)) ?? { resource, paths: new Set<string>() };
+    for (const p of [...policy.spec.statusRevisionPaths, ...(policy.spec.mode === 'revisionKey' ? ['status.conditions'] : [])])
+      entry.paths.add(p);
+    byKind.set(gvrString(resource), entry);
+  }
+  return [...byKind.values()].map(({ resource, paths }) => ({ resource, paths: [...paths] }));
+}
+
 export const historySource: ControllerSource = {
   target: 'history',
   kinds: (cluster, kube) => targetKinds(kube, cluster.id),
   watches: (cluster, kube) => watched(kube, cluster.id),
+  statusReads: (cluster, kube) => statusReads(kube, cluster.id),
   forget: (cluster) => forgetPolicies(cluster),
   unresolved: async (cluster, kube, group, kind) => unresolvedFor(await listPolicies(kube, cluster.id), group, kind),
 };

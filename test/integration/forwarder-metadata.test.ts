@@ -103,6 +103,54 @@ describe('the forwarder sends what is not a parent as metadata only', () => {
     }
   });
 
+  test("a parent's status steps that none of its controllers reads send nothing; its current revision moving, or its spec, does", async () => {
+    const ns = await createNamespace('fwd-status-reads');
+    const sent: Envelope[] = [];
+    const forwarder = new Forwarder({
+      cluster: 'it',
+      kube: outriggerClient(),
+      sink: memorySink(sent),
+      namespace: ns,
+      resources: async () => [statefulSets],
+      wholeObjects: async () => [statefulSets],
+      // As a StatefulSet RevisionPolicy's history reads it (functions/history/policies.ts).
+      statusReads: async () => [{ resource: statefulSets, paths: ['status.currentRevision', 'status.updateRevision'] }],
+      refreshMs: 60_000,
+    });
+    await forwarder.start();
+    const status = (s: Record<string, unknown>) =>
+      admin.patch(statefulSets, { name: 'web', namespace: ns, subresource: 'status' }, { status: s }, 'merge');
+    try {
+      await forwarder.synced();
+      await admin.create(statefulSets, statefulSet('web', ns, 'x'));
+      await eventually(() => sent.length === 1);
+      // A rollout's steps: replicas counted up, pods ready one after another.
+      await status({ replicas: 1, currentRevision: 'web-1', updateRevision: 'web-1' });
+      await eventually(() => sent.length === 2);
+      for (const ready of [1, 2, 3]) await status({ replicas: 3, readyReplicas: ready, availableReplicas: ready });
+      await eventually(() => forwarder.stats.unreadStatus === 3);
+      // The revisions it names move: sent.
+      await status({ updateRevision: 'web-2' });
+      await eventually(() => sent.length === 3);
+      await admin.patch(
+        statefulSets,
+        { name: 'web', namespace: ns },
+        { spec: { template: { spec: { containers: [{ name: 'c', image: 'y' }] } } } },
+        'merge',
+      );
+      await eventually(() => sent.length === 4);
+      expect(sent.map((e) => (e.data.object.status as { updateRevision?: string } | undefined)?.updateRevision)).toEqual([
+        undefined,
+        'web-1',
+        'web-2',
+        'web-2',
+      ]);
+      expect(forwarder.stats.unreadStatus).toBe(3);
+    } finally {
+      await forwarder.stop();
+    }
+  });
+
   test('a resource that becomes a parent is watched whole from then on, without sending its objects again', async () => {
     const ns = await createNamespace('fwd-reshape');
     const sent: Envelope[] = [];

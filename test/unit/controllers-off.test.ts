@@ -1,9 +1,13 @@
+// What the router's sources answer for a cluster: nothing for a controller it turns off; and which parents' status
+// changes need not be sent.
 // A controller a cluster turns off (storage.enabled, metacontroller.enabled: false) is asked nothing for it: its
 // source names no kinds to route and nothing to watch, and reads none of its definitions
 // (docs/reference/configuration.md#clustersjson).
 import { describe, expect, it } from '@jest/globals';
-import { controllerSources, forgetControllers } from '../../functions/controllers.ts';
-import { gvrString, type KubeClient } from '../../shared/kube/index.ts';
+import { controllerSources, forgetControllers, type ControllerSource } from '../../functions/controllers.ts';
+import { statusReads } from '../../functions/index.ts';
+import type { ControllerKind } from '../../shared/ownership/index.ts';
+import { gvr, gvrString, type KubeClient } from '../../shared/kube/index.ts';
 import type { ClusterConfig } from '../../shared/clusters.ts';
 import { FakeKube } from '../fakes/kube.ts';
 import { eksCluster } from './clusters.ts';
@@ -47,5 +51,34 @@ describe('a controller turned off for a cluster', () => {
       watched: [],
       storage: false,
     });
+  });
+});
+
+describe("the parents' status the forwarder may leave unsent (functions/index.ts#statusReads)", () => {
+  const sets = gvr('apps', 'v1', 'statefulsets');
+  const kind = (resource: typeof sets): ControllerKind => ({
+    resource,
+    kind: 'StatefulSet',
+    namespaced: true,
+    selectorOf: () => null,
+    target: 't',
+  });
+  const source = (target: string, reads?: string[]): ControllerSource => ({
+    target,
+    kinds: async () => [kind(sets)],
+    watches: async () => [sets],
+    ...(reads ? { statusReads: async () => [{ resource: sets, paths: reads }] } : {}),
+  });
+  const kube = {} as KubeClient;
+
+  it('are those every controller of theirs reads at named paths only, with the paths of all of them', async () => {
+    expect(await statusReads([source('a', ['status.x']), source('b', ['status.y'])], eksCluster('c'), kube)).toEqual([
+      { resource: sets, paths: ['status.x', 'status.y'] },
+    ]);
+  });
+
+  it('leave out a parent kind that any controller of it reads whole (a DecoratorController over StatefulSets, say)', async () => {
+    expect(await statusReads([source('a', ['status.x']), source('b')], eksCluster('c'), kube)).toEqual([]);
+    expect(await statusReads([source('b'), source('a', ['status.x'])], eksCluster('c'), kube)).toEqual([]);
   });
 });

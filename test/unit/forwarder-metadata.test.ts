@@ -1,6 +1,6 @@
 // What the forwarder sends of a resource watched as metadata only (forwarder/metadata.ts).
 import fc from 'fast-check';
-import { statusOnly, watchedAsMetadata } from '../../forwarder/metadata.ts';
+import { statusOnly, unreadStatusChange, watchedAsMetadata } from '../../forwarder/metadata.ts';
 import { gvr, gvrString, type KubeObject } from '../../shared/kube/index.ts';
 
 const pod = (metadata: Record<string, unknown>): KubeObject => ({
@@ -48,6 +48,56 @@ describe('statusOnly', () => {
         const after = pod({ ...base, resourceVersion: rv, [field]: value });
         fc.pre(JSON.stringify(before.metadata[field]) !== JSON.stringify(value));
         return !statusOnly(before, after);
+      }),
+    );
+  });
+});
+
+describe('unreadStatusChange', () => {
+  const READS = ['status.currentRevision', 'status.updateRevision'];
+  const set = (status: Record<string, unknown>, metadata: Record<string, unknown> = {}): KubeObject => ({
+    apiVersion: 'apps/v1',
+    kind: 'StatefulSet',
+    metadata: { name: 'web', namespace: 'ns', uid: 'u1', ...base, ...metadata },
+    spec: { replicas: 3 },
+    status,
+  });
+  const before = set({ replicas: 3, readyReplicas: 1, currentRevision: 'web-1', updateRevision: 'web-2' });
+
+  test("a status step that leaves the read paths alone is not sent; a read path's change, any metadata change, or no old object is", () => {
+    expect(
+      unreadStatusChange(
+        before,
+        set({ replicas: 3, readyReplicas: 2, currentRevision: 'web-1', updateRevision: 'web-2' }, { resourceVersion: '11' }),
+        READS,
+      ),
+    ).toBe(true);
+    expect(
+      unreadStatusChange(
+        before,
+        set({ replicas: 3, readyReplicas: 3, currentRevision: 'web-2', updateRevision: 'web-2' }, { resourceVersion: '11' }),
+        READS,
+      ),
+    ).toBe(false);
+    expect(
+      unreadStatusChange(before, set({ replicas: 3, readyReplicas: 2, updateRevision: 'web-2' }, { resourceVersion: '11' }), READS),
+    ).toBe(false);
+    expect(unreadStatusChange(before, set(before.status as Record<string, unknown>, { resourceVersion: '11', generation: 2 }), READS)).toBe(
+      false,
+    );
+    expect(
+      unreadStatusChange(before, set(before.status as Record<string, unknown>, { resourceVersion: '11', annotations: { a: 'b' } }), READS),
+    ).toBe(false);
+    expect(unreadStatusChange(undefined, before, READS)).toBe(false);
+  });
+
+  test('property: whatever else of the status moves, a change at a read path is always sent', () => {
+    fc.assert(
+      fc.property(fc.constantFrom(...READS), fc.jsonValue(), fc.dictionary(fc.string(), fc.jsonValue()), (path, value, rest) => {
+        const field = path.split('.')[1]!;
+        const after = set({ ...(before.status as Record<string, unknown>), ...rest, [field]: value }, { resourceVersion: '12' });
+        fc.pre(JSON.stringify((before.status as Record<string, unknown>)[field]) !== JSON.stringify(value));
+        return !unreadStatusChange(before, after, READS);
       }),
     );
   });
