@@ -5,7 +5,10 @@ import type { Coefficients, Fleet, Polling } from './model.ts';
 /**
  * Recorded from `npm run bench:cost` (bench/cost.ts), with its defaults, on the date in `measured`: the per-change
  * figures and the storage poll's time per resource from the first run (load average 11-17), the scheduled functions'
- * steady figures from an `--idle-only` run after the bench warmed them up (load average 34). Handler times
+ * steady figures from an `--idle-only` run after the bench warmed them up (load average 34). The messages per change,
+ * their sizes and the history batch are a later run's, after the forwarder stopped sending a parent's unread status
+ * steps (docs/operations/cost.md#parents-status-steps), on the idle machine; the per-invocation times and units stay
+ * the loaded first run's (9.29 write units and 39.6 ms a history invocation in the later one). Handler times
  * are this loaded 2-core machine's against DynamoDB Local: upper bounds. The MapController figures are
  * `npm run bench:map`'s incremental pass (docs/measurements.md#a-passs-costs), with one GetItem and one PutItem of
  * its pass record (functions/map/handler.ts), not measured by bench:cost.
@@ -15,12 +18,12 @@ export const MEASURED_COEFFICIENTS: Coefficients = {
     'bench:cost on 2026-11-27 (10 nodes, 100 pods under 10 parents, 10 image bumps and 600 pod status flips a minute for 2 minutes), a 2-core machine at a load average of 11-17',
   change: {
     replicas: 10,
-    routerMessages: 75.8,
-    historyMessages: 75.6,
-    routerMessageBytes: 2_726,
-    historyMessageBytes: 715,
+    routerMessages: 45.6,
+    historyMessages: 45.6,
+    routerMessageBytes: 1_480,
+    historyMessageBytes: 329,
     routerBatch: 1,
-    historyBatch: 3.3,
+    historyBatch: 2.4,
     router: { ms: 2.9, readUnits: 0, writeUnits: 0 },
     history: { ms: 87, readUnits: 1.34, writeUnits: 10.85 },
   },
