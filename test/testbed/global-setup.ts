@@ -15,10 +15,12 @@ import { startBuildsAhead } from './builds-ahead.ts';
 export default async function globalSetup(): Promise<void> {
   const started = Date.now();
   const log = (m: string) => process.stderr.write(`[testbed] ${m}\n`);
-  // The Python tools two unit tests run (cfn-lint, SAM CLI), installed meanwhile: jest starts no test before this
-  // setup ends, and their first install (a minute or two, mostly downloads) then overlaps the Go builds.
-  const pythonTools = Promise.all([ensureCfnLint(log), ensureSam(log)]);
-  pythonTools.catch(() => {}); // awaited below; this only keeps an early failure from being reported as unhandled
+  // The Python tools two unit tests run (cfn-lint, SAM CLI), installed from here on and not waited for: those
+  // tests ask for them again, and buildOnce's lock makes them wait for this install (a failed one, they retry and
+  // report). Their first install (a minute or two, mostly downloads) overlaps the Go builds and the first tests.
+  Promise.all([ensureCfnLint(log), ensureSam(log)]).catch((err: unknown) =>
+    log(`installing the Python tools failed; the tests that run them will try again: ${String(err)}`),
+  );
   // The test bed's own binary and DynamoDB Local's and ElasticMQ's downloads from Maven Central, all at once, before
   // any test runs, so that a first build (minutes of both cores) never slows the tests that measure time. The Go
   // programs only a few files need (Helm, crane, kwok, LWS's manager) build meanwhile at a low priority, and go on
@@ -27,7 +29,6 @@ export default async function globalSetup(): Promise<void> {
   startBuildsAhead(log);
   await Promise.all([ensureTestClusterBinary(log), ensureDynamoDBLocal(log), ensureElasticMQ(log)]);
   const bed = await startTestbed({ withCluster: true, withQueues: true, log });
-  await pythonTools;
   const cluster = bed.cluster!;
   const info: TestbedInfo = {
     server: cluster.server,
