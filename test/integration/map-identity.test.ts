@@ -15,7 +15,7 @@ import { gvr, type KubeObject } from '../../shared/kube/index.ts';
 import { applyManifests } from '../../shared/kube/apply.ts';
 import { events } from '../../shared/events/index.ts';
 import type { SyncKey } from '../../shared/ownership/index.ts';
-import { adminClient, createNamespace, eventually, outriggerClient, testState, uniqueName } from '../testbed/index.ts';
+import { adminClient, createNamespace, eventually, grantsInEffect, outriggerClient, testState, uniqueName } from '../testbed/index.ts';
 import { openCrd } from '../testbed/crds.ts';
 import { impersonatedAccount } from '../testbed/rbac.ts';
 
@@ -372,6 +372,8 @@ subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: User, name: ${user} }]
     );
     const author = admin.as({ user });
     const mc = (yaml: string) => load(yaml) as KubeObject;
+    // Refused below by admission, not by RBAC: the grant must be in effect first.
+    await grantsInEffect(author, [{ verb: 'create', group: 'metacontroller.k8s.io', resource: 'mapcontrollers' }]);
     try {
       await expect(author.create(mapControllers, mc(borrowing(name, 'https://attacker.example/')))).rejects.toMatchObject({
         kind: 'Forbidden',
@@ -407,6 +409,7 @@ roleRef: { apiGroup: rbac.authorization.k8s.io, kind: Role, name: ${user}-own }
 subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: User, name: ${user} }]
 `,
       );
+      await grantsInEffect(author, [{ verb: 'impersonate', resource: 'serviceaccounts', namespace: ns, name: 'own' }]);
       await author.create(mapControllers, mc(teamController(name, { namespace: ns, name: 'own' })));
 
       // Changing a controller that names the example's account is using it too: a webhook swapped in is refused.
@@ -421,6 +424,7 @@ metadata: { name: ${user} }
 rules: [{ apiGroups: ["metacontroller.k8s.io"], resources: ["mapcontrollers"], verbs: ["create", "get", "patch"] }]
 `,
       );
+      await grantsInEffect(author, [{ verb: 'patch', group: 'metacontroller.k8s.io', resource: 'mapcontrollers' }]);
       await expect(
         author.patch(mapControllers, { name }, { spec: { hooks: { map: { webhook: { url: 'https://attacker.example/' } } } } }, 'merge'),
       ).rejects.toMatchObject({ kind: 'Forbidden' });

@@ -2,7 +2,7 @@
 // own RBAC role) unless they are setting the scene, which the `admin` identity does.
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { connect, Resources, type KubeClient } from '../../shared/kube/index.ts';
+import { connect, gvr, Resources, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
 import { openState, type State } from '../../shared/state/index.ts';
 import type { TestCluster } from '../../local/apiserver.ts';
 import type { ClusterConfig } from '../../shared/clusters.ts';
@@ -46,6 +46,29 @@ export async function createNamespace(prefix = 'test'): Promise<string> {
   const name = uniqueName(prefix);
   await adminClient().create(Resources.namespaces, { apiVersion: 'v1', kind: 'Namespace', metadata: { name } });
   return name;
+}
+
+/**
+ * Waits until `client` may do each of `checks` (a SelfSubjectAccessReview as it): the apiserver's RBAC
+ * authorizer reads Roles and bindings from an informer, so a grant just made may not be in effect for a moment,
+ * longer on a busy machine, and a request in between is refused as if it had never been made.
+ */
+export async function grantsInEffect(
+  client: KubeClient,
+  checks: ReadonlyArray<{ verb: string; group?: string; resource: string; namespace?: string; name?: string }>,
+): Promise<void> {
+  const reviews = gvr('authorization.k8s.io', 'v1', 'selfsubjectaccessreviews');
+  for (const c of checks) {
+    await eventually(async () => {
+      const review = await client.create<KubeObject>(reviews, {
+        apiVersion: 'authorization.k8s.io/v1',
+        kind: 'SelfSubjectAccessReview',
+        metadata: {},
+        spec: { resourceAttributes: { group: c.group ?? '', ...c } },
+      });
+      return (review.status as { allowed?: boolean } | undefined)?.allowed === true;
+    });
+  }
 }
 
 /** The storage migrator's identity: the controllers' role and the migrator's (list and update on everything). */
