@@ -1,6 +1,6 @@
 // What the forwarder sends of objects that are not parents: metadata only, and nothing for a status-only change,
 // against the real apiserver (docs/operations/forwarder.md).
-import { Forwarder, type EnvelopeSink } from '../../forwarder/forwarder.ts';
+import { Forwarder, type EnvelopeSink, type ForwarderOptions } from '../../forwarder/forwarder.ts';
 import { parseEnvelope, type Envelope } from '../../shared/envelope/index.ts';
 import { gvr, Resources, type KubeObject } from '../../shared/kube/index.ts';
 import { adminClient, createNamespace, eventually, outriggerClient } from '../testbed/index.ts';
@@ -9,6 +9,26 @@ import { statefulSet } from '../../local/fixtures.ts';
 const secrets = gvr('', 'v1', 'secrets');
 const statefulSets = gvr('apps', 'v1', 'statefulsets');
 const admin = adminClient();
+
+/** A template change of the StatefulSet `web`. */
+const setImage = (ns: string, image: string) =>
+  admin.patch(
+    statefulSets,
+    { name: 'web', namespace: ns },
+    { spec: { template: { spec: { containers: [{ name: 'c', image }] } } } },
+    'merge',
+  );
+
+/** A forwarder of the namespace's StatefulSets, as the outrigger identity, into `sent`. */
+const statefulSetForwarder = (ns: string, sent: Envelope[], opts: Partial<ForwarderOptions>) =>
+  new Forwarder({
+    cluster: 'it',
+    kube: outriggerClient(),
+    sink: memorySink(sent),
+    namespace: ns,
+    resources: async () => [statefulSets],
+    ...opts,
+  });
 
 function memorySink(into: Envelope[]): EnvelopeSink {
   return {
@@ -106,12 +126,7 @@ describe('the forwarder sends what is not a parent as metadata only', () => {
   test("a parent's status steps that none of its controllers reads send nothing; its current revision moving, or its spec, does", async () => {
     const ns = await createNamespace('fwd-status-reads');
     const sent: Envelope[] = [];
-    const forwarder = new Forwarder({
-      cluster: 'it',
-      kube: outriggerClient(),
-      sink: memorySink(sent),
-      namespace: ns,
-      resources: async () => [statefulSets],
+    const forwarder = statefulSetForwarder(ns, sent, {
       wholeObjects: async () => [statefulSets],
       // As a StatefulSet RevisionPolicy's history reads it (functions/history/policies.ts).
       statusReads: async () => [{ resource: statefulSets, paths: ['status.currentRevision', 'status.updateRevision'] }],
@@ -132,12 +147,7 @@ describe('the forwarder sends what is not a parent as metadata only', () => {
       // The revisions it names move: sent.
       await status({ updateRevision: 'web-2' });
       await eventually(() => sent.length === 3);
-      await admin.patch(
-        statefulSets,
-        { name: 'web', namespace: ns },
-        { spec: { template: { spec: { containers: [{ name: 'c', image: 'y' }] } } } },
-        'merge',
-      );
+      await setImage(ns, 'y');
       await eventually(() => sent.length === 4);
       expect(sent.map((e) => (e.data.object.status as { updateRevision?: string } | undefined)?.updateRevision)).toEqual([
         undefined,
@@ -155,12 +165,7 @@ describe('the forwarder sends what is not a parent as metadata only', () => {
     const ns = await createNamespace('fwd-reshape');
     const sent: Envelope[] = [];
     let whole: (typeof statefulSets)[] = [];
-    const forwarder = new Forwarder({
-      cluster: 'it',
-      kube: outriggerClient(),
-      sink: memorySink(sent),
-      namespace: ns,
-      resources: async () => [statefulSets],
+    const forwarder = statefulSetForwarder(ns, sent, {
       wholeObjects: async () => whole,
       definitions: [],
       refreshMs: 500,
@@ -176,12 +181,7 @@ describe('the forwarder sends what is not a parent as metadata only', () => {
       await new Promise((r) => setTimeout(r, 1_500));
       await forwarder.synced();
       expect(sent).toHaveLength(1);
-      await admin.patch(
-        statefulSets,
-        { name: 'web', namespace: ns },
-        { spec: { template: { spec: { containers: [{ name: 'c', image: 'y' }] } } } },
-        'merge',
-      );
+      await setImage(ns, 'y');
       await eventually(() => sent.length === 2);
       expect(sent[1]!.data.object).toHaveProperty('spec.template.spec.containers', [expect.objectContaining({ image: 'y' })]);
     } finally {
