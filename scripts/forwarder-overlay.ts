@@ -80,6 +80,8 @@ export interface ForwarderSettings {
   storage?: Record<string, unknown>;
   /** The cluster's controllerSelector: the forwarder watches the kinds of those controllers only, as the router routes. */
   controllerSelector?: string;
+  /** The cluster's Metacontroller APIs setting: off, the forwarder watches none of their kinds, as the router routes. */
+  metacontroller?: { enabled: boolean };
   image: { repository: string; tag?: string; digest?: string };
   namespace?: string;
 }
@@ -118,6 +120,7 @@ export function forwarderSettings(input: Omit<OverlayInput, 'base'>): ForwarderS
     ...(region ? { region } : {}),
     ...(storage ? { storage } : {}),
     ...(config.controllerSelector ? { controllerSelector: config.controllerSelector } : {}),
+    ...(config.metacontroller ? { metacontroller: config.metacontroller } : {}),
     image:
       at > 0
         ? { repository: image.slice(0, at), digest: image.slice(at + 1) }
@@ -136,6 +139,7 @@ function forwarderClusters(settings: ForwarderSettings): string {
       access: { kind: 'kubeconfig' },
       ...(settings.storage ? { storage: settings.storage } : {}),
       ...(settings.controllerSelector ? { controllerSelector: settings.controllerSelector } : {}),
+      ...(settings.metacontroller ? { metacontroller: settings.metacontroller } : {}),
     },
   ]);
 }

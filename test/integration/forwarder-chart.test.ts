@@ -168,7 +168,15 @@ test('the chart renders the objects the kustomize overlay does, for the same clu
     },
     {
       name: 'moved',
-      clusters: [{ id: 'prod', access: eks, storage: { enabled: false }, controllerSelector: 'example.com/engine=outrigger' }],
+      clusters: [
+        {
+          id: 'prod',
+          access: eks,
+          storage: { enabled: false },
+          metacontroller: { enabled: false },
+          controllerSelector: 'example.com/engine=outrigger',
+        },
+      ],
       flags: ['--outputs', await outputsFile(), '--namespace', 'ops'],
     },
     {

@@ -117,8 +117,13 @@ test("the Helm chart's values hold the overlay's settings, and refuse what it re
   expect(() => forwarderHelmValues({ cluster: 'prod', clusters, outputs: { S: {} } })).toThrow(/no events queue for cluster prod/);
 });
 
-test("the cluster's controllerSelector reaches the forwarder, so it watches the served controllers' kinds only", () => {
-  const clusters = parseClusters(JSON.stringify([{ id: 'prod', access: eks, controllerSelector: 'example.com/engine=outrigger' }]));
+// The settings that decide what the forwarder watches reach its OUTRIGGER_CLUSTERS and the chart's values alike:
+// the served controllers' kinds only, and none of the Metacontroller APIs' with them off.
+test.each([
+  ['controllerSelector', { controllerSelector: 'example.com/engine=outrigger' }],
+  ['metacontroller', { metacontroller: { enabled: false } }],
+])("the cluster's %s reaches the forwarder, so it watches what the router routes", (_, setting) => {
+  const clusters = parseClusters(JSON.stringify([{ id: 'prod', access: eks, ...setting }]));
   const input = {
     cluster: 'prod',
     clusters,
@@ -131,6 +136,6 @@ test("the cluster's controllerSelector reaches the forwarder, so it watches the 
     .split('\n')
     .find((l) => l.startsWith('OUTRIGGER_CLUSTERS='))!
     .slice('OUTRIGGER_CLUSTERS='.length);
-  expect(parseClusters(entry)[0]!.controllerSelector).toBe('example.com/engine=outrigger');
-  expect(load(forwarderHelmValues(input))).toMatchObject({ controllerSelector: 'example.com/engine=outrigger' });
+  expect(parseClusters(entry)[0]).toMatchObject(setting);
+  expect(load(forwarderHelmValues(input))).toMatchObject(setting);
 });

@@ -14,6 +14,7 @@ app.kubernetes.io/part-of: outrigger
 {{- $entry := dict "id" .Values.clusterId "access" (dict "kind" "kubeconfig") -}}
 {{- with .Values.storage }}{{ $_ := set $entry "storage" . }}{{ end -}}
 {{- with .Values.controllerSelector }}{{ $_ := set $entry "controllerSelector" . }}{{ end -}}
+{{- with .Values.metacontroller }}{{ $_ := set $entry "metacontroller" . }}{{ end -}}
 {{- if .Values.region }}
 AWS_REGION: {{ .Values.region | quote }}
 {{- end }}
