@@ -241,21 +241,30 @@ async function watched(kube: KubeApi, cluster: string): Promise<GVR[]> {
 }
 
 /**
- * What a history sync reads of a parent's status: the revisions its status paths name (live revisions), and in
- * revisionKey mode the conditions (the rollout's completion); nothing else of it (docs/operations/cost.md#parents-status-steps).
+ * What a snapshot-mode history sync reads of a parent's status: the revisions its status paths name (live
+ * revisions) and the generated objects' selector where it lives in status; nothing else of it
+ * (docs/operations/cost.md#parents-status-steps). A revisionKey-mode sync runs whole on every event, and its
+ * parent's status steps are how it hears that generated objects it does not own took a key (LWS's leader pods are
+ * the leader StatefulSet's): such a kind names no paths, and all its changes are sent.
  */
 async function statusReads(kube: KubeApi, cluster: string): Promise<Array<{ resource: GVR; paths: readonly string[] }>> {
   const { effective } = await listPolicies(kube, cluster);
   // Every policy of a kind counts (one of two naming it wins the kind; the reads stay conservative).
-  const byKind = new Map<string, { resource: GVR; paths: Set<string> }>();
+  const byKind = new Map<string, { resource: GVR; paths: Set<string> } | 'whole'>();
   for (const { target, policy } of effective) {
     const resource = gvr(target.group, target.version, target.resource);
-    const entry = byKind.get(gvrString(resource)) ?? { resource, paths: new Set<string>() };
-    for (const p of [...policy.spec.statusRevisionPaths, ...(policy.spec.mode === 'revisionKey' ? ['status.conditions'] : [])])
-      entry.paths.add(p);
-    byKind.set(gvrString(resource), entry);
+    const id = gvrString(resource);
+    const known = byKind.get(id);
+    if (known === 'whole') continue;
+    if (policy.spec.mode === 'revisionKey') {
+      byKind.set(id, 'whole');
+      continue;
+    }
+    const selectorPath = policy.spec.generated?.selectorPath;
+    const reads = [...policy.spec.statusRevisionPaths, ...(selectorPath?.startsWith('status.') ? [selectorPath] : [])];
+    byKind.set(id, { resource, paths: new Set([...(known?.paths ?? []), ...reads]) });
   }
-  return [...byKind.values()].map(({ resource, paths }) => ({ resource, paths: [...paths] }));
+  return [...byKind.values()].flatMap((e) => (e === 'whole' ? [] : [{ resource: e.resource, paths: [...e.paths] }]));
 }
 
 export const historySource: ControllerSource = {

@@ -5,6 +5,7 @@
 // (docs/reference/configuration.md#clustersjson).
 import { describe, expect, it } from '@jest/globals';
 import { controllerSources, forgetControllers, type ControllerSource } from '../../functions/controllers.ts';
+import { forgetPolicies, historySource, revisionPolicies } from '../../functions/history/policies.ts';
 import { statusReads } from '../../functions/index.ts';
 import type { ControllerKind } from '../../shared/ownership/index.ts';
 import { gvr, gvrString, type KubeClient } from '../../shared/kube/index.ts';
@@ -80,5 +81,34 @@ describe("the parents' status the forwarder may leave unsent (functions/index.ts
   it('leave out a parent kind that any controller of it reads whole (a DecoratorController over StatefulSets, say)', async () => {
     expect(await statusReads([source('a', ['status.x']), source('b')], eksCluster('c'), kube)).toEqual([]);
     expect(await statusReads([source('b'), source('a', ['status.x'])], eksCluster('c'), kube)).toEqual([]);
+  });
+});
+
+describe("what a history sync reads of its parents' status (historySource.statusReads)", () => {
+  it('names the status revision paths and a selector in status for snapshot mode, and nothing for a revisionKey kind, whose status steps are all sent', async () => {
+    const kube = new FakeKube();
+    const policy = (name: string, kind: string, spec: Record<string, unknown>) =>
+      kube.create(revisionPolicies, {
+        apiVersion: 'outrigger.dev/v1alpha1',
+        kind: 'RevisionPolicy',
+        metadata: { name },
+        spec: { target: { apiVersion: 'apps/v1', kind }, targetState: ['spec.template'], ...spec },
+      });
+    await policy('sets', 'StatefulSet', { statusRevisionPaths: ['status.currentRevision', 'status.updateRevision'] });
+    await policy('deployments', 'Deployment', {
+      generated: { apiVersion: 'v1', kind: 'Pod', selectorPath: 'status.selector' },
+    });
+    // As the documented LeaderWorkerSet recipe, on a kind the fake serves.
+    await policy('keyed', 'DaemonSet', {
+      mode: 'revisionKey',
+      revisionKey: { label: 'example.com/key', rolloutCompleteCondition: 'Available' },
+      generated: { apiVersion: 'v1', kind: 'Pod', selectorPath: 'status.hpaPodSelector' },
+    });
+    forgetPolicies('reads');
+    const reads = await historySource.statusReads!(eksCluster('reads'), kube as unknown as KubeClient);
+    expect(Object.fromEntries(reads.map((r) => [r.resource.resource, [...r.paths].sort()]))).toEqual({
+      statefulsets: ['status.currentRevision', 'status.updateRevision'],
+      deployments: ['status.selector'],
+    });
   });
 });
