@@ -67,6 +67,8 @@ export function parseCostArgs(argv: string[]): { fleet: Fleet; region: string; j
   };
   const storage = onOff('storage', values.storage);
   const metacontroller = onOff('metacontroller', values.metacontroller);
+  if (!metacontroller && mapInputs > 0)
+    throw new Error('--map-inputs: a cluster with --metacontroller off serves no MapController; leave one of them out');
   // The queues a cluster so configured gets (infra/cluster.ts): its events queue and one per sync target it runs.
   const config = clusterConfigSchema.parse({
     id: 'estimate',

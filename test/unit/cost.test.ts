@@ -161,6 +161,7 @@ describe('outrigger cost', () => {
     // Storage off alone: the events, history and map queues.
     expect(parseCostArgs(['--storage', 'off']).fleet.polledQueuesPerCluster).toBe(3);
     expect(() => parseCostArgs(['--metacontroller', 'no'])).toThrow('--metacontroller takes on or off');
+    expect(() => parseCostArgs(['--metacontroller', 'off', '--map-inputs', '500'])).toThrow('serves no MapController');
   });
 
   it('refuses what is not a fleet', () => {
