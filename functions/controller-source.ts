@@ -3,7 +3,7 @@
 // cluster it answers for (its configuration and a client), and reads no process-wide environment: the forwarder
 // and the router ask it the same question with what each has.
 import type { ClusterConfig } from '../shared/clusters.ts';
-import { isKubeError, type GVR, type KubeApi, type KubeClient, type KubeObject } from '../shared/kube/index.ts';
+import { gvrString, isKubeError, type GVR, type KubeApi, type KubeClient, type KubeObject } from '../shared/kube/index.ts';
 import { setCondition, type Condition } from '../shared/map/plan/index.ts';
 import type { ControllerKind } from '../shared/ownership/index.ts';
 
@@ -22,11 +22,32 @@ export interface ControllerSource {
    * Of its parent kinds, those whose status its handler reads at these paths only (a history parent's current
    * and update revision). A parent kind it does not name here has its whole status read: every change is sent.
    */
-  statusReads?: (cluster: ClusterConfig, kube: KubeClient) => Promise<Array<{ resource: GVR; paths: readonly string[] }>>;
+  statusReads?: (cluster: ClusterConfig, kube: KubeClient) => Promise<StatusRead[]>;
   /** Drops what the source caches for the cluster (by id), so the next call reads the definitions again. */
   forget?: (cluster: string) => void;
   /** Why an object of this kind cannot be routed now (its definition's kinds could not be resolved): it is retried. */
   unresolved?: (cluster: ClusterConfig, kube: KubeClient, group: string, kind: string) => Promise<Error | undefined>;
+}
+
+/** Status fields read of one parent kind, as ControllerSource.statusReads names them. */
+export interface StatusRead {
+  resource: GVR;
+  paths: readonly string[];
+}
+
+/**
+ * Status reads of parent kinds merged into one per kind: all the paths any entry names, or nothing for a kind some
+ * entry reads whole (then every change of it is sent: forwarder/metadata.ts#unreadStatusChange).
+ */
+export function mergeStatusReads(entries: Iterable<{ resource: GVR; paths: readonly string[] | 'whole' }>): StatusRead[] {
+  const byKind = new Map<string, { resource: GVR; paths: Set<string> } | 'whole'>();
+  for (const { resource, paths } of entries) {
+    const id = gvrString(resource);
+    const known = byKind.get(id);
+    if (known === 'whole') continue;
+    byKind.set(id, paths === 'whole' ? 'whole' : { resource, paths: new Set([...(known?.paths ?? []), ...paths]) });
+  }
+  return [...byKind.values()].flatMap((e) => (e === 'whole' ? [] : [{ resource: e.resource, paths: [...e.paths].sort() }]));
 }
 
 /**

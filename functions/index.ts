@@ -2,6 +2,7 @@
 // controller's (functions/controllers.ts). The CDK construct and the local runtime read this list.
 import type { ClusterConfig } from '../shared/clusters.ts';
 import { gvrString, type GVR, type KubeClient } from '../shared/kube/index.ts';
+import { mergeStatusReads, type StatusRead } from './controller-source.ts';
 import { controllers, controllerSources, definitionResources, forgetControllers, type ControllerSource } from './controllers.ts';
 import type { FunctionSpec } from './spec.ts';
 
@@ -69,22 +70,12 @@ export function functionsOf(controller: string): string[] {
  * parent kind that any of its controllers reads whole (one that names no paths for it) is left out, so each of
  * its changes is sent.
  */
-export async function statusReads(
-  sources: readonly ControllerSource[],
-  cluster: ClusterConfig,
-  kube: KubeClient,
-): Promise<Array<{ resource: GVR; paths: readonly string[] }>> {
-  const paths = new Map<string, { resource: GVR; paths: Set<string> } | 'whole'>();
+export async function statusReads(sources: readonly ControllerSource[], cluster: ClusterConfig, kube: KubeClient): Promise<StatusRead[]> {
+  const entries: Array<{ resource: GVR; paths: readonly string[] | 'whole' }> = [];
   for (const s of sources) {
     const declared = new Map(((await s.statusReads?.(cluster, kube)) ?? []).map((r) => [gvrString(r.resource), r.paths]));
-    for (const k of await s.kinds(cluster, kube)) {
-      const id = gvrString(k.resource);
-      const known = paths.get(id);
-      const reads = declared.get(id);
-      if (known === 'whole') continue;
-      if (reads === undefined) paths.set(id, 'whole');
-      else paths.set(id, { resource: k.resource, paths: new Set([...(known?.paths ?? []), ...reads]) });
-    }
+    for (const k of await s.kinds(cluster, kube))
+      entries.push({ resource: k.resource, paths: declared.get(gvrString(k.resource)) ?? 'whole' });
   }
-  return [...paths.values()].flatMap((p) => (p === 'whole' ? [] : [{ resource: p.resource, paths: [...p.paths].sort() }]));
+  return mergeStatusReads(entries);
 }

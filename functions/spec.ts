@@ -5,7 +5,7 @@
 import type { Context } from 'aws-lambda';
 import type { ClusterConfig } from '../shared/clusters.ts';
 import type { GVR, KubeClient } from '../shared/kube/index.ts';
-import type { ControllerSource } from './controller-source.ts';
+import type { ControllerSource, StatusRead } from './controller-source.ts';
 
 // Handlers differ in event and result types; the registry only passes events through.
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- each handler types its own event
@@ -28,7 +28,7 @@ export interface FunctionSpec {
     /** Of the rest, those whose status-only changes are sent too (forwarder/metadata.ts drops them otherwise). */
     statusChanges?: (cluster: ClusterConfig, kube: KubeClient) => Promise<GVR[]>;
     /** Of the parents watched whole, those whose status is read at these paths only (forwarder/metadata.ts#unreadStatusChange). */
-    statusReads?: (cluster: ClusterConfig, kube: KubeClient) => Promise<Array<{ resource: GVR; paths: readonly string[] }>>;
+    statusReads?: (cluster: ClusterConfig, kube: KubeClient) => Promise<StatusRead[]>;
   };
   /** The router's sync requests for this target are queued for the function (Reconcile(key)). */
   sync?: { target: string };

@@ -8,7 +8,6 @@ import {
   Resources,
   apiVersionOf,
   gvr,
-  gvrString,
   parseApiVersion,
   resolveKind,
   type GVR,
@@ -24,7 +23,7 @@ import type { ControllerKind } from '../../shared/ownership/index.ts';
 import { clusterCache } from '../cluster-cache.ts';
 import { actingAs, checkConsent, IdentityProblem, type ServiceAccountRef } from '../identity.ts';
 import { firstHolderFirst } from '../../shared/identity.ts';
-import type { ControllerSource } from '../controller-source.ts';
+import { mergeStatusReads, type ControllerSource, type StatusRead } from '../controller-source.ts';
 
 export const revisionPolicies = gvr(POLICY_GROUP, 'v1alpha1', 'revisionpolicies');
 const TTL_MS = 5_000;
@@ -247,24 +246,21 @@ async function watched(kube: KubeApi, cluster: string): Promise<GVR[]> {
  * parent's status steps are how it hears that generated objects it does not own took a key (LWS's leader pods are
  * the leader StatefulSet's): such a kind names no paths, and all its changes are sent.
  */
-async function statusReads(kube: KubeApi, cluster: string): Promise<Array<{ resource: GVR; paths: readonly string[] }>> {
+async function statusReads(kube: KubeApi, cluster: string): Promise<StatusRead[]> {
   const { effective } = await listPolicies(kube, cluster);
   // Every policy of a kind counts (one of two naming it wins the kind; the reads stay conservative).
-  const byKind = new Map<string, { resource: GVR; paths: Set<string> } | 'whole'>();
-  for (const { target, policy } of effective) {
-    const resource = gvr(target.group, target.version, target.resource);
-    const id = gvrString(resource);
-    const known = byKind.get(id);
-    if (known === 'whole') continue;
-    if (policy.spec.mode === 'revisionKey') {
-      byKind.set(id, 'whole');
-      continue;
-    }
-    const selectorPath = policy.spec.generated?.selectorPath;
-    const reads = [...policy.spec.statusRevisionPaths, ...(selectorPath?.startsWith('status.') ? [selectorPath] : [])];
-    byKind.set(id, { resource, paths: new Set([...(known?.paths ?? []), ...reads]) });
-  }
-  return [...byKind.values()].flatMap((e) => (e === 'whole' ? [] : [{ resource: e.resource, paths: [...e.paths] }]));
+  return mergeStatusReads(
+    effective.map(({ target, policy }) => {
+      const selectorPath = policy.spec.generated?.selectorPath;
+      return {
+        resource: gvr(target.group, target.version, target.resource),
+        paths:
+          policy.spec.mode === 'revisionKey'
+            ? 'whole'
+            : [...policy.spec.statusRevisionPaths, ...(selectorPath?.startsWith('status.') ? [selectorPath] : [])],
+      };
+    }),
+  );
 }
 
 export const historySource: ControllerSource = {
