@@ -32,9 +32,11 @@ describe('retries through a fault-injecting proxy', () => {
   test('every operation succeeds at a 20% fault rate, and the result equals a clean run', async () => {
     const ns = await createNamespace('faults');
     proxy.faultRate = 0.2;
+    // The proxy drops a hung connection itself (after hangMs), so the client's own timeout need not be short: at
+    // 400 ms a real create on a busy apiserver timed out after it was made, and its retry met AlreadyExists.
     const kube = connect(
       { kind: 'kubeconfig', path: proxy.kubeconfig },
-      { timeoutMs: 400, retry: { retries: 8, minDelayMs: 5, maxDelayMs: 50 } },
+      { timeoutMs: 5_000, retry: { retries: 8, minDelayMs: 5, maxDelayMs: 50 } },
     );
     const names = Array.from({ length: 40 }, (_, i) => `r-${i}`);
     for (const name of names) {
