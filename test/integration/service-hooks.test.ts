@@ -90,6 +90,15 @@ afterAll(async () => {
   await server?.close();
 });
 
+/** The name of the parent a sync call was for (undefined for a body that names none). */
+function parentOf(r: Received): string | undefined {
+  try {
+    return (JSON.parse(r.body) as { parent?: KubeObject }).parent?.metadata.name;
+  } catch {
+    return undefined;
+  }
+}
+
 const hook = (webhook: Record<string, unknown>): Hook => ({ webhook, timeoutSeconds: 10, retries: 0 }) as Hook;
 const account = () => actingAs(outriggerClient(), { namespace: ns, name: 'hooker' });
 const controller = { cluster: 'it', uid: 'u-1' };
@@ -349,7 +358,9 @@ spec:
       return status?.conditions?.find((c) => c.type === 'Synced');
     });
     expect(synced).toMatchObject({ status: 'False', reason: 'HookNotAllowed' });
-    expect(received).toEqual([]);
+    // Only this parent's calls: another file's runtime, serving every CompositeController of the shared bed, may
+    // still sync the earlier test's parent through its (allowed) Service while its controller cache holds it.
+    expect(received.filter((r) => parentOf(r) === 'denied')).toEqual([]);
     expect(await admin.find(configMaps, { name: 'denied-child', namespace: ns })).toBeUndefined();
   } finally {
     await admin.delete(compositeControllers, { name });
