@@ -10,20 +10,21 @@ import { matchesRevision, rollbackPatch, withoutDirectives } from '../shared/his
 import { sortRevisions, type ControllerRevision } from '../shared/history/revisions.ts';
 import { isOwnedBy } from '../shared/ownership/index.ts';
 import { foreignHistory, foreignTable } from './foreign-history.ts';
-import { resolveResourceArg } from './resolve.ts';
+import { resolveResourceArg, unambiguous, unreadNote, type ResolvedArg } from './resolve.ts';
 
 export async function ownedHistory(
   kube: KubeClient,
   arg: string,
   namespace: string,
-): Promise<{ parent: KubeObject; revisions: ControllerRevision[]; kind: string }> {
-  const { resource, name } = await resolveResourceArg(kube, arg);
+  resolved?: ResolvedArg,
+): Promise<{ parent: KubeObject; revisions: ControllerRevision[]; kind: string; unread: string[] }> {
+  const { resource, name, unread } = resolved ?? (await resolveResourceArg(kube, arg));
   const parent = await kube.get(resource, { name, namespace: resource.namespaced ? namespace : undefined });
   const listed = await kube.list<ControllerRevision>(Resources.controllerRevisions, {
     namespace: parent.metadata.namespace,
     labelSelector: labelSelectorString(parentLabels(parent)),
   });
-  return { parent, revisions: sortRevisions(listed.items.filter((r) => isOwnedBy(r, parent))), kind: resource.kind };
+  return { parent, revisions: sortRevisions(listed.items.filter((r) => isOwnedBy(r, parent))), kind: resource.kind, unread };
 }
 
 const yaml = (value: Json | undefined) => dump(withoutDirectives(value) ?? null, { sortKeys: true, lineWidth: 120, noRefs: true });
@@ -59,9 +60,12 @@ export async function historyCommand(
   kube: KubeClient,
   arg: string,
   namespace: string,
-  opts: { revision?: number | undefined; output?: Output; now?: Date } = {},
+  opts: { revision?: number | undefined; output?: Output; now?: Date; warn?: (message: string) => void } = {},
 ): Promise<string> {
-  const { parent, revisions, kind } = await ownedHistory(kube, arg, namespace);
+  const { parent, revisions, kind, unread } = await ownedHistory(kube, arg, namespace);
+  // A read: shown, as kubectl shows it, with a word on the groups it could not search.
+  if (unread.length)
+    (opts.warn ?? ((m) => process.stderr.write(`warning: ${m}\n`)))(`searching for ${JSON.stringify(arg)}${unreadNote(unread)}`);
   const title = `${kind.toLowerCase()}/${parent.metadata.name}`;
   const current = currentOf(revisions, parent);
   const now = opts.now ?? new Date();
@@ -129,8 +133,10 @@ export async function rollbackCommand(
   namespace: string,
   opts: { toRevision?: number | undefined; dryRun?: boolean; output?: Output } = {},
 ): Promise<string> {
-  const { resource, name } = await resolveResourceArg(kube, arg);
-  const { parent, revisions, kind } = await ownedHistory(kube, arg, namespace);
+  // A write: never to a resource that a group which did not answer may also be called.
+  const resolved = unambiguous(await resolveResourceArg(kube, arg), arg);
+  const { resource, name } = resolved;
+  const { parent, revisions, kind } = await ownedHistory(kube, arg, namespace, resolved);
   const title = `${kind.toLowerCase()}/${name}`;
   const holds = (r: ControllerRevision) => matchesRevision(r.data as Json | undefined, parent as unknown as JsonObject);
   const target =

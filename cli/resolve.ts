@@ -1,12 +1,22 @@
 // `kind/name` as kubectl takes it (statefulset/web, sts/web, statefulsets.apps/web, StatefulSet/web),
 // resolved through discovery to a resource, so custom resources work like built-ins.
-import { getResourceList, type KubeClient, type ResolvedResource } from '../shared/kube/index.ts';
+import { getResourceList, isKubeError, type KubeClient, type ResolvedResource } from '../shared/kube/index.ts';
 
 interface GroupList {
   groups: Array<{ name: string; preferredVersion: { version: string } }>;
 }
 
-export async function resolveResourceArg(kube: KubeClient, arg: string): Promise<{ resource: ResolvedResource; name: string }> {
+export interface ResolvedArg {
+  resource: ResolvedResource;
+  name: string;
+  /**
+   * The group versions searched whose discovery did not answer (an aggregated API whose backend is down answers
+   * 503): skipped, as kubectl skips them, so one broken APIService does not stop every command.
+   */
+  unread: string[];
+}
+
+export async function resolveResourceArg(kube: KubeClient, arg: string): Promise<ResolvedArg> {
   const slash = arg.indexOf('/');
   if (slash <= 0 || slash === arg.length - 1)
     throw new Error(`expected <kind>/<name>, such as statefulset/web; got ${JSON.stringify(arg)}`);
@@ -18,9 +28,15 @@ export async function resolveResourceArg(kube: KubeClient, arg: string): Promise
   const versions: Array<{ group: string; version: string }> = [{ group: '', version: 'v1' }];
   for (const g of (await kube.getPath<GroupList>('/apis')).groups) versions.push({ group: g.name, version: g.preferredVersion.version });
   const matches: ResolvedResource[] = [];
+  const unread: string[] = [];
   for (const gv of versions) {
     if (group !== undefined && gv.group !== group) continue;
-    const list = await getResourceList(kube, gv.group, gv.version);
+    const list = await getResourceList(kube, gv.group, gv.version).catch((err: unknown) => {
+      if (!isKubeError(err, 'Transient')) throw err;
+      unread.push(gv.group ? `${gv.group}/${gv.version}` : gv.version);
+      return undefined;
+    });
+    if (!list) continue;
     const found = list.resources.find(
       (r) =>
         !r.name.includes('/') &&
@@ -31,14 +47,31 @@ export async function resolveResourceArg(kube: KubeClient, arg: string): Promise
     if (found && builtIn(gv.group)) break;
   }
   const [first] = matches;
-  if (!first) throw new Error(`the cluster serves no resource called ${JSON.stringify(kindPart)}`);
+  if (!first) throw new Error(`the cluster serves no resource called ${JSON.stringify(kindPart)}${unreadNote(unread)}`);
   // Two custom resources of one name: a rollback must never write to the other one.
   if (!builtIn(first.group) && matches.length > 1) {
     throw new Error(
       `${JSON.stringify(kindPart)} is served by ${matches.map((m) => `${m.resource}.${m.group}`).join(' and ')}; name one as <resource>.<group>/${name}`,
     );
   }
-  return { resource: first, name };
+  return { resource: first, name, unread };
+}
+
+/**
+ * For a write: refuses a custom resource found while some group versions did not answer, one of which may serve
+ * another resource of that name (a built-in one wins whatever the others serve). Naming the group reads no other.
+ */
+export function unambiguous(resolved: ResolvedArg, arg: string): ResolvedArg {
+  const { resource, name, unread } = resolved;
+  if (builtIn(resource.group) || !unread.length) return resolved;
+  throw new Error(
+    `${JSON.stringify(arg)} resolved to ${resource.resource}.${resource.group}, but${unreadNote(unread).slice(1)}, and may serve another resource of that name; name it as ${resource.resource}.${resource.group}/${name}`,
+  );
+}
+
+/** What a failed search says of the group versions it could not read. */
+export function unreadNote(unread: readonly string[]): string {
+  return unread.length ? `; ${unread.join(', ')} did not answer discovery (an aggregated API whose backend is down?)` : '';
 }
 
 /** Kubernetes' own groups: the core group, the unqualified ones (apps, batch) and *.k8s.io. */
