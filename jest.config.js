@@ -7,7 +7,24 @@ const common = { transform, extensionsToTreatAsEsm: ['.ts'], testEnvironment: 'n
 
 export default {
   projects: [
-    { ...common, displayName: 'unit', testMatch: ['<rootDir>/test/unit/**/*.test.ts'] },
+    {
+      ...common,
+      displayName: 'unit',
+      testMatch: ['<rootDir>/test/unit/**/*.test.ts'],
+      testEnvironmentOptions: {
+        // The unit files that keep a core busy for long (CDK synthesis, SAM CLI, cfn-lint, bundles): they run
+        // beside the integration files that have the bed to themselves, whose other worker would otherwise wait
+        // on the bed's lock (test/alone-first-sequencer.js).
+        cpuBound: [
+          'test/unit/cfn-lint.test.ts',
+          'test/unit/sam.test.ts',
+          'test/unit/invoke.test.ts',
+          'test/unit/stack.test.ts',
+          'test/unit/sam-env.test.ts',
+          'test/unit/outrigger-construct.test.ts',
+        ],
+      },
+    },
     {
       ...common,
       displayName: 'integration',
