@@ -296,6 +296,9 @@ describe('the history controller in the local runtime (watch, router, history)',
       // Without the storage controller's functions, which act on every resource of a cluster, nor the scheduled
       // ones: the resyncs, run at start, would sync every namespace's parents, other test files' among them.
       functions: functions.filter((f) => !f.schedule && !functionsOf('storage').includes(f.name)),
+      // Nor any MapController, CompositeController or DecoratorController (no definition has this label): its map
+      // function would serve other files' definitions, and their cluster-scoped parents in every namespace.
+      controllerSelector: 'outrigger.test/runtime=kubectl',
     });
     try {
       const revisions = async () =>

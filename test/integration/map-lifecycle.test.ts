@@ -108,7 +108,7 @@ let url: string;
 const controller = (name: string, plural: string, hooks: string, output = '{ apiVersion: v1, resource: configmaps }') => `
 apiVersion: metacontroller.k8s.io/v1alpha1
 kind: MapController
-metadata: { name: ${name} }
+metadata: { name: ${name}, labels: { outrigger.test/runtime: map-lifecycle } }
 spec:
   serviceAccount: { namespace: outrigger-map-tests, name: mapper }
   parentResource: { apiVersion: ${GROUP}/v1, resource: ${plural} }
@@ -454,7 +454,13 @@ ${controller('lifecycle-closer', 'closers', '    map: { lambda: { functionName: 
     );
     await controllerFor(outriggerClient(), 'Waker');
     await controllerFor(outriggerClient(), 'Closer');
-    const runtime = await startTestRuntime('map-wake', ['router', 'map'], { namespace: ns, hooks });
+    // It serves this file's definitions only (controllerSelector): a runtime that served every one would sync
+    // other files' parents as a deployment of its own, cluster-scoped ones in every namespace.
+    const runtime = await startTestRuntime('map-wake', ['router', 'map'], {
+      namespace: ns,
+      hooks,
+      controllerSelector: 'outrigger.test/runtime=map-lifecycle',
+    });
     try {
       await parentWithInputs(wakers, 'Waker', ns, 'w1', ['in-w']);
       const gapsOf = () => calls.slice(1).map((t, i) => (t - calls[i]!) / 1000);
