@@ -82,7 +82,15 @@ export interface PassResult {
   retryAfterSeconds?: number | undefined;
   /** The kinds the customize answer's rules read (for the definition's status.relatedResources). */
   relatedKinds?: RelatedKind[] | undefined;
+  /**
+   * The parent changed while the pass ran, so its labels, annotations and status were not written: that change has
+   * an event of its own, whose pass reads it and writes them.
+   */
+  superseded?: boolean;
 }
+
+/** A write to the parent conditional on the resourceVersion the pass read, refused: the parent changed since. */
+class ParentChanged extends Error {}
 
 /** The field manager of every write a definition makes: one per definition, as `kubectl` shows it. */
 export function fieldManagerOf(d: Pick<ResolvedDefinition, 'kind' | 'name'>): string {
@@ -161,6 +169,14 @@ export async function syncDefinition(ctx: PassContext, d: ResolvedDefinition, ke
       result.finalized = true;
     } else if (finalizing) result.finalized = false;
   } catch (err) {
+    if (err instanceof ParentChanged) {
+      ctx.log?.('info', `${d.kind} pass superseded: the parent changed while it ran`, {
+        controller: d.name,
+        parent: `${key.namespace ?? ''}/${key.name}`,
+      });
+      result.superseded = true;
+      return result;
+    }
     result.problems.push(problemOf(err));
     if (err instanceof HookError && err.retryAfterSeconds !== undefined) result.retryAfterSeconds = err.retryAfterSeconds;
     await failedCondition(pass, parent, result.problems.at(-1)!);
@@ -293,8 +309,21 @@ async function writeChildren(pass: Pass, observed: KubeObject[], desired: KubeOb
   ctx.log?.('debug', 'children written', { children: desired.map(identityOf).length });
 }
 
-/** The answer's labels and annotations (a decorator's) and its status, which replaces the parent's (none: kept). */
+/**
+ * The answer's labels and annotations (a decorator's) and its status, which replaces the parent's (none: kept);
+ * each write conditional on the resourceVersion read, so a parent changed since is ParentChanged.
+ */
 async function writeParent(pass: Pass, parent: KubeObject, answer: SyncAnswer): Promise<KubeObject> {
+  try {
+    return await writeParentAsRead(pass, parent, answer);
+  } catch (err) {
+    if (isKubeError(err, 'Conflict')) throw new ParentChanged(err.message, { cause: err });
+    throw err;
+  }
+}
+
+/** writeParent's writes. */
+async function writeParentAsRead(pass: Pass, parent: KubeObject, answer: SyncAnswer): Promise<KubeObject> {
   const { ctx, resource, result } = pass;
   const ref = { name: parent.metadata.name ?? '', namespace: resource.namespaced ? parent.metadata.namespace : undefined };
   let current = parent;
@@ -316,7 +345,10 @@ async function writeParent(pass: Pass, parent: KubeObject, answer: SyncAnswer): 
   return current;
 }
 
-/** Replaces the parent's status whole (a JSON patch, conditional on the resourceVersion read). */
+/**
+ * Replaces the parent's status whole (a JSON patch carrying the resourceVersion read, which the apiserver takes as
+ * a precondition: a parent changed since is a 409 Conflict, where a `test` of it would be a 422 like a bad status).
+ */
 async function replaceStatus(pass: Pass, parent: KubeObject, status: Record<string, unknown>): Promise<KubeObject> {
   const { ctx, resource, d } = pass;
   const hasStatus = d.kind === 'CompositeController' ? d.parentStatus : (resource.status ?? false);
@@ -325,7 +357,7 @@ async function replaceStatus(pass: Pass, parent: KubeObject, status: Record<stri
     resource,
     hasStatus ? { ...ref, subresource: 'status' } : ref,
     [
-      { op: 'test', path: '/metadata/resourceVersion', value: parent.metadata.resourceVersion },
+      { op: 'replace', path: '/metadata/resourceVersion', value: parent.metadata.resourceVersion },
       { op: 'add', path: '/status', value: status },
     ],
     'json',

@@ -30,7 +30,7 @@ const shared = gvr(GROUP, 'v1', 'mixes');
 
 type Answer = { status?: number; body: unknown };
 /** Per parent (or decorated object) name, how the hook answers. */
-const answers = new Map<string, (req: Record<string, unknown>) => Answer>();
+const answers = new Map<string, (req: Record<string, unknown>) => Answer | Promise<Answer>>();
 const requests: Array<Record<string, unknown>> = [];
 
 function serve(req: IncomingMessage, res: ServerResponse): void {
@@ -41,9 +41,10 @@ function serve(req: IncomingMessage, res: ServerResponse): void {
     requests.push(body);
     const subject = (body.parent ?? body.object) as KubeObject | undefined;
     const how = answers.get(subject?.metadata.name ?? '');
-    const answer = how ? how(body) : { body: body.input ? { outputs: [] } : {} };
-    res.writeHead(answer.status ?? 200, { 'content-type': 'application/json' });
-    res.end(JSON.stringify(answer.body));
+    void Promise.resolve(how ? how(body) : { body: body.input ? { outputs: [] } : {} }).then((answer) => {
+      res.writeHead(answer.status ?? 200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(answer.body));
+    });
   });
 }
 
@@ -252,6 +253,31 @@ describe('a CompositeController running a set of Pods', () => {
     expect((await admin.get(podSets, { name: 'ps', namespace: ns })).status).toEqual({ replicas: 1, observed: ['ps-0'] });
     const [third] = await sync(parent, GROUP, 'PodSet');
     expect(third).toMatchObject({ problems: [], created: 0, updated: 0, deleted: 0, statusWritten: false });
+  });
+
+  test('a parent changed while its pass ran: the status write is refused as a conflict, not a problem; the next pass writes it', async () => {
+    const ns = await podNamespace();
+    const admin = adminClient();
+    const parent = await admin.create(podSets, {
+      apiVersion: `${GROUP}/v1`,
+      kind: 'PodSet',
+      metadata: { name: 'racer', namespace: ns },
+      spec: { replicas: 0, selector: { matchLabels: { app: 'racer' } } },
+    } as KubeObject);
+    let calls = 0;
+    // The first call changes the parent (as a user's edit during the pass would) before answering.
+    answers.set('racer', async () => {
+      calls += 1;
+      if (calls === 1)
+        await admin.patch(podSets, { name: 'racer', namespace: ns }, { metadata: { labels: { edited: 'during-pass' } } }, 'merge');
+      return { body: { status: { calls }, children: [] } };
+    });
+    const [first] = await sync(parent, GROUP, 'PodSet');
+    expect(first).toMatchObject({ problems: [], statusWritten: false, superseded: true });
+    expect((await admin.get(podSets, { name: 'racer', namespace: ns })).status).toBeUndefined();
+    const [second] = await sync(parent, GROUP, 'PodSet');
+    expect(second).toMatchObject({ problems: [], statusWritten: true });
+    expect((await admin.get(podSets, { name: 'racer', namespace: ns })).status).toEqual({ calls: 2 });
   });
 
   test("OnDelete leaves a changed Pod; InPlace applies a changed ConfigMap as the controller's own field manager", async () => {
