@@ -5,12 +5,12 @@
 import { historyCommand, rollbackCommand } from '../../cli/history.ts';
 import { getResourceList, gvr, isKubeError, type KubeObject } from '../../shared/kube/index.ts';
 import { applyManifests } from '../../shared/kube/apply.ts';
-import { adminClient, createNamespace, eventually, uniqueName } from '../testbed/index.ts';
+import { adminClient, createNamespace, eventually } from '../testbed/index.ts';
 import { openCrd } from '../testbed/crds.ts';
+import { apiServices, downApiGroup } from '../testbed/down-api.ts';
 
 const GROUP = 'clidiscovery.outrigger.test';
 const turbines = gvr(GROUP, 'v1', 'turbines');
-const apiServices = gvr('apiregistration.k8s.io', 'v1', 'apiservices');
 
 let ns: string;
 let broken: string;
@@ -26,24 +26,7 @@ beforeAll(async () => {
     metadata: { name: 't1', namespace: ns },
     spec: {},
   } as KubeObject);
-  // An APIService whose Service does not exist: its group is listed in /apis, and its group version answers 503.
-  broken = `${uniqueName('down')}.clidiscovery.test`;
-  await admin.create(apiServices, {
-    apiVersion: 'apiregistration.k8s.io/v1',
-    kind: 'APIService',
-    metadata: { name: `v1.${broken}` },
-    spec: {
-      group: broken,
-      version: 'v1',
-      service: { namespace: 'default', name: uniqueName('gone'), port: 443 },
-      insecureSkipTLSVerify: true,
-      groupPriorityMinimum: 1000,
-      versionPriority: 15,
-    },
-  } as KubeObject);
-  await eventually(async () =>
-    (await admin.getPath<{ groups: Array<{ name: string }> }>('/apis')).groups.some((g) => g.name === broken) ? true : undefined,
-  );
+  broken = await downApiGroup('down', 'clidiscovery.test');
   const answer = await getResourceList(admin, broken, 'v1').catch((err: unknown) => err);
   expect(isKubeError(answer, 'Transient')).toBe(true);
 }, 60_000);

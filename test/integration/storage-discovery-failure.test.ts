@@ -5,12 +5,12 @@
 import { randomUUID } from 'node:crypto';
 import { pollKey, storageStates, type StorageContext } from '../../functions/storage/context.ts';
 import { pollReporter } from '../../functions/storage/poll.ts';
-import { gvr, type KubeObject } from '../../shared/kube/index.ts';
+import type { KubeObject } from '../../shared/kube/index.ts';
 import { DEFAULT_PERIOD_MS, DISCOVERY_FAILED, rfc3339, storageVersionHash, type StorageState } from '../../shared/storage/index.ts';
-import { adminClient, eventually, outriggerClient, testState, uniqueName } from '../testbed/index.ts';
+import { adminClient, outriggerClient, testState, uniqueName } from '../testbed/index.ts';
+import { apiServices, downApiGroup } from '../testbed/down-api.ts';
 import { widgetCrd } from '../testbed/widgets.ts';
 
-const apiServices = gvr('apiregistration.k8s.io', 'v1', 'apiservices');
 const at = (base: number, minutes: number) => () => new Date(base + minutes * 60_000);
 
 describe('storage: a group version whose discovery keeps failing', () => {
@@ -20,23 +20,7 @@ describe('storage: a group version whose discovery keeps failing', () => {
     const crd = await widgetCrd(group);
     const h1 = storageVersionHash(group, 'v1', 'Widget');
     // An aggregated API whose Service does not exist: its group is listed in /apis, its group version answers 503.
-    const broken = `${uniqueName('agg')}.storage.test`;
-    await admin.create(apiServices, {
-      apiVersion: 'apiregistration.k8s.io/v1',
-      kind: 'APIService',
-      metadata: { name: `v1.${broken}` },
-      spec: {
-        group: broken,
-        version: 'v1',
-        service: { namespace: 'default', name: uniqueName('gone'), port: 443 },
-        insecureSkipTLSVerify: true,
-        groupPriorityMinimum: 1000,
-        versionPriority: 15,
-      },
-    } as KubeObject);
-    await eventually(async () =>
-      (await admin.getPath<{ groups: Array<{ name: string }> }>('/apis')).groups.some((g) => g.name === broken) ? true : undefined,
-    );
+    const broken = await downApiGroup('agg', 'storage.test');
 
     const base = Date.now();
     const ctx: StorageContext = {
