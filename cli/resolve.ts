@@ -1,6 +1,6 @@
 // `kind/name` as kubectl takes it (statefulset/web, sts/web, statefulsets.apps/web, StatefulSet/web),
 // resolved through discovery to a resource, so custom resources work like built-ins.
-import { getResourceList, isKubeError, type KubeClient, type ResolvedResource } from '../shared/kube/index.ts';
+import { getResourceList, isKubeError, type KubeApi, type ResolvedResource } from '../shared/kube/index.ts';
 
 interface GroupList {
   groups: Array<{ name: string; preferredVersion: { version: string } }>;
@@ -16,7 +16,7 @@ export interface ResolvedArg {
   unread: string[];
 }
 
-export async function resolveResourceArg(kube: KubeClient, arg: string): Promise<ResolvedArg> {
+export async function resolveResourceArg(kube: KubeApi, arg: string): Promise<ResolvedArg> {
   const slash = arg.indexOf('/');
   if (slash <= 0 || slash === arg.length - 1)
     throw new Error(`expected <kind>/<name>, such as statefulset/web; got ${JSON.stringify(arg)}`);
@@ -32,6 +32,8 @@ export async function resolveResourceArg(kube: KubeClient, arg: string): Promise
   for (const gv of versions) {
     if (group !== undefined && gv.group !== group) continue;
     const list = await getResourceList(kube, gv.group, gv.version).catch((err: unknown) => {
+      // Removed since /apis listed it (an APIService or CRD deleted meanwhile): it serves nothing to find.
+      if (isKubeError(err, 'NotFound')) return undefined;
       if (!isKubeError(err, 'Transient')) throw err;
       unread.push(gv.group ? `${gv.group}/${gv.version}` : gv.version);
       return undefined;

@@ -113,9 +113,20 @@ export class FakeKube implements KubeApi {
     };
   }
 
-  /** Discovery only: the APIResourceList of a group version, from `served`. */
+  /** Discovery only: the APIGroupList (`/apis`) and the APIResourceList of a group version, from `served`. */
   async getPath<T>(path: string): Promise<T> {
     await this.serve('discovery', { group: '', version: '', resource: path }, undefined);
+    if (path === '/apis') {
+      const versions = new Map<string, string[]>();
+      for (const r of this.served.filter((s) => s.group))
+        versions.set(r.group, [...new Set([...(versions.get(r.group) ?? []), r.version])]);
+      const groups = [...versions].map(([name, vs]) => ({
+        name,
+        versions: vs.map((version) => ({ groupVersion: `${name}/${version}`, version })),
+        preferredVersion: { groupVersion: `${name}/${vs[0]!}`, version: vs[0]! },
+      }));
+      return { kind: 'APIGroupList', apiVersion: 'v1', groups } as T;
+    }
     const resources = this.served.filter((r) => groupVersionPath(r) === path);
     if (!resources.length) throw status('NotFound', 404, `the server could not find the requested resource (get ${path})`);
     const list: APIResourceList = {
