@@ -37,34 +37,57 @@ export class NotServedError extends Error {
   }
 }
 
-const cache = new WeakMap<KubeApi, Map<string, Promise<APIResourceList>>>();
+/**
+ * How long a group version's resource list is trusted: a warm function keeps its client for hours, and a CRD added
+ * to a group already read, or removed from it, must be seen within seconds (client-go's memory cache likewise
+ * drops what it knows on a miss). A lookup that misses re-reads a list older than MISS_REFRESH_MS, so a resource
+ * served since is found at once, and a run of misses costs at most one read a second per group version.
+ */
+export const DISCOVERY_MAX_AGE_MS = 10_000;
+export const MISS_REFRESH_MS = 1_000;
 
-/** Finds the resource serving `kind` in `apiVersion`; cached per client, since it does not change under us. */
+interface CachedList {
+  list: Promise<APIResourceList>;
+  at: number;
+}
+
+const cache = new WeakMap<KubeApi, Map<string, CachedList>>();
+
+/** Finds the resource serving `kind` in `apiVersion`; cached per client for DISCOVERY_MAX_AGE_MS (docs/controllers/mapcontroller.md#kinds-the-cluster-starts-or-stops-serving). */
 export async function resolveKind(client: KubeApi, apiVersion: string, kind: string): Promise<ResolvedResource> {
-  const found = (await cachedResourceList(client, apiVersion)).resources.find((r) => r.kind === kind && !r.name.includes('/'));
+  const found = await lookUp(client, apiVersion, (r) => r.kind === kind && !r.name.includes('/'));
   if (!found) throw new NotServedError(`the cluster serves no kind ${kind} in ${apiVersion}`);
   return { ...parseApiVersion(apiVersion), resource: found.name, kind, namespaced: found.namespaced };
 }
 
 /** Finds the kind served as `resource` (plural) in `apiVersion`, with the same cache. */
 export async function resolveResource(client: KubeApi, apiVersion: string, resource: string): Promise<ResolvedResource> {
-  const found = (await cachedResourceList(client, apiVersion)).resources.find((r) => r.name === resource);
+  const found = await lookUp(client, apiVersion, (r) => r.name === resource);
   if (!found) throw new NotServedError(`the cluster serves no resource ${resource} in ${apiVersion}`);
   return { ...parseApiVersion(apiVersion), resource, kind: found.kind, namespaced: found.namespaced };
 }
 
-async function cachedResourceList(client: KubeApi, apiVersion: string): Promise<APIResourceList> {
+/** The first resource of the group version that `matches`, reading the list again on a miss if it is not fresh. */
+async function lookUp(client: KubeApi, apiVersion: string, matches: (r: APIResource) => boolean): Promise<APIResource | undefined> {
+  const found = (await cachedResourceList(client, apiVersion, DISCOVERY_MAX_AGE_MS)).resources.find(matches);
+  return found ?? (await cachedResourceList(client, apiVersion, MISS_REFRESH_MS)).resources.find(matches);
+}
+
+/** The group version's resource list, read again when the cached one is older than `maxAge` ms. */
+async function cachedResourceList(client: KubeApi, apiVersion: string, maxAge = DISCOVERY_MAX_AGE_MS): Promise<APIResourceList> {
   const { group, version } = parseApiVersion(apiVersion);
   let lists = cache.get(client);
   if (!lists) cache.set(client, (lists = new Map()));
-  let list = lists.get(apiVersion);
-  if (!list) {
-    list = getResourceList(client, group, version);
-    lists.set(apiVersion, list);
-    list.catch(() => lists.delete(apiVersion));
+  let entry = lists.get(apiVersion);
+  if (!entry || Date.now() - entry.at > maxAge) {
+    const fresh: CachedList = { list: getResourceList(client, group, version), at: Date.now() };
+    lists.set(apiVersion, fresh);
+    // A failed read is not cached; a later read that has already replaced it stays.
+    fresh.list.catch(() => lists.get(apiVersion) === fresh && lists.delete(apiVersion));
+    entry = fresh;
   }
   try {
-    return await list;
+    return await entry.list;
   } catch (err) {
     if (isKubeError(err, 'NotFound')) throw new NotServedError(`the cluster does not serve ${apiVersion}`, { cause: err });
     throw err;
