@@ -26,15 +26,21 @@ export type WatchEventType = (typeof WATCH_EVENT_TYPES)[number];
 // refuse beyond their own lengths and alphabets, and a refusal there must never cost the valid records beside it.
 // https://kubernetes.io/docs/concepts/overview/working-with-objects/names/
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
-const DNS_SUBDOMAIN = /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+/**
+ * An object's name as the apiserver accepts it for every kind: most kinds hold names to DNS-1123 subdomains, some
+ * only to path segments (RBAC's `system:controller:...`), which may not be `.` or `..` nor hold `/` or `%`
+ * (https://github.com/kubernetes/apimachinery/blob/master/pkg/api/validation/path/name.go). Held here besides to
+ * printable ASCII without spaces, at most 253: a name travels in subjects, keys and sync requests.
+ */
+const OBJECT_NAME = /^(?!\.{1,2}$)[!-$&-.0-~]{1,253}$/;
 /** RFC 4122's textual form: what the apiserver assigns every object as metadata.uid. */
 const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
 /** Printable ASCII without spaces: ids and URI references. */
 const printable = (max: number) => z.string().check(z.regex(/^[!-~]+$/, 'must be printable ASCII without spaces'), z.maxLength(max));
 
 const dnsLabel = () => z.string().check(z.regex(DNS_LABEL, 'must be a DNS-1123 label: lower-case letters, digits and -, at most 63'));
-const dnsSubdomain = () =>
-  z.string().check(z.regex(DNS_SUBDOMAIN, 'must be a DNS-1123 subdomain: lower-case letters, digits, - and ., at most 253'));
+const objectName = () =>
+  z.string().check(z.regex(OBJECT_NAME, 'must be an object name: printable ASCII without spaces, / or %, not . or .., at most 253'));
 const uuid = () => z.string().check(z.regex(UUID, 'must be an RFC 4122 UUID, as the apiserver assigns'));
 
 const objectSchema = z.looseObject({
@@ -49,7 +55,7 @@ const objectSchema = z.looseObject({
     ),
   kind: z.string().check(z.regex(/^[A-Za-z][A-Za-z0-9]{0,62}$/, 'must be a kind: letters and digits, at most 63')),
   metadata: z.looseObject({
-    name: dnsSubdomain(),
+    name: objectName(),
     namespace: z.optional(dnsLabel()),
     uid: uuid(),
     // Opaque to clients, but an etcd revision in practice; it is part of the envelope id.

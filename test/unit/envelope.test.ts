@@ -65,6 +65,22 @@ describe('the CloudEvents envelope', () => {
     }
   });
 
+  test('carries objects whose kinds take path-segment names (RBAC), and refuses names no kind may have', () => {
+    for (const name of ['system:controller:job-controller', 'system:aggregate-to-edit', 'Web_1', '..x'])
+      expect(
+        parseEnvelope(
+          JSON.stringify(
+            makeEnvelope({ cluster: 'east-1', type: 'added', object: object({ name }), source: 'outrigger://east-1/forwarder' }),
+          ),
+        ).data.object.metadata.name,
+      ).toBe(name);
+    for (const name of ['.', '..', 'a/b', '50%', 'with space', '', 'x'.repeat(254)]) {
+      const e = structuredClone(valid()) as unknown as { data: { object: KubeObject } };
+      e.data.object.metadata.name = name;
+      expect(() => parseEnvelope(JSON.stringify(e))).toThrow('data.object.metadata.name: must be an object name');
+    }
+  });
+
   test('rejects what is not JSON, and what is too large, before looking inside', () => {
     expect(() => parseEnvelope('{"specversion":')).toThrow(/^invalid event envelope: \(envelope\): is not JSON/);
     const big = JSON.stringify({ ...valid(), padding: 'x'.repeat(MAX_ENVELOPE_BYTES) });
