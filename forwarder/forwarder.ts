@@ -414,7 +414,7 @@ export class Forwarder {
     return {
       body,
       group: messageGroupId(envelope),
-      dedup: deduplicationId(envelope),
+      dedup: deduplicationId(envelope, 'forwarder'),
       bytes: Buffer.byteLength(body),
       uid: e.object.metadata.uid ?? '',
       gvr,

@@ -34,7 +34,7 @@ export class SqsEventQueue implements EventQueue {
     const refused: Array<{ envelope: Envelope; reason: string }> = [];
     const unsent: FifoFailure[] = [];
     for (const [cluster, forCluster] of Map.groupBy(envelopes, (e) => e.cluster)) {
-      const messages = forCluster.map((e) => ({ body: JSON.stringify(e), group: messageGroupId(e), dedup: deduplicationId(e) }));
+      const messages = forCluster.map((e) => ({ body: JSON.stringify(e), group: messageGroupId(e), dedup: deduplicationId(e, 'ingest') }));
       for (const f of await sendFifoMessages(this.client, this.urlOf(cluster), messages)) {
         if (f.senderFault)
           refused.push({

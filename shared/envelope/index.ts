@@ -163,7 +163,17 @@ export function messageGroupId(envelope: Pick<Envelope, 'cluster' | 'data'>): st
   return `${envelope.cluster}/${controller?.uid ?? meta.uid ?? ''}`;
 }
 
-/** SQS deduplication id (at most 128 characters): a digest of (cluster, uid, resourceVersion, type). */
-export function deduplicationId(envelope: Pick<Envelope, 'id'>): string {
-  return createHash('sha256').update(envelope.id).digest('hex');
+/** Who puts an envelope on a cluster's events queue. */
+export type EnvelopeSender = 'forwarder' | 'ingest';
+
+/**
+ * SQS deduplication id (at most 128 characters): a digest of (cluster, uid, resourceVersion, type), apart for each
+ * sender. An ingest caller who guesses an object's next resourceVersion must not make SQS drop the forwarder's
+ * genuine event as a copy for five minutes (docs/operations/security.md); the same change from both is then
+ * handled twice, which a level-triggered handler takes as one.
+ */
+export function deduplicationId(envelope: Pick<Envelope, 'id'>, sender: EnvelopeSender): string {
+  return createHash('sha256')
+    .update(sender === 'forwarder' ? envelope.id : `ingest\0${envelope.id}`)
+    .digest('hex');
 }

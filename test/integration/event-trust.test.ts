@@ -84,7 +84,7 @@ async function pipeline(forwarderKeys = async (c: string): Promise<readonly stri
           QueueUrl: queues.url(CLUSTER, EVENTS_QUEUE),
           MessageBody: JSON.stringify(envelope),
           MessageGroupId: messageGroupId(envelope),
-          MessageDeduplicationId: deduplicationId(envelope),
+          MessageDeduplicationId: deduplicationId(envelope, 'forwarder'),
         }),
       ),
     /** Routes what the events queue holds, then runs each history sync request as the history handler does. */

@@ -136,7 +136,7 @@ describe('the ingest function', () => {
     expect(JSON.parse(message!.Body!)).toEqual(expected);
     expect(message!.Attributes).toMatchObject({
       MessageGroupId: `prod/${uuidOf('sts-1')}`,
-      MessageDeduplicationId: deduplicationId(expected),
+      MessageDeduplicationId: deduplicationId(expected, 'ingest'),
     });
     expect(await drain(sqs, deadLetterUrl)).toEqual([]);
   });

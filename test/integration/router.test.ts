@@ -477,7 +477,7 @@ async function deploymentQueues(clusters: readonly string[]) {
         QueueUrl: queues.url(cluster, EVENTS_QUEUE),
         MessageBody: JSON.stringify(envelope),
         MessageGroupId: messageGroupId(envelope),
-        MessageDeduplicationId: deduplicationId(envelope),
+        MessageDeduplicationId: deduplicationId(envelope, 'forwarder'),
       }),
     );
   /** Routes what `cluster`'s events queue holds, as the router's event source mapping of that queue would. */

@@ -118,9 +118,21 @@ describe('the CloudEvents envelope', () => {
     });
     expect(messageGroupId(owned)).toBe(`c1/${OWNER}`);
     expect(messageGroupId(valid())).toBe(`east-1/${U1}`);
-    expect(deduplicationId(valid())).toMatch(/^[0-9a-f]{64}$/);
-    expect(deduplicationId(valid())).toBe(deduplicationId(valid()));
-    expect(deduplicationId(owned)).not.toBe(deduplicationId(valid()));
+    expect(deduplicationId(valid(), 'forwarder')).toMatch(/^[0-9a-f]{64}$/);
+    expect(deduplicationId(valid(), 'forwarder')).toBe(deduplicationId(valid(), 'forwarder'));
+    expect(deduplicationId(owned, 'forwarder')).not.toBe(deduplicationId(valid(), 'forwarder'));
+  });
+
+  test("the ingest trust boundary: an ingest caller's envelope never shares a deduplication id with the forwarder's", () => {
+    // A caller who guesses an object's next resourceVersion sends its envelope first: SQS would drop the
+    // forwarder's genuine one as a copy for five minutes if the two ids could be equal.
+    fc.assert(
+      fc.property(fc.string({ minLength: 1, maxLength: 256 }), fc.string({ minLength: 1, maxLength: 256 }), (a, b) => {
+        expect(deduplicationId({ id: a }, 'ingest')).not.toBe(deduplicationId({ id: b }, 'forwarder'));
+      }),
+    );
+    expect(deduplicationId(valid(), 'ingest')).not.toBe(deduplicationId(valid(), 'forwarder'));
+    expect(deduplicationId(valid(), 'ingest')).toBe(deduplicationId(valid(), 'ingest'));
   });
 });
 

@@ -95,7 +95,7 @@ describe('the ingest', () => {
     if (!plan.ok) throw new Error(plan.problem);
     expect(plan.envelopes).toEqual(batch);
     expect(plan.envelopes.map(messageGroupId)).toEqual([`prod/${STS_UID}`, `staging/${OTHER_UID}`]);
-    expect(plan.envelopes.map(deduplicationId)).toEqual(batch.map(deduplicationId));
+    expect(plan.envelopes.map((e) => deduplicationId(e, 'ingest'))).toEqual(batch.map((e) => deduplicationId(e, 'ingest')));
     // An empty batch is nothing to do, not an error.
     expect(planIngest(post('[]'), clusters, clusters, now)).toMatchObject({ ok: true, counts: { accepted: 0 } });
   });
@@ -354,7 +354,7 @@ describe('who may speak for a cluster', () => {
     const plan = planIngest(post(JSON.stringify(future)), clusters, clusters, now);
     if (!plan.ok) throw new Error(plan.problem);
     expect(plan.envelopes[0]!.id).toBe(`prod/${POD_UID}/7/modified`);
-    expect(deduplicationId(plan.envelopes[0]!)).toBe(deduplicationId(envelope('prod')));
+    expect(deduplicationId(plan.envelopes[0]!, 'ingest')).toBe(deduplicationId(envelope('prod'), 'ingest'));
   });
 });
 
@@ -378,7 +378,7 @@ describe('hostile envelopes', () => {
         // Every envelope queued fits SQS: its message group and deduplication id within 128 allowed characters.
         for (const e of plan.envelopes) {
           expect(messageGroupId(e)).toMatch(/^[!-~]{1,128}$/);
-          expect(deduplicationId(e)).toMatch(/^[!-~]{1,128}$/);
+          expect(deduplicationId(e, 'ingest')).toMatch(/^[!-~]{1,128}$/);
         }
         const bad = batch.map((c, i) => [c, i] as const).filter(([c]) => c.kind === 'hostile');
         expect(plan.deadLetters).toHaveLength(bad.length);

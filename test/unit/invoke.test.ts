@@ -75,7 +75,13 @@ describe('the sample events', () => {
       try {
         if (spec.events) {
           const envelope = parseEnvelope(r.body);
-          return { r, ok: true as const, cluster: envelope.cluster, group: messageGroupId(envelope), dedup: deduplicationId(envelope) };
+          return {
+            r,
+            ok: true as const,
+            cluster: envelope.cluster,
+            group: messageGroupId(envelope),
+            dedup: deduplicationId(envelope, 'forwarder'),
+          };
         }
         const request = parseSyncRequest(r.body);
         return { r, ok: true as const, cluster: request.key.cluster, group: syncGroupId(request.key), dedup: syncDeduplicationId(request) };
