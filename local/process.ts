@@ -5,10 +5,10 @@ import { createHash } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
 import { mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
-import { dirname, join } from 'node:path';
+import { dirname, join, relative } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { cacheDir } from './paths.ts';
+import { cacheDir, projectRoot } from './paths.ts';
 
 export type Log = (message: string) => void;
 
@@ -79,10 +79,15 @@ export async function freePort(): Promise<number> {
   });
 }
 
+/**
+ * A digest of files' paths and contents, the stamp of what is built from them. Paths count relative to the
+ * project, so that every clone and worktree of one commit agrees on the stamp: a cache shared between them is
+ * rebuilt only when an input changes, never because another checkout used it.
+ */
 export async function fingerprint(files: string[]): Promise<string> {
   const h = createHash('sha256');
   for (const f of files)
-    h.update(f)
+    h.update(relative(projectRoot, f))
       .update('\0')
       .update(await readFile(f))
       .update('\0');
