@@ -1,6 +1,7 @@
 // A RevisionPolicy that names a ServiceAccount (docs/operations/security.md): its target kind is read with that
 // account's grants, never Outrigger's, and the policy says so when Outrigger may not act as the account or the
 // account may not read the kind. The kind here is one Outrigger's own identity may not read at all.
+import { load } from 'js-yaml';
 import { controllerSources } from '../../functions/controllers.ts';
 import { syncHistory } from '../../functions/history/sync.ts';
 import { routeBatch } from '../../functions/router/route.ts';
@@ -15,7 +16,16 @@ import { PARENT_LABEL, sortRevisions, type ControllerRevision } from '../../shar
 import { gvr, isKubeError, Resources, resolveKind, forgetDiscovery, type KubeObject } from '../../shared/kube/index.ts';
 import { applyManifests } from '../../shared/kube/apply.ts';
 import { openCrd } from '../testbed/crds.ts';
-import { adminClient, createNamespace, eventually, outriggerClient, testCluster, testState, uniqueName } from '../testbed/index.ts';
+import {
+  adminClient,
+  createNamespace,
+  eventually,
+  grantsInEffect,
+  outriggerClient,
+  testCluster,
+  testState,
+  uniqueName,
+} from '../testbed/index.ts';
 import { impersonatedAccount } from '../testbed/rbac.ts';
 
 const GROUP = 'ident.outrigger.test';
@@ -278,6 +288,54 @@ describe('a RevisionPolicy that names a ServiceAccount', () => {
     } finally {
       await admin.delete(revisionPolicies, { name: notAllowed }).catch(() => undefined);
       await admin.delete(revisionPolicies, { name: missing }).catch(() => undefined);
+    }
+  });
+});
+
+describe('a RevisionPolicy that names no ServiceAccount', () => {
+  test("the admission boundary: it reads with Outrigger's own grants, so only a requester allowed act-as-outrigger may create or change one", async () => {
+    const user = uniqueName('policy-author');
+    const name = uniqueName('ident');
+    const role = (verbs: string[]) => `
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: { name: ${user} }
+rules: [{ apiGroups: ["outrigger.dev"], resources: ["revisionpolicies"], verbs: ${JSON.stringify(verbs)} }]
+`;
+    await applyManifests(
+      admin,
+      `${role(['create', 'get', 'update', 'patch'])}---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: { name: ${user} }
+roleRef: { apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: ${user} }
+subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: User, name: ${user} }]
+`,
+    );
+    const author = admin.as({ user });
+    const unaccounted = load(policy(name)) as KubeObject;
+    try {
+      // Refused by admission, not by RBAC: the grant must be in effect first.
+      await grantsInEffect(author, [{ verb: 'create', group: 'outrigger.dev', resource: 'revisionpolicies' }]);
+      await expect(author.create(revisionPolicies, unaccounted)).rejects.toMatchObject({
+        kind: 'Forbidden',
+        message: expect.stringContaining("spec.serviceAccount: a RevisionPolicy without one reads with Outrigger's own grants"),
+      });
+      expect(await admin.find(revisionPolicies, { name })).toBeUndefined();
+
+      // One an admin made: the author may not change its spec either, but a change that leaves the spec passes.
+      await admin.create(revisionPolicies, unaccounted);
+      await expect(
+        author.patch(revisionPolicies, { name }, { spec: { targetState: ['spec.template', 'spec.replicas'] } }, 'merge'),
+      ).rejects.toMatchObject({ kind: 'Forbidden' });
+      await author.patch(revisionPolicies, { name }, { metadata: { labels: { team: 'a' } } }, 'merge');
+
+      // Granted the verb, the author may.
+      await applyManifests(admin, role(['create', 'get', 'update', 'patch', 'act-as-outrigger']));
+      await grantsInEffect(author, [{ verb: 'act-as-outrigger', group: 'outrigger.dev', resource: 'revisionpolicies' }]);
+      await author.patch(revisionPolicies, { name }, { spec: { targetState: ['spec.template', 'spec.replicas'] } }, 'merge');
+    } finally {
+      await admin.delete(revisionPolicies, { name }).catch(() => undefined);
     }
   });
 });

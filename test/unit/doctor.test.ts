@@ -303,7 +303,12 @@ describe('doctor findings', () => {
       message: expect.stringContaining('may name any ServiceAccount Outrigger may act as'),
       fix: 'kubectl --context prod apply --server-side -f cluster/admission.yaml',
     });
-    const loosened = { ...policy!, spec: { ...(policy!.spec as object), validations: [{ expression: 'true' }] } } as KubeObject;
+    // Its first rule made to let everything through, the others as shipped.
+    const shipped = (policy!.spec as { validations: unknown[] }).validations;
+    const loosened = {
+      ...policy!,
+      spec: { ...(policy!.spec as object), validations: [{ expression: 'true' }, ...shipped.slice(1)] },
+    } as KubeObject;
     expect(of(findings(healthy({ admission: [{ file, object: policy!, installed: loosened }] })), check)).toMatchObject({
       status: 'fail',
       message: expect.stringMatching(/^not current: differs from cluster\/admission.yaml at spec.validations\[0\]/),
