@@ -1,6 +1,7 @@
 #!/usr/bin/env node
-// outrigger: the local runtime and, as later issues land, the history and rollback commands. Installed as
-// `kubectl-outrigger` too, so that `kubectl outrigger ...` works as a kubectl plugin.
+// outrigger: the local runtime (`run`), a workload's history and rollback, the preflight (`doctor`), keys, roles,
+// an offline hook pass (`render`) and the cost model: the usage below lists them. Installed as `kubectl-outrigger`
+// too, so that `kubectl outrigger ...` works as a kubectl plugin.
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { historyCommand, parseOutput, rollbackCommand } from '../cli/history.ts';
