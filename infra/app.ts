@@ -10,11 +10,20 @@
 //                               themselves, comma-separated (linux/arm64 for Graviton nodes only)
 // Anything else a user would set (a VPC, an alarm topic, log retention) is a prop of the construct, in an app of
 // their own.
-import { App, type AppProps } from 'aws-cdk-lib';
+import { Annotations, App, CfnWaitConditionHandle, Stack, type AppProps } from 'aws-cdk-lib';
 import { Platform } from 'aws-cdk-lib/aws-ecr-assets';
 import { readFileSync } from 'node:fs';
 import type { ClusterConfig } from '../shared/clusters.ts';
 import { OutriggerStack } from './stack.ts';
+
+/** The app was given no cluster configuration. */
+export class NoClustersError extends Error {
+  constructor() {
+    super(
+      "no clusters: pass -c outrigger:clustersFile=clusters.json (or -c outrigger:clusters='[...]'); docs/getting-started/deploy.md writes the file",
+    );
+  }
+}
 
 /** The app as the CDK CLI runs it; tests build it with their own context (and an outdir). */
 export function outriggerApp(props: AppProps = {}): { app: App; stack: OutriggerStack } {
@@ -48,11 +57,7 @@ export function outriggerApp(props: AppProps = {}): { app: App; stack: Outrigger
   const text = (v: unknown) => (typeof v === 'string' && v ? v : undefined);
   const file = text(context('clustersFile'));
   const clusters = file ? (JSON.parse(readFileSync(file, 'utf8')) as unknown) : json('clusters');
-  if (clusters === undefined) {
-    throw new Error(
-      "no clusters: pass -c outrigger:clustersFile=clusters.json (or -c outrigger:clusters='[...]'); docs/getting-started/deploy.md writes the file",
-    );
-  }
+  if (clusters === undefined) throw new NoClustersError();
   if (!Array.isArray(clusters)) throw new Error(`the cluster configuration${file ? ` in ${file}` : ''} is not a JSON array`);
   const namespace = text(context('forwarderNamespace'));
   const serviceAccount = text(context('forwarderServiceAccount'));
@@ -85,5 +90,26 @@ export function outriggerApp(props: AppProps = {}): { app: App; stack: Outrigger
   return { app, stack };
 }
 
+/**
+ * The app without a cluster configuration: `cdk bootstrap` runs the app for the account and region of its stacks,
+ * and docs/getting-started/deploy.md bootstraps (step 1) before clusters.json exists. An empty stack named
+ * as the real one gives them; its error still fails `cdk synth` and `cdk deploy`, with what to pass.
+ */
+export function noClustersApp(props: AppProps = {}): App {
+  const app = new App(props);
+  const stack = new Stack(app, 'Outrigger', { env: { account: process.env.CDK_DEFAULT_ACCOUNT, region: process.env.CDK_DEFAULT_REGION } });
+  Annotations.of(stack).addError(new NoClustersError().message);
+  // A template holds at least one resource (CloudFormation's F0001, which synth would warn of); this one is inert.
+  new CfnWaitConditionHandle(stack, 'NoClusters');
+  return app;
+}
+
 // The CLI runs this file; the App synthesizes itself when the process ends.
-if (import.meta.main) outriggerApp();
+if (import.meta.main) {
+  try {
+    outriggerApp();
+  } catch (err) {
+    if (!(err instanceof NoClustersError)) throw err;
+    noClustersApp();
+  }
+}

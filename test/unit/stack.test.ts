@@ -9,6 +9,8 @@ import { join } from 'node:path';
 import { functions } from '../../functions/index.ts';
 import { sendTargets } from '../../functions/spec.ts';
 import { outriggerApp } from '../../infra/app.ts';
+import { projectRoot } from '../../local/paths.ts';
+import { capture } from '../../local/process.ts';
 import { CLUSTERS_FILE_IN_LAYER, OutriggerStack, TARGETS_PER_RULE, type OutriggerStackProps } from '../../infra/stack.ts';
 import { DEFAULT_MAX_CONCURRENCY, clustersFromEnv, type ClusterConfig } from '../../shared/clusters.ts';
 import { CA_DATA, eksCluster, onpremCluster } from './clusters.ts';
@@ -760,6 +762,37 @@ describe('the Outrigger stack', () => {
     expect(() => outriggerApp({ context: { 'aws:cdk:bundling-stacks': [] } })).toThrow(
       'no clusters: pass -c outrigger:clustersFile=clusters.json',
     );
+  });
+
+  test('run as `cdk bootstrap` runs it, with no clusters yet, the app gives the account and region to bootstrap, and an error that fails synth and deploy', async () => {
+    // docs/getting-started/deploy.md bootstraps (step 1) before it writes clusters.json (step 2), with no context.
+    const outdir = await mkdtemp(join(tmpdir(), 'outrigger-app-'));
+    try {
+      const env: NodeJS.ProcessEnv = {
+        ...process.env,
+        CDK_OUTDIR: outdir,
+        CDK_DEFAULT_ACCOUNT: '111122223333',
+        CDK_DEFAULT_REGION: 'eu-west-1',
+      };
+      delete env.CDK_CONTEXT_JSON;
+      const out = await capture(process.execPath, [join(projectRoot, 'infra', 'app.ts')], { env, cwd: projectRoot });
+      expect({ code: out.code, stderr: out.stderr }).toEqual({ code: 0, stderr: '' });
+      const manifest = JSON.parse(await readFile(join(outdir, 'manifest.json'), 'utf8')) as {
+        artifacts: Record<string, { type: string; environment?: string; additionalMetadataFile?: string }>;
+      };
+      const stack = manifest.artifacts.Outrigger!;
+      expect(stack).toMatchObject({ type: 'aws:cloudformation:stack', environment: 'aws://111122223333/eu-west-1' });
+      const metadata = JSON.parse(await readFile(join(outdir, stack.additionalMetadataFile!), 'utf8')) as Record<
+        string,
+        Array<{ type: string; data: unknown }>
+      >;
+      const errors = Object.values(metadata)
+        .flat()
+        .filter((m) => m.type === 'aws:cdk:error');
+      expect(errors.map((e) => e.data)).toEqual([expect.stringContaining('no clusters: pass -c outrigger:clustersFile=clusters.json')]);
+    } finally {
+      await rm(outdir, { recursive: true, force: true });
+    }
   });
 
   test("the app builds the forwarder's image for the platforms outrigger:forwarderImage names (true: both), and refuses any other", () => {
