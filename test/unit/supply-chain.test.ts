@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
 import { MAVEN_FETCH_FLAGS, goBuildEnv } from '../../local/process.ts';
 import { PIP_INSTALL_FLAGS } from '../../local/python.ts';
 
-const requirementFiles = ['test/cfn-lint/requirements.txt', 'test/sam/requirements.txt'];
+const requirementFiles = ['test/cfn-lint/requirements.txt', 'test/sam/requirements.txt', 'test/aws-emulator/requirements.txt'];
 
 /** Each requirement of a pip requirements file with the hashes it pins (continuation lines joined). */
 function requirements(file: string): { spec: string; hashes: string[] }[] {
