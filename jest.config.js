@@ -48,6 +48,12 @@ export default {
         ],
         // The files that need a Go program the global setup builds ahead of need, at a low priority, while the
         // others run (test/testbed/prebuild.ts): last, so that a cold run's builds are done or nearly by then.
+        // The files that keep a core busy for long and use no part of the bed (they take no lock on it): they run
+        // beside the files that have the bed to themselves, as the unit project's cpuBound files do.
+        cpuBound: [
+          // The deploy rehearsal on moto's server: two synths with every function bundled, and the CDK CLI.
+          'test/integration/deploy.test.ts',
+        ],
         late: [
           'test/integration/forwarder-chart.test.ts', // Helm
           'test/integration/composite-realistic.test.ts', // kwok: a CompositeController's Deployments on the node bed

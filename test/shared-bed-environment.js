@@ -82,13 +82,15 @@ export default class SharedBedEnvironment extends TestEnvironment {
     const { rootDir, testEnvironmentOptions } = config.projectConfig;
     this.file = relative(rootDir, context.testPath);
     this.alone = (testEnvironmentOptions.alone ?? []).includes(this.file);
+    // A file that uses no part of the bed (cpuBound) holds no lock: it runs while another file has the bed alone.
+    this.bedless = (testEnvironmentOptions.cpuBound ?? []).includes(this.file);
     this.release = () => {};
   }
 
   async setup() {
     await super.setup();
     const bed = process.env.OUTRIGGER_TESTBED;
-    if (!bed) return; // the global setup failed: the file's own first call says so
+    if (!bed || this.bedless) return; // no bed (the global setup failed: the file's own first call says so), or none used
     const dir = `${bed}.locks`;
     mkdirSync(dir, { recursive: true });
     const name = this.file.replaceAll('/', '_');

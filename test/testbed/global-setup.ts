@@ -3,6 +3,7 @@
 import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { ensureAwsEmulator } from '../../local/aws-emulator.ts';
 import { ensureCfnLint } from '../../local/cfn-lint.ts';
 import { ensureTestClusterBinary } from '../../local/apiserver.ts';
 import { ensureDynamoDBLocal } from '../../local/dynamodb.ts';
@@ -15,10 +16,11 @@ import { startBuildsAhead } from './builds-ahead.ts';
 export default async function globalSetup(): Promise<void> {
   const started = Date.now();
   const log = (m: string) => process.stderr.write(`[testbed] ${m}\n`);
-  // The Python tools two unit tests run (cfn-lint, SAM CLI), installed from here on and not waited for: those
-  // tests ask for them again, and buildOnce's lock makes them wait for this install (a failed one, they retry and
-  // report). Their first install (a minute or two, mostly downloads) overlaps the Go builds and the first tests.
-  Promise.all([ensureCfnLint(log), ensureSam(log)]).catch((err: unknown) =>
+  // The Python tools two unit tests and the deploy rehearsal run (cfn-lint, SAM CLI, moto), installed from here on
+  // and not waited for: those tests ask for them again, and buildOnce's lock makes them wait for this install (a
+  // failed one, they retry and report). Their first install (a minute or two, mostly downloads) overlaps the Go
+  // builds and the first tests.
+  Promise.all([ensureCfnLint(log), ensureSam(log), ensureAwsEmulator(log)]).catch((err: unknown) =>
     log(`installing the Python tools failed; the tests that run them will try again: ${String(err)}`),
   );
   // The test bed's own binary and DynamoDB Local's and ElasticMQ's downloads from Maven Central, all at once, before
