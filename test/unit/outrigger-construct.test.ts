@@ -131,6 +131,25 @@ describe('the Outrigger construct in an app of its own, with two clusters', () =
     expect(outrigger.clusters.get('dr')!.access).toBe('manual');
   });
 
+  test('every security group and rule description is one EC2 accepts: at most 255 characters of its set', () => {
+    // EC2 refuses any other (CloudFormation's F3031 for a group's): creating the group or rule, the deploy would fail.
+    const ec2Text = /^[a-zA-Z0-9. _\-:/()#,@[\]+=&;{}!$*]{0,255}$/;
+    const descriptions: string[] = [];
+    type Rule = { Description?: string };
+    for (const g of Object.values(template.findResources('AWS::EC2::SecurityGroup'))) {
+      const p = g.Properties as { GroupDescription: string; SecurityGroupIngress?: Rule[]; SecurityGroupEgress?: Rule[] };
+      descriptions.push(p.GroupDescription);
+      for (const rule of [...(p.SecurityGroupIngress ?? []), ...(p.SecurityGroupEgress ?? [])])
+        if (rule.Description) descriptions.push(rule.Description);
+    }
+    for (const type of ['AWS::EC2::SecurityGroupIngress', 'AWS::EC2::SecurityGroupEgress'])
+      for (const r of Object.values(template.findResources(type)))
+        if ((r.Properties as Rule).Description) descriptions.push((r.Properties as Rule).Description!);
+    // The group's and its outbound rule's.
+    expect(descriptions.length).toBeGreaterThanOrEqual(2);
+    expect(descriptions.filter((d) => !ec2Text.test(d))).toEqual([]);
+  });
+
   test("runs every function in the VPC's subnets with one security group, at the memory, tracing and log retention asked for", () => {
     const fns = Object.values(template.findResources('AWS::Lambda::Function'));
     expect(fns).toHaveLength(functions.length);
@@ -147,9 +166,6 @@ describe('the Outrigger construct in an app of its own, with two clusters', () =
       VpcId: 'vpc-0123456789abcdef0',
       SecurityGroupEgress: [{ CidrIp: '0.0.0.0/0', IpProtocol: '-1' }],
     });
-    // EC2 refuses a group description with other characters (CloudFormation's F3031): the deploy would fail.
-    for (const g of Object.values(template.findResources('AWS::EC2::SecurityGroup')))
-      expect(g.Properties.GroupDescription).toMatch(/^[a-zA-Z0-9. _\-:/()#,@[\]+=&;{}!$*]*$/);
     const logGroups = Object.values(template.findResources('AWS::Logs::LogGroup'));
     expect(logGroups).toHaveLength(functions.length);
     for (const g of logGroups) expect(g).toMatchObject({ Properties: { RetentionInDays: 7 }, DeletionPolicy: 'Delete' });
