@@ -124,28 +124,49 @@ export async function buildOnce(stampFile: string, stamp: string, build: () => P
   const current = await readFile(stampFile, 'utf8').catch(() => '');
   if (current === stamp) return;
   await mkdir(dirname(stampFile), { recursive: true });
-  const lock = `${stampFile}.lock`;
+  const built = async () => (await readFile(stampFile, 'utf8').catch(() => '')) === stamp;
+  await withLock(
+    `${stampFile}.lock`,
+    async () => {
+      if (await built()) return;
+      await build();
+      await writeFile(stampFile, stamp);
+    },
+    log,
+    built,
+  );
+}
+
+/**
+ * Runs `work` holding the lock directory `lock` (created with the holder's pid; a lock whose process is gone is
+ * free). While another process holds it, `done` (when given) is asked each second whether that process already
+ * did the work, and if so `work` is not run.
+ */
+export async function withLock<T>(lock: string, work: () => Promise<T>, log: Log, done?: () => Promise<boolean>): Promise<T | undefined> {
   for (let waited = 0; ; waited += 1) {
     try {
       await mkdir(lock);
       await writeFile(`${lock}/pid`, String(process.pid));
       break;
-    } catch {
-      // A build killed midway leaves its lock behind; a lock whose process is gone is free.
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
+        await mkdir(dirname(lock), { recursive: true });
+        continue;
+      }
+      // A process killed midway leaves its lock behind; a lock whose process is gone is free.
       const holder = Number(await readFile(`${lock}/pid`, 'utf8').catch(() => '0'));
       if (holder > 0 && !isAlive(holder)) {
         await rm(lock, { recursive: true, force: true });
         continue;
       }
-      if (waited === 0) log(`waiting for another build (${lock})`);
+      if (waited === 0) log(`waiting for another process (${lock})`);
       if (waited > 3600) throw new Error(`${lock} is held for over an hour; remove it if no build is running`);
       await sleep(1000);
-      if ((await readFile(stampFile, 'utf8').catch(() => '')) === stamp) return;
+      if (done && (await done())) return undefined;
     }
   }
   try {
-    await build();
-    await writeFile(stampFile, stamp);
+    return await work();
   } finally {
     await rm(lock, { recursive: true, force: true });
   }

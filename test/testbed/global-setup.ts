@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ensureAwsEmulator } from '../../local/aws-emulator.ts';
 import { ensureCfnLint } from '../../local/cfn-lint.ts';
+import { startContainerEngine, type ContainerEngine } from '../../local/container-engine.ts';
 import { ensureTestClusterBinary } from '../../local/apiserver.ts';
 import { ensureDynamoDBLocal } from '../../local/dynamodb.ts';
 import { ensureElasticMQ } from '../../local/elasticmq.ts';
@@ -29,7 +30,14 @@ export default async function globalSetup(): Promise<void> {
   // while the other files run; jest.config.js runs the files that need them last
   // (docs/contributing/test-beds.md#cost).
   startBuildsAhead(log);
-  await Promise.all([ensureTestClusterBinary(log), ensureDynamoDBLocal(log), ensureElasticMQ(log)]);
+  // The container engine (installed with apt on a machine without one: about 30 s) starts beside the builds. A
+  // machine where it cannot run (no root) still runs the files that do not need it.
+  const engineStart: Promise<ContainerEngine | Error> = startContainerEngine({ log }).catch((err: unknown) =>
+    err instanceof Error ? err : new Error(String(err)),
+  );
+  const [engine] = await Promise.all([engineStart, ensureTestClusterBinary(log), ensureDynamoDBLocal(log), ensureElasticMQ(log)]);
+  if (engine instanceof Error) log(`no container engine: ${engine.message}`);
+  else (globalThis as { __outriggerEngine?: ContainerEngine }).__outriggerEngine = engine;
   const bed = await startTestbed({ withCluster: true, withQueues: true, log });
   const cluster = bed.cluster!;
   const info: TestbedInfo = {
@@ -41,6 +49,7 @@ export default async function globalSetup(): Promise<void> {
     dynamodbEndpoint: bed.dynamodb.endpoint,
     sqsEndpoint: bed.sqs!.endpoint,
     tableName: bed.tableName,
+    containerEngine: engine instanceof Error ? { error: engine.message } : { host: engine.host },
   };
   const file = join(tmpdir(), `outrigger-testbed-${process.pid}.json`);
   await writeFile(file, JSON.stringify(info));

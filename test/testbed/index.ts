@@ -16,7 +16,19 @@ export type TestbedInfo = Pick<TestCluster, 'server' | 'kubeconfigs' | 'tokens' 
   /** ElasticMQ: an SQS-compatible server on loopback. */
   sqsEndpoint: string;
   tableName: string;
+  /**
+   * The container engine the global setup started (local/container-engine.ts): its DOCKER_HOST, or why it could not
+   * start (the files that need it fail with that reason; the others run).
+   */
+  containerEngine: { host: string } | { error: string };
 };
+
+/** DOCKER_HOST of the bed's container engine; throws why there is none. */
+export function containerEngineHost(): string {
+  const engine = testbed().containerEngine;
+  if ('error' in engine) throw new Error(`the test bed has no container engine: ${engine.error}`);
+  return engine.host;
+}
 
 export function testbed(): TestbedInfo {
   const file = process.env.OUTRIGGER_TESTBED;
