@@ -61,6 +61,7 @@ export default {
           'test/integration/composite-nodes.test.ts', // kwok
           'test/integration/map-jobs.test.ts', // kwok
           'test/integration/nodes.test.ts', // kwok, LWS's manager
+          'test/integration/lambda-image.test.ts', // the base images
         ],
       },
     },
