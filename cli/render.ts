@@ -25,6 +25,7 @@ import {
   attachmentsOf,
   ChildError,
   childMap,
+  childMark,
   claimChildren,
   decorates,
   diffChildren,
@@ -32,6 +33,7 @@ import {
   parentSelector,
   prepareChildren,
   statusDiffers,
+  withMark,
   type ChildKind,
 } from '../shared/composite/plan.ts';
 import { hookRequest } from '../shared/composite/request.ts';
@@ -179,8 +181,8 @@ const nameOf = (o: KubeObject) => `${o.kind ?? ''} ${o.metadata.namespace ? `${o
 /**
  * The parent's existing children, each of a child kind (as the pass lists them: the rule's apiVersion). One
  * written without ownerReferences is taken as the parent's, as if it had made it; one with `ownerReferences: []`
- * is an orphan, which a CompositeController's claim adopts when its selector matches (a DecoratorController
- * adopts nothing).
+ * is an orphan, which a CompositeController's claim adopts when its selector matches and it carries the
+ * controller's mark (a DecoratorController adopts nothing).
  */
 function childrenOf(d: Definition, parent: KubeObject, loaded: readonly Loaded[]): KubeObject[] {
   return loaded.map(({ object: c, where }) => {
@@ -319,6 +321,11 @@ export async function render(opts: RenderOptions, hooks: HookCaller = localHooks
 
   const listed: Record<string, unknown[]> = {};
   let observed: KubeObject[];
+  let adopted = new Set<string>();
+  const mark =
+    d.kind === 'CompositeController'
+      ? childMark(d.name, { ...parseApiVersion(d.parent.apiVersion), resource: d.parent.resource })
+      : undefined;
   if (d.kind === 'CompositeController') {
     let selector;
     try {
@@ -327,8 +334,9 @@ export async function render(opts: RenderOptions, hooks: HookCaller = localHooks
       if (err instanceof SelectorError) throw new RenderError(`${given.where}: ${err.message} (the pass's InvalidSelector)`);
       throw err;
     }
-    const plan = claimChildren(parent, selector, candidates);
+    const plan = claimChildren(parent, selector, candidates, mark!);
     observed = [...plan.owned, ...plan.adopt];
+    adopted = new Set(plan.adopt.map((o) => o.metadata.uid ?? ''));
     listed.adopted = plan.adopt.map(nameOf);
     listed.released = plan.release.map(nameOf);
     listed.ignored = plan.ignored.map(nameOf);
@@ -360,15 +368,17 @@ export async function render(opts: RenderOptions, hooks: HookCaller = localHooks
     throw err;
   }
   const methodOf = (o: KubeObject): UpdateMethod => d.kinds.find((k) => k.kind === o.kind && apiVersionOf(k) === o.apiVersion)!.method;
-  const changes = diffChildren(observed, desired, methodOf);
+  const changes = diffChildren(observed, desired, methodOf, adopted);
+  const marked = (o: KubeObject) => (mark ? withMark(o, mark) : o);
   // The children OnDelete keeps though they differ: those the same diff would update were every method InPlace.
   const differing = new Set(diffChildren(observed, desired, () => 'InPlace').update.map((u) => u.observed));
   const kept = changes.unchanged.filter((o) => differing.has(o) && methodOf(o) === 'OnDelete');
   Object.assign(listed, {
-    create: changes.create,
-    update: changes.update.map((u) => u.desired),
-    recreate: changes.recreate.map((u) => u.desired),
+    create: changes.create.map(marked),
+    update: changes.update.map((u) => marked(u.desired)),
+    recreate: changes.recreate.map((u) => marked(u.desired)),
     delete: changes.delete.map(nameOf),
+    held: changes.held.map(nameOf),
     unchanged: changes.unchanged.filter((o) => !kept.includes(o)).map(nameOf),
     onDelete: kept.map(nameOf),
   });

@@ -21,6 +21,7 @@ import {
   attachmentsOf,
   ChildError,
   childMap,
+  childMark,
   claimable,
   decorates,
   diffChildren,
@@ -29,12 +30,13 @@ import {
   prepareChildren,
   statusDiffers,
   withMapStatus,
+  withMark,
   type ChildKind,
 } from '../../shared/composite/plan.ts';
 import { hookRequest } from '../../shared/composite/request.ts';
 import { identityOf } from '../../shared/map/plan/outputs.ts';
 import { finalizersWith, setCondition, type Condition } from '../../shared/map/plan/index.ts';
-import { claim, isBeingDeleted, SelectorError, type SyncKey } from '../../shared/ownership/index.ts';
+import { claim, isBeingDeleted, SelectorError, type ClaimMark, type SyncKey } from '../../shared/ownership/index.ts';
 import { anyRolling } from '../../shared/composite/rollout.ts';
 import type { ResolvedComposite, ResolvedDecorator, ResolvedDefinition } from './controllers.ts';
 import { RelatedError, type RelatedKind } from '../../shared/composite/related.ts';
@@ -66,6 +68,8 @@ export interface PassResult {
   skipped?: string;
   hookCalls: number;
   adopted: number;
+  /** Adopted by this pass and not answered as they are: kept for a later pass to delete or recreate. */
+  held: number;
   released: number;
   created: number;
   updated: number;
@@ -100,6 +104,7 @@ export function fieldManagerOf(d: Pick<ResolvedDefinition, 'kind' | 'name'>): st
 const emptyResult = (): PassResult => ({
   hookCalls: 0,
   adopted: 0,
+  held: 0,
   released: 0,
   created: 0,
   updated: 0,
@@ -124,11 +129,13 @@ export async function syncDefinition(ctx: PassContext, d: ResolvedDefinition, ke
   const ours = parent.metadata.finalizers?.includes(finalizer) ?? false;
   // Being deleted without our finalizer: the garbage collector takes the children, and no hook is called.
   if (isBeingDeleted(parent) && !ours) return { ...result, skipped: 'being deleted' };
-  const pass: Pass = { ctx, d, resource, result, finalizer };
+  const mark = d.kind === 'CompositeController' ? childMark(d.name, d.parentResource) : undefined;
+  const pass: Pass = { ctx, d, resource, result, finalizer, mark };
   try {
     if (!isBeingDeleted(parent)) parent = await setFinalizer(pass, parent, Boolean(d.hooks.finalize));
-    const children = await observedChildren(pass, parent);
-    if (!children) return result;
+    const observed = await observedChildren(pass, parent);
+    if (!observed) return result;
+    const { children, adopted } = observed;
     const rel = await readRelated({ ...ctx, cluster: key.cluster }, d, resource, parent);
     if (rel.asked) result.hookCalls += 1;
     result.relatedKinds = rel.kinds;
@@ -161,7 +168,7 @@ export async function syncDefinition(ctx: PassContext, d: ResolvedDefinition, ke
       });
     }
     result.resyncAfterSeconds = answer.resyncAfterSeconds;
-    await writeChildren(pass, children, desired, inPlace);
+    await writeChildren(pass, children, desired, inPlace, adopted);
     parent = await writeParent(pass, parent, answer);
     await truncate();
     if (finalizing && answer.finalized) {
@@ -193,6 +200,8 @@ interface Pass {
   resource: ResolvedResource & { status?: boolean };
   result: PassResult;
   finalizer: string;
+  /** What a CompositeController writes on its children and requires of an orphan it adopts (childMark). */
+  mark: ClaimMark | undefined;
 }
 
 /** A CompositeController's parentResource.labelSelector, or a DecoratorController's rule's selectors. */
@@ -213,16 +222,17 @@ async function listKind(pass: Pass, k: ChildKind, namespace: string | undefined)
 }
 
 /**
- * The parent's children as the hook is sent them. A CompositeController claims them by the parent's selector
- * through the ownership core (adopting matching orphans, releasing its children that no longer match); a
- * DecoratorController's attachments are what the object controls. Either leaves a MapController's outputs alone.
+ * The parent's children as the hook is sent them, and the uids of those this pass adopted. A CompositeController
+ * claims them by the parent's selector through the ownership core (adopting matching orphans that carry its mark,
+ * releasing its children that no longer match); a DecoratorController's attachments are what the object controls.
+ * Either leaves a MapController's outputs alone.
  */
-async function observedChildren(pass: Pass, parent: KubeObject): Promise<KubeObject[] | undefined> {
+async function observedChildren(pass: Pass, parent: KubeObject): Promise<{ children: KubeObject[]; adopted: Set<string> } | undefined> {
   const { d, result } = pass;
   const namespace = parent.metadata.namespace;
   if (d.kind === 'DecoratorController') {
     const lists = await Promise.all(d.kinds.map((k) => listKind(pass, k, namespace)));
-    return attachmentsOf(parent, lists.flat());
+    return { children: attachmentsOf(parent, lists.flat()), adopted: new Set() };
   }
   let selector;
   try {
@@ -234,25 +244,38 @@ async function observedChildren(pass: Pass, parent: KubeObject): Promise<KubeObj
     return undefined;
   }
   const owned: KubeObject[] = [];
+  const adopted = new Set<string>();
   for (const k of d.kinds) {
     const claimed = await claim(
       { kube: pass.ctx.kube, parentResource: pass.resource, childResource: k },
       parent,
       selector,
       claimable(await listKind(pass, k, namespace)),
+      { mark: pass.mark },
     );
     result.adopted += claimed.adopted.length;
     result.released += claimed.released.length;
+    for (const o of claimed.adopted) adopted.add(o.metadata.uid ?? '');
     owned.push(...claimed.owned.map((o) => ({ ...o, apiVersion: apiVersionOf(k), kind: k.kind })));
   }
-  return owned;
+  return { children: owned, adopted };
 }
 
-/** `inPlace`: children (identities) applied whatever their kind's method (a rolling child's relabel). */
-async function writeChildren(pass: Pass, observed: KubeObject[], desired: KubeObject[], inPlace: ReadonlySet<string>): Promise<void> {
+/**
+ * `inPlace`: children (identities) applied whatever their kind's method (a rolling child's relabel); `adopted`: the
+ * uids this pass adopted, neither deleted nor recreated in it. Every child written carries the controller's mark.
+ */
+async function writeChildren(
+  pass: Pass,
+  observed: KubeObject[],
+  desired: KubeObject[],
+  inPlace: ReadonlySet<string>,
+  adopted: ReadonlySet<string>,
+): Promise<void> {
   const { ctx, d, result } = pass;
   const kindOf = (o: KubeObject) => d.kinds.find((k) => k.kind === o.kind && apiVersionOf(k) === o.apiVersion)!;
-  const changes = diffChildren(observed, desired, (o) => (inPlace.has(identityOf(o)) ? 'InPlace' : kindOf(o).method));
+  const changes = diffChildren(observed, desired, (o) => (inPlace.has(identityOf(o)) ? 'InPlace' : kindOf(o).method), adopted);
+  const marked = (o: KubeObject) => (pass.mark ? withMark(o, pass.mark) : o);
   const manager = fieldManagerOf(d);
   const refOf = (k: ChildKind, o: KubeObject) => ({
     name: o.metadata.name ?? '',
@@ -275,7 +298,7 @@ async function writeChildren(pass: Pass, observed: KubeObject[], desired: KubeOb
   };
   for (const c of changes.create) {
     try {
-      await ctx.kube.create(kindOf(c), c, { fieldManager: manager });
+      await ctx.kube.create(kindOf(c), marked(c), { fieldManager: manager });
       result.created += 1;
     } catch (err) {
       // Someone else's object by that name: never taken over.
@@ -287,7 +310,8 @@ async function writeChildren(pass: Pass, observed: KubeObject[], desired: KubeOb
   for (const { desired: c, observed: o } of changes.update) {
     const k = kindOf(c);
     // Server-side apply, as the definition's own field manager, conditional on the resourceVersion read.
-    await ctx.kube.patch(k, refOf(k, c), { ...c, metadata: { ...c.metadata, resourceVersion: o.metadata.resourceVersion } }, 'apply', {
+    const m = marked(c);
+    await ctx.kube.patch(k, refOf(k, c), { ...m, metadata: { ...m.metadata, resourceVersion: o.metadata.resourceVersion } }, 'apply', {
       force: true,
       fieldManager: manager,
     });
@@ -297,7 +321,7 @@ async function writeChildren(pass: Pass, observed: KubeObject[], desired: KubeOb
     // Deleted now; created by the pass its deletion event brings once it is gone (it may have finalizers).
     if (await del(o)) {
       try {
-        await ctx.kube.create(kindOf(c), c, { fieldManager: manager });
+        await ctx.kube.create(kindOf(c), marked(c), { fieldManager: manager });
         result.recreated += 1;
       } catch (err) {
         if (!isKubeError(err, 'AlreadyExists')) throw err;
@@ -306,6 +330,7 @@ async function writeChildren(pass: Pass, observed: KubeObject[], desired: KubeOb
   }
   for (const o of changes.delete) if (await del(o)) result.deleted += 1;
   result.unchanged += changes.unchanged.length;
+  result.held += changes.held.length;
   ctx.log?.('debug', 'children written', { children: desired.map(identityOf).length });
 }
 

@@ -17,6 +17,11 @@ export const COMPOSITE_VERSION = 'v1alpha1';
 export const CONTROLLER_UID_LABEL = 'controller-uid';
 /** A hash of what was last applied to a child, so a pass with nothing changed writes nothing. */
 export const APPLIED_ANNOTATION = 'composite.outrigger.dev/applied';
+/**
+ * On every child a CompositeController writes: `compositecontroller/<name>/<parent resource>[.<group>]`. Its parents
+ * adopt only orphans carrying their controller's (docs/controllers/compositecontroller.md#adoption).
+ */
+export const MADE_BY_ANNOTATION = 'composite.outrigger.dev/made-by';
 
 /** Why a definition is not served: its Ready condition's reason. */
 export class DefinitionError extends Error {

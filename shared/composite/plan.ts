@@ -7,12 +7,13 @@ import { apiVersionOf, parseApiVersion, type KubeObject } from '../kube/resource
 import { canonicalJson, shortHash, type Json } from '../json.ts';
 import { MAP_KEY_LABEL } from '../map/api.ts';
 import { appliedDiffers, identityOf, pairByIdentity } from '../map/plan/outputs.ts';
-import { planClaim, type ClaimPlan } from '../ownership/claim.ts';
+import { planClaim, type ClaimMark, type ClaimPlan } from '../ownership/claim.ts';
 import { controllerOf, isBeingDeleted, newControllerRef } from '../ownership/controller-ref.ts';
 import { compileSelector, matches, SelectorError, type LabelSelector, type Selector } from '../ownership/selector.ts';
 import {
   APPLIED_ANNOTATION,
   CONTROLLER_UID_LABEL,
+  MADE_BY_ANNOTATION,
   type ChildMap,
   type HookVersion,
   type ResourceSelectorRule,
@@ -69,12 +70,34 @@ export function parentSelector(parent: KubeObject, generateSelector: boolean): S
 }
 
 /**
- * A CompositeController's claim (the Three Laws, shared/ownership/claim.ts): the children it controls that match,
- * the orphans it adopts, those it releases. Objects a MapController made for the same parent (its map key label)
- * are the MapController's: never claimed, released or sent, so the two may share a parent kind.
+ * The mark a CompositeController writes on every child it creates, updates or releases, and the only orphans its
+ * parents adopt (docs/controllers/compositecontroller.md#adoption): the parent's selector is its author's choice,
+ * and must not hand the controller objects it never made.
  */
-export function claimChildren<T extends KubeObject>(parent: KubeObject, selector: Selector, candidates: readonly T[]): ClaimPlan<T> {
-  const plan = planClaim(parent, selector, claimable(candidates));
+export function childMark(name: string, parent: { group: string; resource: string }): ClaimMark {
+  return {
+    annotation: MADE_BY_ANNOTATION,
+    value: `compositecontroller/${name}/${parent.resource}${parent.group ? `.${parent.group}` : ''}`,
+  };
+}
+
+/** The object with the mark, as it is written. */
+export function withMark<T extends KubeObject>(o: T, mark: ClaimMark): T {
+  return { ...o, metadata: { ...o.metadata, annotations: { ...o.metadata.annotations, [mark.annotation]: mark.value } } };
+}
+
+/**
+ * A CompositeController's claim (the Three Laws, shared/ownership/claim.ts): the children it controls that match,
+ * the orphans carrying its mark that it adopts, those it releases. Objects a MapController made for the same parent
+ * (its map key label) are the MapController's: never claimed, released or sent, so the two may share a parent kind.
+ */
+export function claimChildren<T extends KubeObject>(
+  parent: KubeObject,
+  selector: Selector,
+  candidates: readonly T[],
+  mark: ClaimMark,
+): ClaimPlan<T> {
+  const plan = planClaim(parent, selector, claimable(candidates), { mark });
   plan.ignored.push(...candidates.filter((c) => !claimable([c]).length));
   return plan;
 }
@@ -163,20 +186,26 @@ export interface ChildChanges {
   /** Children the answer no longer names. */
   delete: KubeObject[];
   unchanged: KubeObject[];
+  /** Adopted by this pass and differing from the answer: neither deleted nor recreated before a later pass. */
+  held: KubeObject[];
 }
 
 /**
  * What makes the observed children the desired ones. A child differs when what was applied changed (its hash) or
  * someone changed a field the answer sets; it is then written by its kind's update method (OnDelete: not at all).
- * A child already being deleted is neither updated nor deleted again.
+ * A child already being deleted is neither updated nor deleted again. A child `adopted` (uids) by this very pass is
+ * never deleted in it, nor recreated: the adoption is there to see before anything of it is lost
+ * (docs/controllers/compositecontroller.md#adoption).
  */
 export function diffChildren(
   observed: readonly KubeObject[],
   desired: readonly KubeObject[],
   methodOf: (o: KubeObject) => UpdateMethod,
+  adopted: ReadonlySet<string> = new Set(),
 ): ChildChanges {
-  const changes: ChildChanges = { create: [], update: [], recreate: [], delete: [], unchanged: [] };
+  const changes: ChildChanges = { create: [], update: [], recreate: [], delete: [], unchanged: [], held: [] };
   const { pairs, unwanted } = pairByIdentity(observed, desired);
+  const justAdopted = (o: KubeObject) => adopted.has(o.metadata.uid ?? '');
   for (const { desired: d, observed: o } of pairs) {
     if (!o) {
       changes.create.push(d);
@@ -185,9 +214,10 @@ export function diffChildren(
     const method = methodOf(d);
     if (!appliedDiffers(o, d, APPLIED_ANNOTATION) || method === 'OnDelete' || isBeingDeleted(o)) changes.unchanged.push(o);
     else if (method === 'InPlace') changes.update.push({ desired: d, observed: o });
+    else if (justAdopted(o)) changes.held.push(o);
     else changes.recreate.push({ desired: d, observed: o });
   }
-  changes.delete.push(...unwanted.filter((o) => !isBeingDeleted(o)));
+  for (const o of unwanted.filter((u) => !isBeingDeleted(u))) (justAdopted(o) ? changes.held : changes.delete).push(o);
   return changes;
 }
 

@@ -113,7 +113,11 @@ async function settle(
     // An adoption replaces any reference the child already has to the parent (a plain one, before a ControllerRef).
     const refs = (child.metadata.ownerReferences ?? []).filter((r) => r.uid !== parent.metadata.uid);
     const ownerReferences = action === 'adopt' ? [...refs, ref] : refs;
-    const patch = { metadata: { uid: child.metadata.uid, resourceVersion: child.metadata.resourceVersion, ownerReferences } };
+    // A release marks the child as the controller's (ClaimOptions.mark), so its parents may adopt it back.
+    const annotations = action === 'release' && opts.mark ? { annotations: { [opts.mark.annotation]: opts.mark.value } } : {};
+    const patch = {
+      metadata: { uid: child.metadata.uid, resourceVersion: child.metadata.resourceVersion, ownerReferences, ...annotations },
+    };
     try {
       const updated = await ctx.kube.patch(
         ctx.childResource,

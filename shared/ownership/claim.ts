@@ -1,7 +1,8 @@
 // Claiming, the pure part: given a parent, its selector and the candidate children, decide what the parent
 // owns, which orphans it adopts and which of its children it releases. Nothing here reads or writes; the
 // shell (claim-shell.ts) carries the plan out. The Three Laws:
-//  1. take ownership only of orphans that match (and, optionally, whose name fits the parent's family);
+//  1. take ownership only of orphans that match (and, optionally, whose name fits the parent's family, or that carry
+//     the controller's mark);
 //  2. never act on an object another controller owns;
 //  3. count only what it owns.
 // A parent that is being deleted adopts nothing and releases nothing.
@@ -18,7 +19,25 @@ export interface ClaimOptions {
    * child with no controller that references the parent is the parent's, and an adoption adds a plain reference.
    */
   reference?: 'controller' | 'owner';
+  /**
+   * Adoption only of orphans carrying this annotation with this value: what the controller writes on every object
+   * it makes, so that a selector its parent's author chose cannot hand it objects it never made
+   * (docs/controllers/compositecontroller.md#adoption). A release writes the mark, so a released child stays
+   * adoptable by the controller's parents. Absent: any matching orphan (history's revisions, claimed by labels only
+   * Outrigger writes).
+   */
+  mark?: ClaimMark | undefined;
 }
+
+/** An annotation and its value, marking an object as one a controller made. */
+export interface ClaimMark {
+  annotation: string;
+  value: string;
+}
+
+/** Whether the object carries the mark. */
+export const hasMark = (o: Pick<KubeObject, 'metadata'>, mark: ClaimMark): boolean =>
+  o.metadata.annotations?.[mark.annotation] === mark.value;
 
 export interface ClaimPlan<T extends KubeObject = KubeObject> {
   /** Children already controlled by the parent that still match: the parent's to count and act on. */
@@ -56,7 +75,8 @@ export function planClaim<T extends KubeObject>(
       fits &&
       !isBeingDeleted(child) &&
       (!parent.metadata.namespace || parent.metadata.namespace === child.metadata.namespace) &&
-      (!opts.nameGuard || opts.nameGuard(child.metadata.name ?? '', parent));
+      (!opts.nameGuard || opts.nameGuard(child.metadata.name ?? '', parent)) &&
+      (!opts.mark || hasMark(child, opts.mark));
     (adoptable ? plan.adopt : plan.ignored).push(child);
   }
   return plan;

@@ -20,7 +20,7 @@ export {
   type Selector,
   type Labels,
 } from './selector.ts';
-export { planClaim, ordinalNameGuard, type ClaimOptions, type ClaimPlan } from './claim.ts';
+export { planClaim, ordinalNameGuard, hasMark, type ClaimMark, type ClaimOptions, type ClaimPlan } from './claim.ts';
 export { claim, type ClaimContext, type ClaimResult } from './claim-shell.ts';
 export { routeEvent, inputSteps, relatedSteps, dedupeKeys, syncKeyString, type RouteStep, type SyncKey } from './router.ts';
 export { BatchResolver, ownsKind, type ControllerKind, type Refusal, type RoutedKey } from './resolver.ts';

@@ -9,6 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { clusterCache } from '../../functions/cluster-cache.ts';
 import { actingAs, definitionsFor, listCompositeSet, writeReadiness, type CompositeSet } from '../../functions/composite/controllers.ts';
 import { syncDefinition, type PassContext } from '../../functions/composite/sync.ts';
+import { MADE_BY_ANNOTATION } from '../../shared/composite/api.ts';
 import { forgetMapControllers, listMapControllers, mapControllerFor, actingAs as mapActingAs } from '../../functions/map/controllers.ts';
 import { syncMap } from '../../functions/map/sync.ts';
 import { Hooks } from '../../shared/hooks/index.ts';
@@ -199,12 +200,22 @@ const pod = (name: string, labels: Record<string, string>) => ({
 });
 
 describe('a CompositeController running a set of Pods', () => {
-  test('creates the answered Pods with its ControllerRef, replaces the status, adopts a matching orphan, deletes what it stops answering', async () => {
+  test('creates the answered Pods with its ControllerRef, replaces the status, adopts a matching orphan it marked, deletes what it stops answering', async () => {
     const ns = await podNamespace();
     const admin = adminClient();
+    // An orphan the controller made (its mark: a predecessor parent deleted with --cascade=orphan), and one it did not.
     const orphan = await admin.create(pods, {
       ...pod('stray', { app: 'ps' }),
-      metadata: { name: 'stray', namespace: ns, labels: { app: 'ps' } },
+      metadata: {
+        name: 'stray',
+        namespace: ns,
+        labels: { app: 'ps' },
+        annotations: { [MADE_BY_ANNOTATION]: `compositecontroller/podset-controller/podsets.${GROUP}` },
+      },
+    } as KubeObject);
+    const unmarked = await admin.create(pods, {
+      ...pod('unmarked', { app: 'ps' }),
+      metadata: { name: 'unmarked', namespace: ns, labels: { app: 'ps' } },
     } as KubeObject);
     const parent = await admin.create(podSets, {
       apiVersion: `${GROUP}/v1`,
@@ -223,7 +234,8 @@ describe('a CompositeController running a set of Pods', () => {
       };
     });
     const [first] = await sync(parent, GROUP, 'PodSet');
-    expect(first).toMatchObject({ problems: [], adopted: 1, created: 2, deleted: 1 });
+    // The adopted orphan is not answered: held, it is deleted by the next pass, never by the one that adopted it.
+    expect(first).toMatchObject({ problems: [], adopted: 1, created: 2, deleted: 0, held: 1 });
     const req = requests.at(-1)!;
     // The v1 request: every child rule keyed, the adopted orphan among the children, finalizing false.
     expect(Object.keys(req.children as object).sort()).toEqual(['ConfigMap.v1', 'Pod.v1']);
@@ -231,23 +243,25 @@ describe('a CompositeController running a set of Pods', () => {
     expect(req.finalizing).toBe(false);
     const names = async () =>
       (await admin.listAll(pods, { namespace: ns }))
-        .filter((p) => !p.metadata.deletionTimestamp)
+        .filter((p) => !p.metadata.deletionTimestamp && p.metadata.uid !== unmarked.metadata.uid)
         .map((p) => p.metadata.name)
         .sort();
-    expect(await names()).toEqual(['ps-0', 'ps-1']);
-    for (const p of await admin.listAll(pods, { namespace: ns })) expect(controllerOf(p)?.uid).toBe(parent.metadata.uid);
+    expect(await names()).toEqual(['ps-0', 'ps-1', 'stray']);
+    for (const p of await admin.listAll(pods, { namespace: ns }))
+      expect(controllerOf(p)?.uid).toBe(p.metadata.uid === unmarked.metadata.uid ? undefined : parent.metadata.uid);
     expect((await admin.get(podSets, { name: 'ps', namespace: ns })).status).toEqual({ replicas: 1, observed: ['stray'] });
     // The finalize hook makes the controller put its finalizer on the parent.
     expect((await admin.get(podSets, { name: 'ps', namespace: ns })).metadata.finalizers).toEqual([
       'composite.outrigger.dev/podset-controller',
     ]);
-    // The orphan was deleted with its precondition and Background propagation (it had no finalizer): gone or going.
+    // The next pass deletes the orphan (precondition, Background propagation) and the Pod no longer answered.
     expect(orphan.metadata.uid).toBeDefined();
     replicas = 1;
     const [second] = await sync(parent, GROUP, 'PodSet');
-    expect(second).toMatchObject({ problems: [], created: 0, deleted: 1 });
+    expect(second).toMatchObject({ problems: [], adopted: 0, created: 0, deleted: 2 });
     expect(await names()).toEqual(['ps-0']);
-    // The status reports what the last pass observed (two Pods), the next what this one left (one); after that,
+    expect(controllerOf(await admin.get(pods, { name: 'unmarked', namespace: ns }))).toBeUndefined();
+    // The status reports what the last pass observed (three Pods), the next what this one left (one); after that,
     // with nothing changed, a pass writes nothing.
     expect((await sync(parent, GROUP, 'PodSet'))[0]).toMatchObject({ problems: [], statusWritten: true });
     expect((await admin.get(podSets, { name: 'ps', namespace: ns })).status).toEqual({ replicas: 1, observed: ['ps-0'] });

@@ -5,6 +5,7 @@ import type { KubeObject } from '../../shared/kube/index.ts';
 import {
   APPLIED_ANNOTATION,
   CONTROLLER_UID_LABEL,
+  MADE_BY_ANNOTATION,
   compositeFinalizer,
   DefinitionError,
   parseCompositeAnswer,
@@ -17,6 +18,7 @@ import {
   childKey,
   childMap,
   ChildError,
+  childMark,
   claimChildren,
   decorates,
   diffChildren,
@@ -29,7 +31,15 @@ import {
 import { MAP_KEY_LABEL } from '../../shared/map/api.ts';
 import { hookTimeoutSeconds } from '../../shared/hooks/index.ts';
 import { parseGoDuration } from '../../shared/validation.ts';
-import { controllerOf, isBeingDeleted, matches, SelectorError } from '../../shared/ownership/index.ts';
+import {
+  compileSelector,
+  controllerOf,
+  hasMark,
+  isBeingDeleted,
+  matches,
+  SelectorError,
+  type LabelSelector,
+} from '../../shared/ownership/index.ts';
 
 const controllerObject = (kind: string, spec: unknown): KubeObject =>
   ({ apiVersion: 'metacontroller.k8s.io/v1alpha1', kind, metadata: { name: 'c', uid: 'cu', generation: 2 }, spec }) as KubeObject;
@@ -56,6 +66,7 @@ const parent: KubeObject = {
 };
 const pods: ChildKind = { group: '', version: 'v1', resource: 'pods', kind: 'Pod', namespaced: true, method: 'OnDelete' };
 const jobs: ChildKind = { group: 'batch', version: 'v1', resource: 'jobs', kind: 'Job', namespaced: true, method: 'InPlace' };
+const mark = childMark('catset-controller', { group: 'ctl.example.com', resource: 'catsets' });
 const pod = (name: string, extra: Partial<KubeObject['metadata']> = {}): KubeObject =>
   ({
     apiVersion: 'v1',
@@ -292,9 +303,10 @@ describe('claim, adopt and release across both kinds (property)', () => {
     mapOutput: fc.boolean(),
     deleting: fc.boolean(),
     namespace: fc.constantFrom('ns', 'elsewhere'),
+    marked: fc.boolean(),
   });
   const objectOf = (
-    c: { name: string; matching: boolean; owner: string; mapOutput: boolean; deleting: boolean; namespace: string },
+    c: { name: string; matching: boolean; owner: string; mapOutput: boolean; deleting: boolean; namespace: string; marked: boolean },
     i: number,
   ): KubeObject => ({
     apiVersion: 'v1',
@@ -303,6 +315,7 @@ describe('claim, adopt and release across both kinds (property)', () => {
       name: `${c.name}-${i}`,
       namespace: c.namespace,
       uid: `u${i}`,
+      ...(c.marked ? { annotations: { [mark.annotation]: mark.value } } : {}),
       labels: { ...(c.matching ? { app: 'web' } : { app: 'no' }), ...(c.mapOutput ? { [MAP_KEY_LABEL]: 'k' } : {}) },
       ...(c.deleting ? { deletionTimestamp: '2026-01-01T00:00:00Z' } : {}),
       ...(c.owner === 'none'
@@ -318,7 +331,7 @@ describe('claim, adopt and release across both kinds (property)', () => {
       fc.property(fc.array(candidate, { maxLength: 12 }), fc.boolean(), (cs, parentDeleting) => {
         const p = parentDeleting ? { ...parent, metadata: { ...parent.metadata, deletionTimestamp: '2026-01-01T00:00:00Z' } } : parent;
         const objects = cs.map(objectOf);
-        const plan = claimChildren(p, parentSelector(p, false), objects);
+        const plan = claimChildren(p, parentSelector(p, false), objects, mark);
         // Every candidate lands in exactly one bucket.
         expect(plan.owned.length + plan.adopt.length + plan.release.length + plan.ignored.length).toBe(objects.length);
         const mine = (o: KubeObject) => controllerOf(o)?.uid === 'pu';
@@ -326,7 +339,7 @@ describe('claim, adopt and release across both kinds (property)', () => {
         for (const o of [...plan.owned, ...plan.release]) expect(mine(o) && !mapOut(o)).toBe(true);
         for (const o of plan.adopt) {
           expect(controllerOf(o)).toBeUndefined();
-          expect(mapOut(o) || isBeingDeleted(o) || o.metadata.namespace !== 'ns').toBe(false);
+          expect(mapOut(o) || isBeingDeleted(o) || o.metadata.namespace !== 'ns' || !hasMark(o, mark)).toBe(false);
           expect(o.metadata.labels?.app).toBe('web');
         }
         for (const o of plan.release) expect(o.metadata.labels?.app).not.toBe('web');
@@ -336,6 +349,97 @@ describe('claim, adopt and release across both kinds (property)', () => {
         expect(attachmentsOf(p, objects).length).toBe(objects.filter((o) => mine(o) && !mapOut(o)).length);
       }),
       { numRuns: 500 },
+    );
+  });
+});
+
+// The parent's selector is its author's to write, so it grants nothing (docs/controllers/compositecontroller.md#adoption):
+// whatever selector, labels, marks and owner references, an orphan the controller did not mark is never adopted, and
+// no pass deletes or recreates an object it adopted.
+describe('trust boundary: adoption is not a grant (property)', () => {
+  const keys = fc.constantFrom('app', 'tier');
+  const values = fc.constantFrom('web', 'db');
+  const selector: fc.Arbitrary<LabelSelector> = fc.record(
+    {
+      matchLabels: fc.dictionary(keys, values, { maxKeys: 2 }),
+      matchExpressions: fc.array(
+        fc.oneof(
+          fc.record({ key: keys, operator: fc.constantFrom('In', 'NotIn'), values: fc.array(values, { minLength: 1, maxLength: 2 }) }),
+          fc.record({ key: keys, operator: fc.constantFrom('Exists', 'DoesNotExist') }),
+        ),
+        { maxLength: 2 },
+      ),
+    },
+    { requiredKeys: [] },
+  );
+  const object = fc.record({
+    labels: fc.dictionary(keys, values, { maxKeys: 2 }),
+    // The controller's own mark, another controller's (or the same name for another parent kind), none.
+    made: fc.constantFrom('ours', 'other-controller', 'other-kind', 'none'),
+    owner: fc.constantFrom('none', 'parent', 'other', 'plain'),
+    deleting: fc.boolean(),
+    answered: fc.boolean(),
+  });
+  const made = {
+    ours: mark.value,
+    'other-controller': childMark('another', { group: 'ctl.example.com', resource: 'catsets' }).value,
+    'other-kind': childMark('catset-controller', { group: 'ctl.example.com', resource: 'dogsets' }).value,
+  } as Record<string, string>;
+
+  test('an orphan without the mark is never adopted, and no pass both adopts and deletes an object', () => {
+    fc.assert(
+      fc.property(
+        selector,
+        fc.array(object, { maxLength: 10 }),
+        fc.constantFrom('OnDelete', 'InPlace', 'Recreate') as fc.Arbitrary<'OnDelete' | 'InPlace' | 'Recreate'>,
+        fc.boolean(),
+        (sel, objs, method, parentDeleting) => {
+          const p = parentDeleting ? { ...parent, metadata: { ...parent.metadata, deletionTimestamp: '2026-01-01T00:00:00Z' } } : parent;
+          const candidates: KubeObject[] = objs.map((o, i) => ({
+            ...pod(`p${i}`, {
+              uid: `u${i}`,
+              labels: o.labels,
+              ...(made[o.made] ? { annotations: { [MADE_BY_ANNOTATION]: made[o.made]! } } : {}),
+              ...(o.deleting ? { deletionTimestamp: '2026-01-01T00:00:00Z' } : {}),
+              ...(o.owner === 'none'
+                ? {}
+                : {
+                    ownerReferences: [
+                      {
+                        apiVersion: 'x/v1',
+                        kind: 'X',
+                        name: 'p',
+                        uid: o.owner === 'other' ? 'other' : 'pu',
+                        ...(o.owner === 'plain' ? {} : { controller: true }),
+                      },
+                    ],
+                  }),
+            }),
+          }));
+          const plan = claimChildren(p, compileSelector(sel), candidates, mark);
+          for (const o of plan.adopt) {
+            expect(hasMark(o, mark)).toBe(true);
+            expect(controllerOf(o)).toBeUndefined();
+          }
+          // Every unmarked orphan stays out of the parent's children.
+          for (const o of candidates.filter((c) => !controllerOf(c) && !hasMark(c, mark))) expect(plan.ignored).toContain(o);
+          // The pass: the hook answers some of the children (each differing from what was applied), not the rest.
+          const observed = [...plan.owned, ...plan.adopt];
+          const desired = prepareChildren(
+            objs.flatMap((o, i) => (o.answered ? [pod(`p${i}`, { labels: o.labels })] : [])),
+            { parent: p, kinds: [{ ...pods, method }], generateSelector: false },
+          );
+          const adopted = new Set(plan.adopt.map((o) => o.metadata.uid ?? ''));
+          const changes = diffChildren(observed, desired, () => method, adopted);
+          const written = [...changes.delete, ...changes.recreate.map((r) => r.observed)];
+          for (const o of written) expect(adopted.has(o.metadata.uid ?? '')).toBe(false);
+          // An adopted child the answer leaves out, or would recreate, is held for a later pass.
+          for (const o of plan.adopt)
+            if (!isBeingDeleted(o) && (!objs[Number(o.metadata.uid!.slice(1))]!.answered || method === 'Recreate'))
+              expect(changes.held).toContain(o);
+        },
+      ),
+      { numRuns: 1000 },
     );
   });
 });

@@ -56,8 +56,19 @@ const children = file(
     { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'web', labels: { app: 'web' } }, data: { a: '1' } },
     { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'web-9', labels: { app: 'web' } } },
     { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'other', labels: { app: 'other' } } },
-    // An orphan (ownerReferences given, empty): adopted, as its labels match the parent's selector.
-    { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'stray', labels: { app: 'web' }, ownerReferences: [] } },
+    // An orphan (ownerReferences given, empty) the controller marked: adopted, as its labels match the parent's selector.
+    {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: {
+        name: 'stray',
+        labels: { app: 'web' },
+        annotations: { 'composite.outrigger.dev/made-by': 'compositecontroller/podset-controller/podsets.example.com' },
+        ownerReferences: [],
+      },
+    },
+    // One it did not mark: never adopted, whatever the selector (docs/controllers/compositecontroller.md#adoption).
+    { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'unmarked', labels: { app: 'web' }, ownerReferences: [] } },
     {
       apiVersion: 'v1',
       kind: 'Pod',
@@ -131,17 +142,28 @@ test('a CompositeController render calls its webhook on loopback and prints what
 
   expect(out.hook).toBe('sync');
   // A child written without ownerReferences is the parent's; one that no longer matches its selector is released.
-  expect(out.children).toMatchObject({ adopted: ['Pod team-a/stray'], released: ['Pod team-a/other'], ignored: ['Pod team-a/foreign'] });
-  const created = out.children.create as Array<{ metadata: { name: string; namespace: string; ownerReferences: unknown[] } }>;
+  expect(out.children).toMatchObject({
+    adopted: ['Pod team-a/stray'],
+    released: ['Pod team-a/other'],
+    ignored: ['Pod team-a/unmarked', 'Pod team-a/foreign'],
+  });
+  const created = out.children.create as Array<{
+    metadata: { name: string; namespace: string; ownerReferences: unknown[]; annotations: Record<string, string> };
+  }>;
   expect(created.map((c) => c.metadata.name)).toEqual(['web-1']);
   expect(created[0]!.metadata.namespace).toBe('team-a');
   expect(created[0]!.metadata.ownerReferences).toEqual([
     expect.objectContaining({ kind: 'PodSet', uid: '6d1c0c52-parent', controller: true }),
   ]);
+  expect(created[0]!.metadata.annotations['composite.outrigger.dev/made-by']).toBe(
+    'compositecontroller/podset-controller/podsets.example.com',
+  );
   // By update strategy: the ConfigMap (InPlace) is updated; the changed Pod (OnDelete) is kept; web-9 is deleted.
   expect((out.children.update as Array<{ data: unknown }>).map((c) => c.data)).toEqual([{ a: '2' }]);
   expect(out.children.onDelete).toEqual(['Pod team-a/web-0']);
-  expect(out.children.delete).toEqual(['Pod team-a/web-9', 'Pod team-a/stray']);
+  // The adopted orphan is not answered: held, never deleted by the pass that adopts it.
+  expect(out.children.delete).toEqual(['Pod team-a/web-9']);
+  expect(out.children.held).toEqual(['Pod team-a/stray']);
   expect(out.status).toEqual({ replicas: 2 });
   expect(out.resyncAfterSeconds).toBe(30);
   // Its finalize hook: the pass puts the controller's finalizer on the parent.
