@@ -17,6 +17,7 @@ import {
 import {
   COMPOSITE_GROUP,
   COMPOSITE_VERSION,
+  compositeFinalizer,
   CONTROLLER_UID_LABEL,
   DefinitionError,
   parseCompositeController,
@@ -296,6 +297,10 @@ function labelsSelect(selector: LabelSelector | undefined, o: KubeObject): boole
   }
 }
 
+/** Whether the object carries the definition's finalizer. */
+const holds = (d: ResolvedDefinition, o: KubeObject): boolean =>
+  o.metadata.finalizers?.includes(compositeFinalizer(d.kind, d.name)) ?? false;
+
 /** What the definitions mean to the router, one controller kind per parent kind (a decorator's: per target). */
 export function routedKinds(set: CompositeSet): ControllerKind[] {
   const owns = (d: ResolvedDefinition) => d.kinds.map((k) => ({ group: k.group, kind: k.kind }));
@@ -324,8 +329,9 @@ export function routedKinds(set: CompositeSet): ControllerKind[] {
       owns: owns(c),
       ...related(c),
       definition: `CompositeController/${c.name}`,
-      // Metacontroller syncs on any change of a parent it serves, its status too unless told not to.
-      ownChangeSyncs: (p) => labelsSelect(c.parent.labelSelector, p) && (!c.parent.ignoreStatusChanges || specChanged(p)),
+      // Metacontroller syncs on any change of a parent it serves, its status too unless told not to; one it no
+      // longer selects that carries its finalizer, to release it (docs/controllers/compositecontroller.md#finalizers-are-released).
+      ownChangeSyncs: (p) => (labelsSelect(c.parent.labelSelector, p) && (!c.parent.ignoreStatusChanges || specChanged(p))) || holds(c, p),
       // The pass reads the parent as the ServiceAccount and drops a key whose uid is not its own: the router
       // reads no parent for a child's event (Outrigger's group may only list and watch it).
       checksRefUid: true,
@@ -341,8 +347,8 @@ export function routedKinds(set: CompositeSet): ControllerKind[] {
         owns: owns(d),
         ...related(d),
         definition: `DecoratorController/${d.name}`,
-        // Only the objects its rule selects are its parents: any other of the kind is none of its business.
-        ownChangeSyncs: (o) => labelsSelect(t.rule.labelSelector, o),
+        // Only the objects its rule selects are its parents (and one that still carries its finalizer, to release).
+        ownChangeSyncs: (o) => labelsSelect(t.rule.labelSelector, o) || holds(d, o),
         checksRefUid: true,
         target: COMPOSITE_TARGET,
       })),

@@ -2,15 +2,17 @@
 // map queue (docs/controllers/compositecontroller.md#how-a-parent-is-synced). A definition's own change re-reads the
 // definitions, writes their Ready condition and queues every parent it serves; a parent's request runs a pass of
 // each definition that serves its kind, as that definition's ServiceAccount; a hook's resyncAfterSeconds becomes a
-// timer message, as a MapController's (docs/design/map-pass.md#timers).
+// timer message, as a MapController's (docs/design/map-pass.md#timers). A definition being deleted runs no pass: its
+// finalizer is taken off its parents, then Outrigger's off it (functions/composite/finalizers.ts).
 import { recordEvent } from '../../shared/events/index.ts';
 import type { HookCaller } from '../../shared/hooks/index.ts';
-import { apiVersionOf, type KubeClient } from '../../shared/kube/index.ts';
+import { apiVersionOf, type GVR, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
 import { NotYet, RetryLater } from '../../shared/lambda/retry.ts';
 import { makeSyncRequest, syncGroupId, type SyncRequest } from '../../shared/lambda/sync-request.ts';
 import type { SyncSink } from '../../shared/lambda/sync-sink.ts';
 import type { Log } from '../../shared/log.ts';
-import { COMPOSITE_GROUP } from '../../shared/composite/api.ts';
+import { COMPOSITE_GROUP, definitionFinalizer } from '../../shared/composite/api.ts';
+import { isBeingDeleted } from '../../shared/ownership/index.ts';
 import { MAP_RETRY_RECEIVES, nextWake, timerCause, timerOf, timerStep, wakeCause } from '../../shared/map/plan/index.ts';
 import type { State } from '../../shared/state/index.ts';
 import type { ClusterCache } from '../cluster-cache.ts';
@@ -25,6 +27,7 @@ import {
   type CompositeSet,
   type ResolvedDefinition,
 } from './controllers.ts';
+import { holdDefinition, releaseParents, writeFinalizer } from './finalizers.ts';
 import { recordRelatedKinds } from './related.ts';
 import { syncDefinition, type PassResult } from './sync.ts';
 
@@ -61,7 +64,8 @@ export async function serveCompositeRequest(request: SyncRequest, sentAt: number
     return queueParents(request, ctx);
   // The map queue carries MapController parents too: a kind no definition of these serves is not ours.
   const set = await listCompositeSet(ctx.kube, key.cluster, ctx.controllers, ctx.controllerSelector);
-  const definitions = definitionsFor(set, key.group, key.kind);
+  // A definition being deleted serves nothing more: its deletion's request releases its parents.
+  const definitions = definitionsFor(set, key.group, key.kind).filter((d) => !isBeingDeleted(d.object));
   if (!definitions.length) return;
   const recorded = (await ctx.state.records.get<WakeRecord>(wakeKey(key)))?.value;
   const timer = timerOf(causes);
@@ -69,6 +73,8 @@ export async function serveCompositeRequest(request: SyncRequest, sentAt: number
   const results: Array<{ d: ResolvedDefinition; result: PassResult }> = [];
   const sharedWithMap = (await ctx.sharedWithMap?.(key)) ?? false;
   for (const d of definitions) {
+    // Outrigger's finalizer on the definition first: a pass may put the definition's on this parent.
+    if (await holdDefinition(ctx.kube, d)) ctx.controllers.forget(key.cluster);
     const result = await syncDefinition(
       { kube: actingAs(ctx.kube, d), hooks: ctx.hooks, log: ctx.log, deadline: ctx.deadline, records: ctx.state.records, sharedWithMap },
       d,
@@ -124,12 +130,17 @@ export async function serveCompositeRequest(request: SyncRequest, sentAt: number
 const resourceOf = (d: ResolvedDefinition, key: SyncRequest['key']) =>
   d.kind === 'CompositeController' ? d.parentResource : d.targets.find((t) => t.group === key.group && t.kind === key.kind)!;
 
-/** A definition changed: the definitions read afresh, their Ready written, and every parent it serves queued. */
+/**
+ * A definition changed: the definitions read afresh, their Ready written, and every parent it serves queued; one
+ * being deleted releases its parents instead.
+ */
 async function queueParents({ key, causes }: SyncRequest, ctx: CompositeServeContext): Promise<void> {
   ctx.controllers.forget(key.cluster);
   const set = await listCompositeSet(ctx.kube, key.cluster, ctx.controllers, ctx.controllerSelector);
   await writeReadiness(ctx.kube, set);
   const d = [...set.composites, ...set.decorators].find((x) => x.uid === key.uid);
+  const listed = set.objects.find((o) => o.object.metadata.uid === key.uid);
+  if (listed && isBeingDeleted(listed.object)) return releaseDefinition(ctx, listed, d);
   if (!d) return;
   const resources = d.kind === 'CompositeController' ? [d.parentResource] : d.targets;
   for (const r of resources) {
@@ -151,6 +162,32 @@ async function queueParents({ key, causes }: SyncRequest, ctx: CompositeServeCon
       ),
     );
   }
+}
+
+/**
+ * A definition being deleted (docs/controllers/compositecontroller.md#finalizers-are-released): its finalizer comes
+ * off every parent, as its ServiceAccount, then Outrigger's off the definition, which then goes. One that cannot run
+ * (its ServiceAccount gone or refusing, say) keeps Outrigger's finalizer, so that it never leaves its own on objects
+ * nobody may then update: it goes once it can run, or when an admin removes Outrigger's finalizer by hand.
+ */
+async function releaseDefinition(
+  ctx: CompositeServeContext,
+  { resource, object }: { resource: GVR; object: KubeObject },
+  d: ResolvedDefinition | undefined,
+): Promise<void> {
+  const kind = resource === compositeControllers ? 'CompositeController' : 'DecoratorController';
+  const finalizer = definitionFinalizer(kind);
+  if (!object.metadata.finalizers?.includes(finalizer)) return;
+  const controller = object.metadata.name;
+  if (!d) {
+    ctx.log('warn', `${kind} deleted while it cannot run: it stays, and its parents keep its finalizer, until it runs again`, {
+      controller,
+    });
+    return;
+  }
+  const released = await releaseParents(actingAs(ctx.kube, d), d);
+  await writeFinalizer(ctx.kube, resource, object, finalizer, false);
+  ctx.log('info', `${kind} deleted; its parents released`, { controller, released });
 }
 
 async function sendTimer(ctx: Pick<CompositeServeContext, 'syncSink'>, key: SyncRequest['key'], dueAt: number): Promise<void> {

@@ -40,6 +40,7 @@ import { claim, isBeingDeleted, SelectorError, type ClaimMark, type SyncKey } fr
 import { anyRolling } from '../../shared/composite/rollout.ts';
 import type { ResolvedComposite, ResolvedDecorator, ResolvedDefinition } from './controllers.ts';
 import { RelatedError, type RelatedKind } from '../../shared/composite/related.ts';
+import { writeFinalizer } from './finalizers.ts';
 import { readRelated, type RelatedContext } from './related.ts';
 import { rollingAnswer } from './rollout.ts';
 
@@ -124,11 +125,16 @@ export async function syncDefinition(ctx: PassContext, d: ResolvedDefinition, ke
   const found = await ctx.kube.find(resource, { name: key.name, namespace: resource.namespaced ? key.namespace : undefined });
   if (!found || found.metadata.uid !== key.uid) return { ...result, skipped: 'parent gone' };
   let parent: KubeObject = { ...found, apiVersion: apiVersionOf(resource), kind: resource.kind };
-  if (!selects(d, resource, parent)) return { ...result, skipped: 'not selected' };
   const finalizer = compositeFinalizer(d.kind, d.name);
   const ours = parent.metadata.finalizers?.includes(finalizer) ?? false;
+  // A parent the definition no longer serves keeps none of its finalizer (docs/controllers/compositecontroller.md#finalizers-are-released).
+  if (!selects(d, resource, parent))
+    return { ...result, skipped: 'not selected', ...(ours ? await release(ctx, resource, parent, finalizer) : {}) };
   // Being deleted without our finalizer: the garbage collector takes the children, and no hook is called.
   if (isBeingDeleted(parent) && !ours) return { ...result, skipped: 'being deleted' };
+  // Being deleted with it, but the definition's finalize hook is gone: nothing is left to call.
+  if (isBeingDeleted(parent) && !d.hooks.finalize)
+    return { ...result, skipped: 'no finalize hook', ...(await release(ctx, resource, parent, finalizer)) };
   const mark = d.kind === 'CompositeController' ? childMark(d.name, d.parentResource) : undefined;
   const pass: Pass = { ctx, d, resource, result, finalizer, mark };
   try {
@@ -191,6 +197,17 @@ export async function syncDefinition(ctx: PassContext, d: ResolvedDefinition, ke
   for (const p of result.problems)
     ctx.log?.('warn', `${d.kind} sync problem`, { controller: d.name, parent: `${key.namespace ?? ''}/${key.name}`, ...p });
   return result;
+}
+
+/** Takes the definition's finalizer off a parent it no longer serves, as its ServiceAccount. */
+async function release(
+  ctx: PassContext,
+  resource: ResolvedResource,
+  parent: KubeObject,
+  finalizer: string,
+): Promise<Pick<PassResult, 'finalized'>> {
+  await writeFinalizer(ctx.kube, resource, parent, finalizer, false);
+  return { finalized: true };
 }
 
 interface Pass {

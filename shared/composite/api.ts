@@ -394,6 +394,15 @@ export function parseDecoratorAnswer(value: unknown, strict = false): SyncAnswer
   };
 }
 
+/**
+ * Outrigger's finalizer on a CompositeController or DecoratorController with a finalize hook: its deletion waits
+ * until its finalizer is off every parent (docs/controllers/compositecontroller.md#finalizers-are-released), or those
+ * parents could never go.
+ */
+export function definitionFinalizer(kind: 'CompositeController' | 'DecoratorController'): string {
+  return kind === 'CompositeController' ? 'composite.outrigger.dev/parents' : 'decorator.outrigger.dev/parents';
+}
+
 /** The finalizer a controller with a finalize hook puts on its parents: one per controller. */
 export function compositeFinalizer(kind: 'CompositeController' | 'DecoratorController', name: string): string {
   // The map's rule for a name part of at most 63 characters, under a prefix of each kind's own.

@@ -7,13 +7,15 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { clusterCache } from '../../functions/cluster-cache.ts';
 import { actingAs, listCompositeSet, type CompositeSet, type ResolvedComposite } from '../../functions/composite/controllers.ts';
+import { serveCompositeRequest, type CompositeServeContext } from '../../functions/composite/serve.ts';
 import { syncDefinition } from '../../functions/composite/sync.ts';
 import { MADE_BY_ANNOTATION } from '../../shared/composite/api.ts';
 import { Hooks } from '../../shared/hooks/index.ts';
 import { forgetDiscovery, gvr, type KubeObject } from '../../shared/kube/index.ts';
 import { applyManifests } from '../../shared/kube/apply.ts';
 import { controllerOf } from '../../shared/ownership/index.ts';
-import { adminClient, createNamespace, grantsInEffect, outriggerClient } from '../testbed/index.ts';
+import { makeSyncRequest } from '../../shared/lambda/sync-request.ts';
+import { adminClient, createNamespace, grantsInEffect, outriggerClient, testState } from '../testbed/index.ts';
 import { openCrd } from '../testbed/crds.ts';
 import { impersonatedAccount } from '../testbed/rbac.ts';
 
@@ -23,6 +25,12 @@ const quotas = gvr('', 'v1', 'resourcequotas');
 const NS = 'outrigger-composite-tenants';
 const TENANT = 'tenant-a@composite-tenants';
 const definitions = gvr('metacontroller.k8s.io', 'v1alpha1', 'compositecontrollers');
+const decorators = gvr('metacontroller.k8s.io', 'v1alpha1', 'decoratorcontrollers');
+const widgets = gvr(GROUP, 'v1', 'widgets');
+const configMaps = gvr('', 'v1', 'configmaps');
+const namespaces = gvr('', 'v1', 'namespaces');
+/** This file's definitions only (the cluster's controllerSelector): other files' are theirs to serve. */
+const SELECTED = 'outrigger.test/tenants=yes';
 
 /** Per parent name, the ResourceQuotas the sync hook answers (by default one, `<parent>-quota`). */
 const answers = new Map<string, string[]>();
@@ -30,6 +38,12 @@ function serve(req: IncomingMessage, res: ServerResponse): void {
   const chunks: Buffer[] = [];
   req.on('data', (c: Buffer) => chunks.push(c));
   req.on('end', () => {
+    // The finalizing definitions' hooks: no children, and a finalize hook that is done at once.
+    if (req.url !== '/sync') {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(req.url === '/finalize' ? { finalized: true } : {}));
+      return;
+    }
     const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { parent: KubeObject };
     const name = body.parent.metadata.name ?? '';
     const children = (answers.get(name) ?? [`${name}-quota`]).map((n) => ({
@@ -44,13 +58,14 @@ function serve(req: IncomingMessage, res: ServerResponse): void {
 }
 
 let server: Server;
+let url: string;
 let platform: ResolvedComposite;
 const hooks = new Hooks({ minRetryDelayMs: 10, allowLoopbackHttp: true, webhookAllow: ['127.0.0.1'] });
 
 beforeAll(async () => {
   server = createServer(serve);
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   await applyManifests(
     adminClient(),
     `${openCrd(GROUP, 'TenantDB', 'tenantdbs')}---
@@ -105,6 +120,18 @@ afterAll(async () => {
   await adminClient()
     .delete(definitions, { name: 'tenantdb-controller' })
     .catch(() => undefined);
+  // Left by a failed run: Outrigger's finalizer taken off, so they go.
+  for (const [r, name] of [
+    [definitions, 'widget-controller'],
+    [decorators, 'configmap-decorator'],
+  ] as const) {
+    await adminClient()
+      .patch(r, { name }, { metadata: { finalizers: null } }, 'merge')
+      .catch(() => undefined);
+    await adminClient()
+      .delete(r, { name })
+      .catch(() => undefined);
+  }
   await new Promise<void>((r) => server.close(() => r()));
 });
 
@@ -219,5 +246,121 @@ describe('trust boundary: adoption is not a grant', () => {
     expect(!left || Boolean(left.metadata.deletionTimestamp)).toBe(true);
     expect(controllerOf(await admin.get(quotas, { name: 'moved-quota', namespace: ns }))?.uid).toBe(parent.metadata.uid);
     expect((await admin.get(quotas, { name: 'compute', namespace: ns })).metadata.uid).toBe(compute.metadata.uid);
+  });
+});
+
+// Definitions with a finalize hook: a CompositeController of Widgets and a DecoratorController of labelled ConfigMaps
+// (another team's objects), both of one platform team, acting as its ServiceAccount.
+const finalizing = () => `${openCrd(GROUP, 'Widget', 'widgets')}---
+${impersonatedAccount(
+  NS,
+  'finalizing',
+  [
+    `{ apiGroups: ["${GROUP}"], resources: ["widgets"], verbs: ["get", "list", "watch", "patch"] }`,
+    `{ apiGroups: ["${GROUP}"], resources: ["widgets/status"], verbs: ["patch"] }`,
+    `{ apiGroups: [""], resources: ["configmaps"], verbs: ["get", "list", "watch", "create", "patch", "delete"] }`,
+    `{ apiGroups: [""], resources: ["services"], verbs: ["get", "list", "watch", "create", "patch", "delete"] }`,
+  ],
+  'compositecontroller/widget-controller, decoratorcontroller/configmap-decorator',
+)}
+---
+apiVersion: metacontroller.k8s.io/v1alpha1
+kind: CompositeController
+metadata: { name: widget-controller, labels: { outrigger.test/tenants: "yes" } }
+spec:
+  serviceAccount: { namespace: ${NS}, name: finalizing }
+  generateSelector: true
+  parentResource: { apiVersion: ${GROUP}/v1, resource: widgets }
+  childResources: [{ apiVersion: v1, resource: configmaps }]
+  hooks: { sync: { webhook: { url: "${url}/plain" } }, finalize: { webhook: { url: "${url}/finalize" } } }
+---
+apiVersion: metacontroller.k8s.io/v1alpha1
+kind: DecoratorController
+metadata: { name: configmap-decorator, labels: { outrigger.test/tenants: "yes" } }
+spec:
+  serviceAccount: { namespace: ${NS}, name: finalizing }
+  resources: [{ apiVersion: v1, resource: configmaps, labelSelector: { matchLabels: { decorate: "yes" } } }]
+  attachments: [{ apiVersion: v1, resource: services }]
+  hooks: { sync: { webhook: { url: "${url}/plain" } }, finalize: { webhook: { url: "${url}/finalize" } } }
+`;
+
+describe('trust boundary: a definition never strands its finalizer', () => {
+  const cache = clusterCache<CompositeSet>(0);
+  const ctx = (): CompositeServeContext => ({
+    kube: outriggerClient(),
+    state: testState(),
+    syncSink: { send: () => Promise.resolve() },
+    hooks,
+    controllers: cache,
+    controllerSelector: SELECTED,
+    log: () => {},
+  });
+  const request = (o: KubeObject, group: string, kind: string) =>
+    makeSyncRequest(
+      { cluster: 'it', group, kind, namespace: o.metadata.namespace, name: o.metadata.name ?? '', uid: o.metadata.uid ?? '' },
+      ['test'],
+    );
+  const serve = (o: KubeObject, group: string, kind: string) => serveCompositeRequest(request(o, group, kind), Date.now(), ctx());
+  const finalizersOf = async (r: typeof widgets, o: KubeObject) =>
+    (await adminClient().find(r, { name: o.metadata.name ?? '', namespace: o.metadata.namespace }))?.metadata.finalizers ?? [];
+
+  test("deleting a Composite or DecoratorController takes its finalizer off every parent, other teams' and those in terminating namespaces included", async () => {
+    const admin = adminClient();
+    await applyManifests(admin, finalizing());
+    const kube = outriggerClient();
+    for (let i = 0; ; i += 1) {
+      forgetDiscovery(kube);
+      cache.forget('it');
+      const set = await listCompositeSet(kube, 'it', cache, SELECTED);
+      if (set.composites.some((c) => c.name === 'widget-controller') && set.decorators.some((d) => d.name === 'configmap-decorator')) break;
+      if (i > 100) throw new Error(`definitions not ready: ${JSON.stringify(set.invalid)}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    const [a, b] = [await createNamespace('cc-final-a'), await createNamespace('cc-final-b')];
+    const parents: Array<[typeof widgets, KubeObject, string, string]> = [];
+    for (const ns of [a, b]) {
+      const w = await admin.create(widgets, {
+        apiVersion: `${GROUP}/v1`,
+        kind: 'Widget',
+        metadata: { name: 'w', namespace: ns },
+        spec: {},
+      } as KubeObject);
+      // Another team's ConfigMap, which the platform's decorator serves by its label.
+      const c = await admin.create(configMaps, {
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        metadata: { name: 'theirs', namespace: ns, labels: { decorate: 'yes' } },
+      } as KubeObject);
+      parents.push([widgets, w, GROUP, 'Widget'], [configMaps, c, '', 'ConfigMap']);
+    }
+    for (const [, o, group, kind] of parents) await serve(o, group, kind);
+    for (const [r, o] of parents)
+      expect(await finalizersOf(r, o)).toEqual([expect.stringMatching(/^(composite|decorator)\.outrigger\.dev\//)]);
+    expect((await admin.get(definitions, { name: 'widget-controller' })).metadata.finalizers).toContain('composite.outrigger.dev/parents');
+
+    // An object the decorator no longer selects (its label removed) is released by its own pass.
+    const [, unlabelled] = parents[1]!;
+    await admin.patch(configMaps, { name: 'theirs', namespace: a }, { metadata: { labels: { decorate: null } } }, 'merge');
+    await serve(unlabelled, '', 'ConfigMap');
+    expect(await finalizersOf(configMaps, unlabelled)).toEqual([]);
+
+    // Namespace b is terminating (the test bed runs no namespace controller: it stays so, its objects in it).
+    await admin.delete(namespaces, { name: b });
+    expect(((await admin.get(namespaces, { name: b })).status as { phase?: string }).phase).toBe('Terminating');
+
+    // Both definitions deleted: they wait for their parents to be released, then go.
+    await admin.delete(definitions, { name: 'widget-controller' });
+    await admin.delete(decorators, { name: 'configmap-decorator' });
+    const composite = await admin.get(definitions, { name: 'widget-controller' });
+    const decorator = await admin.get(decorators, { name: 'configmap-decorator' });
+    expect(composite.metadata.deletionTimestamp).toBeDefined();
+    await serve(composite, 'metacontroller.k8s.io', 'CompositeController');
+    await serve(decorator, 'metacontroller.k8s.io', 'DecoratorController');
+    for (const [r, o] of parents) expect(await finalizersOf(r, o)).toEqual([]);
+    expect(await admin.find(definitions, { name: 'widget-controller' })).toBeUndefined();
+    expect(await admin.find(decorators, { name: 'configmap-decorator' })).toBeUndefined();
+    // The tenant's Widget can now be deleted.
+    await admin.delete(widgets, { name: 'w', namespace: a });
+    expect(await admin.find(widgets, { name: 'w', namespace: a })).toBeUndefined();
   });
 });

@@ -153,6 +153,7 @@ describe("a parent's own event", () => {
   const set = {
     composites: [
       {
+        kind: 'CompositeController',
         name: 'tiered',
         uid: uid('tiered'),
         parentResource: { group: 'widget.example.test', version: 'v1', resource: 'widgets', kind: 'Widget', namespaced: true },
@@ -164,6 +165,7 @@ describe("a parent's own event", () => {
     ],
     decorators: [
       {
+        kind: 'DecoratorController',
         name: 'expose',
         uid: uid('expose'),
         targets: [
@@ -200,5 +202,18 @@ describe("a parent's own event", () => {
     });
     expect(await routed(widget({ tier: 'a' }))).toEqual(['Widget/w']);
     expect(await routed(widget({ tier: 'b' }))).toEqual([]);
+  });
+
+  // docs/controllers/compositecontroller.md#finalizers-are-released
+  test('trust boundary: an object a definition no longer selects still reaches it while it carries its finalizer, to be released', async () => {
+    const held = (o: KubeObject, finalizer: string): KubeObject => ({ ...o, metadata: { ...o.metadata, finalizers: [finalizer] } });
+    expect(await routed(held(configMap({ feed: 'a' }), 'decorator.outrigger.dev/expose'))).toEqual(['ConfigMap/cm']);
+    expect(await routed(held(configMap({ feed: 'a' }), 'decorator.outrigger.dev/other'))).toEqual([]);
+    const widget: KubeObject = {
+      apiVersion: 'widget.example.test/v1',
+      kind: 'Widget',
+      metadata: { name: 'w', namespace: NS, uid: uid('w'), resourceVersion: '1', labels: { tier: 'b' } },
+    };
+    expect(await routed(held(widget, 'composite.outrigger.dev/tiered'))).toEqual(['Widget/w']);
   });
 });
