@@ -22,6 +22,7 @@ import {
   type UpdateMethod,
 } from '../shared/composite/api.ts';
 import {
+  attachmentMark,
   attachmentsOf,
   ChildError,
   childMap,
@@ -182,7 +183,8 @@ const nameOf = (o: KubeObject) => `${o.kind ?? ''} ${o.metadata.namespace ? `${o
  * The parent's existing children, each of a child kind (as the pass lists them: the rule's apiVersion). One
  * written without ownerReferences is taken as the parent's, as if it had made it; one with `ownerReferences: []`
  * is an orphan, which a CompositeController's claim adopts when its selector matches and it carries the
- * controller's mark (a DecoratorController adopts nothing).
+ * controller's mark (a DecoratorController adopts nothing). One without ownerReferences given to a decorator is
+ * taken as its attachment, its mark added.
  */
 function childrenOf(d: Definition, parent: KubeObject, loaded: readonly Loaded[]): KubeObject[] {
   return loaded.map(({ object: c, where }) => {
@@ -204,6 +206,9 @@ function childrenOf(d: Definition, parent: KubeObject, loaded: readonly Loaded[]
         ...c.metadata,
         ...(namespace ? { namespace } : {}),
         ...(theParents ? { ownerReferences: [newControllerRef(parent)] } : {}),
+        ...(theParents && d.kind === 'DecoratorController'
+          ? { annotations: withMark(c, attachmentMark(d.name)).metadata.annotations }
+          : {}),
       },
     };
   });
@@ -325,7 +330,7 @@ export async function render(opts: RenderOptions, hooks: HookCaller = localHooks
   const mark =
     d.kind === 'CompositeController'
       ? childMark(d.name, { ...parseApiVersion(d.parent.apiVersion), resource: d.parent.resource })
-      : undefined;
+      : attachmentMark(d.name);
   if (d.kind === 'CompositeController') {
     let selector;
     try {
@@ -334,14 +339,14 @@ export async function render(opts: RenderOptions, hooks: HookCaller = localHooks
       if (err instanceof SelectorError) throw new RenderError(`${given.where}: ${err.message} (the pass's InvalidSelector)`);
       throw err;
     }
-    const plan = claimChildren(parent, selector, candidates, mark!);
+    const plan = claimChildren(parent, selector, candidates, mark);
     observed = [...plan.owned, ...plan.adopt];
     adopted = new Set(plan.adopt.map((o) => o.metadata.uid ?? ''));
     listed.adopted = plan.adopt.map(nameOf);
     listed.released = plan.release.map(nameOf);
     listed.ignored = plan.ignored.map(nameOf);
   } else {
-    observed = attachmentsOf(parent, candidates);
+    observed = attachmentsOf(parent, candidates, d.name);
     listed.ignored = candidates.filter((c) => !observed.includes(c)).map(nameOf);
   }
 
@@ -369,7 +374,7 @@ export async function render(opts: RenderOptions, hooks: HookCaller = localHooks
   }
   const methodOf = (o: KubeObject): UpdateMethod => d.kinds.find((k) => k.kind === o.kind && apiVersionOf(k) === o.apiVersion)!.method;
   const changes = diffChildren(observed, desired, methodOf, adopted);
-  const marked = (o: KubeObject) => (mark ? withMark(o, mark) : o);
+  const marked = (o: KubeObject) => withMark(o, mark);
   // The children OnDelete keeps though they differ: those the same diff would update were every method InPlace.
   const differing = new Set(diffChildren(observed, desired, () => 'InPlace').update.map((u) => u.observed));
   const kept = changes.unchanged.filter((o) => differing.has(o) && methodOf(o) === 'OnDelete');

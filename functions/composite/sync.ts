@@ -18,6 +18,7 @@ import {
   type SyncAnswer,
 } from '../../shared/composite/api.ts';
 import {
+  attachmentMark,
   attachmentsOf,
   ChildError,
   childMap,
@@ -25,6 +26,7 @@ import {
   claimable,
   decorates,
   diffChildren,
+  fieldManagerOf,
   metadataPatch,
   parentSelector,
   prepareChildren,
@@ -97,11 +99,6 @@ export interface PassResult {
 /** A write to the parent conditional on the resourceVersion the pass read, refused: the parent changed since. */
 class ParentChanged extends Error {}
 
-/** The field manager of every write a definition makes: one per definition, as `kubectl` shows it. */
-export function fieldManagerOf(d: Pick<ResolvedDefinition, 'kind' | 'name'>): string {
-  return `outrigger-${d.kind === 'CompositeController' ? 'composite' : 'decorator'}/${d.name}`.slice(0, 128);
-}
-
 const emptyResult = (): PassResult => ({
   hookCalls: 0,
   adopted: 0,
@@ -135,7 +132,7 @@ export async function syncDefinition(ctx: PassContext, d: ResolvedDefinition, ke
   // Being deleted with it, but the definition's finalize hook is gone: nothing is left to call.
   if (isBeingDeleted(parent) && !d.hooks.finalize)
     return { ...result, skipped: 'no finalize hook', ...(await release(ctx, resource, parent, finalizer)) };
-  const mark = d.kind === 'CompositeController' ? childMark(d.name, d.parentResource) : undefined;
+  const mark = d.kind === 'CompositeController' ? childMark(d.name, d.parentResource) : attachmentMark(d.name);
   const pass: Pass = { ctx, d, resource, result, finalizer, mark };
   try {
     if (!isBeingDeleted(parent)) parent = await setFinalizer(pass, parent, Boolean(d.hooks.finalize));
@@ -217,8 +214,8 @@ interface Pass {
   resource: ResolvedResource & { status?: boolean };
   result: PassResult;
   finalizer: string;
-  /** What a CompositeController writes on its children and requires of an orphan it adopts (childMark). */
-  mark: ClaimMark | undefined;
+  /** What a CompositeController writes on its children and requires of an orphan it adopts (childMark); a decorator's on its attachments. */
+  mark: ClaimMark;
 }
 
 /** A CompositeController's parentResource.labelSelector, or a DecoratorController's rule's selectors. */
@@ -249,7 +246,7 @@ async function observedChildren(pass: Pass, parent: KubeObject): Promise<{ child
   const namespace = parent.metadata.namespace;
   if (d.kind === 'DecoratorController') {
     const lists = await Promise.all(d.kinds.map((k) => listKind(pass, k, namespace)));
-    return { children: attachmentsOf(parent, lists.flat()), adopted: new Set() };
+    return { children: attachmentsOf(parent, lists.flat(), d.name), adopted: new Set() };
   }
   let selector;
   try {
@@ -292,7 +289,7 @@ async function writeChildren(
   const { ctx, d, result } = pass;
   const kindOf = (o: KubeObject) => d.kinds.find((k) => k.kind === o.kind && apiVersionOf(k) === o.apiVersion)!;
   const changes = diffChildren(observed, desired, (o) => (inPlace.has(identityOf(o)) ? 'InPlace' : kindOf(o).method), adopted);
-  const marked = (o: KubeObject) => (pass.mark ? withMark(o, pass.mark) : o);
+  const marked = (o: KubeObject) => withMark(o, pass.mark);
   const manager = fieldManagerOf(d);
   const refOf = (k: ChildKind, o: KubeObject) => ({
     name: o.metadata.name ?? '',

@@ -22,6 +22,11 @@ export const APPLIED_ANNOTATION = 'composite.outrigger.dev/applied';
  * adopt only orphans carrying their controller's (docs/controllers/compositecontroller.md#adoption).
  */
 export const MADE_BY_ANNOTATION = 'composite.outrigger.dev/made-by';
+/**
+ * On every attachment a DecoratorController writes: its name, as Metacontroller writes it, so that each decorator
+ * reads back only what it attached (docs/controllers/decoratorcontroller.md#attachments), whichever engine wrote it.
+ */
+export const DECORATOR_ANNOTATION = 'metacontroller.k8s.io/decorator-controller';
 
 /** Why a definition is not served: its Ready condition's reason. */
 export class DefinitionError extends Error {

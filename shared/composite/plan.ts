@@ -13,6 +13,7 @@ import { compileSelector, matches, SelectorError, type LabelSelector, type Selec
 import {
   APPLIED_ANNOTATION,
   CONTROLLER_UID_LABEL,
+  DECORATOR_ANNOTATION,
   MADE_BY_ANNOTATION,
   type ChildMap,
   type HookVersion,
@@ -81,6 +82,33 @@ export function childMark(name: string, parent: { group: string; resource: strin
   };
 }
 
+/** The field manager of every write a definition makes: one per definition, as `kubectl` shows it. */
+export function fieldManagerOf(d: { kind: 'CompositeController' | 'DecoratorController'; name: string }): string {
+  return `outrigger-${d.kind === 'CompositeController' ? 'composite' : 'decorator'}/${d.name}`.slice(0, 128);
+}
+
+/** The mark a DecoratorController writes on every attachment (Metacontroller's annotation, naming it). */
+export function attachmentMark(name: string): ClaimMark {
+  return { annotation: DECORATOR_ANNOTATION, value: name };
+}
+
+const managers = (o: KubeObject): string[] =>
+  ((o.metadata.managedFields ?? []) as Array<{ manager?: string }>).flatMap((e) => (e.manager ? [e.manager] : []));
+
+/**
+ * Whether a DecoratorController named `name` attached the object: its annotation names it, or (an attachment
+ * Outrigger wrote before it marked them) the decorator's own field manager wrote it.
+ */
+export function attachedBy(o: KubeObject, name: string): boolean {
+  const marked = o.metadata.annotations?.[DECORATOR_ANNOTATION];
+  if (marked !== undefined) return marked === name;
+  return managers(o).includes(fieldManagerOf({ kind: 'DecoratorController', name }));
+}
+
+/** Whether any DecoratorController attached the object (attachedBy, whoever it names). */
+const attachedByAny = (o: KubeObject): boolean =>
+  o.metadata.annotations?.[DECORATOR_ANNOTATION] !== undefined || managers(o).some((m) => m.startsWith('outrigger-decorator/'));
+
 /** The object with the mark, as it is written. */
 export function withMark<T extends KubeObject>(o: T, mark: ClaimMark): T {
   return { ...o, metadata: { ...o.metadata, annotations: { ...o.metadata.annotations, [mark.annotation]: mark.value } } };
@@ -102,14 +130,23 @@ export function claimChildren<T extends KubeObject>(
   return plan;
 }
 
-/** The candidates a CompositeController may claim: all but a MapController's outputs (its map key label). */
+/**
+ * The candidates a CompositeController may claim: all but a MapController's outputs (its map key label) and a
+ * DecoratorController's attachments (its mark), which a parent of both kinds controls too.
+ */
 export function claimable<T extends KubeObject>(candidates: readonly T[]): T[] {
-  return candidates.filter((c) => c.metadata.labels?.[MAP_KEY_LABEL] === undefined);
+  return candidates.filter((c) => c.metadata.labels?.[MAP_KEY_LABEL] === undefined && !attachedByAny(c));
 }
 
-/** A DecoratorController's attachments: the objects the target controls, but a MapController's outputs; nothing adopted. */
-export function attachmentsOf<T extends KubeObject>(target: KubeObject, candidates: readonly T[]): T[] {
-  return candidates.filter((c) => controllerOf(c)?.uid === target.metadata.uid && c.metadata.labels?.[MAP_KEY_LABEL] === undefined);
+/**
+ * A DecoratorController's attachments: the objects the target controls that this decorator attached (attachedBy),
+ * never a MapController's outputs; nothing adopted. What the target's own controller, or another decorator, made
+ * for it is not among them (docs/controllers/decoratorcontroller.md#attachments).
+ */
+export function attachmentsOf<T extends KubeObject>(target: KubeObject, candidates: readonly T[], name: string): T[] {
+  return candidates.filter(
+    (c) => controllerOf(c)?.uid === target.metadata.uid && c.metadata.labels?.[MAP_KEY_LABEL] === undefined && attachedBy(c, name),
+  );
 }
 
 /** Whether a decorator's resource rule selects the object: its label and annotation selectors both (absent: all). */

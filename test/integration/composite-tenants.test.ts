@@ -29,6 +29,7 @@ const decorators = gvr('metacontroller.k8s.io', 'v1alpha1', 'decoratorcontroller
 const widgets = gvr(GROUP, 'v1', 'widgets');
 const configMaps = gvr('', 'v1', 'configmaps');
 const namespaces = gvr('', 'v1', 'namespaces');
+const services = gvr('', 'v1', 'services');
 /** This file's definitions only (the cluster's controllerSelector): other files' are theirs to serve. */
 const SELECTED = 'outrigger.test/tenants=yes';
 
@@ -38,6 +39,19 @@ function serve(req: IncomingMessage, res: ServerResponse): void {
   const chunks: Buffer[] = [];
   req.on('data', (c: Buffer) => chunks.push(c));
   req.on('end', () => {
+    // Two teams' decorators: a Service each, named for the decorator (a's also its attachment from before marks).
+    if (req.url?.startsWith('/decorate-')) {
+      const who = req.url.slice('/decorate-'.length);
+      const object = (JSON.parse(Buffer.concat(chunks).toString('utf8')) as { object: KubeObject }).object;
+      const names = [`${object.metadata.name ?? ''}-${who}`, ...(who === 'a' ? [`${object.metadata.name ?? ''}-legacy`] : [])];
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(
+        JSON.stringify({
+          attachments: names.map((name) => ({ apiVersion: 'v1', kind: 'Service', metadata: { name }, spec: { ports: [{ port: 80 }] } })),
+        }),
+      );
+      return;
+    }
     // The finalizing definitions' hooks: no children, and a finalize hook that is done at once.
     if (req.url !== '/sync') {
       res.writeHead(200, { 'content-type': 'application/json' });
@@ -124,6 +138,8 @@ afterAll(async () => {
   for (const [r, name] of [
     [definitions, 'widget-controller'],
     [decorators, 'configmap-decorator'],
+    [decorators, 'decorator-a'],
+    [decorators, 'decorator-b'],
   ] as const) {
     await adminClient()
       .patch(r, { name }, { metadata: { finalizers: null } }, 'merge')
@@ -362,5 +378,88 @@ describe('trust boundary: a definition never strands its finalizer', () => {
     // The tenant's Widget can now be deleted.
     await admin.delete(widgets, { name: 'w', namespace: a });
     expect(await admin.find(widgets, { name: 'w', namespace: a })).toBeUndefined();
+  });
+});
+
+describe('trust boundary: a decorator owns only what it attached', () => {
+  test("two teams' decorators on one object keep each other's attachments, and the object's own controller's", async () => {
+    const admin = adminClient();
+    const decorator = (who: string) => `
+apiVersion: metacontroller.k8s.io/v1alpha1
+kind: DecoratorController
+metadata: { name: decorator-${who} }
+spec:
+  serviceAccount: { namespace: ${NS}, name: decorating }
+  resources: [{ apiVersion: v1, resource: configmaps, labelSelector: { matchLabels: { exposed: "twice" } } }]
+  attachments: [{ apiVersion: v1, resource: services }]
+  hooks: { sync: { webhook: { url: "${url}/decorate-${who}" } } }
+`;
+    await applyManifests(
+      admin,
+      `${impersonatedAccount(
+        NS,
+        'decorating',
+        [
+          `{ apiGroups: [""], resources: ["configmaps"], verbs: ["get", "list", "watch", "patch"] }`,
+          `{ apiGroups: [""], resources: ["services"], verbs: ["get", "list", "watch", "create", "patch", "delete"] }`,
+        ],
+        'decoratorcontroller/decorator-a, decoratorcontroller/decorator-b',
+      )}
+---${decorator('a')}---${decorator('b')}`,
+    );
+    const kube = outriggerClient();
+    const cache = clusterCache<CompositeSet>(0);
+    let set: CompositeSet;
+    for (let i = 0; ; i += 1) {
+      forgetDiscovery(kube);
+      set = await listCompositeSet(kube, 'it', cache);
+      if (['decorator-a', 'decorator-b'].every((n) => set.decorators.some((d) => d.name === n))) break;
+      if (i > 100) throw new Error(`definitions not ready: ${JSON.stringify(set.invalid)}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    const ns = await createNamespace('cc-decorators');
+    const target = await admin.create(configMaps, {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'web', namespace: ns, labels: { exposed: 'twice' } },
+    } as KubeObject);
+    const ref = { apiVersion: 'v1', kind: 'ConfigMap', name: 'web', uid: target.metadata.uid!, controller: true, blockOwnerDeletion: true };
+    const service = (name: string) =>
+      ({
+        apiVersion: 'v1',
+        kind: 'Service',
+        metadata: { name, namespace: ns, ownerReferences: [ref] },
+        spec: { ports: [{ port: 80 }] },
+      }) as KubeObject;
+    // The object's own controller's Service, and decorator a's from before attachments were marked (its field manager).
+    await admin.create(services, service('web-own'));
+    await admin.create(services, service('web-legacy'), { fieldManager: 'outrigger-decorator/decorator-a' });
+    const passes = [];
+    for (let round = 0; round < 3; round += 1)
+      for (const name of ['decorator-a', 'decorator-b']) {
+        const d = set!.decorators.find((x) => x.name === name)!;
+        passes.push(
+          await syncDefinition({ kube: actingAs(kube, d), hooks }, d, {
+            cluster: 'it',
+            group: '',
+            kind: 'ConfigMap',
+            namespace: ns,
+            name: 'web',
+            uid: target.metadata.uid!,
+          }),
+        );
+      }
+    for (const p of passes) expect(p).toMatchObject({ problems: [], deleted: 0, recreated: 0 });
+    expect(passes.reduce((n, p) => n + p.created, 0)).toBe(2);
+    const left = await admin.listAll(services, { namespace: ns });
+    expect(
+      left
+        .filter((o) => !o.metadata.deletionTimestamp)
+        .map((o) => o.metadata.name)
+        .sort(),
+    ).toEqual(['web-a', 'web-b', 'web-legacy', 'web-own']);
+    const by = (name: string) =>
+      left.find((o) => o.metadata.name === name)!.metadata.annotations?.['metacontroller.k8s.io/decorator-controller'];
+    expect([by('web-a'), by('web-b'), by('web-own')]).toEqual(['decorator-a', 'decorator-b', undefined]);
   });
 });

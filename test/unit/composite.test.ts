@@ -5,6 +5,7 @@ import type { KubeObject } from '../../shared/kube/index.ts';
 import {
   APPLIED_ANNOTATION,
   CONTROLLER_UID_LABEL,
+  DECORATOR_ANNOTATION,
   MADE_BY_ANNOTATION,
   compositeFinalizer,
   DefinitionError,
@@ -304,9 +305,20 @@ describe('claim, adopt and release across both kinds (property)', () => {
     deleting: fc.boolean(),
     namespace: fc.constantFrom('ns', 'elsewhere'),
     marked: fc.boolean(),
+    // Attached by a decorator: d1 or d2 by Metacontroller's annotation, d1 by its field manager alone (written before marks).
+    attached: fc.constantFrom('none', 'd1', 'd2', 'd1-managed'),
   });
   const objectOf = (
-    c: { name: string; matching: boolean; owner: string; mapOutput: boolean; deleting: boolean; namespace: string; marked: boolean },
+    c: {
+      name: string;
+      matching: boolean;
+      owner: string;
+      mapOutput: boolean;
+      deleting: boolean;
+      namespace: string;
+      marked: boolean;
+      attached: string;
+    },
     i: number,
   ): KubeObject => ({
     apiVersion: 'v1',
@@ -315,7 +327,11 @@ describe('claim, adopt and release across both kinds (property)', () => {
       name: `${c.name}-${i}`,
       namespace: c.namespace,
       uid: `u${i}`,
-      ...(c.marked ? { annotations: { [mark.annotation]: mark.value } } : {}),
+      annotations: {
+        ...(c.marked ? { [mark.annotation]: mark.value } : {}),
+        ...(c.attached === 'd1' || c.attached === 'd2' ? { [DECORATOR_ANNOTATION]: c.attached } : {}),
+      },
+      ...(c.attached === 'd1-managed' ? { managedFields: [{ manager: 'outrigger-decorator/d1', operation: 'Update' }] } : {}),
       labels: { ...(c.matching ? { app: 'web' } : { app: 'no' }), ...(c.mapOutput ? { [MAP_KEY_LABEL]: 'k' } : {}) },
       ...(c.deleting ? { deletionTimestamp: '2026-01-01T00:00:00Z' } : {}),
       ...(c.owner === 'none'
@@ -336,6 +352,8 @@ describe('claim, adopt and release across both kinds (property)', () => {
         expect(plan.owned.length + plan.adopt.length + plan.release.length + plan.ignored.length).toBe(objects.length);
         const mine = (o: KubeObject) => controllerOf(o)?.uid === 'pu';
         const mapOut = (o: KubeObject) => o.metadata.labels?.[MAP_KEY_LABEL] !== undefined;
+        const attached = (o: KubeObject) => cs[Number(o.metadata.uid!.slice(1))]!.attached;
+        for (const o of [...plan.owned, ...plan.release, ...plan.adopt]) expect(attached(o)).toBe('none');
         for (const o of [...plan.owned, ...plan.release]) expect(mine(o) && !mapOut(o)).toBe(true);
         for (const o of plan.adopt) {
           expect(controllerOf(o)).toBeUndefined();
@@ -344,9 +362,10 @@ describe('claim, adopt and release across both kinds (property)', () => {
         }
         for (const o of plan.release) expect(o.metadata.labels?.app).not.toBe('web');
         if (parentDeleting) expect(plan.adopt.length + plan.release.length).toBe(0);
-        // A decorator's attachments: only what the target controls, never a map output, never adopted.
-        for (const o of attachmentsOf(p, objects)) expect(mine(o) && !mapOut(o)).toBe(true);
-        expect(attachmentsOf(p, objects).length).toBe(objects.filter((o) => mine(o) && !mapOut(o)).length);
+        // A decorator's attachments: only what the target controls and it attached, never a map output, never adopted.
+        const d1 = (o: KubeObject) => attached(o) === 'd1' || attached(o) === 'd1-managed';
+        expect(attachmentsOf(p, objects, 'd1')).toEqual(objects.filter((o) => mine(o) && !mapOut(o) && d1(o)));
+        expect(attachmentsOf(p, objects, 'd2')).toEqual(objects.filter((o) => mine(o) && !mapOut(o) && attached(o) === 'd2'));
       }),
       { numRuns: 500 },
     );
