@@ -1,9 +1,9 @@
 // Child processes of the local runtime and the test bed: started with their output captured, stopped
 // gracefully (SIGTERM, then SIGKILL after a grace period), never left behind.
 import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
-import { mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { dirname, join, relative } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -138,38 +138,55 @@ export async function buildOnce(stampFile: string, stamp: string, build: () => P
 }
 
 /**
- * Runs `work` holding the lock directory `lock` (created with the holder's pid; a lock whose process is gone is
- * free). While another process holds it, `done` (when given) is asked each second whether that process already
- * did the work, and if so `work` is not run.
+ * Runs `work` holding the lock directory `lock`, which holds the holder's pid; a lock whose process is gone is free.
+ * The directory is made with its pid file inside and renamed into place, and renamed away before it is removed, so
+ * no other process ever sees it without its pid (a lock seen without one would be waited on for ever). While another
+ * process holds it, `done` (when given) is asked each second whether that process already did the work, and if so
+ * `work` is not run.
  */
 export async function withLock<T>(lock: string, work: () => Promise<T>, log: Log, done?: () => Promise<boolean>): Promise<T | undefined> {
-  for (let waited = 0; ; waited += 1) {
-    try {
-      await mkdir(lock);
-      await writeFile(`${lock}/pid`, String(process.pid));
-      break;
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
-        await mkdir(dirname(lock), { recursive: true });
-        continue;
+  const mine = `${lock}.${process.pid}-${randomBytes(4).toString('hex')}`;
+  await mkdir(mine, { recursive: true });
+  await writeFile(join(mine, 'pid'), String(process.pid));
+  try {
+    for (let waited = 0; ; waited += 1) {
+      try {
+        // Onto a lock held (a directory with its pid file), rename fails.
+        await rename(mine, lock);
+        break;
+      } catch (err) {
+        if (!['ENOTEMPTY', 'EEXIST'].includes((err as NodeJS.ErrnoException).code ?? '')) throw err;
+        // A process killed midway leaves its lock behind; a lock whose process is gone is free.
+        const holder = Number(await readFile(join(lock, 'pid'), 'utf8').catch(() => '0'));
+        if (holder > 0 && !isAlive(holder)) {
+          await release(lock);
+          continue;
+        }
+        if (waited === 0) log(`waiting for another process (${lock})`);
+        if (waited > 3600) throw new Error(`${lock} is held for over an hour; remove it if no build is running`);
+        await sleep(1000);
+        if (done && (await done())) return undefined;
       }
-      // A process killed midway leaves its lock behind; a lock whose process is gone is free.
-      const holder = Number(await readFile(`${lock}/pid`, 'utf8').catch(() => '0'));
-      if (holder > 0 && !isAlive(holder)) {
-        await rm(lock, { recursive: true, force: true });
-        continue;
-      }
-      if (waited === 0) log(`waiting for another process (${lock})`);
-      if (waited > 3600) throw new Error(`${lock} is held for over an hour; remove it if no build is running`);
-      await sleep(1000);
-      if (done && (await done())) return undefined;
     }
+  } finally {
+    await rm(mine, { recursive: true, force: true });
   }
   try {
     return await work();
   } finally {
-    await rm(lock, { recursive: true, force: true });
+    await release(lock);
   }
+}
+
+/** Removes a lock directory: renamed away first, so that it never exists without its pid file. */
+async function release(lock: string): Promise<void> {
+  const gone = `${lock}.released-${randomBytes(4).toString('hex')}`;
+  try {
+    await rename(lock, gone);
+  } catch {
+    return; // released by another process already
+  }
+  await rm(gone, { recursive: true, force: true });
 }
 
 /**
