@@ -2,7 +2,7 @@
 // stack named Outrigger, configured from context (`-c key=value` or cdk.json; docs/reference/configuration.md#cdk-context):
 //   outrigger:clusters          the cluster configuration (a JSON array, in the shape of OUTRIGGER_CLUSTERS), or
 //   outrigger:clustersFile      a file holding it
-//   outrigger:mapHookFunctions  Lambda functions (names) MapControllers may call
+//   outrigger:mapHookFunctions  Lambda functions definitions may call, each with its callers
 //   outrigger:examples=true     also the SnapshotSchedule example's hooks
 //   outrigger:webhookAllow      where webhooks may go: host names and address ranges (a JSON array)
 //   outrigger:forwarderNamespace, outrigger:forwarderServiceAccount   where the forwarder runs in each cluster
@@ -14,6 +14,7 @@ import { Annotations, App, CfnWaitConditionHandle, Stack, type AppProps } from '
 import { Platform } from 'aws-cdk-lib/aws-ecr-assets';
 import { readFileSync } from 'node:fs';
 import type { ClusterConfig } from '../shared/clusters.ts';
+import type { BoundHookFunction } from './hooks.ts';
 import { OutriggerStack } from './stack.ts';
 
 /** The app was given no cluster configuration. */
@@ -80,7 +81,8 @@ export function outriggerApp(props: AppProps = {}): { app: App; stack: Outrigger
   const stack = new OutriggerStack(app, 'Outrigger', {
     // Checked by the construct, which names the cluster and field of anything wrong.
     clusters: clusters as ClusterConfig[],
-    mapHookFunctions: (json('mapHookFunctions') as string[] | undefined) ?? [],
+    // Checked by the construct, which names an entry without callers.
+    mapHookFunctions: (json('mapHookFunctions') as BoundHookFunction[] | undefined) ?? [],
     examples: examples === true || examples === 'true',
     ...(json('webhookAllow') === undefined ? {} : { webhookAllow: json('webhookAllow') as string[] }),
     forwarder: { ...(namespace ? { namespace } : {}), ...(serviceAccount ? { serviceAccount } : {}) },

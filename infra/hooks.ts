@@ -1,5 +1,6 @@
-// The MapController hooks the map function may call: the Lambda functions the deployment names, the example's
-// hooks on request, and the secret each MapController's webhook signing key is derived from.
+// The MapController hooks the map function may call: the Lambda functions the deployment names, each bound to the
+// definitions that may call it, the example's hooks on request, and the secret each MapController's webhook signing
+// key is derived from.
 import { ArnFormat, Duration, Stack, Validations, type RemovalPolicy } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import type * as lambda from 'aws-cdk-lib/aws-lambda';
@@ -7,6 +8,7 @@ import { NodejsFunction } from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import type { Construct } from 'constructs';
 import { functions } from '../functions/index.ts';
+import { parseLambdaBindings, type CallerRule } from '../shared/hooks/bindings.ts';
 import { parseWebhookAllowList } from '../shared/hooks/egress.ts';
 import { acknowledgeWildcard } from './acknowledge.ts';
 import { bundled } from './bundling.ts';
@@ -19,9 +21,23 @@ export const EXAMPLE_HOOKS: Record<string, string> = {
   'outrigger-snapshot-schedule-tombstone': 'tombstone',
 };
 
+/**
+ * A Lambda function the map function may invoke as a hook, and the definitions that may name it: each rule matches
+ * a definition by every field it gives (cluster, kind, name, the namespace of its ServiceAccount;
+ * docs/reference/hooks.md#who-may-call-a-lambda-hook).
+ */
+export interface BoundHookFunction {
+  /** By name, in this account and region, or the function. */
+  function: string | lambda.IFunction;
+  callers: CallerRule[];
+}
+
+/** The example's MapController, the only caller of its hooks. */
+const EXAMPLE_CALLER: CallerRule = { kind: 'MapController', name: 'snapshotschedule-controller' };
+
 /** What of the deployment's props (OutriggerProps) names hooks. */
 export interface HookSettings {
-  mapHookFunctions?: ReadonlyArray<string | lambda.IFunction> | undefined;
+  mapHookFunctions?: readonly BoundHookFunction[] | undefined;
   examples?: boolean | undefined;
   webhookAllow?: readonly string[] | undefined;
 }
@@ -43,9 +59,13 @@ export function addMapHooks(
     stack.formatArn({ service: 'lambda', resource: 'function', resourceName: name, arnFormat: ArnFormat.COLON_RESOURCE_NAME }),
     stack.formatArn({ service: 'lambda', resource: 'function', resourceName: `${name}:*`, arnFormat: ArnFormat.COLON_RESOURCE_NAME }),
   ];
+  const bindings: Array<{ functionName: string; callers: CallerRule[] }> = [];
   // A hook may be called through an alias or version (hooks.<x>.lambda.qualifier).
-  for (const hook of hooks.mapHookFunctions ?? [])
-    arns.push(...(typeof hook === 'string' ? byName(hook) : [hook.functionArn, `${hook.functionArn}:*`]));
+  for (const [i, hook] of (hooks.mapHookFunctions ?? []).entries()) {
+    const fn = boundHook(hook, i);
+    arns.push(...(typeof fn.function === 'string' ? byName(fn.function) : [fn.function.functionArn, `${fn.function.functionArn}:*`]));
+    bindings.push({ functionName: typeof fn.function === 'string' ? fn.function : fn.function.functionName, callers: fn.callers });
+  }
   if (hooks.examples) {
     for (const [functionName, handler] of Object.entries(EXAMPLE_HOOKS)) {
       new NodejsFunction(scope, pascal(functionName), {
@@ -58,8 +78,11 @@ export function addMapHooks(
         memorySize: 256,
       });
       arns.push(...byName(functionName));
+      bindings.push({ functionName, callers: [EXAMPLE_CALLER] });
     }
   }
+  // Always set, so that a function bound to nobody is invoked for nobody (functions/map/environment.ts).
+  map.addEnvironment('OUTRIGGER_HOOK_BINDINGS', stack.toJsonString(bindings));
   if (arns.length) {
     map.addToRolePolicy(new iam.PolicyStatement({ actions: ['lambda:InvokeFunction'], resources: arns }));
     for (const arn of arns.filter((a) => a.endsWith(':*')))
@@ -100,4 +123,17 @@ export function addMapHooks(
     "The signing secret: outrigger hook-key derives each MapController's key from it, outrigger forwarder-key each cluster's forwarder key",
     hookSecret.secretArn,
   );
+}
+
+/** An entry of mapHookFunctions, checked: a function with no callers (the bare name of earlier versions) is refused. */
+function boundHook(hook: unknown, i: number): BoundHookFunction {
+  const given = hook as Partial<BoundHookFunction> | string | null;
+  const name = typeof given === 'string' ? given : given && typeof given.function === 'string' ? given.function : `entry ${i}`;
+  if (!given || typeof given !== 'object' || !Array.isArray(given.callers) || !given.function)
+    throw new Error(
+      `mapHookFunctions: ${name} names no callers: bind it to the definitions that may call it, as { "function": "${name}", "callers": [{ "cluster": "<id>", "kind": "MapController", "name": "<controller>" }] } (docs/reference/hooks.md#who-may-call-a-lambda-hook)`,
+    );
+  // The rules' fields, checked as the map function reads them.
+  parseLambdaBindings([{ functionName: 'f', callers: given.callers }]);
+  return given as BoundHookFunction;
 }

@@ -19,7 +19,7 @@ import { addClusters, type OutriggerCluster } from './cluster.ts';
 import { deployableClusters } from './config.ts';
 import { addForwarderImage, FORWARDER_PLATFORMS } from './forwarder-image.ts';
 import { addClustersLayer, addFunction, grantClusterAccess, tokenSecrets, type FunctionSettings } from './functions.ts';
-import { addMapHooks } from './hooks.ts';
+import { addMapHooks, type BoundHookFunction } from './hooks.ts';
 import { addIngestUrl, ingestDeadLetter } from './ingest.ts';
 import { addDashboard, Alarms } from './monitoring.ts';
 import { output } from './names.ts';
@@ -35,8 +35,12 @@ export interface OutriggerProps {
    * unknown field, a placeholder or another kind of access fails with the cluster's id and the field.
    */
   clusters: readonly ClusterConfig[];
-  /** Lambda functions MapControllers name as hooks (by name, in this account and region, or the function): the map function may invoke these only. */
-  mapHookFunctions?: ReadonlyArray<string | lambda.IFunction>;
+  /**
+   * Lambda functions definitions name as hooks (by name, in this account and region, or the function), each bound to
+   * the definitions that may call it: the map function may invoke these only, and each only for its callers
+   * (docs/reference/hooks.md#who-may-call-a-lambda-hook).
+   */
+  mapHookFunctions?: readonly BoundHookFunction[];
   /** Also deploy the SnapshotSchedule example's hooks (examples/snapshot-schedule), under the names its MapController uses. */
   examples?: boolean;
   /**

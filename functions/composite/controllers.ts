@@ -30,6 +30,7 @@ import { decorates, type ChildKind } from '../../shared/composite/plan.ts';
 import { parentAsks, recordedKinds } from '../../shared/composite/related.ts';
 import { SelectorError, type ControllerKind, type LabelSelector } from '../../shared/ownership/index.ts';
 import type { ClusterConfig } from '../../shared/clusters.ts';
+import type { CallOptions } from '../../shared/hooks/index.ts';
 import { firstHolderFirst } from '../../shared/identity.ts';
 import { clusterCache, type ClusterCache } from '../cluster-cache.ts';
 import { MAP_TARGET } from '../map/controllers.ts';
@@ -146,6 +147,11 @@ async function listOrNone(kube: KubeClient, r: GVR, controllerSelector: string |
 /** The client a definition's reads and writes go through: its ServiceAccount's. */
 export function actingAs(kube: KubeClient, d: ResolvedDefinition): KubeClient {
   return actingAsAccount(kube, d.serviceAccount);
+}
+
+/** Whom a hook call is for: its signing key's, and what a Lambda hook's binding is matched against. */
+export function callerOf(cluster: string, d: ResolvedDefinition): NonNullable<CallOptions['controller']> {
+  return { cluster, uid: d.uid, kind: d.kind, name: d.name, namespace: d.serviceAccount.namespace };
 }
 
 async function resolveCommon(kube: KubeClient, d: CompositeController | DecoratorController): Promise<Resolved> {

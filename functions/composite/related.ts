@@ -35,7 +35,7 @@ import {
 } from '../../shared/composite/related.ts';
 import { canonicalJson, type Json } from '../../shared/json.ts';
 import { compileSelector, selectorString } from '../../shared/ownership/index.ts';
-import type { ResolvedDefinition } from './controllers.ts';
+import { callerOf, type ResolvedDefinition } from './controllers.ts';
 
 export interface RelatedContext {
   /** The definition's ServiceAccount's client. */
@@ -81,7 +81,7 @@ export async function readRelated(
       hook,
       { controller: d.object, parent },
       // As every hook of the pass: Service hooks and webhook Secrets through the ServiceAccount's client.
-      { deadline: ctx.deadline, controller: { cluster: ctx.cluster, uid: d.uid }, cluster: ctx.kube },
+      { deadline: ctx.deadline, controller: callerOf(ctx.cluster, d), cluster: ctx.kube },
     );
     rules = await Promise.all(
       parseCustomizeAnswer(answer).map(async (r, i) => {

@@ -40,7 +40,7 @@ import { identityOf } from '../../shared/map/plan/outputs.ts';
 import { finalizersWith, setCondition, type Condition } from '../../shared/map/plan/index.ts';
 import { claim, isBeingDeleted, SelectorError, type ClaimMark, type SyncKey } from '../../shared/ownership/index.ts';
 import { anyRolling } from '../../shared/composite/rollout.ts';
-import type { ResolvedComposite, ResolvedDecorator, ResolvedDefinition } from './controllers.ts';
+import { callerOf, type ResolvedComposite, type ResolvedDecorator, type ResolvedDefinition } from './controllers.ts';
 import { RelatedError, type RelatedKind } from '../../shared/composite/related.ts';
 import { writeFinalizer } from './finalizers.ts';
 import { readRelated, type RelatedContext } from './related.ts';
@@ -150,7 +150,7 @@ export async function syncDefinition(ctx: PassContext, d: ResolvedDefinition, ke
     const strict = strictAnswers(hook);
     const request = hookRequest(d.kind, d.object, parent, childMap(parent, d.kinds, children, version), finalizing, rel.related, version);
     // The pass's client is the definition's ServiceAccount's: Service hooks and webhook Secrets go through it.
-    const call = { deadline: ctx.deadline, controller: { cluster: key.cluster, uid: d.uid }, cluster: ctx.kube, strictAnswer: strict };
+    const call = { deadline: ctx.deadline, controller: callerOf(key.cluster, d), cluster: ctx.kube, strictAnswer: strict };
     let answer: SyncAnswer;
     let desired: KubeObject[];
     let truncate = async () => {};

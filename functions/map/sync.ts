@@ -218,7 +218,7 @@ function startPass(base: Pick<Pass, 'ctx' | 'mc' | 'parent' | 'opts' | 'result' 
       try {
         return await ctx.hooks.call(hook, request, {
           deadline: opts.budget?.deadline,
-          controller: { cluster, uid: mc.uid },
+          controller: { cluster, uid: mc.uid, kind: 'MapController', name: mc.name, namespace: mc.serviceAccount.namespace },
           // The pass's client is the controller's ServiceAccount's: Service hooks and webhook Secrets go through it.
           cluster: ctx.kube,
         });

@@ -17,6 +17,7 @@ import type { LambdaClient } from '@aws-sdk/client-lambda';
 import pRetry, { AbortError } from 'p-retry';
 import { parseRetryAfter } from '../kube/errors.ts';
 import type { Hook, Webhook } from '../map/api.ts';
+import { bindingRefusal, type HookCallerIdentity, type LambdaBinding } from './bindings.ts';
 import { addressRefusal, hostRefusal, parseWebhookAllowList, specialRange, type WebhookAllowList } from './egress.ts';
 import { controllerKey, signedHeaders } from './signature.ts';
 import { HookError, hookName, hookTimeoutSeconds, MAX_ANSWER_BYTES } from './errors.ts';
@@ -33,8 +34,11 @@ export interface CallOptions {
    * retries are clamped to it, so `timeoutSeconds × (retries + 1)` never outlasts the invocation.
    */
   deadline?: number | undefined;
-  /** The MapController the call is for: a webhook request is signed with its key (controllerKey). */
-  controller?: { cluster: string; uid: string } | undefined;
+  /**
+   * The definition the call is for: a webhook request is signed with its key (controllerKey, by cluster and uid); a
+   * Lambda hook is invoked only for a definition its binding names (kind, name, ServiceAccount namespace).
+   */
+  controller?: (HookCallerIdentity & { uid: string }) | undefined;
   /**
    * The cluster's API as the controller's ServiceAccount: a Service hook goes through its service proxy, and a
    * webhook's Secrets and ConfigMaps are read with it. Never Outrigger's own client: what the account may not reach,
@@ -69,6 +73,11 @@ export interface HookCallerOptions {
   dnsLookup?: typeof dnsLookup;
   /** The deployment's signing secret, each controller's key derived from it; without one, requests are unsigned. */
   signingSecret?: (() => Promise<string>) | undefined;
+  /**
+   * Which definitions may call each Lambda function (shared/hooks/bindings.ts): a function no binding names, or a
+   * caller none of its rules matches, is refused (NotAllowed) and not invoked. Absent: no check (the local runtime).
+   */
+  lambdaBindings?: readonly LambdaBinding[] | undefined;
   maxAnswerBytes?: number;
   now?: () => number;
 }
@@ -129,9 +138,7 @@ export class Hooks implements HookCaller {
         const timeoutMs = Math.max(1, Math.floor(Math.min(hookTimeoutSeconds(hook) * 1000, left)));
         this.stats.attempts += 1;
         try {
-          return hook.webhook
-            ? await this.post(hook, hook.webhook, body, timeoutMs, opts)
-            : await this.invoke(hook, body, timeoutMs, opts.strictAnswer);
+          return hook.webhook ? await this.post(hook, hook.webhook, body, timeoutMs, opts) : await this.invoke(hook, body, timeoutMs, opts);
         } catch (err) {
           // A hook that says when to come back is not called again before then: the parent's retry waits for it.
           if (err instanceof HookError && err.retryAfterSeconds !== undefined) throw new AbortError(err);
@@ -275,7 +282,11 @@ export class Hooks implements HookCaller {
     return Buffer.concat(chunks).toString('utf8');
   }
 
-  private async invoke(hook: Hook, body: string, timeoutMs: number, strict: boolean | undefined): Promise<unknown> {
+  private async invoke(hook: Hook, body: string, timeoutMs: number, opts: CallOptions): Promise<unknown> {
+    // Bound to its owners (docs/reference/hooks.md#who-may-call-a-lambda-hook): another definition's function is not invoked.
+    const unbound = this.opts.lambdaBindings && bindingRefusal(this.opts.lambdaBindings, hook.lambda!.functionName, opts.controller);
+    if (unbound) throw new HookError('NotAllowed', `${hookName(hook)}: ${unbound}`);
+    const strict = opts.strictAnswer;
     // A local endpoint checks no signature; it gets placeholder credentials, as DynamoDB Local does.
     const local = this.opts.lambdaEndpoint
       ? {

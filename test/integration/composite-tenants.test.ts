@@ -15,6 +15,7 @@ import { forgetDiscovery, gvr, type KubeObject } from '../../shared/kube/index.t
 import { applyManifests } from '../../shared/kube/apply.ts';
 import { controllerOf } from '../../shared/ownership/index.ts';
 import { makeSyncRequest } from '../../shared/lambda/sync-request.ts';
+import { startLambdaEndpoint } from '../../local/lambda-endpoint.ts';
 import { adminClient, createNamespace, grantsInEffect, outriggerClient, testState } from '../testbed/index.ts';
 import { openCrd } from '../testbed/crds.ts';
 import { impersonatedAccount } from '../testbed/rbac.ts';
@@ -140,6 +141,8 @@ afterAll(async () => {
     [decorators, 'configmap-decorator'],
     [decorators, 'decorator-a'],
     [decorators, 'decorator-b'],
+    [definitions, 'team-a-controller'],
+    [definitions, 'stranger-controller'],
   ] as const) {
     await adminClient()
       .patch(r, { name }, { metadata: { finalizers: null } }, 'merge')
@@ -461,5 +464,99 @@ spec:
     const by = (name: string) =>
       left.find((o) => o.metadata.name === name)!.metadata.annotations?.['metacontroller.k8s.io/decorator-controller'];
     expect([by('web-a'), by('web-b'), by('web-own')]).toEqual(['decorator-a', 'decorator-b', undefined]);
+  });
+});
+
+describe('trust boundary: a Lambda hook is called only for the definitions it is bound to', () => {
+  test("another team's CompositeController naming team a's function is refused, with a condition naming the binding; team a's own is served", async () => {
+    const admin = adminClient();
+    // Team a's function: a ConfigMap per parent, in the parent's namespace, written with the caller's account.
+    const lambda = await startLambdaEndpoint(
+      new Map([
+        [
+          'team-a-hook',
+          (req: { parent: KubeObject }) =>
+            Promise.resolve({
+              children: [{ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `${req.parent.metadata.name ?? ''}-made` }, data: {} }],
+            }),
+        ],
+      ]),
+    );
+    try {
+      const definition = (who: string, plural: string) => `
+apiVersion: metacontroller.k8s.io/v1alpha1
+kind: CompositeController
+metadata: { name: ${who}-controller }
+spec:
+  serviceAccount: { namespace: ${NS}, name: ${who} }
+  generateSelector: true
+  parentResource: { apiVersion: ${GROUP}/v1, resource: ${plural} }
+  childResources: [{ apiVersion: v1, resource: configmaps }]
+  hooks: { sync: { lambda: { functionName: team-a-hook }, retries: 0 } }
+`;
+      const account = (who: string, plural: string) =>
+        impersonatedAccount(
+          NS,
+          who,
+          [
+            `{ apiGroups: ["${GROUP}"], resources: ["${plural}"], verbs: ["get", "list", "watch", "patch"] }`,
+            `{ apiGroups: ["${GROUP}"], resources: ["${plural}/status"], verbs: ["patch"] }`,
+            `{ apiGroups: [""], resources: ["configmaps"], verbs: ["get", "list", "watch", "create", "patch", "delete"] }`,
+          ],
+          `compositecontroller/${who}-controller`,
+        );
+      await applyManifests(
+        admin,
+        `${openCrd(GROUP, 'Gadget', 'gadgets')}---${openCrd(GROUP, 'Stranger', 'strangers')}---
+${account('team-a', 'gadgets')}
+---
+${account('stranger', 'strangers')}
+---${definition('team-a', 'gadgets')}---${definition('stranger', 'strangers')}`,
+      );
+      const kube = outriggerClient();
+      const cache = clusterCache<CompositeSet>(0);
+      let set: CompositeSet;
+      for (let i = 0; ; i += 1) {
+        forgetDiscovery(kube);
+        set = await listCompositeSet(kube, 'it', cache);
+        if (['team-a-controller', 'stranger-controller'].every((n) => set.composites.some((c) => c.name === n))) break;
+        if (i > 100) throw new Error(`definitions not ready: ${JSON.stringify(set.invalid)}`);
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      // The deployment binds team a's function to team a's controller alone.
+      const bound = new Hooks({
+        lambdaEndpoint: lambda.url,
+        minRetryDelayMs: 10,
+        lambdaBindings: [{ functionName: 'team-a-hook', callers: [{ kind: 'CompositeController', name: 'team-a-controller' }] }],
+      });
+      const ns = await createNamespace('cc-lambda');
+      const pass = async (who: string, kind: string, plural: string) => {
+        const parent = await admin.create(gvr(GROUP, 'v1', plural), {
+          apiVersion: `${GROUP}/v1`,
+          kind,
+          metadata: { name: who, namespace: ns },
+          spec: {},
+        } as KubeObject);
+        const d = set!.composites.find((c) => c.name === `${who}-controller`)!;
+        const key = { cluster: 'it', group: GROUP, kind, namespace: ns, name: who, uid: parent.metadata.uid! };
+        return syncDefinition({ kube: actingAs(kube, d), hooks: bound }, d, key);
+      };
+      const stranger = await pass('stranger', 'Stranger', 'strangers');
+      expect(stranger).toMatchObject({ created: 0, problems: [expect.objectContaining({ reason: 'HookNotAllowed' })] });
+      expect(lambda.invocations.get('team-a-hook') ?? 0).toBe(0);
+      expect(await admin.find(configMaps, { name: 'stranger-made', namespace: ns })).toBeUndefined();
+      const status = (await admin.get(gvr(GROUP, 'v1', 'strangers'), { name: 'stranger', namespace: ns })).status as {
+        conditions?: Array<{ type: string; reason: string; message: string }>;
+      };
+      expect(status.conditions?.find((c) => c.type === 'Synced')).toMatchObject({
+        reason: 'HookNotAllowed',
+        message: expect.stringContaining('Lambda function team-a-hook is bound to CompositeController team-a-controller'),
+      });
+      // Team a's own controller is served by the same caller.
+      expect(await pass('team-a', 'Gadget', 'gadgets')).toMatchObject({ created: 1, problems: [] });
+      expect(lambda.invocations.get('team-a-hook')).toBe(1);
+    } finally {
+      await lambda.stop();
+    }
   });
 });

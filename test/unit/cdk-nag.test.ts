@@ -21,7 +21,7 @@ test('AwsSolutions finds nothing unacknowledged', () => {
   new OutriggerStack(app, 'Nag', {
     clusters: [eksCluster('prod'), eksCluster('dr', { region: 'us-east-1' }), onprem],
     examples: true,
-    mapHookFunctions: ['my-hook'],
+    mapHookFunctions: [{ function: 'my-hook', callers: [{ cluster: 'prod', kind: 'MapController', name: 'backups' }] }],
     env: { account: '111122223333', region: 'eu-west-1' },
   });
   const report = new AwsSolutionsChecks().validateScope(app);

@@ -34,7 +34,7 @@ test('cfn-lint finds no error and no warning in the synthesized template', async
       context: {
         'aws:cdk:bundling-stacks': [],
         'outrigger:clusters': [eks('prod'), eks('dr', 'us-east-1'), onpremCluster()],
-        'outrigger:mapHookFunctions': ['my-map-hook'],
+        'outrigger:mapHookFunctions': [{ function: 'my-map-hook', callers: [{ cluster: 'prod', kind: 'MapController', name: 'backups' }] }],
         'outrigger:examples': true,
         'outrigger:forwarderNamespace': 'outrigger',
         'outrigger:forwarderServiceAccount': 'forwarder',

@@ -16,6 +16,7 @@ const definition = {
   name: 'c',
   uid: 'c-uid',
   generation: 1,
+  serviceAccount: { namespace: 'team', name: 'c' },
   object: { apiVersion: 'metacontroller.k8s.io/v1alpha1', kind: 'CompositeController', metadata: { name: 'c' } },
   hooks: { sync: { webhook: { url: 'https://x' } }, finalize: undefined, customize: { webhook: { url: 'https://x/customize' } } },
 } as unknown as ResolvedDefinition;

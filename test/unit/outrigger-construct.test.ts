@@ -254,7 +254,13 @@ describe('where the stack cannot give access', () => {
     const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
     const stack = new Stack(app, 'Platform', { env: { account: ACCOUNT, region: 'eu-west-1' } });
     const hook = lambda.Function.fromFunctionArn(stack, 'Hook', `arn:aws:lambda:eu-west-1:${ACCOUNT}:function:team-hook`);
-    new Outrigger(stack, 'Outrigger', { clusters: [eksCluster('prod')], mapHookFunctions: [hook, 'named-hook'] });
+    new Outrigger(stack, 'Outrigger', {
+      clusters: [eksCluster('prod')],
+      mapHookFunctions: [
+        { function: hook, callers: [{ namespace: 'team-a' }] },
+        { function: 'named-hook', callers: [{ kind: 'MapController', name: 'backups' }] },
+      ],
+    });
     const invoke = Object.values(Template.fromStack(stack).findResources('AWS::IAM::Policy')).flatMap((p) =>
       (p.Properties.PolicyDocument.Statement as Array<{ Action: unknown; Resource: unknown }>).filter(
         (st) => st.Action === 'lambda:InvokeFunction',

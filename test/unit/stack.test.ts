@@ -725,7 +725,7 @@ describe('the Outrigger stack', () => {
 
   test('lets the map function invoke the named hook functions (and their versions) only; the example hooks deploy on request', () => {
     const t = synth([cluster], {
-      mapHookFunctions: ['my-map-hook'],
+      mapHookFunctions: [{ function: 'my-map-hook', callers: [{ cluster: 'prod', namespace: 'team-a' }] }],
       examples: true,
       env: { account: '111122223333', region: 'eu-west-1' },
     });
@@ -751,6 +751,20 @@ describe('the Outrigger stack', () => {
       ],
     ]);
     t.hasResourceProperties('AWS::Lambda::Function', { FunctionName: 'outrigger-snapshot-schedule-map', Handler: 'index.map' });
+    // Each bound to its callers (docs/reference/hooks.md#who-may-call-a-lambda-hook): the example's to its MapController.
+    const bindings = Object.values(t.findResources('AWS::Lambda::Function'))
+      .map((f) => (f.Properties.Environment?.Variables as Record<string, unknown> | undefined)?.OUTRIGGER_HOOK_BINDINGS)
+      .filter((v): v is string => typeof v === 'string' && v !== '');
+    expect(bindings).toHaveLength(1);
+    expect(JSON.parse(bindings[0]!)).toEqual([
+      { functionName: 'my-map-hook', callers: [{ cluster: 'prod', namespace: 'team-a' }] },
+      { functionName: 'outrigger-snapshot-schedule-map', callers: [{ kind: 'MapController', name: 'snapshotschedule-controller' }] },
+      { functionName: 'outrigger-snapshot-schedule-tombstone', callers: [{ kind: 'MapController', name: 'snapshotschedule-controller' }] },
+    ]);
+    // A function named with no callers (the bare name of earlier versions) is refused, naming how to bind it.
+    expect(() => synth([cluster], { mapHookFunctions: ['my-map-hook'] as never })).toThrow(
+      'mapHookFunctions: my-map-hook names no callers: bind it to the definitions that may call it',
+    );
     // Without hooks named, no function may invoke any.
     expect(JSON.stringify(template.findResources('AWS::IAM::Policy'))).not.toContain('lambda:InvokeFunction');
   });
