@@ -71,7 +71,6 @@ export const envelopeSchema = z.looseObject({
   source: printable(1024),
   type: z.enum(WATCH_EVENT_TYPES.map((t) => `${EVENT_TYPE_PREFIX}${t}`) as [string, ...string[]]),
   time: z.optional(z.iso.datetime({ offset: true })),
-  subject: z.optional(printable(1024)),
   datacontenttype: z.optional(z.literal('application/json')),
   /** CloudEvents extension attribute: the cluster the object lives in. */
   cluster: clusterIdSchema,
@@ -82,6 +81,8 @@ export const envelopeSchema = z.looseObject({
     /** The object as the forwarder last saw it, on a modification, when it has it. */
     oldObject: z.optional(objectSchema),
   }),
+  // After data: it is made of the object's kind and name, and a bad name is named as itself, not as the subject.
+  subject: z.optional(printable(1024)),
 });
 
 export interface Envelope {

@@ -167,7 +167,7 @@ describe('the forwarder', () => {
     }
   });
 
-  test('an object Kubernetes allows but the envelope does not (an RBAC name with a colon) is dead-lettered with its reason, and the watch goes on', async () => {
+  test('an object Kubernetes allows but the envelope does not (an RBAC name with a space) is dead-lettered with its reason, and the watch goes on; a name with a colon is sent', async () => {
     const ns = await createNamespace('fwd');
     const { sqs, url } = await testQueue('fwd');
     const dead = await testQueue('fwd-dead');
@@ -187,15 +187,16 @@ describe('the forwarder', () => {
         metadata: { name, namespace: ns },
         rules: [],
       });
-      await adminClient().create(roles, role('system:odd'));
+      await adminClient().create(roles, role('system:odd name'));
+      await adminClient().create(roles, role('system:plain'));
       await adminClient().create(roles, role('plain'));
       const got: Array<{ envelope: Envelope; group: string; dedup: string }> = [];
       await drain(sqs, url, got, () => got.some((g) => g.envelope.data.object.metadata.name === 'plain'));
-      expect(got.map((g) => g.envelope.data.object.metadata.name)).toEqual(['plain']);
+      expect(got.map((g) => g.envelope.data.object.metadata.name).sort()).toEqual(['plain', 'system:plain']);
       const letters = await dead.sqs.send(
         new ReceiveMessageCommand({ QueueUrl: dead.url, MaxNumberOfMessages: 10, WaitTimeSeconds: 2, MessageAttributeNames: ['All'] }),
       );
-      const letter = letters.Messages?.find((m) => m.Body?.includes('system:odd'));
+      const letter = letters.Messages?.find((m) => m.Body?.includes('system:odd name'));
       expect(letter?.MessageAttributes?.reason?.StringValue).toMatch(/^cannot be sent as an event: .*metadata\.name/);
       expect(fwd.healthy()).toBe(true);
     } finally {
@@ -227,11 +228,11 @@ describe('the forwarder', () => {
       await adminClient().create(roles, {
         apiVersion: 'rbac.authorization.k8s.io/v1',
         kind: 'Role',
-        metadata: { name: 'system:odd', namespace: ns },
+        metadata: { name: 'system:odd name', namespace: ns },
         rules: [],
       });
       // The watch breaks on the failure and relists (backoff 250 ms); the object is not taken as sent.
-      await eventually(() => letters.some((l) => l.includes('system:odd')), 15_000);
+      await eventually(() => letters.some((l) => l.includes('system:odd name')), 15_000);
       expect(refusals).toBe(-1);
     } finally {
       await fwd.stop();
