@@ -8,10 +8,13 @@
 //   outrigger:forwarderNamespace, outrigger:forwarderServiceAccount   where the forwarder runs in each cluster
 //   outrigger:forwarderImage    build the forwarder's image: `true` for linux/amd64 and linux/arm64, or the platforms
 //                               themselves, comma-separated (linux/arm64 for Graviton nodes only)
+//   outrigger:architecture      the functions' architecture: arm64 (the default) or x86_64 (`sam local invoke` on
+//                               an x86 machine, or a region without Graviton)
 // Anything else a user would set (a VPC, an alarm topic, log retention) is a prop of the construct, in an app of
 // their own.
 import { Annotations, App, CfnWaitConditionHandle, Stack, type AppProps } from 'aws-cdk-lib';
 import { Platform } from 'aws-cdk-lib/aws-ecr-assets';
+import { Architecture } from 'aws-cdk-lib/aws-lambda';
 import { readFileSync } from 'node:fs';
 import type { ClusterConfig } from '../shared/clusters.ts';
 import type { BoundHookFunction } from './hooks.ts';
@@ -43,6 +46,7 @@ export function outriggerApp(props: AppProps = {}): { app: App; stack: Outrigger
     'forwarderNamespace',
     'forwarderServiceAccount',
     'forwarderImage',
+    'architecture',
   ].map((k) => `outrigger:${k}`);
   for (const key of Object.keys(app.node.getAllContext() as Record<string, unknown>)) {
     if (key.startsWith('outrigger:') && !known.includes(key)) throw new Error(`unknown context ${key} (known: ${known.join(', ')})`);
@@ -78,6 +82,9 @@ export function outriggerApp(props: AppProps = {}): { app: App; stack: Outrigger
         `context outrigger:forwarderImage names ${JSON.stringify(p)}: true, false, or linux/amd64 and/or linux/arm64, comma-separated`,
       );
   }
+  const architecture = context('architecture') ?? 'arm64';
+  if (architecture !== 'arm64' && architecture !== 'x86_64')
+    throw new Error(`context outrigger:architecture is ${JSON.stringify(architecture)}: arm64 or x86_64`);
   const stack = new OutriggerStack(app, 'Outrigger', {
     // Checked by the construct, which names the cluster and field of anything wrong.
     clusters: clusters as ClusterConfig[],
@@ -86,6 +93,7 @@ export function outriggerApp(props: AppProps = {}): { app: App; stack: Outrigger
     examples: examples === true || examples === 'true',
     ...(json('webhookAllow') === undefined ? {} : { webhookAllow: json('webhookAllow') as string[] }),
     forwarder: { ...(namespace ? { namespace } : {}), ...(serviceAccount ? { serviceAccount } : {}) },
+    architecture: architecture === 'x86_64' ? Architecture.X86_64 : Architecture.ARM_64,
     ...(platforms ? { forwarderImage: platforms.length ? { platforms: platforms.map((p) => Platform.custom(p)) } : {} } : {}),
     env: { account: process.env.CDK_DEFAULT_ACCOUNT, region: process.env.CDK_DEFAULT_REGION },
   });

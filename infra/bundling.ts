@@ -1,4 +1,5 @@
-// How every function of the project is built and run: one esbuild bundle per entry, CommonJS, arm64, Node 24
+// How every function of the project is built and run: one esbuild bundle per entry, CommonJS, Node 24, arm64 unless
+// the deployment says x86_64 (OutriggerProps.architecture)
 // (see scripts/bundle.ts, which builds the same bundles for `npm run invoke` and bench/bundle).
 import { AssetStaging } from 'aws-cdk-lib';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
@@ -42,12 +43,15 @@ export function checkEsbuild(versions: { pinned: string; installed: string | und
   );
 }
 
-export function bundled(entry: string): NodejsFunctionProps & { entry: string } {
+/** The functions' architecture unless the deployment says otherwise: Graviton, cheaper per GB-second. */
+export const DEFAULT_ARCHITECTURE = lambda.Architecture.ARM_64;
+
+export function bundled(entry: string, architecture: lambda.Architecture = DEFAULT_ARCHITECTURE): NodejsFunctionProps & { entry: string } {
   checkEsbuild();
   return {
     entry: join(projectRoot, entry),
     runtime: RUNTIME,
-    architecture: lambda.Architecture.ARM_64,
+    architecture,
     projectRoot,
     depsLockFilePath: lockFile,
     bundling: {

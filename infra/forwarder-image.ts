@@ -45,7 +45,7 @@ export function addForwarderImage(scope: Construct, platforms: readonly ecrAsset
   }
   const repository = images[0]!.repository;
   const onEvent = new NodejsFunction(scope, 'ForwarderImageIndexFunction', {
-    ...bundled('infra/image-index/handler.ts'),
+    ...bundled('infra/image-index/handler.ts', settings.architecture),
     ...roleAndLogs(scope, settings, 'ForwarderImageIndex', RemovalPolicy.DESTROY, true),
     description: "Writes the index over the forwarder image's platforms into the CDK's asset repository (deploy time only)",
     handler: 'handler',

@@ -19,7 +19,7 @@ import { dirname, join } from 'node:path';
 import { functions } from '../functions/index.ts';
 import { sendTargets, type FunctionSpec } from '../functions/spec.ts';
 import { maxConcurrency, storagePlan, type ClusterConfig } from '../shared/clusters.ts';
-import { bundled, RUNTIME } from './bundling.ts';
+import { bundled, DEFAULT_ARCHITECTURE, RUNTIME } from './bundling.ts';
 import type { OutriggerCluster } from './cluster.ts';
 import type { Alarms } from './monitoring.ts';
 import { output, pascal } from './names.ts';
@@ -64,6 +64,7 @@ export interface FunctionSettings {
   vpc?: ec2.IVpc | undefined;
   vpcSubnets?: ec2.SubnetSelection | undefined;
   securityGroups?: ec2.ISecurityGroup[] | undefined;
+  architecture?: lambda.Architecture | undefined;
 }
 
 /** What each function is built with. */
@@ -103,7 +104,7 @@ export function addFunction(scope: Construct, spec: FunctionSpec, deps: Function
   const { settings, clusters } = deps;
   const environment: Record<string, string> = Object.fromEntries(FUNCTION_ENVIRONMENT.map((name) => [name, '']));
   const fn = new NodejsFunction(scope, pascal(spec.name), {
-    ...bundled(spec.entry),
+    ...bundled(spec.entry, settings.architecture),
     ...roleAndLogs(scope, settings, pascal(spec.name), deps.removalPolicy),
     description: spec.description,
     handler: 'handler',
@@ -254,14 +255,18 @@ export function roleAndLogs(
  * version. Its directory is written beside the cloud assembly (the layer's asset is staged from it, or with
  * `cdk synth --no-staging` read from it by `sam local invoke`).
  */
-export function addClustersLayer(scope: Construct, clusters: ClusterConfig[]): lambda.LayerVersion {
+export function addClustersLayer(
+  scope: Construct,
+  clusters: ClusterConfig[],
+  architecture: lambda.Architecture = DEFAULT_ARCHITECTURE,
+): lambda.LayerVersion {
   const dir = join(Stage.of(scope)!.assetOutdir, `${Stack.of(scope).artifactId}-${scope.node.addr}-clusters-layer`);
   mkdirSync(join(dir, dirname(CLUSTERS_FILE_IN_LAYER)), { recursive: true, mode: 0o755 });
   writeFileSync(join(dir, CLUSTERS_FILE_IN_LAYER), JSON.stringify(clusters), { mode: 0o644 });
   return new lambda.LayerVersion(scope, 'Clusters', {
     code: lambda.Code.fromAsset(dir),
     compatibleRuntimes: [RUNTIME],
-    compatibleArchitectures: [lambda.Architecture.ARM_64],
+    compatibleArchitectures: [architecture],
     description: `Outrigger's cluster configuration: /opt/${CLUSTERS_FILE_IN_LAYER}`,
   });
 }

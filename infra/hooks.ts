@@ -69,7 +69,7 @@ export function addMapHooks(
   if (hooks.examples) {
     for (const [functionName, handler] of Object.entries(EXAMPLE_HOOKS)) {
       new NodejsFunction(scope, pascal(functionName), {
-        ...bundled('examples/snapshot-schedule/hooks.ts'),
+        ...bundled('examples/snapshot-schedule/hooks.ts', settings.architecture),
         ...roleAndLogs(scope, settings, pascal(functionName), removalPolicy),
         functionName,
         handler,

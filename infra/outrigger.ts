@@ -68,6 +68,12 @@ export interface OutriggerProps {
   /** Each function's memory in MB (default 512). */
   memorySize?: number;
   /**
+   * The functions' and their layer's architecture (default ARM_64, Graviton). X86_64 where Graviton is not offered,
+   * or to run the synthesized functions on an x86 machine (`sam local invoke` without emulation,
+   * docs/contributing/invoking-locally.md#with-docker-sam).
+   */
+  architecture?: lambda.Architecture;
+  /**
    * X-Ray tracing (default off). Active tracing grants each function xray:PutTraceSegments and
    * xray:PutTelemetryRecords on `*`: X-Ray has no resource-level permissions.
    */
@@ -139,7 +145,7 @@ export class Outrigger extends Construct {
       ];
     }
     const settings: FunctionSettings = { ...props, securityGroups: this.securityGroups };
-    this.clustersLayer = addClustersLayer(this, clusters);
+    this.clustersLayer = addClustersLayer(this, clusters, props.architecture);
     const deps = {
       settings,
       removalPolicy,

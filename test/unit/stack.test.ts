@@ -831,6 +831,31 @@ describe('the Outrigger stack', () => {
     );
   });
 
+  test('the app builds arm64 functions and layer, or x86_64 ones with outrigger:architecture=x86_64, and refuses any other', () => {
+    const architectures = (value: unknown) => {
+      const { stack } = outriggerApp({
+        context: {
+          'aws:cdk:bundling-stacks': [],
+          'outrigger:clusters': JSON.stringify([cluster]),
+          'outrigger:examples': true,
+          'outrigger:forwarderImage': true,
+          ...(value === undefined ? {} : { 'outrigger:architecture': value }),
+        },
+      });
+      const t = Template.fromStack(stack);
+      // Every function of ours: the controllers, the example's hooks and the image index's (not the CDK's own provider framework).
+      const ours = Object.values(t.findResources('AWS::Lambda::Function')).filter((fn) => fn.Properties.Runtime === 'nodejs24.x');
+      const layers = Object.values(t.findResources('AWS::Lambda::LayerVersion'));
+      return [
+        ...new Set([...ours.map((fn) => fn.Properties.Architectures), ...layers.map((l) => l.Properties.CompatibleArchitectures)].flat()),
+      ];
+    };
+    expect(architectures(undefined)).toEqual(['arm64']);
+    expect(architectures('arm64')).toEqual(['arm64']);
+    expect(architectures('x86_64')).toEqual(['x86_64']);
+    expect(() => architectures('amd64')).toThrow('context outrigger:architecture is "amd64": arm64 or x86_64');
+  });
+
   test('refuses clusters reached any way but EKS IAM tokens or a token in Secrets Manager', () => {
     expect(() => synth([{ id: 'x', access: { kind: 'kubeconfig', path: '/home/me/.kube/config' } }])).toThrow(
       'a deployed stack reaches clusters through EKS IAM tokens or a token in Secrets Manager',
