@@ -9,11 +9,12 @@ import type { Construct } from 'constructs';
 import { functions } from '../functions/index.ts';
 import { deadLetterMetric, type Alarms } from './monitoring.ts';
 import { output } from './names.ts';
+import { INGEST_DEAD_LETTER_QUEUE } from '../shared/lambda/queues.ts';
 import { deadLetterQueue, fifoName, tlsOnly } from './queues.ts';
 
 /** Where the ingest function puts the requests it refuses (they may name no cluster, or one not served). */
 export function ingestDeadLetter(scope: Construct): sqs.Queue {
-  const queue = deadLetterQueue(scope, 'IngestDeadLetter', fifoName(scope, 'ingest-dlq.fifo'));
+  const queue = deadLetterQueue(scope, 'IngestDeadLetter', fifoName(scope, INGEST_DEAD_LETTER_QUEUE));
   tlsOnly(scope, 'IngestDeadLetterTlsOnly', [queue]);
   Validations.of(queue).acknowledge({
     id: 'AwsSolutions-SQS3',

@@ -9,6 +9,7 @@ import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { FUNCTION_ENVIRONMENT } from '../infra/functions.ts';
 import { projectRoot } from '../local/paths.ts';
+import { INGEST_DEAD_LETTER_QUEUE } from '../shared/lambda/queues.ts';
 import { findOutput, readJson } from './forwarder-overlay.ts';
 import { DEFAULT_TABLE, runningRuntime, type RuntimeFile } from './runtime-file.ts';
 
@@ -25,6 +26,9 @@ runtime.json is in DIR (default .outrigger/).
   --host HOST   how the container reaches this machine: 127.0.0.1 (the default) with sam's --docker-network host
                 on Linux, host.docker.internal with Docker Desktop`;
 
+/** The ingest function's construct id (SamResourceId), which names its section of the file. */
+export const INGEST_FUNCTION_ID = 'Ingest';
+
 /** Where a function in the container writes dead letters (SAM's container has a writable /tmp, as Lambda does). */
 export const CONTAINER_DEAD_LETTER_FILE = '/tmp/outrigger-dead-letter.jsonl';
 
@@ -33,9 +37,14 @@ type Variable = (typeof FUNCTION_ENVIRONMENT)[number];
 /**
  * The variables for every function: the runtime's state, and the deployed stack's queues. Every reference to
  * the stack is replaced: SAM resolves the template's with placeholders (account 123456789012, URL suffix
- * `localhost`), which name no real resource.
+ * `localhost`), which name no real resource. The ingest function, which puts the requests it refuses on a queue
+ * and nowhere else, gets the stack's ingest dead-letter queue (named from the prefix as the stack names it).
  */
-export function samEnvironment(runtime: RuntimeFile, host: string, queueUrlPrefix = ''): { Parameters: Partial<Record<Variable, string>> } {
+export function samEnvironment(
+  runtime: RuntimeFile,
+  host: string,
+  queueUrlPrefix = '',
+): { Parameters: Partial<Record<Variable, string>> } & { [INGEST_FUNCTION_ID]?: Partial<Record<Variable, string>> } {
   const dynamodb = new URL(runtime.dynamodb);
   dynamodb.hostname = host;
   return {
@@ -44,11 +53,14 @@ export function samEnvironment(runtime: RuntimeFile, host: string, queueUrlPrefi
       OUTRIGGER_TABLE: DEFAULT_TABLE,
       OUTRIGGER_DYNAMODB_ENDPOINT: dynamodb.origin,
       OUTRIGGER_DEAD_LETTER_FILE: CONTAINER_DEAD_LETTER_FILE,
-      // The ingest function's dead-letter queue is a reference to the stack's queue: the file instead.
+      // Every other function's dead letters go to the file: the stack's queues beside theirs are references too.
       OUTRIGGER_DEAD_LETTER_QUEUE_URL: '',
       // The signing key is a secret of the deployed stack: webhooks go unsigned, as they do locally without one.
       OUTRIGGER_HOOK_SECRET_ARN: '',
     },
+    ...(queueUrlPrefix
+      ? { [INGEST_FUNCTION_ID]: { OUTRIGGER_DEAD_LETTER_QUEUE_URL: `${queueUrlPrefix}${INGEST_DEAD_LETTER_QUEUE}` } }
+      : {}),
   };
 }
 

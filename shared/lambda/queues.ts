@@ -10,6 +10,9 @@ import { clusterIdSchema } from '../validation.ts';
 /** A cluster's events queue among its queues; the others are named by their sync target. */
 export const EVENTS_QUEUE = 'events';
 
+/** The ingest function's dead-letter queue, after the deployment's prefix (infra/ingest.ts; scripts/sam-env.ts names it too). */
+export const INGEST_DEAD_LETTER_QUEUE = 'ingest-dlq.fifo';
+
 /** SQS's limit on a queue's name, `.fifo` included. */
 export const MAX_QUEUE_NAME_LENGTH = 80;
 

@@ -34,7 +34,8 @@ def main(template, env_file, project):
     handler.emit = lambda record: messages.append((record.levelname, record.getMessage()))
     logging.getLogger("samcli").addHandler(handler)
     logging.getLogger("samcli").setLevel(logging.INFO)
-    overrides = json.loads(Path(env_file).read_text())["Parameters"]
+    # The values for every function ("Parameters"), and a function's own section (by construct or logical id) over them.
+    sections = json.loads(Path(env_file).read_text())
     # SAM drops an env.json value for a variable the template does not declare (test/unit/sam-env.test.ts's scan).
     read = {m for sub in ("functions", "shared") for path in Path(project, sub).rglob("*.ts")
             for m in re.findall(r"(?:OUTRIGGER|POWERTOOLS)_[A-Z_]+", path.read_text())}
@@ -76,6 +77,7 @@ def main(template, env_file, project):
             layers = runtime._image_builder.layer_downloader.download_all(
                 [runtime._unarchived_layer(layer) for layer in config.layers])
             declared = set(fn.environment["Variables"])
+            overrides = {**sections.get("Parameters", {}), **sections.get(cid, {}), **sections.get(logical_id, {})}
             row.update(handler=config.handler, runtime=config.runtime, architecture=config.architecture,
                        image=f"public.ecr.aws/lambda/{Runtime.get_image_name_tag(config.runtime, config.architecture)}",
                        code_dir=code_dir, layers=[layer.codeuri for layer in layers], env=env)

@@ -12,7 +12,8 @@ import { pascal } from '../../infra/names.ts';
 import { FUNCTION_ENVIRONMENT } from '../../infra/functions.ts';
 import { OutriggerStack } from '../../infra/stack.ts';
 import { projectRoot } from '../../local/paths.ts';
-import { CONTAINER_DEAD_LETTER_FILE } from '../../scripts/sam-env.ts';
+import { CONTAINER_DEAD_LETTER_FILE, INGEST_FUNCTION_ID } from '../../scripts/sam-env.ts';
+import { INGEST_DEAD_LETTER_QUEUE } from '../../shared/lambda/queues.ts';
 import { eksCluster } from './clusters.ts';
 
 /**
@@ -61,7 +62,10 @@ test("npm run sam-env writes the local runtime's state for every function, and r
   const outputs = join(dir, 'cdk-outputs.json');
   writeFileSync(outputs, JSON.stringify({ Outrigger: { QueueUrlPrefix: 'https://sqs.eu-west-1.amazonaws.com/111122223333/Outrigger-' } }));
   await run('--host', 'host.docker.internal', '--out', join(dir, 'env.json'), '--outputs', outputs);
-  const env = JSON.parse(readFileSync(join(dir, 'env.json'), 'utf8')) as { Parameters: Record<string, string> };
+  const env = JSON.parse(readFileSync(join(dir, 'env.json'), 'utf8')) as {
+    Parameters: Record<string, string>;
+    Ingest: Record<string, string>;
+  };
   expect(env).toEqual({
     Parameters: {
       // The deployed stack's queues: the template's own value would be SAM's placeholders (https://sqs.<region>.localhost/123456789012/...).
@@ -72,6 +76,8 @@ test("npm run sam-env writes the local runtime's state for every function, and r
       OUTRIGGER_DEAD_LETTER_QUEUE_URL: '',
       OUTRIGGER_HOOK_SECRET_ARN: '',
     },
+    // The ingest function puts what it refuses on its dead-letter queue only: the deployed stack's, named from the prefix.
+    Ingest: { OUTRIGGER_DEAD_LETTER_QUEUE_URL: 'https://sqs.eu-west-1.amazonaws.com/111122223333/Outrigger-ingest-dlq.fifo' },
   });
   for (const name of Object.keys(env.Parameters)) expect(FUNCTION_ENVIRONMENT).toContain(name);
   // Outputs of a stack deployed before QueueUrlPrefix was one: refused, naming the flag that stands in.
@@ -109,6 +115,9 @@ test('names every function for `sam local invoke <construct id>` (SamResourceId)
   const template = Template.fromStack(new OutriggerStack(app, 'Sam', { clusters: [eksCluster('prod')] }));
   const ids = Object.values(template.findResources('AWS::Lambda::Function')).map((fn) => fn.Metadata.SamResourceId as string);
   expect(ids.sort()).toEqual(functions.map((f) => pascal(f.name)).sort());
+  // npm run sam-env's section for the ingest function: its construct id, and its dead-letter queue's name after the prefix.
+  expect(INGEST_FUNCTION_ID).toBe(pascal(functions.find((f) => f.functionUrl)!.name));
+  template.hasResourceProperties('AWS::SQS::Queue', { QueueName: `Sam-${INGEST_DEAD_LETTER_QUEUE}` });
   expect(template.findOutputs('QueueUrlPrefix').QueueUrlPrefix!.Value).toEqual({
     'Fn::Join': ['', ['https://sqs.', { Ref: 'AWS::Region' }, '.', { Ref: 'AWS::URLSuffix' }, '/', { Ref: 'AWS::AccountId' }, '/Sam-']],
   });
