@@ -62,6 +62,7 @@ export default {
           'test/integration/map-jobs.test.ts', // kwok
           'test/integration/nodes.test.ts', // kwok, LWS's manager
           'test/integration/lambda-image.test.ts', // the base images
+          'test/integration/sam-invoke.test.ts', // the Lambda base image
         ],
       },
     },

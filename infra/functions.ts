@@ -34,8 +34,9 @@ export const CLUSTERS_FILE_IN_LAYER = 'outrigger/clusters.json';
 
 /**
  * Every variable the functions' code reads (shared/lambda/environment.ts, shared/lambda/dead-letter.ts,
- * shared/lambda/logger.ts, functions/map/environment.ts), declared in every function, empty where the deployment
- * does not use it (an empty value is unset to every reader): `sam local invoke --env-vars` overrides only
+ * shared/lambda/logger.ts, functions/map/environment.ts, and the AWS SDK's Secrets Manager endpoint that
+ * shared/kube/secret-token.ts's client reads), declared in every function, empty where the deployment does not use
+ * it (an empty value is unset to every reader, the SDK included): `sam local invoke --env-vars` overrides only
  * variables the template declares (docs/contributing/invoking-locally.md#with-docker-sam).
  */
 export const FUNCTION_ENVIRONMENT = [
@@ -54,6 +55,7 @@ export const FUNCTION_ENVIRONMENT = [
   'OUTRIGGER_LOG_FORMAT',
   'OUTRIGGER_FORWARDER_NAMESPACE',
   'POWERTOOLS_LOG_LEVEL',
+  'AWS_ENDPOINT_URL_SECRETS_MANAGER',
 ] as const;
 
 /** What the deployment's props (OutriggerProps) say of every function, with its security groups resolved. */

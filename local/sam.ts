@@ -1,15 +1,19 @@
-// AWS SAM CLI (Apache-2.0), from PyPI, in a virtualenv under the cache, for test/sam/resolve.py: it resolves with
-// SAM's own code what `sam local invoke` (docs/contributing/invoking-locally.md#with-docker-sam) would hand to the Lambda container
-// for every function of a synthesized template, short of the container engine this machine lacks.
-//   node local/sam.ts <template.json> <env.json>   resolves them (installing SAM on first use), prints one JSON
-//                                                  line per function and a summary, and exits 1 on any problem
+// AWS SAM CLI (Apache-2.0), from PyPI, in a virtualenv under the cache: `sam local invoke` of the synthesized
+// template's functions in their Lambda containers (docs/contributing/invoking-locally.md#with-docker-sam), and
+// test/sam/resolve.py, which resolves with SAM's own code what it hands each function's container.
+//   node local/sam.ts local invoke [sam's options]      SAM CLI's command (installing SAM on first use), with
+//   (npm run sam -- local invoke ...)                    `--docker-network host` honoured (test/sam/host-network.py)
+//   node local/sam.ts <template.json> <env.json>   resolves every function, prints one JSON line per function and a
+//                                                  summary, and exits 1 on any problem
+import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { projectRoot } from './paths.ts';
-import { capture, type Log } from './process.ts';
+import { capture, type Captured, type Log } from './process.ts';
 import { pythonTool } from './python.ts';
 
 const requirements = join(projectRoot, 'test', 'sam', 'requirements.txt');
 const resolveScript = join(projectRoot, 'test', 'sam', 'resolve.py');
+const hostNetwork = join(projectRoot, 'test', 'sam', 'host-network.py');
 
 /** Installs SAM CLI (once per requirements file and Python) and returns its virtualenv's Python. */
 export async function ensureSam(log: Log = () => {}): Promise<string> {
@@ -41,11 +45,7 @@ export interface SamResolution {
  */
 export async function samResolve(template: string, envFile: string, log?: Log): Promise<SamResolution> {
   const bin = await ensureSam(log);
-  const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !/^(OUTRIGGER|POWERTOOLS)_/.test(name)));
-  const out = await capture(bin, [resolveScript, template, envFile, projectRoot], {
-    name: 'test/sam/resolve.py',
-    env: { ...env, SAM_CLI_TELEMETRY: '0' },
-  });
+  const out = await capture(bin, [resolveScript, template, envFile, projectRoot], { name: 'test/sam/resolve.py', env: samEnv() });
   const lines = out.stdout
     .split('\n')
     .filter((l) => l.startsWith('{'))
@@ -56,8 +56,32 @@ export async function samResolve(template: string, envFile: string, log?: Log): 
   return { code: out.code, functions: lines, failures, stdout: out.stdout, stderr: out.stderr };
 }
 
+/** The environment SAM CLI runs in: no OUTRIGGER_* or POWERTOOLS_* (SAM would take a declared variable's value from there), telemetry off. */
+function samEnv(env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
+  return { ...Object.fromEntries(Object.entries(env).filter(([name]) => !/^(OUTRIGGER|POWERTOOLS)_/.test(name))), SAM_CLI_TELEMETRY: '0' };
+}
+
+/**
+ * Runs SAM CLI's command line (`sam <args>`) with `--docker-network host` honoured, and hands back its output: for
+ * `local invoke`, the function's answer on stdout and SAM's and the function's logs on stderr. `env` is the
+ * environment SAM runs in (DOCKER_HOST names the engine; AWS credentials and region are passed on to the function).
+ */
+export async function samCli(args: string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string; log?: Log } = {}): Promise<Captured> {
+  const bin = await ensureSam(opts.log);
+  return capture(bin, [hostNetwork, ...args], {
+    name: `sam ${args.slice(0, 2).join(' ')}`,
+    env: samEnv(opts.env),
+    cwd: opts.cwd ?? projectRoot,
+  });
+}
+
 // No top-level await: jest's global setup loads this module with require(), which refuses one.
-if (import.meta.main) {
+if (import.meta.main && process.argv[2] === 'local') {
+  void ensureSam((m) => process.stderr.write(`${m}\n`)).then((bin) => {
+    const child = spawn(bin, [hostNetwork, ...process.argv.slice(2)], { stdio: 'inherit', env: samEnv() });
+    child.on('exit', (code, signal) => process.exit(code ?? (signal ? 1 : 0)));
+  });
+} else if (import.meta.main) {
   const [template, envFile] = process.argv.slice(2);
   if (!template || !envFile) {
     process.stderr.write('usage: node local/sam.ts <template.json> <env.json>\n');

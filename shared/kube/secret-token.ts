@@ -6,7 +6,11 @@ import { reusableToken } from './token-source.ts';
 
 export type SecretReader = (secretId: string) => Promise<Pick<GetSecretValueCommandOutput, 'SecretString'>>;
 
-/** The SDK's reader, loaded on first use (only clusters reached this way pay for the client). */
+/**
+ * The SDK's reader, loaded on first use (only clusters reached this way pay for the client). Its endpoint is
+ * Secrets Manager's in the region, unless AWS_ENDPOINT_URL_SECRETS_MANAGER names another: a local one, for a function
+ * run in its Lambda container on a local cluster (local/secrets-endpoint.ts).
+ */
 function sdkReader(region: string | undefined): SecretReader {
   let client: Promise<(id: string) => Promise<GetSecretValueCommandOutput>> | undefined;
   return async (secretId) => {

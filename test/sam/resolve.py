@@ -38,7 +38,7 @@ def main(template, env_file, project):
     sections = json.loads(Path(env_file).read_text())
     # SAM drops an env.json value for a variable the template does not declare (test/unit/sam-env.test.ts's scan).
     read = {m for sub in ("functions", "shared") for path in Path(project, sub).rglob("*.ts")
-            for m in re.findall(r"(?:OUTRIGGER|POWERTOOLS)_[A-Z_]+", path.read_text())}
+            for m in re.findall(r"(?:OUTRIGGER|POWERTOOLS)_[A-Z_]+|AWS_ENDPOINT_URL_[A-Z_]+", path.read_text())}
     # The raw template: SAM's normalizer fills in a SamResourceId (the logical id) where the template has none.
     resources = json.loads(Path(template).read_text())["Resources"]
     functions = {lid: r.get("Metadata", {}) for lid, r in resources.items()

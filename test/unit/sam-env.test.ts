@@ -18,7 +18,8 @@ import { eksCluster } from './clusters.ts';
 
 /**
  * Every `OUTRIGGER_*` name in the code the bundles are built from (functions/ and shared/), and the
- * `POWERTOOLS_*` ones it names for the libraries it configures that way (the logger's level).
+ * `POWERTOOLS_*` and `AWS_ENDPOINT_URL_*` ones it names for the libraries it configures that way (the logger's
+ * level, the Secrets Manager client's endpoint).
  */
 function variablesRead(): string[] {
   const names = new Set<string>();
@@ -27,7 +28,7 @@ function variablesRead(): string[] {
       const path = join(dir, entry);
       if (statSync(path).isDirectory()) walk(path);
       else if (path.endsWith('.ts'))
-        for (const m of readFileSync(path, 'utf8').matchAll(/(?:OUTRIGGER|POWERTOOLS)_[A-Z_]+/g)) names.add(m[0]);
+        for (const m of readFileSync(path, 'utf8').matchAll(/(?:OUTRIGGER|POWERTOOLS)_[A-Z_]+|AWS_ENDPOINT_URL_[A-Z_]+/g)) names.add(m[0]);
     }
   };
   walk(join(projectRoot, 'functions'));
