@@ -167,7 +167,8 @@ const RACY = new Set([
 function outcome(a: Answer): unknown {
   const error = a.answer as { errorType?: string; errorMessage?: string } | undefined;
   if (error?.errorType) return { errorType: error.errorType, errorMessage: error.errorMessage };
-  const storagePoll = typeof (a.answer as { reporter?: unknown } | undefined)?.reporter === 'string';
+  // Its answer: one object per (cluster, reporter), each with the leader's step and the groups that failed.
+  const storagePoll = [a.answer].flat().some((x) => typeof x === 'object' && x !== null && 'failedGroups' in x && 'leader' in x);
   return JSON.parse(JSON.stringify(a.answer), function (this: Record<string, unknown>, key: string, value: unknown) {
     if (key.endsWith('Ms')) return undefined;
     if (storagePoll && RACY.has(key)) return Array.isArray(value) ? 'a list' : typeof value;
