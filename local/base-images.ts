@@ -18,8 +18,8 @@
 //     with the entrypoint `/var/rapid/aws-lambda-rie --log-level error`, which starts /var/runtime/bootstrap
 //     with _HANDLER set from the AWS_LAMBDA_FUNCTION_HANDLER SAM passes (checked with its emulator).
 // Each image is built once per fingerprint of its inputs (this recipe, test/images/*, the Node.js version, SAM
-// CLI's pinned requirements for the emulator) and kept in the engine's machine-level data-root under a tag
-// carrying the fingerprint, so a fresh clone finds it there.
+// CLI's pinned requirements for the emulator, the CA NODE_EXTRA_CA_CERTS names) and kept in the engine's
+// machine-level data-root under a tag carrying the fingerprint, so a fresh clone finds it there.
 //   node local/base-images.ts   builds them (starting the engine if need be)
 import { chmod, copyFile, cp, mkdir, readFile, readdir, rm, symlink, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
@@ -65,6 +65,8 @@ async function copyInto(root: string, file: string, as = file): Promise<void> {
 }
 
 const CA_BUNDLES = ['/etc/ssl/certs/ca-certificates.crt', '/etc/pki/tls/certs/ca-bundle.crt'];
+/** Where the node:24-slim stand-in keeps the CA that NODE_EXTRA_CA_CERTS names on the machine building it. */
+const EXTRA_CA = '/usr/local/share/ca-certificates/node-extra-ca.crt';
 
 /**
  * What every image has: Node.js at `nodePath` with its libraries, `sh` and the core utilities at /bin, a CA bundle at
@@ -138,7 +140,16 @@ async function nodeSlimRoot(root: string, modules: string): Promise<string[]> {
   await run('chown', ['-R', '1000:1000', join(root, 'home', 'node')]);
   const version = (JSON.parse(await readFile(join(projectRoot, 'node_modules', 'node', 'package.json'), 'utf8')) as { version: string })
     .version;
-  return ['ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', `ENV NODE_VERSION=${version}`, 'CMD ["node"]'];
+  // A machine whose Node.js trusts an extra CA (a proxy that re-signs TLS between it and the npm registry) has its
+  // builds trust it too, or their `npm ci` fails with SELF_SIGNED_CERT_IN_CHAIN; Node.js reads no system store.
+  const extra = process.env.NODE_EXTRA_CA_CERTS;
+  if (extra) await copyInto(root, extra, EXTRA_CA);
+  return [
+    'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+    `ENV NODE_VERSION=${version}`,
+    ...(extra ? [`ENV NODE_EXTRA_CA_CERTS=${EXTRA_CA}`] : []),
+    'CMD ["node"]',
+  ];
 }
 
 async function lambdaRoot(root: string, modules: string, rie: string): Promise<string[]> {
@@ -187,7 +198,8 @@ export async function ensureBaseImages(log: Log = () => {}): Promise<BaseImages>
   const recipeFiles = [fileURLToPath(import.meta.url), ...(await readdir(recipeDir)).sort().map((f) => join(recipeDir, f))];
   const samRequirements = join(projectRoot, 'test', 'sam', 'requirements.txt');
   const nodePackage = join(projectRoot, 'node_modules', 'node', 'package.json');
-  const fp = (await fingerprint([...recipeFiles, samRequirements, nodePackage])).slice(0, 16);
+  const extraCa = process.env.NODE_EXTRA_CA_CERTS ? [process.env.NODE_EXTRA_CA_CERTS] : [];
+  const fp = (await fingerprint([...recipeFiles, samRequirements, nodePackage, ...extraCa])).slice(0, 16);
   const slim = `outrigger/node-slim:${fp}`;
   const lambda = `outrigger/lambda-nodejs:${fp}`;
   let built = false;
@@ -213,10 +225,11 @@ export async function ensureBaseImages(log: Log = () => {}): Promise<BaseImages>
         await importRoot(root, tag, await make(root));
         await rm(root, { recursive: true, force: true });
       }
-      // Images of earlier fingerprints are left to nothing: they go, with the layers only they used.
+      // Images of earlier fingerprints go, but for the two newest: another clone's run (another branch's recipe)
+      // may be using one at this moment.
       for (const repo of ['outrigger/node-slim', 'outrigger/lambda-nodejs']) {
         const tags = (await docker('image', 'ls', '--format', '{{.Repository}}:{{.Tag}}', repo)).split('\n').filter(Boolean);
-        for (const t of tags) if (t !== slim && t !== lambda) await docker('image', 'rm', t);
+        for (const t of tags.slice(3)) await docker('image', 'rm', t).catch(() => undefined);
       }
       log(`built the base images in ${Math.round((Date.now() - started) / 1000)} s`);
     },
