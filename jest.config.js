@@ -63,6 +63,7 @@ export default {
           'test/integration/nodes.test.ts', // kwok, LWS's manager
           'test/integration/lambda-image.test.ts', // the base images
           'test/integration/sam-invoke.test.ts', // the Lambda base image
+          'test/integration/forwarder-container.test.ts', // the base images, the forwarder's image
         ],
       },
     },

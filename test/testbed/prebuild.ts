@@ -1,10 +1,10 @@
-// The Go programs only a few integration files need (Helm, crane, kwok, LWS's manager) and the base images of the
-// container tests (local/base-images.ts), built ahead of them while
+// The Go programs only a few integration files need (Helm, crane, kwok, LWS's manager) and the images of the
+// container tests (local/base-images.ts, local/forwarder-image.ts), built ahead of them while
 // the other files run: the global setup starts this at a low CPU priority once the default bed's own builds are
 // under way, and the files that need a program wait for its build (buildOnce's lock) or find it built. Run alone,
 // it builds them all (docs/contributing/test-beds.md#cost).
-import { ensureBaseImages } from '../../local/base-images.ts';
 import { startContainerEngine } from '../../local/container-engine.ts';
+import { buildForwarderImage } from '../../local/forwarder-image.ts';
 import { ensureHelmBinary } from '../../local/helm.ts';
 import { ensureKwok } from '../../local/kwok.ts';
 import { ensureCrane } from '../../local/registry.ts';
@@ -12,11 +12,11 @@ import { ensureLwsManager } from './lws.ts';
 
 const log = (m: string) => process.stderr.write(`[testbed] ${m}\n`);
 
-/** The base images, in the engine the global setup starts (this process holds it too while it builds). */
+/** The base images and the forwarder's image, in the engine the global setup starts (held by this process too while it builds). */
 async function baseImages(): Promise<void> {
   const engine = await startContainerEngine({ log });
   try {
-    await ensureBaseImages(log);
+    await buildForwarderImage(log);
   } finally {
     await engine.release();
   }

@@ -27,10 +27,23 @@ export interface SeparatePipeline {
    */
   messages(): Promise<string[]>;
   stop(): Promise<void>;
+  /** The cluster's events queue and its dead-letter queue, where a forwarder started elsewhere sends. */
+  eventsQueueUrl: string;
+  deadLetterQueueUrl: string;
 }
 
 /** Starts the pipeline for cluster `cluster`, watching namespaced resources in `namespace` only. */
-export async function separatePipeline(namespace: string, cluster = 'it', opts: { tap?: string } = {}): Promise<SeparatePipeline> {
+export async function separatePipeline(
+  namespace: string,
+  cluster = 'it',
+  opts: {
+    tap?: string;
+    /** false: no forwarder process; the test runs one of its own (its image, in a container) against eventsQueueUrl. */
+    forwarder?: boolean;
+    /** The deployment's signing secret, in a file (OUTRIGGER_HOOK_SECRET_FILE): the router verifies envelopes signed with its forwarder key. */
+    secretFile?: string;
+  } = {},
+): Promise<SeparatePipeline> {
   const bed = testbed();
   const { sqs, url } = await testQueue('pipeline');
   const queues = new QueueUrls(`${url.slice(0, url.lastIndexOf('/') + 1)}${uniqueName('sp')}-`);
@@ -59,6 +72,7 @@ export async function separatePipeline(namespace: string, cluster = 'it', opts: 
     AWS_SECRET_ACCESS_KEY: 'local',
     POWERTOOLS_DEV: 'false',
     ...(opts.tap ? { OUTRIGGER_TEST_TAP: opts.tap } : {}),
+    ...(opts.secretFile ? { OUTRIGGER_HOOK_SECRET_FILE: opts.secretFile } : {}),
   };
   const children: Array<{ name: string; child: ChildProcess; log: string }> = [];
   const start = (name: string, args: string[], extra: Record<string, string> = {}) => {
@@ -71,17 +85,20 @@ export async function separatePipeline(namespace: string, cluster = 'it', opts: 
   };
   for (const [queue, fn] of Object.entries(CONSUMERS)) start(fn, ['test/testbed/event-source.ts', fn, queues.url(cluster, queue)]);
   // Its timer would refresh only after a minute: a new policy's kind is watched from the policy's own event.
-  start('forwarder', ['forwarder/main.ts'], {
-    KUBECONFIG: bed.kubeconfigs.outrigger,
-    OUTRIGGER_CLUSTER_ID: cluster,
-    OUTRIGGER_EVENT_QUEUE_URL: queues.url(cluster, EVENTS_QUEUE),
-    OUTRIGGER_DEAD_LETTER_QUEUE_URL: queues.url(cluster, EVENTS_QUEUE, true),
-    OUTRIGGER_SQS_ENDPOINT: bed.sqsEndpoint,
-    OUTRIGGER_NAMESPACE: namespace,
-    OUTRIGGER_REFRESH_MS: '60000',
-    PORT: '0',
-  });
+  if (opts.forwarder !== false)
+    start('forwarder', ['forwarder/main.ts'], {
+      KUBECONFIG: bed.kubeconfigs.outrigger,
+      OUTRIGGER_CLUSTER_ID: cluster,
+      OUTRIGGER_EVENT_QUEUE_URL: queues.url(cluster, EVENTS_QUEUE),
+      OUTRIGGER_DEAD_LETTER_QUEUE_URL: queues.url(cluster, EVENTS_QUEUE, true),
+      OUTRIGGER_SQS_ENDPOINT: bed.sqsEndpoint,
+      OUTRIGGER_NAMESPACE: namespace,
+      OUTRIGGER_REFRESH_MS: '60000',
+      PORT: '0',
+    });
   return {
+    eventsQueueUrl: queues.url(cluster, EVENTS_QUEUE),
+    deadLetterQueueUrl: queues.url(cluster, EVENTS_QUEUE, true),
     deadLetters: async () => {
       const letters: string[] = [];
       for (const q of QUEUES) {
