@@ -64,6 +64,7 @@ export default {
           'test/integration/lambda-image.test.ts', // the base images
           'test/integration/sam-invoke.test.ts', // the Lambda base image
           'test/integration/forwarder-container.test.ts', // the base images, the forwarder's image
+          'test/integration/lambda-containers.test.ts', // the Lambda base image
         ],
       },
     },

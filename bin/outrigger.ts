@@ -22,6 +22,8 @@ commands:
              --log-format FMT    text (one short line per action, the default) or json (as in AWS)
              --one-apiserver     the cluster has one apiserver: storage polls read it once, unsampled
                                  (the default with the local kube-apiserver)
+             --lambda-containers each function in its Lambda container (the Lambda Node.js base image in the
+                                 project's container engine), invoked through the runtime API, not in process
   history    outrigger history <kind>/<name> [--revision N] [-o json|yaml]: the object's revisions
   rollback   outrigger rollback <kind>/<name> [--to-revision N] [--dry-run] [-o json|yaml]: put a
              revision's target state back (by default the previous one)
@@ -243,6 +245,7 @@ async function run(argv: string[]): Promise<void> {
       'state-dir': { type: 'string', default: join(projectRoot, '.outrigger') },
       'log-format': { type: 'string', default: 'text' },
       'one-apiserver': { type: 'boolean' },
+      'lambda-containers': { type: 'boolean' },
     },
     strict: true,
   });
@@ -261,6 +264,7 @@ async function run(argv: string[]): Promise<void> {
     namespace: values.namespace,
     stateDir: values['state-dir'],
     oneApiserver: values['one-apiserver'],
+    lambdaContainers: values['lambda-containers'],
     log,
   });
   let stopping = false;

@@ -11,17 +11,21 @@ import { DEFINITION_RESYNC_MS, definitionsWatched } from '../functions/cluster-c
 import { functions as registry } from '../functions/index.ts';
 import type { FunctionSpec, LambdaHandler } from '../functions/spec.ts';
 import { exampleHooks, startLambdaEndpoint, type LocalFunction } from '../local/lambda-endpoint.ts';
+import { startSecretsEndpoint } from '../local/secrets-endpoint.ts';
 import { startTestbed, type Testbed } from '../local/testbed.ts';
 import { Clusters, type ClusterConfig } from '../shared/clusters.ts';
 import { forwarderKey } from '../shared/envelope/signature.ts';
 import { connect, type KubeClient, type RequestStats } from '../shared/kube/index.ts';
+import { kubeconfigEndpoint } from '../shared/kube/kubeconfig.ts';
 import { FileDeadLetterSink } from '../shared/lambda/dead-letter.ts';
 import { setEnvironment } from '../shared/lambda/environment.ts';
 import { EVENTS_QUEUE, QueueUrls } from '../shared/lambda/queues.ts';
 import { openState } from '../shared/state/index.ts';
+import { startLambdaContainers } from './lambda-containers.ts';
 import { invokeAsLambda } from './lambda-context.ts';
 import { loadHandler } from './load-handler.ts';
 import { LocalQueue, LocalQueueSink } from './queue.ts';
+import { startSqsEndpoint } from './sqs-endpoint.ts';
 import { LocalSyncSink } from './sync-sink.ts';
 
 /** How often the runtime re-reads what it should watch (new policies, new target kinds). */
@@ -56,6 +60,14 @@ export interface RuntimeOptions {
    * (default: the SnapshotSchedule example's). Webhook hooks need nothing here.
    */
   hooks?: ReadonlyMap<string, LocalFunction> | undefined;
+  /**
+   * Run each function in its Lambda container (runtime/lambda-containers.ts) instead of in this process: its bundle
+   * in the Lambda Node.js base image, invoked through the runtime API, reaching the cluster, queues and secrets as
+   * a deployed function does (docs/getting-started/local.md#functions-in-their-lambda-containers). The functions
+   * reach the cluster with a bearer token, as a deployed function reaches one outside EKS: the kubeconfigs' users
+   * must have one (the local kube-apiserver's do). Needs the project's container engine.
+   */
+  lambdaContainers?: boolean | undefined;
   log?: (message: string) => void;
 }
 
@@ -138,20 +150,99 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   // Hooks written on this machine are served on loopback, which a deployment reaches only when it lists it.
   process.env.OUTRIGGER_WEBHOOK_ALLOW ??= JSON.stringify(LOCAL_WEBHOOK_ALLOW);
 
+  /**
+   * The functions in their Lambda containers: their cluster reached with the apiserver's bearer tokens read from
+   * a local Secrets Manager endpoint (as a cluster outside EKS is), their sends reaching this runtime's queues
+   * through a local SQS endpoint, everything else as above, in the variables the stack would set. The queues are
+   * made below, before any function runs; the SQS endpoint reads them when a function sends.
+   */
+  async function startContainers() {
+    const arn = (name: string) => `arn:aws:secretsmanager:us-east-1:000000000000:secret:outrigger-local-${name}`;
+    const controllers = await bearerAccess(handlerKubeconfig, opts.context);
+    const migratorKubeconfig = opts.migratorKubeconfig ?? bed.cluster?.kubeconfigs.migrator;
+    const migrator = migratorKubeconfig ? await bearerAccess(migratorKubeconfig) : undefined;
+    const secrets = await startSecretsEndpoint({
+      [arn('controllers')]: controllers.token,
+      ...(migrator ? { [arn('migrator')]: migrator.token } : {}),
+      [arn('signing')]: secret,
+    });
+    const consumed = new Map<string, LocalQueue>();
+    const sqs = await startSqsEndpoint({ cluster: clusterId, queues: syncQueues, consumed, deadLetter, log });
+    const { migratorAccess: _, ...storage } = clusterConfig.storage ?? {};
+    const containerCluster = {
+      ...clusterConfig,
+      access: {
+        kind: 'secret',
+        server: controllers.server,
+        ...(controllers.caData ? { caData: controllers.caData } : {}),
+        secretArn: arn('controllers'),
+        ...(migrator ? { migratorTokenSecretArn: arn('migrator') } : {}),
+      },
+      storage,
+    };
+    const env: Record<string, string> = {
+      OUTRIGGER_CLUSTERS: JSON.stringify([containerCluster]),
+      OUTRIGGER_TABLE: bed.tableName,
+      OUTRIGGER_DYNAMODB_ENDPOINT: bed.dynamodb.endpoint,
+      OUTRIGGER_QUEUE_URL_PREFIX: sqs.prefix,
+      // The SQS client sends to a queue URL's host anyway; named, it says so without a warning on every send.
+      AWS_ENDPOINT_URL_SQS: sqs.prefix.slice(0, sqs.prefix.indexOf('/', 'http://'.length)),
+      OUTRIGGER_DEAD_LETTER_QUEUE_URL: sqs.deadLetterUrl,
+      OUTRIGGER_HOOK_SECRET_ARN: arn('signing'),
+      OUTRIGGER_WEBHOOK_ALLOW: process.env.OUTRIGGER_WEBHOOK_ALLOW ?? JSON.stringify(LOCAL_WEBHOOK_ALLOW),
+      ...(lambda ? { OUTRIGGER_LAMBDA_ENDPOINT: lambda.url } : {}),
+      ...(process.env.OUTRIGGER_LOG_FORMAT ? { OUTRIGGER_LOG_FORMAT: process.env.OUTRIGGER_LOG_FORMAT } : {}),
+      ...(process.env.POWERTOOLS_LOG_LEVEL ? { POWERTOOLS_LOG_LEVEL: process.env.POWERTOOLS_LOG_LEVEL } : {}),
+      AWS_ENDPOINT_URL_SECRETS_MANAGER: secrets.endpoint,
+      // Nothing here checks a signature; the SDK wants a region and credentials to sign with all the same.
+      AWS_REGION: 'us-east-1',
+      AWS_ACCESS_KEY_ID: 'local',
+      AWS_SECRET_ACCESS_KEY: 'local',
+    };
+    const running = await startLambdaContainers({
+      // What the runtime invokes: functions fed by a queue or a schedule (not the ingest function's URL).
+      specs: specs.filter((f) => f.events || f.sync || f.schedule),
+      env,
+      dir: join(opts.stateDir, 'lambda'),
+      tag: `${clusterId}-${randomBytes(3).toString('hex')}`,
+      log,
+    });
+    return {
+      invoke: running.invoke,
+      /** Once the queues exist: the SQS endpoint learns each one's name, as its records' eventSourceARN gives it. */
+      ready: async () => {
+        for (const [name, queue] of queues) {
+          const spec = handlers.get(name)!.spec;
+          consumed.set(localQueues.name(clusterId, spec.events ? EVENTS_QUEUE : spec.sync!.target), queue);
+        }
+      },
+      stop: async () => {
+        await running.stop();
+        await sqs.close();
+        await secrets.close();
+      },
+    };
+  }
+
   const timers: NodeJS.Timeout[] = [];
   const forwarders: Forwarder[] = [];
   const handlers = new Map<string, { spec: RuntimeFunction; handler: LambdaHandler }>();
 
   // Every function and its queue exists before the first event or tick, so no handler sends to a queue
   // that is not there yet.
+  const containers = opts.lambdaContainers ? await startContainers() : undefined;
   for (const spec of specs) {
-    const handler = spec.handler ?? (await loadHandler(spec));
+    const handler = containers ? (event: unknown) => containers.invoke(spec.name, event) : (spec.handler ?? (await loadHandler(spec)));
     handlers.set(spec.name, { spec, handler });
     if (spec.events && spec.sync) throw new Error(`${spec.name}: a function consumes either watch events or sync requests, not both`);
     if (!spec.events && !spec.sync) continue;
     const queue = new LocalQueue({
       name: spec.name,
-      ...(spec.events ? { arn: `arn:aws:sqs:local:000000000000:${localQueues.name(clusterId, EVENTS_QUEUE)}` } : {}),
+      // Named as the deployment names its queues: the router reads its cluster from the events queue's, and a function
+      // in its container sets a failed record's backoff on the queue its record names.
+      ...(spec.events || opts.lambdaContainers
+        ? { arn: `arn:aws:sqs:local:000000000000:${localQueues.name(clusterId, spec.events ? EVENTS_QUEUE : spec.sync!.target)}` }
+        : {}),
       deliver: (event) => invokeAsLambda(spec, handler, event) as Promise<SQSBatchResponse | void>,
       deadLetter,
       ...(spec.receives ? { maxReceiveCount: spec.receives } : {}),
@@ -160,6 +251,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     queues.set(spec.name, queue);
     if (spec.sync) syncQueues.set(spec.sync.target, queue);
   }
+  await containers?.ready();
 
   for (const { spec, handler } of handlers.values()) {
     if (spec.events) {
@@ -221,6 +313,8 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
       for (const t of timers) clearInterval(t);
       await Promise.allSettled(forwarders.map((f) => f.stop()));
       definitionsWatched(undefined);
+      // Before the queues: an invocation in flight ends with its container instead of holding a queue's stop.
+      await containers?.stop();
       await Promise.allSettled([...queues.values()].map((q) => q.stop()));
       setEnvironment(undefined);
       await lambda?.stop();
@@ -236,6 +330,22 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     ),
   );
   return runtime;
+}
+
+/** The server, CA and bearer token of a kubeconfig's user, as a function outside EKS reaches its cluster. */
+async function bearerAccess(kubeconfig: string, context?: string): Promise<{ server: string; caData: string | undefined; token: string }> {
+  const endpoint = await kubeconfigEndpoint(kubeconfig, context);
+  const authorization = (await endpoint.headers()).authorization ?? '';
+  if (!authorization.startsWith('Bearer '))
+    throw new Error(
+      `${kubeconfig}: its user has no bearer token, which functions in their Lambda containers reach the cluster with (as a deployed function reaches one outside EKS)`,
+    );
+  const ca = endpoint.tls.ca;
+  return {
+    server: endpoint.server,
+    caData: ca === undefined ? undefined : Buffer.from(Array.isArray(ca) ? ca.join('\n') : ca).toString('base64'),
+    token: authorization.slice('Bearer '.length),
+  };
 }
 
 async function invokeScheduled(spec: FunctionSpec, handler: LambdaHandler): Promise<unknown> {

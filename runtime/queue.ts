@@ -90,6 +90,14 @@ export class LocalQueue {
     };
   }
 
+  /**
+   * ChangeMessageVisibility of a message this queue delivered (its receipt handle is its id), as a function in its
+   * Lambda container sets a failed record's backoff (runtime/sqs-endpoint.ts): the delay replaces the queue's own.
+   */
+  changeVisibility(receiptHandle: string, seconds: number): void {
+    this.asked.set(receiptHandle, seconds * 1000);
+  }
+
   /** Resolves once nothing is pending or in flight. */
   async idle(): Promise<void> {
     if (this.pending.length === 0 && !this.busy) return;
