@@ -1,5 +1,6 @@
 // The `sam local invoke -t cdk.out/Outrigger.template.json --env-vars env.json --docker-network host Router` of
-// docs/contributing/invoking-locally.md#with-docker-sam, as far as a machine without Docker can take it: SAM CLI's
+// docs/contributing/invoking-locally.md#with-docker-sam, as far as a machine without a container engine can take it
+// (test/integration/sam-invoke.test.ts runs it in one): SAM CLI's
 // own code (test/sam/resolve.py) finds every function by its construct id, and resolves its code directory, handler,
 // layers and environment, as it would hand them to the Lambda container. The first run installs SAM CLI from PyPI
 // into .cache/sam (see local/sam.ts).
@@ -32,7 +33,7 @@ test('sam local invoke finds every function by its construct id, with its bundle
     // The command as docs/contributing/invoking-locally.md gives it: its template, and the function it names found
     // by its construct id with the values env.json gives it.
     const page = readFileSync(join(projectRoot, 'docs/contributing/invoking-locally.md'), 'utf8');
-    const command = /^sam local invoke -t (\S+) --env-vars env\.json --docker-network host (\w+) /m.exec(page);
+    const command = /^npm run sam -- local invoke -t (\S+) --env-vars env\.json --docker-network host --skip-pull-image (\w+) /m.exec(page);
     expect(command?.[1]).toBe(`cdk.out/${stack.stackName}.template.json`);
     const router = result.functions.find((f) => f.construct_id === command?.[2]);
     expect(router?.construct_id).toBe('Router');
