@@ -18,6 +18,7 @@ const pvcs = gvr('', 'v1', 'persistentvolumeclaims');
 
 const template = (image: string) => ({ metadata: { labels: { app: 'web' } }, spec: { containers: [{ name: 'c', image }] } });
 
+// 10 minutes: a cold machine builds the base image (minutes) while the other files run, and the runtime's start waits for it.
 test('a StatefulSet change becomes a revision, and a MapController parent gets its snapshots, through the functions in their Lambda containers', async () => {
   containerEngineHost();
   const admin = adminClient();
@@ -93,4 +94,4 @@ subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: Group, name: "outrigger:
   } finally {
     await runtime.stop();
   }
-}, 300_000);
+}, 600_000);

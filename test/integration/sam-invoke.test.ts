@@ -41,6 +41,7 @@ const tables = { sam: uniqueName('sam'), invoke: uniqueName('invoke') };
 const runs = new Map<string, Promise<[Answer, Answer]>>();
 const aws = { AWS_ACCESS_KEY_ID: 'local', AWS_SECRET_ACCESS_KEY: 'local', AWS_REGION: 'us-east-1', AWS_DEFAULT_REGION: 'us-east-1' };
 
+// 10 minutes: a cold machine builds the base image (minutes) while the other files run, and this waits for it.
 beforeAll(async () => {
   const bed = testbed();
   containerEngineHost();
