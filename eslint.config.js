@@ -9,6 +9,7 @@ const SHARED_ADAPTERS = [
   'shared/hooks/**',
   'shared/events/index.ts',
   'shared/ownership/claim-shell.ts',
+  'shared/history/create-revision.ts',
   'shared/ownership/resolver.ts',
   'shared/ownership/index.ts',
   'shared/clusters.ts',

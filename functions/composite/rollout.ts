@@ -18,7 +18,7 @@ import {
 import { labelSelectorString, parentLabels } from '../../shared/history/data.ts';
 import { maxRevision, type ControllerRevision } from '../../shared/history/revisions.ts';
 import { setCondition, type Condition } from '../../shared/map/plan/index.ts';
-import { createRevision } from '../history/revisions.ts';
+import { createRevision } from '../../shared/history/create-revision.ts';
 import type { ResolvedComposite } from './controllers.ts';
 
 export interface RollingAnswer {
@@ -56,7 +56,7 @@ export async function rollingAnswer(
   const data = revisionData(parent, paths);
   const latest =
     latestRevision(revisions, data) ??
-    (await forbiddenAs('create', () => createRevision(ctx.kube, d.parentResource, parent, data, maxRevision(revisions) + 1)));
+    (await forbiddenAs('create', () => createRevision(ctx.kube, d.parentResource, parent, { data, number: maxRevision(revisions) + 1 })));
   const all = revisions.some((r) => r.metadata.uid === latest.metadata.uid) ? revisions : [...revisions, latest];
   const asked = [latest, ...revisionsToAsk(all, latest.metadata.name!, observed, d.kinds)];
   const answers = new Map<string, KubeObject[]>();

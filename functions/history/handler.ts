@@ -5,9 +5,7 @@ import { forgetPolicies, freshPolicyFor, listPolicies, policyFor } from './polic
 import { reportPolicy } from './report.ts';
 import { RESYNC_CAUSE, parentCause } from './resync.ts';
 import { syncHistory } from './sync.ts';
-import { policyParents, truncateHistory, truncateSynced } from './truncate.ts';
-import type { KnownRevision } from '../../shared/history/record.ts';
-import type { KubeObject } from '../../shared/kube/index.ts';
+import { policyParents, truncateHistory, truncationStep } from './truncate.ts';
 
 const holder = `history-${randomUUID()}`;
 
@@ -44,35 +42,12 @@ export const handler = fittedSyncFunction('history', async (request, tools) => {
   const policy = await freshPolicyFor(kube, key.cluster, key.group, key.kind);
   if (!policy) return;
   // Truncation right after the sync, from the revisions it listed and wrote (no second list, no second queue).
-  // A failure is queued as a truncation request, which retries on its own: a redelivered sync would find nothing to do.
-  const truncate = async (
-    revisions: KnownRevision[],
-    quiet: boolean,
-    seen: { generatedVersion?: string | undefined },
-    parent: KubeObject,
-  ): Promise<{ deleted: string[]; gone: string[] }> => {
-    try {
-      const truncated = await truncateSynced({ kube }, policy, key, revisions, { quiet, seen, parent });
-      logger.info('history truncated', { parent: `${key.namespace}/${key.name}`, ...truncated });
-      return { deleted: truncated.deleted, gone: truncated.gone ?? [] };
-    } catch (err) {
-      logger.warn('truncation after the sync failed; queued as a truncation request', {
-        parent: `${key.namespace}/${key.name}`,
-        error: String(err),
-      });
-      await env.syncSink.send('history', [truncationRequest(key, causes)]);
-      return { deleted: [], gone: [] };
-    }
-  };
   const inline = policy.spec.mode === 'snapshot';
-  const result = await syncHistory(
-    { kube, state: env.state, holder, ...(inline ? { truncate } : {}) },
-    policy,
-    key,
-    causes,
-    observedParent(request),
-    { targetChanged: request.targetChanged === true, observedSigned: request.observedSigned === true },
-  );
+  const truncate = inline ? { truncate: truncationStep(kube, policy, request, { logger, sink: env.syncSink }) } : {};
+  const result = await syncHistory({ kube, state: env.state, holder, ...truncate }, policy, key, causes, observedParent(request), {
+    targetChanged: request.targetChanged === true,
+    observedSigned: request.observedSigned === true,
+  });
   logger.info('history synced', { parent: `${key.namespace}/${key.name}`, ...result });
   if (result.outcome === 'created') metrics.count(key.cluster, 'RevisionsCreated');
   if (result.outcome === 'rollback') metrics.count(key.cluster, 'Rollbacks');

@@ -90,6 +90,16 @@ export async function resolvePolicy(kube: KubeApi, policy: RevisionPolicy): Prom
   return { policy, target, generated };
 }
 
+/** The policy's target kind, as discovery serves it; a cluster-scoped kind cannot have a history. */
+export async function resolveTarget(kube: KubeApi, policy: RevisionPolicy): Promise<ResolvedResource> {
+  const target = await resolveKind(kube, policy.spec.target.apiVersion, policy.spec.target.kind);
+  if (!target.namespaced)
+    throw new Error(
+      `RevisionPolicy ${policy.name}: ${target.kind} is cluster-scoped; ControllerRevisions are namespaced, so it cannot have a history`,
+    );
+  return target;
+}
+
 /**
  * The client the policy's target and generated kinds are read with: the ServiceAccount it names
  * (docs/operations/security.md), or Outrigger's own identity. Revisions, Events and the policy's status are Outrigger's own.

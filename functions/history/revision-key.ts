@@ -1,26 +1,23 @@
 // The revisionKey mode (KEP-238): the generated objects' current key decides, and a revision is found by its key.
-import { Resources, isKubeError, resolveKind, type KubeApi, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
-import { fieldAt, labelSelectorString, parentLabels, revisionHash, type JsonObject } from '../../shared/history/data.ts';
+import { Resources, isKubeError, resolveKind, type KubeApi, type KubeObject } from '../../shared/kube/index.ts';
+import { fieldAt, labelSelectorString, parentLabels, revisionHash } from '../../shared/history/data.ts';
 import type { RevisionPolicy } from '../../shared/history/policy.ts';
 import { currentKeyOf, decideByKey, maxRevision, type ControllerRevision } from '../../shared/history/revisions.ts';
 import { controllerOf, isControlledBy, isOwnedBy, selectorAt, selectorString } from '../../shared/ownership/index.ts';
-import type { LockedOutcome } from './outcome.ts';
+import { createRevision } from '../../shared/history/create-revision.ts';
+import type { HeldSync, LockedOutcome } from './outcome.ts';
 import { targetReader } from './policies.ts';
-import { createRevision, kubectlLabels, revisionReference } from './revisions.ts';
+import { kubectlLabels, revisionReference } from './revisions.ts';
 
 /** Seed 001 (KEP-238): the sync in revisionKey mode, from the generated objects' current key (decideByKey). */
 export async function syncRevisionKey(
-  deps: { kube: KubeApi },
-  policy: RevisionPolicy,
-  target: ResolvedResource,
-  parent: KubeObject,
-  candidate: JsonObject,
+  held: HeldSync,
   owned: ControllerRevision[],
-  guard: () => void,
   listedVersion: string | undefined,
 ): Promise<LockedOutcome> {
+  const { kube, policy, parent, candidate, guard } = held;
   const label = policy.spec.revisionKey!.label;
-  const current = await currentRevisionKey(targetReader(deps.kube, policy), policy, parent);
+  const current = await currentRevisionKey(targetReader(kube, policy), policy, parent);
   const decision = decideByKey(candidate, owned, label, current, revisionHash(candidate, 0), policy.defaults);
   if (decision.kind === 'unchanged')
     return {
@@ -28,17 +25,14 @@ export async function syncRevisionKey(
       revisionsVersion: listedVersion,
       revisionUid: decision.revision.metadata.uid,
     };
-  const r = await createRevision(
-    deps.kube,
-    target,
-    parent,
-    candidate,
-    maxRevision(owned) + 1,
-    { ...kubectlLabels(policy, parent, candidate), [label]: decision.key },
+  const r = await createRevision(kube, held.target, parent, {
+    data: candidate,
+    number: maxRevision(owned) + 1,
+    labels: { ...kubectlLabels(policy, parent, candidate), [label]: decision.key },
     guard,
-    label,
-    revisionReference(policy),
-  );
+    keyLabel: label,
+    reference: revisionReference(policy),
+  });
   return {
     outcome: { outcome: 'created', revision: r.metadata.name!, number: r.revision, truncate: true },
     revisionsVersion: r.metadata.resourceVersion,

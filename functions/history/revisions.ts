@@ -1,33 +1,14 @@
 // A parent's revisions: listing them, and writing what was decided (nothing, a rollback's new number, or a new
-// revision, through the collision loop).
+// revision, through the collision loop of shared/history/create-revision.ts).
 import type { KubeApi } from '../../shared/kube/index.ts';
-import { Resources, isKubeError, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
-import {
-  fieldAt,
-  labelSelectorString,
-  parentLabels,
-  revisionHash,
-  revisionName,
-  selectorLabels,
-  type Json,
-  type JsonObject,
-} from '../../shared/history/data.ts';
-import { goJson, semanticallyEqual } from '../../shared/json.ts';
+import { Resources, isKubeError, type KubeObject } from '../../shared/kube/index.ts';
+import { fieldAt, selectorLabels, type JsonObject } from '../../shared/history/data.ts';
 import { historyLimit, type RevisionPolicy } from '../../shared/history/policy.ts';
-import { HASH_LABEL, selectsRevision, truncationMayDelete, type ControllerRevision, type Outcome } from '../../shared/history/revisions.ts';
+import { truncationMayDelete, type ControllerRevision, type Outcome } from '../../shared/history/revisions.ts';
+import { createRevision } from '../../shared/history/create-revision.ts';
 import type { KnownRevision } from '../../shared/history/record.ts';
-import {
-  isOwnedBy,
-  newControllerRef,
-  newOwnerRef,
-  parseSelector,
-  SelectorError,
-  type LabelSelector,
-} from '../../shared/ownership/index.ts';
-import type { LockedOutcome } from './outcome.ts';
-
-export const MAX_COLLISIONS = 10;
-const CHANGE_CAUSE = 'kubernetes.io/change-cause';
+import { parseSelector, SelectorError, type LabelSelector } from '../../shared/ownership/index.ts';
+import type { HeldSync, LockedOutcome } from './outcome.ts';
 
 /**
  * How a policy's revisions are owned: beside another controller's history, by a plain ownerReference, so that
@@ -35,16 +16,6 @@ const CHANGE_CAUSE = 'kubernetes.io/change-cause';
  */
 export const revisionReference = (policy: RevisionPolicy): 'controller' | 'owner' =>
   policy.spec.foreignHistory === 'Coexist' ? 'owner' : 'controller';
-
-/** The parent's own selector matches the labels of a revision Outrigger would write beside its controller's history. */
-export class CoexistSelectorError extends Error {
-  override name = 'CoexistSelectorError';
-}
-
-/** Every name a revision of this data could take is held by a revision of other data (someone else's). */
-export class RevisionNamesTakenError extends Error {
-  override name = 'RevisionNamesTakenError';
-}
 
 /**
  * The parent's revisions, at least as new as `notOlderThan` (from the history record). Without one (a first
@@ -69,16 +40,12 @@ export async function listRevisions(kube: KubeApi, namespace: string, labelSelec
 
 /** Writes what was decided: nothing, a rollback's new number (its data untouched) or a new revision. */
 export async function writeDecision<T extends KnownRevision>(
-  deps: { kube: KubeApi },
-  policy: RevisionPolicy,
-  target: ResolvedResource,
-  parent: KubeObject,
-  candidate: JsonObject,
-  guard: () => void,
+  held: HeldSync,
   owned: T[],
   version: string | undefined,
   outcome: Outcome<T>,
 ): Promise<LockedOutcome> {
+  const { kube, policy, parent, candidate, guard } = held;
   const namespace = parent.metadata.namespace!;
   const limit = historyLimit(policy, parent);
   const truncate = (count: number) => (truncationMayDelete(count, limit) ? { truncate: true as const } : {});
@@ -99,7 +66,7 @@ export async function writeDecision<T extends KnownRevision>(
       // Only the number changes; the apiserver would refuse a change to data, and we never send one.
       const r = outcome.revision;
       guard();
-      const patched = await deps.kube.patch<ControllerRevision>(
+      const patched = await kube.patch<ControllerRevision>(
         Resources.controllerRevisions,
         { name: r.metadata.name!, namespace },
         { metadata: { uid: r.metadata.uid, resourceVersion: r.metadata.resourceVersion }, revision: outcome.number },
@@ -113,17 +80,13 @@ export async function writeDecision<T extends KnownRevision>(
       };
     }
     case 'create': {
-      const created = await createRevision(
-        deps.kube,
-        target,
-        parent,
-        candidate,
-        outcome.number,
-        kubectlLabels(policy, parent, candidate),
+      const created = await createRevision(kube, held.target, parent, {
+        data: candidate,
+        number: outcome.number,
+        labels: kubectlLabels(policy, parent, candidate),
         guard,
-        undefined,
-        revisionReference(policy),
-      );
+        reference: revisionReference(policy),
+      });
       return {
         outcome: { outcome: 'created', revision: created.metadata.name!, number: created.revision, ...truncate(owned.length + 1) },
         revisionsVersion: created.metadata.resourceVersion,
@@ -154,90 +117,4 @@ function parsedOrNone(selector: string): LabelSelector | undefined {
     if (err instanceof SelectorError) return undefined;
     throw err;
   }
-}
-
-/**
- * Creates the revision named `<parent>-<hash(data, count)>`, starting at collision count 0. On
- * AlreadyExists the existing revision is read: if it holds the same target state and is the parent's (an
- * earlier attempt whose answer was lost), it is the one; otherwise the next count is tried, at most
- * MAX_COLLISIONS times. The hash label always matches the name; `labels` come under the parent labels and it.
- * With `keyLabel` (revisionKey mode), an existing revision whose key differs is another key's revision, a
- * collision: a key is how the objects made from a revision find it, so it is never rewritten. With `reference`
- * `owner` (Coexist), the parent owns it by a plain ownerReference, and nothing is written where the parent's own
- * selector would match it: the parent's controller would list it with its own history, or adopt it.
- */
-export async function createRevision(
-  kube: KubeApi,
-  target: ResolvedResource,
-  parent: KubeObject,
-  data: JsonObject,
-  number: number,
-  labels: Record<string, string> = {},
-  guard: () => void = () => {},
-  keyLabel?: string,
-  reference: 'controller' | 'owner' = 'controller',
-): Promise<ControllerRevision> {
-  const namespace = parent.metadata.namespace!;
-  const cause = parent.metadata.annotations?.[CHANGE_CAUSE];
-  if (reference === 'owner') refuseSelected(target, parent, { ...labels, ...parentLabels(parent), [HASH_LABEL]: revisionHash(data, 0) });
-  // `count` moves on only after a real collision; `attempts` bounds the loop whatever happens meanwhile.
-  for (let count = 0, attempts = 0; count < MAX_COLLISIONS && attempts < 2 * MAX_COLLISIONS; attempts += 1) {
-    const hash = revisionHash(data, count);
-    const name = revisionName(parent.metadata.name ?? '', hash);
-    const revision: ControllerRevision = {
-      apiVersion: 'apps/v1',
-      kind: 'ControllerRevision',
-      metadata: {
-        name,
-        namespace,
-        labels: { ...labels, ...parentLabels(parent), [HASH_LABEL]: hash },
-        ...(cause ? { annotations: { [CHANGE_CAUSE]: cause } } : {}),
-        ownerReferences: [reference === 'owner' ? newOwnerRef(parent) : newControllerRef(parent)],
-      },
-      data: data as Json,
-      revision: number,
-    };
-    guard();
-    try {
-      return await kube.create(Resources.controllerRevisions, revision, { encode: goJson });
-    } catch (err) {
-      if (!isKubeError(err, 'AlreadyExists')) throw err;
-    }
-    let existing: ControllerRevision;
-    try {
-      existing = await kube.get<ControllerRevision>(Resources.controllerRevisions, { name, namespace });
-    } catch (err) {
-      if (isKubeError(err, 'NotFound')) continue; // deleted in between: the same name is free again
-      throw err;
-    }
-    const sameKey = keyLabel === undefined || existing.metadata.labels?.[keyLabel] === revision.metadata.labels?.[keyLabel];
-    if (semanticallyEqual(existing.data, data) && isOwnedBy(existing, parent) && sameKey) {
-      // Ours, with this data: an earlier attempt whose answer was lost, or a revision this sync's list did not
-      // select. Make it what this sync would have created (its labels, the number; never its data).
-      const missing = Object.entries(revision.metadata.labels ?? {}).some(([k, v]) => existing.metadata.labels?.[k] !== v);
-      if (!missing && existing.revision >= number) return existing;
-      guard();
-      return kube.patch<ControllerRevision>(
-        Resources.controllerRevisions,
-        { name, namespace },
-        {
-          metadata: { uid: existing.metadata.uid, resourceVersion: existing.metadata.resourceVersion, labels: revision.metadata.labels },
-          revision: Math.max(existing.revision, number),
-        },
-        'merge',
-      );
-    }
-    count += 1;
-  }
-  throw new RevisionNamesTakenError(
-    `${target.kind} ${namespace}/${parent.metadata.name}: ${MAX_COLLISIONS} revision names in a row were taken by other data; not creating a revision`,
-  );
-}
-
-function refuseSelected(target: ResolvedResource, parent: KubeObject, labels: Record<string, string>): void {
-  if (selectsRevision(fieldAt(parent, 'spec.selector'), labels))
-    throw new CoexistSelectorError(
-      `${target.kind} ${parent.metadata.namespace}/${parent.metadata.name}: its spec.selector matches the labels of Outrigger's revisions ` +
-        `(${labelSelectorString(labels)}), so its own controller would take them for its history; not writing a revision beside it`,
-    );
 }

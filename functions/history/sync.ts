@@ -8,13 +8,12 @@
 //     equal to the latest -> nothing; equal to an older one -> rollback (that revision gets the next number,
 //     its data untouched); otherwise -> a new revision with the next number.
 //  4. When the history may hold more revisions than the limit keeps, trim it right after, under the lease (the
-//     handler's `truncate`), or say that truncation is due.
+//     injected truncation step, truncate.ts's truncationStep), or say that truncation is due.
 //  5. Leave the record of what was found on the lease as it is released; then the Event that is news of it.
 import {
   Resources,
   apiVersionOf,
   isKubeError,
-  resolveKind,
   type KubeApi,
   type KubeList,
   type KubeObject,
@@ -40,15 +39,16 @@ import {
   resyncCauses,
   targetDigest,
   type HistoryRecord,
-  type KnownRevision,
 } from '../../shared/history/record.ts';
 import { claim, compileSelector, type SyncKey } from '../../shared/ownership/index.ts';
 import type { Lease, LeaseStore } from '../../shared/state/index.ts';
 import { targetDefaults } from './defaults.ts';
-import { HISTORY_CONTROLLER, outcomeEvent, type LockedOutcome, type SyncOutcome } from './outcome.ts';
-import { targetReader } from './policies.ts';
+import { CoexistSelectorError, RevisionNamesTakenError } from '../../shared/history/create-revision.ts';
+import { HISTORY_CONTROLLER, outcomeEvent, type HeldSync, type LockedOutcome, type SyncOutcome } from './outcome.ts';
+import { resolveTarget, targetReader } from './policies.ts';
 import { syncRevisionKey } from './revision-key.ts';
-import { CoexistSelectorError, listRevisions, RevisionNamesTakenError, revisionReference, writeDecision } from './revisions.ts';
+import { listRevisions, revisionReference, writeDecision } from './revisions.ts';
+import type { TruncationStep } from './truncate.ts';
 
 // Longer than the function timeout (60 s) with room to spare: a holder never outlives its lease unnoticed.
 const LEASE_TTL_MS = 90_000;
@@ -71,28 +71,13 @@ export interface HistoryDeps {
   /** The clock the parent's allowance of Events runs by (tests). */
   now?: () => number;
   /**
-   * Truncates right after a full sync that may leave more revisions than the limit keeps, from the revisions it
-   * listed and wrote; `quiet` when the sync's own Event will say what was deleted. Returns the names deleted, and
-   * those found gone already. Without it, the sync only says truncation is due (`truncate`).
+   * Truncates right after a full sync that may leave more revisions than the limit keeps (truncationStep).
+   * Without it, the sync only says truncation is due (`truncate`).
    */
-  truncate?: (
-    revisions: KnownRevision[],
-    quiet: boolean,
-    seen: { generatedVersion?: string | undefined },
-    parent: KubeObject,
-  ) => Promise<{ deleted: string[]; gone: string[] }>;
+  truncate?: TruncationStep;
 }
 
 const leaseName = (parentUid: string) => `history/${parentUid}`;
-
-export async function resolveTarget(kube: KubeApi, policy: RevisionPolicy): Promise<ResolvedResource> {
-  const target = await resolveKind(kube, policy.spec.target.apiVersion, policy.spec.target.kind);
-  if (!target.namespaced)
-    throw new Error(
-      `RevisionPolicy ${policy.name}: ${target.kind} is cluster-scoped; ControllerRevisions are namespaced, so it cannot have a history`,
-    );
-  return target;
-}
 
 type ParentRead = { parent: KubeObject; skipped?: undefined } | { parent?: undefined; skipped: { outcome: 'skipped'; reason: string } };
 
@@ -122,6 +107,7 @@ const digestOf = (candidate: JsonObject, defaults: DefaultsSchema | undefined) =
  * cluster's forwarder signature on it, so it is the parent's state at that resourceVersion. `targetChanged`: the
  * router saw that event change the target state (SyncRequest.targetChanged), so the record, which the lease brings anyway, is not read first.
  */
+// eslint-disable-next-line max-params -- one sync request's parts, in the order the handler, tests and bench pass them; nothing below takes more than four
 export async function syncHistory(
   deps: HistoryDeps,
   policy: RevisionPolicy,
@@ -266,15 +252,15 @@ async function syncHeld(ctx: SyncContext, lease: Lease, known: KubeObject, progr
     if (!deps.state.leases.stillHeld(lease, LEASE_MARGIN_MS))
       throw new Error(`the history lease of ${key.namespace}/${key.name} is about to expire; not writing, the sync will be retried`);
   };
+  const sync: HeldSync = { kube: deps.kube, policy, target, parent, candidate, guard };
   try {
     // Decide and write: from the record's revisions when they suffice, else from the list.
     progress.result =
-      (fromRecord && held?.revisions
-        ? await syncFromRecord(deps, policy, target, parent, candidate, progress.digest, guard, held)
-        : undefined) ?? (await syncLocked(deps, policy, target, parent, candidate, guard, listed ?? (await list())));
+      (fromRecord && held?.revisions ? await syncFromRecord(sync, progress.digest, held) : undefined) ??
+      (await syncLocked(sync, listed ?? (await list())));
     // One Event for a change and the truncation it made due (docs/controllers/history.md#events): the truncation first, under the
     // lease, so that the record holds the revisions it left.
-    progress.deleted = await truncateDue(deps, progress.result, parent, progress.generated);
+    progress.deleted = await truncateDue(deps.truncate, progress.result, parent, progress.generated);
   } catch (err) {
     // A failure a retry will not mend shows on the parent, as an in-tree controller's would.
     if (
@@ -297,16 +283,16 @@ async function syncHeld(ctx: SyncContext, lease: Lease, known: KubeObject, progr
   return progress.result.outcome;
 }
 
-/** Truncates when the sync made it due (and the deps can): the names deleted. The result keeps the revisions left. */
+/** Truncates when the sync made it due (and a step is injected): the names deleted. The result keeps the revisions left. */
 async function truncateDue(
-  deps: HistoryDeps,
+  truncate: TruncationStep | undefined,
   result: LockedOutcome,
   parent: KubeObject,
   generated: { generatedVersion?: string | undefined },
 ): Promise<string[]> {
   const due = 'truncate' in result.outcome && result.outcome.truncate;
-  if (!due || !result.revisions || !deps.truncate) return [];
-  const truncated = await deps.truncate(
+  if (!due || !result.revisions || !truncate) return [];
+  const truncated = await truncate(
     result.revisions,
     result.outcome.outcome === 'created' || result.outcome.outcome === 'rollback',
     generated,
@@ -376,53 +362,32 @@ async function acquireParentLease(deps: HistoryDeps, key: SyncKey): Promise<Leas
     );
   return lease;
 }
-async function syncLocked(
-  deps: HistoryDeps,
-  policy: RevisionPolicy,
-  target: ResolvedResource,
-  parent: KubeObject,
-  candidate: JsonObject,
-  guard: () => void,
-  listed: KubeList<ControllerRevision>,
-): Promise<LockedOutcome> {
-  const labels = parentLabels(parent);
-  const listedVersion = listed.metadata.resourceVersion;
+/** The sync from the listed revisions: claimed (orphans adopted, strays released), then decided and written. */
+async function syncLocked(sync: HeldSync, listed: KubeList<ControllerRevision>): Promise<LockedOutcome> {
+  const { kube, policy, target, parent, candidate } = sync;
   const claimed = await claim(
-    {
-      kube: deps.kube,
-      parentResource: target,
-      parentReader: targetReader(deps.kube, policy),
-      childResource: Resources.controllerRevisions,
-    },
+    { kube, parentResource: target, parentReader: targetReader(kube, policy), childResource: Resources.controllerRevisions },
     parent,
-    compileSelector({ matchLabels: labels }),
+    compileSelector({ matchLabels: parentLabels(parent) }),
     listed.items,
     { reference: revisionReference(policy) },
   );
   if (claimed.parentGone) throw new Error(`not syncing history: ${claimed.parentGone}`);
   const owned = claimed.owned as ControllerRevision[];
-  if (policy.spec.mode === 'revisionKey') return syncRevisionKey(deps, policy, target, parent, candidate, owned, guard, listedVersion);
-  return writeDecision(deps, policy, target, parent, candidate, guard, owned, listedVersion, decide(candidate, owned, policy.defaults));
+  const version = listed.metadata.resourceVersion;
+  if (policy.spec.mode === 'revisionKey') return syncRevisionKey(sync, owned, version);
+  return writeDecision(sync, owned, version, decide(candidate, owned, policy.defaults));
 }
 
 /**
  * The sync from the record's revisions, with no list: undefined when the record proves stale (the revision a
  * rollback reuses was changed or deleted meanwhile), and the sync then lists.
  */
-async function syncFromRecord(
-  deps: HistoryDeps,
-  policy: RevisionPolicy,
-  target: ResolvedResource,
-  parent: KubeObject,
-  candidate: JsonObject,
-  digest: string,
-  guard: () => void,
-  held: HistoryRecord,
-): Promise<LockedOutcome | undefined> {
-  const owned = recordedRevisions(held.revisions ?? [], parent);
+async function syncFromRecord(sync: HeldSync, digest: string, held: HistoryRecord): Promise<LockedOutcome | undefined> {
+  const owned = recordedRevisions(held.revisions ?? [], sync.parent);
   const outcome = decideByDigest(digest, owned);
   try {
-    const result = await writeDecision(deps, policy, target, parent, candidate, guard, owned, held.revisionsVersion, outcome);
+    const result = await writeDecision(sync, owned, held.revisionsVersion, outcome);
     if (outcome.kind === 'create' && result.revisions)
       result.revisions = result.revisions.map((r) => (r.metadata.name === result.outcome.revision ? { ...r, digest } : r));
     return result;

@@ -16,11 +16,13 @@ import { HASH_LABEL, truncationPlan, type ControllerRevision } from '../../share
 import { targetDigest, type KnownRevision } from '../../shared/history/record.ts';
 import { isOwnedBy, selectorAt, SelectorError, selectorString, type SyncKey } from '../../shared/ownership/index.ts';
 import { targetDefaults } from './defaults.ts';
-import { targetReader } from './policies.ts';
+import { resolveTarget, targetReader } from './policies.ts';
 import { HISTORY_CONTROLLER } from './outcome.ts';
 import { currentRevisionKey } from './revision-key.ts';
-import { resolveTarget } from './sync.ts';
 import { recordEvent } from '../../shared/events/index.ts';
+import { truncationRequest } from '../../shared/lambda/sync-request.ts';
+import type { SyncSink } from '../../shared/lambda/sync-sink.ts';
+import type { Logger } from '@aws-lambda-powertools/logger';
 
 export interface TruncateResult {
   deleted: string[];
@@ -132,6 +134,43 @@ export async function truncateSynced(
   opts: { quiet?: boolean; seen?: { generatedVersion?: string | undefined }; parent?: KubeObject } = {},
 ): Promise<TruncateResult> {
   return truncateFrom(deps, policy, key, async () => [...revisions], opts);
+}
+
+/**
+ * Truncation right after a history sync, under its lease (HistoryDeps.truncate), from the revisions the sync
+ * listed and wrote and the parent it decided on; `quiet` when the sync's own Event says what was deleted. It
+ * answers the names deleted, and those found gone already; `seen` carries the generated objects' version from
+ * one truncation to the next (listGenerated).
+ */
+export type TruncationStep = (
+  revisions: KnownRevision[],
+  quiet: boolean,
+  seen: { generatedVersion?: string | undefined },
+  parent: KubeObject,
+) => Promise<{ deleted: string[]; gone: string[] }>;
+
+/**
+ * The history function's truncation step for one sync request. A failure is queued as the parent's truncation
+ * request, which retries on its own: a redelivered sync would find nothing to do.
+ */
+export function truncationStep(
+  kube: KubeApi,
+  policy: RevisionPolicy,
+  { key, causes }: { key: SyncKey; causes: readonly string[] },
+  { logger, sink }: { logger: Pick<Logger, 'info' | 'warn'>; sink: SyncSink },
+): TruncationStep {
+  const parentName = `${key.namespace}/${key.name}`;
+  return async (revisions, quiet, seen, parent) => {
+    try {
+      const truncated = await truncateSynced({ kube }, policy, key, revisions, { quiet, seen, parent });
+      logger.info('history truncated', { parent: parentName, ...truncated });
+      return { deleted: truncated.deleted, gone: truncated.gone ?? [] };
+    } catch (err) {
+      logger.warn('truncation after the sync failed; queued as a truncation request', { parent: parentName, error: String(err) });
+      await sink.send('history', [truncationRequest(key, [...causes])]);
+      return { deleted: [], gone: [] };
+    }
+  };
 }
 
 /** `quiet`: no Truncated Event (the sync's own Event says what was deleted). `parent`: the parent as decided on; else it is read. */

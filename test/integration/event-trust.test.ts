@@ -8,7 +8,8 @@ import { CreateQueueCommand, GetQueueAttributesCommand, SendMessageCommand } fro
 import type { APIGatewayProxyStructuredResultV2, Context } from 'aws-lambda';
 import { SqsEventQueue, createIngestHandler } from '../../functions/ingest/handler.ts';
 import { historySource } from '../../functions/history/policies.ts';
-import { resolveTarget, syncHistory } from '../../functions/history/sync.ts';
+import { resolveTarget } from '../../functions/history/policies.ts';
+import { syncHistory } from '../../functions/history/sync.ts';
 import { truncateSynced } from '../../functions/history/truncate.ts';
 import { routeBatch } from '../../functions/router/route.ts';
 import { Clusters, ingestClustersOf } from '../../shared/clusters.ts';

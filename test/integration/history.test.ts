@@ -2,7 +2,7 @@
 import { forgetPolicies, listPolicies, policyFor, revisionPolicies } from '../../functions/history/policies.ts';
 import { reportPolicy } from '../../functions/history/report.ts';
 import type { SyncOutcome } from '../../functions/history/outcome.ts';
-import { MAX_COLLISIONS } from '../../functions/history/revisions.ts';
+import { MAX_COLLISIONS } from '../../shared/history/create-revision.ts';
 import { syncHistory } from '../../functions/history/sync.ts';
 import { truncateHistory, truncateSynced } from '../../functions/history/truncate.ts';
 import { events } from '../../shared/events/index.ts';

@@ -2,13 +2,8 @@
 // to the next collision count, a name held by this sync's own earlier write is taken as it is (labels and number
 // mended, never its data), a name freed in between is tried again, and a run of names all held by other data
 // gives up naming the parent. The apiserver's answers to the same cases are in test/integration/history.test.ts.
-import {
-  CoexistSelectorError,
-  createRevision,
-  kubectlLabels,
-  MAX_COLLISIONS,
-  RevisionNamesTakenError,
-} from '../../functions/history/revisions.ts';
+import { CoexistSelectorError, createRevision, MAX_COLLISIONS, RevisionNamesTakenError } from '../../shared/history/create-revision.ts';
+import { kubectlLabels } from '../../functions/history/revisions.ts';
 import { parsePolicy, type RevisionPolicy } from '../../shared/history/policy.ts';
 import { revisionHash, revisionName, type JsonObject } from '../../shared/history/data.ts';
 import type { ControllerRevision } from '../../shared/history/revisions.ts';
@@ -43,7 +38,7 @@ function scene() {
 describe("createRevision's collision loop", () => {
   test('a free name: one create, at collision count 0', async () => {
     const { kube, parent, nameAt } = scene();
-    const r = await createRevision(kube, statefulSets, parent, data, 1);
+    const r = await createRevision(kube, statefulSets, parent, { data, number: 1 });
     expect(r.metadata.name).toBe(nameAt(0));
     expect(kube.stats.byVerb).toEqual({ create: 1 });
   });
@@ -52,7 +47,7 @@ describe("createRevision's collision loop", () => {
     const { kube, parent, nameAt, squat } = scene();
     squat(0);
     squat(1);
-    const r = await createRevision(kube, statefulSets, parent, data, 3);
+    const r = await createRevision(kube, statefulSets, parent, { data, number: 3 });
     expect(r.metadata.name).toBe(nameAt(2));
     expect(r.data).toEqual(data);
     // The squatters are untouched.
@@ -62,7 +57,7 @@ describe("createRevision's collision loop", () => {
   test("the name held by this sync's own earlier write (its answer lost): taken as it is, its number raised, its data never written", async () => {
     const { kube, parent, nameAt, squat } = scene();
     const [earlier] = squat(0, data);
-    const r = await createRevision(kube, statefulSets, parent, data, 4);
+    const r = await createRevision(kube, statefulSets, parent, { data, number: 4 });
     expect(r.metadata).toMatchObject({ name: nameAt(0), uid: earlier!.metadata.uid });
     expect(r.revision).toBe(4);
     expect(kube.stats.byVerb).toEqual({ create: 1, get: 1, 'patch/merge': 1 });
@@ -76,7 +71,7 @@ describe("createRevision's collision loop", () => {
       metadata: { name: 'web2', namespace: 'ns' },
     });
     squat(0, data, { ...other!, apiVersion: 'apps/v1', kind: 'StatefulSet' });
-    expect((await createRevision(kube, statefulSets, parent, data, 1)).metadata.name).toBe(nameAt(1));
+    expect((await createRevision(kube, statefulSets, parent, { data, number: 1 })).metadata.name).toBe(nameAt(1));
   });
 
   test('a name freed between the create that collided and the read: the same name is tried again', async () => {
@@ -88,14 +83,16 @@ describe("createRevision's collision loop", () => {
         await kube.delete(revisions, { name: nameAt(0), namespace: 'ns' });
       }
     };
-    expect((await createRevision(kube, statefulSets, parent, data, 1)).metadata.name).toBe(nameAt(0));
+    expect((await createRevision(kube, statefulSets, parent, { data, number: 1 })).metadata.name).toBe(nameAt(0));
   });
 
   test('every name a revision could take held by other data: gives up, naming the parent, after MAX_COLLISIONS creates', async () => {
     const { kube, parent, squat } = scene();
     for (let i = 0; i < MAX_COLLISIONS; i += 1) squat(i);
-    await expect(createRevision(kube, statefulSets, parent, data, 1)).rejects.toThrow(RevisionNamesTakenError);
-    await expect(createRevision(kube, statefulSets, parent, data, 1)).rejects.toThrow(/StatefulSet ns\/web: 10 revision names in a row/);
+    await expect(createRevision(kube, statefulSets, parent, { data, number: 1 })).rejects.toThrow(RevisionNamesTakenError);
+    await expect(createRevision(kube, statefulSets, parent, { data, number: 1 })).rejects.toThrow(
+      /StatefulSet ns\/web: 10 revision names in a row/,
+    );
     expect(kube.stats.byVerb.create).toBe(2 * MAX_COLLISIONS);
   });
 });
@@ -104,7 +101,7 @@ describe("beside another controller's history (reference: owner, docs/controller
   test("the revision is owned by a plain ownerReference and carries only the labels it is given and Outrigger's", async () => {
     const { kube, parent } = scene();
     const withSelector = { ...parent, spec: { selector: { matchLabels: { app: 'web' } } } };
-    const r = await createRevision(kube, statefulSets, withSelector, data, 1, {}, undefined, undefined, 'owner');
+    const r = await createRevision(kube, statefulSets, withSelector, { data, number: 1, reference: 'owner' });
     expect(r.metadata.ownerReferences).toEqual([{ ...newControllerRef(parent), controller: false }]);
     expect(Object.keys(r.metadata.labels ?? {}).sort()).toEqual([
       'controller.kubernetes.io/hash',
@@ -116,15 +113,13 @@ describe("beside another controller's history (reference: owner, docs/controller
   test("nothing is written where the parent's own selector matches the revision's labels", async () => {
     const { kube, parent } = scene();
     const wide = { ...parent, spec: { selector: { matchExpressions: [{ key: 'tier', operator: 'NotIn', values: ['cache'] }] } } };
-    await expect(createRevision(kube, statefulSets, wide, data, 1, {}, undefined, undefined, 'owner')).rejects.toThrow(
-      CoexistSelectorError,
-    );
-    await expect(createRevision(kube, statefulSets, wide, data, 1, {}, undefined, undefined, 'owner')).rejects.toThrow(
+    await expect(createRevision(kube, statefulSets, wide, { data, number: 1, reference: 'owner' })).rejects.toThrow(CoexistSelectorError);
+    await expect(createRevision(kube, statefulSets, wide, { data, number: 1, reference: 'owner' })).rejects.toThrow(
       /StatefulSet ns\/web: its spec.selector matches the labels of Outrigger's revisions/,
     );
     expect((await kube.list(revisions, { namespace: 'ns' })).items).toEqual([]);
     // By ControllerRef (no other controller's history beside it), the same parent gets its revision.
-    expect((await createRevision(kube, statefulSets, wide, data, 1)).metadata.ownerReferences?.[0]?.controller).toBe(true);
+    expect((await createRevision(kube, statefulSets, wide, { data, number: 1 })).metadata.ownerReferences?.[0]?.controller).toBe(true);
   });
 });
 
