@@ -8,6 +8,7 @@ import pLimit from 'p-limit';
 import { apiVersionOf, isKubeError, servingVersion } from '../../shared/kube/index.ts';
 import { newControllerRef } from '../../shared/ownership/index.ts';
 import { LeaseLostError, type Lease } from '../../shared/state/index.ts';
+import { Hold, LEASE_TTL_MS } from './hold.ts';
 import {
   decide,
   HASH_ANNOTATION,
@@ -48,9 +49,6 @@ import {
   type StorageContext,
 } from './context.ts';
 
-const LEASE_TTL_MS = 60_000;
-/** Stop acting with this much of the lease left: a Kubernetes write must land before a successor can act. */
-const LEASE_MARGIN_MS = 20_000;
 /** How long a reporter waits for another reporter's leader step to finish before leaving it to the next one. */
 const LEASE_WAIT_MS = 30_000;
 /** Up to this many states (a migration's event) have their migrations listed by label; more (a poll), all in one list. */
@@ -70,46 +68,6 @@ export interface LeadResult {
   failed: Array<{ state: string; error: string }>;
   /** What has been stuck for over an hour, among the states this step looked at (the poll publishes it as metrics). */
   overdue?: Overdue | undefined;
-}
-
-/**
- * The step's hold on the leader lease: renewed once half of it is gone, so a long step (a first sight of
- * thousands of resources) keeps it; once it is lost, nothing more is written and the states not yet looked at
- * are left to the next holder.
- */
-class Hold {
-  lease: Lease;
-  lost = false;
-  private readonly ctx: StorageContext;
-  private renewal: Promise<void> | undefined;
-
-  constructor(ctx: StorageContext, lease: Lease) {
-    this.ctx = ctx;
-    this.lease = lease;
-  }
-
-  /** Before each write: the lease to fence it on; LeaseLostError once it is lost or too near its end. */
-  async check(): Promise<Lease> {
-    const leases = this.ctx.state.leases;
-    if (!this.lost && !leases.stillHeld(this.lease, LEASE_TTL_MS / 2)) {
-      // One renewal for all the states in flight.
-      this.renewal ??= leases
-        .renew(this.lease, LEASE_TTL_MS)
-        .then((renewed) => {
-          if (renewed) this.lease = renewed;
-          else this.lost = true;
-        })
-        .finally(() => {
-          this.renewal = undefined;
-        });
-      await this.renewal;
-    }
-    if (this.lost || !leases.stillHeld(this.lease, LEASE_MARGIN_MS)) {
-      this.lost = true;
-      throw new LeaseLostError(this.lease.name, this.lease.term);
-    }
-    return this.lease;
-  }
 }
 
 /**
@@ -143,7 +101,7 @@ export async function lead(ctx: StorageContext, opts: { states?: readonly Storag
       byState.set(name, [...(byState.get(name) ?? []), m]);
     }
     // Migrations whose leader record was read and vouches for them, this step: the only ones queued again.
-    const recorded = new Set<string>();
+    const step: Step = { ctx, hold, result, controlPlane, recorded: new Set<string>() };
     const limit = pLimit(8);
     // Settled, not raced: one state's error leaves the others to finish, and the lease is released only once
     // no state's work is in flight.
@@ -153,7 +111,7 @@ export async function lead(ctx: StorageContext, opts: { states?: readonly Storag
           if (hold.lost) return;
           result.states += 1;
           try {
-            await leadOne(ctx, hold, s, byState.get(s.metadata.name ?? '') ?? [], result, controlPlane, recorded);
+            await leadOne(step, s, byState.get(s.metadata.name ?? '') ?? []);
           } catch (err) {
             if (err instanceof LeaseLostError) hold.lost = true;
             throw err;
@@ -179,7 +137,7 @@ export async function lead(ctx: StorageContext, opts: { states?: readonly Storag
       ctx,
       states
         .flatMap((s) => byState.get(s.metadata.name ?? '') ?? [])
-        .filter((m) => recorded.has(m.metadata.uid ?? '') && !result.cancelled.includes(m.metadata.name ?? '')),
+        .filter((m) => step.recorded.has(m.metadata.uid ?? '') && !result.cancelled.includes(m.metadata.name ?? '')),
       result,
     );
   } finally {
@@ -195,15 +153,20 @@ async function sampledControlPlane(ctx: StorageContext): Promise<DecideInput['co
   return { generation: record?.generation ?? 0, unstable: unstableReason(record, ctx.now(), ctx.periodMs) };
 }
 
-async function leadOne(
-  ctx: StorageContext,
-  hold: Hold,
-  listed: StorageState,
-  migrations: StorageVersionMigration[],
-  result: LeadResult,
-  controlPlane: DecideInput['controlPlane'],
-  recorded: Set<string>,
-): Promise<void> {
+/** One leader step, as each state's part of it shares it. */
+interface Step {
+  ctx: StorageContext;
+  hold: Hold;
+  result: LeadResult;
+  controlPlane: DecideInput['controlPlane'];
+  /** Migrations whose leader record was read and vouches for them. */
+  recorded: Set<string>;
+}
+
+type Act = Exclude<Decision, { action: 'none' }>;
+
+async function leadOne(step: Step, listed: StorageState, migrations: StorageVersionMigration[]): Promise<void> {
+  const { ctx, result, controlPlane } = step;
   let state = listed;
   let epoch = Number.NaN;
   // Only a state with something to migrate, or a migration in flight, needs its epoch (a DynamoDB read).
@@ -214,7 +177,7 @@ async function leadOne(
     state = await ctx.kube.get<StorageState>(storageStates, { name: state.metadata.name ?? '' });
   }
   let views = migrations.map((m) => viewOf(m, state));
-  if (Number.isFinite(epoch)) views = await withRecords(ctx, state, migrations, views, recorded);
+  if (Number.isFinite(epoch)) views = await withRecords(ctx, state, migrations, views, step.recorded);
   const decision = decide({
     state,
     reporters: ctx.reporters,
@@ -232,7 +195,7 @@ async function leadOne(
       return;
     }
   }
-  await act(ctx, hold, state, decision, result);
+  await act(step, state, decision);
 }
 
 /**
@@ -299,17 +262,18 @@ async function listMigrations(ctx: StorageContext, states: readonly StorageState
   return lists.flat();
 }
 
-async function act(
-  ctx: StorageContext,
-  hold: Hold,
-  state: StorageState,
-  d: Exclude<Decision, { action: 'none' }>,
-  result: LeadResult,
-): Promise<void> {
+/** The decision, recorded first, then done: the migrations it cancels, then the migration it creates or the narrowing. */
+async function act(step: Step, state: StorageState, d: Act): Promise<void> {
+  await recordDecision(step, state, d);
+  for (const m of d.cancel ?? []) await cancelMigration(step, m);
+  if (d.action === 'create') await createMigration(step, state, d);
+  if (d.action === 'narrow') await narrowPersisted(step, state, d);
+}
+
+/** The decision, recorded fenced on the lease before anything in the cluster changes. */
+async function recordDecision({ ctx, hold }: Step, state: StorageState, d: Act): Promise<void> {
   const name = state.metadata.name ?? '';
-  const guard = () => hold.check();
   const lease = await hold.check();
-  // The decision is recorded, fenced on the lease, before anything in the cluster changes.
   await ctx.state.records.put(
     decisionKey(ctx.cluster, name),
     { action: d.action, reason: d.reason, term: lease.term, at: ctx.now().toISOString(), ...('hash' in d ? { hash: d.hash } : {}) },
@@ -317,60 +281,71 @@ async function act(
     { fence: lease },
   );
   ctx.log?.('info', 'storage leader decision', { state: name, action: d.action, reason: d.reason });
-  for (const m of d.cancel ?? []) {
-    await guard();
-    await deleteMigration(ctx, m);
-    result.cancelled.push(m.name);
+}
+
+async function cancelMigration({ ctx, hold, result }: Step, m: MigrationView): Promise<void> {
+  await hold.check();
+  try {
+    await ctx.kube.delete(migrationResource(ctx), { name: m.name }, { preconditions: { uid: m.uid } });
+  } catch (err) {
+    if (!isKubeError(err, 'NotFound') && !isKubeError(err, 'Conflict')) throw err;
   }
-  if (d.action === 'create') {
-    await guard();
-    const mname = migrationName(state, d.hash, d.epoch);
-    const resource = state.spec.resource;
-    const meta = {
-      name: mname,
-      ownerReferences: [newControllerRef(state)],
-      annotations: {
-        [HASH_ANNOTATION]: d.hash,
-        [EPOCH_ANNOTATION]: String(d.epoch),
-        [PERSISTED_ANNOTATION]: JSON.stringify(d.persisted),
-        ...(d.controlPlaneGeneration === undefined ? {} : { [CONTROL_PLANE_ANNOTATION]: String(d.controlPlaneGeneration) }),
-      },
-      // Outrigger's label routes the migration to its migrator (which runs it for the record above); a
-      // migration's event lists its state's migrations by the state's.
-      labels: { [STATE_LABEL]: state.metadata.uid ?? '', ...(ctx.mode === 'outrigger' ? { [MIGRATOR_LABEL]: MIGRATOR_LABEL_VALUE } : {}) },
-    };
-    const r = migrationResource(ctx);
-    // The in-tree migration names no version: the cluster's migrator rewrites through the storage version.
-    const version = ctx.mode === 'outrigger' ? await servingVersion(ctx.kube, resource.group, resource.resource) : '';
-    const spec = { resource: ctx.mode === 'outrigger' ? { ...resource, version } : resource };
-    // What the migrator and this leader trust, not the label (docs/operations/security.md#the-migrator):
-    // recorded, fenced on the lease, before the migration exists, and its uid once it does.
-    const record = { state: name, resource: { ...resource, version }, hash: d.hash };
-    await recordMigration(ctx.state, ctx.cluster, await guard(), mname, record);
-    try {
-      const made = await ctx.kube.create(r, { apiVersion: apiVersionOf(r), kind: 'StorageVersionMigration', metadata: meta, spec });
-      await recordMigration(ctx.state, ctx.cluster, await guard(), mname, { ...record, uid: made.metadata.uid ?? '' });
-      result.created.push(mname);
-    } catch (err) {
-      // The same decision made before (a duplicated pass), or a migration made under the name by someone else:
-      // its uid is not recorded, so the next step cancels it and makes the migration again.
-      if (!isKubeError(err, 'AlreadyExists')) throw err;
-    }
+  result.cancelled.push(m.name);
+}
+
+/**
+ * The migration, recorded fenced on the lease before it exists and with its uid once it does: the record, not
+ * the label, is what the migrator and this leader trust (docs/operations/security.md#the-migrator).
+ */
+async function createMigration({ ctx, hold, result }: Step, state: StorageState, d: Extract<Act, { action: 'create' }>): Promise<void> {
+  await hold.check();
+  const name = migrationName(state, d.hash, d.epoch);
+  const resource = state.spec.resource;
+  const meta = {
+    name,
+    ownerReferences: [newControllerRef(state)],
+    annotations: {
+      [HASH_ANNOTATION]: d.hash,
+      [EPOCH_ANNOTATION]: String(d.epoch),
+      [PERSISTED_ANNOTATION]: JSON.stringify(d.persisted),
+      ...(d.controlPlaneGeneration === undefined ? {} : { [CONTROL_PLANE_ANNOTATION]: String(d.controlPlaneGeneration) }),
+    },
+    // Outrigger's label routes the migration to its migrator (which runs it for the record below); a
+    // migration's event lists its state's migrations by the state's.
+    labels: { [STATE_LABEL]: state.metadata.uid ?? '', ...(ctx.mode === 'outrigger' ? { [MIGRATOR_LABEL]: MIGRATOR_LABEL_VALUE } : {}) },
+  };
+  const r = migrationResource(ctx);
+  // The in-tree migration names no version: the cluster's migrator rewrites through the storage version.
+  const version = ctx.mode === 'outrigger' ? await servingVersion(ctx.kube, resource.group, resource.resource) : '';
+  const spec = { resource: ctx.mode === 'outrigger' ? { ...resource, version } : resource };
+  const record = { state: state.metadata.name ?? '', resource: { ...resource, version }, hash: d.hash };
+  await recordMigration(ctx.state, ctx.cluster, await hold.check(), name, record);
+  try {
+    const made = await ctx.kube.create(r, { apiVersion: apiVersionOf(r), kind: 'StorageVersionMigration', metadata: meta, spec });
+    await recordMigration(ctx.state, ctx.cluster, await hold.check(), name, { ...record, uid: made.metadata.uid ?? '' });
+    result.created.push(name);
+  } catch (err) {
+    // The same decision made before (a duplicated pass), or a migration made under the name by someone else:
+    // its uid is not recorded, so the next step cancels it and makes the migration again.
+    if (!isKubeError(err, 'AlreadyExists')) throw err;
   }
-  if (d.action === 'narrow') {
-    await guard();
-    try {
-      await ctx.kube.patch(
-        storageStates,
-        { name, subresource: 'status' },
-        { metadata: { resourceVersion: state.metadata.resourceVersion }, status: { persistedStorageVersionHashes: [d.hash] } },
-        'merge',
-      );
-      result.narrowed.push(name);
-    } catch (err) {
-      // A reporter wrote in between; the next pass decides again on what it wrote.
-      if (!isKubeError(err, 'Conflict')) throw err;
-    }
+}
+
+/** persisted narrowed to the hash migrated to, on the state as the decision read it. */
+async function narrowPersisted({ ctx, hold, result }: Step, state: StorageState, d: Extract<Act, { action: 'narrow' }>): Promise<void> {
+  await hold.check();
+  const name = state.metadata.name ?? '';
+  try {
+    await ctx.kube.patch(
+      storageStates,
+      { name, subresource: 'status' },
+      { metadata: { resourceVersion: state.metadata.resourceVersion }, status: { persistedStorageVersionHashes: [d.hash] } },
+      'merge',
+    );
+    result.narrowed.push(name);
+  } catch (err) {
+    // A reporter wrote in between; the next pass decides again on what it wrote.
+    if (!isKubeError(err, 'Conflict')) throw err;
   }
 }
 
@@ -397,12 +372,4 @@ async function resumeStranded(ctx: StorageContext, listed: readonly StorageVersi
   await ctx.queueMigrations(stranded, 'resume');
   result.resumed.push(...stranded.map((m) => m.metadata.name ?? ''));
   ctx.log?.('info', 'stranded migrations queued again', { migrations: result.resumed });
-}
-
-async function deleteMigration(ctx: StorageContext, m: MigrationView): Promise<void> {
-  try {
-    await ctx.kube.delete(migrationResource(ctx), { name: m.name }, { preconditions: { uid: m.uid } });
-  } catch (err) {
-    if (!isKubeError(err, 'NotFound') && !isKubeError(err, 'Conflict')) throw err;
-  }
 }
