@@ -16,9 +16,10 @@ export const historyController: Controller = {
       // To itself: a policy's check queues a baseline sync of each of its parents, and each sync its parent's
       // truncation (truncation requests share the history queue: docs/operations/cost.md#idle-polling).
       sends: ['history'],
-      // The parent's history lease and its memo. (Truncation uses no table: its deletes are preconditioned on
-      // each revision's resourceVersion instead of a lease.)
-      table: ['dynamodb:GetItem', 'dynamodb:UpdateItem'],
+      // The parent's history lease and its memo, and the record's revisions beside it: queried, put and deleted
+      // (docs/design/history-sync.md#the-history-record). (Truncation uses no table: its deletes are preconditioned
+      // on each revision's resourceVersion instead of a lease.)
+      table: ['dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:Query', 'dynamodb:PutItem', 'dynamodb:DeleteItem'],
       clusterAccess: 'controllers',
       timeoutSeconds: 60,
     },

@@ -1,10 +1,10 @@
 // A parent's revisions: listing them, and writing what was decided (nothing, a rollback's new number, or a new
 // revision, through the collision loop of shared/history/create-revision.ts).
 import type { KubeApi } from '../../shared/kube/index.ts';
-import { Resources, isKubeError, type KubeObject } from '../../shared/kube/index.ts';
+import { Resources, isKubeError, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
 import { fieldAt, selectorLabels, type JsonObject } from '../../shared/history/data.ts';
 import { historyLimit, type RevisionPolicy } from '../../shared/history/policy.ts';
-import { truncationMayDelete, type ControllerRevision, type Outcome } from '../../shared/history/revisions.ts';
+import { foreignRevisions, truncationMayDelete, type ControllerRevision, type Outcome } from '../../shared/history/revisions.ts';
 import { createRevision } from '../../shared/history/create-revision.ts';
 import type { KnownRevision } from '../../shared/history/record.ts';
 import { parseSelector, SelectorError, type LabelSelector } from '../../shared/ownership/index.ts';
@@ -117,4 +117,20 @@ function parsedOrNone(selector: string): LabelSelector | undefined {
     if (err instanceof SelectorError) return undefined;
     throw err;
   }
+}
+
+/**
+ * The name of a revision another controller keeps for the parent, unless the policy coexists with it. Found
+ * among the namespace's revisions by its ControllerRef, whatever its labels (LWS's match no selector of the
+ * parent's, and a LeaderWorkerSet has none): one metadata list, on a parent's first sync only.
+ */
+export async function foreignHistoryOf(
+  kube: KubeApi,
+  policy: RevisionPolicy,
+  target: ResolvedResource,
+  parent: KubeObject,
+): Promise<string | undefined> {
+  if (policy.spec.foreignHistory === 'Coexist') return undefined;
+  const listed = await kube.listMetadata(Resources.controllerRevisions, { namespace: parent.metadata.namespace });
+  return foreignRevisions(listed.items, target, parent.metadata.uid)[0]?.metadata.name;
 }

@@ -24,7 +24,7 @@ import type { DefaultsSchema } from '../../shared/json.ts';
 import { recordEvent, type EventSpec } from '../../shared/events/index.ts';
 import { spendEvent, withWithheld } from '../../shared/events/allowance.ts';
 import { truncationInputs, type RevisionPolicy } from '../../shared/history/policy.ts';
-import { decide, foreignRevisions, type ControllerRevision } from '../../shared/history/revisions.ts';
+import { decide, type ControllerRevision } from '../../shared/history/revisions.ts';
 import {
   decideByDigest,
   defaultsKey,
@@ -35,7 +35,10 @@ import {
   recordListSuffices,
   recordHoldsListed,
   recordMayAnswer,
+  recordFrom,
   recordRevisions,
+  storedRecord,
+  type RecordHead,
   resyncCauses,
   targetDigest,
   type HistoryRecord,
@@ -47,7 +50,7 @@ import { CoexistSelectorError, RevisionNamesTakenError } from '../../shared/hist
 import { HISTORY_CONTROLLER, outcomeEvent, type HeldSync, type LockedOutcome, type SyncOutcome } from './outcome.ts';
 import { resolveTarget, targetReader } from './policies.ts';
 import { syncRevisionKey } from './revision-key.ts';
-import { listRevisions, revisionReference, writeDecision } from './revisions.ts';
+import { foreignHistoryOf, listRevisions, revisionReference, writeDecision } from './revisions.ts';
 import type { TruncationStep } from './truncate.ts';
 
 // Longer than the function timeout (60 s) with room to spare: a holder never outlives its lease unnoticed.
@@ -78,6 +81,8 @@ export interface HistoryDeps {
 }
 
 const leaseName = (parentUid: string) => `history/${parentUid}`;
+/** The record left on the parent's lease: its head is the memo, its revisions the parts (recordFrom). */
+const recordOf = (lease: Lease | undefined) => recordFrom(lease?.memo as RecordHead | undefined, lease?.parts);
 
 type ParentRead = { parent: KubeObject; skipped?: undefined } | { parent?: undefined; skipped: { outcome: 'skipped'; reason: string } };
 
@@ -187,13 +192,20 @@ async function answerFromRecord(
   seen: KubeObject | undefined,
   hints: { targetChanged?: boolean },
 ): Promise<{ done?: SyncOutcome; ahead?: ParentRead | undefined }> {
-  const readRecord = async () => (await deps.state.leases.get(key.cluster, leaseName(key.uid)))?.memo as HistoryRecord | undefined;
   const mayAnswer = policy.spec.mode === 'snapshot' && recordMayAnswer(causes, key.uid) && !(hints.targetChanged && seen);
   // The parent is read ahead only for the record's answer, and only when no event's object can stand in for it.
   const readFirst = mayAnswer && !seen && parentCauses(causes, key.uid);
   // A resync is there for what the record cannot see (revisions deleted or orphaned while nothing listened): it
   // answers only when the parent's revisions, listed now, are the record's (docs/controllers/history.md#history-resync).
   const listFirst = mayAnswer && resyncCauses(causes);
+  // The record's revisions only for a resync, which compares them with the list.
+  const readRecord = async () => {
+    const lease = await deps.state.leases.get(key.cluster, leaseName(key.uid), { parts: listFirst });
+    // A resync is answered only by revisions known: parts that do not add up (a release racing the read) answer nothing.
+    const kept = (lease?.memo as RecordHead | undefined)?.revisionsKept !== undefined;
+    const record = recordOf(lease);
+    return listFirst && kept && !record?.revisions ? undefined : record;
+  };
   const [ahead, record, listed] = await Promise.all([
     readFirst ? readParent(deps, policy, target, key) : undefined,
     mayAnswer ? readRecord() : undefined,
@@ -219,7 +231,7 @@ async function answerFromRecord(
 /** The sync under the parent's lease; `known` is the parent as read before it. */
 async function syncHeld(ctx: SyncContext, lease: Lease, known: KubeObject, progress: Progress): Promise<SyncOutcome> {
   const { deps, policy, target, key, causes } = ctx;
-  const held = lease.memo as HistoryRecord | undefined;
+  const held = recordOf(lease);
   // Decide on the state as it is now, not as it was before another sync ran (which could otherwise make a
   // stale state look like a rollback): the read above when it is at least as new as the state the last holder
   // decided on (any later change brings its own event), else the parent read again under the lease.
@@ -305,7 +317,7 @@ async function truncateDue(
 
 /** Releases the lease with the record of what the sync found, and says which Event, if any, is news of it. */
 async function leaveRecord({ deps, policy }: SyncContext, lease: Lease, progress: Progress): Promise<OutcomeEvent | undefined> {
-  const held = lease.memo as HistoryRecord | undefined;
+  const held = lease.memo as RecordHead | undefined;
   const { result, recorded } = progress;
   // Whether the parent's allowance of Events covers this one is decided before the record is left, so that
   // the record carries what is left of it.
@@ -326,24 +338,9 @@ async function leaveRecord({ deps, policy }: SyncContext, lease: Lease, progress
       ? { revisions: recordRevisions(result.revisions, policy.defaults), defaults: defaultsKey(policy.defaults) }
       : {}),
   };
-  await deps.state.leases.release(lease, memo);
+  const stored = memo && storedRecord(memo);
+  await deps.state.leases.release(lease, stored?.head, stored?.parts);
   return spec && spent ? { spec, record: spent.record, withheld: spent.withheld } : undefined;
-}
-
-/**
- * The name of a revision another controller keeps for the parent, unless the policy coexists with it. Found
- * among the namespace's revisions by its ControllerRef, whatever its labels (LWS's match no selector of the
- * parent's, and a LeaderWorkerSet has none): one metadata list, on a parent's first sync only.
- */
-async function foreignHistoryOf(
-  kube: KubeApi,
-  policy: RevisionPolicy,
-  target: ResolvedResource,
-  parent: KubeObject,
-): Promise<string | undefined> {
-  if (policy.spec.foreignHistory === 'Coexist') return undefined;
-  const listed = await kube.listMetadata(Resources.controllerRevisions, { namespace: parent.metadata.namespace });
-  return foreignRevisions(listed.items, target, parent.metadata.uid)[0]?.metadata.name;
 }
 
 /** The label selector of the parent's revisions: it needs only the parent's name and kind. */
@@ -355,6 +352,7 @@ async function acquireParentLease(deps: HistoryDeps, key: SyncKey): Promise<Leas
   // Holders finish in milliseconds (a sync or a truncation), so the wait polls briskly.
   const lease = await deps.state.leases.acquireWithin(key.cluster, leaseName(key.uid), deps.holder, LEASE_TTL_MS, LEASE_WAIT_MS, {
     keepSeconds: RECORD_KEEP_SECONDS,
+    parts: true,
   });
   if (!lease)
     throw new Error(

@@ -196,6 +196,35 @@ export function defaultsKey(defaults: DefaultsSchema | undefined): string {
     .digest('hex');
 }
 
+/**
+ * The record as DynamoDB keeps it (docs/design/history-sync.md#the-history-record): this head is the memo on the
+ * parent's lease item, and each recorded revision a part of its own, by uid, written only when it changes: a
+ * sync's lease writes are billed at the head's size, and a new revision adds one part, whatever the history's
+ * length. `revisionsKept`: how many revisions the parts hold (absent when the record keeps none).
+ */
+export type RecordHead = Omit<HistoryRecord, 'revisions'> & { revisionsKept?: number };
+
+/** The record split as it is stored: its head, and its revisions as parts by uid (none when it keeps none). */
+export function storedRecord(record: HistoryRecord): { head: RecordHead; parts: Record<string, RecordedRevision> } {
+  const { revisions, ...head } = record;
+  return {
+    head: revisions ? { ...head, revisionsKept: revisions.length } : head,
+    parts: Object.fromEntries((revisions ?? []).map((r) => [r.uid, r])),
+  };
+}
+
+/**
+ * The record from its stored head and parts. Its revisions only when the parts are those the head was left
+ * with (`parts` undefined: they do not add up), in the order of their numbers. A head left before the record was
+ * split keeps its revisions inside: those are not read, and the next sync lists once.
+ */
+export function recordFrom(head: RecordHead | undefined, parts: Record<string, unknown> | undefined): HistoryRecord | undefined {
+  if (!head) return undefined;
+  const { revisionsKept, revisions: _inside, ...rest } = head as RecordHead & { revisions?: unknown };
+  const revisions = parts && (Object.values(parts) as RecordedRevision[]).sort((a, b) => a.number - b.number);
+  return revisionsKept !== undefined && revisions?.length === revisionsKept ? { ...rest, revisions } : rest;
+}
+
 /** The revisions as the record keeps them, or undefined when there are too many to keep. */
 export function recordRevisions(revisions: readonly KnownRevision[], defaults: DefaultsSchema | undefined): RecordedRevision[] | undefined {
   if (revisions.length > MAX_RECORDED_REVISIONS) return undefined;

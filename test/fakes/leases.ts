@@ -1,5 +1,5 @@
 // In-memory leases for unit tests of the shells that hold one (docs/contributing/test-beds.md#tests): terms, expiry
-// by an injected clock, and the memo a holder leaves at release, as shared/state/lease.ts keeps them in DynamoDB.
+// by an injected clock, and the memo and parts a holder leaves at release, as shared/state/lease.ts keeps them in DynamoDB.
 // No conditional-write races: the integration tests hold those against DynamoDB Local.
 import type { AcquireOptions, Lease, LeaseStore } from '../../shared/state/index.ts';
 
@@ -14,7 +14,7 @@ export class FakeLeases implements Pick<LeaseStore, 'get' | 'acquire' | 'acquire
     this.now = now;
   }
 
-  async acquire(cluster: string, name: string, holder: string, ttlMs: number, _opts: AcquireOptions = {}): Promise<Lease | undefined> {
+  async acquire(cluster: string, name: string, holder: string, ttlMs: number, opts: AcquireOptions = {}): Promise<Lease | undefined> {
     this.count('acquire');
     const current = this.leases.get(`${cluster}/${name}`);
     if (current && current.holder !== holder && current.expiresAt > this.now()) return undefined;
@@ -25,9 +25,10 @@ export class FakeLeases implements Pick<LeaseStore, 'get' | 'acquire' | 'acquire
       term: (current?.term ?? 0) + (current?.holder === holder && current.expiresAt > this.now() ? 0 : 1),
       expiresAt: this.now() + ttlMs,
       ...(current?.memo !== undefined ? { memo: structuredClone(current.memo) } : {}),
+      ...(current?.parts !== undefined ? { parts: current.parts } : {}),
     };
     this.leases.set(`${cluster}/${name}`, lease);
-    return { ...lease };
+    return this.copy(lease, opts.parts);
   }
 
   /** No waiting: a lease another holds is refused at once. */
@@ -42,7 +43,7 @@ export class FakeLeases implements Pick<LeaseStore, 'get' | 'acquire' | 'acquire
     return this.acquire(cluster, name, holder, ttlMs, opts);
   }
 
-  async release(lease: Lease, memo?: unknown): Promise<boolean> {
+  async release(lease: Lease, memo?: unknown, parts?: Record<string, unknown>): Promise<boolean> {
     this.count('release');
     const current = this.leases.get(`${lease.cluster}/${lease.name}`);
     if (!current || current.holder !== lease.holder || current.term !== lease.term) return false;
@@ -50,6 +51,7 @@ export class FakeLeases implements Pick<LeaseStore, 'get' | 'acquire' | 'acquire
       ...current,
       expiresAt: 0,
       ...(memo !== undefined ? { memo: JSON.parse(JSON.stringify(memo)) as unknown } : {}),
+      ...(parts !== undefined ? { parts: JSON.parse(JSON.stringify(parts)) as Record<string, unknown> } : {}),
     });
     return true;
   }
@@ -58,10 +60,16 @@ export class FakeLeases implements Pick<LeaseStore, 'get' | 'acquire' | 'acquire
     return lease.expiresAt - marginMs > this.now();
   }
 
-  async get(cluster: string, name: string): Promise<Lease | undefined> {
+  async get(cluster: string, name: string, opts: { parts?: boolean } = {}): Promise<Lease | undefined> {
     this.count('get');
     const lease = this.leases.get(`${cluster}/${name}`);
-    return lease && structuredClone(lease);
+    return lease && this.copy(lease, opts.parts);
+  }
+
+  /** A copy for the caller: with the parts, as stored, only when asked for (as DynamoDB's store reads them). */
+  private copy(lease: Lease, parts: boolean | undefined): Lease {
+    const { parts: kept, ...rest } = structuredClone(lease);
+    return parts ? { ...rest, parts: kept ?? {}, stored: {} } : rest;
   }
 
   /** Sets a lease as another holder would leave it: for setting a scene. */

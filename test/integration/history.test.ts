@@ -859,12 +859,13 @@ describe('when truncation runs, and by which limit', () => {
       outcome: 'created',
       number: 2,
     });
-    // The lease taken (with the record on it), and left with the new record.
-    expect(calls).toEqual(['UpdateItem', 'UpdateItem']);
+    // The lease taken (with the record's head on it, its revisions queried beside the take), the new revision's
+    // item put, and the lease left with the new head.
+    expect(calls).toEqual(['UpdateItem', 'Query', 'PutItem', 'UpdateItem']);
     sts = await setImage(ns, 'web', 'registry.example/h:3');
     calls.length = 0;
     expect(await syncHistory(deps, policy, keyOf(sts), parentCause(sts), sts)).toMatchObject({ outcome: 'created', number: 3 });
-    expect(calls).toEqual(['GetItem', 'UpdateItem', 'UpdateItem']);
+    expect(calls).toEqual(['GetItem', 'UpdateItem', 'Query', 'PutItem', 'UpdateItem']);
     // A wrong hint costs a lease, never a wrong answer.
     calls.length = 0;
     expect(await syncHistory(deps, policy, keyOf(sts), parentCause(sts), sts, { targetChanged: true })).toMatchObject({

@@ -76,6 +76,37 @@ describe('lease with a fencing term', () => {
     expect((await state.leases.get(cluster, 'history/x'))?.memo).toEqual({ digest: 'd2', number: 2 });
   });
 
+  test("a holder's parts reach the next holder; a deposed holder's late parts make them none until a holder writes them whole", async () => {
+    let now = 8_000_000;
+    const state = testState({ now: () => now });
+    const cluster = uniqueName('c');
+    const take = (holder: string) => state.leases.acquire(cluster, 'history/p', holder, 1_000, { parts: true }) as Promise<Lease>;
+    const a = await take('a');
+    expect(a.parts).toBeUndefined();
+    expect(await state.leases.release(a, { n: 1 }, { r1: { x: 1 }, r2: { x: 2 } })).toBe(true);
+    const b = await take('b');
+    expect(b).toMatchObject({ memo: { n: 1 }, parts: { r1: { x: 1 }, r2: { x: 2 } } });
+    expect(await state.leases.release(b, { n: 2 }, { r1: { x: 1 }, r3: { x: 3 } })).toBe(true);
+    const c = await take('c');
+    expect(c.parts).toEqual({ r1: { x: 1 }, r3: { x: 3 } });
+    now += 1_000; // c stalls past its lease; d takes over and leaves its parts
+    const d = await take('d');
+    expect(await state.leases.release(d, { n: 3 }, { r1: { x: 1 }, r3: { x: 3 }, r4: { x: 4 } })).toBe(true);
+    // c's parts land (they are not fenced), its release does not: they no longer add up to what d left.
+    expect(await state.leases.release(c, { n: 9 }, { r1: { x: 1 }, r5: { x: 5 } })).toBe(false);
+    const e = await take('e');
+    expect(e.memo).toEqual({ n: 3 });
+    expect(e.parts).toBeUndefined();
+    expect(await state.leases.release(e, { n: 4 }, { r1: { x: 1 }, r4: { x: 4 } })).toBe(true);
+    const f = await take('f');
+    expect(f.parts).toEqual({ r1: { x: 1 }, r4: { x: 4 } });
+    // A take that waits for the holder reads the parts it left once it has the lease.
+    const waiting = state.leases.acquireWithin(cluster, 'history/p', 'g', 1_000, 10_000, { parts: true });
+    await new Promise((r) => setTimeout(r, 50));
+    expect(await state.leases.release(f, { n: 5 }, { r6: { x: 6 } })).toBe(true);
+    expect(await waiting).toMatchObject({ holder: 'g', memo: { n: 5 }, parts: { r6: { x: 6 } } });
+  });
+
   test('a lease taken with keepSeconds carries a TTL that far ahead, refreshed at each acquire and release; the table expires items by it', async () => {
     let now = 9_000_000_000;
     const state = testState({ now: () => now });

@@ -29,7 +29,9 @@ import {
   resyncCauses,
   RESYNC_TYPE,
   recordMayAnswer,
+  recordFrom,
   recordRevisions,
+  storedRecord,
   targetDigest,
 } from '../../shared/history/record.ts';
 import { compareResourceVersions } from '../../shared/kube/resource.ts';
@@ -706,5 +708,52 @@ describe('revisionKey mode (seed 001): decideByKey and currentKeyOf', () => {
     expect(currentKeyOf('web', [obj('b', 'kb'), obj('web', 'kw', true), obj('a', 'ka')], LABEL)).toBe('ka');
     expect(currentKeyOf('web', [obj('a'), obj('b', 'kb')], LABEL)).toBe('kb');
     expect(currentKeyOf('web', [], LABEL)).toBeUndefined();
+  });
+});
+
+describe('the history record as DynamoDB keeps it (a head, and its revisions as parts)', () => {
+  const revision = fc.record({
+    name: fc.string({ maxLength: 8 }),
+    uid: fc.uuid(),
+    resourceVersion: fc.nat().map(String),
+    number: fc.nat(),
+    digest: fc.stringMatching(/^[0-9a-f]{4}$/),
+  });
+  const record = fc.record({
+    digest: fc.stringMatching(/^[0-9a-f]{0,4}$/),
+    revision: fc.string({ maxLength: 8 }),
+    number: fc.nat(),
+    parentVersion: fc.nat().map(String),
+    revisions: fc.option(fc.uniqueArray(revision, { selector: (r) => r.uid, maxLength: 6 }), { nil: undefined }),
+  });
+
+  test('a record stored whole reads back as it was left, its revisions in the order of their numbers', () => {
+    fc.assert(
+      fc.property(record, (r) => {
+        const { head, parts } = storedRecord(r);
+        expect(JSON.stringify(head)).not.toContain('"revisions"');
+        const back = recordFrom(JSON.parse(JSON.stringify(head)), JSON.parse(JSON.stringify(parts)));
+        const { revisions, ...rest } = r;
+        expect(back).toEqual(revisions ? { ...rest, revisions: [...revisions].sort((a, b) => a.number - b.number) } : rest);
+      }),
+    );
+  });
+
+  test('parts that do not add up (unknown, or other than the head counts) give a record with no revisions, never wrong ones', () => {
+    fc.assert(
+      fc.property(record, fc.option(fc.dictionary(fc.uuid(), revision, { maxKeys: 6 }), { nil: undefined }), (r, others) => {
+        const { head, parts } = storedRecord(r);
+        fc.pre(others === undefined || Object.keys(others).length !== Object.keys(parts).length);
+        expect(recordFrom(head, others)?.revisions).toBeUndefined();
+      }),
+    );
+  });
+
+  test('a head left before the split keeps its revisions inside: they are not read (the next sync lists once)', () => {
+    expect(recordFrom({ digest: 'd', revision: 'r', number: 1, revisions: [] } as never, {})).toEqual({
+      digest: 'd',
+      revision: 'r',
+      number: 1,
+    });
   });
 });

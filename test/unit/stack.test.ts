@@ -267,7 +267,10 @@ describe('the Outrigger stack', () => {
             ...consumer('ProdEvents', 'ProdSyncHistory', 'ProdSyncStorage', 'ProdSyncMap'),
             `secretsmanager:GetSecretValue ${JSON.stringify({ Ref: signingSecretId(template) })}`,
           ],
-          History: [...table('dynamodb:GetItem', 'dynamodb:UpdateItem'), ...consumer('ProdSyncHistory', 'ProdSyncHistory')],
+          History: [
+            ...table('dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:Query', 'dynamodb:PutItem', 'dynamodb:DeleteItem'),
+            ...consumer('ProdSyncHistory', 'ProdSyncHistory'),
+          ],
           HistoryResync: send('ProdSyncHistory'),
           StoragePoll: [
             ...table('dynamodb:GetItem', 'dynamodb:UpdateItem', 'dynamodb:PutItem', 'dynamodb:ConditionCheckItem'),
