@@ -56,7 +56,7 @@ export async function liveRevisions(
     }
     if (labelSelector === undefined) return undefined;
     const resource = await resolveKind(kube, generated.apiVersion, generated.kind);
-    const objects = await listGenerated(kube, resource, parent.metadata.namespace, labelSelector, seen);
+    const objects = await listGenerated(kube, resource, { namespace: parent.metadata.namespace, labelSelector }, seen);
     const labels = [generated.revisionLabel, ...(policy.spec.revisionKey ? [policy.spec.revisionKey.label] : [])];
     for (const o of objects) {
       for (const l of labels) {
@@ -79,8 +79,7 @@ export async function liveRevisions(
 async function listGenerated(
   kube: KubeApi,
   resource: GVR,
-  namespace: string | undefined,
-  labelSelector: string,
+  { namespace, labelSelector }: { namespace: string | undefined; labelSelector: string },
   seen: { generatedVersion?: string | undefined },
 ): Promise<KubeObject[]> {
   if (seen.generatedVersion) {
@@ -111,12 +110,14 @@ async function listGenerated(
 }
 
 export async function truncateHistory(deps: { kube: KubeApi }, policy: RevisionPolicy, key: SyncKey): Promise<TruncateResult> {
-  return truncateFrom(deps, policy, key, async (parent) => {
-    const listed = await deps.kube.list<ControllerRevision>(Resources.controllerRevisions, {
-      namespace: parent.metadata.namespace,
-      labelSelector: labelSelectorString(parentLabels(parent)),
-    });
-    return listed.items;
+  return truncateFrom(deps, policy, key, {
+    revisionsOf: async (parent) => {
+      const listed = await deps.kube.list<ControllerRevision>(Resources.controllerRevisions, {
+        namespace: parent.metadata.namespace,
+        labelSelector: labelSelectorString(parentLabels(parent)),
+      });
+      return listed.items;
+    },
   });
 }
 
@@ -133,7 +134,7 @@ export async function truncateSynced(
   revisions: readonly KnownRevision[],
   opts: { quiet?: boolean; seen?: { generatedVersion?: string | undefined }; parent?: KubeObject } = {},
 ): Promise<TruncateResult> {
-  return truncateFrom(deps, policy, key, async () => [...revisions], opts);
+  return truncateFrom(deps, policy, key, { ...opts, revisionsOf: async () => [...revisions] });
 }
 
 /**
@@ -173,13 +174,20 @@ export function truncationStep(
   };
 }
 
-/** `quiet`: no Truncated Event (the sync's own Event says what was deleted). `parent`: the parent as decided on; else it is read. */
+/**
+ * `revisionsOf`: the parent's revisions. `quiet`: no Truncated Event (the sync's own Event says what was deleted).
+ * `parent`: the parent as decided on; else it is read.
+ */
 async function truncateFrom(
   deps: { kube: KubeApi },
   policy: RevisionPolicy,
   key: SyncKey,
-  revisionsOf: (parent: KubeObject) => Promise<KnownRevision[]>,
-  opts: { quiet?: boolean; seen?: { generatedVersion?: string | undefined }; parent?: KubeObject } = {},
+  opts: {
+    revisionsOf: (parent: KubeObject) => Promise<KnownRevision[]>;
+    quiet?: boolean;
+    seen?: { generatedVersion?: string | undefined };
+    parent?: KubeObject;
+  },
 ): Promise<TruncateResult> {
   const target = await resolveTarget(deps.kube, policy);
   let parent: KubeObject;
@@ -192,7 +200,7 @@ async function truncateFrom(
   if (parent.metadata.uid !== key.uid) return { deleted: [], kept: 0, live: [], skipped: 'the parent was replaced' };
   if (parent.metadata.deletionTimestamp) return { deleted: [], kept: 0, live: [], skipped: 'the parent is being deleted' };
 
-  const owned = (await revisionsOf(parent)).filter((r) => isOwnedBy(r, parent));
+  const owned = (await opts.revisionsOf(parent)).filter((r) => isOwnedBy(r, parent));
   const live = await liveRevisions(targetReader(deps.kube, policy), policy, parent, opts.seen);
   if (!live) {
     return {
@@ -211,7 +219,7 @@ async function truncateFrom(
   for (const r of owned) if (holds(r)) live.add(r.metadata.name!);
   const doomed =
     policy.spec.mode === 'revisionKey'
-      ? await revisionKeyPlan(targetReader(deps.kube, policy), policy, parent, owned, live)
+      ? await revisionKeyPlan(targetReader(deps.kube, policy), policy, parent, { owned, live })
       : truncationPlan(owned, live, historyLimit(policy, parent));
   const deleted: string[] = [];
   const gone: string[] = [];
@@ -250,8 +258,7 @@ async function revisionKeyPlan(
   kube: KubeApi,
   policy: RevisionPolicy,
   parent: KubeObject,
-  owned: ControllerRevision[],
-  live: ReadonlySet<string>,
+  { owned, live }: { owned: ControllerRevision[]; live: ReadonlySet<string> },
 ): Promise<ControllerRevision[]> {
   const { label, rolloutCompleteCondition } = policy.spec.revisionKey!;
   const conditions = (fieldAt(parent, 'status.conditions') as Array<{ type?: string; status?: string }> | undefined) ?? [];
