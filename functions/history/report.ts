@@ -4,8 +4,9 @@
 // `onNewSpec` first (a changed limit or live set may leave every parent's history with revisions to trim),
 // and recorded only after.
 import { Resources, isKubeError, type KubeApi, type ResolvedResource } from '../../shared/kube/index.ts';
-import { FOREIGN_HISTORY, PolicyError, parsePolicy, type RevisionPolicy } from '../../shared/history/policy.ts';
+import { FOREIGN_HISTORY, HISTORY_KEPT_BY_ANNOTATION, PolicyError, parsePolicy, type RevisionPolicy } from '../../shared/history/policy.ts';
 import { foreignRevisions } from '../../shared/history/revisions.ts';
+import { clusterCache } from '../cluster-cache.ts';
 import { IdentityProblem, refusedNeeds, resourceName } from '../identity.ts';
 import { PolicyProblem, forgetPolicies, listPolicies, policyFor, resolvePolicy, revisionPolicies } from './policies.ts';
 
@@ -23,19 +24,67 @@ export interface PolicyReport {
 }
 
 /**
- * Another controller's history of the kind (kube-controller-manager's StatefulSet and DaemonSet controllers):
- * revisions controlled by an object of the kind that carry none of Outrigger's labels. One metadata list of
- * the cluster's revisions per check.
+ * Another controller's history of a kind it is known to keep (historyKeeper): revisions controlled by an object of
+ * the kind that carry none of Outrigger's labels. One metadata list of the cluster's revisions per check. Of any
+ * other kind, such a revision is its parent's matter only (the sync's per-parent check).
  */
-async function foreignHistory(kube: KubeApi, policy: RevisionPolicy, target: ResolvedResource): Promise<string | undefined> {
+async function foreignHistory(
+  kube: KubeApi,
+  cluster: string,
+  policy: RevisionPolicy,
+  target: ResolvedResource,
+): Promise<string | undefined> {
+  const keeper = await historyKeeper(kube, cluster, target);
+  if (!keeper) return undefined;
   const listed = await kube.listMetadata(Resources.controllerRevisions);
   const [first, ...rest] = foreignRevisions(listed.items, target);
   if (!first) return undefined;
   const owner = first.metadata.ownerReferences?.find((o) => o.controller === true)?.name ?? '?';
   return (
-    `RevisionPolicy ${policy.name}: another controller keeps the history of ${target.kind} (revision ${first.metadata.namespace}/${first.metadata.name} of ` +
+    `RevisionPolicy ${policy.name}: another controller (${keeper}) keeps the history of ${target.kind} (revision ${first.metadata.namespace}/${first.metadata.name} of ` +
     `${owner}${rest.length ? ` and ${rest.length} more` : ''}); set spec.foreignHistory: Coexist to keep Outrigger's beside it`
   );
+}
+
+/**
+ * Kinds whose own controller keeps ControllerRevisions of every object it serves: kube-controller-manager's
+ * StatefulSet and DaemonSet controllers, LWS's controller.
+ */
+const KNOWN_KEEPERS: ReadonlyArray<{ group: string; kind: string; keeper: string }> = [
+  { group: 'apps', kind: 'StatefulSet', keeper: 'kube-controller-manager' },
+  { group: 'apps', kind: 'DaemonSet', keeper: 'kube-controller-manager' },
+  { group: 'leaderworkerset.x-k8s.io', kind: 'LeaderWorkerSet', keeper: "LWS's controller" },
+];
+
+const keepers = clusterCache<string | undefined>(5_000);
+
+/**
+ * Who keeps the kind's history besides Outrigger, as nobody but a cluster admin can say: Outrigger's own list of
+ * known controllers, or the kind's CRD's annotation (HISTORY_KEPT_BY_ANNOTATION). A ControllerRevision is no such
+ * word: anyone allowed to create one in a namespace of their own could otherwise stop the policy in every other
+ * (docs/design/decisions/0013-who-keeps-a-kinds-history-is-an-admins-word.md).
+ */
+async function historyKeeper(kube: KubeApi, cluster: string, target: ResolvedResource): Promise<string | undefined> {
+  const known = KNOWN_KEEPERS.find((k) => k.group === target.group && k.kind === target.kind);
+  if (known) return known.keeper;
+  // A CRD's group always has a dot in it (functions/history/defaults.ts).
+  if (!target.group.includes('.')) return undefined;
+  const name = `${target.resource}.${target.group}`;
+  return keepers.get(`${cluster}/${name}`, async () => {
+    try {
+      const crd = await kube.find(Resources.customResourceDefinitions, { name });
+      return crd?.metadata.annotations?.[HISTORY_KEPT_BY_ANNOTATION] || undefined;
+    } catch (err) {
+      // A role that predates the CRD rule: nobody is known to keep the kind, as for any other.
+      if (isKubeError(err, 'Forbidden')) return undefined;
+      throw err;
+    }
+  });
+}
+
+/** Drops what was read of CRDs' annotations (tests change them under a warm process). */
+export function forgetHistoryKeepers(): void {
+  keepers.forget();
 }
 
 /** Outrigger may act as the policy's ServiceAccount, which names the policy, and the account may get and list the kinds a sync reads. */
@@ -83,7 +132,7 @@ export async function reportPolicy(
     policy = parsePolicy(obj);
     const { target, generated } = await resolvePolicy(kube, policy);
     if (policy.spec.serviceAccount) await checkReader(kube, policy, [target, ...(generated ? [generated] : [])]);
-    const foreign = policy.spec.foreignHistory === 'Coexist' ? undefined : await foreignHistory(kube, policy, target);
+    const foreign = policy.spec.foreignHistory === 'Coexist' ? undefined : await foreignHistory(kube, cluster, policy, target);
     if (foreign) throw new PolicyProblem(FOREIGN_HISTORY, foreign);
     // One policy per kind: the one created first holds it (listPolicies); another says so rather than look in effect.
     const holder = policyFor(await listPolicies(kube, cluster), target.group, target.kind);

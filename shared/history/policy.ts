@@ -14,6 +14,12 @@ export const DEFAULT_REVISION_LABEL = 'controller-revision-hash';
 /** The Ready reason of a policy whose kind's history another controller keeps (docs/controllers/history.md#coexistence). */
 export const FOREIGN_HISTORY = 'ForeignHistory';
 /**
+ * On a custom kind's CustomResourceDefinition: the controller that keeps ControllerRevisions of the kind. Only who may
+ * update CRDs (a cluster admin) writes it, so it, not a revision a tenant can write, makes another controller's
+ * history a whole policy's matter (docs/controllers/history.md#coexistence).
+ */
+export const HISTORY_KEPT_BY_ANNOTATION = 'outrigger.dev/history-kept-by';
+/**
  * The policy's ServiceAccount is missing, not Outrigger's to act as, does not name the policy, or may not read the
  * target (docs/operations/security.md#serviceaccounts-a-definition-names).
  */

@@ -10,11 +10,12 @@ import type { SQSRecord } from 'aws-lambda';
 import { Forwarder, type EnvelopeSink, type QueueEntry } from '../../forwarder/forwarder.ts';
 import { controllerSources, type ControllerSource } from '../../functions/controllers.ts';
 import { forgetPolicies, historySource, listPolicies, revisionPolicies } from '../../functions/history/policies.ts';
-import { reportPolicy } from '../../functions/history/report.ts';
-import { RECORD_KEEP_SECONDS } from '../../functions/history/sync.ts';
+import { forgetHistoryKeepers, reportPolicy } from '../../functions/history/report.ts';
+import { RECORD_KEEP_SECONDS, syncHistory } from '../../functions/history/sync.ts';
 import { routeBatch } from '../../functions/router/route.ts';
 import { Clusters } from '../../shared/clusters.ts';
 import { makeEnvelope, messageGroupId } from '../../shared/envelope/index.ts';
+import { HISTORY_KEPT_BY_ANNOTATION } from '../../shared/history/policy.ts';
 import { PARENT_LABEL, sortRevisions, type ControllerRevision } from '../../shared/history/revisions.ts';
 import { Resources, forgetDiscovery, gvr, gvrString, resolveKind, type KubeObject } from '../../shared/kube/index.ts';
 import { applyManifests } from '../../shared/kube/apply.ts';
@@ -26,7 +27,16 @@ import { statefulSet } from '../../local/fixtures.ts';
 import { openCrd } from '../testbed/crds.ts';
 import { STATEFULSET_POLICY } from '../testbed/policies.ts';
 import { controllersGrant } from '../testbed/rbac.ts';
-import { adminClient, createNamespace, eventually, outriggerClient, startTestRuntime, testCluster, uniqueName } from '../testbed/index.ts';
+import {
+  adminClient,
+  createNamespace,
+  eventually,
+  outriggerClient,
+  startTestRuntime,
+  testCluster,
+  testState,
+  uniqueName,
+} from '../testbed/index.ts';
 import { separatePipeline } from '../testbed/separate-pipeline.ts';
 
 const kube = outriggerClient();
@@ -399,5 +409,83 @@ describe("the router's hint", () => {
     };
     expect(await requestFor(changed, old)).toMatchObject({ targetChanged: true, observed: { metadata: { uid: old.metadata.uid } } });
     expect(await requestFor(relabelled, old)).not.toHaveProperty('targetChanged');
+  });
+});
+
+describe("trust boundary: a tenant's ControllerRevision against a Refuse policy", () => {
+  test("a revision one team's own parent controls, without Outrigger's labels, stops only that parent's history, not the policy for every namespace; only the kind's CRD annotation, an admin's word, makes it the policy's matter", async () => {
+    const group = `${uniqueName('refuse')}.example`;
+    const gadgets = await ownKind(group, 'Gadget', 'gadgets');
+    const name = uniqueName('gadgets');
+    await applyManifests(admin, policy(name, `${group}/v1`, 'Gadget'));
+    const tenant = await createNamespace('tenant');
+    const other = await createNamespace('other');
+    const gadget = (ns: string, n: string) =>
+      admin.create<KubeObject>(gadgets, {
+        apiVersion: `${group}/v1`,
+        kind: 'Gadget',
+        metadata: { name: n, namespace: ns },
+        spec: { template: { image: 'app:1' } },
+      });
+    try {
+      // The tenant's parent, and a revision it controls with none of Outrigger's labels: what anyone allowed to
+      // create ControllerRevisions in its own namespace (or running a controller that versions its objects) writes.
+      const mine = await gadget(tenant, 'mine');
+      await admin.create(Resources.controllerRevisions, {
+        apiVersion: 'apps/v1',
+        kind: 'ControllerRevision',
+        metadata: {
+          name: 'mine-forged',
+          namespace: tenant,
+          ownerReferences: [{ apiVersion: `${group}/v1`, kind: 'Gadget', name: 'mine', uid: mine.metadata.uid!, controller: true }],
+        },
+        data: {},
+        revision: 1,
+      } as KubeObject);
+      const theirs = await gadget(other, 'theirs');
+
+      // The policy stays in effect for every namespace.
+      expect(await reportPolicy(kube, 'it', name)).toMatchObject({ ready: true, reason: 'Valid' });
+      forgetPolicies('it');
+      const inEffect = (await listPolicies(kube, 'it')).valid.find((p) => p.name === name);
+      expect(inEffect).toBeDefined();
+
+      // Another namespace's parent gets its history; the tenant's own parent is the one refused.
+      const holder = uniqueName('h');
+      const deps = { kube, state: testState(), holder };
+      const key = (o: KubeObject) => ({
+        cluster: 'it',
+        group,
+        kind: 'Gadget',
+        namespace: o.metadata.namespace!,
+        name: o.metadata.name!,
+        uid: o.metadata.uid!,
+      });
+      expect(await syncHistory(deps, inEffect!, key(theirs), ['Gadget/it/x/1/added'])).toMatchObject({ outcome: 'created' });
+      expect(await history(other, 'theirs')).toEqual(['1:app:1']);
+      expect(await syncHistory(deps, inEffect!, key(mine), ['Gadget/it/x/1/added'])).toMatchObject({
+        outcome: 'skipped',
+        reason: expect.stringMatching(/another controller keeps this parent's history \(revision mine-forged\)/),
+      });
+      expect(await history(tenant, 'mine')).toEqual([]);
+
+      // An admin who says another controller keeps the kind's history (an annotation on its CRD, which only who
+      // may update CRDs writes) makes the revision the policy's matter again: not in effect anywhere.
+      await admin.patch(
+        Resources.customResourceDefinitions,
+        { name: `gadgets.${group}` },
+        { metadata: { annotations: { [HISTORY_KEPT_BY_ANNOTATION]: 'gadget-operator' } } },
+        'merge',
+      );
+      forgetHistoryKeepers();
+      expect(await reportPolicy(kube, 'it', name)).toMatchObject({
+        ready: false,
+        reason: 'ForeignHistory',
+        message: expect.stringContaining(`${tenant}/mine-forged`),
+      });
+    } finally {
+      await admin.delete(revisionPolicies, { name }).catch(() => undefined);
+      await admin.delete(Resources.customResourceDefinitions, { name: `gadgets.${group}` }).catch(() => undefined);
+    }
   });
 });
