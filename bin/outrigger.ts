@@ -17,7 +17,7 @@ commands:
              --kubeconfig PATH   the cluster to watch (default: $KUBECONFIG)
              --context NAME      kubeconfig context
              --cluster-id ID     the cluster's id in events and state keys (default: local)
-             --namespace NS      watch namespaced resources in NS only
+             --namespace NS      watch, resync and write in NS only; no storage migration
              --state-dir DIR     dead letters and runtime.json (default: .outrigger/)
              --log-format FMT    text (one short line per action, the default) or json (as in AWS)
              --one-apiserver     the cluster has one apiserver: storage polls read it once, unsampled

@@ -10,6 +10,7 @@ import { Forwarder, type ForwarderStats } from '../forwarder/forwarder.ts';
 import { DEFINITION_RESYNC_MS, definitionsWatched } from '../functions/cluster-cache.ts';
 import { functions as registry } from '../functions/index.ts';
 import type { FunctionSpec, LambdaHandler } from '../functions/spec.ts';
+import { storageController } from '../functions/storage/controller.ts';
 import { exampleHooks, startLambdaEndpoint, type LocalFunction } from '../local/lambda-endpoint.ts';
 import { startSecretsEndpoint } from '../local/secrets-endpoint.ts';
 import { startTestbed, type Testbed } from '../local/testbed.ts';
@@ -28,6 +29,9 @@ import { LocalQueue, LocalQueueSink } from './queue.ts';
 import { startSqsEndpoint } from './sqs-endpoint.ts';
 import { LocalSyncSink } from './sync-sink.ts';
 
+/** The storage controller's functions (functions/storage/controller.ts). */
+const STORAGE_FUNCTIONS = new Set(storageController.functions.map((f) => f.name));
+
 /** How often the runtime re-reads what it should watch (new policies, new target kinds). */
 const WATCH_REFRESH_MS = 2_000;
 
@@ -41,7 +45,10 @@ export interface RuntimeOptions {
   clusterId?: string;
   /** The cluster's controllerSelector: the definitions this runtime serves (docs/reference/configuration.md#clustersjson). */
   controllerSelector?: string | undefined;
-  /** Watch namespaced resources in this namespace only (cluster-scoped ones, such as policies, everywhere). */
+  /**
+   * Watch, resync and write namespaced resources in this namespace only (cluster-scoped ones, such as policies, are
+   * watched everywhere; of them only definitions' status is written); storage migration is not run.
+   */
   namespace?: string | undefined;
   stateDir: string;
   functions?: RuntimeFunction[];
@@ -99,7 +106,10 @@ export const LOCAL_WEBHOOK_ALLOW = ['127.0.0.0/8', '::1'];
 export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   const log = opts.log ?? (() => {});
   const clusterId = opts.clusterId ?? 'local';
-  const specs: RuntimeFunction[] = opts.functions ?? registry;
+  // Storage migration reads and rewrites every resource of the cluster, which one namespace cannot hold.
+  const specs: RuntimeFunction[] = (opts.functions ?? registry).filter((f) => !(opts.namespace && STORAGE_FUNCTIONS.has(f.name)));
+  if (specs.length < (opts.functions ?? registry).length)
+    log(`storage migration acts on every resource of the cluster: its functions are not run with --namespace ${opts.namespace}`);
   await mkdir(opts.stateDir, { recursive: true });
 
   const bed: Testbed = await startTestbed({ withCluster: !opts.kubeconfig, log });
@@ -134,7 +144,8 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   setEnvironment({
     signingSecret: () => Promise.resolve(secret),
     queues: localQueues,
-    clusters: new Clusters([clusterConfig]),
+    // With --namespace, every function's client lists and writes in that namespace only (shared/kube/client.ts).
+    clusters: new Clusters([clusterConfig], { namespace: opts.namespace }),
     state: openState({ tableName: bed.tableName, endpoint: bed.dynamodb.endpoint }),
     deadLetter,
     syncSink: new LocalSyncSink(syncQueues, log),

@@ -24,6 +24,7 @@ import type {
 
 export type { Impersonation } from './api.ts';
 import { KubeError, kubeErrorFromFailure, kubeErrorFromResponse, unlessNotFound } from './errors.ts';
+import { isNamespaced } from './discovery.ts';
 import { resourcePath, type GVR, type KubeList, type KubeObject } from './resource.ts';
 
 /** What the client's TLS connections present and verify. */
@@ -71,6 +72,23 @@ export interface KubeClientOptions {
   fieldManager?: string;
   /** Another endpoint of the same cluster (one apiserver of several), with the same credentials and CA. */
   server?: string;
+  /**
+   * Keep the client to one namespace (the local runtime's `--namespace`): a list of a namespaced resource across
+   * namespaces reads this one only, and a write to another namespace, or to a cluster-scoped object other than a
+   * definition's status or an access review, is refused before it is sent
+   * (docs/getting-started/local.md#one-namespace).
+   */
+  namespace?: string | undefined;
+}
+
+/**
+ * The writes a client kept to one namespace may make elsewhere: access reviews, which store nothing, and the
+ * status of Outrigger's and Metacontroller's definitions (cluster-scoped; it says whether the definition can run,
+ * the same from any namespace).
+ */
+function writableOutsideScope(r: GVR, namespace: string | undefined, subresource: string | undefined): boolean {
+  if (r.group === 'authorization.k8s.io' || r.group === 'authentication.k8s.io') return true;
+  return namespace === undefined && subresource === 'status' && (r.group === 'outrigger.dev' || r.group === 'metacontroller.k8s.io');
 }
 
 const patchContentType: Record<PatchType, string> = {
@@ -155,6 +173,8 @@ export class KubeClient implements KubeApi {
   private base: KubeClient | undefined;
   /** Ends every request and its retries (within): one cluster's share of an invocation. */
   private deadline: AbortSignal | undefined;
+  /** The one namespace this client reads across namespaces and writes in (KubeClientOptions.namespace). */
+  private readonly scope: string | undefined;
 
   constructor(source: EndpointSource, opts: KubeClientOptions = {}) {
     this.source = source;
@@ -162,6 +182,7 @@ export class KubeClient implements KubeApi {
     this.retry = { retries: 4, minDelayMs: 100, maxDelayMs: 2_000, maxRetryAfterMs: 30_000, ...opts.retry };
     this.timeoutMs = opts.timeoutMs ?? 30_000;
     this.fieldManager = opts.fieldManager ?? DEFAULT_FIELD_MANAGER;
+    this.scope = opts.namespace;
   }
 
   /** The apiserver this client talks to (without a trailing slash), and the kubeconfig context's namespace. */
@@ -190,6 +211,7 @@ export class KubeClient implements KubeApi {
       timeoutMs: this.timeoutMs,
       fieldManager: this.fieldManager,
       server: this.serverOverride,
+      namespace: this.scope,
     });
     Object.assign(client, { stats: this.stats });
     client.base = this.base ?? this;
@@ -229,13 +251,15 @@ export class KubeClient implements KubeApi {
   }
 
   async list<T extends KubeObject = KubeObject>(r: GVR, opts: ListOptions = {}): Promise<KubeList<Stored<T>>> {
-    const { namespace, ...query } = opts;
+    const { namespace: asked, ...query } = opts;
+    const namespace = await this.scoped(r, asked);
     return this.request<KubeList<Stored<T>>>('GET', resourcePath(r, { namespace }), { verb: 'list', query });
   }
 
   /** `list`, answered with each object's metadata only (a PartialObjectMetadataList): no object body is read. */
   async listMetadata(r: GVR, opts: ListOptions = {}): Promise<KubeList<Stored>> {
-    const { namespace, ...query } = opts;
+    const { namespace: asked, ...query } = opts;
+    const namespace = await this.scoped(r, asked);
     const list = await this.request<KubeList<Stored>>('GET', resourcePath(r, { namespace }), {
       verb: 'list/metadata',
       query,
@@ -259,6 +283,7 @@ export class KubeClient implements KubeApi {
 
   /** POST, into `opts.namespace` or else the object's own. */
   async create<T extends KubeObject = KubeObject>(r: GVR, obj: T, opts: CreateOptions = {}): Promise<Stored<T>> {
+    this.mayWrite('create', r, opts.namespace ?? obj.metadata.namespace, obj.metadata.name ?? obj.metadata.generateName);
     return this.request<Stored<T>>('POST', resourcePath(r, { namespace: opts.namespace ?? obj.metadata.namespace }), {
       verb: 'create',
       body: obj,
@@ -271,6 +296,7 @@ export class KubeClient implements KubeApi {
   async replace<T extends KubeObject = KubeObject>(r: GVR, obj: T, opts: { subresource?: string } = {}): Promise<Stored<T>> {
     const name = obj.metadata.name;
     if (!name) throw new KubeError('Invalid', `replace ${r.resource}: the object has no metadata.name`);
+    this.mayWrite('update', r, obj.metadata.namespace, name, opts.subresource);
     return this.request<Stored<T>>('PUT', resourcePath(r, { namespace: obj.metadata.namespace, name, subresource: opts.subresource }), {
       verb: opts.subresource ? `update/${opts.subresource}` : 'update',
       body: obj,
@@ -285,6 +311,7 @@ export class KubeClient implements KubeApi {
     type: PatchType,
     opts: PatchOptions = {},
   ): Promise<Stored<T>> {
+    this.mayWrite('patch', r, ref.namespace, ref.name, ref.subresource);
     const query: Record<string, string | boolean> = { fieldManager: opts.fieldManager ?? this.fieldManager };
     if (type === 'apply' && opts.force) query.force = true;
     return this.request<Stored<T>>('PATCH', resourcePath(r, ref), {
@@ -298,10 +325,28 @@ export class KubeClient implements KubeApi {
   }
 
   async delete(r: GVR, ref: ObjectRef, opts: DeleteOptions = {}): Promise<void> {
+    this.mayWrite('delete', r, ref.namespace, ref.name);
     const body: Record<string, unknown> = { apiVersion: 'v1', kind: 'DeleteOptions' };
     if (opts.preconditions) body.preconditions = opts.preconditions;
     if (opts.propagationPolicy) body.propagationPolicy = opts.propagationPolicy;
     await this.request('DELETE', resourcePath(r, { namespace: ref.namespace, name: ref.name }), { verb: 'delete', body });
+  }
+
+  /** The namespace a list or watch reads: the scope's, for a namespaced resource asked across namespaces. */
+  private async scoped(r: GVR, namespace: string | undefined): Promise<string | undefined> {
+    if (!this.scope || namespace) return namespace;
+    // Discovery as the client's root, whose cache lives as long as it does.
+    return (await isNamespaced(this.base ?? this, r)) ? this.scope : undefined;
+  }
+
+  /** Refuses, before sending, a write outside the client's namespace (KubeClientOptions.namespace). */
+  private mayWrite(verb: string, r: GVR, namespace: string | undefined, name: string | undefined, subresource?: string): void {
+    if (!this.scope || namespace === this.scope || writableOutsideScope(r, namespace, subresource)) return;
+    const what = `${r.resource}${subresource ? `/${subresource}` : ''} ${namespace ? `${namespace}/` : ''}${name ?? ''}`;
+    throw new KubeError(
+      'Forbidden',
+      `${verb} ${what}: refused, this runtime is limited to namespace ${this.scope} (--namespace), and ${namespace ? 'that is another namespace' : 'that object is cluster-scoped'}`,
+    );
   }
 
   /** GET of an arbitrary path, for discovery (`/apis/apps/v1`, `/version`). */
@@ -320,7 +365,8 @@ export class KubeClient implements KubeApi {
     onEvent: (event: WatchEvent<T>) => void | Promise<void>,
     signal?: AbortSignal,
   ): Promise<void> {
-    const { namespace, metadataOnly, ...rest } = opts;
+    const { namespace: asked, metadataOnly, ...rest } = opts;
+    const namespace = await this.scoped(r, asked);
     const path = resourcePath(r, { namespace });
     const what = `watch ${path}`;
     this.stats.count(metadataOnly ? 'watch/metadata' : 'watch');

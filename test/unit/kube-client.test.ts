@@ -138,3 +138,37 @@ describe('KubeClient', () => {
     expect(kube.stats.total).toBe(1);
   });
 });
+
+describe('trust boundary: a client kept to one namespace (outrigger run --namespace)', () => {
+  test('refuses, before sending anything, a write in another namespace or to a cluster-scoped object, naming the namespace; writes in its own, a definition status and access reviews go through', async () => {
+    const kube = new KubeClient(() => Promise.resolve(endpoint(async () => ({}))), { namespace: 'team-a' });
+    const cm = { group: '', version: 'v1', resource: 'configmaps' };
+    const obj = { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'x', namespace: 'team-b' } };
+    const refused = expect.objectContaining({
+      kind: 'Forbidden',
+      message: expect.stringMatching(/refused, this runtime is limited to namespace team-a \(--namespace\)/),
+    });
+    await expect(kube.create(cm, obj)).rejects.toEqual(refused);
+    await expect(kube.patch(cm, { name: 'x', namespace: 'team-b' }, {}, 'merge')).rejects.toEqual(refused);
+    await expect(kube.replace(cm, obj)).rejects.toEqual(refused);
+    await expect(kube.delete(cm, { name: 'x', namespace: 'team-b' })).rejects.toEqual(refused);
+    const namespaces = { group: '', version: 'v1', resource: 'namespaces' };
+    await expect(kube.patch(namespaces, { name: 'team-b' }, {}, 'merge')).rejects.toEqual(refused);
+    // A definition's metadata (its finalizers) is refused too: only its status may be written from one namespace.
+    const policies = { group: 'outrigger.dev', version: 'v1alpha1', resource: 'revisionpolicies' };
+    await expect(kube.patch(policies, { name: 'p' }, {}, 'merge')).rejects.toEqual(refused);
+    expect(seen).toEqual([]);
+
+    await kube.create(cm, { ...obj, metadata: { name: 'x', namespace: 'team-a' } });
+    await kube.patch(policies, { name: 'p', subresource: 'status' }, {}, 'merge');
+    await kube.create(
+      { group: 'authorization.k8s.io', version: 'v1', resource: 'subjectaccessreviews' },
+      { apiVersion: 'v1', kind: 'X', metadata: {} },
+    );
+    expect(seen.map((s) => s.url?.split('?')[0])).toEqual([
+      '/api/v1/namespaces/team-a/configmaps',
+      '/apis/outrigger.dev/v1alpha1/revisionpolicies/p/status',
+      '/apis/authorization.k8s.io/v1/subjectaccessreviews',
+    ]);
+  });
+});
