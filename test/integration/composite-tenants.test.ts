@@ -303,6 +303,37 @@ spec:
   hooks: { sync: { webhook: { url: "${url}/plain" } }, finalize: { webhook: { url: "${url}/finalize" } } }
 `;
 
+describe("trust boundary: a parent's name is not a grant", () => {
+  test("a tenant's parent named so that its child's name is the admin's ResourceQuota's: the quota is left alone, and the pass says so", async () => {
+    const { ns } = await tenantNamespace();
+    const admin = adminClient();
+    // The admin's quota holds the name the controller gives a parent named `team`'s child (`<parent>-quota`).
+    const held = await admin.create(quotas, {
+      apiVersion: 'v1',
+      kind: 'ResourceQuota',
+      metadata: { name: 'team-quota', namespace: ns, labels: { team: 'admins' } },
+      spec: { hard: { pods: '5' } },
+    } as KubeObject);
+    const parent = await adminClient()
+      .as({ user: TENANT })
+      .create(tenantDbs, {
+        apiVersion: `${GROUP}/v1`,
+        kind: 'TenantDB',
+        metadata: { name: 'team', namespace: ns },
+        spec: { selector: { matchLabels: { db: 'team' } } },
+      } as KubeObject);
+    for (let i = 0; i < 2; i += 1) {
+      const result = await pass(parent);
+      expect(result).toMatchObject({ adopted: 0, created: 0, updated: 0, deleted: 0, recreated: 0 });
+      expect(JSON.stringify(result.problems)).toContain("exists and is not this parent's");
+    }
+    const after = await admin.get(quotas, { name: 'team-quota', namespace: ns });
+    expect(after.metadata.resourceVersion).toBe(held.metadata.resourceVersion);
+    expect(after.metadata.ownerReferences ?? []).toEqual([]);
+    expect(after.metadata.annotations?.[MADE_BY_ANNOTATION]).toBeUndefined();
+  });
+});
+
 describe('trust boundary: a definition never strands its finalizer', () => {
   const cache = clusterCache<CompositeSet>(0);
   const ctx = (): CompositeServeContext => ({
