@@ -26,7 +26,7 @@ import {
   testState,
   uniqueName,
 } from '../testbed/index.ts';
-import { impersonatedAccount } from '../testbed/rbac.ts';
+import { impersonatedAccount, userGrant } from '../testbed/rbac.ts';
 
 const GROUP = 'ident.outrigger.test';
 const strongboxes = gvr(GROUP, 'v1', 'strongboxes');
@@ -296,22 +296,9 @@ describe('a RevisionPolicy that names no ServiceAccount', () => {
   test("the admission boundary: it reads with Outrigger's own grants, so only a requester allowed act-as-outrigger may create or change one", async () => {
     const user = uniqueName('policy-author');
     const name = uniqueName('ident');
-    const role = (verbs: string[]) => `
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: { name: ${user} }
-rules: [{ apiGroups: ["outrigger.dev"], resources: ["revisionpolicies"], verbs: ${JSON.stringify(verbs)} }]
-`;
-    await applyManifests(
-      admin,
-      `${role(['create', 'get', 'update', 'patch'])}---
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: { name: ${user} }
-roleRef: { apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: ${user} }
-subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: User, name: ${user} }]
-`,
-    );
+    const role = (verbs: string[]) =>
+      userGrant(user, [`{ apiGroups: ["outrigger.dev"], resources: ["revisionpolicies"], verbs: ${JSON.stringify(verbs)} }`]);
+    await applyManifests(admin, role(['create', 'get', 'update', 'patch']));
     const author = admin.as({ user });
     const unaccounted = load(policy(name)) as KubeObject;
     try {

@@ -17,7 +17,7 @@ import { events } from '../../shared/events/index.ts';
 import type { SyncKey } from '../../shared/ownership/index.ts';
 import { adminClient, createNamespace, eventually, grantsInEffect, outriggerClient, testState, uniqueName } from '../testbed/index.ts';
 import { openCrd } from '../testbed/crds.ts';
-import { impersonatedAccount } from '../testbed/rbac.ts';
+import { impersonatedAccount, userGrant } from '../testbed/rbac.ts';
 
 const GROUP = 'identity.outrigger.test';
 const teams = gvr(GROUP, 'v1', 'teammaps');
@@ -355,20 +355,10 @@ spec:
     const name = uniqueName('aaa-snap');
     await applyManifests(
       admin,
-      `
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: { name: ${user} }
-rules:
-  - { apiGroups: ["metacontroller.k8s.io"], resources: ["mapcontrollers"], verbs: ["create", "get"] }
-  - { apiGroups: ["outrigger.dev"], resources: ["revisionpolicies"], verbs: ["create", "get"] }
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: { name: ${user} }
-roleRef: { apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: ${user} }
-subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: User, name: ${user} }]
-`,
+      userGrant(user, [
+        '{ apiGroups: ["metacontroller.k8s.io"], resources: ["mapcontrollers"], verbs: ["create", "get"] }',
+        '{ apiGroups: ["outrigger.dev"], resources: ["revisionpolicies"], verbs: ["create", "get"] }',
+      ]),
     );
     const author = admin.as({ user });
     const mc = (yaml: string) => load(yaml) as KubeObject;
@@ -417,12 +407,7 @@ subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: User, name: ${user} }]
       await applyManifests(admin, borrowing(name));
       await applyManifests(
         admin,
-        `
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: { name: ${user} }
-rules: [{ apiGroups: ["metacontroller.k8s.io"], resources: ["mapcontrollers"], verbs: ["create", "get", "patch"] }]
-`,
+        userGrant(user, ['{ apiGroups: ["metacontroller.k8s.io"], resources: ["mapcontrollers"], verbs: ["create", "get", "patch"] }']),
       );
       await grantsInEffect(author, [{ verb: 'patch', group: 'metacontroller.k8s.io', resource: 'mapcontrollers' }]);
       await expect(

@@ -16,6 +16,26 @@ subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: Group, name: "outrigger:
 `;
 }
 
+/**
+ * A user (an author or tenant the test acts as, through impersonation) granted `rules` cluster-wide: a ClusterRole
+ * and its binding, both named for the user. Applied again with other rules, it changes the user's grants.
+ */
+export function userGrant(user: string, rules: readonly string[]): string {
+  return `
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: { name: ${user} }
+rules:
+${rules.map((r) => `  - ${r}`).join('\n')}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: { name: ${user} }
+roleRef: { apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: ${user} }
+subjects: [{ apiGroup: rbac.authorization.k8s.io, kind: User, name: ${user} }]
+`;
+}
+
 /** The ServiceAccount test MapControllers act as (docs/controllers/mapcontroller.md#identity-each-mapcontroller-acts-as-its-own-serviceaccount), with every controllersGrant. */
 export const MAP_TEST_SERVICE_ACCOUNT = { namespace: 'outrigger-map-tests', name: 'mapper' };
 
