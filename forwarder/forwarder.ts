@@ -144,6 +144,44 @@ interface Pending {
   skeleton: KubeObject;
 }
 
+/** One watched resource: how it is watched, and its watch. */
+interface Watched {
+  /** gvrString of the resource. */
+  id: string;
+  resource: GVR;
+  /** Watched as metadata only (forwarder/metadata.ts). */
+  asMetadata: boolean;
+  /** A definition kind: its events change what is watched. */
+  isDefinition: boolean;
+  /** This watch's own stop, so that a resource no definition needs any longer stops being watched. */
+  stop: AbortController;
+  /** It has listed once. */
+  synced: boolean;
+  /** Its status-only changes are sent (`statusChanges`), as of the last refresh. */
+  sendsStatus: boolean;
+  /** A parent's status is read at these paths only (`statusReads`), as of the last refresh. */
+  statusReads: readonly string[] | undefined;
+  run: Promise<void>;
+}
+
+/** What the definitions need watched, as read at one refresh. */
+interface WatchPlan {
+  resources: GVR[];
+  asMetadata(id: string): boolean;
+  /** The watch goes on as it is: its resource is wanted, in the form it is watched in. */
+  keeps(w: Watched): boolean;
+  wanted(id: string): boolean;
+  statusChanges: ReadonlySet<string>;
+  statusReads: ReadonlyMap<string, readonly string[]>;
+  definitions: ReadonlySet<string>;
+}
+
+/** A watch's event filters, as its controllers read now. */
+function tune(w: Watched, plan: WatchPlan): void {
+  w.sendsStatus = plan.statusChanges.has(w.id);
+  w.statusReads = plan.statusReads.get(w.id);
+}
+
 export interface ForwarderStats {
   events: number;
   sent: number;
@@ -180,19 +218,14 @@ export class Forwarder {
   private readonly waiters: Array<() => void> = [];
   private wakeSender: (() => void) | undefined;
   private readonly abort = new AbortController();
-  private readonly watching = new Map<string, Promise<void>>();
-  /** Each watch's own stop, so that a resource no definition needs any longer stops being watched. */
-  private readonly stops = new Map<string, AbortController>();
-  /** Whether each watched resource is watched as metadata only. */
-  private readonly asMetadata = new Map<string, boolean>();
-  /** The resources whose status-only changes are sent (`statusChanges`), as of the last refresh. */
-  private statusChanges = new Set<string>();
-  /** The parents whose status is read at these paths only (`statusReads`), as of the last refresh. */
-  private statusReads = new Map<string, readonly string[]>();
+  /** One record per resource watched now: a resource no definition needs any longer is dropped with its record. */
+  private readonly watched = new Map<string, Watched>();
   private refreshing: Promise<void> = Promise.resolve();
   private refreshQueued = false;
-  private readonly syncedOnce = new Set<string>();
-  /** What SQS has accepted, per resource, per uid: the checkpoint. */
+  /**
+   * What SQS has accepted, per resource, per uid: the checkpoint. Apart from the records, as it outlives a watch
+   * restarted in another form and is loaded before any watch starts.
+   */
   private readonly acked = new Map<string, Map<string, KubeObject>>();
   private sender: Promise<void> | undefined;
   private inFlight = false;
@@ -223,12 +256,12 @@ export class Forwarder {
 
   /** Resolves once every resource watched now has listed once. */
   async synced(): Promise<void> {
-    while (this.syncedOnce.size < this.watching.size) await sleep(20);
+    while (this.syncedCount() < this.watched.size) await sleep(20);
   }
 
   /** Every watch has listed once, and the queue takes what is sent. */
   healthy(): boolean {
-    return this.syncedOnce.size === this.watching.size && this.watching.size > 0 && this.lastSendError === undefined;
+    return this.syncedCount() === this.watched.size && this.watched.size > 0 && this.lastSendError === undefined;
   }
 
   /** Waits until nothing is buffered (tests, and a graceful stop). */
@@ -242,7 +275,7 @@ export class Forwarder {
     this.abort.abort();
     this.wakeSender?.();
     for (const w of this.waiters.splice(0)) w();
-    await Promise.allSettled([...this.watching.values(), this.sender]);
+    await Promise.allSettled([...[...this.watched.values()].map((w) => w.run), this.sender]);
     if (this.store) {
       await this.saving;
       await this.checkpoint();
@@ -250,7 +283,13 @@ export class Forwarder {
   }
 
   get stats(): ForwarderStats {
-    return { ...this.counts, buffered: this.buffer.length, watches: this.watching.size, synced: this.syncedOnce.size };
+    return { ...this.counts, buffered: this.buffer.length, watches: this.watched.size, synced: this.syncedCount() };
+  }
+
+  private syncedCount(): number {
+    let n = 0;
+    for (const w of this.watched.values()) if (w.synced) n += 1;
+    return n;
   }
 
   /** Refreshes run one after another, so a timer's and a definition's never decide on different reads at once. */
@@ -261,81 +300,113 @@ export class Forwarder {
   }
 
   private async refreshOnce(): Promise<void> {
+    // What the definitions need watched now, and in which form.
+    const plan = await this.planWatches();
+    // Each watch that goes on filters its events by what its controllers read now.
+    for (const w of this.watched.values()) tune(w, plan);
+    // A resource no definition needs, or needed in another form, stops being watched.
+    for (const w of [...this.watched.values()]) if (!plan.keeps(w)) await this.stopWatch(w, plan);
+    // Each resource wanted and not watched starts being watched, from the index it has.
+    for (const resource of plan.resources) if (!this.watched.has(gvrString(resource))) this.startWatch(resource, plan);
+  }
+
+  /** The definitions' answers, read once per refresh. */
+  private async planWatches(): Promise<WatchPlan> {
     const resources = await this.opts.resources();
     const wanted = new Set(resources.map(gvrString));
     const whole = this.opts.wholeObjects ? new Set((await this.opts.wholeObjects()).map(gvrString)) : undefined;
     const metadataOnly = new Map(resources.map((r) => [gvrString(r), watchedAsMetadata(r, whole)]));
-    this.statusChanges = new Set(((await this.opts.statusChanges?.()) ?? []).map(gvrString));
-    this.statusReads = new Map(((await this.opts.statusReads?.()) ?? []).map((r) => [gvrString(r.resource), r.paths]));
-    // A resource no definition needs any longer (its last policy deleted, or found bad) is watched no more, and
-    // its index goes: should it be wanted again, every object is sent again, as for a new kind. A resource that
-    // became a parent, or stopped being one, is watched again in its new form, from the index it has.
-    for (const [id, stop] of this.stops) {
-      const reshaped = wanted.has(id) && metadataOnly.get(id) !== this.asMetadata.get(id);
-      if (wanted.has(id) && !reshaped) continue;
-      stop.abort();
-      this.stops.delete(id);
-      const watch = this.watching.get(id);
-      this.watching.delete(id);
-      this.syncedOnce.delete(id);
-      if (!reshaped) this.acked.delete(id);
-      this.dirty = true;
-      this.log(
-        'info',
-        reshaped ? "watch restarted: its objects are now sent as a parent's or a child's" : 'watch stopped: no definition needs it',
-        { resource: id },
-      );
-      await watch?.catch(() => undefined);
+    const statusChanges = new Set(((await this.opts.statusChanges?.()) ?? []).map(gvrString));
+    const statusReads = new Map(((await this.opts.statusReads?.()) ?? []).map((r) => [gvrString(r.resource), r.paths]));
+    const definitions = new Set((this.opts.definitions ?? []).map(gvrString));
+    return {
+      resources,
+      asMetadata: (id) => metadataOnly.get(id) ?? false,
+      keeps: (w) => wanted.has(w.id) && metadataOnly.get(w.id) === w.asMetadata,
+      wanted: (id) => wanted.has(id),
+      statusChanges,
+      statusReads,
+      definitions,
+    };
+  }
+
+  /**
+   * A resource no definition needs any longer (its last policy deleted, or found bad) is watched no more, and its
+   * index goes: should it be wanted again, every object is sent again, as for a new kind. A resource that became a
+   * parent, or stopped being one, is watched again in its new form, from the index it has.
+   */
+  private async stopWatch(w: Watched, plan: WatchPlan): Promise<void> {
+    const reshaped = plan.wanted(w.id);
+    w.stop.abort();
+    this.watched.delete(w.id);
+    if (!reshaped) this.acked.delete(w.id);
+    this.dirty = true;
+    this.log(
+      'info',
+      reshaped ? "watch restarted: its objects are now sent as a parent's or a child's" : 'watch stopped: no definition needs it',
+      { resource: w.id },
+    );
+    await w.run.catch(() => undefined);
+  }
+
+  private startWatch(resource: GVR, plan: WatchPlan): void {
+    const id = gvrString(resource);
+    const acked = this.acked.get(id) ?? new Map<string, KubeObject>();
+    this.acked.set(id, acked);
+    const w: Watched = {
+      id,
+      resource,
+      asMetadata: plan.asMetadata(id),
+      isDefinition: plan.definitions.has(id),
+      stop: new AbortController(),
+      synced: false,
+      sendsStatus: false,
+      statusReads: undefined,
+      run: Promise.resolve(),
+    };
+    tune(w, plan);
+    this.log('info', 'watching', { resource: id, ...(w.asMetadata ? { metadataOnly: true } : {}) });
+    this.watched.set(id, w);
+    w.run = this.watch(w, acked);
+  }
+
+  /** Lists and watches one resource until it is stopped (its record's own stop, or the forwarder's). */
+  private async watch(w: Watched, acked: Map<string, KubeObject>): Promise<void> {
+    const { kube } = this.opts;
+    const namespace = this.opts.namespace && (await isNamespaced(kube, w.resource)) ? this.opts.namespace : undefined;
+    const apiVersion = apiVersionOf(w.resource);
+    const type = w.asMetadata ? { apiVersion, kind: (await resolveResource(kube, apiVersion, w.resource.resource)).kind } : undefined;
+    await runWatchSource({
+      client: kube,
+      resource: w.resource,
+      namespace,
+      signal: AbortSignal.any([this.abort.signal, w.stop.signal]),
+      metadataOnly: type,
+      known: acked,
+      keep: (o) => kept(o, !w.asMetadata),
+      ...(this.opts.pageBytes ? { pageBytes: this.opts.pageBytes } : {}),
+      onSynced: () => {
+        if (!w.stop.signal.aborted) w.synced = true;
+      },
+      onError: (err) => this.log('warn', 'watch failed; retrying with backoff', { resource: w.id, error: String(err) }),
+      onEvent: (e) => this.onEvent(w, e),
+    });
+  }
+
+  /** One watch event: sent unless it changed only what no controller reads; a definition's also refreshes the watches. */
+  private async onEvent(w: Watched, e: SourceEvent): Promise<void> {
+    if (w.stop.signal.aborted) return;
+    if (w.asMetadata && e.type === 'modified' && !w.sendsStatus && statusOnly(e.oldObject, e.object)) {
+      this.counts.statusOnly += 1;
+      return;
     }
-    for (const resource of resources) {
-      const id = gvrString(resource);
-      if (this.watching.has(id)) continue;
-      const acked = this.acked.get(id) ?? new Map<string, KubeObject>();
-      this.acked.set(id, acked);
-      const stop = new AbortController();
-      this.stops.set(id, stop);
-      const signal = AbortSignal.any([this.abort.signal, stop.signal]);
-      const definitions = new Set((this.opts.definitions ?? []).map(gvrString));
-      const asMetadata = metadataOnly.get(id) ?? false;
-      this.asMetadata.set(id, asMetadata);
-      this.log('info', 'watching', { resource: id, ...(asMetadata ? { metadataOnly: true } : {}) });
-      const watch = async () => {
-        const namespace = this.opts.namespace && (await isNamespaced(this.opts.kube, resource)) ? this.opts.namespace : undefined;
-        const apiVersion = apiVersionOf(resource);
-        const type = asMetadata
-          ? { apiVersion, kind: (await resolveResource(this.opts.kube, apiVersion, resource.resource)).kind }
-          : undefined;
-        await runWatchSource({
-          client: this.opts.kube,
-          resource,
-          namespace,
-          signal,
-          metadataOnly: type,
-          known: acked,
-          keep: (o) => kept(o, !asMetadata),
-          ...(this.opts.pageBytes ? { pageBytes: this.opts.pageBytes } : {}),
-          onSynced: () => {
-            if (!stop.signal.aborted) this.syncedOnce.add(id);
-          },
-          onError: (err) => this.log('warn', 'watch failed; retrying with backoff', { resource: id, error: String(err) }),
-          onEvent: async (e) => {
-            if (stop.signal.aborted) return;
-            if (asMetadata && e.type === 'modified' && !this.statusChanges.has(id) && statusOnly(e.oldObject, e.object)) {
-              this.counts.statusOnly += 1;
-              return;
-            }
-            const reads = asMetadata || this.statusChanges.has(id) ? undefined : this.statusReads.get(id);
-            if (reads && e.type === 'modified' && unreadStatusChange(e.oldObject, e.object, reads)) {
-              this.counts.unreadStatus += 1;
-              return;
-            }
-            await this.enqueue(id, asMetadata ? routingOnly(e) : e);
-            if (definitions.has(id)) this.definitionChanged();
-          },
-        });
-      };
-      this.watching.set(id, watch());
+    const reads = w.asMetadata || w.sendsStatus ? undefined : w.statusReads;
+    if (reads && e.type === 'modified' && unreadStatusChange(e.oldObject, e.object, reads)) {
+      this.counts.unreadStatus += 1;
+      return;
     }
+    await this.enqueue(w.id, w.asMetadata ? routingOnly(e) : e);
+    if (w.isDefinition) this.definitionChanged();
   }
 
   /** A definition's event (after it is queued, so it goes ahead of its kind's first events): watch what it needs now. */
