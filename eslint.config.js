@@ -60,9 +60,10 @@ export default tseslint.config(
             },
             {
               // The adapters' modules, but for the pure ones kept beside them (resources, errors, the sync request,
-              // the webhook signatures, which receivers copy: node:crypto only).
+              // the webhook signatures, which receivers copy: node:crypto only; where a webhook is sent, which imports
+              // nothing).
               regex:
-                '/(kube/(?!(resource|errors)\\.ts$)[^/]+|state/[^/]+|lambda/(?!sync-request\\.ts$)[^/]+|hooks/(?!signature\\.ts$)[^/]+|events/index\\.ts|ownership/(claim-shell|resolver|index)\\.ts|clusters\\.ts)$',
+                '/(kube/(?!(resource|errors)\\.ts$)[^/]+|state/[^/]+|lambda/(?!sync-request\\.ts$)[^/]+|hooks/(?!(signature|target)\\.ts$)[^/]+|events/index\\.ts|ownership/(claim-shell|resolver|index)\\.ts|clusters\\.ts)$',
               allowTypeImports: true,
               message: 'An I/O adapter: the pure modules of shared/ may import its types only.',
             },

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // outrigger: the local runtime (`run`), a workload's history and rollback, the preflight (`doctor`), keys, roles,
-// an offline hook pass (`render`) and the cost model: the usage below lists them. Installed as `kubectl-outrigger`
-// too, so that `kubectl outrigger ...` works as a kubectl plugin.
+// an offline hook pass (`render`), a Metacontroller definition's grants (`migrate`) and the cost model: the usage
+// below lists them. Installed as `kubectl-outrigger` too, so that `kubectl outrigger ...` works as a kubectl plugin.
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { historyCommand, parseOutput, rollbackCommand } from '../cli/history.ts';
@@ -38,6 +38,8 @@ commands:
   render     outrigger render --controller FILE --parent FILE [--children FILE]... [--url URL | --response FILE]:
              one CompositeController or DecoratorController pass, offline, for hook authors: the hook called and
              the children and status it would write, printed as YAML
+  migrate    outrigger migrate -f FILE [--namespace NS] [--related APIVERSION/RESOURCE]...: what a Metacontroller
+             CompositeController or DecoratorController needs beside it (ServiceAccount, consent, RBAC), as YAML
   cost       outrigger cost [--clusters N] [--changes-per-day N] [--map-inputs N] [--crds N] [--region R]:
              what a fleet would cost a month in AWS, beside the same controllers run in each cluster
 
@@ -157,6 +159,12 @@ async function render(argv: string[]): Promise<void> {
   const { renderCommand, renderUsage } = await import('../cli/render.ts');
   if (helpWanted(argv, renderUsage)) return;
   process.stdout.write(await renderCommand(argv));
+}
+
+async function migrate(argv: string[]): Promise<void> {
+  const { migrateCommand, migrateUsage } = await import('../cli/migrate.ts');
+  if (helpWanted(argv, migrateUsage)) return;
+  process.stdout.write(await migrateCommand(argv));
 }
 
 async function cost(argv: string[]): Promise<void> {
@@ -314,6 +322,8 @@ async function main(): Promise<void> {
       return cost(rest);
     case 'render':
       return render(rest);
+    case 'migrate':
+      return migrate(rest);
     case undefined:
     case 'help':
     case '--help':
