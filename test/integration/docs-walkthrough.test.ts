@@ -17,7 +17,7 @@ import { uniqueName } from '../testbed/index.ts';
 const run = promisify(execFile);
 
 /** The pages whose blocks run, and the kubeconfig path they tell the reader to export (what `npm start` prints). */
-const PAGES = ['README.md', 'docs/getting-started/local.md', 'docs/reference/cli.md'];
+const PAGES = ['README.md', 'docs/getting-started/local.md', 'docs/reference/cli.md', 'docs/getting-started/examples.md'];
 const PRINTED_KUBECONFIG = '/tmp/outrigger-cluster-XXXX/admin.kubeconfig';
 
 let runtime: Runtime;
