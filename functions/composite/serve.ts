@@ -13,7 +13,8 @@ import type { SyncSink } from '../../shared/lambda/sync-sink.ts';
 import type { Log } from '../../shared/log.ts';
 import { COMPOSITE_GROUP, definitionFinalizer } from '../../shared/composite/api.ts';
 import { isBeingDeleted } from '../../shared/ownership/index.ts';
-import { MAP_RETRY_RECEIVES, nextWake, timerCause, timerOf, timerStep, wakeCause } from '../../shared/map/plan/index.ts';
+import { nextWake, timerCause, timerOf, timerStep, wakeCause } from '../../shared/map/plan/index.ts';
+import { retryOutcome, ruleOf } from '../../shared/metacontroller/problems.ts';
 import type { State } from '../../shared/state/index.ts';
 import type { ClusterCache } from '../cluster-cache.ts';
 import {
@@ -91,7 +92,7 @@ export async function serveCompositeRequest(request: SyncRequest, sentAt: number
       ...result,
       problems: result.problems.length,
     });
-    for (const p of result.problems.filter((q) => q.reason.startsWith('Hook')))
+    for (const p of result.problems.filter((q) => ruleOf(q.reason).warned))
       await recordEvent(
         ctx.kube,
         {
@@ -112,19 +113,21 @@ export async function serveCompositeRequest(request: SyncRequest, sentAt: number
   if (wake.wakeAt !== recorded?.wakeAt)
     await ctx.state.records.put(wakeKey(key), { wakeAt: wake.wakeAt }, 'any', { ttlSeconds: WAKE_TTL_SECONDS });
   if (wake.send && wake.wakeAt !== undefined) await sendTimer(ctx, key, wake.wakeAt);
-  // A problem is retried with backoff (a hook's Retry-After when it gave one), up to MAP_RETRY_RECEIVES receives:
-  // then the next change or resync tries again, and a tenant's broken hook never fills the dead-letter queue.
-  const problems = results.flatMap(({ result }) => result.problems).filter((p) => p.reason !== 'InvalidSelector');
-  if (!problems.length) return;
-  if ((ctx.receiveCount ?? 1) >= MAP_RETRY_RECEIVES) {
+  // A problem a retry may cure is retried with backoff (a hook's Retry-After when it gave one), by the rules every
+  // kind shares: then the next change or resync tries again, and a tenant's broken hook never fills the dead-letter queue.
+  const asked = results.flatMap(({ result }) => (result.retryAfterSeconds ? [result.retryAfterSeconds] : []));
+  const outcome = retryOutcome({
+    problems: results.flatMap(({ result }) => result.problems),
+    retryAfterSeconds: asked.length ? Math.max(...asked) : undefined,
+    receiveCount: ctx.receiveCount ?? 1,
+  });
+  if (outcome.kind === 'give-up')
     ctx.log('warn', 'composite pass still failing after its retries; the next change or resync tries again', {
       parent: key.name,
-      reason: problems[0]!.reason,
+      reason: outcome.reason,
     });
-    return;
-  }
-  const after = Math.max(0, ...results.map(({ result }) => result.retryAfterSeconds ?? 0));
-  throw new RetryLater(`composite pass of ${key.namespace ?? ''}/${key.name} had problems (${problems[0]!.reason})`, after || undefined);
+  if (outcome.kind === 'retry')
+    throw new RetryLater(`composite pass of ${key.namespace ?? ''}/${key.name} had problems (${outcome.reason})`, outcome.afterSeconds);
 }
 
 const resourceOf = (d: ResolvedDefinition, key: SyncRequest['key']) =>

@@ -1,7 +1,7 @@
 // MapController (docs/controllers/mapcontroller.md): a hook per input, outputs kept as answered, tombstones.
 import { metacontrollerOn } from '../../shared/clusters.ts';
 import type { Controller } from '../spec.ts';
-import { MAP_RETRY_RECEIVES } from '../../shared/map/plan/outcome.ts';
+import { RETRY_RECEIVES } from '../../shared/metacontroller/problems.ts';
 import { mapControllers, mapSource } from './controllers.ts';
 
 export const mapController: Controller = {
@@ -17,9 +17,9 @@ export const mapController: Controller = {
       entry: 'functions/map/handler.ts',
       sync: { target: 'map' },
       sends: ['map'],
-      // It consumes a failing parent's request itself after MAP_RETRY_RECEIVES receives: its queue must not
+      // It consumes a failing parent's request itself after RETRY_RECEIVES receives: its queue must not
       // dead-letter it first.
-      receives: MAP_RETRY_RECEIVES + 1,
+      receives: RETRY_RECEIVES + 1,
       // When each parent's last clean pass started, and the answers it kept.
       table: ['dynamodb:GetItem', 'dynamodb:PutItem'],
       clusterAccess: 'controllers',

@@ -26,6 +26,7 @@ import {
   type PassOutcome,
   type PassRecord,
 } from '../../shared/map/plan/index.ts';
+import { ruleOf } from '../../shared/metacontroller/problems.ts';
 import type { State } from '../../shared/state/index.ts';
 import { recordEvent } from '../../shared/events/index.ts';
 import { apiVersionOf, isKubeError, type KubeObject } from '../../shared/kube/index.ts';
@@ -273,7 +274,7 @@ async function runPass(
   return { answers, result, incremental, touched, continuation, receiveCount };
 }
 
-/** One Warning per hook failure reason per pass, as Outrigger (whose role may create events), not one per input. */
+/** One Warning per warned reason (ruleOf) per pass, as Outrigger (whose role may create events), not one per input. */
 async function warnHookProblems(
   ctx: MapServeContext,
   mc: ResolvedMapController,
@@ -281,7 +282,7 @@ async function warnHookProblems(
   problems: Problem[],
 ): Promise<void> {
   const hookProblems = new Map<string, { count: number; first: string }>();
-  for (const p of problems.filter((q) => q.reason.startsWith('Hook'))) {
+  for (const p of problems.filter((q) => ruleOf(q.reason).warned)) {
     const seen = hookProblems.get(p.reason);
     hookProblems.set(p.reason, { count: (seen?.count ?? 0) + 1, first: seen?.first ?? `${p.what}: ${p.message}` });
   }

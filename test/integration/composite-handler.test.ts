@@ -1,6 +1,6 @@
 // The composite requests' handler (functions/composite/serve.ts, run by the map function) on the real apiserver and DynamoDB Local, its
 // queue a recording sink: a definition's change queues every parent, a hook's resyncAfterSeconds becomes a timer in
-// a group of its own that fires once due, a hook failure is a Warning Event and a retry.
+// a group of its own that fires once due, a hook failure is a Warning Event and a retry unless a retry cannot cure it.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { clusterCache } from '../../functions/cluster-cache.ts';
@@ -168,4 +168,18 @@ test('a hook failure is a Warning Event on the parent and a retry', async () => 
   await expect(serveCompositeRequest(makeSyncRequest(keyOf(parent), ['event']), Date.now(), ctx())).rejects.toBeInstanceOf(RetryLater);
   const events = await adminClient().listAll(gvr('events.k8s.io', 'v1', 'events'), { namespace: ns });
   expect(events.map((e) => (e as unknown as { reason: string }).reason)).toContain('HookHTTPError');
+});
+
+test('a HookRefused answer (a redirect) is a Warning Event and no retry: only a change of the hook can cure it', async () => {
+  const ns = await createNamespace('gizmo');
+  const parent = await adminClient().create(gizmos, {
+    apiVersion: `${GROUP}/v1`,
+    kind: 'Gizmo',
+    metadata: { name: 'refused', namespace: ns },
+    spec: {},
+  } as KubeObject);
+  answer = { status: 307, body: {} };
+  await serveCompositeRequest(makeSyncRequest(keyOf(parent), ['event']), Date.now(), ctx());
+  const events = await adminClient().listAll(gvr('events.k8s.io', 'v1', 'events'), { namespace: ns });
+  expect(events.map((e) => (e as unknown as { reason: string }).reason)).toContain('HookRefused');
 });

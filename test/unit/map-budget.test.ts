@@ -13,12 +13,12 @@ import {
   callFits,
   continuationCause,
   continuationOf,
-  MAP_RETRY_RECEIVES,
   PASS_RESERVE_MS,
   passBudgetMs,
   passOutcome,
   type Continuation,
 } from '../../shared/map/plan/index.ts';
+import { RETRY_RECEIVES } from '../../shared/metacontroller/problems.ts';
 
 describe('the time budget of a pass', () => {
   test('property: records of a batch that each use their budget and the reserve never outrun the invocation, and each gets at least an equal share', () => {
@@ -95,14 +95,14 @@ describe('follow-ups and retries', () => {
     ],
     [
       'still failing after its retries: given up (consumed)',
-      { deferred: [], problems: [p('HookTimeout')], receiveCount: MAP_RETRY_RECEIVES },
+      { deferred: [], problems: [p('HookTimeout')], receiveCount: RETRY_RECEIVES },
       { kind: 'give-up', reason: 'HookTimeout' },
     ],
   ])('%s', (_name, pass, outcome) => {
     expect(passOutcome({ retryAfterSeconds: undefined, earlier: undefined, receiveCount: 1, ...pass })).toEqual(outcome);
   });
   test("a failing parent gives up before the queue's maxReceiveCount, so it never reaches the dead-letter queue", () => {
-    expect(MAP_RETRY_RECEIVES).toBeLessThan(MAX_RECEIVE_COUNT);
+    expect(RETRY_RECEIVES).toBeLessThan(MAX_RECEIVE_COUNT);
   });
   test('an asked delay is at least 1 s and at most the backoff cap', () => {
     expect([askedDelay(undefined), askedDelay(0), askedDelay(2.2), askedDelay(3), askedDelay(86_400), askedDelay(Number.NaN)]).toEqual([
