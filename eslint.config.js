@@ -15,6 +15,10 @@ const SHARED_ADAPTERS = [
   'shared/clusters.ts',
 ];
 
+// The controllers' folders under functions/ (docs/contributing/layout.md): none imports another's; what two share
+// lives in a shared layer (functions/metacontroller/ for the Metacontroller-style kinds, shared/ for the pure core).
+const CONTROLLER_FOLDERS = ['map', 'composite', 'history', 'storage'];
+
 export default tseslint.config(
   { ignores: ['node_modules/', 'cdk.out/', '.cache/', 'test/cluster/', '.outrigger/'] },
   ...tseslint.configs.recommended,
@@ -72,4 +76,21 @@ export default tseslint.config(
       ],
     },
   },
+  ...CONTROLLER_FOLDERS.map((folder) => ({
+    files: [`functions/${folder}/**/*.ts`],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              regex: `^\\.\\./(${CONTROLLER_FOLDERS.filter((f) => f !== folder).join('|')})/`,
+              message:
+                "A controller's folder imports no other controller's: move what both use to a shared layer (functions/metacontroller/, shared/).",
+            },
+          ],
+        },
+      ],
+    },
+  })),
 );

@@ -6,7 +6,7 @@ import type { KubeApi } from '../shared/kube/index.ts';
 import { mapControllers } from '../functions/map/controllers.ts';
 
 // bin/outrigger.ts reads the secret as the map function does.
-export { signingSecret } from '../functions/map/environment.ts';
+export { signingSecret } from '../functions/metacontroller/environment.ts';
 
 export const hookKeyUsage = `usage: outrigger hook-key <MapController> [--cluster ID] [--secret-arn ARN | --secret-file FILE] [--uid UID] [--kubeconfig PATH] [--context NAME]
 

@@ -4,7 +4,7 @@
 // and the router ask it the same question with what each has.
 import type { ClusterConfig } from '../shared/clusters.ts';
 import { gvrString, isKubeError, type GVR, type KubeApi, type KubeClient, type KubeObject } from '../shared/kube/index.ts';
-import { setCondition, type Condition } from '../shared/map/plan/index.ts';
+import { setCondition, type Condition } from '../shared/metacontroller/conditions.ts';
 import type { ControllerKind } from '../shared/ownership/index.ts';
 
 export interface ControllerSource {

@@ -34,7 +34,7 @@ export const CLUSTERS_FILE_IN_LAYER = 'outrigger/clusters.json';
 
 /**
  * Every variable the functions' code reads (shared/lambda/environment.ts, shared/lambda/dead-letter.ts,
- * shared/lambda/logger.ts, functions/map/environment.ts, and the AWS SDK's Secrets Manager endpoint that
+ * shared/lambda/logger.ts, functions/metacontroller/environment.ts, and the AWS SDK's Secrets Manager endpoint that
  * shared/kube/secret-token.ts's client reads), declared in every function, empty where the deployment does not use
  * it (an empty value is unset to every reader, the SDK included): `sam local invoke --env-vars` overrides only
  * variables the template declares (docs/contributing/invoking-locally.md#with-docker-sam).

@@ -81,7 +81,7 @@ export function addMapHooks(
       bindings.push({ functionName, callers: [EXAMPLE_CALLER] });
     }
   }
-  // Always set, so that a function bound to nobody is invoked for nobody (functions/map/environment.ts).
+  // Always set, so that a function bound to nobody is invoked for nobody (functions/metacontroller/environment.ts).
   map.addEnvironment('OUTRIGGER_HOOK_BINDINGS', stack.toJsonString(bindings));
   if (arns.length) {
     map.addToRolePolicy(new iam.PolicyStatement({ actions: ['lambda:InvokeFunction'], resources: arns }));

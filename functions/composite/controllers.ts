@@ -33,7 +33,7 @@ import type { ClusterConfig } from '../../shared/clusters.ts';
 import type { CallOptions } from '../../shared/hooks/index.ts';
 import { firstHolderFirst } from '../../shared/identity.ts';
 import { clusterCache, type ClusterCache } from '../cluster-cache.ts';
-import { MAP_TARGET } from '../map/controllers.ts';
+import { METACONTROLLER_TARGET } from '../metacontroller/target.ts';
 import { listServedDefinitions, specChanged, writeDefinitionReady, type ControllerSource } from '../controller-source.ts';
 import { actingAs as actingAsAccount, IdentityProblem, refusedNeeds, resourceName } from '../identity.ts';
 
@@ -43,7 +43,7 @@ export const decoratorControllers = gvr(COMPOSITE_GROUP, COMPOSITE_VERSION, 'dec
  * Its parents' requests go to the map function's queue, served there beside MapController parents (a sync target
  * of its own would add a queue, a dead-letter queue and an access entry per cluster: docs/controllers/compositecontroller.md#what-is-left).
  */
-export const COMPOSITE_TARGET = MAP_TARGET;
+export const COMPOSITE_TARGET = METACONTROLLER_TARGET;
 
 interface Resolved {
   serviceAccount: { namespace: string; name: string };

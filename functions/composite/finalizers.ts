@@ -3,38 +3,9 @@
 // serves. Its deletion takes its finalizer off every parent, as its ServiceAccount (the account that put it there),
 // parents in terminating namespaces included, before Outrigger's goes and the definition with it.
 import { definitionFinalizer, compositeFinalizer } from '../../shared/composite/api.ts';
-import { isKubeError, type GVR, type KubeApi, type KubeObject } from '../../shared/kube/index.ts';
-import { finalizersWith } from '../../shared/map/plan/index.ts';
+import type { GVR, KubeApi } from '../../shared/kube/index.ts';
+import { writeFinalizer } from '../metacontroller/finalizers.ts';
 import { compositeControllers, decoratorControllers, type ResolvedDefinition } from './controllers.ts';
-
-/**
- * Adds or removes a finalizer: a merge patch of the whole list, conditional on the resourceVersion read (another's
- * finalizer added meanwhile is kept), read again on a conflict. An object gone, or replaced under its name, has
- * nothing to add or remove any more.
- */
-export async function writeFinalizer(kube: KubeApi, resource: GVR, object: KubeObject, name: string, want: boolean): Promise<KubeObject> {
-  const ref = { name: object.metadata.name ?? '', namespace: object.metadata.namespace };
-  let current = object;
-  for (let attempt = 0; ; attempt += 1) {
-    const finalizers = finalizersWith(current.metadata.finalizers, name, want);
-    if (!finalizers) return current;
-    try {
-      const written = await kube.patch(
-        resource,
-        ref,
-        { metadata: { resourceVersion: current.metadata.resourceVersion, finalizers: finalizers.length ? finalizers : null } },
-        'merge',
-      );
-      return { ...written, apiVersion: object.apiVersion, kind: object.kind };
-    } catch (err) {
-      if (isKubeError(err, 'NotFound')) return current;
-      if (!isKubeError(err, 'Conflict') || attempt >= 4) throw err;
-      const fresh = await kube.find(resource, ref);
-      if (!fresh || fresh.metadata.uid !== object.metadata.uid) return current;
-      current = { ...fresh, apiVersion: object.apiVersion, kind: object.kind };
-    }
-  }
-}
 
 /** The definition's own resource (its finalizer is written as Outrigger: the definition is Outrigger's object). */
 export const definitionResource = (d: Pick<ResolvedDefinition, 'kind'>): GVR =>

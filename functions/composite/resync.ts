@@ -7,7 +7,7 @@ import type { KubeClient } from '../../shared/kube/index.ts';
 import { makeSyncRequest } from '../../shared/lambda/sync-request.ts';
 import type { SyncSink } from '../../shared/lambda/sync-sink.ts';
 import { RESYNC_CAUSE } from '../../shared/map/api.ts';
-import { resyncDue } from '../../shared/map/plan/index.ts';
+import { resyncDue } from '../../shared/metacontroller/timers.ts';
 import { isBeingDeleted } from '../../shared/ownership/index.ts';
 import { actingAs, COMPOSITE_TARGET, compositeCache, compositeControllers, listCompositeSet, writeReadiness } from './controllers.ts';
 

@@ -17,7 +17,7 @@ import {
 } from '../../shared/composite/rollout.ts';
 import { labelSelectorString, parentLabels } from '../../shared/history/data.ts';
 import { maxRevision, type ControllerRevision } from '../../shared/history/revisions.ts';
-import { setCondition, type Condition } from '../../shared/map/plan/index.ts';
+import { setCondition, type Condition } from '../../shared/metacontroller/conditions.ts';
 import { createRevision } from '../../shared/history/create-revision.ts';
 import type { ResolvedComposite } from './controllers.ts';
 

@@ -1,22 +1,23 @@
-// Serves the sync requests of CompositeController and DecoratorController parents, in the map function, on the
-// map queue (docs/controllers/compositecontroller.md#how-a-parent-is-synced). A definition's own change re-reads the
+// Serves the sync requests of CompositeController and DecoratorController parents, in the Metacontroller-style
+// controllers' function (functions/metacontroller/handler.ts), on their one queue (docs/controllers/compositecontroller.md#how-a-parent-is-synced). A definition's own change re-reads the
 // definitions, writes their Ready condition and queues every parent it serves; a parent's request runs a pass of
 // each definition that serves its kind, as that definition's ServiceAccount; a hook's resyncAfterSeconds becomes a
 // timer message, as a MapController's (docs/design/map-pass.md#timers). A definition being deleted runs no pass: its
 // finalizer is taken off its parents, then Outrigger's off it (functions/composite/finalizers.ts).
-import { recordEvent } from '../../shared/events/index.ts';
 import type { HookCaller } from '../../shared/hooks/index.ts';
 import { apiVersionOf, type GVR, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
-import { NotYet, RetryLater } from '../../shared/lambda/retry.ts';
-import { makeSyncRequest, syncGroupId, type SyncRequest } from '../../shared/lambda/sync-request.ts';
+import { RetryLater } from '../../shared/lambda/retry.ts';
+import { makeSyncRequest, type SyncRequest } from '../../shared/lambda/sync-request.ts';
 import type { SyncSink } from '../../shared/lambda/sync-sink.ts';
 import type { Log } from '../../shared/log.ts';
 import { COMPOSITE_GROUP, definitionFinalizer } from '../../shared/composite/api.ts';
 import { isBeingDeleted } from '../../shared/ownership/index.ts';
-import { nextWake, timerCause, timerOf, timerStep, wakeCause } from '../../shared/map/plan/index.ts';
-import { retryOutcome, ruleOf } from '../../shared/metacontroller/problems.ts';
+import { nextWake, timerOf } from '../../shared/metacontroller/timers.ts';
+import { retryOutcome } from '../../shared/metacontroller/problems.ts';
 import type { State } from '../../shared/state/index.ts';
 import type { ClusterCache } from '../cluster-cache.ts';
+import { warnProblems } from '../metacontroller/events.ts';
+import { sendTimer, serveTimer } from '../metacontroller/timers.ts';
 import {
   actingAs,
   COMPOSITE_TARGET,
@@ -28,9 +29,11 @@ import {
   type CompositeSet,
   type ResolvedDefinition,
 } from './controllers.ts';
-import { holdDefinition, releaseParents, writeFinalizer } from './finalizers.ts';
+import { writeFinalizer } from '../metacontroller/finalizers.ts';
+import { holdDefinition, releaseParents } from './finalizers.ts';
 import { recordRelatedKinds } from './related.ts';
-import { syncDefinition, type PassResult } from './sync.ts';
+import type { PassResult } from './pass.ts';
+import { syncDefinition } from './sync.ts';
 
 /** Events' reportingController. */
 const REPORTER = 'outrigger.dev/composite';
@@ -70,7 +73,7 @@ export async function serveCompositeRequest(request: SyncRequest, sentAt: number
   if (!definitions.length) return;
   const recorded = (await ctx.state.records.get<WakeRecord>(wakeKey(key)))?.value;
   const timer = timerOf(causes);
-  if (timer !== undefined) return serveTimer(key, timer, sentAt, ctx, recorded);
+  if (timer !== undefined) return serveTimer(ctx, 'composite', { key, dueAt: timer, sentAt }, recorded);
   const results: Array<{ d: ResolvedDefinition; result: PassResult }> = [];
   const sharedWithMap = (await ctx.sharedWithMap?.(key)) ?? false;
   for (const d of definitions) {
@@ -92,18 +95,12 @@ export async function serveCompositeRequest(request: SyncRequest, sentAt: number
       ...result,
       problems: result.problems.length,
     });
-    for (const p of result.problems.filter((q) => ruleOf(q.reason).warned))
-      await recordEvent(
-        ctx.kube,
-        {
-          apiVersion: apiVersionOf(resourceOf(d, key)),
-          kind: key.kind,
-          metadata: { name: key.name, namespace: key.namespace, uid: key.uid },
-        },
-        { type: 'Warning', reason: p.reason, action: 'Sync', note: p.message },
-        { controller: REPORTER, instance: d.name },
-        ctx.log,
-      );
+    const regarding = {
+      apiVersion: apiVersionOf(resourceOf(d, key)),
+      kind: key.kind,
+      metadata: { name: key.name, namespace: key.namespace, uid: key.uid },
+    };
+    await warnProblems(ctx, regarding, result.problems, { controller: REPORTER, instance: d.name }, (_count, first) => first.message);
   }
   // The earliest wish of this request's passes, as a timer in a group of its own.
   const wishes = results.flatMap(({ result }) =>
@@ -112,7 +109,7 @@ export async function serveCompositeRequest(request: SyncRequest, sentAt: number
   const wake = nextWake(recorded?.wakeAt, wishes.length ? Math.min(...wishes) : undefined, Date.now());
   if (wake.wakeAt !== recorded?.wakeAt)
     await ctx.state.records.put(wakeKey(key), { wakeAt: wake.wakeAt }, 'any', { ttlSeconds: WAKE_TTL_SECONDS });
-  if (wake.send && wake.wakeAt !== undefined) await sendTimer(ctx, key, wake.wakeAt);
+  if (wake.send && wake.wakeAt !== undefined) await sendTimer(ctx.syncSink, key, wake.wakeAt);
   // A problem a retry may cure is retried with backoff (a hook's Retry-After when it gave one), by the rules every
   // kind shares: then the next change or resync tries again, and a tenant's broken hook never fills the dead-letter queue.
   const asked = results.flatMap(({ result }) => (result.retryAfterSeconds ? [result.retryAfterSeconds] : []));
@@ -191,26 +188,4 @@ async function releaseDefinition(
   const released = await releaseParents(actingAs(ctx.kube, d), d);
   await writeFinalizer(ctx.kube, resource, object, finalizer, false);
   ctx.log('info', `${kind} deleted; its parents released`, { controller, released });
-}
-
-async function sendTimer(ctx: Pick<CompositeServeContext, 'syncSink'>, key: SyncRequest['key'], dueAt: number): Promise<void> {
-  await ctx.syncSink.send(
-    COMPOSITE_TARGET,
-    [makeSyncRequest(key, [timerCause(dueAt, String(Date.now()))])],
-    (r) => `${syncGroupId(r.key)}/timer`,
-  );
-}
-
-async function serveTimer(
-  key: SyncRequest['key'],
-  dueAt: number,
-  sentAt: number,
-  ctx: CompositeServeContext,
-  record: WakeRecord | undefined,
-): Promise<void> {
-  const step = timerStep({ now: Date.now(), sentAt, dueAt, recorded: record?.wakeAt, hasRecord: record !== undefined });
-  if (step.kind === 'hold')
-    throw new NotYet(`composite wake-up timer of ${key.name} due at ${new Date(dueAt).toISOString()}`, step.seconds);
-  if (step.kind === 'renew') return sendTimer(ctx, key, dueAt);
-  if (step.kind === 'fire') await ctx.syncSink.send(COMPOSITE_TARGET, [makeSyncRequest(key, [wakeCause(dueAt, String(Date.now()))])]);
 }

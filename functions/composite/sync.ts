@@ -5,11 +5,9 @@
 // the answer: children created, updated by their update method, deleted when no longer answered (Background,
 // uid and resourceVersion preconditions); a decorator's labels and annotations; the status replaced. A failed hook
 // call changes nothing but the parent's Synced condition.
-import { HookError, type HookCaller } from '../../shared/hooks/index.ts';
-import { apiVersionOf, isKubeError, KubeError, type KubeApi, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
-import type { Log } from '../../shared/log.ts';
+import { HookError } from '../../shared/hooks/index.ts';
+import { apiVersionOf, isKubeError, KubeError, type KubeObject, type ResolvedResource } from '../../shared/kube/index.ts';
 import {
-  AnswerError,
   compositeFinalizer,
   hookVersion,
   parseCompositeAnswer,
@@ -37,81 +35,14 @@ import {
 } from '../../shared/composite/plan.ts';
 import { hookRequest } from '../../shared/composite/request.ts';
 import { identityOf } from '../../shared/map/plan/outputs.ts';
-import { finalizersWith, setCondition, type Condition } from '../../shared/map/plan/index.ts';
-import { claim, isBeingDeleted, SelectorError, type ClaimMark, type SyncKey } from '../../shared/ownership/index.ts';
+import { setCondition, type Condition } from '../../shared/metacontroller/conditions.ts';
+import { claim, isBeingDeleted, SelectorError, type SyncKey } from '../../shared/ownership/index.ts';
 import { anyRolling } from '../../shared/composite/rollout.ts';
 import { callerOf, type ResolvedComposite, type ResolvedDecorator, type ResolvedDefinition } from './controllers.ts';
-import { RelatedError, type RelatedKind } from '../../shared/composite/related.ts';
-import { writeFinalizer } from './finalizers.ts';
-import { readRelated, type RelatedContext } from './related.ts';
+import { writeFinalizer } from '../metacontroller/finalizers.ts';
+import { emptyResult, ParentChanged, problemOf, type Pass, type PassContext, type PassResult, type Problem } from './pass.ts';
+import { readRelated } from './related.ts';
 import { rollingAnswer } from './rollout.ts';
-
-export interface PassContext {
-  /** The definition's ServiceAccount's client (actingAs). */
-  kube: KubeApi;
-  hooks: HookCaller;
-  log?: Log | undefined;
-  /** When the pass must be over (ms since the epoch): each hook call is clamped to it. */
-  deadline?: number | undefined;
-  /** The state's records: customize answers are kept there between passes (functions/composite/related.ts). */
-  records?: RelatedContext['records'];
-  /** A MapController serves the parent kind too: its status fields are kept (withMapStatus). */
-  sharedWithMap?: boolean | undefined;
-}
-
-export interface Problem {
-  reason: string;
-  /** What the parent's condition says: never text of the hook's answer. */
-  message: string;
-  /** For the log only. */
-  detail?: string | undefined;
-}
-
-export interface PassResult {
-  skipped?: string;
-  hookCalls: number;
-  adopted: number;
-  /** Adopted by this pass and not answered as they are: kept for a later pass to delete or recreate. */
-  held: number;
-  released: number;
-  created: number;
-  updated: number;
-  recreated: number;
-  deleted: number;
-  unchanged: number;
-  statusWritten: boolean;
-  problems: Problem[];
-  /** The hook's resyncAfterSeconds, if it asked. */
-  resyncAfterSeconds?: number | undefined;
-  /** For a parent being deleted with our finalizer: whether the finalize hook finished and the finalizer went. */
-  finalized?: boolean | undefined;
-  /** The longest wait a hook asked for (Retry-After). */
-  retryAfterSeconds?: number | undefined;
-  /** The kinds the customize answer's rules read (for the definition's status.relatedResources). */
-  relatedKinds?: RelatedKind[] | undefined;
-  /**
-   * The parent changed while the pass ran, so its labels, annotations and status were not written: that change has
-   * an event of its own, whose pass reads it and writes them.
-   */
-  superseded?: boolean;
-}
-
-/** A write to the parent conditional on the resourceVersion the pass read, refused: the parent changed since. */
-class ParentChanged extends Error {}
-
-const emptyResult = (): PassResult => ({
-  hookCalls: 0,
-  adopted: 0,
-  held: 0,
-  released: 0,
-  created: 0,
-  updated: 0,
-  recreated: 0,
-  deleted: 0,
-  unchanged: 0,
-  statusWritten: false,
-  problems: [],
-});
 
 /** Syncs one parent of a CompositeController, or one object of a DecoratorController. */
 export async function syncDefinition(ctx: PassContext, d: ResolvedDefinition, key: SyncKey): Promise<PassResult> {
@@ -205,17 +136,6 @@ async function release(
 ): Promise<Pick<PassResult, 'finalized'>> {
   await writeFinalizer(ctx.kube, resource, parent, finalizer, false);
   return { finalized: true };
-}
-
-interface Pass {
-  ctx: PassContext;
-  d: ResolvedDefinition;
-  /** The parent's resource (a decorator's: the rule this object is of). */
-  resource: ResolvedResource & { status?: boolean };
-  result: PassResult;
-  finalizer: string;
-  /** What a CompositeController writes on its children and requires of an orphan it adopts (childMark); a decorator's on its attachments. */
-  mark: ClaimMark;
 }
 
 /** A CompositeController's parentResource.labelSelector, or a DecoratorController's rule's selectors. */
@@ -424,30 +344,6 @@ async function failedCondition(pass: Pass, parent: KubeObject, problem: Problem)
   }
 }
 
-/** Adds or removes the controller's finalizer (a merge patch conditional on the resourceVersion read). */
-async function setFinalizer(pass: Pass, parent: KubeObject, want: boolean): Promise<KubeObject> {
-  const finalizers = finalizersWith(parent.metadata.finalizers, pass.finalizer, want);
-  if (!finalizers) return parent;
-  const written = await pass.ctx.kube.patch(
-    pass.resource,
-    { name: parent.metadata.name ?? '', namespace: pass.resource.namespaced ? parent.metadata.namespace : undefined },
-    { metadata: { resourceVersion: parent.metadata.resourceVersion, finalizers: finalizers.length ? finalizers : null } },
-    'merge',
-  );
-  return { ...written, apiVersion: parent.apiVersion, kind: parent.kind };
-}
-
-function problemOf(err: unknown): Problem {
-  if (err instanceof HookError) return { reason: `Hook${err.reason}`, message: err.message, detail: err.detail };
-  if (err instanceof AnswerError) return { reason: 'HookMalformedAnswer', message: err.message };
-  if (err instanceof ChildError) return { reason: 'InvalidChild', message: err.message };
-  if (err instanceof RelatedError) return { reason: err.reason, message: err.message };
-  // The apiserver's message may quote the answer: it goes to the log, the condition gets its kind.
-  if (err instanceof KubeError)
-    return {
-      reason: err.kind === 'Forbidden' ? 'Forbidden' : 'WriteFailed',
-      message: err.kind === 'Forbidden' && !err.status ? err.message : `the apiserver refused a write: HTTP ${err.status} ${err.kind}`,
-      detail: err.message,
-    };
-  throw err;
-}
+/** Adds or removes the controller's finalizer on the parent, as its ServiceAccount. */
+const setFinalizer = (pass: Pass, parent: KubeObject, want: boolean) =>
+  writeFinalizer(pass.ctx.kube, pass.resource, parent, pass.finalizer, want);

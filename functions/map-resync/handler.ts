@@ -7,7 +7,7 @@ import { functionLogger } from '../../shared/lambda/logger.ts';
 import { clusterBudget, eachCluster, throwIfAnyFailed } from '../../shared/lambda/per-cluster.ts';
 import { makeSyncRequest } from '../../shared/lambda/sync-request.ts';
 import { RESYNC_CAUSE } from '../../shared/map/api.ts';
-import { resyncDue } from '../../shared/map/plan/index.ts';
+import { resyncDue } from '../../shared/metacontroller/timers.ts';
 import { queueCompositeResyncs } from '../composite/resync.ts';
 import { actingAs, listMapControllers, MAP_TARGET, mapControllerCache, writeReadiness } from '../map/controllers.ts';
 

@@ -14,7 +14,7 @@ export const mapController: Controller = {
     {
       name: 'map',
       description: 'MapController: for every matching input, calls the map hook and reconciles its outputs; tombstones; status',
-      entry: 'functions/map/handler.ts',
+      entry: 'functions/metacontroller/handler.ts',
       sync: { target: 'map' },
       sends: ['map'],
       // It consumes a failing parent's request itself after RETRY_RECEIVES receives: its queue must not

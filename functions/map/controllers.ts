@@ -24,11 +24,12 @@ import type { ControllerKind, LabelSelector } from '../../shared/ownership/index
 import { clusterCache, type ClusterCache } from '../cluster-cache.ts';
 import { actingAs as actingAsAccount, IdentityProblem, refusedNeeds, resourceName } from '../identity.ts';
 import { firstHolderFirst } from '../../shared/identity.ts';
+import { METACONTROLLER_TARGET } from '../metacontroller/target.ts';
 import type { ClusterConfig } from '../../shared/clusters.ts';
 import { listServedDefinitions, specChanged, writeDefinitionReady, type ControllerSource } from '../controller-source.ts';
 
 export const mapControllers = gvr(MAP_GROUP, MAP_VERSION, 'mapcontrollers');
-export const MAP_TARGET = 'map';
+export const MAP_TARGET = METACONTROLLER_TARGET;
 
 export interface ResolvedMapController extends MapController {
   /** The ServiceAccount it acts as; a controller without one is not resolved. */

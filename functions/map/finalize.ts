@@ -1,7 +1,7 @@
 // The controller's finalizer on a parent: added while it has a finalize hook, removed once that hook is done.
 import { isKubeError, KubeError, type KubeObject } from '../../shared/kube/index.ts';
+import { writeFinalizer } from '../metacontroller/finalizers.ts';
 import { finalizerName } from '../../shared/map/api.ts';
-import { finalizersWith } from '../../shared/map/plan/index.ts';
 import type { ResolvedMapController } from './controllers.ts';
 import { problemOf, type MapContext, type Problem } from './pass.ts';
 
@@ -16,40 +16,15 @@ export class FinalizerError extends Error {
 }
 
 /**
- * Adds or removes the controller's finalizer on the parent (a merge patch conditional on the resourceVersion read,
- * re-read on a conflict). Throws FinalizerError when the apiserver refuses it.
+ * Adds or removes the controller's finalizer on the parent (writeFinalizer). Throws FinalizerError when the
+ * apiserver refuses it.
  */
 export async function setFinalizer(ctx: MapContext, mc: ResolvedMapController, parent: KubeObject, want: boolean): Promise<KubeObject> {
   try {
-    return await writeFinalizer(ctx, mc, parent, want);
+    return await writeFinalizer(ctx.kube, mc.parent, parent, finalizerName(mc.name), want);
   } catch (err) {
     if (err instanceof KubeError) throw new FinalizerError(finalizerProblem(err, mc));
     throw err;
-  }
-}
-
-async function writeFinalizer(ctx: MapContext, mc: ResolvedMapController, parent: KubeObject, want: boolean): Promise<KubeObject> {
-  const name = finalizerName(mc.name);
-  const ns = mc.parent.namespaced ? parent.metadata.namespace : undefined;
-  let current = parent;
-  for (let attempt = 0; ; attempt += 1) {
-    const finalizers = finalizersWith(current.metadata.finalizers, name, want);
-    if (!finalizers) return current;
-    try {
-      const written = await ctx.kube.patch(
-        mc.parent,
-        { name: current.metadata.name ?? '', namespace: ns },
-        { metadata: { resourceVersion: current.metadata.resourceVersion, finalizers: finalizers.length ? finalizers : null } },
-        'merge',
-      );
-      return { ...written, apiVersion: parent.apiVersion, kind: parent.kind };
-    } catch (err) {
-      if (!isKubeError(err, 'Conflict') || attempt >= 4) throw err;
-      const fresh = await ctx.kube.find(mc.parent, { name: current.metadata.name ?? '', namespace: ns });
-      // Gone, or another object of that name: nothing to add or remove any more.
-      if (!fresh || fresh.metadata.uid !== parent.metadata.uid) return current;
-      current = { ...fresh, apiVersion: parent.apiVersion, kind: parent.kind };
-    }
   }
 }
 

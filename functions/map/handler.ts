@@ -1,53 +1,43 @@
 import type { ClusterCache } from '../cluster-cache.ts';
-import { HookError, type HookCaller } from '../../shared/hooks/index.ts';
-import { failureReason, type MetricsRecorder } from '../../shared/lambda/metrics.ts';
+import type { HookCaller } from '../../shared/hooks/index.ts';
 import type { KubeClient } from '../../shared/kube/index.ts';
 import type { Log } from '../../shared/log.ts';
-import { NotYet, RetryLater } from '../../shared/lambda/retry.ts';
-import { syncFunction, type SyncTools } from '../../shared/lambda/sync-function.ts';
-import { makeSyncRequest, parseSyncCause, syncGroupId, type SyncRequest } from '../../shared/lambda/sync-request.ts';
+import { RetryLater } from '../../shared/lambda/retry.ts';
+import type { SyncTools } from '../../shared/lambda/sync-function.ts';
+import { makeSyncRequest, parseSyncCause, type SyncRequest } from '../../shared/lambda/sync-request.ts';
 import type { SyncSink } from '../../shared/lambda/sync-sink.ts';
 import { CONTROLLER_FINALIZER, controllerCause, definitionOf, finalizerName, MAP_GROUP, RESYNC_CAUSE } from '../../shared/map/api.ts';
 import {
   CONTINUE_CAUSE,
   continuationCause,
   continuationOf,
-  finalizersWith,
-  nextWake,
   passBudgetMs,
   passDecision,
   passOutcome,
-  timerCause,
-  timerOf,
-  timerStep,
-  WAKE_CAUSE,
-  wakeCause,
   type Continuation,
   type PassOutcome,
   type PassRecord,
 } from '../../shared/map/plan/index.ts';
-import { ruleOf } from '../../shared/metacontroller/problems.ts';
+import { nextWake, timerOf, WAKE_CAUSE } from '../../shared/metacontroller/timers.ts';
 import type { State } from '../../shared/state/index.ts';
-import { recordEvent } from '../../shared/events/index.ts';
-import { apiVersionOf, isKubeError, type KubeObject } from '../../shared/kube/index.ts';
+import { apiVersionOf, type KubeObject } from '../../shared/kube/index.ts';
 import { isBeingDeleted } from '../../shared/ownership/index.ts';
+import { warnProblems } from '../metacontroller/events.ts';
+import { writeFinalizer } from '../metacontroller/finalizers.ts';
+import { sendTimer, serveTimer } from '../metacontroller/timers.ts';
 import {
   actingAs,
   listMapControllers,
   MAP_TARGET,
-  mapControllerCache,
   mapControllerFor,
   mapControllers,
   writeReadiness,
   type MapControllerSet,
   type ResolvedMapController,
 } from './controllers.ts';
-import type { MapSyncResult, Problem } from './pass.ts';
-import { hookCaller } from './environment.ts';
+import type { MapSyncResult } from './pass.ts';
 import { setFinalizer } from './finalize.ts';
 import { syncMap } from './sync.ts';
-import { compositeCache } from '../composite/controllers.ts';
-import { serveCompositeRequest } from '../composite/serve.ts';
 
 /** Events' reportingController. */
 const MAP_CONTROLLER = 'outrigger.dev/map';
@@ -85,7 +75,8 @@ export async function serveMapRequest(request: SyncRequest, sentAt: number, ctx:
   if (key.kind === 'MapController' && key.group === MAP_GROUP) return queueParents(request, ctx);
   const passKey = passKeyOf(key);
   const timer = timerOf(causes);
-  if (timer !== undefined) return serveTimer(key, timer, sentAt, ctx, (await ctx.state.records.get<PassRecord>(passKey))?.value);
+  if (timer !== undefined)
+    return serveTimer(ctx, 'map', { key, dueAt: timer, sentAt }, (await ctx.state.records.get<PassRecord>(passKey))?.value);
   // The last pass's record, and the controller, unless a later pass already served the request.
   const last = (await ctx.state.records.get<PassRecord>(passKey))?.value;
   const mc = await controllerToRun(request, sentAt, ctx, last);
@@ -94,8 +85,19 @@ export async function serveMapRequest(request: SyncRequest, sentAt: number, ctx:
   // The pass, as the controller's ServiceAccount.
   const pass = await runPass(request, ctx, mc, last);
   const { result, continuation, receiveCount } = pass;
-  // One Warning per hook failure reason, as Outrigger.
-  await warnHookProblems(ctx, mc, key, result.problems);
+  // One Warning per warned reason, as Outrigger.
+  const regarding = {
+    apiVersion: apiVersionOf(mc.parent),
+    kind: mc.parent.kind,
+    metadata: { name: key.name, namespace: key.namespace, uid: key.uid },
+  };
+  await warnProblems(
+    ctx,
+    regarding,
+    result.problems,
+    { controller: MAP_CONTROLLER, instance: mc.name },
+    (count, first) => `${count} input(s) failed, nothing deleted for them: ${first.what}: ${first.message}`,
+  );
   const outcome = passOutcome({
     deferred: result.deferred,
     problems: result.problems,
@@ -136,7 +138,7 @@ async function queueParents({ key, causes }: SyncRequest, ctx: MapServeContext):
   // Being deleted: its finalizer goes from every parent, then its own; no parent is queued.
   if (object && isBeingDeleted(object)) return releaseParents(ctx, object, mc);
   if (!mc) return;
-  if (object && mc.spec.hooks.finalize) await writeControllerFinalizer(kube, object, true);
+  if (object && mc.spec.hooks.finalize) await writeFinalizer(kube, mapControllers, object, CONTROLLER_FINALIZER, true);
   const parents = await actingAs(kube, mc).listAll(mc.parent);
   const requests = parents.map((p) =>
     makeSyncRequest(
@@ -169,31 +171,7 @@ async function releaseParents(ctx: MapServeContext, object: KubeObject, mc: Reso
       await setFinalizer(pass, mc, { ...p, apiVersion: apiVersionOf(mc.parent), kind: mc.parent.kind }, false);
     ctx.log('info', 'MapController deleted; its parents released', { controller: mc.name, parents: parents.length });
   } else ctx.log('warn', 'MapController deleted while it cannot run; its parents keep its finalizer', { controller: object.metadata.name });
-  await writeControllerFinalizer(ctx.kube, object, false);
-}
-
-/**
- * Adds or removes Outrigger's finalizer on a MapController, as Outrigger, conditional on its resourceVersion (the
- * list is written whole: another's finalizer added meanwhile is kept); a conflict (its Ready write, say) reads it again.
- */
-async function writeControllerFinalizer(kube: KubeClient, object: KubeObject, want: boolean): Promise<void> {
-  let current: KubeObject | undefined = object;
-  for (let attempt = 0; current; attempt += 1) {
-    const finalizers = finalizersWith(current.metadata.finalizers, CONTROLLER_FINALIZER, want);
-    if (!finalizers) return;
-    try {
-      await kube.patch(
-        mapControllers,
-        { name: current.metadata.name ?? '' },
-        { metadata: { resourceVersion: current.metadata.resourceVersion, finalizers: finalizers.length ? finalizers : null } },
-        'merge',
-      );
-      return;
-    } catch (err) {
-      if (!isKubeError(err, 'Conflict') || attempt >= 4) throw err;
-      current = await kube.find(mapControllers, { name: current.metadata.name ?? '' });
-    }
-  }
+  await writeFinalizer(ctx.kube, mapControllers, object, CONTROLLER_FINALIZER, false);
 }
 
 /**
@@ -274,33 +252,6 @@ async function runPass(
   return { answers, result, incremental, touched, continuation, receiveCount };
 }
 
-/** One Warning per warned reason (ruleOf) per pass, as Outrigger (whose role may create events), not one per input. */
-async function warnHookProblems(
-  ctx: MapServeContext,
-  mc: ResolvedMapController,
-  key: SyncRequest['key'],
-  problems: Problem[],
-): Promise<void> {
-  const hookProblems = new Map<string, { count: number; first: string }>();
-  for (const p of problems.filter((q) => ruleOf(q.reason).warned)) {
-    const seen = hookProblems.get(p.reason);
-    hookProblems.set(p.reason, { count: (seen?.count ?? 0) + 1, first: seen?.first ?? `${p.what}: ${p.message}` });
-  }
-  const regarding = {
-    apiVersion: apiVersionOf(mc.parent),
-    kind: mc.parent.kind,
-    metadata: { name: key.name, namespace: key.namespace, uid: key.uid },
-  };
-  for (const [reason, { count, first }] of hookProblems)
-    await recordEvent(
-      ctx.kube,
-      regarding,
-      { type: 'Warning', reason, action: 'Sync', note: `${count} input(s) failed, nothing deleted for them: ${first}` },
-      { controller: MAP_CONTROLLER, instance: mc.name },
-      ctx.log,
-    );
-}
-
 /** Writes the pass's record and sends the timer for the earliest wake a hook asked for; returns that wake. */
 async function recordPass(
   ctx: MapServeContext,
@@ -337,7 +288,7 @@ async function recordPass(
   // time unnamed and be dropped as stale. A send that fails takes the name back, so the retried pass sends it.
   if (wake.send && wake.wakeAt !== undefined) {
     try {
-      await sendTimer(ctx, key, wake.wakeAt);
+      await sendTimer(ctx.syncSink, key, wake.wakeAt);
     } catch (err) {
       await ctx.state.records.put(passKey, { ...record, wakeAt: undefined }, 'any', { ttlSeconds: PASS_TTL_SECONDS });
       throw err;
@@ -370,94 +321,8 @@ async function followUp({ key, causes }: SyncRequest, ctx: MapServeContext, outc
   }
 }
 
-/** A timer waits in a group of its own: held back in the parent's group, it would hold back the parent's events. */
-const timerGroup = (r: SyncRequest) => `${syncGroupId(r.key)}/timer`;
-
-async function sendTimer(ctx: Pick<MapServeContext, 'syncSink'>, key: SyncRequest['key'], dueAt: number): Promise<void> {
-  await ctx.syncSink.send(MAP_TARGET, [makeSyncRequest(key, [timerCause(dueAt, String(Date.now()))])], timerGroup);
-}
-
-/**
- * A parent's wake-up timer (resyncAfterSeconds; docs/controllers/mapcontroller.md#lifecycle): held back until due, then an
- * ordinary sync request for the parent, in the parent's own group, whose pass calls the hooks that asked.
- */
-async function serveTimer(
-  key: SyncRequest['key'],
-  dueAt: number,
-  sentAt: number,
-  ctx: MapServeContext,
-  record: PassRecord | undefined,
-): Promise<void> {
-  const parent = `${key.namespace ?? ''}/${key.name}`;
-  const step = timerStep({ now: Date.now(), sentAt, dueAt, recorded: record?.wakeAt, hasRecord: record !== undefined });
-  switch (step.kind) {
-    case 'stale':
-      ctx.log('info', 'map wake-up timer replaced by a later pass; dropped', { parent, dueAt, recorded: record?.wakeAt });
-      return;
-    case 'hold':
-      throw new NotYet(`map wake-up timer of ${parent} due at ${new Date(dueAt).toISOString()}`, step.seconds);
-    case 'renew':
-      await sendTimer(ctx, key, dueAt);
-      return;
-    case 'fire':
-      await ctx.syncSink.send(MAP_TARGET, [makeSyncRequest(key, [wakeCause(dueAt, String(Date.now()))])]);
-      ctx.log('info', 'map wake-up timer due; parent queued', { parent, dueAt, lateMs: Date.now() - dueAt });
-  }
-}
-
 /** What a pass is given of the invocation: its budget from the remaining time, shared with the batch's later records. */
 export function passTiming(tools: Pick<SyncTools, 'context' | 'later' | 'receiveCount'>): Pick<MapServeContext, 'budget' | 'receiveCount'> {
   const budgetMs = passBudgetMs(tools.context.getRemainingTimeInMillis(), tools.later);
   return { budget: { deadline: Date.now() + budgetMs, budgetMs }, receiveCount: tools.receiveCount };
 }
-
-/** Each hook call counted and timed (HookCalls, HookFailures by reason, HookLatency; docs/reference/metrics-and-alarms.md). */
-function measuredHooks(hooks: HookCaller, metrics: MetricsRecorder, cluster: string): HookCaller {
-  return {
-    call: async (hook, request, opts) => {
-      const started = performance.now();
-      metrics.count(cluster, 'HookCalls');
-      try {
-        return await hooks.call(hook, request, opts);
-      } catch (err) {
-        metrics.count(cluster, 'HookFailures', 1, { reason: err instanceof HookError ? err.reason : failureReason(err) });
-        throw err;
-      } finally {
-        metrics.milliseconds(cluster, 'HookLatency', performance.now() - started);
-      }
-    },
-  };
-}
-
-export const handler = syncFunction('map', async (request, tools) => {
-  const context = {
-    kube: tools.env.clusters.client(request.key.cluster),
-    state: tools.env.state,
-    syncSink: tools.env.syncSink,
-    hooks: measuredHooks(hookCaller(), tools.metrics, request.key.cluster),
-    controllerSelector: tools.env.clusters.config(request.key.cluster).controllerSelector,
-    log: (level: Parameters<Log>[0], m: string, f?: Record<string, unknown>) => tools.logger[level](m, f ?? {}),
-    ...passTiming(tools),
-  };
-  // CompositeController and DecoratorController parents share this queue (docs/controllers/compositecontroller.md#how-a-parent-is-synced).
-  // A composite problem (its retry, or a timer held back) is thrown after the map pass, which it never holds up.
-  let composite: unknown;
-  try {
-    await serveCompositeRequest(request, tools.sentAt, {
-      ...context,
-      controllers: compositeCache,
-      deadline: context.budget?.deadline,
-      receiveCount: tools.receiveCount,
-      sharedWithMap: async (k) =>
-        mapControllerFor(
-          await listMapControllers(context.kube, k.cluster, mapControllerCache, context.controllerSelector),
-          k.group,
-          k.kind,
-        ) !== undefined,
-    });
-  } catch (err) {
-    composite = err;
-  }
-  await serveMapRequest(request, tools.sentAt, { ...context, controllers: mapControllerCache });
-  if (composite !== undefined) throw composite;
-});

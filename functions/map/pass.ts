@@ -55,6 +55,26 @@ export interface MapSyncResult {
   wakeAt?: number | undefined;
 }
 
+/** A pass's counts before it starts. */
+export function emptyResult(): MapSyncResult {
+  return {
+    inputs: 0,
+    hookCalls: 0,
+    created: 0,
+    updated: 0,
+    deleted: 0,
+    unchanged: 0,
+    detachedKept: 0,
+    problems: [],
+    statusWritten: false,
+    reused: 0,
+    deferred: [],
+    left: 0,
+    recreated: 0,
+    released: 0,
+  };
+}
+
 export interface MapPassOptions {
   /**
    * An incremental pass: the last clean pass's answers, and the uids the request names (its causes' objects).

@@ -1,14 +1,7 @@
 // The parent's status after a pass: its counts and its Synced condition, written only when they changed.
 import type { KubeObject, ResolvedResource } from '../../shared/kube/index.ts';
-import {
-  aggregate,
-  setCondition,
-  statusChanged,
-  statusPatch,
-  syncedCondition,
-  type Continuation,
-  type MapStatus,
-} from '../../shared/map/plan/index.ts';
+import { aggregate, statusChanged, statusPatch, syncedCondition, type Continuation, type MapStatus } from '../../shared/map/plan/index.ts';
+import { setCondition } from '../../shared/metacontroller/conditions.ts';
 import { isBeingDeleted } from '../../shared/ownership/index.ts';
 import type { ResolvedMapController } from './controllers.ts';
 import type { MapContext, MapSyncResult } from './pass.ts';

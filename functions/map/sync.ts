@@ -18,7 +18,6 @@ import {
   detachedToDelete,
   diffOutputs,
   FINALIZE_AGAIN_SECONDS,
-  finalizersWith,
   identityOf,
   inputSelector,
   mapKeyOf,
@@ -30,12 +29,13 @@ import {
   selectInputs,
   type AnswerRecord,
 } from '../../shared/map/plan/index.ts';
+import { finalizersWith } from '../../shared/metacontroller/finalizers.ts';
 import { isBeingDeleted, isControlledBy, SelectorError, selectorString, type Selector } from '../../shared/ownership/index.ts';
 import type { SyncKey } from '../../shared/ownership/index.ts';
 import type { ResolvedMapController } from './controllers.ts';
 import { FinalizerError, setFinalizer } from './finalize.ts';
 import { apply, release } from './outputs.ts';
-import { DEFERRED, problemOf, type MapContext, type MapPassOptions, type MapSyncResult, type Problem } from './pass.ts';
+import { DEFERRED, emptyResult, problemOf, type MapContext, type MapPassOptions, type MapSyncResult, type Problem } from './pass.ts';
 import { writeStatus } from './status.ts';
 
 /** Hook calls in flight per pass (a Lambda hook scales out; a webhook should take this many at once). */
@@ -74,25 +74,6 @@ export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: S
   // The problems to the log, the counts and conditions to the parent's status.
   await reportPass(pass, listed.inputs, now());
   return result;
-}
-
-function emptyResult(): MapSyncResult {
-  return {
-    inputs: 0,
-    hookCalls: 0,
-    created: 0,
-    updated: 0,
-    deleted: 0,
-    unchanged: 0,
-    detachedKept: 0,
-    problems: [],
-    statusWritten: false,
-    reused: 0,
-    deferred: [],
-    left: 0,
-    recreated: 0,
-    released: 0,
-  };
 }
 
 /** The parent the request names, if it is still there (the same uid). */

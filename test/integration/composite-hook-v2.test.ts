@@ -11,7 +11,7 @@ import { Hooks } from '../../shared/hooks/index.ts';
 import { gvr, type KubeObject } from '../../shared/kube/index.ts';
 import { applyManifests } from '../../shared/kube/apply.ts';
 import { makeSyncRequest } from '../../shared/lambda/sync-request.ts';
-import type { Condition } from '../../shared/map/plan/index.ts';
+import type { Condition } from '../../shared/metacontroller/conditions.ts';
 import { adminClient, createNamespace, outriggerClient, testState, uniqueName } from '../testbed/index.ts';
 import { openCrd } from '../testbed/crds.ts';
 import { impersonatedAccount } from '../testbed/rbac.ts';

@@ -8,7 +8,8 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { clusterCache } from '../../functions/cluster-cache.ts';
 import { actingAs, definitionsFor, listCompositeSet, writeReadiness, type CompositeSet } from '../../functions/composite/controllers.ts';
-import { syncDefinition, type PassContext } from '../../functions/composite/sync.ts';
+import type { PassContext } from '../../functions/composite/pass.ts';
+import { syncDefinition } from '../../functions/composite/sync.ts';
 import { MADE_BY_ANNOTATION } from '../../shared/composite/api.ts';
 import { forgetMapControllers, listMapControllers, mapControllerFor, actingAs as mapActingAs } from '../../functions/map/controllers.ts';
 import { syncMap } from '../../functions/map/sync.ts';

@@ -1,6 +1,6 @@
 // Which definitions may call a Lambda hook (shared/hooks/bindings.ts; docs/reference/hooks.md#who-may-call-a-lambda-hook).
 import fc from 'fast-check';
-import { lambdaBindings } from '../../functions/map/environment.ts';
+import { lambdaBindings } from '../../functions/metacontroller/environment.ts';
 import {
   bindingRefusal,
   functionNameOf,

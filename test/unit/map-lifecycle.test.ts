@@ -18,17 +18,12 @@ import {
   answerHolds,
   detachedToDelete,
   diffOutputs,
-  finalizersWith,
-  nextWake,
   prepareOutputs,
   releasePatch,
-  TIMER_HOLD_MAX_SECONDS,
-  timerCause,
-  timerOf,
-  timerStep,
-  WAKE_EARLY_MS,
   type AnswerRecord,
 } from '../../shared/map/plan/index.ts';
+import { finalizersWith } from '../../shared/metacontroller/finalizers.ts';
+import { nextWake, TIMER_HOLD_MAX_SECONDS, timerCause, timerOf, timerStep, WAKE_EARLY_MS } from '../../shared/metacontroller/timers.ts';
 
 const cm = (name: string, data: Record<string, string> = {}): KubeObject => ({
   apiVersion: 'v1',

@@ -28,14 +28,12 @@ import {
   outputMap,
   outputsByKey,
   prepareOutputs,
-  resyncDue,
   selectInputs,
-  setCondition,
   statusChanged,
   statusPatch,
-  wakeCause,
-  type Condition,
 } from '../../shared/map/plan/index.ts';
+import { resyncDue, wakeCause } from '../../shared/metacontroller/timers.ts';
+import { setCondition, type Condition } from '../../shared/metacontroller/conditions.ts';
 
 const parent: KubeObject = {
   apiVersion: 'snapshot.outrigger.dev/v1',

@@ -6,7 +6,7 @@ import { definitionOf, RESYNC_CAUSE, type Definition } from '../api.ts';
 import { CONTINUE_CAUSE } from './budget.ts';
 import { mapKeyOf } from './inputs.ts';
 import { identityOf } from './outputs.ts';
-import { TIMER_CAUSE, WAKE_CAUSE, WAKE_EARLY_MS } from './timers.ts';
+import { TIMER_CAUSE, WAKE_CAUSE, WAKE_EARLY_MS } from '../../metacontroller/timers.ts';
 
 /** What the map handler keeps per parent: when its last clean pass started, and with which definition. */
 export interface PassRecord {

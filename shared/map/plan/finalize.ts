@@ -5,13 +5,6 @@ import { APPLIED_ANNOTATION, MAP_KEY_LABEL, PARENT_LABEL } from '../api.ts';
 /** A finalize hook that answers `finalized: false` without resyncAfterSeconds is called again after this long. */
 export const FINALIZE_AGAIN_SECONDS = 10;
 
-/** The finalizer list with `name` added (`want`) or removed, or undefined when it already is so. */
-export function finalizersWith(finalizers: readonly string[] | undefined, name: string, want: boolean): string[] | undefined {
-  const list = finalizers ?? [];
-  if (list.includes(name) === want) return undefined;
-  return want ? [...list, name] : list.filter((f) => f !== name);
-}
-
 /**
  * A kept output released from a parent that goes (the finalize hook kept it): a merge patch, conditional on the
  * resourceVersion read, that removes the parent's ControllerRef and Outrigger's labels and annotation, so the

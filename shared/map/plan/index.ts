@@ -6,7 +6,6 @@ export * from './outputs.ts';
 export * from './managed-fields.ts';
 export * from './status.ts';
 export * from './answers.ts';
-export * from './timers.ts';
 export * from './finalize.ts';
 export * from './budget.ts';
 export * from './outcome.ts';

@@ -2,6 +2,7 @@
 import type { ResolvedResource } from '../../kube/discovery.ts';
 import type { KubeObject } from '../../kube/resource.ts';
 import { canonicalJson, type Json } from '../../json.ts';
+import type { Condition } from '../../metacontroller/conditions.ts';
 import { AFTER_ALL_KEYS, type Continuation } from './budget.ts';
 
 export interface MapStatus {
@@ -9,15 +10,6 @@ export interface MapStatus {
   inputs: Record<string, { total: number }>;
   outputs: Record<string, Record<string, number>>;
   conditions: Condition[];
-}
-
-export interface Condition {
-  type: string;
-  status: 'True' | 'False' | 'Unknown';
-  reason: string;
-  message: string;
-  lastTransitionTime: string;
-  observedGeneration?: number | undefined;
 }
 
 /** Per input resource its total; per output resource its total and, per condition type, how many have it True. */
@@ -42,17 +34,6 @@ export function aggregate(
     status.outputs[kind.resource] = counts;
   }
   return status;
-}
-
-/** The condition list with `next` set, keeping its transition time when its status did not change. */
-export function setCondition(
-  current: readonly Condition[] | undefined,
-  next: Omit<Condition, 'lastTransitionTime'>,
-  now: Date,
-): Condition[] {
-  const before = current?.find((c) => c.type === next.type);
-  const lastTransitionTime = before && before.status === next.status ? before.lastTransitionTime : `${now.toISOString().slice(0, 19)}Z`;
-  return [...(current ?? []).filter((c) => c.type !== next.type), { ...next, lastTransitionTime }];
 }
 
 /** The status fields the pass owns, compared as the apiserver stores them. */

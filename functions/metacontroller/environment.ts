@@ -1,4 +1,4 @@
-// The map handler's hook caller, built once per process: Lambda hooks go to AWS Lambda, or to the local
+// The Metacontroller-style controllers' hook caller, built once per process: Lambda hooks go to AWS Lambda, or to the local
 // runtime's Invoke endpoint when OUTRIGGER_LAMBDA_ENDPOINT names one. Webhook requests are signed with the secret
 // in Secrets Manager (OUTRIGGER_HOOK_SECRET_ARN, set by the stack) or, locally, in a file
 // (OUTRIGGER_HOOK_SECRET_FILE); docs/reference/hooks.md#the-webhook-contract has the contract. Where webhooks may go
