@@ -74,34 +74,11 @@ export async function serveCompositeRequest(request: SyncRequest, sentAt: number
   const recorded = (await ctx.state.records.get<WakeRecord>(wakeKey(key)))?.value;
   const timer = timerOf(causes);
   if (timer !== undefined) return serveTimer(ctx, 'composite', { key, dueAt: timer, sentAt }, recorded);
-  const results: Array<{ d: ResolvedDefinition; result: PassResult }> = [];
   const sharedWithMap = (await ctx.sharedWithMap?.(key)) ?? false;
-  for (const d of definitions) {
-    // Outrigger's finalizer on the definition first: a pass may put the definition's on this parent.
-    if (await holdDefinition(ctx.kube, d)) ctx.controllers.forget(key.cluster);
-    const result = await syncDefinition(
-      { kube: actingAs(ctx.kube, d), hooks: ctx.hooks, log: ctx.log, deadline: ctx.deadline, records: ctx.state.records, sharedWithMap },
-      d,
-      key,
-    );
-    results.push({ d, result });
-    // The kinds its customize answer reads, for the forwarder to watch (as Outrigger: the definition is its object).
-    const kindOf = d.kind === 'CompositeController' ? compositeControllers : decoratorControllers;
-    if (result.relatedKinds?.length && (await recordRelatedKinds(ctx.kube, kindOf, d, result.relatedKinds)))
-      ctx.controllers.forget(key.cluster);
-    ctx.log('info', `${d.kind} synced`, {
-      controller: d.name,
-      parent: `${key.namespace ?? ''}/${key.name}`,
-      ...result,
-      problems: result.problems.length,
-    });
-    const regarding = {
-      apiVersion: apiVersionOf(resourceOf(d, key)),
-      kind: key.kind,
-      metadata: { name: key.name, namespace: key.namespace, uid: key.uid },
-    };
-    await warnProblems(ctx, regarding, result.problems, { controller: REPORTER, instance: d.name }, (_count, first) => first.message);
-  }
+  // Each definition's pass side by side, with the request's whole budget: one's hook never waits for another's
+  // (docs/operations/security.md#one-definitions-hook-and-anothers-pass).
+  const settled = await Promise.allSettled(definitions.map((d) => serveDefinition(ctx, d, key, sharedWithMap)));
+  const results = settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
   // The earliest wish of this request's passes, as a timer in a group of its own.
   const wishes = results.flatMap(({ result }) =>
     result.resyncAfterSeconds && !result.finalized ? [Date.now() + result.resyncAfterSeconds * 1000] : [],
@@ -110,6 +87,8 @@ export async function serveCompositeRequest(request: SyncRequest, sentAt: number
   if (wake.wakeAt !== recorded?.wakeAt)
     await ctx.state.records.put(wakeKey(key), { wakeAt: wake.wakeAt }, 'any', { ttlSeconds: WAKE_TTL_SECONDS });
   if (wake.send && wake.wakeAt !== undefined) await sendTimer(ctx.syncSink, key, wake.wakeAt);
+  const failed = settled.find((s) => s.status === 'rejected');
+  if (failed) throw failed.reason;
   // A problem a retry may cure is retried with backoff (a hook's Retry-After when it gave one), by the rules every
   // kind shares: then the next change or resync tries again, and a tenant's broken hook never fills the dead-letter queue.
   const asked = results.flatMap(({ result }) => (result.retryAfterSeconds ? [result.retryAfterSeconds] : []));
@@ -125,6 +104,39 @@ export async function serveCompositeRequest(request: SyncRequest, sentAt: number
     });
   if (outcome.kind === 'retry')
     throw new RetryLater(`composite pass of ${key.namespace ?? ''}/${key.name} had problems (${outcome.reason})`, outcome.afterSeconds);
+}
+
+/** One definition's pass for the parent, as its ServiceAccount, with its related kinds recorded and its problems warned. */
+async function serveDefinition(
+  ctx: CompositeServeContext,
+  d: ResolvedDefinition,
+  key: SyncRequest['key'],
+  sharedWithMap: boolean,
+): Promise<{ d: ResolvedDefinition; result: PassResult }> {
+  // Outrigger's finalizer on the definition first: a pass may put the definition's on this parent.
+  if (await holdDefinition(ctx.kube, d)) ctx.controllers.forget(key.cluster);
+  const result = await syncDefinition(
+    { kube: actingAs(ctx.kube, d), hooks: ctx.hooks, log: ctx.log, deadline: ctx.deadline, records: ctx.state.records, sharedWithMap },
+    d,
+    key,
+  );
+  // The kinds its customize answer reads, for the forwarder to watch (as Outrigger: the definition is its object).
+  const kindOf = d.kind === 'CompositeController' ? compositeControllers : decoratorControllers;
+  if (result.relatedKinds?.length && (await recordRelatedKinds(ctx.kube, kindOf, d, result.relatedKinds)))
+    ctx.controllers.forget(key.cluster);
+  ctx.log('info', `${d.kind} synced`, {
+    controller: d.name,
+    parent: `${key.namespace ?? ''}/${key.name}`,
+    ...result,
+    problems: result.problems.length,
+  });
+  const regarding = {
+    apiVersion: apiVersionOf(resourceOf(d, key)),
+    kind: key.kind,
+    metadata: { name: key.name, namespace: key.namespace, uid: key.uid },
+  };
+  await warnProblems(ctx, regarding, result.problems, { controller: REPORTER, instance: d.name }, (_count, first) => first.message);
+  return { d, result };
 }
 
 const resourceOf = (d: ResolvedDefinition, key: SyncRequest['key']) =>

@@ -5,11 +5,13 @@ import { HookError, type HookCaller } from '../../shared/hooks/index.ts';
 import { failureReason, type MetricsRecorder } from '../../shared/lambda/metrics.ts';
 import { syncFunction } from '../../shared/lambda/sync-function.ts';
 import type { Log } from '../../shared/log.ts';
-import { compositeCache } from '../composite/controllers.ts';
+import type { SyncRequest } from '../../shared/lambda/sync-request.ts';
+import type { ClusterCache } from '../cluster-cache.ts';
+import { compositeCache, type CompositeSet } from '../composite/controllers.ts';
 import { serveCompositeRequest } from '../composite/serve.ts';
-import { listMapControllers, mapControllerCache, mapControllerFor } from '../map/controllers.ts';
+import { listMapControllers, mapControllerCache, mapControllerFor, type MapControllerSet } from '../map/controllers.ts';
 import { hookCaller } from './environment.ts';
-import { passTiming, serveMapRequest } from '../map/handler.ts';
+import { passTiming, serveMapRequest, type MapServeContext } from '../map/handler.ts';
 
 /** Each hook call counted and timed (HookCalls, HookFailures by reason, HookLatency; docs/reference/metrics-and-alarms.md). */
 function measuredHooks(hooks: HookCaller, metrics: MetricsRecorder, cluster: string): HookCaller {
@@ -29,8 +31,36 @@ function measuredHooks(hooks: HookCaller, metrics: MetricsRecorder, cluster: str
   };
 }
 
-export const handler = syncFunction('map', async (request, tools) => {
-  const context = {
+export interface ServeContext extends Omit<MapServeContext, 'controllers'> {
+  /** Each kind's definitions, per cluster. */
+  caches: { map: ClusterCache<MapControllerSet>; composite: ClusterCache<CompositeSet> };
+}
+
+/**
+ * One request, served by each kind's part side by side (docs/operations/security.md#one-definitions-hook-and-anothers-pass):
+ * each with the request's whole time budget, none waiting for another's hooks. A problem of one (its retry, or a
+ * timer held back) is thrown once the others are done, the map pass's first.
+ */
+export async function serveRequest(request: SyncRequest, sentAt: number, ctx: ServeContext): Promise<void> {
+  const { caches, ...context } = ctx;
+  const sharedWithMap = async (k: SyncRequest['key']) =>
+    mapControllerFor(await listMapControllers(context.kube, k.cluster, caches.map, context.controllerSelector), k.group, k.kind) !==
+    undefined;
+  const [composite, map] = await Promise.allSettled([
+    serveCompositeRequest(request, sentAt, {
+      ...context,
+      controllers: caches.composite,
+      deadline: context.budget?.deadline,
+      sharedWithMap,
+    }),
+    serveMapRequest(request, sentAt, { ...context, controllers: caches.map }),
+  ]);
+  if (map.status === 'rejected') throw map.reason;
+  if (composite.status === 'rejected') throw composite.reason;
+}
+
+export const handler = syncFunction('map', async (request, tools) =>
+  serveRequest(request, tools.sentAt, {
     kube: tools.env.clusters.client(request.key.cluster),
     state: tools.env.state,
     syncSink: tools.env.syncSink,
@@ -38,26 +68,6 @@ export const handler = syncFunction('map', async (request, tools) => {
     controllerSelector: tools.env.clusters.config(request.key.cluster).controllerSelector,
     log: (level: Parameters<Log>[0], m: string, f?: Record<string, unknown>) => tools.logger[level](m, f ?? {}),
     ...passTiming(tools),
-  };
-  // CompositeController and DecoratorController parents share this queue (docs/controllers/compositecontroller.md#how-a-parent-is-synced).
-  // A composite problem (its retry, or a timer held back) is thrown after the map pass, which it never holds up.
-  let composite: unknown;
-  try {
-    await serveCompositeRequest(request, tools.sentAt, {
-      ...context,
-      controllers: compositeCache,
-      deadline: context.budget?.deadline,
-      receiveCount: tools.receiveCount,
-      sharedWithMap: async (k) =>
-        mapControllerFor(
-          await listMapControllers(context.kube, k.cluster, mapControllerCache, context.controllerSelector),
-          k.group,
-          k.kind,
-        ) !== undefined,
-    });
-  } catch (err) {
-    composite = err;
-  }
-  await serveMapRequest(request, tools.sentAt, { ...context, controllers: mapControllerCache });
-  if (composite !== undefined) throw composite;
-});
+    caches: { map: mapControllerCache, composite: compositeCache },
+  }),
+);
