@@ -6,8 +6,7 @@
 // finalizer is taken off its parents, then Outrigger's off it (functions/composite/finalizers.ts).
 import type { HookCaller } from '../../shared/hooks/index.ts';
 import { apiVersionOf, type GVR, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
-import { RetryLater } from '../../shared/lambda/retry.ts';
-import { makeSyncRequest, type SyncRequest } from '../../shared/lambda/sync-request.ts';
+import type { SyncRequest } from '../../shared/lambda/sync-request.ts';
 import type { SyncSink } from '../../shared/lambda/sync-sink.ts';
 import type { Log } from '../../shared/log.ts';
 import { COMPOSITE_GROUP, definitionFinalizer } from '../../shared/composite/api.ts';
@@ -17,10 +16,11 @@ import { retryOutcome } from '../../shared/metacontroller/problems.ts';
 import type { State } from '../../shared/state/index.ts';
 import type { ClusterCache } from '../cluster-cache.ts';
 import { warnProblems } from '../metacontroller/events.ts';
+import { queueParentsOf } from '../metacontroller/fan-out.ts';
+import { followRetry } from '../metacontroller/retry.ts';
 import { sendTimer, serveTimer } from '../metacontroller/timers.ts';
 import {
   actingAs,
-  COMPOSITE_TARGET,
   compositeControllers,
   decoratorControllers,
   definitionsFor,
@@ -97,13 +97,7 @@ export async function serveCompositeRequest(request: SyncRequest, sentAt: number
     retryAfterSeconds: asked.length ? Math.max(...asked) : undefined,
     receiveCount: ctx.receiveCount ?? 1,
   });
-  if (outcome.kind === 'give-up')
-    ctx.log('warn', 'composite pass still failing after its retries; the next change or resync tries again', {
-      parent: key.name,
-      reason: outcome.reason,
-    });
-  if (outcome.kind === 'retry')
-    throw new RetryLater(`composite pass of ${key.namespace ?? ''}/${key.name} had problems (${outcome.reason})`, outcome.afterSeconds);
+  followRetry(outcome, { what: 'composite', parent: `${key.namespace ?? ''}/${key.name}`, receiveCount: ctx.receiveCount }, ctx.log);
 }
 
 /** One definition's pass for the parent, as its ServiceAccount, with its related kinds recorded and its problems warned. */
@@ -157,22 +151,7 @@ async function queueParents({ key, causes }: SyncRequest, ctx: CompositeServeCon
   const resources = d.kind === 'CompositeController' ? [d.parentResource] : d.targets;
   for (const r of resources) {
     const parents = await actingAs(ctx.kube, d).listAll(r);
-    await ctx.syncSink.send(
-      COMPOSITE_TARGET,
-      parents.map((p) =>
-        makeSyncRequest(
-          {
-            cluster: key.cluster,
-            group: r.group,
-            kind: r.kind,
-            namespace: p.metadata.namespace,
-            name: p.metadata.name ?? '',
-            uid: p.metadata.uid ?? '',
-          },
-          causes,
-        ),
-      ),
-    );
+    await queueParentsOf(ctx.syncSink, key.cluster, r, parents, causes);
   }
 }
 

@@ -2,7 +2,6 @@ import type { ClusterCache } from '../cluster-cache.ts';
 import type { HookCaller } from '../../shared/hooks/index.ts';
 import type { KubeClient } from '../../shared/kube/index.ts';
 import type { Log } from '../../shared/log.ts';
-import { RetryLater } from '../../shared/lambda/retry.ts';
 import type { SyncTools } from '../../shared/lambda/sync-function.ts';
 import { makeSyncRequest, parseSyncCause, type SyncRequest } from '../../shared/lambda/sync-request.ts';
 import type { SyncSink } from '../../shared/lambda/sync-sink.ts';
@@ -24,6 +23,8 @@ import { apiVersionOf, type KubeObject } from '../../shared/kube/index.ts';
 import { isBeingDeleted } from '../../shared/ownership/index.ts';
 import { warnProblems } from '../metacontroller/events.ts';
 import { writeFinalizer } from '../metacontroller/finalizers.ts';
+import { queueParentsOf } from '../metacontroller/fan-out.ts';
+import { followRetry } from '../metacontroller/retry.ts';
 import { sendTimer, serveTimer } from '../metacontroller/timers.ts';
 import {
   actingAs,
@@ -140,21 +141,8 @@ async function queueParents({ key, causes }: SyncRequest, ctx: MapServeContext):
   if (!mc) return;
   if (object && mc.spec.hooks.finalize) await writeFinalizer(kube, mapControllers, object, CONTROLLER_FINALIZER, true);
   const parents = await actingAs(kube, mc).listAll(mc.parent);
-  const requests = parents.map((p) =>
-    makeSyncRequest(
-      {
-        cluster: key.cluster,
-        group: mc.parent.group,
-        kind: mc.parent.kind,
-        namespace: p.metadata.namespace,
-        name: p.metadata.name ?? '',
-        uid: p.metadata.uid ?? '',
-      },
-      [controllerCause(mc), ...causes],
-    ),
-  );
-  await ctx.syncSink.send(MAP_TARGET, requests);
-  ctx.log('info', 'MapController changed; parents queued', { controller: mc.name, generation: mc.generation, parents: requests.length });
+  const queued = await queueParentsOf(ctx.syncSink, key.cluster, mc.parent, parents, [controllerCause(mc), ...causes]);
+  ctx.log('info', 'MapController changed; parents queued', { controller: mc.name, generation: mc.generation, parents: queued });
 }
 
 /**
@@ -307,18 +295,7 @@ async function followUp({ key, causes }: SyncRequest, ctx: MapServeContext, outc
     await ctx.syncSink.send(MAP_TARGET, [
       makeSyncRequest(key, [continuationCause(outcome.continuation, String(Date.now())), ...definition]),
     ]);
-  } else if (outcome.kind === 'retry') {
-    throw new RetryLater(
-      `map pass of ${parent} had problems (${outcome.reason || 'hook'}); retried ${outcome.afterSeconds === undefined ? 'with backoff' : `after ${outcome.afterSeconds} s, as the hook asked`}`,
-      outcome.afterSeconds,
-    );
-  } else if (outcome.kind === 'give-up') {
-    ctx.log('warn', 'map pass still failing after its retries; the next change or resync tries again', {
-      parent,
-      reason: outcome.reason,
-      receiveCount,
-    });
-  }
+  } else followRetry(outcome, { what: 'map', parent, receiveCount }, ctx.log);
 }
 
 /** What a pass is given of the invocation: its budget from the remaining time, shared with the batch's later records. */
