@@ -354,7 +354,7 @@ export async function render(opts: RenderOptions, hooks: HookCaller = localHooks
   // In the hook's version, its answer read loosely or strictly, as the pass does (docs/controllers/compositecontroller.md#hook-versions).
   const version = hookVersion(hook);
   const strict = strictAnswers(hook);
-  const request = hookRequest(d.kind, d.object, parent, childMap(parent, d.kinds, observed, version), finalizing, {}, version);
+  const request = hookRequest(d.kind, d.object, parent, childMap(parent, d.kinds, observed, version), finalizing, {});
   out.hook = finalizing ? 'finalize' : 'sync';
   if (opts.printRequest) return { ...out, request };
 

@@ -79,7 +79,7 @@ export async function syncDefinition(ctx: PassContext, d: ResolvedDefinition, ke
     // The request in the hook's version (v1 or v2), its answer read loosely or strictly as the hook says.
     const version = hookVersion(hook);
     const strict = strictAnswers(hook);
-    const request = hookRequest(d.kind, d.object, parent, childMap(parent, d.kinds, children, version), finalizing, rel.related, version);
+    const request = hookRequest(d.kind, d.object, parent, childMap(parent, d.kinds, children, version), finalizing, rel.related);
     // The pass's client is the definition's ServiceAccount's: Service hooks and webhook Secrets go through it.
     const call = { deadline: ctx.deadline, controller: callerOf(key.cluster, d), cluster: ctx.kube, strictAnswer: strict };
     let answer: SyncAnswer;

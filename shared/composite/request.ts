@@ -3,7 +3,7 @@
 // alike, with the schemas of docs/reference/hooks/ (scripts/hook-schemas.ts; a unit test keeps the two equal).
 import * as z from 'zod/mini';
 import type { KubeObject } from '../kube/resource.ts';
-import type { ChildMap, HookVersion } from './api.ts';
+import type { ChildMap } from './api.ts';
 
 export interface CompositeHookRequest {
   controller: KubeObject;
@@ -32,11 +32,10 @@ export function hookRequest(
   children: ChildMap,
   finalizing: boolean,
   related: ChildMap = {},
-  version: HookVersion = 'v1',
 ): CompositeHookRequest | DecoratorHookRequest {
-  // v2 names a decorator's object and attachments `parent` and `children`, as a CompositeController's
-  // (docs/controllers/compositecontroller.md#hook-versions); the maps come keyed for the version (childMap).
-  return kind === 'CompositeController' || version === 'v2'
+  // A decorator's request names its object and attachments so in v1 and v2 alike; only the maps' keys differ by
+  // version (childMap), as in Metacontroller (docs/controllers/compositecontroller.md#hook-versions).
+  return kind === 'CompositeController'
     ? { controller, parent, children, related, finalizing }
     : { controller, object: parent, attachments: children, related, finalizing };
 }

@@ -1,7 +1,8 @@
 // Hook version v2 (docs/controllers/compositecontroller.md#hook-versions) on the real apiserver: a v2
 // CompositeController's hook is sent its children in the uniform map (`namespace/name`, whatever the parent's
 // scope) and its answers are read strictly (an unknown or twice-named field is a malformed answer, the parent
-// Synced=False); a v2 DecoratorController's hook is sent `parent` and `children`.
+// Synced=False); a v2 DecoratorController's hook is sent `object` and `attachments`, as Metacontroller's.
+// Beside it, where Outrigger must do as Metacontroller does for either kind (docs/getting-started/from-metacontroller.md).
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { clusterCache } from '../../functions/cluster-cache.ts';
@@ -70,7 +71,7 @@ async function pass(o: KubeObject): Promise<void> {
   await serveCompositeRequest(makeSyncRequest(key, []), Date.now(), ctx()).catch(() => undefined);
 }
 
-test('a v2 CompositeController gets the uniform map and its answers are read strictly; a v2 DecoratorController gets parent and children', async () => {
+test('a v2 CompositeController gets the uniform map and its answers are read strictly; a v2 DecoratorController gets object and attachments', async () => {
   const admin = adminClient();
   const ns = await createNamespace('hookv2');
   const composite = uniqueName('v2composite');
@@ -158,8 +159,8 @@ spec:
     };
     await pass(thing);
     const decorated = received.filter((r) => r.path === '/decorator').at(-1)!.body;
-    expect(Object.keys(decorated)).toEqual(['controller', 'parent', 'children', 'related', 'finalizing']);
-    expect(decorated.children).toEqual({ 'ConfigMap.v1': {} });
+    expect(Object.keys(decorated)).toEqual(['controller', 'object', 'attachments', 'related', 'finalizing']);
+    expect(decorated.attachments).toEqual({ 'ConfigMap.v1': {} });
     expect((await admin.get(things, { name: 'thing', namespace: ns })).metadata.labels).toMatchObject({ decorated: 'v2' });
   } finally {
     await admin.delete(compositeControllers, { name: composite }).catch(() => undefined);

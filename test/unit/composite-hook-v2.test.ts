@@ -4,6 +4,8 @@
 import fc from 'fast-check';
 import {
   AnswerError,
+  compositeAnswer,
+  decoratorAnswer,
   parseCompositeAnswer,
   parseCompositeController,
   parseDecoratorAnswer,
@@ -90,7 +92,6 @@ describe('the request per kind and version', () => {
   const parts = {
     controller: { metadata: { name: 'c' } } as KubeObject,
     parent: { metadata: { name: 'p', namespace: 'n' } } as KubeObject,
-    children: { 'ConfigMap.v1': {} },
     related: {},
     finalizing: false,
   };
@@ -98,24 +99,33 @@ describe('the request per kind and version', () => {
     ['CompositeController', 'v1', ['controller', 'parent', 'children', 'related', 'finalizing']],
     ['CompositeController', 'v2', ['controller', 'parent', 'children', 'related', 'finalizing']],
     ['DecoratorController', 'v1', ['controller', 'object', 'attachments', 'related', 'finalizing']],
-    ['DecoratorController', 'v2', ['controller', 'parent', 'children', 'related', 'finalizing']],
+    // Metacontroller's decorator v2 request keeps v1's names (its pkg/controller/decorator/api/v2).
+    ['DecoratorController', 'v2', ['controller', 'object', 'attachments', 'related', 'finalizing']],
   ] as const)('%s %s sends %j', (kind, version, fields) => {
-    const request = hookRequest(
-      kind,
-      parts.controller,
-      parts.parent,
-      parts.children,
-      parts.finalizing,
-      parts.related,
-      version,
-    ) as unknown as Record<string, unknown>;
+    const children = childMap(parts.parent, kinds, [], version);
+    const request = hookRequest(kind, parts.controller, parts.parent, children, parts.finalizing, parts.related) as unknown as Record<
+      string,
+      unknown
+    >;
     expect(Object.keys(request)).toEqual(fields);
     expect(request[fields[1]]).toBe(parts.parent);
-    expect(request[fields[2]]).toBe(parts.children);
+    expect(request[fields[2]]).toBe(children);
   });
 });
 
 describe('strict and loose answers', () => {
+  test("each kind's answer has Metacontroller's fields, the same in v1 and v2", () => {
+    expect(Object.keys(compositeAnswer.strict.shape)).toEqual(['status', 'children', 'resyncAfterSeconds', 'finalized']);
+    expect(Object.keys(decoratorAnswer.strict.shape)).toEqual([
+      'labels',
+      'annotations',
+      'status',
+      'attachments',
+      'resyncAfterSeconds',
+      'finalized',
+    ]);
+  });
+
   test('loose (v1 default): an unknown field is ignored; strict (v2 default): it is a malformed answer naming it', () => {
     expect(parseCompositeAnswer({ children: [], extra: 1 }).children).toEqual([]);
     expect(() => parseCompositeAnswer({ children: [], extra: 1 }, true)).toThrow(
