@@ -92,7 +92,7 @@ export async function readRelated(
           if (!(err instanceof NotServedError)) throw err;
           throw new RelatedError('UnresolvableRelated', `the customize answer's relatedResources[${i}]: ${err.message}`);
         }
-        return scopeRule(parent, r, resolved, i);
+        return scopeRule(parent, r, resolved, i, hookVersion(hook));
       }),
     );
   }
@@ -119,6 +119,15 @@ async function readRule(kube: KubeApi, r: ScopedRule, room: number): Promise<Kub
   try {
     if (r.names) {
       if (r.names.length > room) throw tooMany();
+      // Names in every namespace (hook v2): each looked for by field selector, room + 1 at most.
+      if (r.namespaced && namespace === undefined) {
+        // A name no object can have (a comma would add a term to the selector) matches none.
+        const names = r.names.filter((name) => /^[A-Za-z0-9._:-]+$/.test(name));
+        const pages = await Promise.all(names.map((name) => kube.list(r, { fieldSelector: `metadata.name=${name}`, limit: room + 1 })));
+        const found = pages.flatMap((p) => p.items);
+        if (found.length > room) throw tooMany();
+        return found.map(typed);
+      }
       const found = await Promise.all(r.names.map((name) => kube.find(r, { name, namespace })));
       return found.flatMap((o) => (o ? [typed(o)] : []));
     }

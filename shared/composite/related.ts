@@ -106,26 +106,29 @@ export interface ScopedRule {
 }
 
 /**
- * Metacontroller's scope rules for hook version v1: a namespaced parent's related objects of a namespaced kind are
- * in its own namespace (a rule may name it, or none); a cluster-scoped parent's rule may name any namespace, or
- * none for every namespace; a cluster-scoped kind takes no namespace. AnswerError otherwise.
+ * Metacontroller's scope rules, by the customize hook's version. v1: a namespaced parent's related objects of a
+ * namespaced kind are in its own namespace (a rule may name it, or none); a cluster-scoped parent's rule may name
+ * any namespace, or none for every namespace (names need one). v2: any parent's rule is a cluster-scoped parent's,
+ * and names without a namespace are looked for in every namespace. A cluster-scoped kind takes no namespace.
+ * AnswerError otherwise.
  */
 export function scopeRule(
   parent: KubeObject,
   r: RelatedRule,
   resolved: { group: string; version: string; kind: string; namespaced: boolean },
   index: number,
+  hookVersion: HookVersion = 'v1',
 ): ScopedRule {
   const at = `the customize answer's relatedResources[${index}]`;
   const parentNs = parent.metadata.namespace;
   let namespace = r.namespace;
   if (!resolved.namespaced) {
     if (namespace) throw new AnswerError(`${at}: ${r.resource} is cluster-scoped and takes no namespace`);
-  } else if (parentNs) {
+  } else if (parentNs && hookVersion === 'v1') {
     if (namespace && namespace !== parentNs)
       throw new AnswerError(`${at}: names namespace ${namespace}, but a parent in ${parentNs} may relate objects in ${parentNs} only`);
     namespace = parentNs;
-  } else if (r.names && !namespace)
+  } else if (r.names && !namespace && hookVersion === 'v1')
     throw new AnswerError(`${at}: names objects of the namespaced ${r.resource} without naming their namespace`);
   return {
     group: resolved.group,

@@ -20,6 +20,8 @@ import { impersonatedAccount } from '../testbed/rbac.ts';
 const GROUP = 'hook-v2.outrigger.test';
 const sets = gvr(GROUP, 'v1', 'v2sets');
 const things = gvr(GROUP, 'v1', 'v2things');
+const lists = gvr(GROUP, 'v1', 'v2lists');
+const v1Lists = gvr(GROUP, 'v1', 'v1lists');
 const configMaps = gvr('', 'v1', 'configmaps');
 
 let server: Server;
@@ -27,6 +29,8 @@ let url: string;
 const received: Array<{ path: string; body: Record<string, unknown> }> = [];
 /** The composite hook's answer's text, given its request. */
 let compositeAnswer: (req: { parent: KubeObject; children: Record<string, Record<string, KubeObject>> }) => string;
+/** The customize hook's rule (beside apiVersion and resource): what the parent's spec asks for. */
+const customizeRule = ({ parent }: { parent: KubeObject }) => (parent.spec as { rule?: object } | undefined)?.rule ?? {};
 
 beforeAll(async () => {
   server = createServer((req, res) => {
@@ -38,13 +42,27 @@ beforeAll(async () => {
       const answer =
         req.url === '/composite'
           ? compositeAnswer(body as Parameters<typeof compositeAnswer>[0])
-          : JSON.stringify({ labels: { decorated: 'v2' } });
+          : req.url?.startsWith('/customize')
+            ? JSON.stringify({
+                relatedResources: [{ apiVersion: 'v1', resource: 'configmaps', ...customizeRule(body as { parent: KubeObject }) }],
+              })
+            : req.url === '/listed'
+              ? JSON.stringify({ status: { related: Object.keys((body.related as Record<string, object>)['ConfigMap.v1'] ?? {}).sort() } })
+              : JSON.stringify({ labels: { decorated: 'v2' } });
       res.writeHead(200, { 'content-type': 'application/json' }).end(answer);
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  await applyManifests(adminClient(), [openCrd(GROUP, 'V2set', 'v2sets'), openCrd(GROUP, 'V2thing', 'v2things')].join('---\n'));
+  await applyManifests(
+    adminClient(),
+    [
+      openCrd(GROUP, 'V2set', 'v2sets'),
+      openCrd(GROUP, 'V2thing', 'v2things'),
+      openCrd(GROUP, 'V2list', 'v2lists'),
+      openCrd(GROUP, 'V1list', 'v1lists'),
+    ].join('---\n'),
+  );
 }, 120_000);
 
 afterAll(() => new Promise<void>((r) => server.close(() => r())));
@@ -165,5 +183,86 @@ spec:
   } finally {
     await admin.delete(compositeControllers, { name: composite }).catch(() => undefined);
     await admin.delete(decoratorControllers, { name: decorator }).catch(() => undefined);
+  }
+});
+
+test("a v2 customize hook relates a namespaced parent to objects in other namespaces; a v1 one's refused rule is the parent's Synced=False", async () => {
+  const admin = adminClient();
+  const ns = await createNamespace('hookv2-rel');
+  const source = await createNamespace('hookv2-src');
+  const other = await createNamespace('hookv2-other');
+  const v2 = uniqueName('v2related');
+  const v1 = uniqueName('v1related');
+  const cm = (namespace: string, name: string) =>
+    admin.create(configMaps, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, namespace, labels: { feed: ns } } } as KubeObject);
+  await cm(source, 'a');
+  await cm(other, 'b');
+  await applyManifests(
+    admin,
+    `${impersonatedAccount(
+      ns,
+      'rel',
+      [
+        `{ apiGroups: ["${GROUP}"], resources: ["v2lists", "v1lists"], verbs: ["get", "list", "watch", "patch"] }`,
+        `{ apiGroups: ["${GROUP}"], resources: ["v2lists/status", "v1lists/status"], verbs: ["patch"] }`,
+        `{ apiGroups: [""], resources: ["configmaps"], verbs: ["get", "list", "watch"] }`,
+      ],
+      'compositecontroller/*',
+    )}
+---
+apiVersion: metacontroller.k8s.io/v1alpha1
+kind: CompositeController
+metadata: { name: ${v2} }
+spec:
+  generateSelector: true
+  parentResource: { apiVersion: ${GROUP}/v1, resource: v2lists }
+  serviceAccount: { namespace: ${ns}, name: rel }
+  hooks:
+    customize: { version: v2, webhook: { url: "${url}/customize" } }
+    sync: { version: v2, webhook: { url: "${url}/listed" }, retries: 0 }
+---
+apiVersion: metacontroller.k8s.io/v1alpha1
+kind: CompositeController
+metadata: { name: ${v1} }
+spec:
+  generateSelector: true
+  parentResource: { apiVersion: ${GROUP}/v1, resource: v1lists }
+  serviceAccount: { namespace: ${ns}, name: rel }
+  hooks:
+    customize: { webhook: { url: "${url}/customize" } }
+    sync: { webhook: { url: "${url}/listed" }, retries: 0 }
+`,
+  );
+  const list = async (name: string, version: string, rule: object) => ({
+    ...(await admin.create(version === 'v2' ? lists : v1Lists, {
+      apiVersion: `${GROUP}/v1`,
+      kind: version === 'v2' ? 'V2list' : 'V1list',
+      metadata: { name, namespace: ns },
+      spec: { rule },
+    } as KubeObject)),
+    kind: version === 'v2' ? 'V2list' : 'V1list',
+  });
+  const statusOf = async (name: string) =>
+    (await admin.get(name === 'refused' ? v1Lists : lists, { name, namespace: ns })).status as
+      { related?: string[]; conditions?: Condition[] } | undefined;
+  try {
+    const labels = { labelSelector: { matchLabels: { feed: ns } } };
+    // v2: every namespace when the rule names none, or the one it names, whatever the parent's namespace.
+    await pass(await list('everywhere', 'v2', labels));
+    expect((await statusOf('everywhere'))?.related).toEqual([`${other}/b`, `${source}/a`]);
+    await pass(await list('there', 'v2', { ...labels, namespace: source }));
+    expect((await statusOf('there'))?.related).toEqual([`${source}/a`]);
+    await pass(await list('named', 'v2', { names: ['b'] }));
+    expect((await statusOf('named'))?.related).toEqual([`${other}/b`]);
+    // v1 keeps its scope: the refusal is on the parent's status, which the definition owns.
+    await pass(await list('refused', 'v1', { ...labels, namespace: source }));
+    expect((await statusOf('refused'))?.conditions?.find((c) => c.type === 'Synced')).toMatchObject({
+      status: 'False',
+      reason: 'HookMalformedAnswer',
+      message: expect.stringContaining(`may relate objects in ${ns} only`) as string,
+    });
+  } finally {
+    await admin.delete(compositeControllers, { name: v2 }).catch(() => undefined);
+    await admin.delete(compositeControllers, { name: v1 }).catch(() => undefined);
   }
 });

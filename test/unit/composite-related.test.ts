@@ -87,6 +87,31 @@ describe('a rule is held to the parent scope (hook v1)', () => {
   });
 });
 
+describe("a rule's scope under a v2 customize hook, as Metacontroller v2's", () => {
+  const r = { apiVersion: 'v1', resource: 'configmaps' };
+  test('a namespaced parent may relate objects in another namespace, or in every one', () => {
+    expect(scopeRule(parentIn('a'), { ...r, namespace: 'b' }, configMaps, 0, 'v2').namespace).toBe('b');
+    expect(scopeRule(parentIn('a'), r, configMaps, 0, 'v2').namespace).toBeUndefined();
+    expect(scopeRule(parentIn('a'), { ...r, names: ['x'] }, configMaps, 0, 'v2')).toMatchObject({ names: ['x'] });
+    expect(scopeRule(parentIn(), { ...r, names: ['x'] }, configMaps, 0, 'v2').namespace).toBeUndefined();
+    // v1 keeps its scope.
+    expect(() => scopeRule(parentIn('a'), { ...r, namespace: 'b' }, configMaps, 0, 'v1')).toThrow(/in a may relate objects in a only/);
+  });
+
+  test('a rule in every namespace selects an object in any namespace; one naming a namespace, only there', () => {
+    const cm = (namespace: string) => ({ group: '', kind: 'ConfigMap', namespace, name: 'x', labels: {} });
+    expect(ruleSelects(scopeRule(parentIn('a'), r, configMaps, 0, 'v2'), cm('z'))).toBe(true);
+    expect(ruleSelects(scopeRule(parentIn('a'), { ...r, namespace: 'b' }, configMaps, 0, 'v2'), cm('a'))).toBe(false);
+    expect(ruleSelects(scopeRule(parentIn('a'), { ...r, namespace: 'b' }, configMaps, 0, 'v2'), cm('b'))).toBe(true);
+  });
+
+  test('a cluster-scoped kind still takes no namespace', () => {
+    expect(() => scopeRule(parentIn('a'), { apiVersion: 'v1', resource: 'namespaces', namespace: 'b' }, namespaces, 0, 'v2')).toThrow(
+      /cluster-scoped/,
+    );
+  });
+});
+
 const label = fc.constantFrom('app', 'tier', 'team');
 const value = fc.constantFrom('a', 'b');
 const labels = fc.dictionary(label, value, { maxKeys: 3 });
