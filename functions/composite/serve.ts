@@ -129,7 +129,12 @@ async function serveDefinition(
     kind: key.kind,
     metadata: { name: key.name, namespace: key.namespace, uid: key.uid },
   };
-  await warnProblems(ctx, regarding, result.problems, { controller: REPORTER, instance: d.name }, (_count, first) => first.message);
+  // A decorator's every problem: its object's status is not its to write (failedCondition).
+  await warnProblems(ctx, regarding, result.problems, {
+    reporter: { controller: REPORTER, instance: d.name },
+    note: (_count, first) => first.message,
+    every: d.kind === 'DecoratorController',
+  });
   return { d, result };
 }
 

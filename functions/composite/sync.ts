@@ -324,8 +324,13 @@ async function replaceStatus(pass: Pass, parent: KubeObject, status: Record<stri
   return { ...written, apiVersion: parent.apiVersion, kind: parent.kind };
 }
 
-/** A failed pass: the parent's status kept, but for a Synced=False condition naming the problem. */
+/**
+ * A failed pass: the parent's status kept, but for a Synced=False condition naming the problem. A decorator's
+ * object is another controller's, whose status it never writes (docs/controllers/decoratorcontroller.md#a-pass-per-object):
+ * its problems are Events only.
+ */
 async function failedCondition(pass: Pass, parent: KubeObject, problem: Problem): Promise<void> {
+  if (pass.d.kind === 'DecoratorController') return;
   const status = (parent.status ?? {}) as { conditions?: Condition[] };
   const conditions = setCondition(
     status.conditions,

@@ -92,13 +92,10 @@ export async function serveMapRequest(request: SyncRequest, sentAt: number, ctx:
     kind: mc.parent.kind,
     metadata: { name: key.name, namespace: key.namespace, uid: key.uid },
   };
-  await warnProblems(
-    ctx,
-    regarding,
-    result.problems,
-    { controller: MAP_CONTROLLER, instance: mc.name },
-    (count, first) => `${count} input(s) failed, nothing deleted for them: ${first.what}: ${first.message}`,
-  );
+  await warnProblems(ctx, regarding, result.problems, {
+    reporter: { controller: MAP_CONTROLLER, instance: mc.name },
+    note: (count, first) => `${count} input(s) failed, nothing deleted for them: ${first.what}: ${first.message}`,
+  });
   const outcome = passOutcome({
     deferred: result.deferred,
     problems: result.problems,

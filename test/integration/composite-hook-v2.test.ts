@@ -48,8 +48,11 @@ beforeAll(async () => {
               })
             : req.url === '/listed'
               ? JSON.stringify({ status: { related: Object.keys((body.related as Record<string, object>)['ConfigMap.v1'] ?? {}).sort() } })
-              : JSON.stringify({ labels: { decorated: 'v2' } });
-      res.writeHead(200, { 'content-type': 'application/json' }).end(answer);
+              : req.url === '/fail'
+                ? undefined
+                : JSON.stringify({ labels: { decorated: 'v2' } });
+      if (answer === undefined) res.writeHead(500).end('boom');
+      else res.writeHead(200, { 'content-type': 'application/json' }).end(answer);
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
@@ -264,5 +267,52 @@ spec:
   } finally {
     await admin.delete(compositeControllers, { name: v2 }).catch(() => undefined);
     await admin.delete(compositeControllers, { name: v1 }).catch(() => undefined);
+  }
+});
+
+test("a failing DecoratorController writes no condition into its object's status, only a Warning Event", async () => {
+  const admin = adminClient();
+  const ns = await createNamespace('hookv2-fail');
+  const decorator = uniqueName('failing');
+  await applyManifests(
+    admin,
+    `${impersonatedAccount(
+      ns,
+      'fail',
+      [
+        `{ apiGroups: ["${GROUP}"], resources: ["v2things"], verbs: ["get", "list", "watch", "patch"] }`,
+        `{ apiGroups: ["${GROUP}"], resources: ["v2things/status"], verbs: ["patch"] }`,
+        `{ apiGroups: [""], resources: ["configmaps"], verbs: ["list", "watch"] }`,
+      ],
+      'decoratorcontroller/*',
+    )}
+---
+apiVersion: metacontroller.k8s.io/v1alpha1
+kind: DecoratorController
+metadata: { name: ${decorator} }
+spec:
+  resources: [{ apiVersion: ${GROUP}/v1, resource: v2things, labelSelector: { matchLabels: { failing: "yes" } } }]
+  attachments: [{ apiVersion: v1, resource: configmaps }]
+  serviceAccount: { namespace: ${ns}, name: fail }
+  hooks: { sync: { webhook: { url: "${url}/fail" }, retries: 0 } }
+`,
+  );
+  try {
+    const thing = {
+      ...(await admin.create(things, {
+        apiVersion: `${GROUP}/v1`,
+        kind: 'V2thing',
+        metadata: { name: 'owned-elsewhere', namespace: ns, labels: { failing: 'yes' } },
+        status: { mine: 'the owner' },
+      } as KubeObject)),
+      kind: 'V2thing',
+    };
+    await pass(thing);
+    await pass(thing);
+    expect((await admin.get(things, { name: 'owned-elsewhere', namespace: ns })).status).toBeUndefined();
+    const events = await admin.listAll(gvr('events.k8s.io', 'v1', 'events'), { namespace: ns });
+    expect(events.map((e) => (e as unknown as { reason: string }).reason)).toContain('HookHTTPError');
+  } finally {
+    await admin.delete(decoratorControllers, { name: decorator }).catch(() => undefined);
   }
 });
