@@ -55,8 +55,12 @@ export async function syncDefinition(ctx: PassContext, d: ResolvedDefinition, ke
   let parent: KubeObject = { ...found, apiVersion: apiVersionOf(resource), kind: resource.kind };
   const finalizer = compositeFinalizer(d.kind, d.name);
   const ours = parent.metadata.finalizers?.includes(finalizer) ?? false;
+  // A decorator's object that stops matching, while it has the finalizer and a finalize hook: finalized as if it
+  // were being deleted, as Metacontroller does (docs/controllers/decoratorcontroller.md#a-pass-per-object).
+  const selected = selects(d, resource, parent);
+  const unmatched = !selected && ours && d.kind === 'DecoratorController' && Boolean(d.hooks.finalize);
   // A parent the definition no longer serves keeps none of its finalizer (docs/controllers/compositecontroller.md#finalizers-are-released).
-  if (!selects(d, resource, parent))
+  if (!selected && !unmatched)
     return { ...result, skipped: 'not selected', ...(ours ? await release(ctx, resource, parent, finalizer) : {}) };
   // Being deleted without our finalizer: the garbage collector takes the children, and no hook is called.
   if (isBeingDeleted(parent) && !ours) return { ...result, skipped: 'being deleted' };
@@ -74,7 +78,7 @@ export async function syncDefinition(ctx: PassContext, d: ResolvedDefinition, ke
     if (rel.asked) result.hookCalls += 1;
     result.relatedKinds = rel.kinds;
     parent = rel.parent;
-    const finalizing = isBeingDeleted(parent);
+    const finalizing = isBeingDeleted(parent) || unmatched;
     const hook = finalizing ? d.hooks.finalize! : d.hooks.sync;
     // The request in the hook's version (v1 or v2), its answer read loosely or strictly as the hook says.
     const version = hookVersion(hook);
@@ -141,7 +145,8 @@ async function release(
 /** A CompositeController's parentResource.labelSelector, or a DecoratorController's rule's selectors. */
 function selects(d: ResolvedDefinition, resource: ResolvedResource, parent: KubeObject): boolean {
   if (d.kind === 'CompositeController') return !d.parent.labelSelector || decorates({ labelSelector: d.parent.labelSelector }, parent);
-  return (d as ResolvedDecorator).targets.some((t) => t === resource && decorates(t.rule, parent));
+  // Any of its rules for the object's kind (two rules may name one kind with different selectors).
+  return (d as ResolvedDecorator).targets.some((t) => t.group === resource.group && t.kind === resource.kind && decorates(t.rule, parent));
 }
 
 /** Lists as the ServiceAccount: one it may not make is the parent's Forbidden problem. */

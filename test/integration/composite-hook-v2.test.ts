@@ -29,6 +29,13 @@ let url: string;
 const received: Array<{ path: string; body: Record<string, unknown> }> = [];
 /** The composite hook's answer's text, given its request. */
 let compositeAnswer: (req: { parent: KubeObject; children: Record<string, Record<string, KubeObject>> }) => string;
+/** The ConfigMap a decorator attaches to its object. */
+const attachment = ({ object }: { object: KubeObject }) => ({
+  apiVersion: 'v1',
+  kind: 'ConfigMap',
+  metadata: { name: `${object.metadata.name ?? ''}-attached`, namespace: object.metadata.namespace },
+  data: {},
+});
 /** The customize hook's rule (beside apiVersion and resource): what the parent's spec asks for. */
 const customizeRule = ({ parent }: { parent: KubeObject }) => (parent.spec as { rule?: object } | undefined)?.rule ?? {};
 
@@ -50,7 +57,11 @@ beforeAll(async () => {
               ? JSON.stringify({ status: { related: Object.keys((body.related as Record<string, object>)['ConfigMap.v1'] ?? {}).sort() } })
               : req.url === '/fail'
                 ? undefined
-                : JSON.stringify({ labels: { decorated: 'v2' } });
+                : req.url === '/attach'
+                  ? JSON.stringify({ attachments: [attachment(body as { object: KubeObject })] })
+                  : req.url === '/detach'
+                    ? JSON.stringify({ attachments: [], finalized: true })
+                    : JSON.stringify({ labels: { decorated: 'v2' } });
       if (answer === undefined) res.writeHead(500).end('boom');
       else res.writeHead(200, { 'content-type': 'application/json' }).end(answer);
     });
@@ -312,6 +323,63 @@ spec:
     expect((await admin.get(things, { name: 'owned-elsewhere', namespace: ns })).status).toBeUndefined();
     const events = await admin.listAll(gvr('events.k8s.io', 'v1', 'events'), { namespace: ns });
     expect(events.map((e) => (e as unknown as { reason: string }).reason)).toContain('HookHTTPError');
+  } finally {
+    await admin.delete(decoratorControllers, { name: decorator }).catch(() => undefined);
+  }
+});
+
+test('a decorated object that stops matching is finalized: the finalize hook called, its attachments deleted, the finalizer gone', async () => {
+  const admin = adminClient();
+  const ns = await createNamespace('hookv2-unmatch');
+  const decorator = uniqueName('unmatch');
+  await applyManifests(
+    admin,
+    `${impersonatedAccount(
+      ns,
+      'unmatch',
+      [
+        `{ apiGroups: ["${GROUP}"], resources: ["v2things"], verbs: ["get", "list", "watch", "patch"] }`,
+        `{ apiGroups: [""], resources: ["configmaps"], verbs: ["list", "watch", "create", "patch", "delete"] }`,
+      ],
+      'decoratorcontroller/*',
+    )}
+---
+apiVersion: metacontroller.k8s.io/v1alpha1
+kind: DecoratorController
+metadata: { name: ${decorator} }
+spec:
+  resources: [{ apiVersion: ${GROUP}/v1, resource: v2things, labelSelector: { matchLabels: { attach: "yes" } } }]
+  attachments: [{ apiVersion: v1, resource: configmaps }]
+  serviceAccount: { namespace: ${ns}, name: unmatch }
+  hooks:
+    sync: { webhook: { url: "${url}/attach" }, retries: 0 }
+    finalize: { webhook: { url: "${url}/detach" }, retries: 0 }
+`,
+  );
+  const detaches = () => received.filter((r) => r.path === '/detach').length;
+  try {
+    const created = await admin.create(things, {
+      apiVersion: `${GROUP}/v1`,
+      kind: 'V2thing',
+      metadata: { name: 'optin', namespace: ns, labels: { attach: 'yes' } },
+    } as KubeObject);
+    await pass({ ...created, kind: 'V2thing' });
+    expect(await admin.find(configMaps, { name: 'optin-attached', namespace: ns })).toBeDefined();
+    const finalizer = `decorator.outrigger.dev/${decorator}`;
+    expect((await admin.get(things, { name: 'optin', namespace: ns })).metadata.finalizers).toContain(finalizer);
+    // The label goes: the next pass calls the finalize hook, whose empty answer deletes the attachment.
+    const before = detaches();
+    const unlabelled = await admin.patch(things, { name: 'optin', namespace: ns }, { metadata: { labels: { attach: null } } }, 'merge');
+    await pass({ ...unlabelled, kind: 'V2thing' });
+    expect(detaches()).toBe(before + 1);
+    const detach = received.filter((r) => r.path === '/detach').at(-1)!.body;
+    expect(detach).toMatchObject({ finalizing: true, attachments: { 'ConfigMap.v1': { 'optin-attached': expect.anything() as unknown } } });
+    const cm = await admin.find(configMaps, { name: 'optin-attached', namespace: ns });
+    expect(cm === undefined || cm.metadata.deletionTimestamp !== undefined).toBe(true);
+    expect((await admin.get(things, { name: 'optin', namespace: ns })).metadata.finalizers ?? []).not.toContain(finalizer);
+    // Finalized: a later pass calls no hook.
+    await pass({ ...unlabelled, kind: 'V2thing' });
+    expect(detaches()).toBe(before + 1);
   } finally {
     await admin.delete(decoratorControllers, { name: decorator }).catch(() => undefined);
   }
