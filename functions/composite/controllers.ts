@@ -354,7 +354,7 @@ export function routedKinds(set: CompositeSet): ControllerKind[] {
         ...related(d),
         definition: `DecoratorController/${d.name}`,
         // Only the objects its rule selects are its parents (and one that still carries its finalizer, to release).
-        ownChangeSyncs: (o) => labelsSelect(t.rule.labelSelector, o) || holds(d, o),
+        ownChangeSyncs: (o) => (labelsSelect(t.rule.labelSelector, o) && (!t.rule.ignoreStatusChanges || specChanged(o))) || holds(d, o),
         checksRefUid: true,
         target: COMPOSITE_TARGET,
       })),

@@ -68,6 +68,11 @@ const metaHook = z.safeExtend(hookSchema, {
 export type MetaHook = z.infer<typeof metaHook>;
 const serviceAccount = z.optional(z.object({ namespace: nonEmpty(), name: nonEmpty() }));
 
+/**
+ * Metacontroller's per-host webhook settings: not served (each hook's webhook takes the same options), so a
+ * definition that gives them is Ready=False naming the field, rather than called without them.
+ */
+const endpointConfigs = z.optional(z.array(z.unknown()));
 const compositeSpec = z.looseObject({
   parentResource: z.looseObject({
     ...resourceRule,
@@ -80,16 +85,36 @@ const compositeSpec = z.looseObject({
   resyncPeriodSeconds: z.optional(z.number().check(z.int(), z.gte(1))),
   generateSelector: z.optional(z.boolean()),
   serviceAccount,
+  endpointConfigs,
 });
 const decoratorSpec = z.looseObject({
   resources: z
-    .array(z.looseObject({ ...resourceRule, labelSelector: z.optional(labelSelector), annotationSelector: z.optional(annotationSelector) }))
+    .array(
+      z.looseObject({
+        ...resourceRule,
+        labelSelector: z.optional(labelSelector),
+        annotationSelector: z.optional(annotationSelector),
+        ignoreStatusChanges: z.optional(z.boolean()),
+      }),
+    )
     .check(z.minLength(1, 'names no resource')),
   attachments: z.optional(z.array(z.looseObject({ ...resourceRule, updateStrategy }))),
   hooks: z.optional(z.record(z.string(), z.unknown())),
   resyncPeriodSeconds: z.optional(z.number().check(z.int(), z.gte(1))),
   serviceAccount,
+  endpointConfigs,
 });
+
+/** spec.endpointConfigs, refused while it names any host (docs/getting-started/from-metacontroller.md#what-differs-and-why). */
+function refuseEndpointConfigs(kind: string, name: string, configs: unknown[] | undefined): void {
+  if (configs?.length)
+    throw new DefinitionError(
+      kind,
+      name,
+      'spec.endpointConfigs is not served: give each hook its webhook caBundle, clientTLS, authorization or basicAuth',
+      'UnsupportedField',
+    );
+}
 
 /** How an existing child that differs from the answer is written (the default, OnDelete: it is not). */
 export type UpdateMethod = 'OnDelete' | 'Recreate' | 'InPlace';
@@ -122,6 +147,8 @@ export interface ResourceSelectorRule {
   labelSelector?: LabelSelector | undefined;
   annotationSelector?:
     { matchAnnotations?: Record<string, string> | undefined; matchExpressions?: LabelSelector['matchExpressions'] } | undefined;
+  /** A change of the object's status alone brings no sync (as a CompositeController's parentResource.ignoreStatusChanges). */
+  ignoreStatusChanges?: boolean | undefined;
 }
 
 interface Common {
@@ -252,6 +279,7 @@ export function parseCompositeController(obj: KubeObject): CompositeController {
   const kind = 'CompositeController';
   const base = common(obj);
   const spec = parsed(kind, base.name, compositeSpec, obj.spec);
+  refuseEndpointConfigs(kind, base.name, spec.endpointConfigs);
   return {
     ...base,
     kind,
@@ -292,6 +320,7 @@ export function parseDecoratorController(obj: KubeObject): DecoratorController {
   const kind = 'DecoratorController';
   const base = common(obj);
   const spec = parsed(kind, base.name, decoratorSpec, obj.spec);
+  refuseEndpointConfigs(kind, base.name, spec.endpointConfigs);
   return {
     ...base,
     kind,
@@ -308,6 +337,7 @@ export function parseDecoratorController(obj: KubeObject): DecoratorController {
       resource: r.resource,
       labelSelector: r.labelSelector as LabelSelector | undefined,
       annotationSelector: r.annotationSelector as ResourceSelectorRule['annotationSelector'],
+      ignoreStatusChanges: r.ignoreStatusChanges ?? false,
     })),
   };
 }

@@ -76,16 +76,18 @@ export class WebhookOptions {
       if (value === undefined) throw new HookError('Refused', `${hookName(hook)}: ${kind} ${ref.namespace}/${ref.name} has no key ${key}`);
       return value;
     };
-    if (authorization)
-      out.headers.authorization = `Bearer ${(await pick('Secret', authorization.secretRef, authorization.secretRef.key ?? 'token')).trim()}`;
+    if (authorization) {
+      const credential = (await pick('Secret', authorization.secretRef, authorization.secretRef.key ?? 'token')).trim();
+      out.headers.authorization = `${authorization.type ?? 'Bearer'} ${credential}`;
+    }
     if (basicAuth) {
-      const user = await pick('Secret', basicAuth.secretRef, 'username');
-      const password = await pick('Secret', basicAuth.secretRef, 'password');
+      const user = await pick('Secret', basicAuth.secretRef, basicAuth.usernameKey ?? 'username');
+      const password = await pick('Secret', basicAuth.secretRef, basicAuth.passwordKey ?? 'password');
       out.headers.authorization = `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
     }
     if (clientTLS) {
-      out.tls.cert = await pick('Secret', clientTLS.secretRef, 'tls.crt');
-      out.tls.key = await pick('Secret', clientTLS.secretRef, 'tls.key');
+      out.tls.cert = await pick('Secret', clientTLS.secretRef, clientTLS.certKey ?? 'tls.crt');
+      out.tls.key = await pick('Secret', clientTLS.secretRef, clientTLS.privateKeyKey ?? 'tls.key');
     }
     if (caBundle?.inline) out.tls.ca = caBundle.inline;
     if (caBundle?.secretRef) out.tls.ca = await pick('Secret', caBundle.secretRef, caBundle.secretRef.key ?? 'ca.crt');

@@ -66,12 +66,34 @@ export const webhookSchema = z
           ),
         ),
     ),
-    /** `Authorization: Bearer <the Secret's key, default token>`. */
-    authorization: z.optional(z.object({ secretRef: keyRef })),
-    /** HTTP basic authorization from a kubernetes.io/basic-auth Secret's `username` and `password`. */
-    basicAuth: z.optional(z.object({ secretRef: z.object({ name: nonEmpty(), namespace: nonEmpty() }) })),
-    /** A client certificate from a kubernetes.io/tls Secret's `tls.crt` and `tls.key`. */
-    clientTLS: z.optional(z.object({ secretRef: z.object({ name: nonEmpty(), namespace: nonEmpty() }) })),
+    /** `Authorization: <type, default Bearer> <the Secret's key, default token>`; Basic is basicAuth's, as in Metacontroller. */
+    authorization: z.optional(
+      z.object({
+        type: z.optional(
+          z.string().check(
+            z.regex(/^[A-Za-z][A-Za-z0-9._-]*$/, 'must be an HTTP authorization scheme'),
+            z.refine((t) => t.toLowerCase() !== 'basic', 'Basic is not a type: use basicAuth'),
+          ),
+        ),
+        secretRef: keyRef,
+      }),
+    ),
+    /** HTTP basic authorization from a Secret's `usernameKey` and `passwordKey` (default `username`, `password`). */
+    basicAuth: z.optional(
+      z.object({
+        secretRef: z.object({ name: nonEmpty(), namespace: nonEmpty() }),
+        usernameKey: z.optional(nonEmpty()),
+        passwordKey: z.optional(nonEmpty()),
+      }),
+    ),
+    /** A client certificate from a Secret's `certKey` and `privateKeyKey` (default `tls.crt`, `tls.key`). */
+    clientTLS: z.optional(
+      z.object({
+        secretRef: z.object({ name: nonEmpty(), namespace: nonEmpty() }),
+        certKey: z.optional(nonEmpty()),
+        privateKeyKey: z.optional(nonEmpty()),
+      }),
+    ),
     /** If-None-Match caching of answers (docs/reference/hooks.md#webhook-options). */
     etag: z.optional(
       z.object({

@@ -384,3 +384,56 @@ spec:
     await admin.delete(decoratorControllers, { name: decorator }).catch(() => undefined);
   }
 });
+
+test("Metacontroller's v1alpha1 fields apply: endpointConfigs is Ready=False naming it, the webhook's key and type fields are served", async () => {
+  const admin = adminClient();
+  const ns = await createNamespace('hookv2-fields');
+  const name = uniqueName('fields');
+  const auth = `authorization: { type: Token, secretRef: { name: tok, namespace: ${ns}, key: token } }`;
+  const manifest = (withEndpoints: boolean) => `
+apiVersion: metacontroller.k8s.io/v1alpha1
+kind: DecoratorController
+metadata: { name: ${name} }
+spec:
+  resources: [{ apiVersion: ${GROUP}/v1, resource: v2things, ignoreStatusChanges: true, labelSelector: { matchLabels: { fields: "yes" } } }]
+  serviceAccount: { namespace: ${ns}, name: fields }
+  hooks:
+    sync: { webhook: { url: "${url}/decorator", ${auth} } }
+    finalize:
+      webhook:
+        url: "${url}/detach"
+        basicAuth: { secretRef: { name: basic, namespace: ${ns} }, usernameKey: user, passwordKey: pass }
+${
+  withEndpoints
+    ? `  endpointConfigs:
+    - host: hooks.example.com
+      caBundle: { inline: x }
+      clientTLS: { secretRef: { name: tls, namespace: ${ns} }, certKey: c, privateKeyKey: k }
+      ${auth}`
+    : ''
+}`;
+  const ready = async () => {
+    const d = await admin.get(decoratorControllers, { name });
+    await serveCompositeRequest(
+      makeSyncRequest({ cluster: 'v2', group: 'metacontroller.k8s.io', kind: 'DecoratorController', name, uid: d.metadata.uid ?? '' }, []),
+      Date.now(),
+      ctx(),
+    );
+    return ((await admin.get(decoratorControllers, { name })).status as { conditions?: Condition[] } | undefined)?.conditions?.find(
+      (c) => c.type === 'Ready',
+    );
+  };
+  try {
+    // Applied as they are (the apiserver's strict decoding refused them before).
+    await applyManifests(admin, `${impersonatedAccount(ns, 'fields', [], 'decoratorcontroller/*')}\n---${manifest(true)}`);
+    expect(await ready()).toMatchObject({
+      status: 'False',
+      reason: 'UnsupportedField',
+      message: expect.stringContaining('spec.endpointConfigs') as string,
+    });
+    await applyManifests(admin, manifest(false));
+    expect((await ready())?.reason).not.toBe('UnsupportedField');
+  } finally {
+    await admin.delete(decoratorControllers, { name }).catch(() => undefined);
+  }
+});

@@ -5,6 +5,9 @@ import fc from 'fast-check';
 import {
   AnswerError,
   compositeAnswer,
+  DefinitionError,
+  parseDecoratorController,
+  toHook,
   decoratorAnswer,
   parseCompositeAnswer,
   parseCompositeController,
@@ -155,5 +158,48 @@ describe('strict and loose answers', () => {
     expect(duplicateKey('{"status":{"a":1,"b":{"c":[{"d":1,"d":2}]}}}')).toBe('status.b.c[0].d');
     expect(duplicateKey('{"children":[],"children":[]}')).toBe('children');
     expect(duplicateKey('{"a":"{\\"b\\":1,\\"b\\":2}"}')).toBeUndefined();
+  });
+});
+
+describe("Metacontroller's v1alpha1 fields", () => {
+  test('spec.endpointConfigs is refused by reason, naming it; an empty list is nothing to serve', () => {
+    const endpoints = [{ host: 'hooks.example.com', caBundle: { inline: 'x' } }];
+    for (const parse of [
+      () => parseCompositeController(controllerObject({ ...spec({ webhook: { url: 'https://x' } }), endpointConfigs: endpoints })),
+      () =>
+        parseDecoratorController({
+          ...controllerObject({}),
+          kind: 'DecoratorController',
+          spec: {
+            resources: [{ apiVersion: 'v1', resource: 'pods' }],
+            hooks: { sync: { webhook: { url: 'https://x' } } },
+            endpointConfigs: endpoints,
+          },
+        }),
+    ]) {
+      expect(parse).toThrow(DefinitionError);
+      expect(parse).toThrow(/spec\.endpointConfigs is not served/);
+      try {
+        parse();
+      } catch (err) {
+        expect((err as DefinitionError).reason).toBe('UnsupportedField');
+      }
+    }
+    expect(parseCompositeController(controllerObject({ ...spec({ webhook: { url: 'https://x' } }), endpointConfigs: [] })).name).toBe('c');
+  });
+
+  test("a decorator's resources[].ignoreStatusChanges is read; authorization.type Basic is basicAuth's", () => {
+    const d = parseDecoratorController({
+      ...controllerObject({}),
+      kind: 'DecoratorController',
+      spec: {
+        resources: [{ apiVersion: 'v1', resource: 'pods', ignoreStatusChanges: true }],
+        hooks: { sync: { webhook: { url: 'https://x' } } },
+      },
+    });
+    expect(d.resources[0]!.ignoreStatusChanges).toBe(true);
+    const auth = (type: string) => ({ webhook: { url: 'https://x', authorization: { type, secretRef: { name: 's', namespace: 'n' } } } });
+    expect(toHook('CompositeController', 'c', 'spec.hooks.sync', auth('Token')).webhook?.authorization?.type).toBe('Token');
+    expect(() => toHook('CompositeController', 'c', 'spec.hooks.sync', auth('basic'))).toThrow(/use basicAuth/);
   });
 });

@@ -113,6 +113,28 @@ describe('webhook options read as the controller account', () => {
     expect(seen.map((h) => h.authorization)).toEqual(['Bearer s3cret', `Basic ${b64('ann:pw')}`]);
   });
 
+  test("Metacontroller's authorization.type and basicAuth's usernameKey and passwordKey", async () => {
+    seen.length = 0;
+    const k = kube();
+    k.seed(secrets, {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: 'keys', namespace: 'team' },
+      data: { user: b64('bob'), pass: b64('pw2') },
+    } as KubeObject);
+    await hooks().call(
+      hook({ url, authorization: { type: 'Token', secretRef: { name: 'tok', namespace: 'team' } } }),
+      {},
+      { controller, cluster: k },
+    );
+    await hooks().call(
+      hook({ url, basicAuth: { secretRef: { name: 'keys', namespace: 'team' }, usernameKey: 'user', passwordKey: 'pass' } }),
+      {},
+      { controller, cluster: k },
+    );
+    expect(seen.map((h) => h.authorization)).toEqual(['Token s3cret', `Basic ${b64('bob:pw2')}`]);
+  });
+
   test('trust boundary: a Secret the controller account may not read is NotAllowed, and nothing is sent', async () => {
     seen.length = 0;
     const k = kube();
@@ -209,6 +231,23 @@ describe('webhook options read as the controller account', () => {
           { controller, cluster: k },
         );
         expect(peers).toEqual(['client']);
+        // Metacontroller's certKey and privateKeyKey name other keys of the Secret.
+        k.seed(secrets, {
+          apiVersion: 'v1',
+          kind: 'Secret',
+          metadata: { name: 'keyed', namespace: 'team' },
+          data: { c: b64(read('client.crt')), k: b64(read('client.key')) },
+        } as KubeObject);
+        await h.call(
+          hook({
+            url: tlsUrl,
+            caBundle: { configMapRef: { name: 'ca', namespace: 'team' } },
+            clientTLS: { secretRef: { name: 'keyed', namespace: 'team' }, certKey: 'c', privateKeyKey: 'k' },
+          }),
+          {},
+          { controller, cluster: k },
+        );
+        expect(peers).toEqual(['client', 'client']);
       } finally {
         await new Promise<void>((r) => tls.close(() => r()));
       }

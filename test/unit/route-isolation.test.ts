@@ -204,6 +204,29 @@ describe("a parent's own event", () => {
     expect(await routed(widget({ tier: 'b' }))).toEqual([]);
   });
 
+  test("a DecoratorController rule's ignoreStatusChanges: a change that moved no generation does not reach it", async () => {
+    const quiet = {
+      ...set,
+      decorators: set.decorators.map((d) => ({
+        ...d,
+        targets: d.targets.map((t) => ({ ...t, rule: { ...t.rule, ignoreStatusChanges: true } })),
+      })),
+    } as CompositeSet;
+    const kinds = routedKinds(quiet);
+    const route = (object: KubeObject) =>
+      routeEnvelope(
+        makeEnvelope({ cluster: 'c', type: 'modified', object, source: 'test' }),
+        new BatchResolver(cluster([], new Set()), 'c', kinds),
+        kinds,
+      ).then(keys);
+    const at = (generation: number, observedGeneration: number): KubeObject => {
+      const o = configMap({ expose: 'yes' });
+      return { ...o, metadata: { ...o.metadata, generation }, status: { observedGeneration } } as KubeObject;
+    };
+    expect(await route(at(2, 2))).toEqual([]);
+    expect(await route(at(3, 2))).toEqual(['ConfigMap/cm']);
+  });
+
   // docs/controllers/compositecontroller.md#finalizers-are-released
   test('trust boundary: an object a definition no longer selects still reaches it while it carries its finalizer, to be released', async () => {
     const held = (o: KubeObject, finalizer: string): KubeObject => ({ ...o, metadata: { ...o.metadata, finalizers: [finalizer] } });
