@@ -6,10 +6,11 @@
 // finalizer is taken off its parents, then Outrigger's off it (functions/composite/finalizers.ts).
 import type { HookCaller } from '../../shared/hooks/index.ts';
 import { apiVersionOf, type GVR, type KubeClient, type KubeObject } from '../../shared/kube/index.ts';
+import { RetryLater } from '../../shared/lambda/retry.ts';
 import type { SyncRequest } from '../../shared/lambda/sync-request.ts';
 import type { SyncSink } from '../../shared/lambda/sync-sink.ts';
 import type { Log } from '../../shared/log.ts';
-import { COMPOSITE_GROUP, definitionFinalizer } from '../../shared/composite/api.ts';
+import { COMPOSITE_GROUP, definitionFinalizer, retriesUnresolved } from '../../shared/composite/api.ts';
 import { isBeingDeleted } from '../../shared/ownership/index.ts';
 import { nextWake, timerOf } from '../../shared/metacontroller/timers.ts';
 import { retryOutcome } from '../../shared/metacontroller/problems.ts';
@@ -152,6 +153,10 @@ async function queueParents({ key, causes }: SyncRequest, ctx: CompositeServeCon
   const d = [...set.composites, ...set.decorators].find((x) => x.uid === key.uid);
   const listed = set.objects.find((o) => o.object.metadata.uid === key.uid);
   if (listed && isBeingDeleted(listed.object)) return releaseDefinition(ctx, listed, d);
+  // A kind it names not served yet (its CRD applied with it): asked again within seconds, not at the next resync.
+  const invalid = listed && set.invalid.find((i) => i.kind === key.kind && i.name === listed.object.metadata.name);
+  if (invalid && retriesUnresolved(invalid.reason, ctx.receiveCount ?? 1))
+    throw new RetryLater(`${key.kind} ${invalid.name}: ${invalid.error}`);
   if (!d) return;
   const resources = d.kind === 'CompositeController' ? [d.parentResource] : d.targets;
   for (const r of resources) {

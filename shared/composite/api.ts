@@ -28,6 +28,18 @@ export const MADE_BY_ANNOTATION = 'composite.outrigger.dev/made-by';
  */
 export const DECORATOR_ANNOTATION = 'metacontroller.k8s.io/decorator-controller';
 
+/**
+ * How many times a definition's own event is received while a kind it names is not served yet, before the next
+ * resync is left to try again: its backoff (2 s, 4 s, 8 s, 16 s) spans the half-minute a CRD applied with it takes
+ * to be served at worst, as Metacontroller retries within seconds (docs/controllers/compositecontroller.md#the-definitions-status).
+ */
+export const UNRESOLVED_RETRY_RECEIVES = 5;
+
+/** Whether a definition's event is retried soon: a kind it names is not served yet (UnresolvableResource). */
+export function retriesUnresolved(reason: string | undefined, receiveCount: number): boolean {
+  return reason === 'UnresolvableResource' && receiveCount < UNRESOLVED_RETRY_RECEIVES;
+}
+
 /** Why a definition is not served: its Ready condition's reason. */
 export class DefinitionError extends Error {
   readonly reason: string;

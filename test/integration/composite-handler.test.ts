@@ -4,14 +4,15 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { clusterCache } from '../../functions/cluster-cache.ts';
-import { listCompositeSet, type CompositeSet } from '../../functions/composite/controllers.ts';
+import { compositeControllers, listCompositeSet, type CompositeSet } from '../../functions/composite/controllers.ts';
+import { UNRESOLVED_RETRY_RECEIVES } from '../../shared/composite/api.ts';
 import { serveCompositeRequest, type CompositeServeContext } from '../../functions/composite/serve.ts';
 import { Hooks } from '../../shared/hooks/index.ts';
 import { forgetDiscovery, gvr, type KubeObject } from '../../shared/kube/index.ts';
 import { applyManifests } from '../../shared/kube/apply.ts';
 import { NotYet, RetryLater } from '../../shared/lambda/retry.ts';
 import { makeSyncRequest, type SyncRequest } from '../../shared/lambda/sync-request.ts';
-import { adminClient, createNamespace, outriggerClient, testState, uniqueName } from '../testbed/index.ts';
+import { adminClient, createNamespace, eventually, outriggerClient, testState, uniqueName } from '../testbed/index.ts';
 import { openCrd } from '../testbed/crds.ts';
 import { controllersGrant, impersonatedAccount } from '../testbed/rbac.ts';
 
@@ -182,4 +183,52 @@ test('a HookRefused answer (a redirect) is a Warning Event and no retry: only a 
   await serveCompositeRequest(makeSyncRequest(keyOf(parent), ['event']), Date.now(), ctx());
   const events = await adminClient().listAll(gvr('events.k8s.io', 'v1', 'events'), { namespace: ns });
   expect(events.map((e) => (e as unknown as { reason: string }).reason)).toContain('HookRefused');
+});
+
+test('a definition applied before its parent CRD is retried within seconds, and Ready once the kind is served', async () => {
+  const admin = adminClient();
+  const group = 'late-crd.outrigger.test';
+  const name = uniqueName('late');
+  await applyManifests(
+    admin,
+    `${impersonatedAccount(NS, 'late', [`{ apiGroups: ["${group}"], resources: ["latecomers"], verbs: ["get", "list", "patch"] }`], `compositecontroller/${name}`)}
+---
+apiVersion: metacontroller.k8s.io/v1alpha1
+kind: CompositeController
+metadata: { name: ${name} }
+spec:
+  serviceAccount: { namespace: ${NS}, name: late }
+  generateSelector: true
+  parentResource: { apiVersion: ${group}/v1, resource: latecomers }
+  hooks: { sync: { webhook: { url: "http://127.0.0.1:1/sync" } } }
+`,
+  );
+  const uid = (await admin.get(compositeControllers, { name })).metadata.uid ?? '';
+  const request = makeSyncRequest({ cluster: 'it', group: 'metacontroller.k8s.io', kind: 'CompositeController', name, uid }, ['event']);
+  const ready = async () =>
+    (
+      (await admin.get(compositeControllers, { name })).status as { conditions?: Array<{ type: string; status: string; reason: string }> }
+    ).conditions?.find((c) => c.type === 'Ready');
+  try {
+    // Not served yet: Ready=False, and the event comes back after its backoff (2 s, 4 s, ...), until its last receive.
+    await expect(serveCompositeRequest(request, Date.now(), { ...ctx(), receiveCount: 1 })).rejects.toBeInstanceOf(RetryLater);
+    expect(await ready()).toMatchObject({ status: 'False', reason: 'UnresolvableResource' });
+    await expect(
+      serveCompositeRequest(request, Date.now(), { ...ctx(), receiveCount: UNRESOLVED_RETRY_RECEIVES }),
+    ).resolves.toBeUndefined();
+    await applyManifests(admin, openCrd(group, 'Latecomer', 'latecomers'));
+    // A retry once the apiserver serves the kind: Ready, with no resync.
+    await eventually(() =>
+      serveCompositeRequest(request, Date.now(), { ...ctx(), receiveCount: 2 }).then(
+        () => true,
+        (err: unknown) => {
+          if (!(err instanceof RetryLater)) throw err;
+          return undefined;
+        },
+      ),
+    );
+    expect(await ready()).toMatchObject({ status: 'True' });
+  } finally {
+    await admin.delete(compositeControllers, { name }).catch(() => undefined);
+  }
 });
