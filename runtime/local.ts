@@ -106,9 +106,6 @@ export const LOCAL_WEBHOOK_ALLOW = ['127.0.0.0/8', '::1'];
 export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   const log = opts.log ?? (() => {});
   const clusterId = opts.clusterId ?? 'local';
-  // The namespace is kept by the runtime's own clients (shared/kube/client.ts); a function in its container has its own.
-  if (opts.namespace && opts.lambdaContainers)
-    throw new Error(`--namespace ${opts.namespace} cannot be kept by functions in their Lambda containers: leave out --lambda-containers`);
   // Storage migration reads and rewrites every resource of the cluster, which one namespace cannot hold.
   const specs: RuntimeFunction[] = (opts.functions ?? registry).filter((f) => !(opts.namespace && STORAGE_FUNCTIONS.has(f.name)));
   if (specs.length < (opts.functions ?? registry).length)
