@@ -82,13 +82,15 @@ export interface KubeClientOptions {
 }
 
 /**
- * The writes a client kept to one namespace may make elsewhere: access reviews, which store nothing, and the
- * status of Outrigger's and Metacontroller's definitions (cluster-scoped; it says whether the definition can run,
- * the same from any namespace).
+ * The writes a client kept to one namespace may make elsewhere: access reviews, which store nothing, and Outrigger's
+ * and Metacontroller's definitions (cluster-scoped): their status, which says whether the definition can run, and a
+ * patch of the definition itself (Outrigger's finalizer on it, the kinds its hooks read), the same from any namespace.
+ * Without the finalizer a definition with a finalize hook could not be served from one namespace at all.
  */
-function writableOutsideScope(r: GVR, namespace: string | undefined, subresource: string | undefined): boolean {
+function writableOutsideScope(verb: string, r: GVR, namespace: string | undefined, subresource: string | undefined): boolean {
   if (r.group === 'authorization.k8s.io' || r.group === 'authentication.k8s.io') return true;
-  return namespace === undefined && subresource === 'status' && (r.group === 'outrigger.dev' || r.group === 'metacontroller.k8s.io');
+  const definition = namespace === undefined && (r.group === 'outrigger.dev' || r.group === 'metacontroller.k8s.io');
+  return definition && (subresource === 'status' || verb === 'patch');
 }
 
 const patchContentType: Record<PatchType, string> = {
@@ -341,7 +343,7 @@ export class KubeClient implements KubeApi {
 
   /** Refuses, before sending, a write outside the client's namespace (KubeClientOptions.namespace). */
   private mayWrite(verb: string, r: GVR, namespace: string | undefined, name: string | undefined, subresource?: string): void {
-    if (!this.scope || namespace === this.scope || writableOutsideScope(r, namespace, subresource)) return;
+    if (!this.scope || namespace === this.scope || writableOutsideScope(verb, r, namespace, subresource)) return;
     const what = `${r.resource}${subresource ? `/${subresource}` : ''} ${namespace ? `${namespace}/` : ''}${name ?? ''}`;
     throw new KubeError(
       'Forbidden',

@@ -140,7 +140,7 @@ describe('KubeClient', () => {
 });
 
 describe('trust boundary: a client kept to one namespace (outrigger run --namespace)', () => {
-  test('refuses, before sending anything, a write in another namespace or to a cluster-scoped object, naming the namespace; writes in its own, a definition status and access reviews go through', async () => {
+  test('refuses, before sending anything, a write in another namespace or to a cluster-scoped object, naming the namespace; writes in its own, a definition status and patch, and access reviews go through', async () => {
     const kube = new KubeClient(() => Promise.resolve(endpoint(async () => ({}))), { namespace: 'team-a' });
     const cm = { group: '', version: 'v1', resource: 'configmaps' };
     const obj = { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'x', namespace: 'team-b' } };
@@ -154,13 +154,17 @@ describe('trust boundary: a client kept to one namespace (outrigger run --namesp
     await expect(kube.delete(cm, { name: 'x', namespace: 'team-b' })).rejects.toEqual(refused);
     const namespaces = { group: '', version: 'v1', resource: 'namespaces' };
     await expect(kube.patch(namespaces, { name: 'team-b' }, {}, 'merge')).rejects.toEqual(refused);
-    // A definition's metadata (its finalizers) is refused too: only its status may be written from one namespace.
+    // A definition is patched (Outrigger's finalizer on it), never replaced or deleted, from one namespace.
     const policies = { group: 'outrigger.dev', version: 'v1alpha1', resource: 'revisionpolicies' };
-    await expect(kube.patch(policies, { name: 'p' }, {}, 'merge')).rejects.toEqual(refused);
+    await expect(kube.delete(policies, { name: 'p' })).rejects.toEqual(refused);
+    await expect(
+      kube.replace(policies, { apiVersion: 'outrigger.dev/v1alpha1', kind: 'RevisionPolicy', metadata: { name: 'p' } }),
+    ).rejects.toEqual(refused);
     expect(seen).toEqual([]);
 
     await kube.create(cm, { ...obj, metadata: { name: 'x', namespace: 'team-a' } });
     await kube.patch(policies, { name: 'p', subresource: 'status' }, {}, 'merge');
+    await kube.patch(policies, { name: 'p' }, {}, 'merge');
     await kube.create(
       { group: 'authorization.k8s.io', version: 'v1', resource: 'subjectaccessreviews' },
       { apiVersion: 'v1', kind: 'X', metadata: {} },
@@ -168,6 +172,7 @@ describe('trust boundary: a client kept to one namespace (outrigger run --namesp
     expect(seen.map((s) => s.url?.split('?')[0])).toEqual([
       '/api/v1/namespaces/team-a/configmaps',
       '/apis/outrigger.dev/v1alpha1/revisionpolicies/p/status',
+      '/apis/outrigger.dev/v1alpha1/revisionpolicies/p',
       '/apis/authorization.k8s.io/v1/subjectaccessreviews',
     ]);
   });
