@@ -209,8 +209,10 @@ test("a v2 customize hook relates a namespaced parent to objects in other namesp
   const v1 = uniqueName('v1related');
   const cm = (namespace: string, name: string) =>
     admin.create(configMaps, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, namespace, labels: { feed: ns } } } as KubeObject);
+  // A name no other file's object has: a v2 rule by names alone looks in every namespace of the shared bed.
+  const b = uniqueName('hookv2-b');
   await cm(source, 'a');
-  await cm(other, 'b');
+  await cm(other, b);
   await applyManifests(
     admin,
     `${impersonatedAccount(
@@ -263,11 +265,11 @@ spec:
     const labels = { labelSelector: { matchLabels: { feed: ns } } };
     // v2: every namespace when the rule names none, or the one it names, whatever the parent's namespace.
     await pass(await list('everywhere', 'v2', labels));
-    expect((await statusOf('everywhere'))?.related).toEqual([`${other}/b`, `${source}/a`]);
+    expect((await statusOf('everywhere'))?.related).toEqual([`${other}/${b}`, `${source}/a`]);
     await pass(await list('there', 'v2', { ...labels, namespace: source }));
     expect((await statusOf('there'))?.related).toEqual([`${source}/a`]);
-    await pass(await list('named', 'v2', { names: ['b'] }));
-    expect((await statusOf('named'))?.related).toEqual([`${other}/b`]);
+    await pass(await list('named', 'v2', { names: [b] }));
+    expect((await statusOf('named'))?.related).toEqual([`${other}/${b}`]);
     // v1 keeps its scope: the refusal is on the parent's status, which the definition owns.
     await pass(await list('refused', 'v1', { ...labels, namespace: source }));
     expect((await statusOf('refused'))?.conditions?.find((c) => c.type === 'Synced')).toMatchObject({

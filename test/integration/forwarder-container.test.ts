@@ -137,7 +137,13 @@ test('the image runs as its non-root user, and a StatefulSet applied with kubect
     expect(envelopes.length).toBeGreaterThan(0);
     for (const e of envelopes) expect(verifyEnvelope([forwarderKey(SECRET, cluster)], cluster, e)).toBe(true);
     expect(await pipeline.deadLetters()).toEqual([]);
-    expect(await fwd.log()).not.toMatch(/"level":"(error|warn)"/);
+    // Nothing went wrong but for other files' kinds on the shared bed, which the chart's forwarder may not list.
+    const troubles = (await fwd.log()).split('\n').filter((l) => /"level":"(error|warn)"/.test(l));
+    expect(
+      troubles.filter(
+        (l) => !/"message":"watch failed; retrying with backoff".*403 Forbidden/.test(l) || /statefulsets|controllerrevisions/.test(l),
+      ),
+    ).toEqual([]);
   } catch (err) {
     process.stderr.write(`${pipeline.logs()}\n${(await Promise.all(containers.map((c) => c.log()))).join('\n')}\n`);
     throw err;
