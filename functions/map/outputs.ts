@@ -39,10 +39,11 @@ export async function apply(
       throw err;
     }
   }
-  for (const { desired, observed, content } of changes.update) {
+  for (const update of changes.update) {
+    const { desired, observed, content } = update;
     const k = kindOf(desired);
     if (k.updateMethod === 'Recreate' && content) {
-      await recreate(ctx, k, observed, desired, final, result);
+      await recreate(ctx, k, update, final, result);
       continue;
     }
     const current = await toApplied(ctx, k, observed, desired);
@@ -86,8 +87,7 @@ export async function apply(
 async function recreate(
   ctx: MapContext,
   k: ResolvedOutput,
-  observed: KubeObject,
-  desired: KubeObject,
+  { observed, desired }: { observed: KubeObject; desired: KubeObject },
   final: Map<string, KubeObject>,
   result: MapSyncResult,
 ): Promise<void> {

@@ -6,18 +6,23 @@ import { isBeingDeleted } from '../../shared/ownership/index.ts';
 import type { ResolvedMapController } from './controllers.ts';
 import type { MapContext, MapSyncResult } from './pass.ts';
 
+/** How a pass ended, as the parent's status tells it. */
+export interface PassEnd {
+  /** The inputs and outputs the pass saw; without them the status keeps its counts as they were. */
+  counted?: { inputs: ReadonlyMap<ResolvedResource, number>; outputs: ReadonlyMap<ResolvedResource, KubeObject[]> };
+  now: Date;
+  earlier: Continuation | undefined;
+}
+
 export async function writeStatus(
   ctx: MapContext,
   mc: ResolvedMapController,
   parent: KubeObject,
-  inputs: ReadonlyMap<ResolvedResource, number> | undefined,
-  outputs: ReadonlyMap<ResolvedResource, KubeObject[]> | undefined,
   result: MapSyncResult,
-  now: Date,
-  earlier: Continuation | undefined,
+  { counted, now, earlier }: PassEnd,
 ): Promise<void> {
   const current = parent.status as Partial<MapStatus> | undefined;
-  const counts = inputs && outputs ? aggregate(inputs, outputs) : { inputs: current?.inputs ?? {}, outputs: current?.outputs ?? {} };
+  const counts = counted ? aggregate(counted.inputs, counted.outputs) : { inputs: current?.inputs ?? {}, outputs: current?.outputs ?? {} };
   const synced = syncedCondition(result, isBeingDeleted(parent), earlier);
   const next: MapStatus = {
     observedGeneration: parent.metadata.generation,

@@ -52,7 +52,7 @@ export async function syncMap(ctx: MapContext, mc: ResolvedMapController, key: S
   const now = ctx.now ?? (() => new Date());
   // A pass that can go no further says why in the parent's status, its counts left as they were.
   const stop = async () => {
-    await writeStatus(ctx, mc, parent, undefined, undefined, result, now(), opts.continuation);
+    await writeStatus(ctx, mc, parent, result, { now: now(), earlier: opts.continuation });
     return result;
   };
   // The parent's selector; an invalid one is the parent's problem.
@@ -280,7 +280,7 @@ async function reportPass(pass: Pass, inputs: KubeObject[][], now: Date): Promis
   const outputsNow = new Map<ResolvedResource, KubeObject[]>(
     mc.outputs.map((k) => [k, [...final.values()].filter((o) => o.kind === k.kind && o.apiVersion === apiVersionOf(k))]),
   );
-  await writeStatus(ctx, mc, parent, inputTotals, outputsNow, result, now, opts.continuation);
+  await writeStatus(ctx, mc, parent, result, { counted: { inputs: inputTotals, outputs: outputsNow }, now, earlier: opts.continuation });
 }
 
 type MapHook = ResolvedMapController['spec']['hooks']['map'];

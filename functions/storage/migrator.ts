@@ -92,7 +92,8 @@ async function runHeld(
   opts: { shouldPause?: () => boolean; chunk?: number },
 ): Promise<MigrateResult> {
   const { group = '', version, resource } = svm.spec.resource;
-  if (!version) return await finish(ctx, svm, result, 'Failed', 'InvalidSpec', 'spec.resource.version is required');
+  if (!version)
+    return await finish(ctx, svm, result, { phase: 'Failed', reason: 'InvalidSpec', message: 'spec.resource.version is required' });
   const crdName = group === '' ? undefined : `${resource}.${group}`;
   // A migration not yet started records its start and its progress, with the CRD's storage version then.
   const started = await startRun(ctx, svm, result, crdName);
@@ -110,7 +111,7 @@ async function runHeld(
     else note = `; status.storedVersions left as it is: ${narrowed.reason}`;
   }
   const summary = `rewrote ${progress.rewritten} object(s); ${progress.conflicts} already rewritten, ${progress.notFound} gone${note}`;
-  return await finish(ctx, started.svm, result, 'Succeeded', 'MigrationSucceeded', summary);
+  return await finish(ctx, started.svm, result, { phase: 'Succeeded', reason: 'MigrationSucceeded', message: summary });
 }
 
 type Step<T> = T | { done: MigrateResult };
@@ -147,14 +148,12 @@ async function startRun(
   // every invocation would start over, and a large resource would never finish.
   if (!progressOf(patched))
     return {
-      done: await finish(
-        ctx,
-        patched,
-        result,
-        'Failed',
-        'ProgressNotKept',
-        "status.progress was pruned: the StorageVersionMigration CRD is not Outrigger's (apply cluster/crds/storageversionmigrations.yaml)",
-      ),
+      done: await finish(ctx, patched, result, {
+        phase: 'Failed',
+        reason: 'ProgressNotKept',
+        message:
+          "status.progress was pruned: the StorageVersionMigration CRD is not Outrigger's (apply cluster/crds/storageversionmigrations.yaml)",
+      }),
     };
   return { svm: patched, progress };
 }
@@ -189,17 +188,20 @@ async function rewriteAll(
       }
       if (isKubeError(err, 'NotFound'))
         return {
-          done: await finish(
-            ctx,
-            svm,
-            result,
-            'Failed',
-            'ResourceNotServed',
-            `the cluster does not serve ${resource} in ${group}/${version}`,
-          ),
+          done: await finish(ctx, svm, result, {
+            phase: 'Failed',
+            reason: 'ResourceNotServed',
+            message: `the cluster does not serve ${resource} in ${group}/${version}`,
+          }),
         };
       if (isKubeError(err, 'Transient')) throw err;
-      return { done: await finish(ctx, svm, result, 'Failed', 'ListFailed', err instanceof Error ? err.message : String(err)) };
+      return {
+        done: await finish(ctx, svm, result, {
+          phase: 'Failed',
+          reason: 'ListFailed',
+          message: err instanceof Error ? err.message : String(err),
+        }),
+      };
     }
     const { chunk, failures } = await rewriteChunk(ctx, target, page.items, limit);
     result.chunks += 1;
@@ -208,14 +210,11 @@ async function rewriteAll(
     result.notFound += chunk.notFound;
     if (failures.length)
       return {
-        done: await finish(
-          ctx,
-          svm,
-          result,
-          'Failed',
-          'RewriteFailed',
-          `${failures.length} object(s) could not be rewritten; first: ${failures[0]}`,
-        ),
+        done: await finish(ctx, svm, result, {
+          phase: 'Failed',
+          reason: 'RewriteFailed',
+          message: `${failures.length} object(s) could not be rewritten; first: ${failures[0]}`,
+        }),
       };
     progress = await saveProgress(ctx, svm, afterChunk(progress, chunk, page.metadata.continue || undefined, ctx.now()));
     if (!progress.complete && opts.shouldPause?.()) return { done: { ...result, outcome: 'paused', progress } };
@@ -297,13 +296,18 @@ async function narrowStoredVersions(
   }
 }
 
+/** How a migration ended: its phase, and the condition's reason and message. */
+interface Ending {
+  phase: 'Succeeded' | 'Failed';
+  reason: string;
+  message: string;
+}
+
 async function finish(
   ctx: MigratorContext,
   svm: StorageVersionMigration,
   result: MigrateResult,
-  phase: 'Succeeded' | 'Failed',
-  reason: string,
-  message: string,
+  { phase, reason, message }: Ending,
 ): Promise<MigrateResult> {
   const conditions = conditionsFor(svm.status?.conditions, phase, ctx.now(), reason, message);
   await ctx.kube.patch(migrations, { name: svm.metadata.name ?? '', subresource: 'status' }, statusWrite(svm, { conditions }), 'json', {

@@ -102,14 +102,14 @@ export async function pollReporter(
       reporter: reporter.id,
       ...f,
     });
+  const round: Round = { reporter: reporter.id, now, lastPolls, result };
   const limit = pLimit(WRITE_CONCURRENCY);
   const reported = await Promise.all(
     discovery.resources.map((r) =>
       limit(async () => {
         // Each hash a sample saw, in turn: persisted gains every one of them.
         let state = existing.get(storageStateName(r));
-        for (const hash of r.hashes)
-          state = await reportResource(ctx, reporter.id, { ...r, storageVersionHash: hash }, state, now, lastPolls, result);
+        for (const hash of r.hashes) state = await reportResource(ctx, round, { ...r, storageVersionHash: hash }, state);
         return state!;
       }),
     ),
@@ -195,15 +195,20 @@ async function readLastPolls(ctx: StorageContext, self: string): Promise<Record<
   return Object.fromEntries(times.filter(([, t]) => Number.isFinite(t.getTime())));
 }
 
+/** One reporter's poll, which each of its resources is reported within. */
+interface Round {
+  reporter: string;
+  now: Date;
+  lastPolls: Readonly<Record<string, Date>>;
+  result: PollResult;
+}
+
 /** Writes this reporter's entry; returns the state as written. */
 async function reportResource(
   ctx: StorageContext,
-  reporter: string,
+  { reporter, now, lastPolls, result }: Round,
   r: StorageVersionEntry,
   listed: StorageState | undefined,
-  now: Date,
-  lastPolls: Readonly<Record<string, Date>>,
-  result: PollResult,
 ): Promise<StorageState> {
   const name = storageStateName(r);
   let current = listed;

@@ -56,13 +56,12 @@ export async function claim<T extends KubeObject>(
   }
 
   const ref = opts.reference === 'owner' ? newOwnerRef(parent) : newControllerRef(parent);
+  const claimed: Claimed = { parent, selector, opts, ref };
   const limit = pLimit(CLAIM_CONCURRENCY);
   const outcomes = await Promise.all([
-    ...plan.adopt.map((child) =>
-      limit(async () => ({ child, op: 'adopt' as const, out: await settle(ctx, parent, selector, child, 'adopt', opts, ref) })),
-    ),
+    ...plan.adopt.map((child) => limit(async () => ({ child, op: 'adopt' as const, out: await settle(ctx, claimed, child, 'adopt') }))),
     ...plan.release.map((child) =>
-      limit(async () => ({ child, op: 'release' as const, out: await settle(ctx, parent, selector, child, 'release', opts, ref) })),
+      limit(async () => ({ child, op: 'release' as const, out: await settle(ctx, claimed, child, 'release') })),
     ),
   ]);
   for (const { child, op, out } of outcomes) {
@@ -94,15 +93,20 @@ async function recheckParent(ctx: ClaimContext, parent: ParentIdentity): Promise
 
 type Outcome = { state: 'owned'; obj: KubeObject } | { state: 'released' } | { state: 'lost' };
 
+/** What every child of one claim is settled against: the parent, its selector, the options and the reference it adds. */
+interface Claimed {
+  parent: ParentIdentity;
+  selector: Selector;
+  opts: ClaimOptions;
+  ref: ReturnType<typeof newControllerRef>;
+}
+
 /** Adopts or releases one child, re-reading and re-deciding on Conflict, a bounded number of times. */
 async function settle(
   ctx: ClaimContext,
-  parent: ParentIdentity,
-  selector: Selector,
+  { parent, selector, opts, ref }: Claimed,
   initial: KubeObject,
   op: 'adopt' | 'release',
-  opts: ClaimOptions,
-  ref: ReturnType<typeof newControllerRef>,
 ): Promise<Outcome> {
   let child = initial;
   let action: 'adopt' | 'release' | 'owned' | 'ignored' = op;

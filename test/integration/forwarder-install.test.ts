@@ -39,16 +39,9 @@ const revision = (namespace: string, name: string): KubeObject => ({
   revision: 1,
 });
 
-/** Envelopes received from the queue (and deleted from it) until `done` holds. */
-async function receive(
-  sqs: SQSClient,
-  url: string,
-  into: Envelope[],
-  done: () => boolean,
-  timeoutMs = 60_000,
-  log?: () => string,
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
+/** Envelopes received from the queue (and deleted from it) until `done` holds (60 s at most). */
+async function receive(sqs: SQSClient, url: string, into: Envelope[], done: () => boolean, log?: () => string): Promise<void> {
+  const deadline = Date.now() + 60_000;
   while (!done()) {
     if (Date.now() > deadline)
       throw new Error(
@@ -191,7 +184,7 @@ describe('the forwarder installed from its kustomize base and generated overlay'
     await fwd.logged('forwarder started');
     await outriggerClient().create(Resources.controllerRevisions, revision(ns, 'installed'));
     const got: Envelope[] = [];
-    await receive(events.sqs, events.url, got, () => has(got, 'added:installed'), 60_000, fwd.log);
+    await receive(events.sqs, events.url, got, () => has(got, 'added:installed'), fwd.log);
     expect(got.find((e) => e.data.object.metadata.name === 'installed')!.source).toBe(`outrigger://${cluster}/forwarder`);
     // The cluster's storage settings reached it: in-tree migrations are watched, Outrigger's own API is not.
     expect(fwd.log()).toMatch(/"message":"watching","resource":"storageversionmigrations\.[^"]+\.storagemigration\.k8s\.io"/);
@@ -240,7 +233,7 @@ describe('the forwarder installed from its kustomize base and generated overlay'
     const first = started(startForwarder({ ...env, OUTRIGGER_POD_NAME: 'pod-a' }));
     await first.logged('forwarder started');
     for (let i = 0; i < 5; i += 1) await kube.create(Resources.controllerRevisions, revision(ns, `d${i}`));
-    await receive(sqs, url, got, () => [0, 1, 2, 3, 4].every((i) => has(got, `added:d${i}`)), 60_000, first.log);
+    await receive(sqs, url, got, () => [0, 1, 2, 3, 4].every((i) => has(got, `added:d${i}`)), first.log);
     // Checkpointed in its ConfigMap (every second), as read by anyone with the ServiceAccount's rights.
     const store = new ConfigMapCheckpoint({
       kube: connect({ kind: 'kubeconfig', path: env.KUBECONFIG }),
@@ -258,7 +251,7 @@ describe('the forwarder installed from its kustomize base and generated overlay'
     got.length = 0;
     const t0 = Date.now();
     const second = started(startForwarder({ ...env, OUTRIGGER_POD_NAME: 'pod-b' }));
-    await receive(sqs, url, got, () => has(got, 'deleted:d0') && has(got, 'deleted:d1'), 60_000, second.log);
+    await receive(sqs, url, got, () => has(got, 'deleted:d0') && has(got, 'deleted:d1'), second.log);
     const resumedMs = Date.now() - t0;
     expect(second.log()).toMatch(/"message":"checkpoint loaded","from":"configmap outrigger-system\//);
     // The objects still there and unchanged are not sent again.
@@ -287,7 +280,7 @@ describe('the forwarder installed from its kustomize base and generated overlay'
     });
 
     await kube.create(Resources.controllerRevisions, revision(ns, 'l0'));
-    await receive(sqs, url, got, () => has(got, 'added:l0'), 60_000, a.log);
+    await receive(sqs, url, got, () => has(got, 'added:l0'), a.log);
     expect((await get(portA, '/metrics')).text).toMatch(/outrigger_forwarder_sent_total [1-9]/);
     expect((await get(portB, '/metrics')).text).toMatch(/outrigger_forwarder_sent_total 0\n/);
     expect(b.log()).not.toMatch(/"message":"forwarder started"/);
@@ -298,7 +291,7 @@ describe('the forwarder installed from its kustomize base and generated overlay'
     await kube.create(Resources.controllerRevisions, revision(ns, 'l1'));
     await b.logged('leader election: leading', 30_000);
     const failoverMs = Date.now() - killed;
-    await receive(sqs, url, got, () => has(got, 'added:l1'), 60_000, b.log);
+    await receive(sqs, url, got, () => has(got, 'added:l1'), b.log);
     const firstEventMs = Date.now() - killed;
     // Not before the lease ran out: 4 s after the last renewal the standby saw (the leader renews every 0.5 s,
     // each renewal a read and a write, slower on a busy machine, so the last one may be a second or more old).
@@ -322,7 +315,7 @@ describe('the forwarder installed from its kustomize base and generated overlay'
     await c.logged('leader election: leading', 30_000);
     const handoverMs = Date.now() - stopped;
     await kube.create(Resources.controllerRevisions, revision(ns, 'l2'));
-    await receive(sqs, url, got, () => has(got, 'added:l2') && has(got, 'deleted:l1'), 60_000, c.log);
+    await receive(sqs, url, got, () => has(got, 'added:l2') && has(got, 'deleted:l1'), c.log);
     // From the Lease b handed back, not by waiting out b's (which would count a transition, and name b as the
     // holder it took over from); how long the handover takes is bench/'s to measure, not a test's.
     expect(c.log()).toMatch(/"message":"leader election: acquired","lease":"[^"]+"[,}]/);
