@@ -273,6 +273,7 @@ export interface LocalServer {
  * Starts a server process on loopback and waits until `answers(endpoint)` holds (60 s at most). A server that
  * exits or never answers is stopped and reported with the tail of its stderr.
  */
+// eslint-disable-next-line max-params -- name, command line, port, readiness probe and log file are unrelated to each other; five servers pass them so
 export async function startLocalServer(
   name: string,
   cmd: string,

@@ -25,6 +25,7 @@ export interface DecoratorHookRequest {
 }
 
 /** The request for a parent (a decorator's object) and its children, whose map childMap made. */
+// eslint-disable-next-line max-params -- the request body's parts, in its order; the sync, render and two unit tests build requests from them
 export function hookRequest(
   kind: 'CompositeController' | 'DecoratorController',
   controller: KubeObject,

@@ -116,6 +116,7 @@ export type KeyedOutcome<T extends ControllerRevision> = { kind: 'unchanged'; re
  *    revision holding this state already (a rollout in progress, a redelivery) is the answer; else a new one,
  *    keyed by `hashKey` (the state's hash), which the parent's own controller then rolls the objects to.
  */
+// eslint-disable-next-line max-params -- beside decide's three, the key's three parts (label, current, hash); the unit tests state each case as one positional call
 export function decideByKey<T extends ControllerRevision>(
   candidate: Json,
   owned: readonly T[],

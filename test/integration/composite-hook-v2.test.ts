@@ -3,6 +3,7 @@
 // scope) and its answers are read strictly (an unknown or twice-named field is a malformed answer, the parent
 // Synced=False); a v2 DecoratorController's hook is sent `object` and `attachments`, as Metacontroller's.
 // Beside it, where Outrigger must do as Metacontroller does for either kind (docs/getting-started/from-metacontroller.md).
+/* eslint-disable max-lines -- the v2 composite and decorator scenarios share one hook server and its per-path answers, set up once in beforeAll */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { clusterCache } from '../../functions/cluster-cache.ts';

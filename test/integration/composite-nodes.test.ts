@@ -5,6 +5,7 @@
 // (plain YAML, webhook hooks this file serves on loopback) plus Outrigger's serviceAccount, and run end to end in
 // the local runtime (forwarder, router, map function: docs/controllers/compositecontroller.md#how-a-parent-is-synced).
 // One control plane and one runtime for the whole file, watching one namespace.
+/* eslint-disable max-lines -- every scenario needs the node bed (kube-controller-manager, kube-scheduler, two kwok nodes), started once here; a second file would start a second one */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { mkdtemp } from 'node:fs/promises';

@@ -4,6 +4,7 @@
 // `outrigger history` (`kubectl outrigger history`) listing the parent's revisions. The children are a custom kind
 // whose status this test writes (Pods never run on this bed); passes are run as the controller's ServiceAccount,
 // the hook a real HTTP server in this process.
+/* eslint-disable max-lines -- the four rolling scenarios share one hook server and the CRDs, grants and ServiceAccount applied once in beforeAll */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { historyCommand } from '../../cli/history.ts';

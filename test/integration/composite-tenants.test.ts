@@ -3,6 +3,7 @@
 // controller makes a ResourceQuota per database, as its own ServiceAccount; a tenant may create TenantDBs in its
 // namespace but may not touch the admin's ResourceQuota there. Each pass runs as the definition's ServiceAccount on
 // the real apiserver, its hook a real HTTP server in this process.
+/* eslint-disable max-lines -- the trust-boundary scenarios share the platform team's TenantDB definition, its tenant namespace, accounts and hook server, set up once in beforeAll */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { clusterCache } from '../../functions/cluster-cache.ts';

@@ -4,6 +4,7 @@
 // the definition's ServiceAccount. A CompositeController that runs a set of Pods, one that owns a Job, a
 // DecoratorController adding a Service per labelled object, and a CompositeController beside a MapController on
 // the same parent kind.
+/* eslint-disable max-lines -- the composite, decorator and mix-and-match scenarios share one hook server and the CRDs and ServiceAccount applied once in beforeAll */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { clusterCache } from '../../functions/cluster-cache.ts';

@@ -1,6 +1,7 @@
 // A RevisionPolicy in a live cluster: installed while the pipeline runs, bad, or deleted. For the install, the
 // forwarder, the router and the history function each run in a process of their own with their own policy
 // caches (test/testbed/separate-pipeline.ts), as they do on AWS.
+/* eslint-disable max-lines -- the policy scenarios share the ownKind, policy, history, sqsRecord and routerDeps helpers below, which set up and drive the pipeline the same way in each */
 import { randomUUID } from 'node:crypto';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

@@ -1,4 +1,5 @@
 // Controller history against the real apiserver (as the outrigger identity) and DynamoDB Local.
+/* eslint-disable max-lines -- the history scenarios share the StatefulSet policy loaded once in beforeAll and the createSts, setImage, keyOf and sync helpers below */
 import { forgetPolicies, listPolicies, policyFor, revisionPolicies } from '../../functions/history/policies.ts';
 import { reportPolicy } from '../../functions/history/report.ts';
 import type { SyncOutcome } from '../../functions/history/outcome.ts';

@@ -3,6 +3,7 @@
 // seed allows (no status subresource, cluster-scoped, several inputs and outputs, detached outputs with and
 // without a tombstone hook). The hooks are a real HTTP server in this process; each parent's answers are set by
 // its test.
+/* eslint-disable max-lines -- the contract scenarios share one hook server whose answers each parent sets, and the eight CRDs and grants applied once in beforeAll */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';

@@ -1,6 +1,7 @@
 // A MapController acts as the ServiceAccount it names, never as Outrigger (docs/controllers/mapcontroller.md#identity-each-mapcontroller-acts-as-its-own-serviceaccount):
 // what one author is granted serves no other. On the real apiserver, through serveMapRequest (the map
 // function's own entry), with a webhook the test serves.
+/* eslint-disable max-lines -- the identity scenarios share the example's CRDs and RBAC, the three Team CRDs and the hook server, set up once in beforeAll */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { readFile } from 'node:fs/promises';

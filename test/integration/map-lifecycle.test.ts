@@ -2,6 +2,7 @@
 // the controller's finalizer on parents, resyncAfterSeconds (through the local runtime: router, map function, its
 // FIFO queue and wake-up timers), and updateStrategy InPlace and Recreate for an output with immutable fields.
 // Webhook hooks are a real HTTP server in this process; the runtime's are Lambda handlers on its Invoke endpoint.
+/* eslint-disable max-lines -- the lifecycle scenarios share one hook server and the nine parent CRDs and grants applied once in beforeAll */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { forgetMapControllers, listMapControllers, mapControllerFor, type ResolvedMapController } from '../../functions/map/controllers.ts';

@@ -1,6 +1,7 @@
 // MapController (docs/controllers/mapcontroller.md) on the real apiserver, as the `outrigger` identity under the project's RBAC plus what
 // each controller's author grants. Hooks are real: the SnapshotSchedule example's Lambda handlers behind the
 // local Lambda Invoke endpoint (called with the AWS SDK's Lambda client), and HTTP webhooks the tests serve.
+/* eslint-disable max-lines -- the scenarios share the example's Lambda Invoke endpoint, a webhook server and the CRDs and RBAC applied once in beforeAll */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { readFile } from 'node:fs/promises';

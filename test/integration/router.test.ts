@@ -1,5 +1,6 @@
 // The router against the real apiserver: batches with malformed and failing records, deduplication, and the
 // whole path in the local runtime (watch, envelope, router, sync queue, controller handler).
+/* eslint-disable max-lines -- the router scenarios share the StatefulSet source, the queue names and the record and createStatefulSet helpers below, which every batch is built from */
 import { randomUUID } from 'node:crypto';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

@@ -1,6 +1,7 @@
 // Storage version migration (docs/controllers/storage-migration.md) end to end on the real apiserver and DynamoDB Local, acting as the
 // project's identities: `outrigger` polls and leads, `migrator` rewrites. Each test has its own CRD group and
 // DynamoDB cluster id, and limits the poll to its group, so tests sharing the bed do not meet.
+/* eslint-disable max-lines -- the migration scenarios share storageTestContext and the stateOf, afterwards and ownedMigrations helpers below; each keeps to its own group, so they share the bed */
 import {
   decisionKey,
   EPOCH_ANNOTATION,

@@ -1,5 +1,6 @@
 // CompositeController and DecoratorController, the pure part (shared/composite/): specs as Metacontroller writes
 // them, the hook contract (v1), the children's claim and diff.
+/* eslint-disable max-lines -- the spec, contract, children and property sections share the catset, parent, pods and jobs fixtures below */
 import fc from 'fast-check';
 import type { KubeObject } from '../../shared/kube/index.ts';
 import {

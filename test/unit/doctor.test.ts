@@ -1,6 +1,7 @@
 // `outrigger doctor`'s judgement (cli/doctor/findings.ts) on facts written here, and the EKS reads' branches
 // (cli/doctor/eks.ts) against an in-memory EksApi: what each answer becomes, and the command that fixes it. The
 // EKS calls themselves are not exercised against EKS here.
+/* eslint-disable max-lines -- the findings, EKS and command sections share the healthy facts and the crd, role and binding builders below */
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { loadAll } from 'js-yaml';
 import { tmpdir } from 'node:os';

@@ -1,3 +1,4 @@
+/* eslint-disable max-lines -- one section per part of shared/history, all built on the rev fixture below; a split would scatter one module's tests over files */
 import fc from 'fast-check';
 import { parsePath, revisionHash, revisionName, selectorLabels, targetState, type Json } from '../../shared/history/data.ts';
 import { canonicalJson, semanticallyEqual } from '../../shared/json.ts';

@@ -1,3 +1,4 @@
+/* eslint-disable max-lines -- the spec, pass, hooks and webhook sections share the parent, configMaps and cm fixtures below */
 import fc from 'fast-check';
 import { webhookRefusal } from '../../shared/hooks/index.ts';
 import { keepSnapshots, mapSnapshots, parseDuration } from '../../examples/snapshot-schedule/hooks.ts';

@@ -1,5 +1,6 @@
 // The Outrigger construct as a user's CDK app uses it: in a stack of their own (not the repository's), with two
 // clusters, a VPC, an alarm topic of theirs and the other props. Bundling is skipped, as in stack.test.ts.
+/* eslint-disable max-lines -- the sections share userApp, logicalId and the two-cluster fixtures below, the construct as one user's app builds it */
 import { App, RemovalPolicy, Stack } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';

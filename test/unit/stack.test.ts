@@ -1,5 +1,6 @@
 // The synthesized CloudFormation template, checked with CDK's assertions (bundling skipped: the bundle
 // itself is measured by bench/bundle).
+/* eslint-disable max-lines -- the stack's tests share the synth, grants, byName and mappings helpers below and one synthesized template */
 import { App } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import { readFileSync } from 'node:fs';

@@ -1,3 +1,4 @@
+/* eslint-disable max-lines -- the reporter, walkthrough and property sections share one model of shared/storage (its Sim in storage-sim.ts and the reporter functions it drives) */
 import fc from 'fast-check';
 import {
   conditionsFor,

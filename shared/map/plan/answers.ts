@@ -69,6 +69,7 @@ export function answerFingerprint(input: KubeObject, outputs: readonly KubeObjec
  * unchanged (resourceVersion) and its outputs those the answer named (one deleted or added is a change), and no
  * output of it named by the request (someone changed it: the hook's answer is what it is set back to).
  */
+// eslint-disable-next-line max-params -- five things the answer is checked against, and `now` only the unit tests pass (their clock); each case is one positional call
 export function answerHolds(
   previous: AnswerRecord | undefined,
   at: { parentGeneration: number; controller: string; generation: number },
