@@ -11,7 +11,8 @@ import { gvr, Resources, type GVR, type KubeClient, type KubeObject } from '../.
 import { EVENTS_QUEUE, type QueueUrls } from '../../shared/lambda/queues.ts';
 import { MIGRATION_GROUP, MIGRATION_VERSION, migratorRole, type StorageState } from '../../shared/storage/index.ts';
 import { gatherEks, type EksApi } from './eks.ts';
-import type { ClusterFacts, DeadLetterQueue, EksFacts, ForwarderFacts, Shipped, StorageReporterFacts } from './findings.ts';
+import type { ClusterFacts, DeadLetterQueue, EksFacts, ForwarderFacts, StorageReporterFacts } from './findings.ts';
+import type { Shipped } from './shipped.ts';
 
 const rbac = (resource: string) => gvr('rbac.authorization.k8s.io', 'v1', resource);
 const RESOURCES: Record<string, GVR> = {

@@ -1,6 +1,6 @@
-// `outrigger doctor`'s judgement (cli/doctor/findings.ts) on facts written here, and the EKS reads' branches
-// (cli/doctor/eks.ts) against an in-memory EksApi: what each answer becomes, and the command that fixes it. The
-// EKS calls themselves are not exercised against EKS here.
+// `outrigger doctor`'s judgement (cli/doctor/findings.ts, its comparisons in shipped.ts) on facts written here, and
+// the EKS reads' branches (cli/doctor/eks.ts) against an in-memory EksApi: what each answer becomes, and the command
+// that fixes it. The EKS calls themselves are not exercised against EKS here.
 /* eslint-disable max-lines -- the findings, EKS and command sections share the healthy facts and the crd, role and binding builders below */
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { loadAll } from 'js-yaml';
@@ -12,19 +12,15 @@ import { doctor } from '../../cli/doctor/command.ts';
 import type { EksApi } from '../../cli/doctor/eks.ts';
 import { gatherEks } from '../../cli/doctor/eks.ts';
 import {
-  allows,
-  crdDifference,
   exitCode,
   findings,
-  firstDifference,
-  missingPermissions,
   renderText,
   type ClusterFacts,
   type DeadLetterQueue,
   type EksFacts,
   type Finding,
-  type PolicyRule,
 } from '../../cli/doctor/findings.ts';
+import { allows, crdDifference, firstDifference, missingPermissions, type PolicyRule } from '../../cli/doctor/shipped.ts';
 import { projectRoot } from '../../local/paths.ts';
 import type { KubeObject } from '../../shared/kube/index.ts';
 import { MIGRATOR_ROLE, migratorRole } from '../../shared/storage/index.ts';
