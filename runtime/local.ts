@@ -47,7 +47,7 @@ export interface RuntimeOptions {
   controllerSelector?: string | undefined;
   /**
    * Watch, resync and write namespaced resources in this namespace only (cluster-scoped ones, such as policies, are
-   * watched everywhere; of them only definitions' status is written); storage migration is not run.
+   * watched everywhere; of them only definitions are written: their status, and patches); storage migration is not run.
    */
   namespace?: string | undefined;
   stateDir: string;
