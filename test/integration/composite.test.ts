@@ -160,7 +160,7 @@ ${definitions()}`,
     set = await listCompositeSet(kube, 'it', cache);
     // Its own four: other files' definitions may be in the cluster too.
     const names = new Set([...set.composites, ...set.decorators].map((d) => d.name));
-    if (['podset-controller', 'jobrun-controller', 'mix-composite', 'service-per-configmap'].every((n) => names.has(n))) break;
+    if ([...OWN].every((n) => names.has(n))) break;
     if (i > 100) throw new Error(`definitions not ready: ${JSON.stringify(set.invalid)}`);
     await new Promise((r) => setTimeout(r, 200));
   }
@@ -187,10 +187,13 @@ const keyOf = (o: KubeObject, group: string, kind: string): SyncKey => ({
   uid: o.metadata.uid ?? '',
 });
 /** Every definition serving the object's kind, each as its ServiceAccount. */
+/** This file's own definitions: another file's decorator of ConfigMaps on the shared bed is not its to run. */
+const OWN = new Set(['podset-controller', 'jobrun-controller', 'mix-composite', 'service-per-configmap']);
+
 async function sync(o: KubeObject, group: string, kind: string) {
   const kube: KubeClient = outriggerClient();
   const out = [];
-  for (const d of definitionsFor(set, group, kind))
+  for (const d of definitionsFor(set, group, kind).filter((x) => OWN.has(x.name)))
     out.push(await syncDefinition({ kube: actingAs(kube, d), hooks } satisfies PassContext, d, keyOf(o, group, kind)));
   return out;
 }
